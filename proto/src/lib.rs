@@ -1,0 +1,97 @@
+//! The ldpcov wire format and the privacy arithmetic that devices and the aggregator
+//! must agree on.
+//!
+//! * [`v1`] — the generated `ldpcov.v1` protobuf messages and gRPC stubs.
+//! * [`calibration`] — the analytic Gaussian mechanism (σ from ε, δ, Δ), the classic
+//!   formula and zCDP ρ.
+//! * [`Collection`] — a validated collection spec with its derived grid, sensitivity,
+//!   σ and validation bound. Both sides derive these with this code.
+//! * [`layout`] — the packed upper-triangle order of entries.
+//! * [`wire`] — payload encodings and report validation.
+//!
+//! ```
+//! use ldpcov_proto::{v1::CollectionSpec, Collection};
+//!
+//! let spec = CollectionSpec {
+//!     collection_id: "demo".into(),
+//!     dim: 20,
+//!     epsilon: 1.0,
+//!     delta: 1e-6,
+//!     clip_radius: 6.0,
+//!     min_reports: 1000,
+//!     encoding: 0,
+//! };
+//! let c = Collection::from_spec(&spec)?;
+//! // Local sensitivity √2, plus the grid rounding of 210 entries at 2^-k.
+//! assert!(c.sensitivity > 2f64.sqrt() && c.sensitivity < 1.415);
+//! // The analytic Gaussian mechanism needs less noise than the classic formula.
+//! let classic = ldpcov_proto::calibration::classic_sigma(c.sensitivity, 1.0, 1e-6)?;
+//! assert!(c.sigma < classic);
+//! # Ok::<(), ldpcov_proto::SpecError>(())
+//! ```
+
+pub mod calibration;
+pub mod collection;
+pub mod layout;
+pub mod wire;
+
+pub use collection::Collection;
+pub use wire::{ReportId, WireError};
+
+/// Generated code for the `ldpcov.v1` protobuf package.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod v1 {
+    tonic::include_proto!("ldpcov.v1");
+}
+
+use thiserror::Error;
+
+/// Why a collection spec (or the parameters derived from it) was rejected.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum SpecError {
+    /// Bad collection id.
+    #[error("collection id {0:?} must be 1-128 characters from [A-Za-z0-9._-]")]
+    CollectionId(String),
+    /// p out of range.
+    #[error("dimension {0} must be between 1 and {max}", max = collection::MAX_DIM)]
+    Dim(u32),
+    /// ε not a positive finite number.
+    #[error("epsilon {0} must be a positive finite number")]
+    Epsilon(f64),
+    /// δ outside (0, 1).
+    #[error("delta {0} must lie strictly between 0 and 1")]
+    Delta(f64),
+    /// R not a positive finite number.
+    #[error("clip radius {0} must be a positive finite number")]
+    ClipRadius(f64),
+    /// Sensitivity not a positive finite number.
+    #[error("sensitivity {0} must be a positive finite number")]
+    Sensitivity(f64),
+    /// min_reports is zero.
+    #[error("min_reports must be at least 1")]
+    MinReports,
+    /// Unknown encoding value.
+    #[error("unknown encoding {0}")]
+    Encoding(i32),
+    /// No grid fits the noise this (ε, δ) needs into an i32.
+    #[error("epsilon {epsilon} and delta {delta} need more noise than a report can carry")]
+    Uncalibratable {
+        /// ε asked for.
+        epsilon: f64,
+        /// δ asked for.
+        delta: f64,
+    },
+    /// Parameters without a spec.
+    #[error("collection parameters carry no spec")]
+    MissingSpec,
+    /// The server's derived parameters disagree with the local derivation.
+    #[error(
+        "server parameters disagree with local derivation (server sigma {server_sigma}, local {local_sigma}): refusing to report"
+    )]
+    ParamsMismatch {
+        /// σ the server announced.
+        server_sigma: f64,
+        /// σ derived locally.
+        local_sigma: f64,
+    },
+}

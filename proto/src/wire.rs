@@ -1,0 +1,195 @@
+//! Report payload encodings and the decode-and-validate step the aggregator runs on
+//! every report before it touches any state.
+
+use crate::collection::Collection;
+use crate::v1::Encoding;
+use thiserror::Error;
+
+/// Length in bytes of a report id.
+pub const REPORT_ID_LEN: usize = 16;
+
+/// Why a report payload or id was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum WireError {
+    /// The encoding value is not one this version knows.
+    #[error("unknown encoding {0}")]
+    UnknownEncoding(i32),
+    /// The report uses another encoding than its collection.
+    #[error("encoding {got:?} does not match the collection's {expected:?}")]
+    EncodingMismatch {
+        /// The collection's encoding.
+        expected: Encoding,
+        /// The report's encoding.
+        got: Encoding,
+    },
+    /// The payload length is not `d × bytes per entry`.
+    #[error("payload has {got} bytes, expected {expected} ({entries} entries)")]
+    Length {
+        /// Expected payload length in bytes.
+        expected: usize,
+        /// Actual length in bytes.
+        got: usize,
+        /// Number of entries d.
+        entries: usize,
+    },
+    /// An entry lies outside ±(1 + 50σ) in grid units.
+    #[error("entry {index} = {value} is outside ±{bound} grid units")]
+    OutOfRange {
+        /// Position in the packed triangle.
+        index: usize,
+        /// The value found.
+        value: i64,
+        /// The collection's bound.
+        bound: i64,
+    },
+    /// The report id is not 16 bytes.
+    #[error("report id has {0} bytes, expected 16")]
+    ReportId(usize),
+}
+
+/// A report id: 16 random bytes chosen by the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReportId(pub [u8; REPORT_ID_LEN]);
+
+impl TryFrom<&[u8]> for ReportId {
+    type Error = WireError;
+    fn try_from(bytes: &[u8]) -> Result<Self, WireError> {
+        let array: [u8; REPORT_ID_LEN] = bytes
+            .try_into()
+            .map_err(|_| WireError::ReportId(bytes.len()))?;
+        Ok(ReportId(array))
+    }
+}
+
+/// Bytes one entry takes in `encoding`.
+pub fn bytes_per_entry(encoding: Encoding) -> Option<usize> {
+    match encoding {
+        Encoding::I32Le => Some(4),
+        Encoding::Unspecified => None,
+    }
+}
+
+/// Encodes grid-unit entries in the collection's encoding.
+pub fn encode_payload(collection: &Collection, entries: &[i32]) -> Vec<u8> {
+    debug_assert_eq!(entries.len(), collection.entries);
+    match collection.encoding {
+        Encoding::I32Le | Encoding::Unspecified => {
+            entries.iter().flat_map(|v| v.to_le_bytes()).collect()
+        }
+    }
+}
+
+/// Decodes a payload into grid-unit entries, checking encoding, length and range.
+pub fn decode_payload(
+    collection: &Collection,
+    encoding: i32,
+    payload: &[u8],
+) -> Result<Vec<i32>, WireError> {
+    let got = Encoding::try_from(encoding).map_err(|_| WireError::UnknownEncoding(encoding))?;
+    // An unspecified encoding on the report means the collection's.
+    let got = if got == Encoding::Unspecified {
+        collection.encoding
+    } else {
+        got
+    };
+    if got != collection.encoding {
+        return Err(WireError::EncodingMismatch {
+            expected: collection.encoding,
+            got,
+        });
+    }
+    let width = bytes_per_entry(got).ok_or(WireError::UnknownEncoding(encoding))?;
+    let expected = collection.entries * width;
+    if payload.len() != expected {
+        return Err(WireError::Length {
+            expected,
+            got: payload.len(),
+            entries: collection.entries,
+        });
+    }
+    let bound = collection.max_abs_grid_value;
+    payload
+        .chunks_exact(4)
+        .enumerate()
+        .map(|(index, chunk)| {
+            let value = i32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            if i64::from(value).abs() > bound {
+                Err(WireError::OutOfRange {
+                    index,
+                    value: i64::from(value),
+                    bound,
+                })
+            } else {
+                Ok(value)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::v1::CollectionSpec;
+
+    fn collection() -> Collection {
+        Collection::from_spec(&CollectionSpec {
+            collection_id: "w".into(),
+            dim: 3,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            encoding: 0,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let c = collection();
+        let v: Vec<i32> = vec![0, -1, 1, 12345, -54321, c.max_abs_grid_value as i32];
+        let bytes = encode_payload(&c, &v);
+        assert_eq!(bytes.len(), 24);
+        assert_eq!(
+            decode_payload(&c, Encoding::I32Le as i32, &bytes).unwrap(),
+            v
+        );
+        assert_eq!(decode_payload(&c, 0, &bytes).unwrap(), v);
+    }
+
+    #[test]
+    fn rejects_bad_payloads() {
+        let c = collection();
+        let ok = encode_payload(&c, &[0; 6]);
+        assert!(matches!(
+            decode_payload(&c, 7, &ok),
+            Err(WireError::UnknownEncoding(7))
+        ));
+        assert!(matches!(
+            decode_payload(&c, 1, &ok[..20]),
+            Err(WireError::Length {
+                expected: 24,
+                got: 20,
+                ..
+            })
+        ));
+        let mut big = [0i32; 6];
+        big[4] = c.max_abs_grid_value as i32 + 1;
+        assert!(matches!(
+            decode_payload(&c, 1, &encode_payload(&c, &big)),
+            Err(WireError::OutOfRange { index: 4, .. })
+        ));
+        big[4] = i32::MIN;
+        assert!(decode_payload(&c, 1, &encode_payload(&c, &big)).is_err());
+    }
+
+    #[test]
+    fn report_ids() {
+        assert!(ReportId::try_from(&[1u8; 16][..]).is_ok());
+        assert_eq!(ReportId::try_from(&[][..]), Err(WireError::ReportId(0)));
+        assert_eq!(
+            ReportId::try_from(&[0u8; 17][..]),
+            Err(WireError::ReportId(17))
+        );
+    }
+}
