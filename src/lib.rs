@@ -1,1 +1,30 @@
-//! placeholder
+//! ldpcov: sparse covariance estimation under local differential privacy.
+//!
+//! The system lives in three crates, re-exported here:
+//! * [`proto`] (`ldpcov-proto`) — the `ldpcov.v1` wire format and the privacy arithmetic.
+//! * [`client`] (`ldpcov-client`) — the device side: clip, perturb, encode, submit.
+//! * [`aggregator`] (`ldpcov-aggregator`) — the service, accumulators and estimators.
+//!
+//! This root crate adds what simulations, examples and end-to-end tests share:
+//! [`models`], the data generators of the seed papers, and [`metrics`], the error
+//! measures the papers report.
+//!
+//! ```
+//! use ldpcov::models::{Model, Sampler};
+//! use rand::SeedableRng;
+//!
+//! let sigma = Model::BandedGeometric.covariance(5);
+//! assert_eq!(sigma[(0, 2)], 0.6f64.powi(2));
+//! let sampler = Sampler::gaussian(&sigma)?;
+//! let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+//! let x = sampler.sample(&mut rng);
+//! assert_eq!(x.len(), 5);
+//! # Ok::<(), ldpcov::models::ModelError>(())
+//! ```
+
+pub use ldpcov_aggregator as aggregator;
+pub use ldpcov_client as client;
+pub use ldpcov_proto as proto;
+
+pub mod metrics;
+pub mod models;

@@ -1,1 +1,36 @@
-//! placeholder
+//! The ldpcov aggregator: it receives perturbed reports over gRPC, sums them exactly,
+//! and releases a thresholded, positive semi-definite covariance estimate.
+//!
+//! * [`service`] — the `ldpcov.v1.Aggregator` gRPC service (validation, status codes).
+//! * [`store`] — the [`Store`](store::Store) trait, exact accumulators, the in-memory store.
+//! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
+//! * [`server`] — serving on a listener, or embedded in-process.
+//! * [`output`] — writing an estimate as JSON, CSV or NPY.
+//!
+//! The daemon and admin CLI are the `ldpcov-aggregator` binary.
+//!
+//! ```
+//! use ldpcov_aggregator::estimate::{estimate, EstimateOptions, ThresholdRule};
+//! use ldpcov_proto::{v1::CollectionSpec, Collection};
+//!
+//! let c = Collection::from_spec(&CollectionSpec {
+//!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
+//!     clip_radius: 1.0, min_reports: 1, encoding: 0,
+//! })?;
+//! // Exact grid-unit sums of 4 reports whose average is [[0.5, 0.25], [0.25, 0.5]].
+//! let g = c.grid_scale() as i64;
+//! let sums = [2 * g, g, 2 * g];
+//! let opts = EstimateOptions { rule: ThresholdRule::None, skip_psd_projection: false };
+//! let est = estimate(&c, &sums, 4, &opts)?;
+//! assert_eq!(est.matrix[(0, 1)], 0.25);
+//! assert_eq!(est.clamped_eigenvalues, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod estimate;
+pub mod output;
+pub mod server;
+pub mod service;
+pub mod store;

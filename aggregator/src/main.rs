@@ -1,1 +1,356 @@
-fn main() {}
+//! `ldpcov-aggregator`: the aggregator daemon (`serve`) and the admin commands that
+//! talk to a running daemon (`create`, `status`, `estimate`).
+//!
+//! Every flag can also be set by an environment variable (shown in `--help`).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use ldpcov_aggregator::output::{Format, write_estimate};
+use ldpcov_aggregator::server::serve;
+use ldpcov_aggregator::service::Limits;
+use ldpcov_aggregator::store::MemoryStore;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient;
+use ldpcov_proto::v1::{
+    CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
+    NoThreshold, UniversalThreshold, get_estimate_request,
+};
+use tonic::transport::Channel;
+
+#[derive(Parser)]
+#[command(
+    name = "ldpcov-aggregator",
+    version,
+    about = "ldpcov aggregator daemon and admin CLI"
+)]
+struct Cli {
+    /// Log filter (tracing-subscriber EnvFilter syntax).
+    #[arg(long, env = "LDPCOV_LOG", default_value = "info", global = true)]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the aggregator daemon until SIGTERM or Ctrl-C.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "LDPCOV_LISTEN", default_value = "127.0.0.1:50051")]
+        listen: SocketAddr,
+        /// Largest collection dimension accepted (sets the gRPC message size limits).
+        #[arg(long, env = "LDPCOV_MAX_DIM", default_value_t = Limits::default().max_dim)]
+        max_dim: usize,
+    },
+    /// Create a collection on a running daemon and print its public parameters.
+    Create {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Collection id.
+        #[arg(long, env = "LDPCOV_COLLECTION")]
+        id: String,
+        /// Dimension p of each user's vector.
+        #[arg(long, env = "LDPCOV_DIM")]
+        dim: u32,
+        /// ε of one report.
+        #[arg(long, env = "LDPCOV_EPSILON")]
+        epsilon: f64,
+        /// δ of one report.
+        #[arg(long, env = "LDPCOV_DELTA")]
+        delta: f64,
+        /// Clip radius R.
+        #[arg(long, env = "LDPCOV_CLIP_RADIUS")]
+        clip_radius: f64,
+        /// Reports needed before an estimate is released.
+        #[arg(long, env = "LDPCOV_MIN_REPORTS")]
+        min_reports: u64,
+    },
+    /// Print a collection's report count and parameters as JSON.
+    Status {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Collection id.
+        #[arg(long, env = "LDPCOV_COLLECTION")]
+        id: String,
+    },
+    /// Fetch the estimate and write it as JSON, CSV or NPY.
+    Estimate {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Collection id.
+        #[arg(long, env = "LDPCOV_COLLECTION")]
+        id: String,
+        /// Threshold rule.
+        #[arg(long, env = "LDPCOV_THRESHOLD", value_enum, default_value_t = Rule::Universal)]
+        threshold: Rule,
+        /// γ of the universal threshold.
+        #[arg(long, env = "LDPCOV_GAMMA", default_value_t = 0.0)]
+        gamma: f64,
+        /// c of the universal threshold (multiple of the noise level).
+        #[arg(long, env = "LDPCOV_C", default_value_t = 4.0)]
+        c: f64,
+        /// Threshold the diagonal too (as seed 000 prints it).
+        #[arg(long, env = "LDPCOV_THRESHOLD_DIAGONAL")]
+        threshold_diagonal: bool,
+        /// Skip the PSD projection.
+        #[arg(long, env = "LDPCOV_NO_PSD")]
+        no_psd: bool,
+        /// Output format.
+        #[arg(long, env = "LDPCOV_FORMAT", value_enum, default_value_t = Format::Json)]
+        format: Format,
+        /// Output file (default: standard output, except for npy which needs a file).
+        #[arg(long, env = "LDPCOV_OUT")]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Rule {
+    /// No threshold.
+    None,
+    /// Seed 000's universal threshold.
+    Universal,
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// URL of the running aggregator.
+    #[arg(long, env = "LDPCOV_SERVER", default_value = "http://127.0.0.1:50051")]
+    server: String,
+}
+
+impl ServerArgs {
+    async fn connect(&self) -> Result<AggregatorClient<Channel>> {
+        let client = AggregatorClient::connect(self.server.clone())
+            .await
+            .with_context(|| format!("cannot connect to {}", self.server))?;
+        Ok(client.max_decoding_message_size(usize::MAX))
+    }
+}
+
+fn status_error(s: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{:?}: {}", s.code(), s.message())
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve { listen, max_dim } => {
+            if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
+                anyhow::bail!(
+                    "--max-dim {max_dim} must be between 1 and {}",
+                    ldpcov_proto::collection::MAX_DIM
+                );
+            }
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            let addr = listener.local_addr()?;
+            tracing::info!(%addr, max_dim, store = "memory", "ldpcov aggregator listening");
+            serve(
+                Arc::new(MemoryStore::new()),
+                Limits { max_dim },
+                listener,
+                shutdown_signal(),
+            )
+            .await?;
+            tracing::info!("shut down");
+            Ok(())
+        }
+        Command::Create {
+            server,
+            id,
+            dim,
+            epsilon,
+            delta,
+            clip_radius,
+            min_reports,
+        } => {
+            let spec = CollectionSpec {
+                collection_id: id,
+                dim,
+                epsilon,
+                delta,
+                clip_radius,
+                min_reports,
+                encoding: Encoding::I32Le as i32,
+            };
+            let params = server
+                .connect()
+                .await?
+                .create_collection(CreateCollectionRequest { spec: Some(spec) })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            println!("{}", serde_json::to_string_pretty(&params_json(&params))?);
+            Ok(())
+        }
+        Command::Status { server, id } => {
+            let status = server
+                .connect()
+                .await?
+                .get_status(GetStatusRequest { collection_id: id })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            let doc = serde_json::json!({
+                "reports": status.reports,
+                "releasable": status.releasable,
+                "params": status.params.as_ref().map(params_json),
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+            Ok(())
+        }
+        Command::Estimate {
+            server,
+            id,
+            threshold,
+            gamma,
+            c,
+            threshold_diagonal,
+            no_psd,
+            format,
+            out,
+        } => {
+            if format == Format::Npy && out.is_none() {
+                anyhow::bail!("--format npy needs --out FILE");
+            }
+            let threshold = match threshold {
+                Rule::None => get_estimate_request::Threshold::None(NoThreshold {}),
+                Rule::Universal => get_estimate_request::Threshold::Universal(UniversalThreshold {
+                    gamma,
+                    c,
+                    threshold_diagonal,
+                }),
+            };
+            let estimate = server
+                .connect()
+                .await?
+                .get_estimate(GetEstimateRequest {
+                    collection_id: id,
+                    threshold: Some(threshold),
+                    skip_psd_projection: no_psd,
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            match out {
+                Some(path) => {
+                    let mut file = std::io::BufWriter::new(
+                        std::fs::File::create(&path)
+                            .with_context(|| format!("cannot create {}", path.display()))?,
+                    );
+                    write_estimate(&estimate, format, &mut file)?;
+                    file.flush()?;
+                    eprintln!(
+                        "wrote {} ({}×{}, {} reports) to {}",
+                        format_name(format),
+                        estimate.dim,
+                        estimate.dim,
+                        estimate.reports,
+                        path.display()
+                    );
+                }
+                None => {
+                    let stdout = std::io::stdout();
+                    let mut lock = stdout.lock();
+                    write_estimate(&estimate, format, &mut lock)?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Json => "json",
+        Format::Csv => "csv",
+        Format::Npy => "npy",
+    }
+}
+
+fn params_json(p: &ldpcov_proto::v1::CollectionParams) -> serde_json::Value {
+    let spec = p.spec.clone().unwrap_or_default();
+    serde_json::json!({
+        "collection_id": spec.collection_id,
+        "dim": spec.dim,
+        "epsilon": spec.epsilon,
+        "delta": spec.delta,
+        "clip_radius": spec.clip_radius,
+        "min_reports": spec.min_reports,
+        "encoding": Encoding::try_from(spec.encoding).map(|e| e.as_str_name()).unwrap_or("unknown"),
+        "entries": p.entries,
+        "grid_bits": p.grid_bits,
+        "sensitivity": p.sensitivity,
+        "sigma": p.sigma,
+        "rho": p.rho,
+        "max_abs_grid_value": p.max_abs_grid_value,
+        "calibration": p.calibration,
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
+        _ = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

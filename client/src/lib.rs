@@ -1,1 +1,70 @@
-//! placeholder
+//! The ldpcov device side: turn a user's vector `x ∈ Rᵖ` into a locally private
+//! report of `triu(x·xᵀ)`, and send it to an aggregator.
+//!
+//! For each report the client
+//! 1. clips `x` to the collection's public radius R and scales it into the unit ball,
+//!    `u = x / max(R, ‖x‖)`;
+//! 2. puts each packed entry `uᵢ·uⱼ` (`i ≤ j`, row-major) on the collection's grid
+//!    `2⁻ᵏ` with deterministic rounding;
+//! 3. adds independent noise of sd `σ·2ᵏ` grid units per entry, σ calibrated by the
+//!    analytic Gaussian mechanism to the sensitivity `√2 + √d·2⁻ᵏ`;
+//! 4. encodes the integers (little-endian i32) under a fresh random 16-byte report id.
+//!
+//! The privacy arithmetic (grid, sensitivity, σ, validation bound) lives in
+//! [`ldpcov_proto`] and is shared with the aggregator. A client always re-derives it
+//! from the collection's spec and refuses a server that announces less noise, and a
+//! [`PrivacyPolicy`] bounds the (ε, δ) it accepts.
+//!
+//! The core ([`perturb`]) has no transport and no async runtime: build the crate with
+//! `default-features = false` to ship reports your own way. The `grpc` feature (on by
+//! default) adds [`AggregatorClient`], an async tonic client with retries that resend
+//! the same report under the same id.
+//!
+//! ```
+//! use ldpcov_client::proto::{v1::CollectionSpec, wire::decode_payload, Collection};
+//! use ldpcov_client::{random_report_id, Perturber, RoundedGaussian};
+//!
+//! let collection = Collection::from_spec(&CollectionSpec {
+//!     collection_id: "demo".into(),
+//!     dim: 3,
+//!     epsilon: 1.0,
+//!     delta: 1e-6,
+//!     clip_radius: 5.0,
+//!     min_reports: 100,
+//!     encoding: 0,
+//! })?;
+//! let perturber = Perturber::try_new(collection.clone())?;
+//! // Real reports: noise from a ChaCha20 stream seeded by the operating system.
+//! let mut noise = RoundedGaussian::from_os_rng()?;
+//!
+//! let x = [0.5, -1.25, 2.0];
+//! let report = perturber.report(&x, &mut noise, random_report_id()?)?;
+//! assert_eq!(report.collection_id, "demo");
+//! assert_eq!(report.report_id.len(), 16);
+//! // d = p(p+1)/2 = 6 entries of 4 bytes, within the aggregator's validation bound.
+//! assert_eq!(report.payload.len(), 4 * 6);
+//! let entries = decode_payload(&collection, report.encoding, &report.payload)?;
+//! assert_eq!(entries.len(), 6);
+//!
+//! // Input errors come before any noise is drawn.
+//! assert!(perturber.perturb(&[1.0, f64::NAN, 0.0], &mut noise).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod perturb;
+mod policy;
+
+#[cfg(feature = "grpc")]
+pub mod grpc;
+
+pub use error::ClientError;
+pub use ldpcov_proto as proto;
+pub use ldpcov_proto::{Collection, ReportId};
+pub use perturb::{NoiseSampler, Perturber, RoundedGaussian, random_report_id};
+pub use policy::PrivacyPolicy;
+
+#[cfg(feature = "grpc")]
+pub use grpc::{AggregatorClient, RetryPolicy, SubmitOutcome};

@@ -1,0 +1,310 @@
+//! The `ldpcov.v1.Aggregator` gRPC service: validation, status codes, and the glue
+//! between the wire, the [`Store`] and the [`estimate`](crate::estimate) module.
+//!
+//! Every request is validated completely before the store is touched, so a rejected
+//! request changes nothing.
+
+use std::sync::Arc;
+
+use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::v1::aggregator_server::Aggregator;
+use ldpcov_proto::v1::{
+    CollectionParams, CollectionStatus, CreateCollectionRequest, Estimate, GetCollectionRequest,
+    GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse, SubmitReportsResponse,
+    get_estimate_request,
+};
+use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::estimate::{self, EstimateError, EstimateOptions, ThresholdRule, UniversalThreshold};
+use crate::store::{Store, StoreError, ValidReport};
+
+/// Reports of one stream are handed to the store in batches of at most this many.
+pub const STREAM_BATCH: usize = 256;
+
+/// Server-wide limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest collection dimension this server accepts.
+    pub max_dim: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_dim: 2048 }
+    }
+}
+
+impl Limits {
+    /// Largest gRPC message this server needs to decode: one i32 report at `max_dim`,
+    /// plus framing. Never below tonic's default of 4 MiB.
+    pub fn max_decoding_message_size(&self) -> usize {
+        let d = ldpcov_proto::layout::triangle_len(self.max_dim);
+        (4 * d + 64 * 1024).max(4 << 20)
+    }
+
+    /// Largest gRPC message this server sends: an estimate at `max_dim` (f64 entries).
+    pub fn max_encoding_message_size(&self) -> usize {
+        let d = ldpcov_proto::layout::triangle_len(self.max_dim);
+        (8 * d + 64 * 1024).max(4 << 20)
+    }
+}
+
+/// The gRPC service over a [`Store`].
+pub struct AggregatorService {
+    store: Arc<dyn Store>,
+    limits: Limits,
+}
+
+impl AggregatorService {
+    /// A service over `store` with server-wide `limits`.
+    pub fn new(store: Arc<dyn Store>, limits: Limits) -> Self {
+        AggregatorService { store, limits }
+    }
+
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, Status> {
+        validate_collection_id(id).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.store.collection(id).await.map_err(store_status)
+    }
+
+    /// Validates one report against its collection (already looked up).
+    fn validate(collection: &Collection, report: &Report) -> Result<ValidReport, Status> {
+        let report_id = ReportId::try_from(report.report_id.as_slice())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let entries = wire::decode_payload(collection, report.encoding, &report.payload)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        Ok(ValidReport { report_id, entries })
+    }
+}
+
+/// Maps a store error to its gRPC status.
+pub fn store_status(e: StoreError) -> Status {
+    match e {
+        StoreError::NotFound(_) => Status::not_found(e.to_string()),
+        StoreError::AlreadyExists(_) => Status::already_exists(e.to_string()),
+        StoreError::Internal(_) => Status::internal(e.to_string()),
+    }
+}
+
+fn estimate_status(e: EstimateError) -> Status {
+    match e {
+        EstimateError::BelowMinimum { .. } => Status::failed_precondition(e.to_string()),
+        EstimateError::ThresholdParameter { .. } => Status::invalid_argument(e.to_string()),
+        EstimateError::SumLength { .. } | EstimateError::Eigen => Status::internal(e.to_string()),
+    }
+}
+
+fn rule_from_request(req: &GetEstimateRequest) -> ThresholdRule {
+    match &req.threshold {
+        None => ThresholdRule::default(),
+        Some(get_estimate_request::Threshold::None(_)) => ThresholdRule::None,
+        Some(get_estimate_request::Threshold::Universal(u)) => {
+            ThresholdRule::Universal(UniversalThreshold {
+                gamma: u.gamma,
+                c: if u.c == 0.0 { 4.0 } else { u.c },
+                threshold_diagonal: u.threshold_diagonal,
+            })
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Aggregator for AggregatorService {
+    async fn create_collection(
+        &self,
+        request: Request<CreateCollectionRequest>,
+    ) -> Result<Response<CollectionParams>, Status> {
+        let spec = request
+            .into_inner()
+            .spec
+            .ok_or_else(|| Status::invalid_argument("request carries no collection spec"))?;
+        let collection =
+            Collection::from_spec(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if collection.dim > self.limits.max_dim {
+            return Err(Status::invalid_argument(format!(
+                "dimension {} exceeds this server's limit of {}",
+                collection.dim, self.limits.max_dim
+            )));
+        }
+        let created = self
+            .store
+            .create_collection(collection)
+            .await
+            .map_err(store_status)?;
+        tracing::info!(
+            collection = %created.id, dim = created.dim, epsilon = created.epsilon,
+            delta = created.delta, sigma = created.sigma, "collection created"
+        );
+        Ok(Response::new(created.params()))
+    }
+
+    async fn get_collection(
+        &self,
+        request: Request<GetCollectionRequest>,
+    ) -> Result<Response<CollectionParams>, Status> {
+        let c = self.collection(&request.get_ref().collection_id).await?;
+        Ok(Response::new(c.params()))
+    }
+
+    async fn submit_report(
+        &self,
+        request: Request<Report>,
+    ) -> Result<Response<SubmitReportResponse>, Status> {
+        let report = request.into_inner();
+        let collection = self.collection(&report.collection_id).await?;
+        let valid = Self::validate(&collection, &report)?;
+        let outcome = self
+            .store
+            .submit(&collection.id, vec![valid])
+            .await
+            .map_err(store_status)?;
+        Ok(Response::new(SubmitReportResponse {
+            duplicate: outcome.duplicates > 0,
+        }))
+    }
+
+    async fn submit_reports(
+        &self,
+        request: Request<Streaming<Report>>,
+    ) -> Result<Response<SubmitReportsResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut total = SubmitReportsResponse::default();
+        let mut batch: Vec<ValidReport> = Vec::with_capacity(STREAM_BATCH);
+        let mut current: Option<Arc<Collection>> = None;
+        let mut index: u64 = 0;
+        // On a bad report: commit what came before it, then fail with its status.
+        let mut failure: Option<Status> = None;
+        while let Some(item) = stream.next().await {
+            let report = match item {
+                Ok(r) => r,
+                Err(status) => {
+                    failure = Some(status);
+                    break;
+                }
+            };
+            // A stream may mix collections; flush when it switches.
+            let same = current
+                .as_ref()
+                .is_some_and(|c| c.id == report.collection_id);
+            if !same {
+                if let Some(c) = &current {
+                    flush(&*self.store, &c.id, &mut batch, &mut total).await?;
+                }
+                match self.collection(&report.collection_id).await {
+                    Ok(c) => current = Some(c),
+                    Err(status) => {
+                        failure = Some(status);
+                        current = None;
+                        break;
+                    }
+                }
+            }
+            let Some(collection) = current.as_ref() else {
+                break;
+            };
+            match Self::validate(collection, &report) {
+                Ok(v) => batch.push(v),
+                Err(status) => {
+                    failure = Some(status);
+                    break;
+                }
+            }
+            index += 1;
+            if batch.len() >= STREAM_BATCH {
+                flush(&*self.store, &collection.id, &mut batch, &mut total).await?;
+            }
+        }
+        if let Some(c) = &current {
+            flush(&*self.store, &c.id, &mut batch, &mut total).await?;
+        }
+        match failure {
+            None => Ok(Response::new(total)),
+            Some(status) => Err(Status::new(
+                status.code(),
+                format!(
+                    "report {index} (0-based) of the stream: {}; the {} reports before it were counted ({} duplicates)",
+                    status.message(),
+                    total.accepted,
+                    total.duplicates
+                ),
+            )),
+        }
+    }
+
+    async fn get_status(
+        &self,
+        request: Request<GetStatusRequest>,
+    ) -> Result<Response<CollectionStatus>, Status> {
+        let c = self.collection(&request.get_ref().collection_id).await?;
+        let reports = self.store.count(&c.id).await.map_err(store_status)?;
+        Ok(Response::new(CollectionStatus {
+            params: Some(c.params()),
+            reports,
+            releasable: reports >= c.min_reports,
+        }))
+    }
+
+    async fn get_estimate(
+        &self,
+        request: Request<GetEstimateRequest>,
+    ) -> Result<Response<Estimate>, Status> {
+        let req = request.into_inner();
+        let c = self.collection(&req.collection_id).await?;
+        let options = EstimateOptions {
+            rule: rule_from_request(&req),
+            skip_psd_projection: req.skip_psd_projection,
+        };
+        let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
+        // The eigendecomposition takes a while at large p: keep it off the reactor.
+        let result = tokio::task::spawn_blocking(move || {
+            estimate::estimate(
+                &snapshot.collection,
+                &snapshot.sums,
+                snapshot.count,
+                &options,
+            )
+        })
+        .await
+        .map_err(|e| Status::internal(format!("estimator task failed: {e}")))?
+        .map_err(estimate_status)?;
+        tracing::info!(
+            collection = %c.id, reports = result.reports, threshold = result.threshold,
+            surviving = result.surviving_entries, clamped = result.clamped_eigenvalues, "estimate released"
+        );
+        let upper_triangle = triangle_pairs(c.dim)
+            .map(|(i, j)| result.matrix[(i, j)])
+            .collect();
+        Ok(Response::new(Estimate {
+            collection_id: c.id.clone(),
+            dim: c.dim as u32,
+            upper_triangle,
+            reports: result.reports,
+            sigma: c.sigma,
+            entry_noise_sd: result.entry_noise_sd,
+            threshold: result.threshold,
+            threshold_rule: result.rule,
+            surviving_entries: result.surviving_entries,
+            clamped_eigenvalues: result.clamped_eigenvalues,
+            psd_projected: result.psd_projected,
+        }))
+    }
+}
+
+async fn flush(
+    store: &dyn Store,
+    id: &str,
+    batch: &mut Vec<ValidReport>,
+    total: &mut SubmitReportsResponse,
+) -> Result<(), Status> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let outcome = store
+        .submit(id, std::mem::take(batch))
+        .await
+        .map_err(store_status)?;
+    total.accepted += outcome.accepted;
+    total.duplicates += outcome.duplicates;
+    Ok(())
+}

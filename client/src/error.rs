@@ -1,0 +1,114 @@
+//! The client's error type.
+
+use ldpcov_proto::{SpecError, WireError};
+use rand::rand_core::OsError;
+use thiserror::Error;
+
+/// Everything that can go wrong on the device side.
+///
+/// Errors that come from the input (`Dimension`, `NonFinite`) are raised before any
+/// noise is drawn or any byte is sent.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The vector does not have the collection's dimension.
+    #[error("vector has {got} coordinates, the collection expects {expected}")]
+    Dimension {
+        /// The collection's dimension p.
+        expected: usize,
+        /// Length of the vector given.
+        got: usize,
+    },
+    /// A coordinate is NaN or infinite.
+    #[error("coordinate {index} of the vector is not a finite number")]
+    NonFinite {
+        /// Index of the first non-finite coordinate.
+        index: usize,
+    },
+    /// The collection is invalid, or its parameters disagree with the local
+    /// derivation (for example a server announcing less noise than the spec needs).
+    #[error(transparent)]
+    Params(#[from] SpecError),
+    /// The collection asks for weaker privacy than this client accepts.
+    #[error(
+        "collection asks for epsilon {epsilon} and delta {delta}, this client accepts at most epsilon {max_epsilon} and delta {max_delta}"
+    )]
+    PolicyViolation {
+        /// ε of the collection.
+        epsilon: f64,
+        /// δ of the collection.
+        delta: f64,
+        /// Largest ε the client's [`PrivacyPolicy`](crate::PrivacyPolicy) accepts.
+        max_epsilon: f64,
+        /// Largest δ the client's [`PrivacyPolicy`](crate::PrivacyPolicy) accepts.
+        max_delta: f64,
+    },
+    /// The server answered with the parameters of another collection.
+    #[error("asked for collection {requested:?}, the server answered with {got:?}")]
+    CollectionMismatch {
+        /// Collection id asked for.
+        requested: String,
+        /// Collection id in the answer.
+        got: String,
+    },
+    /// A report is malformed (for example a report id that is not 16 bytes).
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The operating system's random number generator failed.
+    #[error("the operating system's random number generator failed: {0}")]
+    Entropy(OsError),
+    /// The aggregator (or the transport under it) answered a call with an error status,
+    /// after any retries.
+    #[cfg(feature = "grpc")]
+    #[error("aggregator call failed with {:?}: {}", .0.code(), .0.message())]
+    Status(tonic::Status),
+    /// Connecting to the aggregator failed (bad URL, unreachable host, ...).
+    #[cfg(feature = "grpc")]
+    #[error("cannot connect to the aggregator: {}", error_chain(.0))]
+    Transport(tonic::transport::Error),
+}
+
+impl From<OsError> for ClientError {
+    fn from(err: OsError) -> Self {
+        ClientError::Entropy(err)
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl From<tonic::Status> for ClientError {
+    fn from(status: tonic::Status) -> Self {
+        ClientError::Status(status)
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl From<tonic::transport::Error> for ClientError {
+    fn from(err: tonic::transport::Error) -> Self {
+        ClientError::Transport(err)
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl ClientError {
+    /// The gRPC status, when the error is one.
+    pub fn status(&self) -> Option<&tonic::Status> {
+        match self {
+            ClientError::Status(status) => Some(status),
+            _ => None,
+        }
+    }
+}
+
+/// `err: source: source ...` on one line (tonic's transport error alone only says
+/// "transport error").
+#[cfg(feature = "grpc")]
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text.replace('\n', " ")
+}

@@ -1,0 +1,441 @@
+//! The async gRPC client (feature `grpc`, on by default).
+//!
+//! [`AggregatorClient::submit`] builds the whole report — clip, noise, encoding, a
+//! fresh random report id — before touching the network, then sends it with retries
+//! that resend the *same* bytes under the *same* id: the aggregator counts an id at
+//! most once, so a retry after a lost acknowledgement is harmless, and no second noisy
+//! copy of `x` ever leaves the device.
+//!
+//! ```no_run
+//! use ldpcov_client::{AggregatorClient, RetryPolicy};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), ldpcov_client::ClientError> {
+//! let mut client = AggregatorClient::connect("http://127.0.0.1:50051")
+//!     .await?
+//!     .with_retry(RetryPolicy {
+//!         max_attempts: 8,
+//!         ..RetryPolicy::default()
+//!     })
+//!     .with_timeout(Duration::from_secs(10));
+//! // Parameters are re-derived locally and checked against the privacy policy.
+//! let collection = client.collection("survey-2024").await?;
+//! let x = vec![0.0; collection.dim];
+//! let outcome = client.submit(&collection, &x).await?;
+//! println!("sent in {} attempt(s)", outcome.attempts);
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::perturb::{NoiseSampler, Perturber, RoundedGaussian, random_report_id};
+use crate::{ClientError, PrivacyPolicy};
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
+    CollectionParams, CollectionSpec, CollectionStatus, CreateCollectionRequest, Estimate,
+    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report, SubmitReportsResponse,
+};
+use ldpcov_proto::{Collection, ReportId};
+use rand::Rng;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::StreamExt;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Response, Status};
+
+/// Largest gRPC message sent or accepted: 256 MiB (an estimate at p = 4096 is 67 MB).
+pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
+
+/// How failed calls are retried: exponential backoff with jitter.
+///
+/// The n-th retry waits a uniformly random time in `[b/2, b]` with
+/// `b = min(initial_backoff·2ⁿ⁻¹, max_backoff)`. Only transient failures are retried
+/// (see [`is_retryable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Calls made at most, the first included (0 is treated as 1).
+    pub max_attempts: u32,
+    /// Backoff before the first retry.
+    pub initial_backoff: Duration,
+    /// Cap on the backoff.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 5 attempts, backoff 50 ms doubling up to 2 s.
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// One attempt, no retries.
+    pub fn no_retries() -> Self {
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
+    }
+}
+
+/// Whether a failed call may succeed if sent again: `UNAVAILABLE`,
+/// `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`, `ABORTED`, and `UNKNOWN` when it was
+/// raised locally by the transport (not sent by the server). Never `INVALID_ARGUMENT`,
+/// `NOT_FOUND`, `FAILED_PRECONDITION` and the like: resending cannot fix those.
+pub fn is_retryable(status: &Status) -> bool {
+    match status.code() {
+        Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted => {
+            true
+        }
+        // tonic attaches the underlying error to statuses it makes from transport
+        // failures; statuses decoded from a server's trailers carry none.
+        Code::Unknown => {
+            std::error::Error::source(status).is_some()
+                || status.message().starts_with("Service was not ready")
+        }
+        _ => false,
+    }
+}
+
+/// What happened to a submitted report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubmitOutcome {
+    /// The id the report was sent under.
+    pub report_id: ReportId,
+    /// The aggregator had already counted this id (typically: an earlier attempt got
+    /// through but its acknowledgement was lost). The report is counted exactly once
+    /// either way.
+    pub duplicate: bool,
+    /// Calls made, retries included.
+    pub attempts: u32,
+}
+
+/// An ldpcov aggregator client: fetch collections, submit reports, admin calls.
+///
+/// It holds one OS-seeded [`RoundedGaussian`] for its whole lifetime (replace it with
+/// [`with_noise_sampler`](AggregatorClient::with_noise_sampler) in simulations). It
+/// never logs vectors, reports or payloads; retries are logged at `debug` level with
+/// the method name and status code only.
+pub struct AggregatorClient {
+    inner: RawClient<Channel>,
+    retry: RetryPolicy,
+    policy: PrivacyPolicy,
+    timeout: Option<Duration>,
+    noise: Box<dyn NoiseSampler + Send>,
+}
+
+impl std::fmt::Debug for AggregatorClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AggregatorClient")
+            .field("retry", &self.retry)
+            .field("policy", &self.policy)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AggregatorClient {
+    /// Connects to the aggregator at `url` (e.g. `http://127.0.0.1:50051`) now, failing
+    /// with [`ClientError::Transport`] if the URL is bad or the server unreachable.
+    pub async fn connect(url: impl Into<String>) -> Result<Self, ClientError> {
+        let channel = Endpoint::from_shared(url.into())?.connect().await?;
+        Self::from_channel(channel)
+    }
+
+    /// Like [`connect`](AggregatorClient::connect) but connects on the first call (a
+    /// server that is not up yet then shows up as a retryable `UNAVAILABLE`). Fails only
+    /// on a bad URL.
+    pub fn connect_lazy(url: impl Into<String>) -> Result<Self, ClientError> {
+        let channel = Endpoint::from_shared(url.into())?.connect_lazy();
+        Self::from_channel(channel)
+    }
+
+    /// A client over an existing channel (for TLS or custom endpoint settings).
+    /// Fails only if the operating system's random number generator does.
+    pub fn from_channel(channel: Channel) -> Result<Self, ClientError> {
+        let inner = RawClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        Ok(AggregatorClient {
+            inner,
+            retry: RetryPolicy::default(),
+            policy: PrivacyPolicy::default(),
+            timeout: None,
+            noise: Box::new(RoundedGaussian::from_os_rng()?),
+        })
+    }
+
+    /// Sets the retry policy (default: [`RetryPolicy::default`]).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the privacy floor checked on every collection (default:
+    /// [`PrivacyPolicy::default`]).
+    pub fn with_privacy_policy(mut self, policy: PrivacyPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Gives up on an attempt after `timeout` (a retryable `DEADLINE_EXCEEDED`).
+    /// Default: no timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Replaces the noise sampler, e.g. by
+    /// [`RoundedGaussian::from_seed_for_simulation`] in simulations. Anything but a
+    /// cryptographically seeded sampler makes the reports non-private.
+    pub fn with_noise_sampler(mut self, noise: Box<dyn NoiseSampler + Send>) -> Self {
+        self.noise = noise;
+        self
+    }
+
+    /// Fetches a collection's parameters, re-derives them locally from the spec and
+    /// checks them against the privacy policy.
+    ///
+    /// Fails with [`ClientError::Params`] if the server's derived parameters (σ, grid,
+    /// bound) disagree with the local derivation — a server cannot lower the noise —
+    /// and with [`ClientError::PolicyViolation`] if ε or δ exceed the policy.
+    pub async fn collection(&mut self, id: &str) -> Result<Collection, ClientError> {
+        let request = GetCollectionRequest {
+            collection_id: id.to_string(),
+        };
+        let (params, _) = self
+            .call("GetCollection", |mut c| {
+                let request = request.clone();
+                async move { c.get_collection(request).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        let collection = Collection::from_params(&params)?;
+        if collection.id != id {
+            return Err(ClientError::CollectionMismatch {
+                requested: id.to_string(),
+                got: collection.id,
+            });
+        }
+        self.policy.check(&collection)?;
+        Ok(collection)
+    }
+
+    /// Builds a complete report for `x` without sending it: checks the collection
+    /// (consistency and privacy policy), clips, draws the noise, encodes, and picks a
+    /// fresh random report id.
+    ///
+    /// Keep the report and resend it (with [`submit_report`](Self::submit_report)) if
+    /// sending fails; building a second report for the same `x` spends the privacy
+    /// budget again.
+    pub fn prepare_report(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<Report, ClientError> {
+        let perturber = Perturber::try_new(collection.clone())?;
+        // Re-derived: policy checked on the local parameters.
+        self.policy.check(perturber.collection())?;
+        // Input errors surface before any randomness is used.
+        perturber.clip(x)?;
+        let report_id = random_report_id()?;
+        perturber.report(x, &mut *self.noise, report_id)
+    }
+
+    /// Perturbs `x` and submits it: the report (noise, bytes, random id) is built
+    /// completely before any network call, then sent with retries that reuse the same
+    /// report and id.
+    pub async fn submit(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<SubmitOutcome, ClientError> {
+        let report = self.prepare_report(collection, x)?;
+        self.submit_report(report).await
+    }
+
+    /// Sends a prebuilt report, retrying transient failures with the same bytes.
+    pub async fn submit_report(&mut self, report: Report) -> Result<SubmitOutcome, ClientError> {
+        let report_id = ReportId::try_from(report.report_id.as_slice())?;
+        let report = Arc::new(report);
+        let (response, attempts) = self
+            .call("SubmitReport", |mut c| {
+                let report = Report::clone(&report);
+                async move { c.submit_report(report).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(SubmitOutcome {
+            report_id,
+            duplicate: response.duplicate,
+            attempts,
+        })
+    }
+
+    /// Sends prebuilt reports on one client stream (`SubmitReports`). On a retryable
+    /// failure the whole batch is sent again: reports counted by a failed attempt come
+    /// back as duplicates, so `accepted + duplicates` always equals the batch size but
+    /// `accepted` counts only what the last attempt added.
+    pub async fn submit_stream(
+        &mut self,
+        reports: Vec<Report>,
+    ) -> Result<SubmitReportsResponse, ClientError> {
+        for report in &reports {
+            ReportId::try_from(report.report_id.as_slice())?;
+        }
+        let reports: Arc<[Report]> = reports.into();
+        let (response, _) = self
+            .call("SubmitReports", |mut c| {
+                let reports = Arc::clone(&reports);
+                async move {
+                    let stream =
+                        tokio_stream::iter(0..reports.len()).map(move |i| reports[i].clone());
+                    c.submit_reports(stream).await
+                }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(response)
+    }
+
+    /// Admin: creates a collection and returns its parameters.
+    ///
+    /// Retried like any call; if a retry meets `ALREADY_EXISTS` (the first attempt got
+    /// through, its answer was lost), the existing collection is fetched and returned
+    /// when its spec equals `spec`.
+    pub async fn create_collection(
+        &mut self,
+        spec: CollectionSpec,
+    ) -> Result<CollectionParams, ClientError> {
+        let request = CreateCollectionRequest {
+            spec: Some(spec.clone()),
+        };
+        let result = self
+            .call("CreateCollection", |mut c| {
+                let request = request.clone();
+                async move { c.create_collection(request).await }
+            })
+            .await;
+        match result {
+            Ok((params, _)) => Ok(params),
+            Err((status, attempts)) if status.code() == Code::AlreadyExists && attempts > 1 => {
+                let request = GetCollectionRequest {
+                    collection_id: spec.collection_id.clone(),
+                };
+                let existing = self
+                    .call("GetCollection", |mut c| {
+                        let request = request.clone();
+                        async move { c.get_collection(request).await }
+                    })
+                    .await;
+                match existing {
+                    Ok((params, _)) if same_spec(params.spec.as_ref(), &spec) => Ok(params),
+                    _ => Err(ClientError::Status(status)),
+                }
+            }
+            Err((status, _)) => Err(ClientError::Status(status)),
+        }
+    }
+
+    /// Count and parameters of a collection.
+    pub async fn status(&mut self, id: &str) -> Result<CollectionStatus, ClientError> {
+        let request = GetStatusRequest {
+            collection_id: id.to_string(),
+        };
+        let (status, _) = self
+            .call("GetStatus", |mut c| {
+                let request = request.clone();
+                async move { c.get_status(request).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(status)
+    }
+
+    /// Admin: the released estimate.
+    pub async fn estimate(&mut self, request: GetEstimateRequest) -> Result<Estimate, ClientError> {
+        let (estimate, _) = self
+            .call("GetEstimate", |mut c| {
+                let request = request.clone();
+                async move { c.get_estimate(request).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(estimate)
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the retry policy is spent.
+    /// Returns the answer or the last status, with the number of attempts made.
+    // `&mut self`, not `&self`: the future then needs only `AggregatorClient: Send`
+    // (the boxed noise sampler is `Send`, not `Sync`).
+    async fn call<T, F, Fut>(
+        &mut self,
+        method: &'static str,
+        mut attempt: F,
+    ) -> Result<(T, u32), (Status, u32)>
+    where
+        F: FnMut(RawClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        let max_attempts = self.retry.max_attempts.max(1);
+        let mut backoff = self.retry.initial_backoff.min(self.retry.max_backoff);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let call = attempt(self.inner.clone());
+            let result = match self.timeout {
+                Some(limit) => match tokio::time::timeout(limit, call).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Status::deadline_exceeded(format!(
+                        "{method}: no answer within {limit:?}"
+                    ))),
+                },
+                None => call.await,
+            };
+            match result {
+                Ok(response) => return Ok((response.into_inner(), attempts)),
+                Err(status) if attempts < max_attempts && is_retryable(&status) => {
+                    let wait = jitter(backoff);
+                    tracing::debug!(
+                        method,
+                        attempt = attempts,
+                        code = ?status.code(),
+                        wait_ms = wait.as_millis() as u64,
+                        "retrying aggregator call"
+                    );
+                    tokio::time::sleep(wait).await;
+                    backoff = backoff.saturating_mul(2).min(self.retry.max_backoff);
+                }
+                Err(status) => {
+                    tracing::debug!(method, attempts, code = ?status.code(), "aggregator call failed");
+                    return Err((status, attempts));
+                }
+            }
+        }
+    }
+}
+
+/// Whether `existing` describes the same collection as `ours` (after normalisation,
+/// e.g. an unspecified encoding made explicit).
+fn same_spec(existing: Option<&CollectionSpec>, ours: &CollectionSpec) -> bool {
+    match (
+        existing.map(Collection::from_spec),
+        Collection::from_spec(ours),
+    ) {
+        (Some(Ok(existing)), Ok(ours)) => existing.spec() == ours.spec(),
+        _ => false,
+    }
+}
+
+/// A uniformly random wait in `[b/2, b]`, so that many devices do not retry in step.
+fn jitter(backoff: Duration) -> Duration {
+    rand::rng().random_range(backoff / 2..=backoff)
+}
+
+#[cfg(test)]
+#[path = "grpc_tests.rs"]
+mod tests;

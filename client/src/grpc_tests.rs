@@ -1,0 +1,533 @@
+//! The gRPC client against a throwaway in-process aggregator that injects faults.
+
+use super::*;
+use ldpcov_proto::SpecError;
+use ldpcov_proto::v1::aggregator_server::{Aggregator, AggregatorServer};
+use ldpcov_proto::v1::{SubmitReportResponse, UniversalThreshold, get_estimate_request};
+use ldpcov_proto::wire::decode_payload;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Streaming};
+
+/// A fault the fake server applies to the next create or submit call.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// Fail with this code before doing anything.
+    Before(Code),
+    /// Do the work (count the report, create the collection), then fail with this code:
+    /// the client never sees the acknowledgement.
+    AfterCommit(Code),
+    /// Answer only after this delay.
+    Delay(Duration),
+}
+
+#[derive(Default)]
+struct State {
+    collections: HashMap<String, Collection>,
+    faults: VecDeque<Fault>,
+    /// Every report received, every attempt: (id, payload).
+    seen: Vec<(Vec<u8>, Vec<u8>)>,
+    counted: HashSet<Vec<u8>>,
+    /// Announce half the σ the spec needs.
+    tamper_sigma: bool,
+}
+
+#[derive(Clone, Default)]
+struct Fake(Arc<Mutex<State>>);
+
+impl Fake {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().expect("state lock")
+    }
+
+    fn push_faults(&self, faults: &[Fault]) {
+        self.state().faults.extend(faults.iter().copied());
+    }
+
+    async fn take_fault(&self) -> Option<Fault> {
+        let fault = self.state().faults.pop_front();
+        if let Some(Fault::Delay(wait)) = fault {
+            tokio::time::sleep(wait).await;
+            return None;
+        }
+        fault
+    }
+
+    /// Validates and counts one report; `Ok(duplicate)`.
+    fn count(&self, report: &Report) -> Result<bool, Status> {
+        let mut state = self.state();
+        state
+            .seen
+            .push((report.report_id.clone(), report.payload.clone()));
+        let collection = state
+            .collections
+            .get(&report.collection_id)
+            .ok_or_else(|| Status::not_found("no such collection"))?;
+        ReportId::try_from(report.report_id.as_slice())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        decode_payload(collection, report.encoding, &report.payload)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        Ok(!state.counted.insert(report.report_id.clone()))
+    }
+}
+
+#[tonic::async_trait]
+impl Aggregator for Fake {
+    async fn create_collection(
+        &self,
+        request: Request<CreateCollectionRequest>,
+    ) -> Result<Response<CollectionParams>, Status> {
+        let fault = self.take_fault().await;
+        if let Some(Fault::Before(code)) = fault {
+            return Err(Status::new(code, "injected"));
+        }
+        let spec = request
+            .into_inner()
+            .spec
+            .ok_or_else(|| Status::invalid_argument("no spec"))?;
+        let c =
+            Collection::from_spec(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let params = {
+            let mut state = self.state();
+            if state.collections.contains_key(&c.id) {
+                return Err(Status::already_exists("exists"));
+            }
+            state.collections.insert(c.id.clone(), c.clone());
+            c.params()
+        };
+        if let Some(Fault::AfterCommit(code)) = fault {
+            return Err(Status::new(code, "injected after commit"));
+        }
+        Ok(Response::new(params))
+    }
+
+    async fn get_collection(
+        &self,
+        request: Request<GetCollectionRequest>,
+    ) -> Result<Response<CollectionParams>, Status> {
+        let state = self.state();
+        let c = state
+            .collections
+            .get(&request.get_ref().collection_id)
+            .ok_or_else(|| Status::not_found("no such collection"))?;
+        let mut params = c.params();
+        if state.tamper_sigma {
+            params.sigma *= 0.5;
+        }
+        Ok(Response::new(params))
+    }
+
+    async fn submit_report(
+        &self,
+        request: Request<Report>,
+    ) -> Result<Response<SubmitReportResponse>, Status> {
+        let fault = self.take_fault().await;
+        if let Some(Fault::Before(code)) = fault {
+            let report = request.get_ref();
+            self.state()
+                .seen
+                .push((report.report_id.clone(), report.payload.clone()));
+            return Err(Status::new(code, "injected"));
+        }
+        let duplicate = self.count(request.get_ref())?;
+        if let Some(Fault::AfterCommit(code)) = fault {
+            return Err(Status::new(code, "injected after commit"));
+        }
+        Ok(Response::new(SubmitReportResponse { duplicate }))
+    }
+
+    async fn submit_reports(
+        &self,
+        request: Request<Streaming<Report>>,
+    ) -> Result<Response<SubmitReportsResponse>, Status> {
+        let fault = self.take_fault().await;
+        if let Some(Fault::Before(code)) = fault {
+            return Err(Status::new(code, "injected"));
+        }
+        let mut stream = request.into_inner();
+        let mut response = SubmitReportsResponse::default();
+        while let Some(report) = stream.message().await? {
+            if self.count(&report)? {
+                response.duplicates += 1;
+            } else {
+                response.accepted += 1;
+            }
+        }
+        if let Some(Fault::AfterCommit(code)) = fault {
+            return Err(Status::new(code, "injected after commit"));
+        }
+        Ok(Response::new(response))
+    }
+
+    async fn get_status(
+        &self,
+        request: Request<GetStatusRequest>,
+    ) -> Result<Response<CollectionStatus>, Status> {
+        let state = self.state();
+        let c = state
+            .collections
+            .get(&request.get_ref().collection_id)
+            .ok_or_else(|| Status::not_found("no such collection"))?;
+        let reports = state.counted.len() as u64;
+        Ok(Response::new(CollectionStatus {
+            params: Some(c.params()),
+            reports,
+            releasable: reports >= c.min_reports,
+        }))
+    }
+
+    async fn get_estimate(
+        &self,
+        request: Request<GetEstimateRequest>,
+    ) -> Result<Response<Estimate>, Status> {
+        let request = request.into_inner();
+        let state = self.state();
+        let c = state
+            .collections
+            .get(&request.collection_id)
+            .ok_or_else(|| Status::not_found("no such collection"))?;
+        let rule = match request.threshold {
+            Some(get_estimate_request::Threshold::Universal(_)) => "universal",
+            _ => "other",
+        };
+        Ok(Response::new(Estimate {
+            collection_id: c.id.clone(),
+            dim: c.dim as u32,
+            upper_triangle: vec![0.0; c.entries],
+            reports: state.counted.len() as u64,
+            sigma: c.sigma,
+            threshold_rule: rule.into(),
+            ..Estimate::default()
+        }))
+    }
+}
+
+async fn serve() -> (Fake, SocketAddr) {
+    let fake = Fake::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let service = AggregatorServer::new(fake.clone())
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(TcpListenerStream::new(listener)),
+    );
+    (fake, addr)
+}
+
+fn fast_retries(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(4),
+    }
+}
+
+fn spec(id: &str, epsilon: f64) -> CollectionSpec {
+    CollectionSpec {
+        collection_id: id.into(),
+        dim: 4,
+        epsilon,
+        delta: 1e-6,
+        clip_radius: 2.0,
+        min_reports: 2,
+        encoding: 0,
+    }
+}
+
+/// A server holding collection "c" and a client with fast retries.
+async fn setup() -> (Fake, AggregatorClient, Collection) {
+    let (fake, addr) = serve().await;
+    let mut client = AggregatorClient::connect(format!("http://{addr}"))
+        .await
+        .expect("connect")
+        .with_retry(fast_retries(5));
+    client
+        .create_collection(spec("c", 1.0))
+        .await
+        .expect("create");
+    let collection = client.collection("c").await.expect("collection");
+    (fake, client, collection)
+}
+
+const X: [f64; 4] = [0.5, -1.0, 0.25, 3.0];
+
+#[tokio::test]
+async fn retries_resend_the_same_report_under_the_same_id() {
+    let (fake, mut client, collection) = setup().await;
+    fake.push_faults(&[
+        Fault::Before(Code::Unavailable),
+        Fault::Before(Code::Unavailable),
+    ]);
+    let outcome = client.submit(&collection, &X).await.unwrap();
+    assert_eq!(outcome.attempts, 3);
+    assert!(!outcome.duplicate);
+    let state = fake.state();
+    assert_eq!(state.seen.len(), 3);
+    for (id, payload) in &state.seen {
+        assert_eq!(id.as_slice(), outcome.report_id.0.as_slice());
+        // Same bytes: the noise was drawn once, before the first attempt.
+        assert_eq!(payload, &state.seen[0].1);
+    }
+    assert_eq!(state.counted.len(), 1);
+}
+
+#[tokio::test]
+async fn a_lost_acknowledgement_is_counted_once() {
+    let (fake, mut client, collection) = setup().await;
+    fake.push_faults(&[Fault::AfterCommit(Code::Unavailable)]);
+    let outcome = client.submit(&collection, &X).await.unwrap();
+    assert_eq!(outcome.attempts, 2);
+    assert!(outcome.duplicate);
+    assert_eq!(fake.state().counted.len(), 1);
+    // A second submit of the same x is a new report with a new id.
+    let again = client.submit(&collection, &X).await.unwrap();
+    assert_ne!(again.report_id, outcome.report_id);
+    assert_eq!(client.status("c").await.unwrap().reports, 2);
+}
+
+#[tokio::test]
+async fn every_transient_code_is_retried() {
+    let (fake, mut client, collection) = setup().await;
+    for code in [
+        Code::Unavailable,
+        Code::DeadlineExceeded,
+        Code::ResourceExhausted,
+        Code::Aborted,
+    ] {
+        fake.push_faults(&[Fault::Before(code)]);
+        let outcome = client.submit(&collection, &X).await.unwrap();
+        assert_eq!(outcome.attempts, 2, "{code:?}");
+    }
+}
+
+#[tokio::test]
+async fn permanent_codes_are_not_retried() {
+    let (fake, mut client, collection) = setup().await;
+    for code in [
+        Code::InvalidArgument,
+        Code::NotFound,
+        Code::FailedPrecondition,
+        Code::PermissionDenied,
+        Code::AlreadyExists,
+        Code::Internal,
+        Code::Unknown, // sent by the server: no local source
+    ] {
+        fake.push_faults(&[Fault::Before(code)]);
+        let before = fake.state().seen.len();
+        let err = client.submit(&collection, &X).await.unwrap_err();
+        assert_eq!(err.status().map(Status::code), Some(code));
+        assert_eq!(fake.state().seen.len(), before + 1, "{code:?} was retried");
+    }
+    assert!(fake.state().counted.is_empty());
+}
+
+#[tokio::test]
+async fn retries_stop_after_max_attempts() {
+    let (fake, client, collection) = setup().await;
+    let mut client = client.with_retry(fast_retries(3));
+    fake.push_faults(&[Fault::Before(Code::Unavailable); 10]);
+    let err = client.submit(&collection, &X).await.unwrap_err();
+    assert_eq!(err.status().map(Status::code), Some(Code::Unavailable));
+    assert_eq!(fake.state().seen.len(), 3);
+    assert!(
+        err.to_string()
+            .starts_with("aggregator call failed with Unavailable")
+    );
+}
+
+#[tokio::test]
+async fn slow_attempts_time_out_and_are_retried() {
+    let (fake, client, collection) = setup().await;
+    let mut client = client.with_timeout(Duration::from_millis(100));
+    fake.push_faults(&[Fault::Delay(Duration::from_millis(400))]);
+    let outcome = client.submit(&collection, &X).await.unwrap();
+    assert_eq!(outcome.attempts, 2);
+    // Dropping the timed-out call cancels it on the server too (it may or may not have
+    // been seen); either way the report is counted once, under one id.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let state = fake.state();
+    assert_eq!(state.counted.len(), 1);
+    assert!(!state.seen.is_empty() && state.seen.len() <= 2);
+    assert!(state.seen.iter().all(|(id, _)| id == &outcome.report_id.0));
+}
+
+#[tokio::test]
+async fn a_server_cannot_lower_the_noise() {
+    let (fake, mut client, _) = setup().await;
+    fake.state().tamper_sigma = true;
+    let err = client.collection("c").await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::Params(SpecError::ParamsMismatch { .. })),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn weak_collections_and_bad_inputs_never_reach_the_network() {
+    let (fake, mut client, collection) = setup().await;
+    client.create_collection(spec("weak", 20.0)).await.unwrap();
+    assert!(matches!(
+        client.collection("weak").await,
+        Err(ClientError::PolicyViolation { epsilon, .. }) if epsilon == 20.0
+    ));
+    // A locally built collection is checked too.
+    let weak = Collection::from_spec(&spec("weak", 20.0)).unwrap();
+    assert!(matches!(
+        client.submit(&weak, &X).await,
+        Err(ClientError::PolicyViolation { .. })
+    ));
+    // ...and a relaxed policy lets it through.
+    let mut relaxed = client.with_privacy_policy(PrivacyPolicy {
+        max_epsilon: 50.0,
+        max_delta: 1e-3,
+    });
+    assert_eq!(relaxed.collection("weak").await.unwrap(), weak);
+    let before = fake.state().seen.len();
+    assert!(matches!(
+        relaxed.submit(&collection, &X[..3]).await,
+        Err(ClientError::Dimension {
+            expected: 4,
+            got: 3
+        })
+    ));
+    assert!(matches!(
+        relaxed
+            .submit(&collection, &[0.0, f64::INFINITY, 0.0, 0.0])
+            .await,
+        Err(ClientError::NonFinite { index: 1 })
+    ));
+    let mut tampered = collection.clone();
+    tampered.sigma /= 2.0;
+    assert!(matches!(
+        relaxed.submit(&tampered, &X).await,
+        Err(ClientError::Params(_))
+    ));
+    let mut bad_id = relaxed.prepare_report(&collection, &X).unwrap();
+    bad_id.report_id.truncate(8);
+    assert!(matches!(
+        relaxed.submit_report(bad_id).await,
+        Err(ClientError::Wire(_))
+    ));
+    assert_eq!(fake.state().seen.len(), before);
+    assert!(matches!(
+        relaxed.collection("missing").await,
+        Err(ClientError::Status(s)) if s.code() == Code::NotFound
+    ));
+}
+
+#[tokio::test]
+async fn streams_are_retried_whole_and_deduplicated() {
+    let (fake, client, collection) = setup().await;
+    let mut client =
+        client.with_noise_sampler(Box::new(RoundedGaussian::from_seed_for_simulation(3)));
+    let batch = |client: &mut AggregatorClient| -> Vec<Report> {
+        (0..20)
+            .map(|_| client.prepare_report(&collection, &X).unwrap())
+            .collect()
+    };
+    let reports = batch(&mut client);
+    let ok = client.submit_stream(reports).await.unwrap();
+    assert_eq!((ok.accepted, ok.duplicates), (20, 0));
+
+    // Counted, then the acknowledgement is lost: the resent batch is all duplicates.
+    fake.push_faults(&[Fault::AfterCommit(Code::Unavailable)]);
+    let reports = batch(&mut client);
+    let retried = client.submit_stream(reports.clone()).await.unwrap();
+    assert_eq!((retried.accepted, retried.duplicates), (0, 20));
+    assert_eq!(fake.state().counted.len(), 40);
+
+    // Refused before reading: the retry counts everything.
+    fake.push_faults(&[Fault::Before(Code::Unavailable)]);
+    let reports = batch(&mut client);
+    let retried = client.submit_stream(reports).await.unwrap();
+    assert_eq!((retried.accepted, retried.duplicates), (20, 0));
+    assert_eq!(client.status("c").await.unwrap().reports, 60);
+
+    let estimate = client
+        .estimate(GetEstimateRequest {
+            collection_id: "c".into(),
+            threshold: Some(get_estimate_request::Threshold::Universal(
+                UniversalThreshold::default(),
+            )),
+            skip_psd_projection: false,
+        })
+        .await
+        .unwrap();
+    assert_eq!(estimate.reports, 60);
+    assert_eq!(estimate.threshold_rule, "universal");
+}
+
+#[tokio::test]
+async fn create_collection_survives_a_lost_answer() {
+    let (fake, addr) = serve().await;
+    let mut client = AggregatorClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+        .with_retry(fast_retries(3));
+    fake.push_faults(&[Fault::AfterCommit(Code::Unavailable)]);
+    let params = client.create_collection(spec("c", 1.0)).await.unwrap();
+    assert_eq!(
+        params,
+        Collection::from_spec(&spec("c", 1.0)).unwrap().params()
+    );
+    // A genuine clash on the first attempt is an error.
+    let err = client.create_collection(spec("c", 1.0)).await.unwrap_err();
+    assert_eq!(err.status().map(Status::code), Some(Code::AlreadyExists));
+    // A clash on a retry with another spec is an error too.
+    fake.push_faults(&[Fault::Before(Code::Unavailable)]);
+    let err = client.create_collection(spec("c", 2.0)).await.unwrap_err();
+    assert_eq!(err.status().map(Status::code), Some(Code::AlreadyExists));
+}
+
+#[tokio::test]
+async fn unreachable_servers() {
+    // A port nobody listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let err = AggregatorClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Transport(_)), "{err}");
+    assert!(!err.to_string().contains('\n'));
+    assert!(matches!(
+        AggregatorClient::connect_lazy("not a url"),
+        Err(ClientError::Transport(_))
+    ));
+    // Lazy: the failure shows up as a retried UNAVAILABLE.
+    let mut lazy = AggregatorClient::connect_lazy(format!("http://{addr}"))
+        .unwrap()
+        .with_retry(fast_retries(2));
+    let err = lazy.status("c").await.unwrap_err();
+    assert_eq!(err.status().map(Status::code), Some(Code::Unavailable));
+}
+
+#[test]
+fn retryable_statuses() {
+    assert!(is_retryable(&Status::unavailable("x")));
+    assert!(is_retryable(&Status::aborted("x")));
+    assert!(!is_retryable(&Status::invalid_argument("x")));
+    assert!(!is_retryable(&Status::not_found("x")));
+    assert!(!is_retryable(&Status::unknown("from the server")));
+    // What tonic makes of a local transport failure: UNKNOWN with the cause attached.
+    let local = Status::from_error(Box::new(std::io::Error::other("connection reset")));
+    assert_eq!(local.code(), Code::Unknown);
+    assert!(is_retryable(&local));
+}
+
+#[test]
+fn backoff_jitter_stays_in_range() {
+    let b = Duration::from_millis(80);
+    for _ in 0..100 {
+        let w = jitter(b);
+        assert!(w >= b / 2 && w <= b);
+    }
+    assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+}

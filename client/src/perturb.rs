@@ -1,0 +1,643 @@
+//! The transport-free core: clip `x`, put `triu(u·uᵀ)` on the collection's grid, add
+//! noise, encode (`ALGORITHMS.md` §1).
+//!
+//! Nothing here touches the network or an async runtime, so apps that ship reports
+//! their own way can use it with `default-features = false`.
+
+use crate::ClientError;
+use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::v1::Report;
+use ldpcov_proto::wire::{REPORT_ID_LEN, encode_payload};
+use ldpcov_proto::{Collection, ReportId, SpecError};
+use rand::rngs::OsRng;
+use rand::{Rng, SeedableRng, TryRngCore};
+use rand_chacha::ChaCha20Rng;
+use rand_distr::StandardNormal;
+
+/// Relative safety margin of the clip: `u = (1 − 2⁻³²)·x / max(R, ‖x‖)`.
+///
+/// The sensitivity `√2 + √d·2⁻ᵏ` the noise is calibrated to assumes `‖u‖₂ ≤ 1` for
+/// the floating-point `u` actually used. Computing `‖x‖` and the quotients in f64
+/// leaves a relative error below `(p + 10)·2⁻⁵³ ≤ 2⁻⁴⁰` for `p ≤ 4096`; shrinking by
+/// `2⁻³²` absorbs it with room to spare, and biases the signal by less than 10⁻⁹.
+pub const CLIP_MARGIN: f64 = 1.0 / 4_294_967_296.0;
+
+/// A source of centred integer noise on the collection's grid.
+///
+/// One call is one independent draw; the sampler must be cryptographically seeded for
+/// the reports to be private. Kept deliberately small so that an exact discrete
+/// Gaussian can replace [`RoundedGaussian`] without changing callers.
+pub trait NoiseSampler {
+    /// One draw of centred noise with standard deviation `sigma_grid`, in grid units.
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64;
+}
+
+impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+        (**self).sample_grid(sigma_grid)
+    }
+}
+
+impl<N: NoiseSampler + ?Sized> NoiseSampler for &mut N {
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+        (**self).sample_grid(sigma_grid)
+    }
+}
+
+/// A Gaussian `N(0, σ²)` draw rounded to the nearest integer, from a ChaCha20 stream.
+///
+/// Its variance is `σ² + 1/12` for all practical purposes (the rounding adds a nearly
+/// uniform ±½ error when σ ≳ 1). This is the floating-point construction the
+/// literature warns about (Mironov 2012; Jin et al. 2022): adequate against the data
+/// analyst, not a proof against an adversary who sees many low-order bits. A later
+/// version replaces it with an exact discrete Gaussian behind the same
+/// [`NoiseSampler`] trait.
+///
+/// Its `Debug` output never shows the generator state.
+pub struct RoundedGaussian {
+    rng: ChaCha20Rng,
+}
+
+impl RoundedGaussian {
+    /// A sampler seeded with 256 bits from the operating system's random number
+    /// generator. This is the one to use for real reports.
+    pub fn from_os_rng() -> Result<Self, ClientError> {
+        Ok(RoundedGaussian {
+            rng: ChaCha20Rng::try_from_rng(&mut OsRng)?,
+        })
+    }
+
+    /// A **deterministic** sampler for simulations and tests.
+    ///
+    /// The noise is a function of `seed`: anyone who knows or guesses the seed can
+    /// subtract it and recover `x·xᵀ`. Reports built with it are **not private**; never
+    /// use it on real data.
+    pub fn from_seed_for_simulation(seed: u64) -> Self {
+        RoundedGaussian {
+            rng: ChaCha20Rng::seed_from_u64(seed),
+        }
+    }
+}
+
+impl std::fmt::Debug for RoundedGaussian {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundedGaussian").finish_non_exhaustive()
+    }
+}
+
+impl NoiseSampler for RoundedGaussian {
+    /// # Panics
+    /// If `sigma_grid` is negative, NaN or infinite (a caller bug: [`Perturber`] only
+    /// passes the σ of a validated collection).
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+        assert!(
+            sigma_grid.is_finite() && sigma_grid >= 0.0,
+            "noise sd {sigma_grid} must be finite and non-negative"
+        );
+        let z: f64 = self.rng.sample(StandardNormal);
+        // `as` saturates; |σ·z| < 2^63 for every σ a collection can have.
+        (sigma_grid * z).round() as i64
+    }
+}
+
+/// A fresh random report id: 16 bytes straight from the operating system's random
+/// number generator (`getrandom`, a CSPRNG), so ids are unique across devices and
+/// carry no information about the device or the data.
+pub fn random_report_id() -> Result<ReportId, ClientError> {
+    let mut id = [0u8; REPORT_ID_LEN];
+    OsRng.try_fill_bytes(&mut id)?;
+    Ok(ReportId(id))
+}
+
+/// Turns a user's vector into the perturbed, grid-rounded upper triangle of one
+/// collection.
+///
+/// The collection is re-derived from its spec when the perturber is built, so a
+/// `Collection` whose fields were edited (say, a lowered σ) is refused rather than
+/// used: [`Perturber::try_new`] fails at once, [`Perturber::new`] defers the error to
+/// the first [`perturb`](Perturber::perturb).
+#[derive(Debug, Clone)]
+pub struct Perturber {
+    collection: Collection,
+    invalid: Option<SpecError>,
+}
+
+impl Perturber {
+    /// A perturber for `collection`. If the collection does not match the parameters
+    /// derived from its own spec, every call to [`perturb`](Perturber::perturb) and
+    /// [`report`](Perturber::report) fails with [`ClientError::Params`].
+    pub fn new(collection: Collection) -> Self {
+        match Collection::from_params(&collection.params()) {
+            Ok(local) => Perturber {
+                collection: local,
+                invalid: None,
+            },
+            Err(err) => Perturber {
+                collection,
+                invalid: Some(err),
+            },
+        }
+    }
+
+    /// Like [`new`](Perturber::new), but refuses an inconsistent collection at once.
+    pub fn try_new(collection: Collection) -> Result<Self, ClientError> {
+        let perturber = Self::new(collection);
+        match perturber.invalid {
+            Some(err) => Err(err.into()),
+            None => Ok(perturber),
+        }
+    }
+
+    /// The collection (as re-derived locally).
+    pub fn collection(&self) -> &Collection {
+        &self.collection
+    }
+
+    /// Checks `x` and returns the unit-ball vector `u` the report is built from:
+    /// `u = (1 − 2⁻³²)·x / max(R, ‖x‖)` (see [`CLIP_MARGIN`]).
+    ///
+    /// Fails with [`ClientError::Dimension`] if `x.len() ≠ p`, then with
+    /// [`ClientError::NonFinite`] at the first NaN or infinite coordinate. The norm is
+    /// computed on `x / max|xᵢ|`, so huge finite coordinates neither overflow nor lose
+    /// the direction.
+    pub fn clip(&self, x: &[f64]) -> Result<Vec<f64>, ClientError> {
+        let dim = self.collection.dim;
+        if x.len() != dim {
+            return Err(ClientError::Dimension {
+                expected: dim,
+                got: x.len(),
+            });
+        }
+        if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+            return Err(ClientError::NonFinite { index });
+        }
+        let max_abs = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        if max_abs == 0.0 {
+            return Ok(vec![0.0; dim]);
+        }
+        // s = ‖x‖ / max|xᵢ| lies in [1, √p]: no overflow, no underflow.
+        let s = x
+            .iter()
+            .map(|v| {
+                let t = v / max_abs;
+                t * t
+            })
+            .sum::<f64>()
+            .sqrt();
+        let keep = 1.0 - CLIP_MARGIN;
+        let radius = self.collection.clip_radius;
+        // ‖x‖ = max_abs·s may overflow to +∞ only when it exceeds R: the test stays right.
+        if max_abs * s <= radius {
+            Ok(x.iter().map(|v| v / radius * keep).collect())
+        } else {
+            Ok(x.iter().map(|v| v / max_abs / s * keep).collect())
+        }
+    }
+
+    /// The perturbed packed upper triangle of `x·xᵀ`, in grid units.
+    ///
+    /// For each `(i, j)`, `i ≤ j`, in [`triangle_pairs`] order: `round(uᵢ·uⱼ·2ᵏ)`
+    /// (nearest integer, ties away from zero, decided on the exact product) plus one
+    /// independent draw of `noise` with sd [`Collection::sigma_grid`], clamped to
+    /// `±max_abs_grid_value`. The clamp acts on the already-noisy value, so it is
+    /// post-processing and costs no privacy; an honest report reaches it with
+    /// probability below e⁻¹²⁵⁰.
+    ///
+    /// Input errors ([`clip`](Perturber::clip)) and an inconsistent collection are
+    /// reported before any noise is drawn.
+    pub fn perturb(
+        &self,
+        x: &[f64],
+        noise: &mut (impl NoiseSampler + ?Sized),
+    ) -> Result<Vec<i32>, ClientError> {
+        let u = self.clip(x)?;
+        if let Some(err) = &self.invalid {
+            return Err(err.clone().into());
+        }
+        let c = &self.collection;
+        let scale = c.grid_scale();
+        let sigma_grid = c.sigma_grid();
+        let bound = c.max_abs_grid_value.clamp(0, i64::from(i32::MAX));
+        let mut entries = Vec::with_capacity(c.entries);
+        for (i, j) in triangle_pairs(c.dim) {
+            // |signal| ≤ 2ᵏ ≤ 2²⁴: exact in i64.
+            let signal = round_grid(u[i], u[j], scale) as i64;
+            let noisy = signal.saturating_add(noise.sample_grid(sigma_grid));
+            // Within ±bound ⊂ i32 after the clamp.
+            entries.push(noisy.clamp(-bound, bound) as i32);
+        }
+        Ok(entries)
+    }
+
+    /// A complete [`Report`] for `x`: perturbed entries encoded in the collection's
+    /// encoding, tagged with `report_id` (reuse the same id, and the same report, when
+    /// resending).
+    pub fn report(
+        &self,
+        x: &[f64],
+        noise: &mut (impl NoiseSampler + ?Sized),
+        report_id: ReportId,
+    ) -> Result<Report, ClientError> {
+        let entries = self.perturb(x, noise)?;
+        Ok(Report {
+            collection_id: self.collection.id.clone(),
+            report_id: report_id.0.to_vec(),
+            encoding: self.collection.encoding as i32,
+            payload: encode_payload(&self.collection, &entries),
+        })
+    }
+}
+
+/// `round(a·b·scale)` for a power-of-two `scale`, to the nearest integer with ties away
+/// from zero, decided on the exact real product `a·b`.
+///
+/// The rounded float product can land exactly on a half-integer although the real
+/// product lies strictly on one side; then the error term of the product (exact by
+/// FMA) decides. This keeps the rounding error at most ½ grid unit, which the
+/// sensitivity `√2 + √d·2⁻ᵏ` relies on.
+fn round_grid(a: f64, b: f64, scale: f64) -> f64 {
+    let p = a * b;
+    // Exact: scale is a power of two.
+    let y = p * scale;
+    let r = y.round();
+    if (y - r).abs() == 0.5 {
+        // a·b = p + e exactly (no underflow here: |p| ≥ ½·2⁻ᵏ).
+        let e = a.mul_add(b, -p);
+        if e > 0.0 {
+            return y + 0.5;
+        }
+        if e < 0.0 {
+            return y - 0.5;
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpcov_proto::calibration::std_normal_cdf;
+    use ldpcov_proto::v1::CollectionSpec;
+    use ldpcov_proto::wire::decode_payload;
+
+    /// Test-only sampler: no noise at all.
+    struct ZeroNoise;
+    impl NoiseSampler for ZeroNoise {
+        fn sample_grid(&mut self, _sigma_grid: f64) -> i64 {
+            0
+        }
+    }
+
+    /// Test-only sampler that counts draws.
+    #[derive(Default)]
+    struct Counting(usize);
+    impl NoiseSampler for Counting {
+        fn sample_grid(&mut self, _sigma_grid: f64) -> i64 {
+            self.0 += 1;
+            0
+        }
+    }
+
+    /// Test-only sampler returning a fixed value.
+    struct Constant(i64);
+    impl NoiseSampler for Constant {
+        fn sample_grid(&mut self, _sigma_grid: f64) -> i64 {
+            self.0
+        }
+    }
+
+    /// Test-only sampler with a wrong σ (to check the variance test has power).
+    struct Scaled(RoundedGaussian, f64);
+    impl NoiseSampler for Scaled {
+        fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+            self.0.sample_grid(sigma_grid * self.1)
+        }
+    }
+
+    fn spec(dim: u32, epsilon: f64, delta: f64, clip_radius: f64) -> CollectionSpec {
+        CollectionSpec {
+            collection_id: "test".into(),
+            dim,
+            epsilon,
+            delta,
+            clip_radius,
+            min_reports: 1,
+            encoding: 0,
+        }
+    }
+
+    fn collection(dim: u32, clip_radius: f64) -> Collection {
+        Collection::from_spec(&spec(dim, 1.0, 1e-6, clip_radius)).expect("valid spec")
+    }
+
+    fn norm(v: &[f64]) -> f64 {
+        v.iter().map(|x| x * x).sum::<f64>().sqrt()
+    }
+
+    #[test]
+    fn input_errors_come_before_any_noise() {
+        let p = Perturber::new(collection(3, 2.0));
+        let mut counting = Counting::default();
+        let cases: [(&[f64], &str); 5] = [
+            (&[1.0, 2.0], "dim"),
+            (&[1.0, 2.0, 3.0, 4.0], "dim"),
+            (&[f64::NAN, 2.0], "dim"),
+            (&[1.0, 2.0, f64::NAN], "nan"),
+            (&[1.0, f64::NEG_INFINITY, f64::INFINITY], "inf"),
+        ];
+        for (x, kind) in cases {
+            let err = p.perturb(x, &mut counting).unwrap_err();
+            match (kind, err) {
+                ("dim", ClientError::Dimension { expected: 3, got }) => assert_eq!(got, x.len()),
+                ("nan", ClientError::NonFinite { index: 2 }) => {}
+                ("inf", ClientError::NonFinite { index: 1 }) => {}
+                (kind, err) => panic!("{kind}: unexpected {err}"),
+            }
+            let id = ReportId([7; 16]);
+            assert!(p.report(x, &mut counting, id).is_err());
+        }
+        assert_eq!(counting.0, 0, "noise was drawn for a rejected input");
+        // The messages are one precise line.
+        let msg = p.perturb(&[1.0], &mut counting).unwrap_err().to_string();
+        assert_eq!(msg, "vector has 1 coordinates, the collection expects 3");
+    }
+
+    #[test]
+    fn tampered_collection_is_refused_before_any_noise() {
+        let mut c = collection(3, 1.0);
+        c.sigma *= 0.5;
+        assert!(matches!(
+            Perturber::try_new(c.clone()),
+            Err(ClientError::Params(SpecError::ParamsMismatch { .. }))
+        ));
+        let p = Perturber::new(c);
+        let mut counting = Counting::default();
+        assert!(matches!(
+            p.perturb(&[1.0, 0.0, 0.0], &mut counting),
+            Err(ClientError::Params(SpecError::ParamsMismatch { .. }))
+        ));
+        // Input errors still come first.
+        assert!(matches!(
+            p.perturb(&[1.0], &mut counting),
+            Err(ClientError::Dimension { .. })
+        ));
+        assert_eq!(counting.0, 0);
+    }
+
+    #[test]
+    fn vectors_inside_the_ball_are_scaled_by_one_over_r() {
+        let r = 5.0;
+        let p = Perturber::try_new(collection(4, r)).unwrap();
+        let x = [1.0, -2.0, 0.5, 3.0]; // ‖x‖ ≈ 3.77 < 5
+        let u = p.clip(&x).unwrap();
+        for (ui, xi) in u.iter().zip(x) {
+            assert!(
+                (ui - xi / r).abs() <= 1e-9 * (xi / r).abs(),
+                "{ui} vs {xi}/{r}"
+            );
+        }
+        assert!(norm(&u) < 1.0);
+        // On the sphere of radius R exactly: still scaled by 1/R, norm just below 1.
+        let x = [3.0, 4.0, 0.0, 0.0];
+        let u = p.clip(&x).unwrap();
+        assert!(norm(&u) <= 1.0 && norm(&u) > 1.0 - 1e-9);
+        assert_eq!(p.clip(&[0.0; 4]).unwrap(), vec![0.0; 4]);
+    }
+
+    #[test]
+    fn long_vectors_are_projected_to_the_unit_sphere() {
+        let r = 2.0;
+        let p = Perturber::try_new(collection(3, r)).unwrap();
+        let x = [2.0 * 10.0 * 0.6, 0.0, -2.0 * 10.0 * 0.8]; // ‖x‖ = 10R
+        let scaled: Vec<f64> = x.iter().map(|v| v / 10.0).collect(); // ‖x/10‖ = R
+        let (u, w) = (p.clip(&x).unwrap(), p.clip(&scaled).unwrap());
+        for (a, b) in u.iter().zip(&w) {
+            assert!((a - b).abs() <= 1e-15, "{a} vs {b}");
+        }
+        assert!((norm(&u) - 1.0).abs() < 1e-9 && norm(&u) <= 1.0);
+        // Same signal on the grid.
+        assert_eq!(
+            p.perturb(&x, &mut ZeroNoise).unwrap(),
+            p.perturb(&scaled, &mut ZeroNoise).unwrap()
+        );
+        // Huge finite coordinates: no overflow, the direction survives.
+        let u = p.clip(&[f64::MAX, f64::MAX, -f64::MAX]).unwrap();
+        let third = 1.0 / 3f64.sqrt();
+        for (a, b) in u.iter().zip([third, third, -third]) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        assert!(norm(&u) <= 1.0);
+        // Tiny (subnormal) coordinates stay finite.
+        let u = p.clip(&[5e-324, 0.0, -1e-310]).unwrap();
+        assert!(u.iter().all(|v| v.is_finite() && v.abs() < 1e-300));
+    }
+
+    #[test]
+    fn clipped_norm_never_exceeds_one() {
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        for dim in [1u32, 2, 7, 50, 300] {
+            let p = Perturber::try_new(collection(dim, 1.0)).unwrap();
+            for _ in 0..200 {
+                let scale = 10f64.powi(rng.random_range(-3..=3));
+                let x: Vec<f64> = (0..dim)
+                    .map(|_| scale * rng.sample::<f64, _>(StandardNormal))
+                    .collect();
+                let u = p.clip(&x).unwrap();
+                // The margin is 2⁻³² against rounding errors of order 2⁻⁴⁰.
+                assert!(norm(&u) <= 1.0 - CLIP_MARGIN / 2.0, "dim {dim}");
+            }
+        }
+    }
+
+    #[test]
+    fn zero_noise_gives_the_rounded_signal_in_triangle_order() {
+        let c = collection(5, 3.0);
+        let p = Perturber::try_new(c.clone()).unwrap();
+        let x = [0.3, -1.1, 2.0, 0.0, -0.7];
+        let u = p.clip(&x).unwrap();
+        let scale = 2f64.powi(c.grid_bits as i32);
+        let want: Vec<i32> = triangle_pairs(5)
+            .map(|(i, j)| (u[i] * u[j] * scale).round() as i32)
+            .collect();
+        let got = p.perturb(&x, &mut ZeroNoise).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 15);
+        // Spot-check the layout against explicit positions: (0,0), (0,1), (1,1), (4,4).
+        let cell = |i: usize, j: usize| ((x[i] / 3.0) * (x[j] / 3.0) * scale).round() as i32;
+        for (k, (i, j)) in [(0, (0, 0)), (1, (0, 1)), (5, (1, 1)), (14, (4, 4))] {
+            assert!((got[k] - cell(i, j)).abs() <= 1, "entry {k} = ({i},{j})");
+        }
+        // The report carries exactly these entries.
+        let id = ReportId([3; 16]);
+        let report = p.report(&x, &mut ZeroNoise, id).unwrap();
+        assert_eq!(report.collection_id, "test");
+        assert_eq!(report.report_id, vec![3; 16]);
+        assert_eq!(
+            decode_payload(&c, report.encoding, &report.payload).unwrap(),
+            want
+        );
+    }
+
+    #[test]
+    fn noisy_entries_are_clamped_to_the_validation_bound() {
+        let c = collection(3, 1.0);
+        let p = Perturber::try_new(c.clone()).unwrap();
+        let bound = c.max_abs_grid_value as i32;
+        for (noise, want) in [(i64::MAX, bound), (i64::MIN, -bound)] {
+            let entries = p.perturb(&[1.0, -1.0, 0.5], &mut Constant(noise)).unwrap();
+            assert!(entries.iter().all(|&v| v == want));
+            let report = p.report(&[1.0, -1.0, 0.5], &mut Constant(noise), ReportId([0; 16]));
+            let report = report.unwrap();
+            assert!(decode_payload(&c, report.encoding, &report.payload).is_ok());
+        }
+    }
+
+    /// Exact rounding of a·b·2ᵏ against i128 arithmetic, on float ties in particular.
+    #[test]
+    fn grid_rounding_is_exact_on_ties() {
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let mut naive_wrong = 0;
+        for _ in 0..20_000 {
+            // a = A·2⁻³⁰, b = B·2⁻³⁰ in [½, 1): the 60-bit product does not fit an f64.
+            let big_a: i128 = rng.random_range((1 << 29)..(1 << 30));
+            let big_b: i128 = rng.random_range((1 << 29)..(1 << 30));
+            let (a, b) = (big_a as f64 / 2f64.powi(30), big_b as f64 / 2f64.powi(30));
+            // The k for which the float product times 2ᵏ is a half-integer.
+            let p = a * b;
+            let k = (0..60)
+                .find(|&k| (p * 2f64.powi(k + 1)).fract() == 0.0)
+                .expect("a dyadic product");
+            let scale = 2f64.powi(k);
+            // Exact: A·B·2^(k−60), rounded half away from zero.
+            let shift = 60 - k;
+            let exact = ((big_a * big_b + (1i128 << (shift - 1))) >> shift) as f64;
+            let got = round_grid(a, b, scale);
+            assert_eq!(got, exact, "a={a} b={b} k={k}");
+            assert_eq!(round_grid(-a, b, scale), -exact);
+            if (p * scale).round() != exact {
+                naive_wrong += 1;
+            }
+            // Away from ties at the real grid, it agrees with exact rounding too.
+            let k = 24;
+            let shift = 60 - k;
+            let exact = ((big_a * big_b + (1i128 << (shift - 1))) >> shift) as f64;
+            assert_eq!(round_grid(a, b, 2f64.powi(k)), exact);
+        }
+        // Plain rounding of the float product is wrong on a good share of these ties.
+        assert!(naive_wrong > 1000, "{naive_wrong}");
+    }
+
+    /// Mean and variance of `samples` against N(0, var).
+    ///
+    /// Standard errors for N independent draws: the mean has se σ/√N; the second
+    /// moment about the known mean 0, m₂ = Σz²/N, has se σ²·√(2/N) for a Gaussian
+    /// (Var z² = 2σ⁴; rounding changes the kurtosis negligibly). We accept within 6 se:
+    /// a false alarm has probability about 2·10⁻⁹ per check.
+    fn moments_match(samples: &[i64], var: f64) -> Result<(), String> {
+        let n = samples.len() as f64;
+        let mean = samples.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let m2 = samples.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n;
+        let (se_mean, se_var) = (var.sqrt() / n.sqrt(), var * (2.0 / n).sqrt());
+        if mean.abs() > 6.0 * se_mean {
+            return Err(format!("mean {mean} vs 0 (se {se_mean})"));
+        }
+        if (m2 - var).abs() > 6.0 * se_var {
+            return Err(format!("variance {m2} vs {var} (se {se_var})"));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn rounded_gaussian_has_the_right_moments() {
+        let c = collection(10, 1.0);
+        for (sigma, n, seed) in [(c.sigma_grid(), 200_000, 1), (3.0, 400_000, 2)] {
+            let mut g = RoundedGaussian::from_seed_for_simulation(seed);
+            let samples: Vec<i64> = (0..n).map(|_| g.sample_grid(sigma)).collect();
+            // Rounding to integers adds a (nearly) uniform ±½ error: variance + 1/12.
+            moments_match(&samples, sigma * sigma + 1.0 / 12.0)
+                .unwrap_or_else(|e| panic!("sigma {sigma}: {e}"));
+        }
+        assert!(c.sigma_grid() > 1e6, "the real σ in grid units is large");
+        // At σ = 3 the mass at 0 is that of N(0, 9) on [-½, ½]: checks nearest-integer
+        // rounding (floor or truncation would move it). se = √(q(1-q)/N).
+        let mut g = RoundedGaussian::from_seed_for_simulation(4);
+        let n = 400_000;
+        let zeros = (0..n).filter(|_| g.sample_grid(3.0) == 0).count() as f64 / n as f64;
+        let q = std_normal_cdf(0.5 / 3.0) - std_normal_cdf(-0.5 / 3.0);
+        assert!((zeros - q).abs() < 6.0 * (q * (1.0 - q) / n as f64).sqrt());
+        // σ = 0 adds nothing.
+        assert!((0..100).all(|_| g.sample_grid(0.0) == 0));
+    }
+
+    #[test]
+    fn seeded_samplers_are_deterministic_and_debug_hides_state() {
+        let mut a = RoundedGaussian::from_seed_for_simulation(9);
+        let mut b = RoundedGaussian::from_seed_for_simulation(9);
+        for _ in 0..100 {
+            assert_eq!(a.sample_grid(1e6), b.sample_grid(1e6));
+        }
+        assert_eq!(format!("{a:?}"), "RoundedGaussian { .. }");
+        let mut os = RoundedGaussian::from_os_rng().unwrap();
+        let draws: Vec<i64> = (0..4).map(|_| os.sample_grid(1e9)).collect();
+        assert!(draws.iter().any(|&v| v != draws[0]));
+    }
+
+    #[test]
+    fn report_ids_are_random() {
+        let a = random_report_id().unwrap();
+        let b = random_report_id().unwrap();
+        assert_ne!(a, b);
+    }
+
+    /// The noise a full report carries (perturb minus zero-noise perturb) has, per
+    /// entry, the variance of the analytic Gaussian mechanism at Δ = √2 + √d·2⁻ᵏ in
+    /// grid units, pinned to an independent 50-digit reference
+    /// (`docs/calibration_reference.py`: σ = 5.974598181957314 at Δ = √2, ε = 1,
+    /// δ = 10⁻⁶; σ is linear in Δ). Fails if σ is off by √2 either way.
+    #[test]
+    fn report_noise_has_the_calibrated_variance() {
+        let c = collection(60, 1.0);
+        let p = Perturber::try_new(c.clone()).unwrap();
+        let scale = c.grid_scale();
+        let delta_grid = 2f64.sqrt() + (c.entries as f64).sqrt() / scale;
+        let sigma_ref = 5.974_598_181_957_314 * delta_grid / 2f64.sqrt() * scale;
+        assert!((c.sigma_grid() / sigma_ref - 1.0).abs() < 1e-9);
+
+        let noise_of = |sampler: &mut dyn NoiseSampler, reports: usize| -> Vec<i64> {
+            let mut data = ChaCha20Rng::seed_from_u64(21);
+            let mut out = Vec::new();
+            for _ in 0..reports {
+                let x: Vec<f64> = (0..c.dim)
+                    .map(|_| data.sample::<f64, _>(StandardNormal))
+                    .collect();
+                let noisy = p.perturb(&x, sampler).unwrap();
+                let clean = p.perturb(&x, &mut ZeroNoise).unwrap();
+                out.extend(
+                    noisy
+                        .iter()
+                        .zip(&clean)
+                        .map(|(&a, &b)| i64::from(a) - i64::from(b)),
+                );
+            }
+            out
+        };
+        // 30 reports × 1830 entries = 54 900 draws: 6 se of the variance is 3.6 %.
+        let var = sigma_ref * sigma_ref + 1.0 / 12.0;
+        let noise = noise_of(&mut RoundedGaussian::from_seed_for_simulation(8), 30);
+        assert_eq!(noise.len(), 30 * 1830);
+        moments_match(&noise, var).unwrap();
+        // Independent draws per entry: consecutive differences have variance 2σ².
+        let diffs: Vec<i64> = noise.windows(2).map(|w| w[1] - w[0]).collect();
+        let n = diffs.len() as f64;
+        let m2 = diffs.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n;
+        // se of that mean: D = z' − z has Var D² = 8σ⁴, and neighbours (correlation −½)
+        // have Cov(D², D'²) = 2·(σ²)² , so Var(mean) ≈ (8 + 2·2)σ⁴/n = 12σ⁴/n; relative
+        // to 2σ² that is √(12/n)/2. A sampler reusing one draw per report fails this.
+        assert!((m2 / (2.0 * var) - 1.0).abs() < 6.0 * (12.0 / n).sqrt() / 2.0);
+        // The same check has power: σ·√2 and σ/√2 are both caught.
+        for factor in [2f64.sqrt(), 1.0 / 2f64.sqrt()] {
+            let mut wrong = Scaled(RoundedGaussian::from_seed_for_simulation(8), factor);
+            assert!(moments_match(&noise_of(&mut wrong, 30), var).is_err());
+        }
+    }
+}

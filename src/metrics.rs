@@ -1,0 +1,53 @@
+//! Error measures of the seed papers.
+
+use nalgebra::DMatrix;
+
+/// Spectral norm of a symmetric matrix (largest |eigenvalue|).
+pub fn spectral_norm_symmetric(m: &DMatrix<f64>) -> f64 {
+    m.clone()
+        .symmetric_eigenvalues()
+        .iter()
+        .fold(0.0f64, |acc, v| acc.max(v.abs()))
+}
+
+/// `‖Σ̂ − Σ‖₂ / ‖Σ‖₂` for symmetric matrices.
+pub fn relative_spectral_error(estimate: &DMatrix<f64>, truth: &DMatrix<f64>) -> f64 {
+    spectral_norm_symmetric(&(estimate - truth)) / spectral_norm_symmetric(truth)
+}
+
+/// `‖Σ̂ − Σ‖_F / ‖Σ‖_F`.
+pub fn relative_frobenius_error(estimate: &DMatrix<f64>, truth: &DMatrix<f64>) -> f64 {
+    (estimate - truth).norm() / truth.norm()
+}
+
+/// `‖Σ̂ − Σ‖₁ / ‖Σ‖₁` with the matrix ℓ₁ norm (largest absolute column sum).
+pub fn relative_l1_error(estimate: &DMatrix<f64>, truth: &DMatrix<f64>) -> f64 {
+    let l1 = |m: &DMatrix<f64>| {
+        m.column_iter()
+            .map(|c| c.iter().map(|v| v.abs()).sum::<f64>())
+            .fold(0.0, f64::max)
+    };
+    l1(&(estimate - truth)) / l1(truth)
+}
+
+/// The full symmetric matrix of a released estimate.
+pub fn estimate_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
+    let p = estimate.dim as usize;
+    let full = ldpcov_proto::layout::unpack_symmetric(p, &estimate.upper_triangle);
+    DMatrix::from_row_slice(p, p, &full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn norms_of_known_matrices() {
+        let a = DMatrix::from_row_slice(2, 2, &[2.0, 0.0, 0.0, -3.0]);
+        assert!((spectral_norm_symmetric(&a) - 3.0).abs() < 1e-12);
+        let i = DMatrix::<f64>::identity(2, 2);
+        assert!((relative_spectral_error(&(&i * 1.5), &i) - 0.5).abs() < 1e-12);
+        assert!((relative_frobenius_error(&(&i * 1.5), &i) - 0.5).abs() < 1e-12);
+        assert!((relative_l1_error(&(&i * 0.5), &i) - 0.5).abs() < 1e-12);
+    }
+}
