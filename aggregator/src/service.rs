@@ -260,8 +260,8 @@ impl Aggregator for AggregatorService {
         let result = tokio::task::spawn_blocking(move || {
             estimate::estimate(
                 &snapshot.collection,
-                &snapshot.sums,
-                snapshot.count,
+                &snapshot.acc.sums(),
+                snapshot.acc.count,
                 &options,
             )
         })

@@ -47,10 +47,8 @@ pub struct BatchOutcome {
 pub struct Snapshot {
     /// The collection.
     pub collection: Arc<Collection>,
-    /// Reports counted.
-    pub count: u64,
-    /// Packed per-entry sums in grid units (exact).
-    pub sums: Vec<i64>,
+    /// The accumulators.
+    pub acc: Accumulator,
 }
 
 /// Collections and their accumulators.
@@ -74,38 +72,85 @@ pub trait Store: Send + Sync + 'static {
     async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError>;
 }
 
-/// Exact integer accumulators of one collection.
+/// Number of cross-validation folds every collection keeps. Reports go to fold
+/// [`ReportId::fold`]`(FOLDS)`; the estimators hold one fold out at a time.
+pub const FOLDS: usize = 5;
+
+/// Exact integer accumulators of one collection: per-fold sums (the total is their
+/// sum) and per-entry sums of squares.
+///
+/// Each entry is below 2^31 in magnitude, so the i64 sums cannot overflow before 2^32
+/// reports, and each square is below 2^62, so the u128 sums of squares cannot overflow
+/// before 2^66.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accumulator {
     /// Reports counted.
     pub count: u64,
-    /// Packed per-entry sums in grid units. Each entry is below 2^31 in magnitude, so
-    /// i64 sums cannot overflow before 2^32 reports.
-    pub sums: Vec<i64>,
+    /// Reports counted per fold.
+    pub fold_counts: Vec<u64>,
+    /// Packed per-entry sums in grid units, one vector per fold.
+    pub fold_sums: Vec<Vec<i64>>,
+    /// Packed per-entry sums of squared grid values.
+    pub sum_squares: Vec<u128>,
 }
 
 impl Accumulator {
-    /// Empty accumulators for `entries` packed entries.
-    pub fn new(entries: usize) -> Self {
+    /// Empty accumulators for `entries` packed entries and `folds` folds.
+    pub fn new(entries: usize, folds: usize) -> Self {
+        let folds = folds.max(1);
         Accumulator {
             count: 0,
-            sums: vec![0; entries],
+            fold_counts: vec![0; folds],
+            fold_sums: vec![vec![0; entries]; folds],
+            sum_squares: vec![0; entries],
         }
     }
 
-    /// Adds one report (exactly; order does not matter).
-    pub fn add(&mut self, entries: &[i32]) {
-        debug_assert_eq!(entries.len(), self.sums.len());
-        for (s, &v) in self.sums.iter_mut().zip(entries) {
-            *s += i64::from(v);
+    /// Number of packed entries.
+    pub fn entries(&self) -> usize {
+        self.sum_squares.len()
+    }
+
+    /// Adds one report to `fold` (exactly; order does not matter).
+    pub fn add(&mut self, fold: usize, entries: &[i32]) {
+        debug_assert_eq!(entries.len(), self.entries());
+        let sums = &mut self.fold_sums[fold];
+        for ((s, q), &v) in sums
+            .iter_mut()
+            .zip(self.sum_squares.iter_mut())
+            .zip(entries)
+        {
+            let v = i64::from(v);
+            *s += v;
+            *q += (v * v) as u128;
         }
+        self.fold_counts[fold] += 1;
         self.count += 1;
     }
 
-    /// Adds another accumulator (shards merge exactly).
+    /// The per-entry sums over all folds.
+    pub fn sums(&self) -> Vec<i64> {
+        let mut total = vec![0i64; self.entries()];
+        for fold in &self.fold_sums {
+            for (t, &v) in total.iter_mut().zip(fold) {
+                *t += v;
+            }
+        }
+        total
+    }
+
+    /// Adds another accumulator with the same shape (shards merge exactly).
     pub fn merge(&mut self, other: &Accumulator) {
-        for (s, &v) in self.sums.iter_mut().zip(&other.sums) {
-            *s += v;
+        for (mine, theirs) in self.fold_sums.iter_mut().zip(&other.fold_sums) {
+            for (s, &v) in mine.iter_mut().zip(theirs) {
+                *s += v;
+            }
+        }
+        for (q, &v) in self.sum_squares.iter_mut().zip(&other.sum_squares) {
+            *q += v;
+        }
+        for (c, &v) in self.fold_counts.iter_mut().zip(&other.fold_counts) {
+            *c += v;
         }
         self.count += other.count;
     }
@@ -174,7 +219,7 @@ impl Store for MemoryStore {
             Arc::new(CollectionState {
                 collection: collection.clone(),
                 inner: Mutex::new(Counted {
-                    acc: Accumulator::new(collection.entries),
+                    acc: Accumulator::new(collection.entries, FOLDS),
                     seen: HashSet::new(),
                 }),
             }),
@@ -205,7 +250,9 @@ impl Store for MemoryStore {
         let mut outcome = BatchOutcome::default();
         for report in &reports {
             if counted.seen.insert(report.report_id) {
-                counted.acc.add(&report.entries);
+                counted
+                    .acc
+                    .add(report.report_id.fold(FOLDS), &report.entries);
                 outcome.accepted += 1;
             } else {
                 outcome.duplicates += 1;
@@ -225,8 +272,7 @@ impl Store for MemoryStore {
         let counted = Self::lock(&state)?;
         Ok(Snapshot {
             collection: state.collection.clone(),
-            count: counted.acc.count,
-            sums: counted.acc.sums.clone(),
+            acc: counted.acc.clone(),
         })
     }
 }
@@ -280,8 +326,12 @@ mod tests {
             }
         );
         let snap = s.snapshot("a").await.unwrap();
-        assert_eq!(snap.count, 2);
-        assert_eq!(snap.sums, vec![12; 3]);
+        assert_eq!(snap.acc.count, 2);
+        assert_eq!(snap.acc.sums(), vec![12; 3]);
+        assert_eq!(snap.acc.sum_squares, vec![25 + 49; 3]);
+        let (f1, f2) = (ReportId([1; 16]).fold(FOLDS), ReportId([2; 16]).fold(FOLDS));
+        assert_eq!(snap.acc.fold_counts.iter().sum::<u64>(), 2);
+        assert_eq!(snap.acc.fold_sums[f1][0] + snap.acc.fold_sums[f2][0], 12);
     }
 
     #[tokio::test]
@@ -311,13 +361,30 @@ mod tests {
         let reports: Vec<Vec<i32>> = (0..50)
             .map(|k| vec![k * 1_000_003 % 9973 - 5000; 4])
             .collect();
-        let mut one = Accumulator::new(4);
-        let (mut a, mut b) = (Accumulator::new(4), Accumulator::new(4));
+        let mut one = Accumulator::new(4, 3);
+        let (mut a, mut b) = (Accumulator::new(4, 3), Accumulator::new(4, 3));
         for (k, r) in reports.iter().enumerate() {
-            one.add(r);
-            if k % 3 == 0 { a.add(r) } else { b.add(r) }
+            one.add(k % 3, r);
+            if k % 2 == 0 {
+                a.add(k % 3, r)
+            } else {
+                b.add(k % 3, r)
+            }
         }
         a.merge(&b);
         assert_eq!(a, one);
+        let direct: i64 = reports.iter().map(|r| i64::from(r[0])).sum();
+        assert_eq!(one.sums()[0], direct);
+    }
+
+    #[test]
+    fn extreme_values_do_not_overflow() {
+        let mut acc = Accumulator::new(1, 1);
+        for _ in 0..1000 {
+            acc.add(0, &[i32::MAX]);
+            acc.add(0, &[-i32::MAX]);
+        }
+        assert_eq!(acc.sums(), vec![0]);
+        assert_eq!(acc.sum_squares[0], 2000 * (i32::MAX as u128).pow(2));
     }
 }

@@ -51,6 +51,18 @@ pub enum WireError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReportId(pub [u8; REPORT_ID_LEN]);
 
+impl ReportId {
+    /// The cross-validation fold of this report among `folds` (a stable hash of the
+    /// id, FNV-1a; the same on every platform and release, since fold sums are
+    /// persisted). `folds` must be at least 1.
+    pub fn fold(&self, folds: usize) -> usize {
+        use std::hash::Hasher;
+        let mut h = fnv::FnvHasher::default();
+        h.write(&self.0);
+        (h.finish() % folds.max(1) as u64) as usize
+    }
+}
+
 impl TryFrom<&[u8]> for ReportId {
     type Error = WireError;
     fn try_from(bytes: &[u8]) -> Result<Self, WireError> {
@@ -131,6 +143,9 @@ mod tests {
     use super::*;
     use crate::v1::CollectionSpec;
 
+    // FNV-1a 64 of the 16 bytes, mod 5, computed independently in Python.
+    const PINNED_FOLDS: [usize; 8] = [1, 0, 1, 2, 1, 3, 1, 1];
+
     fn collection() -> Collection {
         Collection::from_spec(&CollectionSpec {
             collection_id: "w".into(),
@@ -181,6 +196,23 @@ mod tests {
         ));
         big[4] = i32::MIN;
         assert!(decode_payload(&c, 1, &encode_payload(&c, &big)).is_err());
+    }
+
+    #[test]
+    fn folds_are_stable_and_balanced() {
+        // Pinned values: a change of hash would silently reshuffle persisted folds.
+        assert_eq!(ReportId([0; 16]).fold(5), ReportId([0; 16]).fold(5));
+        let pinned: Vec<usize> = (0u8..8).map(|b| ReportId([b; 16]).fold(5)).collect();
+        assert_eq!(pinned, PINNED_FOLDS);
+        // 10 000 sequential ids over 5 folds: each count is Binomial(10 000, 0.2),
+        // sd 40; allow 6 sd.
+        let mut counts = [0usize; 5];
+        for k in 0u32..10_000 {
+            let mut id = [0u8; 16];
+            id[..4].copy_from_slice(&k.to_le_bytes());
+            counts[ReportId(id).fold(5)] += 1;
+        }
+        assert!(counts.iter().all(|&c| c.abs_diff(2000) < 240), "{counts:?}");
     }
 
     #[test]
