@@ -4,6 +4,7 @@
 //! Everything here is post-processing of the noisy sums, so none of it costs privacy.
 //! The module knows nothing about gRPC or storage.
 
+use crate::accumulator::Accumulator;
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
@@ -207,22 +208,22 @@ pub fn project_psd(m: &DMatrix<f64>) -> Result<(DMatrix<f64>, u32), EstimateErro
     Ok((out, clamped))
 }
 
-/// Runs the whole estimator on the packed sums of `n` reports.
+/// Runs the whole estimator on a collection's accumulators.
 ///
 /// Refuses below the collection's minimum number of reports.
 pub fn estimate(
     collection: &Collection,
-    sums: &[i64],
-    n: u64,
+    acc: &Accumulator,
     options: &EstimateOptions,
 ) -> Result<CovarianceEstimate, EstimateError> {
+    let n = acc.count;
     if n < collection.min_reports {
         return Err(EstimateError::BelowMinimum {
             have: n,
             need: collection.min_reports,
         });
     }
-    let mut matrix = average(collection, sums, n)?;
+    let mut matrix = average(collection, &acc.sums(), n)?;
     let entry_noise_sd = collection.mean_entry_noise_sd(n);
     let (threshold, include_diagonal) = match &options.rule {
         ThresholdRule::None => (0.0, false),
@@ -373,9 +374,12 @@ mod tests {
     #[test]
     fn estimate_refuses_below_minimum_and_validates_rule() {
         let c = collection(3, 5);
-        let sums = vec![0; 6];
+        let mut acc = Accumulator::new(6, 2);
+        for _ in 0..4 {
+            acc.add(0, &[0; 6]);
+        }
         assert_eq!(
-            estimate(&c, &sums, 4, &EstimateOptions::default()),
+            estimate(&c, &acc, &EstimateOptions::default()),
             Err(EstimateError::BelowMinimum { have: 4, need: 5 })
         );
         let bad = EstimateOptions {
@@ -386,7 +390,10 @@ mod tests {
             skip_psd_projection: false,
         };
         assert!(matches!(
-            estimate(&c, &sums, 5, &bad),
+            {
+                acc.add(1, &[0; 6]);
+                estimate(&c, &acc, &bad)
+            },
             Err(EstimateError::ThresholdParameter { name: "gamma", .. })
         ));
     }

@@ -2,7 +2,8 @@
 //! and releases a thresholded, positive semi-definite covariance estimate.
 //!
 //! * [`service`] — the `ldpcov.v1.Aggregator` gRPC service (validation, status codes).
-//! * [`store`] — the [`Store`](store::Store) trait, exact accumulators, the in-memory store.
+//! * [`accumulator`] — exact integer sums (per fold) and sums of squares.
+//! * [`store`] — the [`Store`](store::Store) trait and the in-memory store.
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
 //! * [`server`] — serving on a listener, or embedded in-process.
 //! * [`output`] — writing an estimate as JSON, CSV or NPY.
@@ -10,6 +11,7 @@
 //! The daemon and admin CLI are the `ldpcov-aggregator` binary.
 //!
 //! ```
+//! use ldpcov_aggregator::accumulator::Accumulator;
 //! use ldpcov_aggregator::estimate::{estimate, EstimateOptions, ThresholdRule};
 //! use ldpcov_proto::{v1::CollectionSpec, Collection};
 //!
@@ -17,11 +19,13 @@
 //!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
 //!     clip_radius: 1.0, min_reports: 1, encoding: 0,
 //! })?;
-//! // Exact grid-unit sums of 4 reports whose average is [[0.5, 0.25], [0.25, 0.5]].
-//! let g = c.grid_scale() as i64;
-//! let sums = [2 * g, g, 2 * g];
+//! // Two grid-unit reports whose average is [[0.5, 0.25], [0.25, 0.5]].
+//! let g = c.grid_scale() as i32;
+//! let mut acc = Accumulator::new(c.entries, 2);
+//! acc.add(0, &[g, g / 2, 0]);
+//! acc.add(1, &[0, 0, g]);
 //! let opts = EstimateOptions { rule: ThresholdRule::None, skip_psd_projection: false };
-//! let est = estimate(&c, &sums, 4, &opts)?;
+//! let est = estimate(&c, &acc, &opts)?;
 //! assert_eq!(est.matrix[(0, 1)], 0.25);
 //! assert_eq!(est.clamped_eigenvalues, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -29,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accumulator;
 pub mod estimate;
 pub mod output;
 pub mod server;

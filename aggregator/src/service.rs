@@ -258,12 +258,7 @@ impl Aggregator for AggregatorService {
         let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
         // The eigendecomposition takes a while at large p: keep it off the reactor.
         let result = tokio::task::spawn_blocking(move || {
-            estimate::estimate(
-                &snapshot.collection,
-                &snapshot.acc.sums(),
-                snapshot.acc.count,
-                &options,
-            )
+            estimate::estimate(&snapshot.collection, &snapshot.acc, &options)
         })
         .await
         .map_err(|e| Status::internal(format!("estimator task failed: {e}")))?
