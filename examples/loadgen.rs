@@ -41,6 +41,16 @@ enum DataModel {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum WireEncoding {
+    /// 4 bytes per entry, on the fine grid.
+    I32,
+    /// 2 bytes per entry, stochastically rounded to a coarser grid.
+    I16,
+    /// 1 byte per entry, stochastically rounded to a coarser grid.
+    I8,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum Distribution {
     /// Gaussian.
     Gaussian,
@@ -75,6 +85,9 @@ struct Args {
     /// Tails of the data.
     #[arg(long, value_enum, default_value_t = Distribution::Gaussian)]
     distribution: Distribution,
+    /// Wire encoding of the reports.
+    #[arg(long, value_enum, default_value_t = WireEncoding::I32)]
+    encoding: WireEncoding,
     /// Concurrent client connections.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
@@ -168,7 +181,11 @@ async fn main() -> Result<()> {
         delta: args.delta,
         clip_radius,
         min_reports: args.users.min(1000),
-        encoding: Encoding::I32Le as i32,
+        encoding: match args.encoding {
+            WireEncoding::I32 => Encoding::I32Le,
+            WireEncoding::I16 => Encoding::I16Le,
+            WireEncoding::I8 => Encoding::I8,
+        } as i32,
     };
     admin.create_collection(spec).await?;
     let collection = admin.collection(&id).await?;

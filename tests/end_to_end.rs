@@ -148,51 +148,66 @@ async fn raw_average_is_unbiased_with_the_calibrated_noise_variance() {
     let url = server.url();
     let (p, r, n) = (60usize, 1.5, 2_000usize);
     let mut cl = client(&url, 7).await;
-    cl.create_collection(spec("calib", p as u32, 1.0, r, 10))
-        .await
-        .unwrap();
-    let collection = cl.collection("calib").await.unwrap();
-    // Every user holds the same x (inside the ball), so the truth is known exactly:
-    // R²·round(u_i u_j 2^k)/2^k with u = x/R.
-    let x: Vec<f64> = (0..p).map(|i| ((i as f64) * 0.37).sin() * 0.15).collect();
-    let u = clipped(&x, r);
-    assert!(u.iter().map(|v| v * v).sum::<f64>() < 1.0);
-    let reports: Vec<Report> = (0..n)
-        .map(|_| cl.prepare_report(&collection, &x).unwrap())
-        .collect();
-    for chunk in reports.chunks(500) {
-        cl.submit_stream(chunk.to_vec()).await.unwrap();
+    // Every wire encoding: i16 and i8 add stochastic rounding whose variance is below
+    // 0.1% of the noise's (client::perturb tests), far inside the bounds below.
+    for (id, encoding, bytes_per_entry) in [
+        ("calib-i32", Encoding::I32Le, 4),
+        ("calib-i16", Encoding::I16Le, 2),
+        ("calib-i8", Encoding::I8, 1),
+    ] {
+        let mut sp = spec(id, p as u32, 1.0, r, 10);
+        sp.encoding = encoding as i32;
+        cl.create_collection(sp).await.unwrap();
+        let collection = cl.collection(id).await.unwrap();
+        // Every user holds the same x (inside the ball), so the truth is known
+        // exactly: R²·round(u_i u_j 2^k)/2^k with u = x/R.
+        let x: Vec<f64> = (0..p).map(|i| ((i as f64) * 0.37).sin() * 0.15).collect();
+        let u = clipped(&x, r);
+        assert!(u.iter().map(|v| v * v).sum::<f64>() < 1.0);
+        let reports: Vec<Report> = (0..n)
+            .map(|_| cl.prepare_report(&collection, &x).unwrap())
+            .collect();
+        assert_eq!(
+            reports[0].payload.len(),
+            bytes_per_entry * collection.entries
+        );
+        for chunk in reports.chunks(500) {
+            cl.submit_stream(chunk.to_vec()).await.unwrap();
+        }
+        let est = cl.estimate(request(id, none(), true)).await.unwrap();
+        assert!(!est.psd_projected);
+        // Standardise each packed entry by the calibrated sd s = R²σ/√n. With the
+        // right σ, the d = 1830 values z are i.i.d. N(0, 1):
+        //   mean(z) has sd 1/√d = 0.023, so |mean(z)| < 5/√d;
+        //   mean(z²) has sd √(2/d) = 0.033, so |mean(z²) − 1| < 5√(2/d) = 0.165.
+        // A σ off by √2 moves mean(z²) to 2 or 0.5: far outside.
+        let s = collection.mean_entry_noise_sd(n as u64);
+        let g = collection.grid_scale();
+        let z: Vec<f64> = triangle_pairs(p)
+            .zip(&est.upper_triangle)
+            .map(|((i, j), v)| {
+                let exact = r * r * (u[i] * u[j] * g).round() / g;
+                (v - exact) / s
+            })
+            .collect();
+        let d = z.len() as f64;
+        let mean = z.iter().sum::<f64>() / d;
+        let mean_sq = z.iter().map(|v| v * v).sum::<f64>() / d;
+        assert!(
+            mean.abs() < 5.0 / d.sqrt(),
+            "{id}: mean of standardised errors {mean}"
+        );
+        assert!(
+            (mean_sq - 1.0).abs() < 5.0 * (2.0 / d).sqrt(),
+            "{id}: mean square {mean_sq}"
+        );
+        // Gaussian shape: P(|z| > 2) = 0.0455; binomial sd √(0.0455·0.9545/d) = 0.0049.
+        let tail = z.iter().filter(|v| v.abs() > 2.0).count() as f64 / d;
+        assert!(
+            (tail - 0.0455).abs() < 5.0 * 0.0049,
+            "{id}: tail fraction {tail}"
+        );
     }
-    let est = cl.estimate(request("calib", none(), true)).await.unwrap();
-    assert!(!est.psd_projected);
-    // Standardise each packed entry by the calibrated sd s = R²σ/√n. With the right σ,
-    // the d = 1830 values z are i.i.d. N(0, 1):
-    //   mean(z) has sd 1/√d = 0.023, so |mean(z)| < 5/√d;
-    //   mean(z²) has sd √(2/d) = 0.033, so |mean(z²) − 1| < 5√(2/d) = 0.165.
-    // A σ off by √2 moves mean(z²) to 2 or 0.5: far outside.
-    let s = collection.mean_entry_noise_sd(n as u64);
-    let g = collection.grid_scale();
-    let z: Vec<f64> = triangle_pairs(p)
-        .zip(&est.upper_triangle)
-        .map(|((i, j), v)| {
-            let exact = r * r * (u[i] * u[j] * g).round() / g;
-            (v - exact) / s
-        })
-        .collect();
-    let d = z.len() as f64;
-    let mean = z.iter().sum::<f64>() / d;
-    let mean_sq = z.iter().map(|v| v * v).sum::<f64>() / d;
-    assert!(
-        mean.abs() < 5.0 / d.sqrt(),
-        "mean of standardised errors {mean}"
-    );
-    assert!(
-        (mean_sq - 1.0).abs() < 5.0 * (2.0 / d).sqrt(),
-        "mean square {mean_sq}"
-    );
-    // Gaussian shape: P(|z| > 2) = 0.0455; binomial sd √(0.0455·0.9545/d) = 0.0049.
-    let tail = z.iter().filter(|v| v.abs() > 2.0).count() as f64 / d;
-    assert!((tail - 0.0455).abs() < 5.0 * 0.0049, "tail fraction {tail}");
     server.shutdown().await.unwrap();
 }
 

@@ -69,6 +69,9 @@ enum Command {
         /// Reports needed before an estimate is released.
         #[arg(long, env = "LDPCOV_MIN_REPORTS")]
         min_reports: u64,
+        /// Wire encoding of reports (i16 and i8 re-quantise the noisy entries).
+        #[arg(long, env = "LDPCOV_ENCODING", value_enum, default_value_t = WireEncoding::I32)]
+        encoding: WireEncoding,
     },
     /// Print a collection's report count and parameters as JSON.
     Status {
@@ -107,6 +110,16 @@ enum Command {
         #[arg(long, env = "LDPCOV_OUT")]
         out: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum WireEncoding {
+    /// 4 bytes per entry on the fine grid.
+    I32,
+    /// 2 bytes per entry (coarse grid, stochastic rounding).
+    I16,
+    /// 1 byte per entry (coarse grid, stochastic rounding).
+    I8,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -169,6 +182,7 @@ async fn run(cli: Cli) -> Result<()> {
             delta,
             clip_radius,
             min_reports,
+            encoding,
         } => {
             let spec = CollectionSpec {
                 collection_id: id,
@@ -177,7 +191,11 @@ async fn run(cli: Cli) -> Result<()> {
                 delta,
                 clip_radius,
                 min_reports,
-                encoding: Encoding::I32Le as i32,
+                encoding: match encoding {
+                    WireEncoding::I32 => Encoding::I32Le,
+                    WireEncoding::I16 => Encoding::I16Le,
+                    WireEncoding::I8 => Encoding::I8,
+                } as i32,
             };
             let params = server
                 .connect()
@@ -290,6 +308,8 @@ fn params_json(p: &ldpcov_proto::v1::CollectionParams) -> serde_json::Value {
         "sigma": p.sigma,
         "rho": p.rho,
         "max_abs_grid_value": p.max_abs_grid_value,
+        "wire_step": p.wire_step,
+        "wire_max": p.wire_max,
         "calibration": p.calibration,
     })
 }

@@ -30,17 +30,31 @@ pub const CLIP_MARGIN: f64 = 1.0 / 4_294_967_296.0;
 pub trait NoiseSampler {
     /// One draw of centred noise with standard deviation `sigma_grid`, in grid units.
     fn sample_grid(&mut self, sigma_grid: f64) -> i64;
+
+    /// A uniform integer in `0..bound` (`bound ≥ 1`), for the unbiased stochastic
+    /// rounding of the coarse wire encodings. That rounding acts on the already-noisy
+    /// value (post-processing), so privacy does not rest on this randomness; the
+    /// default still draws from the thread-local CSPRNG (`rand::rng()`).
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        rand::rng().random_range(0..bound.max(1))
+    }
 }
 
 impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
     fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
         (**self).sample_grid(sigma_grid)
     }
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        (**self).uniform_below(bound)
+    }
 }
 
 impl<N: NoiseSampler + ?Sized> NoiseSampler for &mut N {
     fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
         (**self).sample_grid(sigma_grid)
+    }
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        (**self).uniform_below(bound)
     }
 }
 
@@ -97,6 +111,10 @@ impl NoiseSampler for RoundedGaussian {
         let z: f64 = self.rng.sample(StandardNormal);
         // `as` saturates; |σ·z| < 2^63 for every σ a collection can have.
         (sigma_grid * z).round() as i64
+    }
+
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        self.rng.random_range(0..bound.max(1))
     }
 }
 
@@ -239,12 +257,39 @@ impl Perturber {
         report_id: ReportId,
     ) -> Result<Report, ClientError> {
         let entries = self.perturb(x, noise)?;
+        let wire = self.to_wire(&entries, noise);
         Ok(Report {
             collection_id: self.collection.id.clone(),
             report_id: report_id.0.to_vec(),
             encoding: self.collection.encoding as i32,
-            payload: encode_payload(&self.collection, &entries),
+            payload: encode_payload(&self.collection, &wire),
         })
+    }
+
+    /// Re-quantises noisy grid-unit entries to the collection's wire step: unchanged
+    /// for i32; for i16/i8, `v/step` rounded up with probability equal to its
+    /// fractional part (unbiased: `E[wire·step] = v`) and clamped to `±wire_max`.
+    ///
+    /// This acts on values that already carry the calibrated noise, so it is
+    /// post-processing and costs no privacy. It adds at most `step²/4` (on average
+    /// `step²/6`) of variance per entry; see `docs/BENCHMARKS.md` for the figures.
+    pub fn to_wire(&self, entries: &[i32], noise: &mut (impl NoiseSampler + ?Sized)) -> Vec<i32> {
+        let c = &self.collection;
+        let (step, max) = (c.wire_step.max(1), c.wire_max);
+        if step == 1 {
+            return entries.to_vec();
+        }
+        entries
+            .iter()
+            .map(|&v| {
+                let v = i64::from(v);
+                let (q, r) = (v.div_euclid(step), v.rem_euclid(step));
+                // P(round up) = r/step exactly.
+                let up = (noise.uniform_below(step as u64) as i64) < r;
+                // |q| ≤ 2^31: the clamp brings it within ±wire_max ≤ i32::MAX.
+                (q + i64::from(up)).clamp(-max, max) as i32
+            })
+            .collect()
     }
 }
 
@@ -639,5 +684,78 @@ mod tests {
             let mut wrong = Scaled(RoundedGaussian::from_seed_for_simulation(8), factor);
             assert!(moments_match(&noise_of(&mut wrong, 30), var).is_err());
         }
+    }
+
+    fn coarse(dim: u32, encoding: ldpcov_proto::v1::Encoding) -> Collection {
+        let mut s = spec(dim, 1.0, 1e-6, 1.0);
+        s.encoding = encoding as i32;
+        Collection::from_spec(&s).expect("valid spec")
+    }
+
+    #[test]
+    fn stochastic_rounding_is_unbiased_with_the_exact_extra_variance() {
+        use ldpcov_proto::v1::Encoding;
+        for encoding in [Encoding::I16Le, Encoding::I8] {
+            let c = coarse(40, encoding);
+            let per = Perturber::try_new(c.clone()).unwrap();
+            let mut noise = RoundedGaussian::from_seed_for_simulation(21);
+            let x: Vec<f64> = (0..40).map(|i| ((i as f64) * 0.7).cos() * 0.1).collect();
+            let step = c.wire_step;
+            // Extra error e = wire·step − v of stochastic rounding, given r = v mod step:
+            // e = step − r w.p. r/step, −r otherwise: E e = 0, E e² = r(step − r).
+            let (mut sum_e, mut sum_e2, mut expected_e2, mut n) = (0f64, 0f64, 0f64, 0f64);
+            for _ in 0..200 {
+                let entries = per.perturb(&x, &mut noise).unwrap();
+                let wire = per.to_wire(&entries, &mut noise);
+                for (&v, &w) in entries.iter().zip(&wire) {
+                    let (v, w) = (i64::from(v), i64::from(w));
+                    assert!(w.abs() <= c.wire_max);
+                    let e = (w * step - v) as f64;
+                    let r = v.rem_euclid(step) as f64;
+                    sum_e += e;
+                    sum_e2 += e * e;
+                    expected_e2 += r * (step as f64 - r);
+                    n += 1.0;
+                }
+            }
+            // n = 164 000 draws; |e| < step, so the mean has sd < step/√n and
+            // mean(e²) has sd < step²/√n: allow 6 sd.
+            let s = step as f64;
+            assert!(
+                (sum_e / n).abs() < 6.0 * s / n.sqrt(),
+                "{encoding:?} bias {}",
+                sum_e / n
+            );
+            assert!(
+                (sum_e2 - expected_e2).abs() / n < 6.0 * s * s / n.sqrt(),
+                "{encoding:?}: mean e² {} vs exact {}",
+                sum_e2 / n,
+                expected_e2 / n
+            );
+            // The target: at most 1% extra variance over the noise (i8 ≈ 0.04%).
+            let ratio = (sum_e2 / n) / (c.sigma_grid() * c.sigma_grid());
+            assert!(ratio < 0.01, "{encoding:?}: extra variance ratio {ratio}");
+        }
+    }
+
+    #[test]
+    fn coarse_reports_decode_to_the_coarse_grid() {
+        use ldpcov_proto::v1::Encoding;
+        let c = coarse(5, Encoding::I8);
+        let per = Perturber::try_new(c.clone()).unwrap();
+        let mut noise = RoundedGaussian::from_seed_for_simulation(5);
+        let report = per
+            .report(&[0.3; 5], &mut noise, ReportId([1; 16]))
+            .unwrap();
+        assert_eq!(report.payload.len(), c.entries);
+        assert_eq!(report.encoding, Encoding::I8 as i32);
+        let grid = decode_payload(&c, report.encoding, &report.payload).unwrap();
+        assert!(grid.iter().all(|v| i64::from(*v) % c.wire_step == 0));
+        // Exact values stay exact: a multiple of the step is never moved.
+        let exact = vec![3 * c.wire_step as i32; c.entries];
+        assert_eq!(per.to_wire(&exact, &mut noise), vec![3; c.entries]);
+        // Clamped at ±wire_max.
+        let huge = vec![i32::MAX; c.entries];
+        assert_eq!(per.to_wire(&huge, &mut noise), vec![127; c.entries]);
     }
 }

@@ -21,6 +21,10 @@ pub const MIN_GRID_BITS: u32 = 8;
 /// Reports are validated against ±(1 + `VALIDATION_SIGMAS`·σ): an honest report
 /// exceeds it with probability below e^{-1250}.
 pub const VALIDATION_SIGMAS: f64 = 50.0;
+/// Coarse wire encodings cover `±(1 + WIRE_CLAMP_SIGMAS·σ)` (in unit-ball units): an
+/// honest noisy entry falls outside, and is clamped, with probability below
+/// `P(|N(0,1)| > 6) ≈ 2·10⁻⁹`.
+pub const WIRE_CLAMP_SIGMAS: f64 = 6.0;
 /// Name of the calibration recorded in [`CollectionParams::calibration`].
 pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
 
@@ -53,6 +57,11 @@ pub struct Collection {
     pub rho: f64,
     /// Largest accepted |entry| in grid units.
     pub max_abs_grid_value: i64,
+    /// Grid units per wire unit: 1 for i32; for i16/i8 the coarse step
+    /// `ceil((1 + 6σ)·2^k / wire_max)`.
+    pub wire_step: i64,
+    /// Largest |wire value|: `max_abs_grid_value` for i32, 32 767 for i16, 127 for i8.
+    pub wire_max: i64,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -98,7 +107,8 @@ impl Collection {
             return Err(SpecError::MinReports);
         }
         let encoding = match Encoding::try_from(spec.encoding) {
-            Ok(Encoding::Unspecified) | Ok(Encoding::I32Le) => Encoding::I32Le,
+            Ok(Encoding::Unspecified) => Encoding::I32Le,
+            Ok(e) => e,
             Err(_) => return Err(SpecError::Encoding(spec.encoding)),
         };
         let entries = triangle_len(dim);
@@ -108,6 +118,18 @@ impl Collection {
             let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
             let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil();
             if bound <= f64::from(i32::MAX) {
+                let (wire_step, wire_max) = match encoding {
+                    Encoding::I32Le | Encoding::Unspecified => (1, bound as i64),
+                    Encoding::I16Le | Encoding::I8 => {
+                        let wire_max = if encoding == Encoding::I8 {
+                            127
+                        } else {
+                            32_767
+                        };
+                        let range = ((1.0 + WIRE_CLAMP_SIGMAS * sigma) * scale).ceil();
+                        ((range / wire_max as f64).ceil() as i64, wire_max)
+                    }
+                };
                 return Ok(Collection {
                     id: spec.collection_id.clone(),
                     dim,
@@ -122,6 +144,8 @@ impl Collection {
                     sigma,
                     rho: zcdp_rho(sensitivity, sigma),
                     max_abs_grid_value: bound as i64,
+                    wire_step,
+                    wire_max,
                 });
             }
         }
@@ -138,7 +162,9 @@ impl Collection {
             && params.grid_bits == local.grid_bits
             && same(params.sigma, local.sigma)
             && same(params.sensitivity, local.sensitivity)
-            && params.max_abs_grid_value == local.max_abs_grid_value;
+            && params.max_abs_grid_value == local.max_abs_grid_value
+            && params.wire_step == local.wire_step
+            && params.wire_max == local.wire_max;
         if agrees {
             Ok(local)
         } else {
@@ -173,6 +199,8 @@ impl Collection {
             rho: self.rho,
             max_abs_grid_value: self.max_abs_grid_value,
             calibration: CALIBRATION_NAME.to_string(),
+            wire_step: self.wire_step,
+            wire_max: self.wire_max,
         }
     }
 
@@ -238,6 +266,25 @@ mod tests {
     }
 
     #[test]
+    fn coarse_encodings_cover_six_sigma_and_fit_the_grid() {
+        for (encoding, wire_max) in [(Encoding::I16Le, 32_767i64), (Encoding::I8, 127)] {
+            let mut s = spec(100, 1.0, 1e-6);
+            s.encoding = encoding as i32;
+            let c = Collection::from_spec(&s).unwrap();
+            assert_eq!(c.wire_max, wire_max);
+            let covered = (c.wire_step * c.wire_max) as f64;
+            let needed = (1.0 + 6.0 * c.sigma) * c.grid_scale();
+            // step = ceil(needed / wire_max): covers the range, overshooting by < wire_max.
+            assert!(covered >= needed && covered < needed + wire_max as f64);
+            assert!(c.wire_step * c.wire_max <= c.max_abs_grid_value);
+            // The same noise calibration as i32: the encoding is post-processing.
+            let i32c = Collection::from_spec(&spec(100, 1.0, 1e-6)).unwrap();
+            assert_eq!((c.sigma, c.grid_bits), (i32c.sigma, i32c.grid_bits));
+            assert_eq!(Collection::from_params(&c.params()).unwrap(), c);
+        }
+    }
+
+    #[test]
     fn params_round_trip_and_tampering_is_caught() {
         let c = Collection::from_spec(&spec(5, 1.0, 1e-6)).unwrap();
         assert_eq!(Collection::from_params(&c.params()).unwrap(), c);
@@ -270,6 +317,8 @@ mod tests {
         assert!(Collection::from_spec(&s).is_err());
         s.min_reports = 1;
         s.encoding = 99;
+        assert!(Collection::from_spec(&s).is_err());
+        s.encoding = 4;
         assert!(Collection::from_spec(&s).is_err());
         s.encoding = 0;
         for bad in ["", "a b", "x/y", &"a".repeat(129)] {

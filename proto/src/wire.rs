@@ -32,8 +32,9 @@ pub enum WireError {
         /// Number of entries d.
         entries: usize,
     },
-    /// An entry lies outside ±(1 + 50σ) in grid units.
-    #[error("entry {index} = {value} is outside ±{bound} grid units")]
+    /// An entry lies outside the wire range (±(1 + 50σ) grid units for i32, ±32 767 or
+    /// ±127 wire units for i16 and i8).
+    #[error("entry {index} = {value} is outside ±{bound}")]
     OutOfRange {
         /// Position in the packed triangle.
         index: usize,
@@ -77,21 +78,29 @@ impl TryFrom<&[u8]> for ReportId {
 pub fn bytes_per_entry(encoding: Encoding) -> Option<usize> {
     match encoding {
         Encoding::I32Le => Some(4),
+        Encoding::I16Le => Some(2),
+        Encoding::I8 => Some(1),
         Encoding::Unspecified => None,
     }
 }
 
-/// Encodes grid-unit entries in the collection's encoding.
-pub fn encode_payload(collection: &Collection, entries: &[i32]) -> Vec<u8> {
-    debug_assert_eq!(entries.len(), collection.entries);
+/// Serialises wire values (grid units divided by [`Collection::wire_step`], within
+/// `±wire_max`) in the collection's encoding. Values outside the wire range are
+/// clamped to it, so the output always decodes.
+pub fn encode_payload(collection: &Collection, wire_values: &[i32]) -> Vec<u8> {
+    debug_assert_eq!(wire_values.len(), collection.entries);
+    let max = collection.wire_max.min(i64::from(i32::MAX)) as i32;
+    let clamped = wire_values.iter().map(|v| (*v).clamp(-max, max));
     match collection.encoding {
-        Encoding::I32Le | Encoding::Unspecified => {
-            entries.iter().flat_map(|v| v.to_le_bytes()).collect()
-        }
+        Encoding::I32Le | Encoding::Unspecified => clamped.flat_map(i32::to_le_bytes).collect(),
+        // In range: |v| ≤ wire_max = 32 767 or 127.
+        Encoding::I16Le => clamped.flat_map(|v| (v as i16).to_le_bytes()).collect(),
+        Encoding::I8 => clamped.map(|v| (v as i8) as u8).collect(),
     }
 }
 
-/// Decodes a payload into grid-unit entries, checking encoding, length and range.
+/// Decodes a payload into grid-unit entries (wire value × `wire_step`), checking
+/// encoding, length and range.
 pub fn decode_payload(
     collection: &Collection,
     encoding: i32,
@@ -119,21 +128,26 @@ pub fn decode_payload(
             entries: collection.entries,
         });
     }
-    let bound = collection.max_abs_grid_value;
+    let (bound, step) = (collection.wire_max, collection.wire_step);
     payload
-        .chunks_exact(4)
+        .chunks_exact(width)
         .enumerate()
         .map(|(index, chunk)| {
-            let value = i32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            if i64::from(value).abs() > bound {
-                Err(WireError::OutOfRange {
+            let value = match chunk {
+                [a, b, c, d] => i64::from(i32::from_le_bytes([*a, *b, *c, *d])),
+                [a, b] => i64::from(i16::from_le_bytes([*a, *b])),
+                [a] => i64::from(*a as i8),
+                _ => unreachable!("chunks_exact(width) with width in 1, 2, 4"),
+            };
+            if value.abs() > bound {
+                return Err(WireError::OutOfRange {
                     index,
-                    value: i64::from(value),
+                    value,
                     bound,
-                })
-            } else {
-                Ok(value)
+                });
             }
+            // |value·step| ≤ wire_max·wire_step ≤ max_abs_grid_value < 2^31.
+            Ok((value * step) as i32)
         })
         .collect()
 }
@@ -188,14 +202,23 @@ mod tests {
                 ..
             })
         ));
-        let mut big = [0i32; 6];
-        big[4] = c.max_abs_grid_value as i32 + 1;
+        // Raw bytes: encode_payload itself never produces out-of-range values.
+        let raw = |v: i32| -> Vec<u8> {
+            let mut b = ok.clone();
+            b[16..20].copy_from_slice(&v.to_le_bytes());
+            b
+        };
         assert!(matches!(
-            decode_payload(&c, 1, &encode_payload(&c, &big)),
+            decode_payload(&c, 1, &raw(c.max_abs_grid_value as i32 + 1)),
             Err(WireError::OutOfRange { index: 4, .. })
         ));
-        big[4] = i32::MIN;
-        assert!(decode_payload(&c, 1, &encode_payload(&c, &big)).is_err());
+        assert!(decode_payload(&c, 1, &raw(i32::MIN)).is_err());
+        assert!(decode_payload(&c, 1, &raw(-(c.max_abs_grid_value as i32))).is_ok());
+        // encode_payload clamps to the wire range.
+        let clamped = encode_payload(&c, &[i32::MAX, 0, 0, 0, 0, i32::MIN + 1]);
+        let back = decode_payload(&c, 1, &clamped).unwrap();
+        assert_eq!(back[0] as i64, c.max_abs_grid_value);
+        assert_eq!(back[5] as i64, -c.max_abs_grid_value);
     }
 
     #[test]
@@ -213,6 +236,44 @@ mod tests {
             counts[ReportId(id).fold(5)] += 1;
         }
         assert!(counts.iter().all(|&c| c.abs_diff(2000) < 240), "{counts:?}");
+    }
+
+    #[test]
+    fn coarse_encodings_round_trip_in_wire_units() {
+        for (encoding, width) in [(Encoding::I16Le, 2), (Encoding::I8, 1)] {
+            let c = Collection::from_spec(&CollectionSpec {
+                encoding: encoding as i32,
+                ..collection().spec()
+            })
+            .unwrap();
+            let wire = vec![0, -1, 1, 100, -(c.wire_max as i32), c.wire_max as i32];
+            let bytes = encode_payload(&c, &wire);
+            assert_eq!(bytes.len(), 6 * width);
+            let grid = decode_payload(&c, encoding as i32, &bytes).unwrap();
+            let want: Vec<i32> = wire.iter().map(|w| w * c.wire_step as i32).collect();
+            assert_eq!(grid, want);
+            // Another encoding than the collection's is refused.
+            assert!(matches!(
+                decode_payload(&c, Encoding::I32Le as i32, &bytes),
+                Err(WireError::EncodingMismatch { .. })
+            ));
+        }
+        // i8: −128 is outside ±127.
+        let c = Collection::from_spec(&CollectionSpec {
+            encoding: Encoding::I8 as i32,
+            ..collection().spec()
+        })
+        .unwrap();
+        let mut bytes = encode_payload(&c, &[0; 6]);
+        bytes[3] = 0x80;
+        assert!(matches!(
+            decode_payload(&c, Encoding::I8 as i32, &bytes),
+            Err(WireError::OutOfRange {
+                index: 3,
+                value: -128,
+                bound: 127
+            })
+        ));
     }
 
     #[test]
