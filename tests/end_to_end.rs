@@ -560,3 +560,41 @@ async fn p_1000_reports_go_through_the_real_server() {
     assert_eq!(cl.status("bigger").await.unwrap().reports, 1);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_device_ledger_stops_reports_beyond_the_budget() {
+    use ldpcov::client::{BudgetLedger, BudgetLimits, ClientError, LedgerError};
+    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("ldpcov-e2e-ledger-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let limits = BudgetLimits {
+        lifetime_epsilon: 2.0,
+        period_epsilon: None,
+        ..BudgetLimits::default()
+    };
+    let mut cl = client(&server.url(), 8)
+        .await
+        .with_ledger(BudgetLedger::open(&dir, limits).unwrap());
+    cl.create_collection(spec("budget", 3, 1.0, 1.0, 1))
+        .await
+        .unwrap();
+    let collection = cl.collection("budget").await.unwrap();
+    // ρ budget of ε = 2 at δ = 1e-6 over ρ per report: how many reports fit.
+    let fit = (ldpcov::proto::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho).floor()
+        as u64;
+    assert!(fit >= 1);
+    for _ in 0..fit {
+        cl.submit(&collection, &[0.1, 0.2, 0.3]).await.unwrap();
+    }
+    let err = cl.submit(&collection, &[0.1, 0.2, 0.3]).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::Budget(LedgerError::BudgetExceeded { .. })),
+        "{err}"
+    );
+    // The refused report never reached the server; the ledger on disk has every spend.
+    assert_eq!(cl.status("budget").await.unwrap().reports, fit);
+    let reopened = BudgetLedger::open(&dir, limits).unwrap();
+    assert_eq!(reopened.spends().len() as u64, fit);
+    std::fs::remove_dir_all(&dir).unwrap();
+    server.shutdown().await.unwrap();
+}

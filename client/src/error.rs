@@ -54,6 +54,9 @@ pub enum ClientError {
     /// A report is malformed (for example a report id that is not 16 bytes).
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// The device's privacy budget ledger refused the report, or could not record it.
+    #[error(transparent)]
+    Budget(#[from] crate::ledger::LedgerError),
     /// The operating system's random number generator failed.
     #[error("the operating system's random number generator failed: {0}")]
     Entropy(OsError),

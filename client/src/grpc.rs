@@ -28,7 +28,7 @@
 //! ```
 
 use crate::perturb::{NoiseSampler, Perturber, RoundedGaussian, random_report_id};
-use crate::{ClientError, PrivacyPolicy};
+use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{
     CollectionParams, CollectionSpec, CollectionStatus, CreateCollectionRequest, Estimate,
@@ -126,6 +126,7 @@ pub struct AggregatorClient {
     policy: PrivacyPolicy,
     timeout: Option<Duration>,
     noise: Box<dyn NoiseSampler + Send>,
+    ledger: Option<BudgetLedger>,
 }
 
 impl std::fmt::Debug for AggregatorClient {
@@ -166,6 +167,7 @@ impl AggregatorClient {
             policy: PrivacyPolicy::default(),
             timeout: None,
             noise: Box::new(RoundedGaussian::from_os_rng()?),
+            ledger: None,
         })
     }
 
@@ -195,6 +197,20 @@ impl AggregatorClient {
     pub fn with_noise_sampler(mut self, noise: Box<dyn NoiseSampler + Send>) -> Self {
         self.noise = noise;
         self
+    }
+
+    /// Charges every report this client builds to `ledger` first: a report that would
+    /// exceed the device's budget is refused with [`ClientError::Budget`] before any
+    /// noise is drawn, and a report is only built once its spend is on disk. Resending
+    /// a prepared report (retries) spends nothing more.
+    pub fn with_ledger(mut self, ledger: BudgetLedger) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// The budget ledger, if one is attached.
+    pub fn ledger(&self) -> Option<&BudgetLedger> {
+        self.ledger.as_ref()
     }
 
     /// Fetches a collection's parameters, re-derives them locally from the spec and
@@ -243,6 +259,9 @@ impl AggregatorClient {
         // Input errors surface before any randomness is used.
         perturber.clip(x)?;
         let report_id = random_report_id()?;
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.charge(perturber.collection())?;
+        }
         perturber.report(x, &mut *self.noise, report_id)
     }
 

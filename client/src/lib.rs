@@ -54,6 +54,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod ledger;
 pub mod perturb;
 mod policy;
 
@@ -63,6 +64,7 @@ pub mod grpc;
 pub use error::ClientError;
 pub use ldpcov_proto as proto;
 pub use ldpcov_proto::{Collection, ReportId};
+pub use ledger::{BudgetLedger, BudgetLimits, LedgerError};
 pub use perturb::{NoiseSampler, Perturber, RoundedGaussian, random_report_id};
 pub use policy::PrivacyPolicy;
 

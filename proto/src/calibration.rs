@@ -80,6 +80,20 @@ pub fn zcdp_rho(sensitivity: f64, sigma: f64) -> f64 {
     sensitivity * sensitivity / (2.0 * sigma * sigma)
 }
 
+/// The ε at which ρ-zCDP implies (ε, δ)-DP: `ε = ρ + 2√(ρ·ln(1/δ))`
+/// (Bun & Steinke 2016, Proposition 1.3).
+pub fn zcdp_epsilon(rho: f64, delta: f64) -> f64 {
+    rho + 2.0 * (rho * (1.0 / delta).ln()).sqrt()
+}
+
+/// The largest ρ whose [`zcdp_epsilon`] at `delta` is at most `epsilon`:
+/// `ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²`.
+pub fn zcdp_rho_for_epsilon(epsilon: f64, delta: f64) -> f64 {
+    let l = (1.0 / delta).ln();
+    let r = (l + epsilon).sqrt() - l.sqrt();
+    r * r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +165,20 @@ mod tests {
         let c = classic_sigma(1.0, 0.5, 1e-5).unwrap();
         assert!((c - (2.0 * (1.25e5f64).ln()).sqrt() / 0.5).abs() < 1e-12);
         assert!((zcdp_rho(2f64.sqrt(), 2.0) - 0.25).abs() < 1e-15);
+    }
+
+    #[test]
+    fn zcdp_conversion_and_its_inverse() {
+        // ρ = 0.5, δ = 1e-6: 0.5 + 2√(0.5·13.8155) = 5.7566.
+        let eps = zcdp_epsilon(0.5, 1e-6);
+        assert!((eps - (0.5 + 2.0 * (0.5f64 * 1e6f64.ln()).sqrt())).abs() < 1e-12);
+        for &(e, d) in &[(0.1, 1e-6), (1.0, 1e-9), (10.0, 1e-3)] {
+            let rho = zcdp_rho_for_epsilon(e, d);
+            assert!(
+                (zcdp_epsilon(rho, d) - e).abs() < 1e-12 * e.max(1.0),
+                "{e} {d}"
+            );
+        }
     }
 
     #[test]
