@@ -187,8 +187,25 @@ async fn main() -> Result<()> {
             WireEncoding::I8 => Encoding::I8,
         } as i32,
     };
-    admin.create_collection(spec).await?;
-    let collection = admin.collection(&id).await?;
+    // Reuse an existing collection of that id (say, created with the admin CLI).
+    let collection = match admin.collection(&id).await {
+        Ok(existing) => existing,
+        Err(e)
+            if e.status()
+                .is_some_and(|s| s.code() == tonic::Code::NotFound) =>
+        {
+            admin.create_collection(spec).await?;
+            admin.collection(&id).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if collection.dim != p {
+        bail!(
+            "collection {id} has dimension {}, not --dim {p}",
+            collection.dim
+        );
+    }
+    let clip_radius = collection.clip_radius;
     let already = admin.status(&id).await?.reports;
 
     let bar = if args.json {
@@ -276,8 +293,8 @@ async fn main() -> Result<()> {
         accepted,
         duplicates,
         dim: args.dim,
-        epsilon: args.epsilon,
-        delta: args.delta,
+        epsilon: collection.epsilon,
+        delta: collection.delta,
         clip_radius,
         sigma: collection.sigma,
         sensitivity: collection.sensitivity,
