@@ -1,0 +1,697 @@
+//! End-to-end tests of the `ldpcov-aggregator` binary: a real daemon (`serve`) in a
+//! child process, driven by the admin commands (`create`, `status`, `estimate`) as
+//! further child processes and fed reports by `ldpcov_client::AggregatorClient`.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ldpcov_client::AggregatorClient;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-aggregator");
+
+/// Longest a daemon may take to announce its address.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest one admin command may run.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
+/// Longest a daemon may take to exit after SIGTERM.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+const P: usize = 4;
+const MIN_REPORTS: u64 = 50;
+const REPORTS: u64 = 60;
+
+/// Every environment variable the binary reads, removed from the children's
+/// environment so that the tests see only what they set themselves.
+const LDPCOV_VARS: &[&str] = &[
+    "LDPCOV_LOG",
+    "LDPCOV_LISTEN",
+    "LDPCOV_MAX_DIM",
+    "LDPCOV_SERVER",
+    "LDPCOV_COLLECTION",
+    "LDPCOV_DIM",
+    "LDPCOV_EPSILON",
+    "LDPCOV_DELTA",
+    "LDPCOV_CLIP_RADIUS",
+    "LDPCOV_MIN_REPORTS",
+    "LDPCOV_ENCODING",
+    "LDPCOV_THRESHOLD",
+    "LDPCOV_GAMMA",
+    "LDPCOV_C",
+    "LDPCOV_THRESHOLD_DIAGONAL",
+    "LDPCOV_NO_PSD",
+    "LDPCOV_FORMAT",
+    "LDPCOV_OUT",
+];
+
+fn command() -> Command {
+    let mut cmd = Command::new(BIN);
+    for var in LDPCOV_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("RUST_LOG").env("NO_COLOR", "1");
+    cmd
+}
+
+/// Removes ANSI escape sequences (colours of the tracing output).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A running `ldpcov-aggregator serve`, killed when dropped.
+struct Daemon {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    url: String,
+    /// Everything the daemon wrote to stderr so far (ANSI stripped).
+    log: Arc<Mutex<String>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let mut child = command()
+            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot spawn the aggregator daemon");
+        let stderr = child.stderr.take().expect("daemon stderr is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel::<String>();
+        let reader = {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                let mut tx = Some(tx);
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let line = strip_ansi(&line);
+                    if line.contains("ldpcov aggregator listening")
+                        && let Some(addr) = line
+                            .split_whitespace()
+                            .find_map(|field| field.strip_prefix("addr="))
+                        && let Some(tx) = tx.take()
+                    {
+                        let _ = tx.send(addr.to_string());
+                    }
+                    let mut log = log.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            })
+        };
+        let mut daemon = Daemon {
+            child,
+            url: String::new(),
+            log,
+            reader: Some(reader),
+        };
+        match rx.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(addr) => daemon.url = format!("http://{addr}"),
+            Err(e) => {
+                let _ = daemon.child.kill();
+                let _ = daemon.child.wait();
+                panic!(
+                    "daemon did not announce its address ({e}); stderr:\n{}",
+                    daemon.log()
+                );
+            }
+        }
+        daemon
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    #[cfg(unix)]
+    /// Sends SIGTERM and waits (bounded) for the daemon to exit; returns its status
+    /// and its complete stderr.
+    fn terminate(&mut self) -> (ExitStatus, String) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("pid fits pid_t");
+        // SAFETY: plain kill(2) on our own child, which has not been reaped yet.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill(SIGTERM) failed");
+        let status = wait_timeout(&mut self.child, SHUTDOWN_TIMEOUT);
+        let Some(status) = status else {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!(
+                "daemon still running {SHUTDOWN_TIMEOUT:?} after SIGTERM; stderr:\n{}",
+                self.log()
+            );
+        };
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.log())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+/// Polls `child` until it exits or `limit` passes.
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Some(status);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What one admin command did.
+struct Run {
+    args: Vec<String>,
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn describe(&self) -> String {
+        format!(
+            "`ldpcov-aggregator {}` exited with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.args.join(" "),
+            self.status,
+            self.stdout,
+            self.stderr
+        )
+    }
+
+    /// Asserts success and parses stdout as JSON.
+    fn json(&self) -> Value {
+        assert!(self.status.success(), "{}", self.describe());
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.describe()))
+    }
+
+    /// Asserts a clean failure: exit code 1, exactly one non-empty stderr line
+    /// containing `needle`, no panic, nothing on stdout. Returns the line.
+    fn fails_with(&self, needle: &str) -> String {
+        assert_eq!(self.status.code(), Some(1), "{}", self.describe());
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "expected one stderr line: {}",
+            self.describe()
+        );
+        assert!(
+            lines[0].contains(needle),
+            "expected {needle:?}: {}",
+            self.describe()
+        );
+        assert!(!self.stderr.contains("panicked"), "{}", self.describe());
+        assert!(self.stdout.trim().is_empty(), "{}", self.describe());
+        lines[0].to_string()
+    }
+}
+
+/// Runs the binary with `args` and extra environment `envs`, bounded in time.
+fn run_with_env(args: &[&str], envs: &[(&str, &str)]) -> Run {
+    let mut cmd = command();
+    cmd.args(args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("cannot spawn ldpcov-aggregator");
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let out_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = match wait_timeout(&mut child, COMMAND_TIMEOUT) {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`ldpcov-aggregator {}` did not finish within {COMMAND_TIMEOUT:?}; stderr:\n{}",
+                args.join(" "),
+                err_thread.join().unwrap_or_default()
+            );
+        }
+    };
+    Run {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        status,
+        stdout: out_thread.join().unwrap_or_default(),
+        stderr: strip_ansi(&err_thread.join().unwrap_or_default()),
+    }
+}
+
+fn run(args: &[&str]) -> Run {
+    run_with_env(args, &[])
+}
+
+fn create(server: &str, id: &str, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "create",
+        "--server",
+        server,
+        "--id",
+        id,
+        "--dim",
+        "4",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--clip-radius",
+        "2",
+        "--min-reports",
+        "50",
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// `create` with the standard spec except `flag` set to `value`.
+fn create_with(server: &str, id: &str, flag: &str, value: &str) -> Run {
+    let mut args: Vec<String> = ["create", "--server", server, "--id", id]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (f, v) in [
+        ("--dim", "4"),
+        ("--epsilon", "1"),
+        ("--delta", "1e-6"),
+        ("--clip-radius", "2"),
+        ("--min-reports", "50"),
+    ] {
+        // `--flag=value`, so that negative values are not taken for flags.
+        args.push(format!("{f}={}", if f == flag { value } else { v }));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&args)
+}
+
+fn status(server: &str, id: &str) -> Run {
+    run(&["status", "--server", server, "--id", id])
+}
+
+fn estimate(server: &str, id: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["estimate", "--server", server, "--id", id];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+/// Submits `n` reports of deterministic vectors with the client library.
+fn submit_reports(url: &str, id: &str, n: u64) {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async {
+        let mut client = AggregatorClient::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("client cannot connect to {url}: {e}"));
+        let collection = client
+            .collection(id)
+            .await
+            .unwrap_or_else(|e| panic!("client cannot fetch {id}: {e}"));
+        assert_eq!(collection.dim, P);
+        let reports: Vec<_> = (0..n)
+            .map(|i| {
+                let t = i as f64 / n as f64;
+                let x = [1.0 - t, 0.5 * (t - 0.5), -0.25 + t, 0.1];
+                client
+                    .prepare_report(&collection, &x)
+                    .unwrap_or_else(|e| panic!("cannot build report {i}: {e}"))
+            })
+            .collect();
+        let response = client
+            .submit_stream(reports)
+            .await
+            .unwrap_or_else(|e| panic!("cannot submit reports: {e}"));
+        assert_eq!(response.accepted, n);
+        assert_eq!(response.duplicates, 0);
+    });
+}
+
+/// The `p × p` matrix of an `estimate --format json` document, parsed from the JSON
+/// *text* with `str::parse::<f64>` (correctly rounded, so exact for the shortest
+/// round-trip representation serde_json writes) rather than serde_json's
+/// best-effort float parser.
+fn json_matrix_exact(text: &str) -> Vec<f64> {
+    let start = text.find("\"matrix\"").expect("JSON has a matrix");
+    let rest = &text[start + "\"matrix\"".len()..];
+    let open = rest.find('[').expect("matrix is an array");
+    let mut depth = 0usize;
+    let mut close = None;
+    for (i, c) in rest[open..].char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let close = close.expect("matrix array is closed");
+    rest[open..close]
+        .split(|c: char| c == '[' || c == ']' || c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<f64>()
+                .unwrap_or_else(|e| panic!("bad number {t:?}: {e}"))
+        })
+        .collect()
+}
+
+fn assert_symmetric(m: &[f64], what: &str) {
+    assert_eq!(m.len(), P * P, "{what}: {m:?}");
+    for i in 0..P {
+        for j in 0..P {
+            assert!(m[i * P + j].is_finite(), "{what}: {m:?}");
+            assert_eq!(m[i * P + j], m[j * P + i], "{what} not symmetric: {m:?}");
+        }
+    }
+}
+
+/// Checks the estimate JSON document and returns its matrix (row-major, exact).
+fn check_estimate_json(run: &Run) -> (Value, Vec<f64>) {
+    let doc = run.json();
+    assert_eq!(doc["dim"], P as u64, "{}", run.describe());
+    assert_eq!(doc["reports"], REPORTS, "{}", run.describe());
+    let rows = doc["matrix"].as_array().expect("matrix array");
+    assert_eq!(rows.len(), P, "{}", run.describe());
+    let approx: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| {
+            let r = r.as_array().expect("matrix row array");
+            assert_eq!(r.len(), P);
+            r.iter()
+                .map(|v| v.as_f64().expect("number"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let exact = json_matrix_exact(&run.stdout);
+    assert_eq!(exact.len(), P * P, "{}", run.describe());
+    for (a, e) in approx.iter().zip(&exact) {
+        assert!(
+            (a - e).abs() <= 1e-12 * e.abs().max(1.0),
+            "text parse {e} vs serde {a}"
+        );
+    }
+    assert_symmetric(&exact, "json matrix");
+    (doc, exact)
+}
+
+/// Parses an NPY v1 file holding a `p × p` little-endian float64 C-order array.
+fn read_npy(path: &Path) -> Vec<f64> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    assert!(bytes.len() > 10, "npy too short: {bytes:?}");
+    assert_eq!(&bytes[..6], b"\x93NUMPY", "npy magic");
+    assert_eq!(bytes[6], 1, "npy major version");
+    assert_eq!(bytes[7], 0, "npy minor version");
+    let header_len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
+    let data_start = 10 + header_len;
+    assert!(bytes.len() >= data_start, "npy header overruns the file");
+    assert_eq!(data_start % 16, 0, "npy data not aligned");
+    let header = std::str::from_utf8(&bytes[10..data_start]).expect("npy header is ASCII");
+    assert!(header.ends_with('\n'), "npy header: {header:?}");
+    let compact: String = header.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(compact.contains("'descr':'<f8'"), "npy header: {header:?}");
+    assert!(
+        compact.contains("'fortran_order':False"),
+        "npy header: {header:?}"
+    );
+    // A Python tuple: `(4, 4)` or, as npyz writes it, `(4, 4, )`.
+    let shape_start = compact.find("'shape':(").expect("npy header has a shape") + 9;
+    let shape_len = compact[shape_start..]
+        .find(')')
+        .expect("shape tuple closed");
+    let shape: Vec<usize> = compact[shape_start..shape_start + shape_len]
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(|d| d.parse().expect("shape entry is an integer"))
+        .collect();
+    assert_eq!(shape, [P, P], "npy header: {header:?}");
+    let data = &bytes[data_start..];
+    assert_eq!(data.len(), 8 * P * P, "npy data length");
+    data.chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
+fn read_csv(path: &Path) -> Vec<f64> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), P, "csv:\n{text}");
+    lines
+        .iter()
+        .flat_map(|line| {
+            let fields: Vec<f64> = line
+                .split(',')
+                .map(|f| {
+                    f.trim()
+                        .parse::<f64>()
+                        .unwrap_or_else(|e| panic!("csv field {f:?}: {e}\n{text}"))
+                })
+                .collect();
+            assert_eq!(fields.len(), P, "csv:\n{text}");
+            fields
+        })
+        .collect()
+}
+
+#[test]
+fn create_status_submit_and_estimate_in_every_format() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    let id = "cli-e2e";
+
+    // create: public parameters as JSON.
+    let params = create(url, id, &[]).json();
+    assert_eq!(params["collection_id"], id);
+    assert_eq!(params["dim"], 4);
+    assert_eq!(params["epsilon"], 1.0);
+    assert_eq!(params["delta"], 1e-6);
+    assert_eq!(params["clip_radius"], 2.0);
+    assert_eq!(params["min_reports"], MIN_REPORTS);
+    assert_eq!(params["encoding"], "ENCODING_I32_LE");
+    assert_eq!(params["entries"], 10);
+    let sigma = params["sigma"].as_f64().expect("sigma is a number");
+    assert!(sigma.is_finite() && sigma > 0.0, "{params}");
+    let grid_bits = params["grid_bits"].as_u64().expect("grid_bits is a number");
+    assert!((1..=24).contains(&grid_bits), "{params}");
+    assert!(params["sensitivity"].as_f64().expect("sensitivity") > 1.4);
+    assert!(params["rho"].as_f64().expect("rho") > 0.0);
+    assert!(params["max_abs_grid_value"].as_i64().expect("bound") > 0);
+    assert_eq!(params["wire_step"], 1);
+
+    // Same id again, other parameters: refused, one line.
+    let line = create_with(url, id, "--epsilon", "2").fails_with("AlreadyExists");
+    assert!(line.starts_with("error:"), "{line}");
+    // Same id, same parameters: an idempotent no-op returning the same parameters.
+    assert_eq!(create(url, id, &[]).json(), params);
+
+    // status before any report.
+    let st = status(url, id).json();
+    assert_eq!(st["reports"], 0, "{st}");
+    assert_eq!(st["releasable"], false, "{st}");
+    assert_eq!(st["params"]["sigma"], params["sigma"], "{st}");
+    assert_eq!(st["params"]["min_reports"], MIN_REPORTS, "{st}");
+
+    // estimate below the minimum.
+    estimate(url, id, &[]).fails_with("FailedPrecondition");
+
+    // Unknown collection.
+    status(url, "no-such-collection").fails_with("NotFound");
+
+    submit_reports(url, id, REPORTS);
+
+    let st = status(url, id).json();
+    assert_eq!(st["reports"], REPORTS, "{st}");
+    assert_eq!(st["releasable"], true, "{st}");
+
+    // JSON on stdout (default threshold: universal, c = 4).
+    let default_run = estimate(url, id, &["--format", "json"]);
+    let (doc, json_m) = check_estimate_json(&default_run);
+    assert_eq!(doc["collection_id"], id);
+    assert_eq!(doc["sigma"], params["sigma"]);
+    assert_eq!(doc["psd_projected"], true, "{doc}");
+    assert!(doc["threshold"].as_f64().expect("threshold") > 0.0, "{doc}");
+    assert!(doc["entry_noise_sd"].as_f64().expect("sd") > 0.0, "{doc}");
+    assert!(!doc["threshold_rule"].as_str().expect("rule").is_empty());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // CSV to a file: same matrix, exactly.
+    let csv_path = dir.path().join("estimate.csv");
+    let csv_path_str = csv_path.to_str().expect("utf-8 path");
+    let r = estimate(url, id, &["--format", "csv", "--out", csv_path_str]);
+    assert!(r.status.success(), "{}", r.describe());
+    assert!(r.stdout.is_empty(), "{}", r.describe());
+    assert!(r.stderr.contains("wrote csv"), "{}", r.describe());
+    let csv_m = read_csv(&csv_path);
+    assert_eq!(csv_m, json_m, "csv and json matrices differ");
+
+    // NPY to a file: valid header, 128 data bytes, same matrix exactly.
+    let npy_path = dir.path().join("estimate.npy");
+    let npy_path_str = npy_path.to_str().expect("utf-8 path");
+    let r = estimate(url, id, &["--format", "npy", "--out", npy_path_str]);
+    assert!(r.status.success(), "{}", r.describe());
+    assert!(r.stdout.is_empty(), "{}", r.describe());
+    assert!(r.stderr.contains("wrote npy"), "{}", r.describe());
+    let npy_m = read_npy(&npy_path);
+    assert_eq!(npy_m, json_m, "npy and json matrices differ");
+
+    // NPY needs a file.
+    let line = estimate(url, id, &["--format", "npy"]).fails_with("--out");
+    assert!(line.contains("npy"), "{line}");
+
+    // Explicit universal threshold with c = 4: the default.
+    let r = estimate(url, id, &["--threshold", "universal", "--c", "4"]);
+    let (doc4, m4) = check_estimate_json(&r);
+    assert_eq!(doc4["threshold"], doc["threshold"], "{doc4}");
+    assert_eq!(m4, json_m);
+
+    // No threshold, no PSD projection: the raw average.
+    let r = estimate(url, id, &["--threshold", "none", "--no-psd"]);
+    let (raw, raw_m) = check_estimate_json(&r);
+    assert_eq!(raw["threshold"], 0.0, "{raw}");
+    assert_eq!(raw["psd_projected"], false, "{raw}");
+    assert_eq!(raw["clamped_eigenvalues"], 0, "{raw}");
+    assert_eq!(raw["surviving_entries"], 10, "{raw}");
+    assert_symmetric(&raw_m, "raw matrix");
+
+    // A bad threshold parameter is the server's InvalidArgument, one line.
+    estimate(url, id, &["--c=-1"]).fails_with("InvalidArgument");
+
+    // Environment variables instead of flags.
+    let r = run_with_env(
+        &["status"],
+        &[("LDPCOV_SERVER", url), ("LDPCOV_COLLECTION", id)],
+    );
+    let st = r.json();
+    assert_eq!(st["reports"], REPORTS, "{st}");
+    assert_eq!(st["params"]["collection_id"], id, "{st}");
+    let r = run_with_env(
+        &["estimate"],
+        &[
+            ("LDPCOV_SERVER", url),
+            ("LDPCOV_COLLECTION", id),
+            ("LDPCOV_FORMAT", "csv"),
+            ("LDPCOV_OUT", csv_path_str),
+            ("LDPCOV_THRESHOLD", "none"),
+            ("LDPCOV_NO_PSD", "true"),
+        ],
+    );
+    assert!(r.status.success(), "{}", r.describe());
+    assert_eq!(read_csv(&csv_path), raw_m, "env-configured csv differs");
+
+    assert!(
+        !daemon.log().contains("panicked"),
+        "daemon stderr:\n{}",
+        daemon.log()
+    );
+}
+
+#[test]
+fn bad_specs_are_refused_and_create_nothing() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    for (i, (flag, value)) in [
+        ("--epsilon", "0"),
+        ("--epsilon", "-1"),
+        ("--dim", "0"),
+        ("--delta", "1"),
+        ("--delta", "0"),
+        ("--clip-radius", "0"),
+        ("--min-reports", "0"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("bad-{i}");
+        create_with(url, &id, flag, value).fails_with("InvalidArgument");
+        status(url, &id).fails_with("NotFound");
+    }
+    // A bad id.
+    create(url, "bad id!", &[]).fails_with("InvalidArgument");
+    // The daemon is still healthy.
+    let params = create(url, "good", &[]).json();
+    assert_eq!(params["collection_id"], "good");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_shuts_the_daemon_down_gracefully() {
+    let mut daemon = Daemon::start();
+    // Make sure it is really serving first.
+    let params = create(&daemon.url, "before-shutdown", &[]).json();
+    assert_eq!(params["collection_id"], "before-shutdown");
+    let (status, log) = daemon.terminate();
+    assert!(
+        status.success(),
+        "daemon exited with {status} after SIGTERM; stderr:\n{log}"
+    );
+    assert!(log.contains("SIGTERM"), "stderr:\n{log}");
+    assert!(log.contains("shut down"), "stderr:\n{log}");
+    assert!(!log.contains("panicked"), "stderr:\n{log}");
+}
+
+#[test]
+fn create_without_a_server_fails_with_one_line() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("local addr").port()
+    };
+    let server = format!("http://127.0.0.1:{port}");
+    let line = create(&server, "nobody-home", &[]).fails_with("cannot connect");
+    assert!(line.contains(&server), "{line}");
+    status(&server, "nobody-home").fails_with("cannot connect");
+}
