@@ -90,7 +90,9 @@ pub fn store_status(e: StoreError) -> Status {
 fn estimate_status(e: EstimateError) -> Status {
     match e {
         EstimateError::BelowMinimum { .. } => Status::failed_precondition(e.to_string()),
-        EstimateError::ThresholdParameter { .. } => Status::invalid_argument(e.to_string()),
+        EstimateError::ThresholdParameter { .. } | EstimateError::Parameter { .. } => {
+            Status::invalid_argument(e.to_string())
+        }
         EstimateError::SumLength { .. } | EstimateError::Eigen => Status::internal(e.to_string()),
     }
 }
@@ -254,6 +256,7 @@ impl Aggregator for AggregatorService {
         let options = EstimateOptions {
             rule: rule_from_request(&req),
             skip_psd_projection: req.skip_psd_projection,
+            ..Default::default()
         };
         let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
         // The eigendecomposition takes a while at large p: keep it off the reactor.
