@@ -6,6 +6,7 @@
 //! * [`store`] — the [`Store`](store::Store) trait and the in-memory store.
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
 //! * [`threshold`] — threshold rules: universal, seed 001, entry-adaptive, cross-validated.
+//! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
 //! * [`server`] — serving on a listener, or embedded in-process.
 //! * [`output`] — writing an estimate as JSON, CSV or NPY.
 //!
@@ -37,6 +38,7 @@
 pub mod accumulator;
 pub mod estimate;
 pub mod output;
+pub mod precision;
 pub mod server;
 pub mod service;
 pub mod store;
