@@ -223,10 +223,14 @@ pub fn estimate(
     }
     let mut matrix = average(collection, &acc.sums(), n)?;
     let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
-    let (thresholds, kind, include_diagonal, rule) =
-        crate::threshold::resolve(&options.rule, options.kind, collection, acc);
-    let surviving_entries =
-        crate::threshold::apply_threshold(&mut matrix, &thresholds, kind, include_diagonal);
+    let resolved = crate::threshold::resolve(&options.rule, options.kind, collection, acc);
+    crate::threshold::shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
+    let surviving_entries = crate::threshold::apply_threshold(
+        &mut matrix,
+        &resolved.thresholds,
+        resolved.kind,
+        resolved.include_diagonal,
+    );
     let (matrix, clamped_eigenvalues) = if options.skip_psd_projection {
         (matrix, 0)
     } else {
@@ -236,9 +240,9 @@ pub fn estimate(
         matrix,
         reports: n,
         entry_noise_sd,
-        threshold: thresholds.summary(collection.dim),
-        rule,
-        kind,
+        threshold: resolved.thresholds.summary(collection.dim),
+        rule: resolved.name,
+        kind: resolved.kind,
         surviving_entries,
         clamped_eigenvalues,
         psd_projected: !options.skip_psd_projection,

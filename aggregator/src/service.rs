@@ -175,7 +175,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
         psd_floor: req.psd_floor,
     };
     estimate::validate_options(&options).map_err(estimate_status)?;
-    let params = req.precision.clone().unwrap_or_default();
+    let params = req.precision.unwrap_or_default();
     let lambda = params.lambda;
     let target = match EstimateTarget::try_from(req.target) {
         Ok(EstimateTarget::Unspecified | EstimateTarget::Covariance) => Target::Covariance,
