@@ -271,6 +271,7 @@ async fn main() -> Result<()> {
         collection_id: id.clone(),
         threshold: Some(rule),
         skip_psd_projection: false,
+        ..Default::default()
     };
     let est = admin
         .estimate(fetch(get_estimate_request::Threshold::Universal(

@@ -37,6 +37,7 @@ fn request(
         collection_id: id.into(),
         threshold: Some(threshold),
         skip_psd_projection: skip_psd,
+        ..Default::default()
     }
 }
 

@@ -1,10 +1,15 @@
 //! From exact integer sums to a released covariance estimate: average, rescale,
-//! threshold, project onto the PSD cone.
+//! threshold ([`crate::threshold`]), project onto the PSD cone (clamping eigenvalues
+//! at 0, or at a floor ε_floor > 0 for an invertible result).
 //!
 //! Everything here is post-processing of the noisy sums, so none of it costs privacy.
 //! The module knows nothing about gRPC or storage.
 
 use crate::accumulator::Accumulator;
+pub use crate::threshold::{
+    AdaptiveThreshold, Candidate, CrossValidation, Seed001Threshold, ThresholdKind, ThresholdRule,
+    Thresholds, UniversalThreshold, universal_threshold,
+};
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
@@ -29,6 +34,16 @@ pub enum EstimateError {
         /// Value given.
         value: f64,
     },
+    /// A parameter other than a threshold's is out of range.
+    #[error("parameter {name} = {value} must be {requirement}")]
+    Parameter {
+        /// Parameter name.
+        name: &'static str,
+        /// Value given.
+        value: f64,
+        /// What it must be.
+        requirement: &'static str,
+    },
     /// The sums do not have d entries.
     #[error("accumulator has {got} entries, collection needs {expected}")]
     SumLength {
@@ -42,72 +57,19 @@ pub enum EstimateError {
     Eigen,
 }
 
-/// Seed 000's universal threshold `λ = γ·√(log p / n) + c·σ_n·√(log p)`, with
-/// `σ_n = R²σ/√n` the noise sd of one averaged entry.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct UniversalThreshold {
-    /// γ, the sub-Gaussian constant of the data (0 leaves only the noise term).
-    pub gamma: f64,
-    /// c, the multiple of the noise level (the paper uses 4).
-    pub c: f64,
-    /// Threshold the diagonal too, as the paper prints; by default it is exempt.
-    pub threshold_diagonal: bool,
-}
-
-impl Default for UniversalThreshold {
-    fn default() -> Self {
-        UniversalThreshold {
-            gamma: 0.0,
-            c: 4.0,
-            threshold_diagonal: false,
-        }
-    }
-}
-
-/// Which entries of the average are kept.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ThresholdRule {
-    /// Keep every entry.
-    None,
-    /// Seed 000's universal hard threshold.
-    Universal(UniversalThreshold),
-}
-
-/// The default is no threshold: seed 000's universal rule at c = 4 zeroes true
-/// entries whenever `4σ_n√(log p)` exceeds them, which at moderate n is most of them
-/// (loadgen defaults: relative spectral error 0.71 with it, 0.19 without).
-impl Default for ThresholdRule {
-    fn default() -> Self {
-        ThresholdRule::None
-    }
-}
-
-impl ThresholdRule {
-    /// A short name for logs and the estimate message.
-    pub fn name(&self) -> String {
-        match self {
-            ThresholdRule::None => "none".to_string(),
-            ThresholdRule::Universal(u) => format!(
-                "universal(gamma={}, c={}, diagonal={})",
-                u.gamma,
-                u.c,
-                if u.threshold_diagonal {
-                    "thresholded"
-                } else {
-                    "exempt"
-                }
-            ),
-        }
-    }
-}
-
 /// What to compute from the sums.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EstimateOptions {
-    /// The threshold rule.
+    /// The threshold rule (default: cross-validation).
     pub rule: ThresholdRule,
+    /// Hard or soft thresholding for the fixed rules (cross-validation chooses its own
+    /// among [`CrossValidation::kinds`]).
+    pub kind: ThresholdKind,
     /// Skip the PSD projection (return the thresholded average as is).
     pub skip_psd_projection: bool,
+    /// Eigenvalue floor of the projection: 0 projects onto the PSD cone (seed 000),
+    /// ε_floor > 0 onto `{A ⪰ ε_floor·I}` for an invertible (positive definite) result.
+    pub psd_floor: f64,
 }
 
 /// A released covariance estimate and how it was made.
@@ -119,13 +81,16 @@ pub struct CovarianceEstimate {
     pub reports: u64,
     /// Noise sd of one averaged entry in data units, `R²σ/√n`.
     pub entry_noise_sd: f64,
-    /// Threshold applied (0 when none), data units.
+    /// Threshold applied (0 when none), data units; for per-entry thresholds the mean
+    /// off-diagonal λ_ij.
     pub threshold: f64,
-    /// Name of the rule.
+    /// Name of the rule (for cross-validation: with the candidate it chose).
     pub rule: String,
+    /// Hard or soft, as applied.
+    pub kind: ThresholdKind,
     /// Packed upper-triangle entries that are non-zero after thresholding.
     pub surviving_entries: u64,
-    /// Eigenvalues raised to 0 by the projection.
+    /// Eigenvalues raised to the floor by the projection.
     pub clamped_eigenvalues: u32,
     /// Whether the PSD projection ran.
     pub psd_projected: bool,
@@ -156,61 +121,87 @@ pub fn average(
     Ok(m)
 }
 
-/// The value of the universal threshold for dimension `p`, `n` reports and averaged
-/// entry noise sd `entry_noise_sd`.
-pub fn universal_threshold(
-    rule: &UniversalThreshold,
-    p: usize,
-    n: u64,
-    entry_noise_sd: f64,
-) -> f64 {
-    let log_p = (p as f64).ln();
-    rule.gamma * (log_p / n.max(1) as f64).sqrt() + rule.c * entry_noise_sd * log_p.sqrt()
-}
-
-/// Sets to zero every entry with `|m_ij| ≤ λ` (the diagonal only if
-/// `include_diagonal`). Returns the number of packed entries left non-zero.
-pub fn hard_threshold(m: &mut DMatrix<f64>, lambda: f64, include_diagonal: bool) -> u64 {
-    let p = m.nrows();
-    let mut surviving = 0;
-    for (i, j) in triangle_pairs(p) {
-        if (i != j || include_diagonal) && m[(i, j)].abs() <= lambda {
-            m[(i, j)] = 0.0;
-            m[(j, i)] = 0.0;
-        }
-        if m[(i, j)] != 0.0 {
-            surviving += 1;
-        }
-    }
-    surviving
-}
-
 /// Projects a symmetric matrix onto the PSD cone in Frobenius norm: eigendecompose
 /// (faer's self-adjoint solver) and raise negative eigenvalues to 0. Returns the
 /// projection and how many eigenvalues were clamped. A PSD input is returned as is.
 pub fn project_psd(m: &DMatrix<f64>) -> Result<(DMatrix<f64>, u32), EstimateError> {
+    project_psd_floor(m, 0.0)
+}
+
+/// Projects a symmetric matrix onto `{A : A ⪰ floor·I}` in Frobenius norm: raise every
+/// eigenvalue below `floor` to `floor`. `floor = 0` is the PSD projection; `floor > 0`
+/// gives a positive definite (invertible) result. Returns the projection and how many
+/// eigenvalues were raised; an input already above the floor is returned as is.
+pub fn project_psd_floor(
+    m: &DMatrix<f64>,
+    floor: f64,
+) -> Result<(DMatrix<f64>, u32), EstimateError> {
+    let (values, vectors) = symmetric_eigen(m)?;
+    let clamped = values.iter().filter(|&&l| l < floor).count() as u32;
+    if clamped == 0 {
+        return Ok((m.clone(), 0));
+    }
+    let out = from_eigen(&vectors, values.iter().map(|&l| l.max(floor)));
+    Ok((out, clamped))
+}
+
+/// Eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix, by faer's
+/// self-adjoint eigensolver (reads the lower triangle).
+pub fn symmetric_eigen(m: &DMatrix<f64>) -> Result<(Vec<f64>, faer::Mat<f64>), EstimateError> {
     let p = m.nrows();
     let a = faer::Mat::<f64>::from_fn(p, p, |i, j| m[(i, j)]);
     let eig = a
         .self_adjoint_eigen(faer::Side::Lower)
         .map_err(|_| EstimateError::Eigen)?;
     let values: Vec<f64> = eig.S().column_vector().iter().copied().collect();
-    let clamped = values.iter().filter(|&&l| l < 0.0).count() as u32;
-    if clamped == 0 {
-        return Ok((m.clone(), 0));
+    if values.iter().any(|v| !v.is_finite()) {
+        return Err(EstimateError::Eigen);
     }
-    let u = eig.U();
-    // U·diag(max(λ, 0))·Uᵀ, as (U·diag)·Uᵀ.
-    let scaled = faer::Mat::<f64>::from_fn(p, p, |i, j| u[(i, j)] * values[j].max(0.0));
-    let projected = &scaled * u.transpose();
-    // Symmetrise exactly: the product is symmetric only up to rounding.
-    let out = DMatrix::from_fn(p, p, |i, j| 0.5 * (projected[(i, j)] + projected[(j, i)]));
-    Ok((out, clamped))
+    Ok((values, eig.U().to_owned()))
 }
 
-/// Runs the whole estimator on a collection's accumulators.
+/// `U·diag(values)·Uᵀ`, symmetrised exactly (the product is symmetric only up to
+/// rounding).
+pub fn from_eigen(u: &faer::Mat<f64>, values: impl IntoIterator<Item = f64>) -> DMatrix<f64> {
+    let p = u.nrows();
+    let values: Vec<f64> = values.into_iter().collect();
+    let scaled = faer::Mat::<f64>::from_fn(p, p, |i, j| u[(i, j)] * values[j]);
+    let product = &scaled * u.transpose();
+    DMatrix::from_fn(p, p, |i, j| 0.5 * (product[(i, j)] + product[(j, i)]))
+}
+
+/// Sets to zero every entry with `|m_ij| ≤ λ` (the diagonal only if
+/// `include_diagonal`). Returns the number of packed entries left non-zero.
+pub fn hard_threshold(m: &mut DMatrix<f64>, lambda: f64, include_diagonal: bool) -> u64 {
+    crate::threshold::apply_threshold(
+        m,
+        &Thresholds::Uniform(lambda),
+        ThresholdKind::Hard,
+        include_diagonal,
+    )
+}
+
+/// Checks the options' numeric parameters.
+pub fn validate_options(options: &EstimateOptions) -> Result<(), EstimateError> {
+    for (name, value) in options.rule.parameters() {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(EstimateError::ThresholdParameter { name, value });
+        }
+    }
+    if !(options.psd_floor.is_finite() && options.psd_floor >= 0.0) {
+        return Err(EstimateError::Parameter {
+            name: "psd_floor",
+            value: options.psd_floor,
+            requirement: "a finite number ≥ 0",
+        });
+    }
+    Ok(())
+}
+
+/// Runs the whole estimator on a collection's accumulators: average, threshold by
+/// `options.rule`, project onto `{A ⪰ psd_floor·I}` unless skipped.
 ///
-/// Refuses below the collection's minimum number of reports.
+/// Refuses below the collection's minimum number of reports and on invalid options.
 pub fn estimate(
     collection: &Collection,
     acc: &Accumulator,
@@ -223,40 +214,35 @@ pub fn estimate(
             need: collection.min_reports,
         });
     }
+    validate_options(options)?;
+    if acc.entries() != collection.entries {
+        return Err(EstimateError::SumLength {
+            expected: collection.entries,
+            got: acc.entries(),
+        });
+    }
     let mut matrix = average(collection, &acc.sums(), n)?;
-    let entry_noise_sd = collection.mean_entry_noise_sd(n);
-    let (threshold, include_diagonal) = match &options.rule {
-        ThresholdRule::None => (0.0, false),
-        ThresholdRule::Universal(u) => {
-            for (name, value) in [("gamma", u.gamma), ("c", u.c)] {
-                if !(value.is_finite() && value >= 0.0) {
-                    return Err(EstimateError::ThresholdParameter { name, value });
-                }
-            }
-            (
-                universal_threshold(u, collection.dim, n, entry_noise_sd),
-                u.threshold_diagonal,
-            )
-        }
-    };
-    let surviving_entries = if threshold > 0.0 {
-        hard_threshold(&mut matrix, threshold, include_diagonal)
-    } else {
-        triangle_pairs(collection.dim)
-            .filter(|&(i, j)| matrix[(i, j)] != 0.0)
-            .count() as u64
-    };
+    let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
+    let resolved = crate::threshold::resolve(&options.rule, options.kind, collection, acc);
+    crate::threshold::shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
+    let surviving_entries = crate::threshold::apply_threshold(
+        &mut matrix,
+        &resolved.thresholds,
+        resolved.kind,
+        resolved.include_diagonal,
+    );
     let (matrix, clamped_eigenvalues) = if options.skip_psd_projection {
         (matrix, 0)
     } else {
-        project_psd(&matrix)?
+        project_psd_floor(&matrix, options.psd_floor)?
     };
     Ok(CovarianceEstimate {
         matrix,
         reports: n,
         entry_noise_sd,
-        threshold,
-        rule: options.rule.name(),
+        threshold: resolved.thresholds.summary(collection.dim),
+        rule: resolved.name,
+        kind: resolved.kind,
         surviving_entries,
         clamped_eigenvalues,
         psd_projected: !options.skip_psd_projection,
@@ -336,6 +322,37 @@ mod tests {
     }
 
     #[test]
+    fn psd_floor_raises_small_eigenvalues_to_the_floor() {
+        // [[1, 2], [2, 1]] has eigenvalues 3 and −1 with eigenvectors (1, ±1)/√2.
+        // Floor 0.5: 3·vvᵀ + 0.5·wwᵀ = [[1.75, 1.25], [1.25, 1.75]].
+        let m = DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 2.0, 1.0]);
+        let (out, clamped) = project_psd_floor(&m, 0.5).unwrap();
+        assert_eq!(clamped, 1);
+        let want = DMatrix::from_row_slice(2, 2, &[1.75, 1.25, 1.25, 1.75]);
+        assert!((&out - &want).abs().max() < 1e-12, "{out}");
+        // A PSD input with an eigenvalue below the floor is changed too: diag(2, 0.1).
+        let d = DMatrix::from_row_slice(2, 2, &[2.0, 0.0, 0.0, 0.1]);
+        let (out, clamped) = project_psd_floor(&d, 0.25).unwrap();
+        assert_eq!(clamped, 1);
+        assert!((out[(1, 1)] - 0.25).abs() < 1e-12 && (out[(0, 0)] - 2.0).abs() < 1e-12);
+        // Through estimate(): a negative floor is INVALID_ARGUMENT material.
+        let c = collection(2, 1);
+        let mut acc = Accumulator::new(3, 5);
+        acc.add(0, &[1, 2, 3]);
+        let bad = EstimateOptions {
+            psd_floor: -1.0,
+            ..Default::default()
+        };
+        assert!(matches!(
+            estimate(&c, &acc, &bad),
+            Err(EstimateError::Parameter {
+                name: "psd_floor",
+                ..
+            })
+        ));
+    }
+
+    #[test]
     fn projection_of_random_symmetric_matrix_is_psd_and_nearest() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
@@ -387,7 +404,7 @@ mod tests {
                 gamma: f64::NAN,
                 ..Default::default()
             }),
-            skip_psd_projection: false,
+            ..Default::default()
         };
         assert!(matches!(
             {

@@ -5,6 +5,8 @@
 //! * [`accumulator`] — exact integer sums (per fold) and sums of squares.
 //! * [`store`] — the [`Store`](store::Store) trait and the in-memory store.
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
+//! * [`threshold`] — threshold rules: universal, seed 001, entry-adaptive, cross-validated.
+//! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
 //! * [`server`] — serving on a listener, or embedded in-process.
 //! * [`output`] — writing an estimate as JSON, CSV or NPY.
 //!
@@ -24,7 +26,7 @@
 //! let mut acc = Accumulator::new(c.entries, 2);
 //! acc.add(0, &[g, g / 2, 0]);
 //! acc.add(1, &[0, 0, g]);
-//! let opts = EstimateOptions { rule: ThresholdRule::None, skip_psd_projection: false };
+//! let opts = EstimateOptions { rule: ThresholdRule::None, ..Default::default() };
 //! let est = estimate(&c, &acc, &opts)?;
 //! assert_eq!(est.matrix[(0, 1)], 0.25);
 //! assert_eq!(est.clamped_eigenvalues, 0);
@@ -36,6 +38,8 @@
 pub mod accumulator;
 pub mod estimate;
 pub mod output;
+pub mod precision;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod threshold;

@@ -17,8 +17,9 @@ use ldpcov_aggregator::service::Limits;
 use ldpcov_aggregator::store::MemoryStore;
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
-    CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
-    NoThreshold, UniversalThreshold, get_estimate_request,
+    AdaptiveThreshold, CollectionSpec, CreateCollectionRequest, CrossValidatedThreshold, Encoding,
+    EstimateTarget, GetEstimateRequest, GetStatusRequest, NoThreshold, PrecisionParams,
+    Seed001Threshold, ThresholdKind, UniversalThreshold, get_estimate_request,
 };
 use tonic::transport::Channel;
 
@@ -88,9 +89,33 @@ enum Command {
         /// Collection id.
         #[arg(long, env = "LDPCOV_COLLECTION")]
         id: String,
-        /// Threshold rule.
-        #[arg(long, env = "LDPCOV_THRESHOLD", value_enum, default_value_t = Rule::Universal)]
+        /// Threshold rule (cv: K-fold cross-validation, the server's default).
+        #[arg(long, env = "LDPCOV_THRESHOLD", value_enum, default_value_t = Rule::Cv)]
         threshold: Rule,
+        /// Soft instead of hard thresholding (for cv: only soft candidates).
+        #[arg(long, env = "LDPCOV_SOFT")]
+        soft: bool,
+        /// ξ of the seed 001 threshold.
+        #[arg(long, env = "LDPCOV_XI", default_value_t = 0.0)]
+        xi: f64,
+        /// η of the entry-adaptive threshold.
+        #[arg(long, env = "LDPCOV_ETA", default_value_t = 2.0)]
+        eta: f64,
+        /// Eigenvalue floor of the PSD projection (> 0: positive definite).
+        #[arg(long, env = "LDPCOV_PSD_FLOOR", default_value_t = 0.0)]
+        psd_floor: f64,
+        /// What to estimate; the output files hold this matrix.
+        #[arg(long, env = "LDPCOV_TARGET", value_enum, default_value_t = Target::Covariance)]
+        target: Target,
+        /// Penalty λ of the precision targets (default: chosen by cross-validation).
+        #[arg(long, env = "LDPCOV_LAMBDA")]
+        lambda: Option<f64>,
+        /// Initial ADMM ρ of the graphical lasso.
+        #[arg(long, env = "LDPCOV_RHO", default_value_t = 100.0)]
+        rho: f64,
+        /// Iteration cap of the graphical lasso.
+        #[arg(long, env = "LDPCOV_MAX_ITERATIONS", default_value_t = 2000)]
+        max_iterations: u32,
         /// γ of the universal threshold.
         #[arg(long, env = "LDPCOV_GAMMA", default_value_t = 0.0)]
         gamma: f64,
@@ -124,10 +149,26 @@ enum WireEncoding {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Rule {
+    /// K-fold cross-validation over none, noise-form and adaptive thresholds.
+    Cv,
+    /// Cai & Liu's entry-adaptive threshold (--eta).
+    Adaptive,
+    /// Seed 001's LDP threshold with the 1/√n fixed (--xi).
+    Seed001,
+    /// Seed 000's universal threshold (--gamma, --c).
+    Universal,
     /// No threshold.
     None,
-    /// Seed 000's universal threshold.
-    Universal,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum Target {
+    /// The covariance matrix.
+    Covariance,
+    /// Ridge (ROPE) precision matrix.
+    PrecisionRidge,
+    /// Graphical-lasso precision matrix and graph.
+    PrecisionGlasso,
 }
 
 #[derive(clap::Args)]
@@ -227,6 +268,14 @@ async fn run(cli: Cli) -> Result<()> {
             server,
             id,
             threshold,
+            soft,
+            xi,
+            eta,
+            psd_floor,
+            target,
+            lambda,
+            rho,
+            max_iterations,
             gamma,
             c,
             threshold_diagonal,
@@ -237,13 +286,31 @@ async fn run(cli: Cli) -> Result<()> {
             if format == Format::Npy && out.is_none() {
                 anyhow::bail!("--format npy needs --out FILE");
             }
+            use get_estimate_request::Threshold;
             let threshold = match threshold {
-                Rule::None => get_estimate_request::Threshold::None(NoThreshold {}),
-                Rule::Universal => get_estimate_request::Threshold::Universal(UniversalThreshold {
+                Rule::Cv => Threshold::CrossValidated(CrossValidatedThreshold {
+                    threshold_diagonal,
+                    ..Default::default()
+                }),
+                Rule::Adaptive => Threshold::Adaptive(AdaptiveThreshold {
+                    eta,
+                    threshold_diagonal,
+                }),
+                Rule::Seed001 => Threshold::Seed001(Seed001Threshold {
+                    xi,
+                    threshold_diagonal,
+                }),
+                Rule::None => Threshold::None(NoThreshold {}),
+                Rule::Universal => Threshold::Universal(UniversalThreshold {
                     gamma,
                     c,
                     threshold_diagonal,
                 }),
+            };
+            let wire_target = match target {
+                Target::Covariance => EstimateTarget::Covariance,
+                Target::PrecisionRidge => EstimateTarget::PrecisionRidge,
+                Target::PrecisionGlasso => EstimateTarget::PrecisionGlasso,
             };
             let estimate = server
                 .connect()
@@ -252,6 +319,19 @@ async fn run(cli: Cli) -> Result<()> {
                     collection_id: id,
                     threshold: Some(threshold),
                     skip_psd_projection: no_psd,
+                    threshold_kind: if soft {
+                        ThresholdKind::Soft as i32
+                    } else {
+                        ThresholdKind::Unspecified as i32
+                    },
+                    psd_floor,
+                    target: wire_target as i32,
+                    precision: Some(PrecisionParams {
+                        lambda,
+                        rho,
+                        max_iterations,
+                        penalize_diagonal: false,
+                    }),
                 })
                 .await
                 .map_err(status_error)?

@@ -1,10 +1,14 @@
 //! Writing a released [`Estimate`] as JSON (matrix plus metadata), CSV (the matrix) or
 //! NPY (the matrix as a `p × p` float64 array, loadable with `numpy.load`).
+//!
+//! "The matrix" is the requested target: the covariance, or for the precision targets
+//! the precision matrix Θ (JSON then also carries the covariance it came from, λ and,
+//! for the graphical lasso, the graph's edges).
 
 use std::io::Write;
 
 use ldpcov_proto::layout::unpack_symmetric;
-use ldpcov_proto::v1::Estimate;
+use ldpcov_proto::v1::{Estimate, EstimateTarget};
 use serde::Serialize;
 
 /// Output formats of `ldpcov-aggregator estimate`.
@@ -30,7 +34,36 @@ struct JsonEstimate<'a> {
     surviving_entries: u64,
     clamped_eigenvalues: u32,
     psd_projected: bool,
+    threshold_kind: &'a str,
+    target: &'static str,
     matrix: Vec<&'a [f64]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    precision: Option<JsonPrecision<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonPrecision<'a> {
+    covariance: Vec<&'a [f64]>,
+    lambda: f64,
+    lambda_cross_validated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    graph: Option<Vec<[u32; 2]>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iterations: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    converged: Option<bool>,
+}
+
+fn target_name(t: EstimateTarget) -> &'static str {
+    match t {
+        EstimateTarget::Unspecified | EstimateTarget::Covariance => "covariance",
+        EstimateTarget::PrecisionRidge => "precision-ridge",
+        EstimateTarget::PrecisionGlasso => "precision-glasso",
+    }
+}
+
+fn bad(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
 }
 
 /// Writes `estimate` to `out` in `format`.
@@ -40,19 +73,34 @@ pub fn write_estimate(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let p = estimate.dim as usize;
-    if estimate.upper_triangle.len() != ldpcov_proto::layout::triangle_len(p) {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "estimate carries {} entries, dimension {p} needs {}",
-                estimate.upper_triangle.len(),
-                ldpcov_proto::layout::triangle_len(p)
-            ),
-        ));
+    let d = ldpcov_proto::layout::triangle_len(p);
+    if estimate.upper_triangle.len() != d {
+        return Err(bad(format!(
+            "estimate carries {} entries, dimension {p} needs {d}",
+            estimate.upper_triangle.len(),
+        )));
     }
-    let full = unpack_symmetric(p, &estimate.upper_triangle);
+    let target = EstimateTarget::try_from(estimate.target)
+        .map_err(|_| bad(format!("unknown estimate target {}", estimate.target)))?;
+    let is_precision = matches!(
+        target,
+        EstimateTarget::PrecisionRidge | EstimateTarget::PrecisionGlasso
+    );
+    if is_precision && estimate.precision_upper_triangle.len() != d {
+        return Err(bad(format!(
+            "precision estimate carries {} entries, dimension {p} needs {d}",
+            estimate.precision_upper_triangle.len(),
+        )));
+    }
+    let covariance = unpack_symmetric(p, &estimate.upper_triangle);
+    let full = if is_precision {
+        unpack_symmetric(p, &estimate.precision_upper_triangle)
+    } else {
+        covariance.clone()
+    };
     match format {
         Format::Json => {
+            let glasso = target == EstimateTarget::PrecisionGlasso;
             let doc = JsonEstimate {
                 collection_id: &estimate.collection_id,
                 dim: estimate.dim,
@@ -64,7 +112,17 @@ pub fn write_estimate(
                 surviving_entries: estimate.surviving_entries,
                 clamped_eigenvalues: estimate.clamped_eigenvalues,
                 psd_projected: estimate.psd_projected,
+                threshold_kind: &estimate.threshold_kind,
+                target: target_name(target),
                 matrix: full.chunks(p.max(1)).collect(),
+                precision: is_precision.then(|| JsonPrecision {
+                    covariance: covariance.chunks(p.max(1)).collect(),
+                    lambda: estimate.precision_lambda,
+                    lambda_cross_validated: estimate.precision_lambda_cross_validated,
+                    graph: glasso.then(|| estimate.graph.iter().map(|e| [e.i, e.j]).collect()),
+                    iterations: glasso.then_some(estimate.precision_iterations),
+                    converged: glasso.then_some(estimate.precision_converged),
+                }),
             };
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)
@@ -134,6 +192,28 @@ mod tests {
             .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
             .collect();
         assert_eq!(data, vec![1.0, 0.5, 0.5, 2.0]);
+    }
+
+    #[test]
+    fn precision_target_writes_theta_and_the_graph() {
+        let mut e = estimate();
+        e.target = EstimateTarget::PrecisionGlasso as i32;
+        e.precision_upper_triangle = vec![2.0, -0.5, 1.0];
+        e.precision_lambda = 0.1;
+        e.graph = vec![ldpcov_proto::v1::Edge { i: 0, j: 1 }];
+        let mut csv = Vec::new();
+        write_estimate(&e, Format::Csv, &mut csv).unwrap();
+        assert_eq!(String::from_utf8(csv).unwrap(), "2e0,-5e-1\n-5e-1,1e0\n");
+        let mut json = Vec::new();
+        write_estimate(&e, Format::Json, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["target"], "precision-glasso");
+        assert_eq!(v["matrix"][0][1], -0.5);
+        assert_eq!(v["precision"]["covariance"][0][1], 0.5);
+        assert_eq!(v["precision"]["graph"][0][1], 1);
+        // Missing Θ for a precision target is an error, not a silent covariance.
+        e.precision_upper_triangle.clear();
+        assert!(write_estimate(&e, Format::Npy, &mut Vec::new()).is_err());
     }
 
     #[test]

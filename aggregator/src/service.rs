@@ -9,15 +9,20 @@ use std::sync::Arc;
 use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
-    CollectionParams, CollectionStatus, CreateCollectionRequest, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse, SubmitReportsResponse,
-    get_estimate_request,
+    CollectionParams, CollectionStatus, CreateCollectionRequest, Edge, Estimate, EstimateTarget,
+    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse,
+    SubmitReportsResponse, ThresholdKind as WireKind, get_estimate_request,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
+use nalgebra::DMatrix;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::estimate::{self, EstimateError, EstimateOptions, ThresholdRule, UniversalThreshold};
+use crate::estimate::{
+    self, AdaptiveThreshold, CrossValidation, EstimateError, EstimateOptions, Seed001Threshold,
+    ThresholdKind, ThresholdRule, UniversalThreshold,
+};
+use crate::precision::{GlassoOptions, PrecisionMethod, estimate_precision};
 use crate::store::{Store, StoreError, ValidReport};
 
 /// Reports of one stream are handed to the store in batches of at most this many.
@@ -44,10 +49,11 @@ impl Limits {
         (4 * d + 64 * 1024).max(4 << 20)
     }
 
-    /// Largest gRPC message this server sends: an estimate at `max_dim` (f64 entries).
+    /// Largest gRPC message this server sends: an estimate at `max_dim` (f64 entries of
+    /// the covariance and the precision matrix, plus a graph of at most d edges).
     pub fn max_encoding_message_size(&self) -> usize {
         let d = ldpcov_proto::layout::triangle_len(self.max_dim);
-        (8 * d + 64 * 1024).max(4 << 20)
+        (32 * d + 64 * 1024).max(4 << 20)
     }
 }
 
@@ -90,23 +96,123 @@ pub fn store_status(e: StoreError) -> Status {
 fn estimate_status(e: EstimateError) -> Status {
     match e {
         EstimateError::BelowMinimum { .. } => Status::failed_precondition(e.to_string()),
-        EstimateError::ThresholdParameter { .. } => Status::invalid_argument(e.to_string()),
+        EstimateError::ThresholdParameter { .. } | EstimateError::Parameter { .. } => {
+            Status::invalid_argument(e.to_string())
+        }
         EstimateError::SumLength { .. } | EstimateError::Eigen => Status::internal(e.to_string()),
     }
 }
 
-fn rule_from_request(req: &GetEstimateRequest) -> ThresholdRule {
-    match &req.threshold {
-        None => ThresholdRule::default(),
-        Some(get_estimate_request::Threshold::None(_)) => ThresholdRule::None,
-        Some(get_estimate_request::Threshold::Universal(u)) => {
-            ThresholdRule::Universal(UniversalThreshold {
-                gamma: u.gamma,
-                c: if u.c == 0.0 { 4.0 } else { u.c },
-                threshold_diagonal: u.threshold_diagonal,
-            })
+/// What a validated GetEstimate request asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// The covariance estimate.
+    Covariance,
+    /// A precision matrix by `method`, at λ or (None) at the cross-validated λ.
+    Precision(PrecisionMethod, Option<f64>),
+}
+
+fn invalid(msg: impl Into<String>) -> Status {
+    Status::invalid_argument(msg.into())
+}
+
+/// Translates and validates a GetEstimate request (INVALID_ARGUMENT on bad values).
+pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions, Target), Status> {
+    let kind = match WireKind::try_from(req.threshold_kind) {
+        Ok(WireKind::Unspecified) => None,
+        Ok(WireKind::Hard) => Some(ThresholdKind::Hard),
+        Ok(WireKind::Soft) => Some(ThresholdKind::Soft),
+        Err(_) => {
+            return Err(invalid(format!(
+                "unknown threshold_kind {}",
+                req.threshold_kind
+            )));
         }
+    };
+    let cv = |noise: &[f64], adaptive: &[f64], diagonal: bool| {
+        let d = CrossValidation::default();
+        ThresholdRule::CrossValidated(CrossValidation {
+            noise_scales: if noise.is_empty() {
+                d.noise_scales.clone()
+            } else {
+                noise.to_vec()
+            },
+            adaptive_scales: if adaptive.is_empty() {
+                d.adaptive_scales.clone()
+            } else {
+                adaptive.to_vec()
+            },
+            kinds: kind.map(|k| vec![k]).unwrap_or(d.kinds),
+            threshold_diagonal: diagonal,
+            ..Default::default()
+        })
+    };
+    use get_estimate_request::Threshold;
+    let rule = match &req.threshold {
+        None => cv(&[], &[], false),
+        Some(Threshold::None(_)) => ThresholdRule::None,
+        Some(Threshold::Universal(u)) => ThresholdRule::Universal(UniversalThreshold {
+            gamma: u.gamma,
+            c: if u.c == 0.0 { 4.0 } else { u.c },
+            threshold_diagonal: u.threshold_diagonal,
+        }),
+        Some(Threshold::Seed001(s)) => ThresholdRule::Seed001(Seed001Threshold {
+            xi: s.xi,
+            threshold_diagonal: s.threshold_diagonal,
+        }),
+        Some(Threshold::Adaptive(a)) => ThresholdRule::Adaptive(AdaptiveThreshold {
+            eta: if a.eta == 0.0 { 2.0 } else { a.eta },
+            threshold_diagonal: a.threshold_diagonal,
+        }),
+        Some(Threshold::CrossValidated(c)) => {
+            cv(&c.noise_scales, &c.adaptive_scales, c.threshold_diagonal)
+        }
+    };
+    let options = EstimateOptions {
+        rule,
+        kind: kind.unwrap_or_default(),
+        skip_psd_projection: req.skip_psd_projection,
+        psd_floor: req.psd_floor,
+    };
+    estimate::validate_options(&options).map_err(estimate_status)?;
+    let params = req.precision.unwrap_or_default();
+    let lambda = params.lambda;
+    let target = match EstimateTarget::try_from(req.target) {
+        Ok(EstimateTarget::Unspecified | EstimateTarget::Covariance) => Target::Covariance,
+        Ok(EstimateTarget::PrecisionRidge) => {
+            if let Some(l) = lambda
+                && !(l.is_finite() && l > 0.0)
+            {
+                return Err(invalid(format!(
+                    "ridge lambda = {l} must be a finite number > 0"
+                )));
+            }
+            Target::Precision(PrecisionMethod::Ridge, lambda)
+        }
+        Ok(EstimateTarget::PrecisionGlasso) => {
+            let d = GlassoOptions::default();
+            let opts = GlassoOptions {
+                rho: if params.rho == 0.0 { d.rho } else { params.rho },
+                max_iterations: if params.max_iterations == 0 {
+                    d.max_iterations
+                } else {
+                    params.max_iterations
+                },
+                penalize_diagonal: params.penalize_diagonal,
+                ..d
+            };
+            crate::precision::validate_glasso(lambda.unwrap_or(0.0), &opts)
+                .map_err(estimate_status)?;
+            Target::Precision(PrecisionMethod::Glasso(opts), lambda)
+        }
+        Err(_) => return Err(invalid(format!("unknown target {}", req.target))),
+    };
+    if req.skip_psd_projection && target != Target::Covariance {
+        return Err(invalid(
+            "skip_psd_projection is only for the covariance target (precision estimators need the projected estimate)",
+        ));
     }
+    Ok((options, target))
 }
 
 #[tonic::async_trait]
@@ -251,38 +357,73 @@ impl Aggregator for AggregatorService {
     ) -> Result<Response<Estimate>, Status> {
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
-        let options = EstimateOptions {
-            rule: rule_from_request(&req),
-            skip_psd_projection: req.skip_psd_projection,
-        };
+        let (options, target) = options_from_request(&req)?;
         let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
-        // The eigendecomposition takes a while at large p: keep it off the reactor.
-        let result = tokio::task::spawn_blocking(move || {
-            estimate::estimate(&snapshot.collection, &snapshot.acc, &options)
+        // The eigendecompositions take a while at large p: keep them off the reactor.
+        let task_target = target.clone();
+        let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
+            Target::Covariance => {
+                estimate::estimate(&snapshot.collection, &snapshot.acc, &options).map(|r| (r, None))
+            }
+            Target::Precision(method, lambda) => estimate_precision(
+                &snapshot.collection,
+                &snapshot.acc,
+                &options,
+                &method,
+                lambda,
+            )
+            .map(|pr| (pr.covariance.clone(), Some(pr))),
         })
         .await
         .map_err(|e| Status::internal(format!("estimator task failed: {e}")))?
         .map_err(estimate_status)?;
         tracing::info!(
             collection = %c.id, reports = result.reports, threshold = result.threshold,
-            surviving = result.surviving_entries, clamped = result.clamped_eigenvalues, "estimate released"
+            rule = %result.rule, surviving = result.surviving_entries,
+            clamped = result.clamped_eigenvalues, target = ?target, "estimate released"
         );
-        let upper_triangle = triangle_pairs(c.dim)
-            .map(|(i, j)| result.matrix[(i, j)])
-            .collect();
-        Ok(Response::new(Estimate {
+        let packed = |m: &DMatrix<f64>| -> Vec<f64> {
+            triangle_pairs(c.dim).map(|(i, j)| m[(i, j)]).collect()
+        };
+        let wire_target = match &target {
+            Target::Covariance => EstimateTarget::Covariance,
+            Target::Precision(PrecisionMethod::Ridge, _) => EstimateTarget::PrecisionRidge,
+            Target::Precision(PrecisionMethod::Glasso(_), _) => EstimateTarget::PrecisionGlasso,
+        };
+        let mut out = Estimate {
             collection_id: c.id.clone(),
             dim: c.dim as u32,
-            upper_triangle,
+            upper_triangle: packed(&result.matrix),
             reports: result.reports,
             sigma: c.sigma,
             entry_noise_sd: result.entry_noise_sd,
             threshold: result.threshold,
-            threshold_rule: result.rule,
+            threshold_rule: result.rule.clone(),
             surviving_entries: result.surviving_entries,
             clamped_eigenvalues: result.clamped_eigenvalues,
             psd_projected: result.psd_projected,
-        }))
+            target: wire_target as i32,
+            threshold_kind: result.kind.name().to_string(),
+            ..Default::default()
+        };
+        if let Some(pr) = precision {
+            out.precision_upper_triangle = packed(&pr.theta);
+            out.precision_lambda = pr.lambda;
+            out.precision_lambda_cross_validated = pr.lambda_cross_validated;
+            if let Some(g) = pr.glasso {
+                out.graph = g
+                    .edges
+                    .iter()
+                    .map(|&(i, j)| Edge {
+                        i: i as u32,
+                        j: j as u32,
+                    })
+                    .collect();
+                out.precision_iterations = g.iterations;
+                out.precision_converged = g.converged;
+            }
+        }
+        Ok(Response::new(out))
     }
 }
 

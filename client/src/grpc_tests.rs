@@ -457,6 +457,7 @@ async fn streams_are_retried_whole_and_deduplicated() {
                 UniversalThreshold::default(),
             )),
             skip_psd_projection: false,
+            ..Default::default()
         })
         .await
         .unwrap();
