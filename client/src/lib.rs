@@ -53,6 +53,7 @@
 
 #![warn(missing_docs)]
 
+pub mod discrete_gaussian;
 mod error;
 pub mod ledger;
 pub mod perturb;
@@ -61,6 +62,7 @@ mod policy;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 
+pub use discrete_gaussian::{DiscreteGaussian, DiscreteGaussianSampler, Sigma2, SigmaError};
 pub use error::ClientError;
 pub use ldpcov_proto as proto;
 pub use ldpcov_proto::{Collection, ReportId};
