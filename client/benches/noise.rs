@@ -1,6 +1,6 @@
 //! Noise samplers, in draws per second (criterion's "thrpt" in elements/s):
 //!
-//! * `rounded_gaussian`: the float sampler (`RoundedGaussian`, ChaCha20 + ziggurat);
+//! * `rounded_gaussian`: the float sampler (`FloatGaussianNotPrivate`, ChaCha20 + ziggurat);
 //! * `exact_chacha20`: the exact discrete Gaussian as the perturber would use it
 //!   (`DiscreteGaussianSampler::sample_grid`: ChaCha20, bit reservoir, cached table);
 //! * `exact_chacha20_word_per_draw`: the same, but each draw starts from a fresh 64-bit
@@ -26,8 +26,8 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use ldpcov_client::discrete_gaussian::{RandomBits, cks20};
 use ldpcov_client::proto::v1::CollectionSpec;
 use ldpcov_client::{
-    Collection, DiscreteGaussian, DiscreteGaussianSampler, NoiseSampler, Perturber,
-    RoundedGaussian, Sigma2,
+    Collection, DiscreteGaussian, DiscreteGaussianSampler, FloatGaussianNotPrivate, NoiseSampler,
+    Perturber, Sigma2,
 };
 use rand::{RngCore, SeedableRng};
 use rand_chacha::{ChaCha12Rng, ChaCha20Rng};
@@ -54,7 +54,7 @@ fn batch<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             BenchmarkId::new("rounded_gaussian", sigma),
             &sigma,
             |b, &s| {
-                let mut g = RoundedGaussian::from_seed_for_simulation(1);
+                let mut g = FloatGaussianNotPrivate::from_seed_for_simulation(1);
                 b.iter(|| (0..N).fold(0i64, |acc, _| acc ^ g.sample_grid(black_box(s))));
             },
         );
@@ -119,7 +119,7 @@ fn batch<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     let mut group = c.benchmark_group(format!("{name}/perturb_p100"));
     group.throughput(Throughput::Elements(collection.entries as u64));
     group.bench_function("rounded_gaussian", |b| {
-        let mut g = RoundedGaussian::from_seed_for_simulation(1);
+        let mut g = FloatGaussianNotPrivate::from_seed_for_simulation(1);
         b.iter(|| perturber.perturb(black_box(&x), &mut g).unwrap());
     });
     group.bench_function("exact_chacha20", |b| {

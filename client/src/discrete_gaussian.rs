@@ -102,7 +102,7 @@
 //! # Random number generator
 //!
 //! [`DiscreteGaussianSampler`] uses ChaCha20 (`rand_chacha::ChaCha20Rng`) seeded with
-//! 256 bits from the operating system, like [`RoundedGaussian`](crate::RoundedGaussian).
+//! 256 bits from the operating system, like [`FloatGaussianNotPrivate`](crate::FloatGaussianNotPrivate).
 //! ChaCha12 (rand's `StdRng`) is also considered secure and is faster, but ChaCha20 is
 //! the conservative, widely standardised choice (RFC 8439). With the bit reservoir the
 //! cipher is about a quarter of the cost of a draw (ChaCha20 gives ~275 M words/s on
@@ -1155,6 +1155,10 @@ impl NoiseSampler for DiscreteGaussianSampler {
             unreachable!("filled above")
         };
         dist.sample_bits(&mut self.bits)
+    }
+
+    fn kind(&self) -> &'static str {
+        "exact-discrete-gaussian"
     }
 
     fn uniform_below(&mut self, bound: u64) -> u64 {
