@@ -20,7 +20,7 @@ use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpcov::aggregator::server::EmbeddedServer;
 use ldpcov::aggregator::service::Limits;
-use ldpcov::client::{AggregatorClient, RoundedGaussian};
+use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::{estimate_matrix, relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler, Tails};
 use ldpcov::proto::v1::{
@@ -233,7 +233,7 @@ async fn main() -> Result<()> {
         workers.push(tokio::spawn(async move {
             let mut client = AggregatorClient::connect(url)
                 .await?
-                .with_noise_sampler(Box::new(RoundedGaussian::from_os_rng()?));
+                .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_os_rng()?));
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 seed.wrapping_mul(1_000_003).wrapping_add(w as u64),
             );

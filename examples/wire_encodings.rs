@@ -7,7 +7,7 @@
 //! ```
 
 use anyhow::Result;
-use ldpcov::client::{Perturber, RoundedGaussian};
+use ldpcov::client::{DiscreteGaussianSampler, Perturber};
 use ldpcov::proto::calibration::std_normal_cdf;
 use ldpcov::proto::collection::WIRE_CLAMP_SIGMAS;
 use ldpcov::proto::v1::{CollectionSpec, Encoding};
@@ -30,7 +30,7 @@ struct Row {
 
 fn main() -> Result<()> {
     let json = std::env::args().any(|a| a == "--json");
-    let mut noise = RoundedGaussian::from_seed_for_simulation(1);
+    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(1);
     for dim in [100u32, 1000] {
         for (name, encoding) in [
             ("i32", Encoding::I32Le),

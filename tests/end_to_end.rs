@@ -3,7 +3,7 @@
 
 use ldpcov::aggregator::server::EmbeddedServer;
 use ldpcov::aggregator::service::Limits;
-use ldpcov::client::{AggregatorClient, RoundedGaussian};
+use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::{estimate_matrix, spectral_norm_symmetric};
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
@@ -50,7 +50,9 @@ async fn client(url: &str, seed: u64) -> AggregatorClient {
     AggregatorClient::connect(url.to_string())
         .await
         .expect("connect")
-        .with_noise_sampler(Box::new(RoundedGaussian::from_seed_for_simulation(seed)))
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            seed,
+        )))
 }
 
 async fn raw(url: &str) -> RawClient<tonic::transport::Channel> {

@@ -27,7 +27,8 @@
 //! # }
 //! ```
 
-use crate::perturb::{NoiseSampler, Perturber, RoundedGaussian, random_report_id};
+use crate::discrete_gaussian::DiscreteGaussianSampler;
+use crate::perturb::{NoiseSampler, Perturber, random_report_id};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{
@@ -116,7 +117,7 @@ pub struct SubmitOutcome {
 
 /// An ldpcov aggregator client: fetch collections, submit reports, admin calls.
 ///
-/// It holds one OS-seeded [`RoundedGaussian`] for its whole lifetime (replace it with
+/// It holds one OS-seeded exact [`DiscreteGaussianSampler`] for its whole lifetime (replace it with
 /// [`with_noise_sampler`](AggregatorClient::with_noise_sampler) in simulations). It
 /// never logs vectors, reports or payloads; retries are logged at `debug` level with
 /// the method name and status code only.
@@ -166,7 +167,7 @@ impl AggregatorClient {
             retry: RetryPolicy::default(),
             policy: PrivacyPolicy::default(),
             timeout: None,
-            noise: Box::new(RoundedGaussian::from_os_rng()?),
+            noise: Box::new(DiscreteGaussianSampler::from_os_rng()?),
             ledger: None,
         })
     }
@@ -192,11 +193,16 @@ impl AggregatorClient {
     }
 
     /// Replaces the noise sampler, e.g. by
-    /// [`RoundedGaussian::from_seed_for_simulation`] in simulations. Anything but a
+    /// [`DiscreteGaussianSampler::from_seed_for_simulation`] in simulations. Anything but a
     /// cryptographically seeded sampler makes the reports non-private.
     pub fn with_noise_sampler(mut self, noise: Box<dyn NoiseSampler + Send>) -> Self {
         self.noise = noise;
         self
+    }
+
+    /// The kind of noise sampler in use (`"exact-discrete-gaussian"` unless replaced).
+    pub fn noise_sampler_kind(&self) -> &'static str {
+        self.noise.kind()
     }
 
     /// Charges every report this client builds to `ledger` first: a report that would

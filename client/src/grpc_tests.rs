@@ -425,8 +425,9 @@ async fn weak_collections_and_bad_inputs_never_reach_the_network() {
 #[tokio::test]
 async fn streams_are_retried_whole_and_deduplicated() {
     let (fake, client, collection) = setup().await;
-    let mut client =
-        client.with_noise_sampler(Box::new(RoundedGaussian::from_seed_for_simulation(3)));
+    let mut client = client.with_noise_sampler(Box::new(
+        crate::DiscreteGaussianSampler::from_seed_for_simulation(3),
+    ));
     let batch = |client: &mut AggregatorClient| -> Vec<Report> {
         (0..20)
             .map(|_| client.prepare_report(&collection, &X).unwrap())
@@ -531,4 +532,14 @@ fn backoff_jitter_stays_in_range() {
         assert!(w >= b / 2 && w <= b);
     }
     assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+}
+
+#[tokio::test]
+async fn the_default_noise_is_the_exact_discrete_gaussian() {
+    let client = AggregatorClient::connect_lazy("http://127.0.0.1:1").unwrap();
+    assert_eq!(client.noise_sampler_kind(), "exact-discrete-gaussian");
+    let simulated = client.with_noise_sampler(Box::new(
+        crate::FloatGaussianNotPrivate::from_seed_for_simulation(1),
+    ));
+    assert_eq!(simulated.noise_sampler_kind(), "float-gaussian-NOT-PRIVATE");
 }

@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use ldpcov_client::proto::{v1::CollectionSpec, wire::decode_payload, Collection};
-//! use ldpcov_client::{random_report_id, Perturber, RoundedGaussian};
+//! use ldpcov_client::{random_report_id, DiscreteGaussianSampler, Perturber};
 //!
 //! let collection = Collection::from_spec(&CollectionSpec {
 //!     collection_id: "demo".into(),
@@ -34,8 +34,9 @@
 //!     encoding: 0,
 //! })?;
 //! let perturber = Perturber::try_new(collection.clone())?;
-//! // Real reports: noise from a ChaCha20 stream seeded by the operating system.
-//! let mut noise = RoundedGaussian::from_os_rng()?;
+//! // Real reports: exact discrete Gaussian noise, integer arithmetic only, from a
+//! // ChaCha20 stream seeded by the operating system.
+//! let mut noise = DiscreteGaussianSampler::from_os_rng()?;
 //!
 //! let x = [0.5, -1.25, 2.0];
 //! let report = perturber.report(&x, &mut noise, random_report_id()?)?;
@@ -53,6 +54,7 @@
 
 #![warn(missing_docs)]
 
+pub mod discrete_gaussian;
 mod error;
 pub mod ledger;
 pub mod perturb;
@@ -61,11 +63,12 @@ mod policy;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 
+pub use discrete_gaussian::{DiscreteGaussian, DiscreteGaussianSampler, Sigma2, SigmaError};
 pub use error::ClientError;
 pub use ldpcov_proto as proto;
 pub use ldpcov_proto::{Collection, ReportId};
 pub use ledger::{BudgetLedger, BudgetLimits, LedgerError};
-pub use perturb::{NoiseSampler, Perturber, RoundedGaussian, random_report_id};
+pub use perturb::{FloatGaussianNotPrivate, NoiseSampler, Perturber, random_report_id};
 pub use policy::PrivacyPolicy;
 
 #[cfg(feature = "grpc")]

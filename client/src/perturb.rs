@@ -26,7 +26,7 @@ pub const CLIP_MARGIN: f64 = 1.0 / 4_294_967_296.0;
 ///
 /// One call is one independent draw; the sampler must be cryptographically seeded for
 /// the reports to be private. Kept deliberately small so that an exact discrete
-/// Gaussian can replace [`RoundedGaussian`] without changing callers.
+/// Gaussian can replace [`FloatGaussianNotPrivate`] without changing callers.
 pub trait NoiseSampler {
     /// One draw of centred noise with standard deviation `sigma_grid`, in grid units.
     fn sample_grid(&mut self, sigma_grid: f64) -> i64;
@@ -38,6 +38,11 @@ pub trait NoiseSampler {
     fn uniform_below(&mut self, bound: u64) -> u64 {
         rand::rng().random_range(0..bound.max(1))
     }
+
+    /// What kind of sampler this is, for logs and checks (never its state).
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
 }
 
 impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
@@ -46,6 +51,9 @@ impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
     }
     fn uniform_below(&mut self, bound: u64) -> u64 {
         (**self).uniform_below(bound)
+    }
+    fn kind(&self) -> &'static str {
+        (**self).kind()
     }
 }
 
@@ -56,27 +64,30 @@ impl<N: NoiseSampler + ?Sized> NoiseSampler for &mut N {
     fn uniform_below(&mut self, bound: u64) -> u64 {
         (**self).uniform_below(bound)
     }
+    fn kind(&self) -> &'static str {
+        (**self).kind()
+    }
 }
 
-/// A Gaussian `N(0, σ²)` draw rounded to the nearest integer, from a ChaCha20 stream.
+/// **Not private — for simulations and benchmarks only.** A floating-point Gaussian
+/// `N(0, σ²)` draw rounded to the nearest integer, from a ChaCha20 stream.
 ///
-/// Its variance is `σ² + 1/12` for all practical purposes (the rounding adds a nearly
-/// uniform ±½ error when σ ≳ 1). This is the floating-point construction the
-/// literature warns about (Mironov 2012; Jin et al. 2022): adequate against the data
-/// analyst, not a proof against an adversary who sees many low-order bits. A later
-/// version replaces it with an exact discrete Gaussian behind the same
-/// [`NoiseSampler`] trait.
+/// Its variance is `σ² + 1/12` for all practical purposes. This is the floating-point
+/// construction the literature warns about (Mironov 2012; Jin et al. 2022): its low
+/// bits can leak the value it was added to, so it carries no proof. The client
+/// library never uses it by default; real reports use the exact
+/// [`DiscreteGaussianSampler`](crate::DiscreteGaussianSampler).
 ///
 /// Its `Debug` output never shows the generator state.
-pub struct RoundedGaussian {
+pub struct FloatGaussianNotPrivate {
     rng: ChaCha20Rng,
 }
 
-impl RoundedGaussian {
+impl FloatGaussianNotPrivate {
     /// A sampler seeded with 256 bits from the operating system's random number
-    /// generator. This is the one to use for real reports.
+    /// generator. Still not private (floating point); for simulations only.
     pub fn from_os_rng() -> Result<Self, ClientError> {
-        Ok(RoundedGaussian {
+        Ok(FloatGaussianNotPrivate {
             rng: ChaCha20Rng::try_from_rng(&mut OsRng)?,
         })
     }
@@ -87,19 +98,20 @@ impl RoundedGaussian {
     /// subtract it and recover `x·xᵀ`. Reports built with it are **not private**; never
     /// use it on real data.
     pub fn from_seed_for_simulation(seed: u64) -> Self {
-        RoundedGaussian {
+        FloatGaussianNotPrivate {
             rng: ChaCha20Rng::seed_from_u64(seed),
         }
     }
 }
 
-impl std::fmt::Debug for RoundedGaussian {
+impl std::fmt::Debug for FloatGaussianNotPrivate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RoundedGaussian").finish_non_exhaustive()
+        f.debug_struct("FloatGaussianNotPrivate")
+            .finish_non_exhaustive()
     }
 }
 
-impl NoiseSampler for RoundedGaussian {
+impl NoiseSampler for FloatGaussianNotPrivate {
     /// # Panics
     /// If `sigma_grid` is negative, NaN or infinite (a caller bug: [`Perturber`] only
     /// passes the σ of a validated collection).
@@ -115,6 +127,10 @@ impl NoiseSampler for RoundedGaussian {
 
     fn uniform_below(&mut self, bound: u64) -> u64 {
         self.rng.random_range(0..bound.max(1))
+    }
+
+    fn kind(&self) -> &'static str {
+        "float-gaussian-NOT-PRIVATE"
     }
 }
 
@@ -352,7 +368,7 @@ mod tests {
     }
 
     /// Test-only sampler with a wrong σ (to check the variance test has power).
-    struct Scaled(RoundedGaussian, f64);
+    struct Scaled(FloatGaussianNotPrivate, f64);
     impl NoiseSampler for Scaled {
         fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
             self.0.sample_grid(sigma_grid * self.1)
@@ -596,7 +612,7 @@ mod tests {
     fn rounded_gaussian_has_the_right_moments() {
         let c = collection(10, 1.0);
         for (sigma, n, seed) in [(c.sigma_grid(), 200_000, 1), (3.0, 400_000, 2)] {
-            let mut g = RoundedGaussian::from_seed_for_simulation(seed);
+            let mut g = FloatGaussianNotPrivate::from_seed_for_simulation(seed);
             let samples: Vec<i64> = (0..n).map(|_| g.sample_grid(sigma)).collect();
             // Rounding to integers adds a (nearly) uniform ±½ error: variance + 1/12.
             moments_match(&samples, sigma * sigma + 1.0 / 12.0)
@@ -605,7 +621,7 @@ mod tests {
         assert!(c.sigma_grid() > 1e6, "the real σ in grid units is large");
         // At σ = 3 the mass at 0 is that of N(0, 9) on [-½, ½]: checks nearest-integer
         // rounding (floor or truncation would move it). se = √(q(1-q)/N).
-        let mut g = RoundedGaussian::from_seed_for_simulation(4);
+        let mut g = FloatGaussianNotPrivate::from_seed_for_simulation(4);
         let n = 400_000;
         let zeros = (0..n).filter(|_| g.sample_grid(3.0) == 0).count() as f64 / n as f64;
         let q = std_normal_cdf(0.5 / 3.0) - std_normal_cdf(-0.5 / 3.0);
@@ -616,13 +632,13 @@ mod tests {
 
     #[test]
     fn seeded_samplers_are_deterministic_and_debug_hides_state() {
-        let mut a = RoundedGaussian::from_seed_for_simulation(9);
-        let mut b = RoundedGaussian::from_seed_for_simulation(9);
+        let mut a = FloatGaussianNotPrivate::from_seed_for_simulation(9);
+        let mut b = FloatGaussianNotPrivate::from_seed_for_simulation(9);
         for _ in 0..100 {
             assert_eq!(a.sample_grid(1e6), b.sample_grid(1e6));
         }
-        assert_eq!(format!("{a:?}"), "RoundedGaussian { .. }");
-        let mut os = RoundedGaussian::from_os_rng().unwrap();
+        assert_eq!(format!("{a:?}"), "FloatGaussianNotPrivate { .. }");
+        let mut os = FloatGaussianNotPrivate::from_os_rng().unwrap();
         let draws: Vec<i64> = (0..4).map(|_| os.sample_grid(1e9)).collect();
         assert!(draws.iter().any(|&v| v != draws[0]));
     }
@@ -668,7 +684,10 @@ mod tests {
         };
         // 30 reports × 1830 entries = 54 900 draws: 6 se of the variance is 3.6 %.
         let var = sigma_ref * sigma_ref + 1.0 / 12.0;
-        let noise = noise_of(&mut RoundedGaussian::from_seed_for_simulation(8), 30);
+        let noise = noise_of(
+            &mut FloatGaussianNotPrivate::from_seed_for_simulation(8),
+            30,
+        );
         assert_eq!(noise.len(), 30 * 1830);
         moments_match(&noise, var).unwrap();
         // Independent draws per entry: consecutive differences have variance 2σ².
@@ -681,7 +700,7 @@ mod tests {
         assert!((m2 / (2.0 * var) - 1.0).abs() < 6.0 * (12.0 / n).sqrt() / 2.0);
         // The same check has power: σ·√2 and σ/√2 are both caught.
         for factor in [2f64.sqrt(), 1.0 / 2f64.sqrt()] {
-            let mut wrong = Scaled(RoundedGaussian::from_seed_for_simulation(8), factor);
+            let mut wrong = Scaled(FloatGaussianNotPrivate::from_seed_for_simulation(8), factor);
             assert!(moments_match(&noise_of(&mut wrong, 30), var).is_err());
         }
     }
@@ -698,7 +717,7 @@ mod tests {
         for encoding in [Encoding::I16Le, Encoding::I8] {
             let c = coarse(40, encoding);
             let per = Perturber::try_new(c.clone()).unwrap();
-            let mut noise = RoundedGaussian::from_seed_for_simulation(21);
+            let mut noise = FloatGaussianNotPrivate::from_seed_for_simulation(21);
             let x: Vec<f64> = (0..40).map(|i| ((i as f64) * 0.7).cos() * 0.1).collect();
             let step = c.wire_step;
             // Extra error e = wire·step − v of stochastic rounding, given r = v mod step:
@@ -743,7 +762,7 @@ mod tests {
         use ldpcov_proto::v1::Encoding;
         let c = coarse(5, Encoding::I8);
         let per = Perturber::try_new(c.clone()).unwrap();
-        let mut noise = RoundedGaussian::from_seed_for_simulation(5);
+        let mut noise = FloatGaussianNotPrivate::from_seed_for_simulation(5);
         let report = per
             .report(&[0.3; 5], &mut noise, ReportId([1; 16]))
             .unwrap();

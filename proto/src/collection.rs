@@ -12,6 +12,9 @@ use crate::v1::{CollectionParams, CollectionSpec, Encoding};
 /// Largest dimension a collection may have. At p = 4096 a report holds 8.4 M entries
 /// (33.6 MB as i32), which is as large as we let one gRPC message be.
 pub const MAX_DIM: usize = 4096;
+/// Largest ε a collection may ask for. Beyond it a report protects next to nothing,
+/// and `e^ε` in the analytic calibration loses precision.
+pub const MAX_EPSILON: f64 = 100.0;
 /// Longest collection id.
 pub const MAX_ID_LEN: usize = 128;
 /// Finest grid: entries are multiples of 2^-24.
@@ -94,7 +97,7 @@ impl Collection {
             return Err(SpecError::Dim(spec.dim));
         }
         let (epsilon, delta, clip_radius) = (spec.epsilon, spec.delta, spec.clip_radius);
-        if !(epsilon.is_finite() && epsilon > 0.0) {
+        if !(epsilon.is_finite() && epsilon > 0.0 && epsilon <= MAX_EPSILON) {
             return Err(SpecError::Epsilon(epsilon));
         }
         if !(delta > 0.0 && delta < 1.0) {
@@ -117,6 +120,11 @@ impl Collection {
             let sensitivity = std::f64::consts::SQRT_2 + (entries as f64).sqrt() / scale;
             let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
             let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil();
+            if sigma * scale < 1.0 {
+                // Less than one grid unit of noise even on the finest grid: ε is so
+                // large that the integer noise samplers cannot represent it.
+                return Err(SpecError::Epsilon(epsilon));
+            }
             if bound <= f64::from(i32::MAX) {
                 let (wire_step, wire_max) = match encoding {
                     Encoding::I32Le | Encoding::Unspecified => (1, bound as i64),
@@ -306,6 +314,10 @@ mod tests {
         assert!(Collection::from_spec(&spec(3, 0.0, 1e-6)).is_err());
         assert!(Collection::from_spec(&spec(3, -1.0, 1e-6)).is_err());
         assert!(Collection::from_spec(&spec(3, f64::INFINITY, 1e-6)).is_err());
+        // Noise below one grid unit: refused rather than handed to an integer sampler.
+        assert!(Collection::from_spec(&spec(3, 1e12, 1e-6)).is_err());
+        assert!(Collection::from_spec(&spec(3, 1e3, 1e-6)).is_err());
+        assert!(Collection::from_spec(&spec(3, MAX_EPSILON, 1e-6)).is_ok());
         assert!(Collection::from_spec(&spec(3, 1.0, 0.0)).is_err());
         assert!(Collection::from_spec(&spec(3, 1.0, 1.0)).is_err());
         assert!(Collection::from_spec(&spec(3, 1.0, f64::NAN)).is_err());

@@ -56,7 +56,7 @@ pub enum SpecError {
     #[error("dimension {0} must be between 1 and {max}", max = collection::MAX_DIM)]
     Dim(u32),
     /// ε not a positive finite number.
-    #[error("epsilon {0} must be a positive finite number")]
+    #[error("epsilon {0} must be a positive number of at most {max}", max = collection::MAX_EPSILON)]
     Epsilon(f64),
     /// δ outside (0, 1).
     #[error("delta {0} must lie strictly between 0 and 1")]
