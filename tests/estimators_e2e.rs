@@ -5,7 +5,7 @@
 
 use ldpcov::aggregator::server::EmbeddedServer;
 use ldpcov::aggregator::service::Limits;
-use ldpcov::client::{AggregatorClient, RoundedGaussian};
+use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::estimate_matrix;
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::layout::unpack_symmetric;
@@ -40,7 +40,9 @@ async fn populated() -> (EmbeddedServer, String) {
     let mut cl = AggregatorClient::connect(url.clone())
         .await
         .unwrap()
-        .with_noise_sampler(Box::new(RoundedGaussian::from_seed_for_simulation(3)));
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            3,
+        )));
     cl.create_collection(CollectionSpec {
         collection_id: "est".into(),
         dim: P as u32,

@@ -4,6 +4,7 @@
 //! * [`service`] — the `ldpcov.v1.Aggregator` gRPC service (validation, status codes).
 //! * [`accumulator`] — exact integer sums (per fold) and sums of squares.
 //! * [`store`] — the [`Store`](store::Store) trait and the in-memory store.
+//! * [`durable`] — the durable store (redb, group commit).
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
 //! * [`threshold`] — threshold rules: universal, seed 001, entry-adaptive, cross-validated.
 //! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
@@ -36,6 +37,7 @@
 #![warn(missing_docs)]
 
 pub mod accumulator;
+pub mod durable;
 pub mod estimate;
 pub mod output;
 pub mod precision;

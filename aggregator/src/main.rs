@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
 use ldpcov_aggregator::output::{Format, write_estimate};
 use ldpcov_aggregator::server::serve;
 use ldpcov_aggregator::service::Limits;
-use ldpcov_aggregator::store::MemoryStore;
+use ldpcov_aggregator::store::{MemoryStore, Store};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
     AdaptiveThreshold, CollectionSpec, CreateCollectionRequest, CrossValidatedThreshold, Encoding,
@@ -22,6 +23,9 @@ use ldpcov_proto::v1::{
     Seed001Threshold, ThresholdKind, UniversalThreshold, get_estimate_request,
 };
 use tonic::transport::Channel;
+
+/// Where `serve` keeps its data unless told otherwise.
+const DEFAULT_DATA_DIR: &str = "ldpcov-data";
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +51,18 @@ enum Command {
         /// Largest collection dimension accepted (sets the gRPC message size limits).
         #[arg(long, env = "LDPCOV_MAX_DIM", default_value_t = Limits::default().max_dim)]
         max_dim: usize,
+        /// Directory of the durable store (created if missing).
+        #[arg(long, env = "LDPCOV_DATA_DIR", default_value = DEFAULT_DATA_DIR, conflicts_with = "memory")]
+        data_dir: PathBuf,
+        /// Keep everything in memory instead (lost when the daemon stops).
+        #[arg(long, env = "LDPCOV_MEMORY")]
+        memory: bool,
+        /// Group commit: commit a batch once it holds this many reports.
+        #[arg(long, env = "LDPCOV_BATCH_SIZE", default_value_t = DurableConfig::default().batch_size)]
+        batch_size: usize,
+        /// Group commit: commit a batch at most this many milliseconds after it opened.
+        #[arg(long, env = "LDPCOV_BATCH_DELAY_MS", default_value_t = DurableConfig::default().batch_delay.as_millis() as u64)]
+        batch_delay_ms: u64,
     },
     /// Create a collection on a running daemon and print its public parameters.
     Create {
@@ -193,25 +209,49 @@ fn status_error(s: tonic::Status) -> anyhow::Error {
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve { listen, max_dim } => {
+        Command::Serve {
+            listen,
+            max_dim,
+            data_dir,
+            memory,
+            batch_size,
+            batch_delay_ms,
+        } => {
             if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
                 anyhow::bail!(
                     "--max-dim {max_dim} must be between 1 and {}",
                     ldpcov_proto::collection::MAX_DIM
                 );
             }
+            if batch_size == 0 {
+                anyhow::bail!("--batch-size must be at least 1");
+            }
+            let store: Arc<dyn Store> = if memory {
+                tracing::warn!("in-memory store: everything is lost when the daemon stops");
+                Arc::new(MemoryStore::new())
+            } else {
+                let config = DurableConfig {
+                    batch_size,
+                    batch_delay: std::time::Duration::from_millis(batch_delay_ms),
+                };
+                let dir = data_dir.clone();
+                let store = tokio::task::spawn_blocking(move || DurableStore::open(&dir, config))
+                    .await?
+                    .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+                tracing::info!(
+                    data_dir = %data_dir.display(), batch_size, batch_delay_ms,
+                    "durable store ready"
+                );
+                Arc::new(store)
+            };
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("cannot listen on {listen}"))?;
             let addr = listener.local_addr()?;
-            tracing::info!(%addr, max_dim, store = "memory", "ldpcov aggregator listening");
-            serve(
-                Arc::new(MemoryStore::new()),
-                Limits { max_dim },
-                listener,
-                shutdown_signal(),
-            )
-            .await?;
+            let kind = if memory { "memory" } else { "durable" };
+            tracing::info!(%addr, max_dim, store = kind, "ldpcov aggregator listening");
+            serve(store, Limits { max_dim }, listener, shutdown_signal()).await?;
+            // The service is gone: the last handle commits what is pending when dropped.
             tracing::info!("shut down");
             Ok(())
         }

@@ -90,6 +90,7 @@ pub fn store_status(e: StoreError) -> Status {
         StoreError::NotFound(_) => Status::not_found(e.to_string()),
         StoreError::AlreadyExists(_) => Status::already_exists(e.to_string()),
         StoreError::Internal(_) => Status::internal(e.to_string()),
+        StoreError::Unavailable(_) => Status::unavailable(e.to_string()),
     }
 }
 

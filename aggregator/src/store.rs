@@ -24,6 +24,10 @@ pub enum StoreError {
     /// The store cannot go on (poisoned lock, I/O, ...).
     #[error("store failure: {0}")]
     Internal(String),
+    /// The operation did not take effect but may succeed if retried (a failed commit,
+    /// a store shutting down). Resending the same report ids is safe.
+    #[error("store temporarily unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// A report that passed validation: its id and grid-unit entries.

@@ -1,0 +1,220 @@
+//! Crash test of the durable store: the real daemon binary runs on a temporary data
+//! directory under load from several concurrent clients and is killed with SIGKILL at
+//! random moments (seeded), then restarted on the same directory. Clients resend every
+//! report until it is acknowledged (same id, so resending is safe). At the end the
+//! store is opened directly and its exact integer accumulators must equal those of the
+//! set of acknowledged reports: nothing lost, nothing counted twice.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ldpcov_aggregator::accumulator::{Accumulator, FOLDS};
+use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
+use ldpcov_aggregator::store::Store;
+use ldpcov_client::proto::v1::{CollectionSpec, Encoding, Report};
+use ldpcov_client::proto::wire::decode_payload;
+use ldpcov_client::{
+    AggregatorClient, ClientError, Collection, DiscreteGaussianSampler, RetryPolicy,
+};
+use ldpcov_client::{ReportId, proto::v1::aggregator_client::AggregatorClient as RawClient};
+use rand::{Rng, SeedableRng};
+use tonic::Code;
+
+const KILLS: usize = 22;
+const CLIENTS: usize = 6;
+const DIM: u32 = 4;
+const COLLECTION: &str = "crash";
+
+fn free_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr")
+}
+
+fn spawn_daemon(addr: SocketAddr, data: &Path, log: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open daemon log");
+    Command::new(env!("CARGO_BIN_EXE_ldpcov-aggregator"))
+        .args(["--log", "info", "serve", "--listen"])
+        .arg(addr.to_string())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["--batch-delay-ms", "2", "--batch-size", "64"])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn the daemon")
+}
+
+async fn wait_ready(url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if RawClient::connect(url.to_string()).await.is_ok() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "daemon did not come up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn kill(child: &mut Child) {
+    child.kill().expect("SIGKILL the daemon");
+    child.wait().expect("reap the daemon");
+}
+
+/// Errors a restart explains; anything else is a bug.
+fn transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Transport(_) => true,
+        ClientError::Status(s) => matches!(
+            s.code(),
+            Code::Unavailable | Code::Unknown | Code::DeadlineExceeded | Code::Cancelled
+        ),
+        _ => false,
+    }
+}
+
+/// One simulated device pool: sends reports (unary or in small streams) and resends
+/// each until acknowledged; returns the acknowledged reports.
+async fn run_client(
+    url: String,
+    collection: Collection,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    acked_total: Arc<AtomicU64>,
+) -> Vec<(ReportId, Vec<i32>)> {
+    let mut client = AggregatorClient::connect_lazy(url)
+        .expect("client")
+        .with_retry(RetryPolicy::no_retries())
+        .with_timeout(Duration::from_secs(5))
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            seed,
+        )));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut acked = Vec::new();
+    let mut pending: Vec<Report> = Vec::new();
+    loop {
+        if pending.is_empty() {
+            if stop.load(Ordering::SeqCst) {
+                return acked;
+            }
+            let n = if rng.random_bool(0.25) { 8 } else { 1 };
+            for _ in 0..n {
+                let x: Vec<f64> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
+                pending.push(client.prepare_report(&collection, &x).expect("prepare"));
+            }
+        }
+        let result = if pending.len() == 1 {
+            client.submit_report(pending[0].clone()).await.map(|_| ())
+        } else {
+            client.submit_stream(pending.clone()).await.map(|r| {
+                assert_eq!(r.accepted + r.duplicates, pending.len() as u64);
+            })
+        };
+        match result {
+            Ok(()) => {
+                for r in pending.drain(..) {
+                    let id = ReportId::try_from(r.report_id.as_slice()).expect("id");
+                    let entries =
+                        decode_payload(&collection, r.encoding, &r.payload).expect("payload");
+                    acked.push((id, entries));
+                }
+                acked_total.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) if transient(&e) => tokio::time::sleep(Duration::from_millis(5)).await,
+            Err(e) => panic!("non-transient failure: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_loses_nothing_and_counts_nothing_twice() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let log = tmp.path().join("daemon.log");
+    let addr = free_port();
+    let url = format!("http://{addr}");
+    let started = Instant::now();
+
+    let mut daemon = spawn_daemon(addr, &data, &log);
+    wait_ready(&url).await;
+    let mut admin = AggregatorClient::connect(url.clone())
+        .await
+        .expect("connect");
+    admin
+        .create_collection(CollectionSpec {
+            collection_id: COLLECTION.into(),
+            dim: DIM,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            encoding: Encoding::I32Le as i32,
+        })
+        .await
+        .expect("create");
+    let collection = admin.collection(COLLECTION).await.expect("collection");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let acks = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            tokio::spawn(run_client(
+                url.clone(),
+                collection.clone(),
+                1000 + c as u64,
+                stop.clone(),
+                acks.clone(),
+            ))
+        })
+        .collect();
+
+    // Kill at random moments: sometimes during start-up and recovery, mostly under load.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+    for _ in 0..KILLS {
+        let delay = Duration::from_millis(rng.random_range(0..400));
+        tokio::time::sleep(delay).await;
+        kill(&mut daemon);
+        daemon = spawn_daemon(addr, &data, &log);
+        if rng.random_bool(0.7) {
+            wait_ready(&url).await;
+        }
+    }
+    wait_ready(&url).await;
+    // Let every client finish: each resends its last report until acknowledged.
+    stop.store(true, Ordering::SeqCst);
+    let mut acked = Vec::new();
+    for t in tasks {
+        acked.extend(t.await.expect("client task"));
+    }
+    kill(&mut daemon);
+
+    // The expected accumulators of the acknowledged reports.
+    let mut expected = Accumulator::new(collection.entries, FOLDS);
+    let mut ids = std::collections::HashSet::new();
+    for (id, entries) in &acked {
+        assert!(ids.insert(*id), "a report id was acknowledged twice");
+        expected.add(id.fold(FOLDS), entries);
+    }
+    let store = DurableStore::open(&data, DurableConfig::default()).expect("open store");
+    let got = store.snapshot(COLLECTION).await.expect("snapshot").acc;
+    eprintln!(
+        "{KILLS} kills, {} acknowledged reports ({} acknowledgements), {:.1} s",
+        acked.len(),
+        acks.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(acked.len() >= 200, "too little load: {}", acked.len());
+    assert_eq!(got.count, expected.count, "lost or double-counted reports");
+    assert_eq!(got.fold_counts, expected.fold_counts);
+    assert_eq!(got.fold_sums, expected.fold_sums);
+    assert_eq!(got.sum_squares, expected.sum_squares);
+}
