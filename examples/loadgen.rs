@@ -106,6 +106,10 @@ struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Bearer token for a guarded aggregator (the admin token: loadgen creates the
+    /// collection and submits). Default: none.
+    #[arg(long, env = "LDPCOV_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -170,6 +174,9 @@ async fn main() -> Result<()> {
         (None, None) => unreachable!("embedded server started above"),
     };
     let mut admin = AggregatorClient::connect(url.clone()).await?;
+    if let Some(token) = &args.token {
+        admin = admin.with_token(token.clone())?;
+    }
     let id = args
         .collection
         .clone()
@@ -229,11 +236,14 @@ async fn main() -> Result<()> {
             url.clone(),
             bar.clone(),
         );
-        let (batch, seed) = (args.batch, args.seed);
+        let (batch, seed, token) = (args.batch, args.seed, args.token.clone());
         workers.push(tokio::spawn(async move {
             let mut client = AggregatorClient::connect(url)
                 .await?
                 .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_os_rng()?));
+            if let Some(token) = token {
+                client = client.with_token(token)?;
+            }
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 seed.wrapping_mul(1_000_003).wrapping_add(w as u64),
             );

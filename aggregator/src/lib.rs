@@ -1,6 +1,8 @@
 //! The ldpcov aggregator: it receives perturbed reports over gRPC, sums them exactly,
 //! and releases a thresholded, positive semi-definite covariance estimate.
 //!
+//! * [`auth`] — bearer tokens: who may call what.
+//! * [`tls`] — optional TLS (rustls) for the daemon and the CLI.
 //! * [`service`] — the `ldpcov.v1.Aggregator` gRPC service (validation, status codes).
 //! * [`accumulator`] — exact integer sums (per fold) and sums of squares.
 //! * [`store`] — the [`Store`](store::Store) trait and the in-memory store.
@@ -37,6 +39,7 @@
 #![warn(missing_docs)]
 
 pub mod accumulator;
+pub mod auth;
 pub mod durable;
 pub mod estimate;
 pub mod output;
@@ -45,3 +48,4 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod threshold;
+pub mod tls;

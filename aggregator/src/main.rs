@@ -1,5 +1,5 @@
 //! `ldpcov-aggregator`: the aggregator daemon (`serve`) and the admin commands that
-//! talk to a running daemon (`create`, `status`, `estimate`).
+//! talk to a running daemon (`create`, `status`, `estimate`, `close`).
 //!
 //! Every flag can also be set by an environment variable (shown in `--help`).
 
@@ -8,21 +8,28 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use ldpcov_aggregator::auth::{AuthConfig, SubmitToken, Token};
 use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
 use ldpcov_aggregator::output::{Format, write_estimate};
-use ldpcov_aggregator::server::serve;
+use ldpcov_aggregator::server::{ServeOptions, TransportLimits, serve_with};
 use ldpcov_aggregator::service::Limits;
 use ldpcov_aggregator::store::{MemoryStore, Store};
+use ldpcov_aggregator::tls::{self, ServerTls};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
-    AdaptiveThreshold, CollectionSpec, CreateCollectionRequest, CrossValidatedThreshold, Encoding,
-    EstimateTarget, GetEstimateRequest, GetStatusRequest, NoThreshold, PrecisionParams,
-    Seed001Threshold, ThresholdKind, UniversalThreshold, get_estimate_request,
+    AdaptiveThreshold, CloseCollectionRequest, CollectionSpec, CollectionStatus,
+    CreateCollectionRequest, CrossValidatedThreshold, Encoding, EstimateTarget, GetEstimateRequest,
+    GetStatusRequest, NoThreshold, PrecisionParams, Seed001Threshold, ThresholdKind,
+    UniversalThreshold, get_estimate_request,
 };
-use tonic::transport::Channel;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
 
 /// Where `serve` keeps its data unless told otherwise.
 const DEFAULT_DATA_DIR: &str = "ldpcov-data";
@@ -63,6 +70,8 @@ enum Command {
         /// Group commit: commit a batch at most this many milliseconds after it opened.
         #[arg(long, env = "LDPCOV_BATCH_DELAY_MS", default_value_t = DurableConfig::default().batch_delay.as_millis() as u64)]
         batch_delay_ms: u64,
+        #[command(flatten)]
+        access: AccessArgs,
     },
     /// Create a collection on a running daemon and print its public parameters.
     Create {
@@ -92,6 +101,15 @@ enum Command {
     },
     /// Print a collection's report count and parameters as JSON.
     Status {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Collection id.
+        #[arg(long, env = "LDPCOV_COLLECTION")]
+        id: String,
+    },
+    /// Close a collection: it takes no more reports (status and estimates still work).
+    /// Prints its status as JSON.
+    Close {
         #[command(flatten)]
         server: ServerArgs,
         /// Collection id.
@@ -187,19 +205,183 @@ enum Target {
     PrecisionGlasso,
 }
 
+/// The daemon's access control, TLS and transport limits (issue 5).
 #[derive(clap::Args)]
-struct ServerArgs {
-    /// URL of the running aggregator.
-    #[arg(long, env = "LDPCOV_SERVER", default_value = "http://127.0.0.1:50051")]
-    server: String,
+struct AccessArgs {
+    /// Admin token: needed by create, close and estimate. Prefer the file or the
+    /// environment variable (command lines are visible to other local users).
+    #[arg(long, env = "LDPCOV_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// File holding the admin token (surrounding whitespace ignored).
+    #[arg(long, env = "LDPCOV_ADMIN_TOKEN_FILE", conflicts_with = "admin_token")]
+    admin_token_file: Option<PathBuf>,
+    /// Submit token, `TOKEN` (any collection) or `COLLECTION=TOKEN` (one collection);
+    /// repeatable, comma-separated in the environment variable. When set, submits,
+    /// status and parameter reads need a submit token or the admin token. Needs an
+    /// admin token.
+    #[arg(
+        long = "submit-token",
+        env = "LDPCOV_SUBMIT_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    submit_tokens: Vec<String>,
+    /// File of submit tokens, one `TOKEN` or `COLLECTION=TOKEN` per line (blank lines
+    /// and lines starting with # ignored).
+    #[arg(long, env = "LDPCOV_SUBMIT_TOKEN_FILE")]
+    submit_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve TLS (needs --tls-key).
+    #[arg(long, env = "LDPCOV_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "LDPCOV_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// HTTP/2 streams (concurrent calls) one connection may open.
+    #[arg(long, env = "LDPCOV_MAX_CONCURRENT_STREAMS", default_value_t = TransportLimits::default().max_concurrent_streams)]
+    max_concurrent_streams: u32,
+    /// Calls handled at once over all connections (more wait).
+    #[arg(long, env = "LDPCOV_MAX_CONCURRENT_REQUESTS", default_value_t = TransportLimits::default().max_concurrent_requests)]
+    max_concurrent_requests: usize,
+    /// Calls running longer than this are cancelled (also bounds one report stream).
+    #[arg(long, env = "LDPCOV_REQUEST_TIMEOUT_SECS", default_value_t = TransportLimits::default().request_timeout.as_secs())]
+    request_timeout_secs: u64,
 }
 
+impl AccessArgs {
+    fn auth(&self) -> Result<AuthConfig> {
+        let admin = match (&self.admin_token, &self.admin_token_file) {
+            (Some(t), _) => Some(Token::new(t, "admin")?),
+            (None, Some(path)) => Some(Token::from_file(path, "admin")?),
+            (None, None) => None,
+        };
+        let mut submit = self
+            .submit_tokens
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| SubmitToken::parse(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(path) = &self.submit_token_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read submit token file {}", path.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                submit.push(
+                    SubmitToken::parse(line)
+                        .with_context(|| format!("{} line {}", path.display(), n + 1))?,
+                );
+            }
+        }
+        Ok(AuthConfig::new(admin, submit)?)
+    }
+
+    fn tls(&self) -> Result<Option<ServerTls>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(ServerTls::from_files(cert, key)?)),
+            _ => Ok(None),
+        }
+    }
+
+    fn transport(&self) -> Result<TransportLimits> {
+        if self.max_concurrent_streams == 0
+            || self.max_concurrent_requests == 0
+            || self.request_timeout_secs == 0
+        {
+            anyhow::bail!(
+                "--max-concurrent-streams, --max-concurrent-requests and --request-timeout-secs must be at least 1"
+            );
+        }
+        Ok(TransportLimits {
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_concurrent_requests: self.max_concurrent_requests,
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+        })
+    }
+}
+
+#[derive(clap::Args)]
+struct ServerArgs {
+    /// URL of the running aggregator (`https://` for TLS).
+    #[arg(long, env = "LDPCOV_SERVER", default_value = "http://127.0.0.1:50051")]
+    server: String,
+    /// Bearer token sent with every call (the admin token for create, close and
+    /// estimate). Prefer the file or the environment variable.
+    #[arg(long, env = "LDPCOV_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// File holding the bearer token (surrounding whitespace ignored).
+    #[arg(long, env = "LDPCOV_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// PEM CA certificate to trust for an `https://` server (default: the public web
+    /// PKI roots).
+    #[arg(long, env = "LDPCOV_CA_CERT")]
+    ca_cert: Option<PathBuf>,
+}
+
+/// Adds `authorization: Bearer <token>` to every call, when a token is set.
+#[derive(Clone)]
+struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+type Client = AggregatorClient<InterceptedService<Channel, BearerToken>>;
+
 impl ServerArgs {
-    async fn connect(&self) -> Result<AggregatorClient<Channel>> {
-        let client = AggregatorClient::connect(self.server.clone())
+    async fn connect(&self) -> Result<Client> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => Some(t.trim().to_string()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read token file {}", path.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        let header = match token {
+            Some(t) => {
+                let mut value: MetadataValue<Ascii> = format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("the token must be visible ASCII"))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        let mut endpoint = Endpoint::from_shared(self.server.clone())
+            .with_context(|| format!("invalid server URL {}", self.server))?;
+        if self.server.starts_with("https://") {
+            let ca = match &self.ca_cert {
+                Some(path) => Some(tls::read_ca(path)?),
+                None => None,
+            };
+            endpoint = endpoint
+                .tls_config(tls::client_config(ca.as_deref()))
+                .context("TLS configuration")?;
+        } else if self.ca_cert.is_some() {
+            anyhow::bail!("--ca-cert needs an https:// server URL");
+        }
+        let channel = endpoint
+            .connect()
             .await
             .with_context(|| format!("cannot connect to {}", self.server))?;
-        Ok(client.max_decoding_message_size(usize::MAX))
+        Ok(
+            AggregatorClient::with_interceptor(channel, BearerToken(header))
+                .max_decoding_message_size(usize::MAX),
+        )
     }
 }
 
@@ -216,6 +398,7 @@ async fn run(cli: Cli) -> Result<()> {
             memory,
             batch_size,
             batch_delay_ms,
+            access,
         } => {
             if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
                 anyhow::bail!(
@@ -249,8 +432,44 @@ async fn run(cli: Cli) -> Result<()> {
                 .with_context(|| format!("cannot listen on {listen}"))?;
             let addr = listener.local_addr()?;
             let kind = if memory { "memory" } else { "durable" };
-            tracing::info!(%addr, max_dim, store = kind, "ldpcov aggregator listening");
-            serve(store, Limits { max_dim }, listener, shutdown_signal()).await?;
+            let auth = access.auth()?;
+            let tls = access.tls()?;
+            let transport = access.transport()?;
+            if auth.is_open() {
+                tracing::warn!(
+                    "running WITHOUT AUTHENTICATION: anyone who can reach this port may create, close and estimate collections (set --admin-token-file, and --submit-token-file to guard submits)"
+                );
+            } else {
+                // Counts only: tokens are never logged.
+                tracing::info!(
+                    admin_token = true,
+                    submit_tokens = auth.submit_tokens(),
+                    submits_need_token = auth.submit_guarded(),
+                    "access control on"
+                );
+            }
+            if tls.is_none() && !addr.ip().is_loopback() {
+                tracing::warn!(%addr, "serving plaintext gRPC on a non-loopback address (set --tls-cert and --tls-key)");
+            }
+            tracing::info!(
+                %addr, max_dim, store = kind, tls = tls.is_some(),
+                max_concurrent_streams = transport.max_concurrent_streams,
+                max_concurrent_requests = transport.max_concurrent_requests,
+                request_timeout_secs = transport.request_timeout.as_secs(),
+                "ldpcov aggregator listening"
+            );
+            serve_with(
+                store,
+                ServeOptions {
+                    limits: Limits { max_dim },
+                    transport,
+                    auth: Arc::new(auth),
+                    tls,
+                },
+                listener,
+                shutdown_signal(),
+            )
+            .await?;
             // The service is gone: the last handle commits what is pending when dropped.
             tracing::info!("shut down");
             Ok(())
@@ -296,12 +515,18 @@ async fn run(cli: Cli) -> Result<()> {
                 .await
                 .map_err(status_error)?
                 .into_inner();
-            let doc = serde_json::json!({
-                "reports": status.reports,
-                "releasable": status.releasable,
-                "params": status.params.as_ref().map(params_json),
-            });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
+            println!("{}", serde_json::to_string_pretty(&status_json(&status))?);
+            Ok(())
+        }
+        Command::Close { server, id } => {
+            let status = server
+                .connect()
+                .await?
+                .close_collection(CloseCollectionRequest { collection_id: id })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            println!("{}", serde_json::to_string_pretty(&status_json(&status))?);
             Ok(())
         }
         Command::Estimate {
@@ -410,6 +635,15 @@ fn format_name(f: Format) -> &'static str {
         Format::Csv => "csv",
         Format::Npy => "npy",
     }
+}
+
+fn status_json(status: &CollectionStatus) -> serde_json::Value {
+    serde_json::json!({
+        "reports": status.reports,
+        "releasable": status.releasable,
+        "closed": status.closed,
+        "params": status.params.as_ref().map(params_json),
+    })
 }
 
 fn params_json(p: &ldpcov_proto::v1::CollectionParams) -> serde_json::Value {

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ldpcov_proto::v1::aggregator_server::AggregatorServer;
 use tokio::net::TcpListener;
@@ -11,8 +12,56 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::auth::AuthConfig;
 use crate::service::{AggregatorService, Limits};
 use crate::store::{MemoryStore, Store};
+use crate::tls::ServerTls;
+
+/// Transport limits of the gRPC server (issue 5); the message size limits stay in
+/// [`Limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportLimits {
+    /// HTTP/2 streams (concurrent calls) one connection may open.
+    pub max_concurrent_streams: u32,
+    /// Calls handled at once over all connections; more wait for a slot.
+    pub max_concurrent_requests: usize,
+    /// A call still running after this long is cancelled (`CANCELLED`). Also bounds
+    /// a `SubmitReports` stream: send very long uploads as several streams.
+    pub request_timeout: Duration,
+}
+
+impl Default for TransportLimits {
+    /// 256 streams per connection, 1024 calls at once, 300 s per call.
+    fn default() -> Self {
+        TransportLimits {
+            max_concurrent_streams: 256,
+            max_concurrent_requests: 1024,
+            request_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Everything [`serve_with`] needs besides the store and the listener.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Dimension and message size limits.
+    pub limits: Limits,
+    /// Streams, concurrency and timeout.
+    pub transport: TransportLimits,
+    /// Tokens (default: open).
+    pub auth: Arc<AuthConfig>,
+    /// TLS certificate and key (default: plaintext).
+    pub tls: Option<ServerTls>,
+}
+
+impl From<Limits> for ServeOptions {
+    fn from(limits: Limits) -> Self {
+        ServeOptions {
+            limits,
+            ..ServeOptions::default()
+        }
+    }
+}
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -23,19 +72,58 @@ pub enum ServeError {
     /// The gRPC transport failed.
     #[error("gRPC transport: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// A limit is zero.
+    #[error("{0} must be at least 1")]
+    Limit(&'static str),
 }
 
 /// Serves `store` on `listener` until `shutdown` completes, then drains in-flight calls.
+/// Open (no tokens), plaintext, default [`TransportLimits`].
 pub async fn serve(
     store: Arc<dyn Store>,
     limits: Limits,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let service = AggregatorServer::new(AggregatorService::new(store, limits))
+    serve_with(store, limits.into(), listener, shutdown).await
+}
+
+/// [`serve`] with tokens, TLS and transport limits.
+pub async fn serve_with(
+    store: Arc<dyn Store>,
+    options: ServeOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    let ServeOptions {
+        limits,
+        transport,
+        auth,
+        tls,
+    } = options;
+    if transport.max_concurrent_streams == 0 {
+        return Err(ServeError::Limit("max_concurrent_streams"));
+    }
+    if transport.max_concurrent_requests == 0 {
+        return Err(ServeError::Limit("max_concurrent_requests"));
+    }
+    if transport.request_timeout.is_zero() {
+        return Err(ServeError::Limit("request_timeout"));
+    }
+    let service = AggregatorServer::new(AggregatorService::new(store, limits).with_auth(auth))
         .max_decoding_message_size(limits.max_decoding_message_size())
         .max_encoding_message_size(limits.max_encoding_message_size());
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(transport.max_concurrent_streams)
+        .timeout(transport.request_timeout);
+    if let Some(tls) = &tls {
+        builder = builder.tls_config(tls.config())?;
+    }
+    builder
+        // One semaphore shared by every connection: a global bound on calls in flight.
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            transport.max_concurrent_requests,
+        ))
         .add_service(service)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await?;
@@ -60,10 +148,20 @@ impl EmbeddedServer {
         store: Arc<dyn Store>,
         limits: Limits,
     ) -> Result<Self, ServeError> {
+        Self::start_with_options(store, limits.into()).await
+    }
+
+    /// Starts an aggregator over `store` with tokens, TLS or transport limits on
+    /// `127.0.0.1:0`. With TLS, connect to `https://localhost:PORT` (see
+    /// [`addr`](EmbeddedServer::addr)).
+    pub async fn start_with_options(
+        store: Arc<dyn Store>,
+        options: ServeOptions,
+    ) -> Result<Self, ServeError> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel();
-        let task = tokio::spawn(serve(store, limits, listener, async {
+        let task = tokio::spawn(serve_with(store, options, listener, async {
             let _ = rx.await;
         }));
         Ok(EmbeddedServer {

@@ -9,15 +9,16 @@ use std::sync::Arc;
 use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
-    CollectionParams, CollectionStatus, CreateCollectionRequest, Edge, Estimate, EstimateTarget,
-    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse,
-    SubmitReportsResponse, ThresholdKind as WireKind, get_estimate_request,
+    CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest, Edge,
+    Estimate, EstimateTarget, GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report,
+    SubmitReportResponse, SubmitReportsResponse, ThresholdKind as WireKind, get_estimate_request,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
 use nalgebra::DMatrix;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::{AuthConfig, Right};
 use crate::estimate::{
     self, AdaptiveThreshold, CrossValidation, EstimateError, EstimateOptions, Seed001Threshold,
     ThresholdKind, ThresholdRule, UniversalThreshold,
@@ -61,12 +62,43 @@ impl Limits {
 pub struct AggregatorService {
     store: Arc<dyn Store>,
     limits: Limits,
+    auth: Arc<AuthConfig>,
 }
 
 impl AggregatorService {
     /// A service over `store` with server-wide `limits`.
     pub fn new(store: Arc<dyn Store>, limits: Limits) -> Self {
-        AggregatorService { store, limits }
+        AggregatorService {
+            store,
+            limits,
+            auth: Arc::new(AuthConfig::default()),
+        }
+    }
+
+    /// Requires the tokens of `auth` (default: open, no tokens). See
+    /// [`auth`](crate::auth) for which call needs what.
+    pub fn with_auth(mut self, auth: Arc<AuthConfig>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Fails with `FAILED_PRECONDITION` if the collection was closed.
+    async fn ensure_open(&self, id: &str) -> Result<(), Status> {
+        if self.store.is_closed(id).await.map_err(store_status)? {
+            return Err(store_status(StoreError::Closed(id.to_string())));
+        }
+        Ok(())
+    }
+
+    async fn status_of(&self, c: &Collection) -> Result<CollectionStatus, Status> {
+        let reports = self.store.count(&c.id).await.map_err(store_status)?;
+        let closed = self.store.is_closed(&c.id).await.map_err(store_status)?;
+        Ok(CollectionStatus {
+            params: Some(c.params()),
+            reports,
+            releasable: reports >= c.min_reports,
+            closed,
+        })
     }
 
     async fn collection(&self, id: &str) -> Result<Arc<Collection>, Status> {
@@ -89,6 +121,7 @@ pub fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NotFound(_) => Status::not_found(e.to_string()),
         StoreError::AlreadyExists(_) => Status::already_exists(e.to_string()),
+        StoreError::Closed(_) => Status::failed_precondition(e.to_string()),
         StoreError::Internal(_) => Status::internal(e.to_string()),
         StoreError::Unavailable(_) => Status::unavailable(e.to_string()),
     }
@@ -222,6 +255,7 @@ impl Aggregator for AggregatorService {
         &self,
         request: Request<CreateCollectionRequest>,
     ) -> Result<Response<CollectionParams>, Status> {
+        self.auth.check(request.metadata(), Right::Admin)?;
         let spec = request
             .into_inner()
             .spec
@@ -250,7 +284,9 @@ impl Aggregator for AggregatorService {
         &self,
         request: Request<GetCollectionRequest>,
     ) -> Result<Response<CollectionParams>, Status> {
-        let c = self.collection(&request.get_ref().collection_id).await?;
+        let id = &request.get_ref().collection_id;
+        self.auth.check(request.metadata(), Right::Submit(id))?;
+        let c = self.collection(id).await?;
         Ok(Response::new(c.params()))
     }
 
@@ -258,8 +294,13 @@ impl Aggregator for AggregatorService {
         &self,
         request: Request<Report>,
     ) -> Result<Response<SubmitReportResponse>, Status> {
+        self.auth.check(
+            request.metadata(),
+            Right::Submit(&request.get_ref().collection_id),
+        )?;
         let report = request.into_inner();
         let collection = self.collection(&report.collection_id).await?;
+        self.ensure_open(&collection.id).await?;
         let valid = Self::validate(&collection, &report)?;
         let outcome = self
             .store
@@ -275,6 +316,10 @@ impl Aggregator for AggregatorService {
         &self,
         request: Request<Streaming<Report>>,
     ) -> Result<Response<SubmitReportsResponse>, Status> {
+        // The token is checked once for the stream, and against each collection the
+        // stream switches to.
+        self.auth.check(request.metadata(), Right::AnySubmit)?;
+        let metadata = request.metadata().clone();
         let mut stream = request.into_inner();
         let mut total = SubmitReportsResponse::default();
         let mut batch: Vec<ValidReport> = Vec::with_capacity(STREAM_BATCH);
@@ -298,7 +343,17 @@ impl Aggregator for AggregatorService {
                 if let Some(c) = &current {
                     flush(&*self.store, &c.id, &mut batch, &mut total).await?;
                 }
-                match self.collection(&report.collection_id).await {
+                let looked_up = match self
+                    .auth
+                    .check(&metadata, Right::Submit(&report.collection_id))
+                {
+                    Ok(()) => match self.collection(&report.collection_id).await {
+                        Ok(c) => self.ensure_open(&c.id).await.map(|()| c),
+                        Err(status) => Err(status),
+                    },
+                    Err(status) => Err(status),
+                };
+                match looked_up {
                     Ok(c) => current = Some(c),
                     Err(status) => {
                         failure = Some(status);
@@ -343,19 +398,32 @@ impl Aggregator for AggregatorService {
         &self,
         request: Request<GetStatusRequest>,
     ) -> Result<Response<CollectionStatus>, Status> {
+        let id = &request.get_ref().collection_id;
+        self.auth.check(request.metadata(), Right::Submit(id))?;
+        let c = self.collection(id).await?;
+        Ok(Response::new(self.status_of(&c).await?))
+    }
+
+    async fn close_collection(
+        &self,
+        request: Request<CloseCollectionRequest>,
+    ) -> Result<Response<CollectionStatus>, Status> {
+        self.auth.check(request.metadata(), Right::Admin)?;
         let c = self.collection(&request.get_ref().collection_id).await?;
-        let reports = self.store.count(&c.id).await.map_err(store_status)?;
-        Ok(Response::new(CollectionStatus {
-            params: Some(c.params()),
-            reports,
-            releasable: reports >= c.min_reports,
-        }))
+        self.store
+            .close_collection(&c.id)
+            .await
+            .map_err(store_status)?;
+        let status = self.status_of(&c).await?;
+        tracing::info!(collection = %c.id, reports = status.reports, "collection closed");
+        Ok(Response::new(status))
     }
 
     async fn get_estimate(
         &self,
         request: Request<GetEstimateRequest>,
     ) -> Result<Response<Estimate>, Status> {
+        self.auth.check(request.metadata(), Right::Admin)?;
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
         let (options, target) = options_from_request(&req)?;

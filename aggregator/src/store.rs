@@ -21,6 +21,9 @@ pub enum StoreError {
     /// A different collection with this id exists.
     #[error("collection {0:?} already exists with other parameters")]
     AlreadyExists(String),
+    /// The collection was closed: it takes no more reports.
+    #[error("collection {0:?} is closed and takes no more reports")]
+    Closed(String),
     /// The store cannot go on (poisoned lock, I/O, ...).
     #[error("store failure: {0}")]
     Internal(String),
@@ -76,6 +79,26 @@ pub trait Store: Send + Sync + 'static {
     async fn count(&self, id: &str) -> Result<u64, StoreError>;
     /// A consistent copy of the accumulators.
     async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError>;
+
+    /// Closes collection `id` for good: from then on [`submit`](Store::submit) fails
+    /// with [`StoreError::Closed`] (checked atomically with the batch), while
+    /// [`count`](Store::count) and [`snapshot`](Store::snapshot) keep working.
+    /// Closing a closed collection is a no-op.
+    ///
+    /// Added with issue 5. The default refuses, so a store that predates it still
+    /// compiles; a durable store must override it (and
+    /// [`is_closed`](Store::is_closed)) and persist the flag.
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        Err(StoreError::Internal(format!(
+            "this store cannot close collections (asked to close {id:?})"
+        )))
+    }
+
+    /// Whether collection `id` is closed. The default: never (see
+    /// [`close_collection`](Store::close_collection)).
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        self.collection(id).await.map(|_| false)
+    }
 }
 
 struct CollectionState {
@@ -86,6 +109,8 @@ struct CollectionState {
 struct Counted {
     acc: Accumulator,
     seen: HashSet<ReportId>,
+    /// Set by `close_collection`; checked under the same lock as every batch.
+    closed: bool,
 }
 
 /// A [`Store`] in memory: everything is lost when the process ends.
@@ -143,6 +168,7 @@ impl Store for MemoryStore {
                 inner: Mutex::new(Counted {
                     acc: Accumulator::new(collection.entries, FOLDS),
                     seen: HashSet::new(),
+                    closed: false,
                 }),
             }),
         );
@@ -169,6 +195,9 @@ impl Store for MemoryStore {
             )));
         }
         let mut counted = Self::lock(&state)?;
+        if counted.closed {
+            return Err(StoreError::Closed(id.to_string()));
+        }
         let mut outcome = BatchOutcome::default();
         for report in &reports {
             if counted.seen.insert(report.report_id) {
@@ -196,6 +225,18 @@ impl Store for MemoryStore {
             collection: state.collection.clone(),
             acc: counted.acc.clone(),
         })
+    }
+
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        let state = self.state(id)?;
+        Self::lock(&state)?.closed = true;
+        Ok(())
+    }
+
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        let state = self.state(id)?;
+        let closed = Self::lock(&state)?.closed;
+        Ok(closed)
     }
 }
 
@@ -266,6 +307,27 @@ mod tests {
             Err(StoreError::AlreadyExists("a".into()))
         );
         assert_eq!(s.count("zz").await, Err(StoreError::NotFound("zz".into())));
+    }
+
+    #[tokio::test]
+    async fn a_closed_collection_refuses_batches_but_keeps_its_sums() {
+        let s = MemoryStore::new();
+        s.create_collection(collection("a", 2)).await.unwrap();
+        s.submit("a", vec![report(1, 5)]).await.unwrap();
+        assert!(!s.is_closed("a").await.unwrap());
+        s.close_collection("a").await.unwrap();
+        s.close_collection("a").await.unwrap();
+        assert!(s.is_closed("a").await.unwrap());
+        assert_eq!(
+            s.submit("a", vec![report(2, 5)]).await,
+            Err(StoreError::Closed("a".into()))
+        );
+        assert_eq!(s.count("a").await.unwrap(), 1);
+        assert_eq!(s.snapshot("a").await.unwrap().acc.sums(), vec![5; 3]);
+        assert_eq!(
+            s.close_collection("zz").await,
+            Err(StoreError::NotFound("zz".into()))
+        );
     }
 
     #[tokio::test]

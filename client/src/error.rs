@@ -65,6 +65,10 @@ pub enum ClientError {
     #[cfg(feature = "grpc")]
     #[error("aggregator call failed with {:?}: {}", .0.code(), .0.message())]
     Status(tonic::Status),
+    /// A bearer token cannot be sent as gRPC metadata (it must be visible ASCII).
+    #[cfg(feature = "grpc")]
+    #[error("the bearer token must be 1 or more visible ASCII characters")]
+    InvalidToken,
     /// Connecting to the aggregator failed (bad URL, unreachable host, ...).
     #[cfg(feature = "grpc")]
     #[error("cannot connect to the aggregator: {}", error_chain(.0))]

@@ -32,8 +32,9 @@ use crate::perturb::{NoiseSampler, Perturber, random_report_id};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{
-    CollectionParams, CollectionSpec, CollectionStatus, CreateCollectionRequest, Estimate,
-    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report, SubmitReportsResponse,
+    CloseCollectionRequest, CollectionParams, CollectionSpec, CollectionStatus,
+    CreateCollectionRequest, Estimate, GetCollectionRequest, GetEstimateRequest, GetStatusRequest,
+    Report, SubmitReportsResponse,
 };
 use ldpcov_proto::{Collection, ReportId};
 use rand::Rng;
@@ -41,8 +42,28 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::StreamExt;
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Response, Status};
+
+/// Adds `authorization: Bearer <token>` to every call when a token is set.
+#[derive(Clone, Default)]
+struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+type Stub = RawClient<InterceptedService<Channel, BearerToken>>;
 
 /// Largest gRPC message sent or accepted: 256 MiB (an estimate at p = 4096 is 67 MB).
 pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
@@ -122,7 +143,8 @@ pub struct SubmitOutcome {
 /// never logs vectors, reports or payloads; retries are logged at `debug` level with
 /// the method name and status code only.
 pub struct AggregatorClient {
-    inner: RawClient<Channel>,
+    channel: Channel,
+    inner: Stub,
     retry: RetryPolicy,
     policy: PrivacyPolicy,
     timeout: Option<Duration>,
@@ -156,20 +178,58 @@ impl AggregatorClient {
         Self::from_channel(channel)
     }
 
+    /// Connects over TLS to an `https://` URL now. `ca_pem` is the PEM certificate
+    /// of the CA to trust (e.g. a private CA or a self-signed server certificate);
+    /// `None` trusts the public web PKI roots bundled with the client.
+    pub async fn connect_with_tls(
+        url: impl Into<String>,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Self, ClientError> {
+        let tls = match ca_pem {
+            Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+            None => ClientTlsConfig::new().with_webpki_roots(),
+        };
+        let channel = Endpoint::from_shared(url.into())?
+            .tls_config(tls)?
+            .connect()
+            .await?;
+        Self::from_channel(channel)
+    }
+
     /// A client over an existing channel (for TLS or custom endpoint settings).
     /// Fails only if the operating system's random number generator does.
     pub fn from_channel(channel: Channel) -> Result<Self, ClientError> {
-        let inner = RawClient::new(channel)
-            .max_decoding_message_size(MAX_MESSAGE_SIZE)
-            .max_encoding_message_size(MAX_MESSAGE_SIZE);
         Ok(AggregatorClient {
-            inner,
+            inner: Self::stub(channel.clone(), BearerToken::default()),
+            channel,
             retry: RetryPolicy::default(),
             policy: PrivacyPolicy::default(),
             timeout: None,
             noise: Box::new(DiscreteGaussianSampler::from_os_rng()?),
             ledger: None,
         })
+    }
+
+    fn stub(channel: Channel, token: BearerToken) -> Stub {
+        RawClient::with_interceptor(channel, token)
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE)
+    }
+
+    /// Sends `authorization: Bearer <token>` with every call from now on (a submit
+    /// token for devices, the admin token for admin calls). Fails with
+    /// [`ClientError::InvalidToken`] unless the token is visible ASCII.
+    pub fn with_token(mut self, token: String) -> Result<Self, ClientError> {
+        let token = token.trim();
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(ClientError::InvalidToken);
+        }
+        let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ClientError::InvalidToken)?;
+        value.set_sensitive(true);
+        self.inner = Self::stub(self.channel.clone(), BearerToken(Some(value)));
+        Ok(self)
     }
 
     /// Sets the retry policy (default: [`RetryPolicy::default`]).
@@ -381,6 +441,21 @@ impl AggregatorClient {
         Ok(status)
     }
 
+    /// Admin: closes a collection (it takes no more reports) and returns its status.
+    pub async fn close_collection(&mut self, id: &str) -> Result<CollectionStatus, ClientError> {
+        let request = CloseCollectionRequest {
+            collection_id: id.to_string(),
+        };
+        let (status, _) = self
+            .call("CloseCollection", |mut c| {
+                let request = request.clone();
+                async move { c.close_collection(request).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(status)
+    }
+
     /// Admin: the released estimate.
     pub async fn estimate(&mut self, request: GetEstimateRequest) -> Result<Estimate, ClientError> {
         let (estimate, _) = self
@@ -403,7 +478,7 @@ impl AggregatorClient {
         mut attempt: F,
     ) -> Result<(T, u32), (Status, u32)>
     where
-        F: FnMut(RawClient<Channel>) -> Fut,
+        F: FnMut(Stub) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
         let max_attempts = self.retry.max_attempts.max(1);

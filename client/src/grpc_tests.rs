@@ -175,7 +175,15 @@ impl Aggregator for Fake {
             params: Some(c.params()),
             reports,
             releasable: reports >= c.min_reports,
+            closed: false,
         }))
+    }
+
+    async fn close_collection(
+        &self,
+        _request: Request<CloseCollectionRequest>,
+    ) -> Result<Response<CollectionStatus>, Status> {
+        Err(Status::unimplemented("the fake does not close collections"))
     }
 
     async fn get_estimate(

@@ -1,0 +1,374 @@
+//! Bearer-token access control.
+//!
+//! Every call may carry `authorization: Bearer <token>` metadata. The daemon knows an
+//! optional **admin token** and any number of **submit tokens**, each global or
+//! restricted to one collection. What each RPC needs:
+//!
+//! | RPC | needs |
+//! | --- | --- |
+//! | `CreateCollection`, `CloseCollection`, `GetEstimate` | the admin token |
+//! | `SubmitReport`, `SubmitReports` | a submit token for the report's collection, or the admin token |
+//! | `GetCollection` (public parameters) | as a submit |
+//! | `GetStatus` (reveals the count) | as a submit |
+//!
+//! A right nobody configured a token for is open: with no token at all everything is
+//! open (the daemon warns at startup); with only an admin token, submits and the two
+//! read calls are open. Submit tokens without an admin token are refused by
+//! [`AuthConfig::new`], so turning on access control never leaves the admin calls open.
+//!
+//! A missing or unknown token is `UNAUTHENTICATED`; a known token without the right
+//! (a submit token on an admin call, or on another collection) is `PERMISSION_DENIED`.
+//! Tokens are compared in constant time and never logged: [`Token`]'s `Debug` prints
+//! `<redacted>`.
+
+use std::fmt;
+use std::path::Path;
+
+use subtle::ConstantTimeEq;
+use tonic::Status;
+use tonic::metadata::MetadataMap;
+
+/// Longest token accepted, in bytes.
+pub const MAX_TOKEN_LEN: usize = 512;
+
+/// Why a token or token configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// A token is empty, too long, or has characters outside visible ASCII.
+    #[error("a {what} token must be 1 to {MAX_TOKEN_LEN} visible ASCII characters (no spaces)")]
+    BadToken {
+        /// Which token ("admin", "submit").
+        what: &'static str,
+    },
+    /// A per-collection submit token names an invalid collection id.
+    #[error("submit token for collection {0:?}: invalid collection id")]
+    BadCollection(String),
+    /// Submit tokens were given without an admin token.
+    #[error("submit tokens need an admin token too (otherwise the admin calls would stay open)")]
+    SubmitWithoutAdmin,
+    /// A token file could not be read.
+    #[error("cannot read token file {path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// A secret bearer token. Its `Debug` and `Display` never show the secret.
+#[derive(Clone)]
+pub struct Token(Vec<u8>);
+
+impl Token {
+    /// Checks and wraps a token: 1 to [`MAX_TOKEN_LEN`] visible ASCII characters.
+    pub fn new(secret: &str, what: &'static str) -> Result<Self, AuthError> {
+        let ok = !secret.is_empty()
+            && secret.len() <= MAX_TOKEN_LEN
+            && secret.bytes().all(|b| b.is_ascii_graphic());
+        if ok {
+            Ok(Token(secret.as_bytes().to_vec()))
+        } else {
+            Err(AuthError::BadToken { what })
+        }
+    }
+
+    /// Reads a token from a file (surrounding whitespace, e.g. a final newline, is
+    /// ignored).
+    pub fn from_file(path: &Path, what: &'static str) -> Result<Self, AuthError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AuthError::File {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Token::new(text.trim(), what)
+    }
+
+    /// Constant-time comparison with a presented token (the time depends on the
+    /// lengths only).
+    fn matches(&self, presented: &[u8]) -> bool {
+        bool::from(self.0.as_slice().ct_eq(presented))
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A submit token, for every collection or for one.
+#[derive(Debug, Clone)]
+pub struct SubmitToken {
+    /// `None`: any collection.
+    pub collection: Option<String>,
+    /// The secret.
+    pub token: Token,
+}
+
+impl SubmitToken {
+    /// Parses `TOKEN` (any collection) or `COLLECTION=TOKEN` (one collection). A
+    /// token given in the global form must therefore not contain `=`.
+    pub fn parse(text: &str) -> Result<Self, AuthError> {
+        match text.split_once('=') {
+            Some((collection, secret)) => {
+                ldpcov_proto::collection::validate_collection_id(collection)
+                    .map_err(|_| AuthError::BadCollection(collection.to_string()))?;
+                Ok(SubmitToken {
+                    collection: Some(collection.to_string()),
+                    token: Token::new(secret, "submit")?,
+                })
+            }
+            None => Ok(SubmitToken {
+                collection: None,
+                token: Token::new(text, "submit")?,
+            }),
+        }
+    }
+}
+
+/// What a call needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Right<'a> {
+    /// Admin calls: create, close, estimate.
+    Admin,
+    /// Submitting to (or reading the parameters or status of) this collection.
+    Submit(&'a str),
+    /// Opening a submit stream: any submit token (each report's collection is
+    /// checked as it arrives).
+    AnySubmit,
+}
+
+/// Who presented what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller<'a> {
+    /// No `authorization` metadata.
+    Anonymous,
+    /// A token that matches nothing.
+    Unknown,
+    /// The admin token.
+    Admin,
+    /// A submit token (with its collection, if restricted).
+    Submit(Option<&'a str>),
+}
+
+/// The daemon's tokens. `AuthConfig::default()` is open (no tokens).
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    admin: Option<Token>,
+    submit: Vec<SubmitToken>,
+}
+
+impl AuthConfig {
+    /// A configuration with these tokens. Submit tokens need an admin token.
+    pub fn new(admin: Option<Token>, submit: Vec<SubmitToken>) -> Result<Self, AuthError> {
+        if admin.is_none() && !submit.is_empty() {
+            return Err(AuthError::SubmitWithoutAdmin);
+        }
+        Ok(AuthConfig { admin, submit })
+    }
+
+    /// No token at all: every call is allowed.
+    pub fn is_open(&self) -> bool {
+        self.admin.is_none() && self.submit.is_empty()
+    }
+
+    /// Whether submits (and status and parameter reads) need a token.
+    pub fn submit_guarded(&self) -> bool {
+        !self.submit.is_empty()
+    }
+
+    /// Number of submit tokens (for the startup log).
+    pub fn submit_tokens(&self) -> usize {
+        self.submit.len()
+    }
+
+    /// Identifies the caller. Every configured token is compared, so the time does
+    /// not reveal which one matched.
+    fn caller(&self, metadata: &MetadataMap) -> Caller<'_> {
+        let Some(value) = metadata.get("authorization") else {
+            return Caller::Anonymous;
+        };
+        let Some(presented) = bearer(value.as_bytes()) else {
+            return Caller::Unknown;
+        };
+        let mut found = Caller::Unknown;
+        if let Some(admin) = &self.admin
+            && admin.matches(presented)
+        {
+            found = Caller::Admin;
+        }
+        for s in &self.submit {
+            if s.token.matches(presented) && found == Caller::Unknown {
+                found = Caller::Submit(s.collection.as_deref());
+            }
+        }
+        found
+    }
+
+    /// Allows or refuses a call needing `right`: `UNAUTHENTICATED` for a missing or
+    /// unknown token, `PERMISSION_DENIED` for a known token without the right.
+    pub fn check(&self, metadata: &MetadataMap, right: Right<'_>) -> Result<(), Status> {
+        let guarded = match right {
+            Right::Admin => self.admin.is_some(),
+            Right::Submit(_) | Right::AnySubmit => self.submit_guarded(),
+        };
+        if !guarded {
+            return Ok(());
+        }
+        match (self.caller(metadata), right) {
+            (Caller::Anonymous, _) => Err(Status::unauthenticated(
+                "this call needs an `authorization: Bearer <token>` header",
+            )),
+            (Caller::Unknown, _) => Err(Status::unauthenticated("invalid bearer token")),
+            (Caller::Admin, _) => Ok(()),
+            (Caller::Submit(_), Right::Admin) => {
+                Err(Status::permission_denied("this call needs the admin token"))
+            }
+            (Caller::Submit(_), Right::AnySubmit) | (Caller::Submit(None), Right::Submit(_)) => {
+                Ok(())
+            }
+            (Caller::Submit(Some(scope)), Right::Submit(id)) if scope == id => Ok(()),
+            (Caller::Submit(Some(_)), Right::Submit(id)) => Err(Status::permission_denied(
+                format!("this token may not access collection {id:?}"),
+            )),
+        }
+    }
+}
+
+/// The token of `Bearer <token>` (scheme case-insensitive), if that is the form.
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    const SCHEME: &[u8] = b"bearer ";
+    if value.len() <= SCHEME.len() || !value[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
+        return None;
+    }
+    Some(value[SCHEME.len()..].trim_ascii())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn md(token: Option<&str>) -> MetadataMap {
+        let mut m = MetadataMap::new();
+        if let Some(t) = token {
+            m.insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        m
+    }
+
+    fn config() -> AuthConfig {
+        AuthConfig::new(
+            Some(Token::new("admin-secret", "admin").unwrap()),
+            vec![
+                SubmitToken::parse("global-secret").unwrap(),
+                SubmitToken::parse("c1=c1-secret").unwrap(),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn code(r: Result<(), Status>) -> Option<Code> {
+        r.err().map(|s| s.code())
+    }
+
+    #[test]
+    fn rights_and_codes() {
+        let c = config();
+        let cases: &[(Option<&str>, Right<'_>, Option<Code>)] = &[
+            (None, Right::Admin, Some(Code::Unauthenticated)),
+            (None, Right::Submit("c1"), Some(Code::Unauthenticated)),
+            (
+                Some("wrong"),
+                Right::Submit("c1"),
+                Some(Code::Unauthenticated),
+            ),
+            (Some("admin-secret"), Right::Admin, None),
+            (Some("admin-secret"), Right::Submit("c2"), None),
+            (
+                Some("global-secret"),
+                Right::Admin,
+                Some(Code::PermissionDenied),
+            ),
+            (Some("global-secret"), Right::Submit("c2"), None),
+            (Some("c1-secret"), Right::Submit("c1"), None),
+            (Some("c1-secret"), Right::AnySubmit, None),
+            (
+                Some("c1-secret"),
+                Right::Submit("c2"),
+                Some(Code::PermissionDenied),
+            ),
+            (
+                Some("c1-secret"),
+                Right::Admin,
+                Some(Code::PermissionDenied),
+            ),
+        ];
+        for (token, right, want) in cases {
+            assert_eq!(
+                code(c.check(&md(*token), *right)),
+                *want,
+                "{token:?} {right:?}"
+            );
+        }
+        // Not the Bearer scheme.
+        let mut m = MetadataMap::new();
+        m.insert("authorization", "Basic admin-secret".parse().unwrap());
+        assert_eq!(code(c.check(&m, Right::Admin)), Some(Code::Unauthenticated));
+        let mut m = MetadataMap::new();
+        m.insert("authorization", "bearer admin-secret".parse().unwrap());
+        assert_eq!(code(c.check(&m, Right::Admin)), None);
+    }
+
+    #[test]
+    fn open_rights_need_nothing() {
+        let open = AuthConfig::default();
+        assert!(open.is_open());
+        assert_eq!(code(open.check(&md(None), Right::Admin)), None);
+        let admin_only =
+            AuthConfig::new(Some(Token::new("a", "admin").unwrap()), Vec::new()).unwrap();
+        assert_eq!(code(admin_only.check(&md(None), Right::Submit("x"))), None);
+        assert_eq!(
+            code(admin_only.check(&md(None), Right::Admin)),
+            Some(Code::Unauthenticated)
+        );
+        assert!(matches!(
+            AuthConfig::new(None, vec![SubmitToken::parse("s").unwrap()]),
+            Err(AuthError::SubmitWithoutAdmin)
+        ));
+    }
+
+    #[test]
+    fn bad_tokens_are_refused() {
+        for bad in [
+            "",
+            "has space",
+            "tab\there",
+            "é",
+            &"x".repeat(MAX_TOKEN_LEN + 1),
+        ] {
+            assert!(Token::new(bad, "admin").is_err(), "{bad:?}");
+        }
+        assert!(SubmitToken::parse("a b=tok").is_err());
+        assert!(SubmitToken::parse("c=").is_err());
+    }
+
+    #[test]
+    fn debug_never_shows_a_secret() {
+        let text = format!(
+            "{:?} {}",
+            config(),
+            Token::new("admin-secret", "admin").unwrap()
+        );
+        for secret in ["admin-secret", "global-secret", "c1-secret"] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert!(text.contains("redacted"));
+    }
+}

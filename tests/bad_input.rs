@@ -1,0 +1,521 @@
+//! Bad input the end-to-end suite does not already cover (docs/BAD_INPUT.md lists
+//! every class and the test that pins it): malformed protobuf, oversized messages,
+//! more nonsense specs, closed collections, and missing or wrong tokens. Each case
+//! checks the status code and that nothing changed.
+
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut};
+use ldpcov::aggregator::auth::{AuthConfig, SubmitToken, Token};
+use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions};
+use ldpcov::aggregator::service::Limits;
+use ldpcov::aggregator::store::MemoryStore;
+use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
+use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov::proto::v1::{
+    CloseCollectionRequest, CollectionSpec, CreateCollectionRequest, Encoding,
+    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, NoThreshold, Report,
+    get_estimate_request,
+};
+use prost::Message;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+fn spec(id: &str, dim: u32) -> CollectionSpec {
+    CollectionSpec {
+        collection_id: id.into(),
+        dim,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 1.0,
+        min_reports: 1,
+        encoding: Encoding::I32Le as i32,
+    }
+}
+
+fn estimate_request(id: &str) -> GetEstimateRequest {
+    GetEstimateRequest {
+        collection_id: id.into(),
+        threshold: Some(get_estimate_request::Threshold::None(NoThreshold {})),
+        skip_psd_projection: true,
+        ..Default::default()
+    }
+}
+
+async fn client(url: &str, seed: u64) -> AggregatorClient {
+    AggregatorClient::connect(url.to_string())
+        .await
+        .expect("connect")
+        .with_retry(RetryPolicy::no_retries())
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            seed,
+        )))
+}
+
+fn code(e: &ClientError) -> Code {
+    e.status().map(|s| s.code()).unwrap_or(Code::Ok)
+}
+
+/// A codec that sends and receives raw bytes: the request body is whatever the test
+/// wants, not necessarily a valid protobuf.
+#[derive(Default)]
+struct RawBytes;
+struct RawCoder;
+
+impl Codec for RawBytes {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCoder;
+    type Decoder = RawCoder;
+    fn encoder(&mut self) -> RawCoder {
+        RawCoder
+    }
+    fn decoder(&mut self) -> RawCoder {
+        RawCoder
+    }
+}
+
+impl Encoder for RawCoder {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCoder {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
+        let mut v = vec![0; src.remaining()];
+        src.copy_to_slice(&mut v);
+        Ok(Some(v))
+    }
+}
+
+async fn raw_unary(url: &str, method: &'static str, body: Vec<u8>) -> Result<Vec<u8>, Status> {
+    let channel = Channel::from_shared(url.to_string())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect");
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+    grpc.unary(
+        tonic::Request::new(body),
+        PathAndQuery::from_static(method),
+        RawBytes,
+    )
+    .await
+    .map(|r| r.into_inner())
+}
+
+#[tokio::test]
+async fn malformed_protobuf_is_refused_and_changes_nothing() {
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let url = server.url();
+    let mut admin = client(&url, 1).await;
+    admin.create_collection(spec("m", 2)).await.unwrap();
+    let collection = admin.collection("m").await.unwrap();
+    let good = admin.prepare_report(&collection, &[0.5, 0.5]).unwrap();
+
+    // Sanity: the raw path accepts the encoded good report.
+    raw_unary(
+        &url,
+        "/ldpcov.v1.Aggregator/SubmitReport",
+        good.encode_to_vec(),
+    )
+    .await
+    .expect("a valid report through the raw codec");
+
+    let mut truncated = good.encode_to_vec();
+    truncated.truncate(truncated.len() - 3);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("invalid tag (field 0)", vec![0x00, 0x01]),
+        (
+            "varint never ends",
+            vec![0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF],
+        ),
+        ("length past the end", vec![0x12, 0x50, 0x01]),
+        ("truncated valid report", truncated),
+        ("string field with a varint wire type", vec![0x08, 0x01]),
+        ("collection id not UTF-8", vec![0x0A, 0x02, 0xC3, 0x28]),
+        ("garbage", vec![0xFF; 64]),
+    ];
+    for (name, body) in cases {
+        let err = raw_unary(&url, "/ldpcov.v1.Aggregator/SubmitReport", body)
+            .await
+            .expect_err(name);
+        // tonic-prost maps a prost DecodeError to INTERNAL (documented in
+        // docs/BAD_INPUT.md); the service never sees the request.
+        assert_eq!(err.code(), Code::Internal, "{name}: {}", err.message());
+        assert!(
+            err.message().contains("failed to decode"),
+            "{name}: {}",
+            err.message()
+        );
+    }
+    // An empty body decodes as an all-default Report: an unknown (empty) collection id.
+    let err = raw_unary(&url, "/ldpcov.v1.Aggregator/SubmitReport", Vec::new())
+        .await
+        .expect_err("empty body");
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    assert_eq!(admin.status("m").await.unwrap().reports, 1);
+    server.shutdown().await.unwrap();
+}
+
+/// tonic 0.14's decoder answers OUT_OF_RANGE for a message above the limit (grpc-go
+/// and grpc-core say RESOURCE_EXHAUSTED). The client does not retry OUT_OF_RANGE,
+/// which is right: resending the same bytes cannot help.
+#[tokio::test]
+async fn an_oversized_message_is_out_of_range() {
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let url = server.url();
+    let mut admin = client(&url, 2).await;
+    admin.create_collection(spec("big", 2)).await.unwrap();
+    let limit = Limits { max_dim: 16 }.max_decoding_message_size();
+    let mut raw = RawClient::connect(url.clone()).await.unwrap();
+    let report = Report {
+        collection_id: "big".into(),
+        report_id: vec![7; 16],
+        encoding: Encoding::I32Le as i32,
+        payload: vec![0; limit + 1],
+    };
+    let err = raw.submit_report(report.clone()).await.expect_err("unary");
+    assert_eq!(err.code(), Code::OutOfRange, "{}", err.message());
+    assert!(err.message().contains("too large"), "{}", err.message());
+    let err = raw
+        .submit_reports(tokio_stream::iter(vec![report]))
+        .await
+        .expect_err("stream");
+    assert_eq!(err.code(), Code::OutOfRange, "{}", err.message());
+    assert!(err.message().contains("too large"), "{}", err.message());
+    assert_eq!(admin.status("big").await.unwrap().reports, 0);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
+    let max = ldpcov::proto::collection::MAX_DIM;
+    let server = EmbeddedServer::start(Limits { max_dim: max })
+        .await
+        .unwrap();
+    let mut raw = RawClient::connect(server.url()).await.unwrap();
+    let with = |id: &str, f: &dyn Fn(&mut CollectionSpec)| {
+        let mut s = spec(id, 3);
+        f(&mut s);
+        s
+    };
+    let cases = vec![
+        ("ε NaN", with("n1", &|s| s.epsilon = f64::NAN)),
+        ("ε ∞", with("n2", &|s| s.epsilon = f64::INFINITY)),
+        ("δ < 0", with("n3", &|s| s.delta = -0.1)),
+        ("δ > 1", with("n4", &|s| s.delta = 2.0)),
+        ("δ NaN", with("n5", &|s| s.delta = f64::NAN)),
+        ("R < 0", with("n6", &|s| s.clip_radius = -1.0)),
+        ("R NaN", with("n7", &|s| s.clip_radius = f64::NAN)),
+        ("R ∞", with("n8", &|s| s.clip_radius = f64::INFINITY)),
+        ("p above MAX_DIM", with("n9", &|s| s.dim = max as u32 + 1)),
+        ("p = u32::MAX", with("n10", &|s| s.dim = u32::MAX)),
+        ("unknown encoding", with("n11", &|s| s.encoding = 99)),
+        (
+            "ε so small no report can carry the noise",
+            with("n12", &|s| s.epsilon = 1e-300),
+        ),
+        ("empty id", with("", &|_| {})),
+        ("id too long", with(&"x".repeat(129), &|_| {})),
+    ];
+    for (name, s) in cases {
+        let id = s.collection_id.clone();
+        let err = raw
+            .create_collection(CreateCollectionRequest { spec: Some(s) })
+            .await
+            .expect_err(name);
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "{name}: {}",
+            err.message()
+        );
+        if !id.is_empty() && id.len() <= 128 {
+            let e = raw
+                .get_status(GetStatusRequest { collection_id: id })
+                .await
+                .expect_err(name);
+            assert_eq!(e.code(), Code::NotFound, "{name} created something");
+        }
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_closed_collection_refuses_reports_but_still_estimates() {
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let url = server.url();
+    let mut admin = client(&url, 3).await;
+    admin.create_collection(spec("c", 2)).await.unwrap();
+    admin.create_collection(spec("other", 2)).await.unwrap();
+    let collection = admin.collection("c").await.unwrap();
+    let first = admin.prepare_report(&collection, &[0.5, 0.1]).unwrap();
+    admin.submit_report(first.clone()).await.unwrap();
+    let before = admin.estimate(estimate_request("c")).await.unwrap();
+
+    let status = admin.close_collection("c").await.unwrap();
+    assert!(status.closed);
+    assert_eq!(status.reports, 1);
+    // Idempotent.
+    assert!(admin.close_collection("c").await.unwrap().closed);
+
+    let late = admin.prepare_report(&collection, &[0.1, 0.5]).unwrap();
+    let err = admin.submit_report(late.clone()).await.expect_err("unary");
+    assert_eq!(code(&err), Code::FailedPrecondition, "{err}");
+    assert!(err.to_string().contains("closed"), "{err}");
+    // Even a resend of an already counted report: closed wins, nothing changes.
+    let err = admin.submit_report(first).await.expect_err("resend");
+    assert_eq!(code(&err), Code::FailedPrecondition, "{err}");
+    let err = admin
+        .submit_stream(vec![late.clone()])
+        .await
+        .expect_err("stream");
+    assert_eq!(code(&err), Code::FailedPrecondition, "{err}");
+    // A stream that switches to the closed collection keeps what came before.
+    let other = admin.collection("other").await.unwrap();
+    let to_other = admin.prepare_report(&other, &[0.2, 0.2]).unwrap();
+    let err = admin
+        .submit_stream(vec![to_other, late])
+        .await
+        .expect_err("mixed stream");
+    assert_eq!(code(&err), Code::FailedPrecondition, "{err}");
+    assert_eq!(admin.status("other").await.unwrap().reports, 1);
+    assert!(!admin.status("other").await.unwrap().closed);
+
+    let status = admin.status("c").await.unwrap();
+    assert!(status.closed);
+    assert_eq!(status.reports, 1);
+    let after = admin.estimate(estimate_request("c")).await.unwrap();
+    assert_eq!(before.upper_triangle, after.upper_triangle);
+    // Parameters stay readable.
+    admin.collection("c").await.unwrap();
+
+    let err = admin.close_collection("nope").await.expect_err("unknown");
+    assert_eq!(code(&err), Code::NotFound);
+    let err = admin.close_collection("a b").await.expect_err("bad id");
+    assert_eq!(code(&err), Code::InvalidArgument);
+    server.shutdown().await.unwrap();
+}
+
+const ADMIN: &str = "admin-0123456789abcdef";
+const SUBMIT: &str = "submit-0123456789abcdef";
+const SCOPED: &str = "scoped-0123456789abcdef";
+
+async fn guarded_server() -> EmbeddedServer {
+    let auth = AuthConfig::new(
+        Some(Token::new(ADMIN, "admin").unwrap()),
+        vec![
+            SubmitToken::parse(SUBMIT).unwrap(),
+            SubmitToken::parse(&format!("a={SCOPED}")).unwrap(),
+        ],
+    )
+    .unwrap();
+    EmbeddedServer::start_with_options(
+        Arc::new(MemoryStore::new()),
+        ServeOptions {
+            limits: Limits { max_dim: 16 },
+            auth: Arc::new(auth),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn as_caller(url: &str, token: Option<&str>) -> AggregatorClient {
+    let c = client(url, 9).await;
+    match token {
+        Some(t) => c.with_token(t.to_string()).unwrap(),
+        None => c,
+    }
+}
+
+#[tokio::test]
+async fn missing_invalid_or_insufficient_tokens_are_refused() {
+    let server = guarded_server().await;
+    let url = server.url();
+    let mut admin = as_caller(&url, Some(ADMIN)).await;
+    admin.create_collection(spec("a", 2)).await.unwrap();
+    admin.create_collection(spec("b", 2)).await.unwrap();
+    let a = admin.collection("a").await.unwrap();
+    let b = admin.collection("b").await.unwrap();
+    let report_a = admin.prepare_report(&a, &[0.3, 0.3]).unwrap();
+    let report_b = admin.prepare_report(&b, &[0.3, 0.3]).unwrap();
+
+    use Code::{PermissionDenied as Denied, Unauthenticated as Unauth};
+    // (token, create, estimate, close b, submit a, submit b, status b, get b)
+    type Row = (Option<&'static str>, [Option<Code>; 7]);
+    let table: [Row; 5] = [
+        (None, [Some(Unauth); 7]),
+        (Some("not-a-token"), [Some(Unauth); 7]),
+        (
+            Some(SUBMIT),
+            [
+                Some(Denied),
+                Some(Denied),
+                Some(Denied),
+                None,
+                None,
+                None,
+                None,
+            ],
+        ),
+        (
+            Some(SCOPED),
+            [
+                Some(Denied),
+                Some(Denied),
+                Some(Denied),
+                None,
+                Some(Denied),
+                Some(Denied),
+                Some(Denied),
+            ],
+        ),
+        (Some(ADMIN), [None; 7]),
+    ];
+    for (token, want) in table {
+        let mut c = as_caller(&url, token).await;
+        let got = [
+            c.create_collection(spec("new", 2)).await.err(),
+            c.estimate(estimate_request("a")).await.err(),
+            // Closing last in the row would change later rows: close an unknown id,
+            // which needs the right before it can say NOT_FOUND.
+            c.close_collection("unknown").await.err(),
+            c.submit_report(report_a.clone()).await.err(),
+            c.submit_report(report_b.clone()).await.err(),
+            c.status("b").await.err(),
+            c.collection("b").await.err(),
+        ];
+        let got: Vec<Option<Code>> = got.iter().map(|e| e.as_ref().map(code)).collect::<Vec<_>>();
+        // The admin's close of an unknown collection gets past the check: NOT_FOUND.
+        let mut want = want.to_vec();
+        if token == Some(ADMIN) {
+            want[2] = Some(Code::NotFound);
+        }
+        // The admin token creates "new" once; later rows see the earlier state only
+        // through counts, checked below.
+        assert_eq!(got, want, "token {token:?}");
+        if token == Some(ADMIN) {
+            break;
+        }
+        // Refused calls changed nothing.
+        let status = admin.status("new").await;
+        assert!(status.is_err(), "{token:?} created a collection");
+    }
+    // Counts: submit a by SUBMIT, SCOPED and ADMIN (same id: counted once); b by
+    // SUBMIT and ADMIN (once).
+    assert_eq!(admin.status("a").await.unwrap().reports, 1);
+    assert_eq!(admin.status("b").await.unwrap().reports, 1);
+
+    // A stream whose token is scoped to "a" fails when it switches to "b", after
+    // committing the reports for "a".
+    let fresh_a = admin.prepare_report(&a, &[0.1, 0.1]).unwrap();
+    let fresh_b = admin.prepare_report(&b, &[0.1, 0.1]).unwrap();
+    let mut scoped = as_caller(&url, Some(SCOPED)).await;
+    let err = scoped
+        .submit_stream(vec![fresh_a, fresh_b.clone()])
+        .await
+        .expect_err("scoped stream");
+    assert_eq!(code(&err), Denied, "{err}");
+    assert_eq!(admin.status("a").await.unwrap().reports, 2);
+    assert_eq!(admin.status("b").await.unwrap().reports, 1);
+    // No token on a stream: refused before anything is read.
+    let mut anonymous = as_caller(&url, None).await;
+    let err = anonymous
+        .submit_stream(vec![fresh_b])
+        .await
+        .expect_err("anonymous stream");
+    assert_eq!(code(&err), Unauth);
+    assert_eq!(admin.status("b").await.unwrap().reports, 1);
+
+    // Raw metadata forms: wrong scheme, empty bearer.
+    let mut raw = RawClient::connect(url.clone()).await.unwrap();
+    for header in ["Basic YWRtaW4=", "Bearer ", &format!("Token {ADMIN}")] {
+        let mut req = tonic::Request::new(GetCollectionRequest {
+            collection_id: "a".into(),
+        });
+        req.metadata_mut()
+            .insert("authorization", header.parse().unwrap());
+        let err = raw.get_collection(req).await.expect_err(header);
+        assert_eq!(err.code(), Unauth, "{header}");
+    }
+    let mut req = tonic::Request::new(CloseCollectionRequest {
+        collection_id: "a".into(),
+    });
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {SUBMIT}").parse().unwrap());
+    assert_eq!(raw.close_collection(req).await.unwrap_err().code(), Denied);
+    assert!(!admin.status("a").await.unwrap().closed);
+    // Tokens that cannot be sent are refused by the client.
+    let c = client(&url, 1).await;
+    assert!(matches!(
+        c.with_token("two words".into()),
+        Err(ClientError::InvalidToken)
+    ));
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_admin_token_alone_leaves_submits_open() {
+    let auth = AuthConfig::new(Some(Token::new(ADMIN, "admin").unwrap()), Vec::new()).unwrap();
+    let server = EmbeddedServer::start_with_options(
+        Arc::new(MemoryStore::new()),
+        ServeOptions {
+            limits: Limits { max_dim: 16 },
+            auth: Arc::new(auth),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let url = server.url();
+    let mut admin = as_caller(&url, Some(ADMIN)).await;
+    admin.create_collection(spec("o", 2)).await.unwrap();
+    let mut device = as_caller(&url, None).await;
+    let o = device.collection("o").await.unwrap();
+    device.submit(&o, &[0.1, 0.2]).await.unwrap();
+    assert_eq!(device.status("o").await.unwrap().reports, 1);
+    let err = device.estimate(estimate_request("o")).await.unwrap_err();
+    assert_eq!(code(&err), Code::Unauthenticated);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_encoding_other_than_the_collections_is_invalid_argument() {
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let url = server.url();
+    let mut admin = client(&url, 4).await;
+    admin.create_collection(spec("e", 2)).await.unwrap();
+    let mut raw = RawClient::connect(url.clone()).await.unwrap();
+    // i16 entries of the right count for an i32 collection, and the i32 length too.
+    for payload_len in [3 * 2, 3 * 4] {
+        let report = Report {
+            collection_id: "e".into(),
+            report_id: vec![3; 16],
+            encoding: Encoding::I16Le as i32,
+            payload: vec![0; payload_len],
+        };
+        let err = raw.submit_report(report).await.expect_err("mismatch");
+        assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+        assert!(
+            err.message().contains("does not match"),
+            "{}",
+            err.message()
+        );
+    }
+    assert_eq!(admin.status("e").await.unwrap().reports, 0);
+    server.shutdown().await.unwrap();
+}
