@@ -409,6 +409,10 @@ async fn run(cli: Cli) -> Result<()> {
             if batch_size == 0 {
                 anyhow::bail!("--batch-size must be at least 1");
             }
+            // Check every option before anything is opened or created.
+            let auth = access.auth()?;
+            let tls = access.tls()?;
+            let transport = access.transport()?;
             let store: Arc<dyn Store> = if memory {
                 tracing::warn!("in-memory store: everything is lost when the daemon stops");
                 Arc::new(MemoryStore::new())
@@ -432,9 +436,6 @@ async fn run(cli: Cli) -> Result<()> {
                 .with_context(|| format!("cannot listen on {listen}"))?;
             let addr = listener.local_addr()?;
             let kind = if memory { "memory" } else { "durable" };
-            let auth = access.auth()?;
-            let tls = access.tls()?;
-            let transport = access.transport()?;
             if auth.is_open() {
                 tracing::warn!(
                     "running WITHOUT AUTHENTICATION: anyone who can reach this port may create, close and estimate collections (set --admin-token-file, and --submit-token-file to guard submits)"

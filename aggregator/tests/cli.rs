@@ -108,7 +108,14 @@ impl Daemon {
     /// Starts `serve` with `extra` flags (tokens, TLS, limits).
     fn start_with(extra: &[&str]) -> Daemon {
         let mut child = command()
-            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .args([
+                "serve",
+                "--memory",
+                "--listen",
+                "127.0.0.1:0",
+                "--log",
+                "info",
+            ])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -610,11 +617,14 @@ fn create_status_submit_and_estimate_in_every_format() {
     let line = estimate(url, id, &["--format", "npy"]).fails_with("--out");
     assert!(line.contains("npy"), "{line}");
 
-    // Explicit universal threshold with c = 4: the default.
+    // Explicit universal threshold with c = 4: λ = 4·σ_n·√(ln p) with γ = 0.
     let r = estimate(url, id, &["--threshold", "universal", "--c", "4"]);
     let (doc4, m4) = check_estimate_json(&r);
-    assert_eq!(doc4["threshold"], doc["threshold"], "{doc4}");
-    assert_eq!(m4, json_m);
+    let sd = doc4["entry_noise_sd"].as_f64().expect("entry_noise_sd");
+    let lambda = doc4["threshold"].as_f64().expect("threshold");
+    let want = 4.0 * sd * 4f64.ln().sqrt();
+    assert!((lambda - want).abs() <= 1e-12 * want, "{doc4}");
+    assert_eq!(m4.len(), json_m.len());
 
     // No threshold, no PSD projection: the raw average.
     let r = estimate(url, id, &["--threshold", "none", "--no-psd"]);
@@ -626,7 +636,7 @@ fn create_status_submit_and_estimate_in_every_format() {
     assert_symmetric(&raw_m, "raw matrix");
 
     // A bad threshold parameter is the server's InvalidArgument, one line.
-    estimate(url, id, &["--c=-1"]).fails_with("InvalidArgument");
+    estimate(url, id, &["--threshold", "universal", "--c=-1"]).fails_with("InvalidArgument");
 
     // Environment variables instead of flags.
     let r = run_with_env(
@@ -797,6 +807,7 @@ fn tokens_guard_the_admin_commands_and_never_reach_the_log() {
 fn submit_tokens_without_an_admin_token_are_refused_at_startup() {
     let run = run(&[
         "serve",
+        "--memory",
         "--listen",
         "127.0.0.1:0",
         "--submit-token",
@@ -843,6 +854,7 @@ fn the_cli_talks_tls_with_a_custom_ca() {
     let run = run_with_env(
         &[
             "serve",
+            "--memory",
             "--listen",
             "127.0.0.1:0",
             "--tls-cert",
