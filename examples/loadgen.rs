@@ -24,8 +24,7 @@ use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::{estimate_matrix, relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler, Tails};
 use ldpcov::proto::v1::{
-    CollectionSpec, Encoding, GetEstimateRequest, NoThreshold, UniversalThreshold,
-    get_estimate_request,
+    CollectionSpec, Encoding, GetEstimateRequest, NoThreshold, get_estimate_request,
 };
 use rand::SeedableRng;
 use serde::Serialize;
@@ -283,14 +282,12 @@ async fn main() -> Result<()> {
         skip_psd_projection: false,
         ..Default::default()
     };
+    // The server's default rule (K-fold cross-validation) is the headline.
     let est = admin
-        .estimate(fetch(get_estimate_request::Threshold::Universal(
-            UniversalThreshold {
-                gamma: 0.0,
-                c: 4.0,
-                threshold_diagonal: false,
-            },
-        )))
+        .estimate(GetEstimateRequest {
+            collection_id: id.clone(),
+            ..Default::default()
+        })
         .await?;
     let raw = admin
         .estimate(fetch(get_estimate_request::Threshold::None(NoThreshold {})))

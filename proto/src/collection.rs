@@ -15,6 +15,11 @@ pub const MAX_DIM: usize = 4096;
 /// Largest ε a collection may ask for. Beyond it a report protects next to nothing,
 /// and `e^ε` in the analytic calibration loses precision.
 pub const MAX_EPSILON: f64 = 100.0;
+/// Smallest noise sd in grid units. The d-dimensional discrete Gaussian's privacy
+/// loss exceeds the continuous Gaussian's by at most `τ = 10·Σ_{k<d} e^{−2π²σ²k/(k+1)}`
+/// (Canonne, Kamath & Steinke 2020, Theorem 14); at σ ≥ 16 grid units that is below
+/// `10·d·e^{−2500}`, zero in any arithmetic. In practice σ·2^k is 10⁵ or more.
+pub const MIN_SIGMA_GRID: f64 = 16.0;
 /// Longest collection id.
 pub const MAX_ID_LEN: usize = 128;
 /// Finest grid: entries are multiples of 2^-24.
@@ -120,9 +125,9 @@ impl Collection {
             let sensitivity = std::f64::consts::SQRT_2 + (entries as f64).sqrt() / scale;
             let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
             let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil();
-            if sigma * scale < 1.0 {
-                // Less than one grid unit of noise even on the finest grid: ε is so
-                // large that the integer noise samplers cannot represent it.
+            if sigma * scale < MIN_SIGMA_GRID {
+                // Too little noise in grid units for the discrete Gaussian's privacy to
+                // match the continuous calibration (see MIN_SIGMA_GRID).
                 return Err(SpecError::Epsilon(epsilon));
             }
             if bound <= f64::from(i32::MAX) {
