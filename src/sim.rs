@@ -165,7 +165,9 @@ pub fn simulate_signal(
         let x = sampler.sample(&mut rng);
         let fold = simulated_report_id(&mut rng).fold(FOLDS);
         for (p, s) in perturbers.iter().zip(out.iter_mut()) {
-            let signal = p.perturb(&x, &mut ZeroNoise).expect("finite x of dimension p");
+            let signal = p
+                .perturb(&x, &mut ZeroNoise)
+                .expect("finite x of dimension p");
             s.add(fold, &signal);
         }
     }
@@ -350,7 +352,10 @@ mod tests {
     fn moments(v: &[f64]) -> (f64, f64) {
         let n = v.len() as f64;
         let m = v.iter().sum::<f64>() / n;
-        (m, v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0))
+        (
+            m,
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0),
+        )
     }
 
     #[test]
