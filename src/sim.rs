@@ -229,7 +229,7 @@ pub fn add_noise(collection: &Collection, signal: &SignalSums, noise_seed: u64) 
             continue;
         }
         let nkf = nk as f64;
-        for e in 0..entries {
+        for (e, square) in squares.iter_mut().enumerate() {
             let s1 = signal.fold_sums[k][e] as f64;
             let s2 = signal.fold_squares[k][e] as f64;
             let g: f64 = rng.sample(StandardNormal);
@@ -254,7 +254,7 @@ pub fn add_noise(collection: &Collection, signal: &SignalSums, noise_seed: u64) 
                 0.0
             };
             acc.fold_sums[k][e] = signal.fold_sums[k][e] + z.round() as i64;
-            squares[e] += s2 + 2.0 * w + projected + rest;
+            *square += s2 + 2.0 * w + projected + rest;
         }
     }
     acc.count = acc.fold_counts.iter().sum();

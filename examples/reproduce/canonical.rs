@@ -229,7 +229,7 @@ pub fn run(args: &Args, out: Out) -> Result<()> {
                         None => counts.push((c.clone(), 1)),
                     }
                 }
-                counts.sort_by(|a, b| b.1.cmp(&a.1));
+                counts.sort_by_key(|b| std::cmp::Reverse(b.1));
                 let choice = counts
                     .iter()
                     .map(|(k, v)| format!("{k} ×{v}"))

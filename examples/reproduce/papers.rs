@@ -128,7 +128,7 @@ pub fn settings() -> Vec<(Setting, Printed)> {
                 .map(|v| v.parse().expect("number"))
                 .collect();
             let table = k[0] as u8;
-            let tails = if table % 2 == 0 {
+            let tails = if table.is_multiple_of(2) {
                 Tails::StudentT { nu: 5.0 }
             } else {
                 Tails::Gaussian
