@@ -4,17 +4,11 @@
 //! simulation that fills an `Accumulator` directly and calls the aggregator's pure
 //! estimator.
 //!
-//! Simulation path ("sum-of-noise shortcut"): per fold k (users assigned round-robin,
-//! n_k = n/5), the signal sum `Σ_u u_i u_j` is computed user by user in f64
-//! (u = x clipped to R, scaled to the unit ball) and put on each ε's grid 2^k once
-//! (`round(2^k·Σ)`, instead of rounding every user: the difference is at most n/2 and
-//! typically √(n/12) grid units, against a noise sd of σ_grid·√n ≥ 0.26·2^k·√n), so the
-//! signal is shared across ε (whose grids differ); the noise sum is one
-//! `round(N(0, n_k·σ_grid²))` draw per entry (the sum of n_k independent N(0, σ_grid²)
-//! draws; the per-user rounding of the noise adds variance n_k/12, negligible next to
-//! n_k·σ_grid²). The signal sums are shared across ε. Sums of squares are filled with
-//! the moment-matched approximation `Σs² + N(n·σ_g², 2n·σ_g⁴) + N(0, 4σ_g²·Σs²)`
-//! (exact Σs² from the simulated users), so the entry-adaptive rule can run.
+//! Simulation path: the sum-of-noise fast path of [`ldpcov::sim`] (per-user signal
+//! through the real `Perturber` with zero noise, one noise draw per fold and entry,
+//! sums of squares from their exact joint law), the same code as the reproduction
+//! harness (`examples/reproduce`), which also has the per-user path. The signal is
+//! simulated once per repetition and shared across ε (rounded on each ε's grid).
 //!
 //! Measured at commit 835bc57 (`--reps 3`, dev profile, ~4 min on 2 shared cores):
 //! the CV default's relative spectral error divided by the better of none+PSD and
@@ -31,17 +25,13 @@
 
 use anyhow::Result;
 use clap::Parser;
-use ldpcov::aggregator::accumulator::{Accumulator, FOLDS};
 use ldpcov::aggregator::estimate::{
     AdaptiveThreshold, CrossValidation, EstimateOptions, ThresholdKind, ThresholdRule,
     UniversalThreshold, estimate,
 };
 use ldpcov::metrics::relative_spectral_error;
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::v1::CollectionSpec;
-use ldpcov::proto::{Collection, layout::triangle_pairs};
-use rand::SeedableRng;
-use rand_distr::{Distribution, Normal};
+use ldpcov::sim;
 
 #[derive(Parser)]
 #[command(about = "Accuracy of the threshold rules at the canonical benchmark point")]
@@ -58,64 +48,6 @@ struct Args {
     /// Dimension.
     #[arg(long, default_value_t = 20)]
     dim: usize,
-}
-
-/// Signal fold sums and sums of squares, in unit-ball units.
-struct Signal {
-    fold_sums: Vec<Vec<f64>>,
-    fold_counts: Vec<u64>,
-    sum_sq: Vec<f64>,
-}
-
-fn simulate_signal(sampler: &Sampler, p: usize, r: f64, n: u64, seed: u64) -> Signal {
-    let d = p * (p + 1) / 2;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut fold_sums = vec![vec![0f64; d]; FOLDS];
-    let mut fold_counts = vec![0u64; FOLDS];
-    let mut sum_sq = vec![0f64; d];
-    let pairs: Vec<(usize, usize)> = triangle_pairs(p).collect();
-    for user in 0..n {
-        let x = sampler.sample(&mut rng);
-        let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt().max(r);
-        let u: Vec<f64> = x.iter().map(|v| v / norm).collect();
-        let fold = (user % FOLDS as u64) as usize;
-        let sums = &mut fold_sums[fold];
-        for (k, &(i, j)) in pairs.iter().enumerate() {
-            let v = u[i] * u[j];
-            sums[k] += v;
-            sum_sq[k] += v * v;
-        }
-        fold_counts[fold] += 1;
-    }
-    Signal {
-        fold_sums,
-        fold_counts,
-        sum_sq,
-    }
-}
-
-fn with_noise(c: &Collection, s: &Signal, seed: u64) -> Accumulator {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let std = Normal::new(0.0, 1.0).expect("valid");
-    let sg = c.sigma_grid();
-    let g = c.grid_scale();
-    let mut acc = Accumulator::new(c.entries, FOLDS);
-    for f in 0..FOLDS {
-        let nk = s.fold_counts[f] as f64;
-        for (a, &v) in acc.fold_sums[f].iter_mut().zip(&s.fold_sums[f]) {
-            *a = (v * g).round() as i64 + (std.sample(&mut rng) * sg * nk.sqrt()).round() as i64;
-        }
-        acc.fold_counts[f] = s.fold_counts[f];
-    }
-    let n: f64 = s.fold_counts.iter().sum::<u64>() as f64;
-    acc.count = n as u64;
-    for (q, &ss) in acc.sum_squares.iter_mut().zip(&s.sum_sq) {
-        let ss = ss * g * g;
-        let zz = n * sg * sg + std.sample(&mut rng) * (2.0 * n).sqrt() * sg * sg;
-        let cross = std.sample(&mut rng) * 2.0 * sg * ss.sqrt();
-        *q = (ss + zz + cross).max(0.0) as u128;
-    }
-    acc
 }
 
 fn main() -> Result<()> {
@@ -157,7 +89,8 @@ fn main() -> Result<()> {
         ("cv default", EstimateOptions::default()),
     ];
     println!(
-        "path: sum-of-noise shortcut (per-user signal, one noise draw per fold and entry); p = {p}, R = √(2p), δ = 1e-6, {} reps",
+        "path: {} (per-user signal, one noise draw per fold and entry); p = {p}, R = √(2p), δ = 1e-6, {} reps",
+        sim::Path::SumOfNoise.name(),
         args.reps
     );
     print!("{:<7} {:>4} {:>9}", "model", "ε", "n");
@@ -177,21 +110,18 @@ fn main() -> Result<()> {
             let mut choices = vec![String::new(); args.epsilons.len()];
             for rep in 0..args.reps {
                 let seed = 1000 * mi as u64 + rep as u64 + n;
-                let mut signal = None;
-                for (ei, &epsilon) in args.epsilons.iter().enumerate() {
-                    let c = Collection::from_spec(&CollectionSpec {
-                        collection_id: "check".into(),
-                        dim: p as u32,
-                        epsilon,
-                        delta: 1e-6,
-                        clip_radius: r,
-                        min_reports: 1,
-                        encoding: 0,
-                    })?;
-                    let s = signal.get_or_insert_with(|| simulate_signal(&sampler, p, r, n, seed));
-                    let acc = with_noise(&c, s, seed * 31 + ei as u64);
+                let collections = args
+                    .epsilons
+                    .iter()
+                    .map(|&e| sim::collection(p, e, 1e-6, r))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let refs: Vec<_> = collections.iter().collect();
+                let signals = sim::simulate_signal(&refs, &sampler, n, seed);
+                for (ei, c) in collections.iter().enumerate() {
+                    let acc =
+                        sim::add_noise(c, sim::signal_for(&signals, c), seed * 31 + ei as u64);
                     for (k, (_, opts)) in estimators.iter().enumerate() {
-                        let est = estimate(&c, &acc, opts)?;
+                        let est = estimate(c, &acc, opts)?;
                         errors[ei][k].push(relative_spectral_error(&est.matrix, &truth));
                         if k + 1 == estimators.len() {
                             choices[ei] = est.rule.clone();

@@ -6,8 +6,9 @@
 //! * [`aggregator`] (`ldpcov-aggregator`) — the service, accumulators and estimators.
 //!
 //! This root crate adds what simulations, examples and end-to-end tests share:
-//! [`models`], the data generators of the seed papers, and [`metrics`], the error
-//! measures the papers report.
+//! [`models`], the data generators of the seed papers, [`metrics`], the error
+//! measures the papers report, and [`sim`], the in-process simulation of many users
+//! (per-user and sum-of-noise paths).
 //!
 //! ```
 //! use ldpcov::models::{Model, Sampler};
@@ -28,3 +29,4 @@ pub use ldpcov_proto as proto;
 
 pub mod metrics;
 pub mod models;
+pub mod sim;

@@ -1,0 +1,275 @@
+//! DESIGN.md's canonical accuracy benchmark: seed 001 Models 1 and 2, Gaussian,
+//! p = 20, R = √(2p), δ = 1e-6, ε ∈ {0.5, 1, 2}, n ∈ {1e5, 1e6, 1e7}; relative spectral
+//! and Frobenius error of every estimator, and the ratio of the default (CV) to the
+//! better of raw+PSD and seed 000's universal rule.
+
+use crate::{Out, seed_of};
+use anyhow::Result;
+use ldpcov::aggregator::accumulator::Accumulator;
+use ldpcov::aggregator::estimate::{
+    AdaptiveThreshold, CrossValidation, EstimateOptions, Seed001Threshold, ThresholdKind,
+    ThresholdRule, UniversalThreshold, estimate,
+};
+use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov::models::{Model, Sampler};
+use ldpcov::sim::{self, Path};
+use serde_json::json;
+
+/// Options of the canonical benchmark.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Repetitions per point.
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Numbers of users.
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000,10000000")]
+    ns: Vec<u64>,
+    /// Privacy levels ε.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
+    epsilons: Vec<f64>,
+    /// Models (1 and/or 2).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    models: Vec<u8>,
+    /// Simulation path: `fast` (sum-of-noise) or `per-user`.
+    #[arg(long, default_value = "fast")]
+    path: String,
+}
+
+/// The estimators compared, in output order. The last two are computed on the same
+/// users' noise-free accumulator (non-private floor).
+pub fn estimators() -> Vec<(&'static str, EstimateOptions)> {
+    let opts = |rule: ThresholdRule, kind: ThresholdKind| EstimateOptions {
+        rule,
+        kind,
+        ..Default::default()
+    };
+    use ThresholdKind::{Hard, Soft};
+    vec![
+        ("none+psd", opts(ThresholdRule::None, Hard)),
+        (
+            "universal(c=4)",
+            opts(
+                ThresholdRule::Universal(UniversalThreshold::default()),
+                Hard,
+            ),
+        ),
+        (
+            "universal(c=4) soft",
+            opts(
+                ThresholdRule::Universal(UniversalThreshold::default()),
+                Soft,
+            ),
+        ),
+        (
+            "seed001(xi=2)",
+            opts(
+                ThresholdRule::Seed001(Seed001Threshold {
+                    xi: 2.0,
+                    threshold_diagonal: false,
+                }),
+                Hard,
+            ),
+        ),
+        (
+            "adaptive(eta=2)",
+            opts(ThresholdRule::Adaptive(AdaptiveThreshold::default()), Hard),
+        ),
+        (
+            "adaptive(eta=2) soft",
+            opts(ThresholdRule::Adaptive(AdaptiveThreshold::default()), Soft),
+        ),
+        (
+            "cv hard-only",
+            opts(
+                ThresholdRule::CrossValidated(CrossValidation {
+                    kinds: vec![Hard],
+                    ..Default::default()
+                }),
+                Hard,
+            ),
+        ),
+        ("cv default", EstimateOptions::default()),
+    ]
+}
+
+/// Names of the non-private floor estimators (on the noise-free accumulator).
+pub const FLOORS: [&str; 2] = ["nonprivate raw+psd", "nonprivate adaptive(eta=2)"];
+
+fn floor_options() -> [EstimateOptions; 2] {
+    [
+        EstimateOptions {
+            rule: ThresholdRule::None,
+            ..Default::default()
+        },
+        EstimateOptions {
+            rule: ThresholdRule::Adaptive(AdaptiveThreshold::default()),
+            ..Default::default()
+        },
+    ]
+}
+
+/// Errors of one repetition: per ε, per estimator (then floors), (spectral, Frobenius),
+/// and the CV default's choice per ε.
+type RepResult = (Vec<Vec<(f64, f64)>>, Vec<String>);
+
+/// Runs the benchmark.
+pub fn run(args: &Args, out: Out) -> Result<()> {
+    let p = 20usize;
+    let r = (2.0 * p as f64).sqrt();
+    let delta = 1e-6;
+    let path = match args.path.as_str() {
+        "fast" | "sum-of-noise" => Path::SumOfNoise,
+        "per-user" => Path::PerUser,
+        other => anyhow::bail!("unknown path {other} (fast or per-user)"),
+    };
+    let ests = estimators();
+    let floors = floor_options();
+    let names: Vec<&str> = ests.iter().map(|(n, _)| *n).chain(FLOORS).collect();
+    out.text(format!(
+        "# canonical benchmark: path {}, p = {p}, R = √(2p), δ = {delta}, {} reps; mean (s.e.) of relative spectral | Frobenius error",
+        path.name(),
+        args.reps
+    ));
+    // ratio rows: (model, ε, n, spectral ratio, Frobenius ratio)
+    let mut ratios = Vec::new();
+    for &m in &args.models {
+        let model = match m {
+            1 => Model::BandedGeometric,
+            2 => Model::Tridiagonal2,
+            other => anyhow::bail!("model {other}: the canonical benchmark has models 1 and 2"),
+        };
+        let truth = model.covariance(p);
+        let sampler = Sampler::gaussian(&truth)?;
+        let collections = args
+            .epsilons
+            .iter()
+            .map(|&e| sim::collection(p, e, delta, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        for &n in &args.ns {
+            let started = std::time::Instant::now();
+            let results: Vec<RepResult> = sim::parallel_reps(args.reps, out.threads, |rep| {
+                let seed = seed_of(&[1, m as u64, n, rep as u64]);
+                let refs: Vec<_> = collections.iter().collect();
+                let signals = sim::simulate_signal(&refs, &sampler, n, seed);
+                let mut errs = Vec::new();
+                let mut choices = Vec::new();
+                for (ei, c) in collections.iter().enumerate() {
+                    let signal = sim::signal_for(&signals, c);
+                    let noise_seed = seed_of(&[2, m as u64, n, rep as u64, ei as u64]);
+                    let acc: Accumulator = match path {
+                        Path::SumOfNoise => sim::add_noise(c, signal, noise_seed),
+                        Path::PerUser => sim::per_user(c, &sampler, n, seed, noise_seed),
+                    };
+                    let free = signal.noise_free();
+                    let mut row = Vec::new();
+                    for (name, opts) in &ests {
+                        let est = estimate(c, &acc, opts).expect("estimate");
+                        row.push((
+                            relative_spectral_error(&est.matrix, &truth),
+                            relative_frobenius_error(&est.matrix, &truth),
+                        ));
+                        if *name == "cv default" {
+                            choices
+                                .push(est.rule.split('→').nth(1).unwrap_or("").trim().to_string());
+                        }
+                    }
+                    for opts in &floors {
+                        let est = estimate(c, &free, opts).expect("estimate");
+                        row.push((
+                            relative_spectral_error(&est.matrix, &truth),
+                            relative_frobenius_error(&est.matrix, &truth),
+                        ));
+                    }
+                    errs.push(row);
+                }
+                (errs, choices)
+            });
+            let secs = started.elapsed().as_secs_f64();
+            for (ei, &epsilon) in args.epsilons.iter().enumerate() {
+                out.text(format!(
+                    "\n{} ε={epsilon} n={n:.0e} ({secs:.0} s for all ε)",
+                    model.name()
+                ));
+                out.text(format!(
+                    "  {:<28} {:>17} {:>17}",
+                    "estimator", "spectral", "Frobenius"
+                ));
+                let mut means = Vec::new();
+                for (k, name) in names.iter().enumerate() {
+                    let spec: Vec<f64> = results.iter().map(|r| r.0[ei][k].0).collect();
+                    let frob: Vec<f64> = results.iter().map(|r| r.0[ei][k].1).collect();
+                    let (ms, ss) = sim::mean_se(&spec);
+                    let (mf, sf) = sim::mean_se(&frob);
+                    means.push((ms, mf));
+                    out.text(format!(
+                        "  {name:<28} {ms:>9.4} ({ss:.4}) {mf:>9.4} ({sf:.4})"
+                    ));
+                    out.row(json!({
+                        "experiment": "canonical", "path": path.name(), "model": model.name(),
+                        "p": p, "n": n, "epsilon": epsilon, "delta": delta, "clip_radius": r,
+                        "reps": args.reps, "estimator": name,
+                        "private": !name.starts_with("nonprivate"),
+                        "rel_spectral_mean": ms, "rel_spectral_se": ss,
+                        "rel_frobenius_mean": mf, "rel_frobenius_se": sf,
+                    }));
+                }
+                let idx = |n: &str| names.iter().position(|x| *x == n).expect("known");
+                let (cv, none, uni) = (
+                    means[idx("cv default")],
+                    means[idx("none+psd")],
+                    means[idx("universal(c=4)")],
+                );
+                let rs = cv.0 / none.0.min(uni.0);
+                let rf = cv.1 / none.1.min(uni.1);
+                let mut counts: Vec<(String, usize)> = Vec::new();
+                for r in &results {
+                    let c = &r.1[ei];
+                    match counts.iter_mut().find(|(k, _)| k == c) {
+                        Some((_, v)) => *v += 1,
+                        None => counts.push((c.clone(), 1)),
+                    }
+                }
+                counts.sort_by_key(|b| std::cmp::Reverse(b.1));
+                let choice = counts
+                    .iter()
+                    .map(|(k, v)| format!("{k} ×{v}"))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                out.text(format!(
+                    "  ratio cv/min(none+psd, universal): spectral {rs:.3}, Frobenius {rf:.3}; cv chose: {choice}"
+                ));
+                out.row(json!({
+                    "experiment": "canonical-ratio", "path": path.name(), "model": model.name(),
+                    "n": n, "epsilon": epsilon, "reps": args.reps,
+                    "ratio_spectral": rs, "ratio_frobenius": rf, "cv_choices": choice,
+                }));
+                ratios.push((model.name(), epsilon, n, rs, rf));
+            }
+        }
+    }
+    out.text("\n# ratio table: cv default / min(none+psd, universal(c=4)), mean relative error");
+    out.text(format!(
+        "  {:<7} {:>4} {:>9} {:>9} {:>9}",
+        "model", "ε", "n", "spectral", "Frobenius"
+    ));
+    for (m, e, n, rs, rf) in &ratios {
+        out.text(format!(
+            "  {m:<7} {e:>4} {:>9.0e} {rs:>9.3} {rf:>9.3}",
+            *n as f64
+        ));
+    }
+    let k = ratios.len().max(1) as f64;
+    let mean_s = ratios.iter().map(|r| r.3).sum::<f64>() / k;
+    let mean_f = ratios.iter().map(|r| r.4).sum::<f64>() / k;
+    let max_s = ratios.iter().map(|r| r.3).fold(0.0, f64::max);
+    let max_f = ratios.iter().map(|r| r.4).fold(0.0, f64::max);
+    out.text(format!(
+        "  average: spectral {mean_s:.3} (max {max_s:.3}), Frobenius {mean_f:.3} (max {max_f:.3}); issue target: average ≤ 0.7, never > 0.9"
+    ));
+    out.row(json!({
+        "experiment": "canonical-ratio-summary", "path": path.name(), "points": ratios.len(),
+        "mean_ratio_spectral": mean_s, "max_ratio_spectral": max_s,
+        "mean_ratio_frobenius": mean_f, "max_ratio_frobenius": max_f,
+    }));
+    Ok(())
+}
