@@ -18,12 +18,22 @@
 //! | `collections`      | collection id              | `CollectionSpec` (protobuf bytes)    |
 //! | `accumulators`     | collection id              | accumulator blob (see below)         |
 //! | `seen_report_ids`  | (collection id, report id) | `()`                                 |
+//! | `closed_collections` | collection id            | `()`                                 |
+//!
+//! `closed_collections` (issue 5) is created on open when missing, so a store written
+//! before it opens unchanged (format 1: no collection closed).
 //!
 //! One batch's transaction holds: the specs of collections created in it, one
 //! `seen_report_ids` row per newly counted report, the complete new accumulator blob of
 //! every collection the batch touched, and the commit counter. A report id is deduped by
 //! inserting it into `seen_report_ids` inside the open transaction, which also sees the
 //! ids of the uncommitted batch; a duplicate is not added to the sums.
+//!
+//! Closing a collection ([`Store::close_collection`]) is a command of the commit thread
+//! too: it inserts the id into `closed_collections` in the batch's transaction and is
+//! acknowledged after the commit. Submissions and closes of one batch are processed in
+//! arrival order: reports before the close are counted, a submission after it (in the
+//! same batch or later) fails with [`StoreError::Closed`] and counts nothing.
 //!
 //! The accumulators also live in memory (the *mirror*) so snapshots and estimates never
 //! read the disk. The mirror is written only after a successful commit, with exactly
@@ -55,9 +65,9 @@
 //! `u64`, `folds × u64` fold counts, `folds × entries × i64` fold sums (fold-major),
 //! `entries × u128` sums of squares.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -82,6 +92,7 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const COLLECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("collections");
 const ACCUMULATORS: TableDefinition<&str, &[u8]> = TableDefinition::new("accumulators");
 const SEEN: TableDefinition<(&str, [u8; 16]), ()> = TableDefinition::new("seen_report_ids");
+const CLOSED: TableDefinition<&str, ()> = TableDefinition::new("closed_collections");
 
 const BLOB_MAGIC: &[u8; 8] = b"LDPACC01";
 
@@ -135,6 +146,8 @@ struct Entry {
     collection: Arc<Collection>,
     /// Exactly the committed accumulators.
     acc: RwLock<Accumulator>,
+    /// Set (only) after a committed close.
+    closed: AtomicBool,
 }
 
 type Mirror = HashMap<String, Arc<Entry>>;
@@ -172,6 +185,10 @@ enum Command {
     ReadCommitted {
         id: String,
         reply: Reply<Snapshot>,
+    },
+    Close {
+        id: String,
+        reply: Reply<()>,
     },
 }
 
@@ -311,6 +328,11 @@ impl Store for DurableStore {
     ) -> Result<BatchOutcome, StoreError> {
         let entry = self.shared.entry(id)?;
         check_lengths(&entry.collection, &reports)?;
+        // A committed close is final: refuse early. A close still in flight is checked
+        // by the commit thread, in order with this batch.
+        if entry.closed.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed(id.to_string()));
+        }
         if reports.is_empty() {
             return Ok(BatchOutcome::default());
         }
@@ -343,6 +365,22 @@ impl Store for DurableStore {
             collection: entry.collection.clone(),
             acc,
         })
+    }
+
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        if self.shared.entry(id)?.closed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Close {
+            id: id.to_string(),
+            reply,
+        })?;
+        receive(rx).await
+    }
+
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
     }
 }
 
@@ -380,6 +418,7 @@ fn open_db(path: &Path) -> Result<(Database, Mirror), DurableError> {
         txn.open_table(COLLECTIONS).map_err(db_err)?;
         txn.open_table(ACCUMULATORS).map_err(db_err)?;
         txn.open_table(SEEN).map_err(db_err)?;
+        txn.open_table(CLOSED).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;
@@ -390,6 +429,7 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
     let txn = db.begin_read().map_err(db_err)?;
     let collections = txn.open_table(COLLECTIONS).map_err(db_err)?;
     let accumulators = txn.open_table(ACCUMULATORS).map_err(db_err)?;
+    let closed = txn.open_table(CLOSED).map_err(db_err)?;
     let mut mirror = Mirror::new();
     for item in collections.iter().map_err(db_err)? {
         let (key, value) = item.map_err(db_err)?;
@@ -417,13 +457,24 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
                 collection.entries
             )));
         }
+        let is_closed = closed.get(id.as_str()).map_err(db_err)?.is_some();
         mirror.insert(
             id,
             Arc::new(Entry {
                 collection: Arc::new(collection),
                 acc: RwLock::new(acc),
+                closed: AtomicBool::new(is_closed),
             }),
         );
+    }
+    for item in closed.iter().map_err(db_err)? {
+        let (key, _) = item.map_err(db_err)?;
+        let id = key.value();
+        if !mirror.contains_key(id) {
+            return Err(DurableError::Corrupt(format!(
+                "unknown collection {id:?} is marked closed"
+            )));
+        }
     }
     Ok(mirror)
 }
@@ -438,12 +489,18 @@ struct Pending {
 enum Waiting {
     Submit(Reply<BatchOutcome>, BatchOutcome),
     Create(Reply<Arc<Collection>>, Arc<Collection>),
+    Close(Reply<()>),
+    /// A submission refused because of a close in this batch: answered with `Closed`
+    /// once the close is committed (`Unavailable` if the batch fails).
+    Refused(Reply<BatchOutcome>, String),
 }
 
 struct Batch {
     txn: redb::WriteTransaction,
     pending: HashMap<String, Pending>,
     waiting: Vec<Waiting>,
+    /// Collections closed by this batch (in the transaction, not yet in the mirror).
+    closing: HashSet<String>,
     reports: usize,
     /// The first storage error: the batch is failed as a whole.
     error: Option<String>,
@@ -481,6 +538,7 @@ impl Committer {
                 txn,
                 pending: HashMap::new(),
                 waiting: Vec::new(),
+                closing: HashSet::new(),
                 reports: 0,
                 error: None,
             };
@@ -554,7 +612,46 @@ impl Committer {
             }
             Command::Create { collection, reply } => self.add_create(batch, collection, reply),
             Command::Submit { id, reports, reply } => self.add_submit(batch, id, reports, reply),
+            Command::Close { id, reply } => self.add_close(batch, id, reply),
         }
+    }
+
+    fn add_close(&self, batch: &mut Batch, id: String, reply: Reply<()>) {
+        if batch.closing.contains(&id) {
+            // Closed earlier in this very batch: answer after the commit.
+            batch.waiting.push(Waiting::Close(reply));
+            return;
+        }
+        if !batch.pending.get(&id).is_some_and(|p| p.created) {
+            match self.shared.entry(&id) {
+                Ok(e) if e.closed.load(Ordering::SeqCst) => {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            }
+        }
+        if batch.error.is_none() {
+            let inserted = batch
+                .txn
+                .open_table(CLOSED)
+                .map_err(redb::Error::from)
+                .and_then(|mut t| {
+                    t.insert(id.as_str(), ())
+                        .map(|_| ())
+                        .map_err(redb::Error::from)
+                })
+                .map_err(|e| e.to_string());
+            if let Err(e) = inserted {
+                batch.error = Some(e);
+            }
+        }
+        batch.closing.insert(id);
+        batch.waiting.push(Waiting::Close(reply));
     }
 
     fn add_create(&self, batch: &mut Batch, collection: Collection, reply: Reply<Arc<Collection>>) {
@@ -616,6 +713,10 @@ impl Committer {
         reports: Vec<ValidReport>,
         reply: Reply<BatchOutcome>,
     ) {
+        if batch.closing.contains(&id) {
+            batch.waiting.push(Waiting::Refused(reply, id));
+            return;
+        }
         if !batch.pending.contains_key(&id) {
             let entry = match self.shared.entry(&id) {
                 Ok(e) => e,
@@ -624,6 +725,10 @@ impl Committer {
                     return;
                 }
             };
+            if entry.closed.load(Ordering::SeqCst) {
+                let _ = reply.send(Err(StoreError::Closed(id)));
+                return;
+            }
             let acc = match entry.acc.read() {
                 Ok(acc) => acc.clone(),
                 Err(_) => {
@@ -682,6 +787,7 @@ impl Committer {
             txn,
             pending,
             waiting,
+            closing,
             reports,
             error,
         } = batch;
@@ -713,7 +819,7 @@ impl Committer {
         match result {
             Ok(()) => {
                 self.commits += 1;
-                if let Err(e) = self.apply(pending) {
+                if let Err(e) = self.apply(pending, closing) {
                     tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
                     self.db = None;
                 }
@@ -731,6 +837,12 @@ impl Committer {
                         }
                         Waiting::Create(reply, c) => {
                             let _ = reply.send(Ok(c));
+                        }
+                        Waiting::Close(reply) => {
+                            let _ = reply.send(Ok(()));
+                        }
+                        Waiting::Refused(reply, id) => {
+                            let _ = reply.send(Err(StoreError::Closed(id)));
                         }
                     }
                 }
@@ -751,14 +863,24 @@ impl Committer {
                         Waiting::Create(reply, _) => {
                             let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
                         }
+                        Waiting::Close(reply) => {
+                            let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
+                        }
+                        Waiting::Refused(reply, _) => {
+                            let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Writes the committed accumulators into the mirror.
-    fn apply(&self, pending: HashMap<String, Pending>) -> Result<(), String> {
+    /// Writes the committed accumulators and closed flags into the mirror.
+    fn apply(
+        &self,
+        pending: HashMap<String, Pending>,
+        closing: HashSet<String>,
+    ) -> Result<(), String> {
         let mut map = self
             .shared
             .mirror
@@ -778,9 +900,16 @@ impl Committer {
                         Arc::new(Entry {
                             collection: p.collection,
                             acc: RwLock::new(p.acc),
+                            closed: AtomicBool::new(false),
                         }),
                     );
                 }
+            }
+        }
+        for id in closing {
+            match map.get(&id) {
+                Some(entry) => entry.closed.store(true, Ordering::SeqCst),
+                None => return Err(format!("closed collection {id:?} is not in the mirror")),
             }
         }
         Ok(())
@@ -810,6 +939,9 @@ fn fail_command(command: Command, error: &str) {
             let _ = reply.send(Err(e));
         }
         Command::ReadCommitted { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::Close { reply, .. } => {
             let _ = reply.send(Err(e));
         }
     }
@@ -1154,5 +1286,149 @@ mod tests {
             .expect("a full batch waited for the delay");
         assert!(done.into_iter().all(|r| r.unwrap().unwrap().accepted == 1));
         assert_eq!(s.read_committed("a").await.unwrap().acc.count, 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_collection_refuses_submits_and_keeps_its_sums() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = collection("a", 2);
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(c.clone()).await.unwrap();
+        s.create_collection(collection("b", 2)).await.unwrap();
+        s.submit("a", (0..3u32).map(|k| report(k, 2, c.entries)).collect())
+            .await
+            .unwrap();
+        let before = s.snapshot("a").await.unwrap().acc;
+        assert!(!s.is_closed("a").await.unwrap());
+        s.close_collection("a").await.unwrap();
+        assert!(s.is_closed("a").await.unwrap());
+        // Closing twice is a no-op.
+        s.close_collection("a").await.unwrap();
+        assert!(s.is_closed("a").await.unwrap());
+        // New and already-seen ids alike are refused; nothing is counted.
+        for k in [1u32, 7] {
+            assert_eq!(
+                s.submit("a", vec![report(k, 5, c.entries)]).await,
+                Err(StoreError::Closed("a".into()))
+            );
+        }
+        assert_eq!(
+            s.submit("a", Vec::new()).await,
+            Err(StoreError::Closed("a".into()))
+        );
+        assert_eq!(s.snapshot("a").await.unwrap().acc, before);
+        assert_eq!(s.read_committed("a").await.unwrap().acc, before);
+        assert_eq!(s.count("a").await.unwrap(), 3);
+        // Other collections are unaffected.
+        assert!(!s.is_closed("b").await.unwrap());
+        s.submit("b", vec![report(1, 1, 3)]).await.unwrap();
+        // Unknown collections.
+        assert_eq!(
+            s.close_collection("zz").await,
+            Err(StoreError::NotFound("zz".into()))
+        );
+        assert_eq!(
+            s.is_closed("zz").await,
+            Err(StoreError::NotFound("zz".into()))
+        );
+        // A close whose commit fails does not close.
+        s.fail_next_commits(1);
+        assert!(matches!(
+            s.close_collection("b").await,
+            Err(StoreError::Unavailable(_))
+        ));
+        assert!(!s.is_closed("b").await.unwrap());
+        s.submit("b", vec![report(2, 1, 3)]).await.unwrap();
+        assert_eq!(s.count("b").await.unwrap(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_closed_flag_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = collection("a", 2);
+        {
+            let s = DurableStore::open(dir.path(), quick()).unwrap();
+            s.create_collection(c.clone()).await.unwrap();
+            s.create_collection(collection("b", 2)).await.unwrap();
+            s.submit("a", vec![report(1, 3, c.entries)]).await.unwrap();
+            s.close_collection("a").await.unwrap();
+        }
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        assert!(s.is_closed("a").await.unwrap());
+        assert!(!s.is_closed("b").await.unwrap());
+        assert_eq!(s.count("a").await.unwrap(), 1);
+        assert_eq!(
+            s.submit("a", vec![report(2, 3, c.entries)]).await,
+            Err(StoreError::Closed("a".into()))
+        );
+        s.close_collection("a").await.unwrap();
+        assert_eq!(s.count("a").await.unwrap(), 1);
+        s.submit("b", vec![report(2, 3, 3)]).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_close_is_ordered_with_the_submits_of_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = collection("a", 2);
+        {
+            let s = DurableStore::open(dir.path(), quick()).unwrap();
+            s.create_collection(c.clone()).await.unwrap();
+        }
+        let delay = Duration::from_millis(400);
+        let s = Arc::new(
+            DurableStore::open(
+                dir.path(),
+                DurableConfig {
+                    batch_size: 1000,
+                    batch_delay: delay,
+                },
+            )
+            .unwrap(),
+        );
+        let gap = Duration::from_millis(30);
+        let before = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.submit("a", (0..3u32).map(|k| report(k, 1, 3)).collect())
+                    .await
+            })
+        };
+        tokio::time::sleep(gap).await;
+        let close = {
+            let s = s.clone();
+            tokio::spawn(async move { s.close_collection("a").await })
+        };
+        tokio::time::sleep(gap).await;
+        let close_again = {
+            let s = s.clone();
+            tokio::spawn(async move { s.close_collection("a").await })
+        };
+        tokio::time::sleep(gap).await;
+        let after = {
+            let s = s.clone();
+            tokio::spawn(async move { s.submit("a", vec![report(9, 1, 3)]).await })
+        };
+        tokio::time::sleep(gap).await;
+        // All four are in the open batch: nothing is answered or visible yet.
+        assert!(!before.is_finished() && !close.is_finished() && !after.is_finished());
+        assert!(!s.is_closed("a").await.unwrap());
+        assert_eq!(
+            before.await.unwrap(),
+            Ok(BatchOutcome {
+                accepted: 3,
+                duplicates: 0
+            })
+        );
+        assert_eq!(close.await.unwrap(), Ok(()));
+        assert_eq!(close_again.await.unwrap(), Ok(()));
+        assert_eq!(after.await.unwrap(), Err(StoreError::Closed("a".into())));
+        assert!(s.is_closed("a").await.unwrap());
+        assert_eq!(s.count("a").await.unwrap(), 3);
+        assert_eq!(s.read_committed("a").await.unwrap().acc.count, 3);
+        // Recovery keeps both the flag and the sums.
+        drop(s);
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        assert!(s.is_closed("a").await.unwrap());
+        assert_eq!(s.count("a").await.unwrap(), 3);
     }
 }

@@ -87,7 +87,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Added with issue 5. The default refuses, so a store that predates it still
     /// compiles; a durable store must override it (and
-    /// [`is_closed`](Store::is_closed)) and persist the flag.
+    /// [`is_closed`](Store::is_closed)) and persist the flag, as `DurableStore` does.
     async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
         Err(StoreError::Internal(format!(
             "this store cannot close collections (asked to close {id:?})"
