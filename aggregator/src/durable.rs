@@ -1033,18 +1033,7 @@ mod tests {
     use crate::store::MemoryStore;
     use ldpcov_proto::ReportId;
 
-    fn collection(id: &str, dim: u32) -> Collection {
-        Collection::from_spec(&CollectionSpec {
-            collection_id: id.into(),
-            dim,
-            epsilon: 1.0,
-            delta: 1e-6,
-            clip_radius: 1.0,
-            min_reports: 1,
-            encoding: 0,
-        })
-        .unwrap()
-    }
+    use crate::store::tests::collection;
 
     fn report(id: u32, v: i32, entries: usize) -> ValidReport {
         let mut rid = [0u8; 16];

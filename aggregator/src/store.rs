@@ -241,11 +241,12 @@ impl Store for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ldpcov_proto::v1::CollectionSpec;
 
-    fn collection(id: &str, dim: u32) -> Collection {
+    /// A small valid collection for store tests.
+    pub(crate) fn collection(id: &str, dim: u32) -> Collection {
         Collection::from_spec(&CollectionSpec {
             collection_id: id.into(),
             dim,
