@@ -79,6 +79,34 @@ impl Model {
     }
 }
 
+/// `P Σ Pᵀ` for the permutation `perm` (variable `k` of the result is variable
+/// `perm[k]` of `sigma`): the same covariance with the variables in another order.
+///
+/// # Panics
+///
+/// If `perm` is not a permutation of `0..p` for `p = sigma.nrows()`.
+pub fn permute(sigma: &DMatrix<f64>, perm: &[usize]) -> DMatrix<f64> {
+    let p = sigma.nrows();
+    let mut seen = vec![false; p];
+    assert!(
+        perm.len() == p
+            && perm
+                .iter()
+                .all(|&k| k < p && !std::mem::replace(&mut seen[k], true)),
+        "not a permutation of 0..{p}"
+    );
+    DMatrix::from_fn(p, p, |i, j| sigma[(perm[i], perm[j])])
+}
+
+/// A uniformly random permutation of `0..p` from a seed.
+pub fn random_permutation(p: usize, seed: u64) -> Vec<usize> {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let mut perm: Vec<usize> = (0..p).collect();
+    perm.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
+    perm
+}
+
 /// The distribution of the vectors.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Tails {
@@ -177,6 +205,24 @@ mod tests {
         }
         acc /= n as f64;
         assert!((acc - sigma).abs().max() < 0.06);
+    }
+
+    #[test]
+    fn permutation_reorders_variables() {
+        let sigma = Model::BandedGeometric.covariance(5);
+        let perm = random_permutation(5, 4);
+        let mut sorted = perm.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
+        let permuted = permute(&sigma, &perm);
+        for i in 0..5 {
+            for j in 0..5 {
+                assert_eq!(permuted[(i, j)], sigma[(perm[i], perm[j])]);
+            }
+        }
+        // Same spectrum: the trace and Frobenius norm are unchanged.
+        assert!((permuted.trace() - sigma.trace()).abs() < 1e-12);
+        assert!((permuted.norm() - sigma.norm()).abs() < 1e-12);
     }
 
     #[test]

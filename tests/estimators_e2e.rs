@@ -11,8 +11,8 @@ use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::layout::unpack_symmetric;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
-    AdaptiveThreshold, CollectionSpec, Encoding, Estimate, EstimateTarget, GetEstimateRequest,
-    PrecisionParams, ThresholdKind, get_estimate_request,
+    AdaptiveThreshold, CollectionSpec, CrossValidatedThreshold, Encoding, Estimate, EstimateTarget,
+    GetEstimateRequest, PrecisionParams, ThresholdKind, get_estimate_request,
 };
 use nalgebra::DMatrix;
 use rand::SeedableRng;
@@ -94,6 +94,44 @@ async fn default_rule_adaptive_and_precision_targets() {
     let m = estimate_matrix(&cv);
     assert_eq!(m, m.transpose());
     assert!(min_eigenvalue(&m) >= -1e-9 * m.norm());
+
+    // Cross-validation told the variables have no order and given one diagonal
+    // shrinkage weight: no banding or Toeplitz candidate, β = 0.
+    let mut req = request();
+    req.threshold = Some(get_estimate_request::Threshold::CrossValidated(
+        CrossValidatedThreshold {
+            unordered_variables: true,
+            diagonal_shrinkage: vec![0.0],
+            ..Default::default()
+        },
+    ));
+    let unordered = raw.get_estimate(req).await.unwrap().into_inner();
+    let rule = &unordered.threshold_rule;
+    assert!(
+        !rule.contains("toeplitz") && !rule.contains("banded"),
+        "{rule}"
+    );
+    assert!(rule.contains("diagonal shrinkage 0 "), "{rule}");
+    // A given bandwidth grid and threshold grids: the choice is one of them.
+    let mut req = request();
+    req.threshold = Some(get_estimate_request::Threshold::CrossValidated(
+        CrossValidatedThreshold {
+            noise_scales: vec![1e9],
+            adaptive_scales: vec![1e9],
+            bandwidths: vec![1],
+            ..Default::default()
+        },
+    ));
+    let banded = raw.get_estimate(req).await.unwrap().into_inner();
+    let rule = &banded.threshold_rule;
+    let given = [
+        "banded(bandwidth=1)",
+        "toeplitz(bandwidth=1)",
+        "→ none",
+        "noise(c=1000000000.000",
+        "adaptive(eta=1000000000.000",
+    ];
+    assert!(given.iter().any(|g| rule.contains(g)), "{rule}");
 
     // Entry-adaptive, soft: per-entry λ (reported as the mean off-diagonal λ_ij > 0).
     let mut req = request();
@@ -203,6 +241,14 @@ async fn bad_estimator_parameters_are_invalid_argument() {
         },
     ));
     cases.push(("negative eta", r));
+    let mut r = request();
+    r.threshold = Some(get_estimate_request::Threshold::CrossValidated(
+        CrossValidatedThreshold {
+            diagonal_shrinkage: vec![0.5, 1.5],
+            ..Default::default()
+        },
+    ));
+    cases.push(("diagonal shrinkage above 1", r));
     for (name, req) in cases {
         let status = raw.get_estimate(req).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument, "{name}: {status:?}");

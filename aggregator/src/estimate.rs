@@ -7,8 +7,8 @@
 
 use crate::accumulator::Accumulator;
 pub use crate::threshold::{
-    AdaptiveThreshold, Candidate, CrossValidation, Seed001Threshold, ThresholdKind, ThresholdRule,
-    Thresholds, UniversalThreshold, universal_threshold,
+    AdaptiveThreshold, Candidate, CrossValidation, Seed001Threshold, Structure, ThresholdKind,
+    ThresholdRule, Thresholds, UniversalThreshold, universal_threshold,
 };
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
@@ -225,6 +225,7 @@ pub fn estimate(
     let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
     let resolved = crate::threshold::resolve(&options.rule, options.kind, collection, acc);
     crate::threshold::shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
+    resolved.structure.apply(&mut matrix);
     let surviving_entries = crate::threshold::apply_threshold(
         &mut matrix,
         &resolved.thresholds,

@@ -9,6 +9,7 @@
 //! * [`durable`] — the durable store (redb, group commit).
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
 //! * [`threshold`] — threshold rules: universal, seed 001, entry-adaptive, cross-validated.
+//! * [`structure`] — banding and Toeplitz band averaging (candidates of the CV).
 //! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
 //! * [`server`] — serving on a listener, or embedded in-process.
 //! * [`output`] — writing an estimate as JSON, CSV or NPY.
@@ -47,5 +48,6 @@ pub mod precision;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod structure;
 pub mod threshold;
 pub mod tls;

@@ -159,6 +159,10 @@ enum Command {
         /// Threshold the diagonal too (as seed 000 prints it).
         #[arg(long, env = "LDPCOV_THRESHOLD_DIAGONAL")]
         threshold_diagonal: bool,
+        /// For cv: the variables have no natural order (do not try banding or
+        /// Toeplitz band averaging).
+        #[arg(long, env = "LDPCOV_UNORDERED")]
+        unordered: bool,
         /// Skip the PSD projection.
         #[arg(long, env = "LDPCOV_NO_PSD")]
         no_psd: bool,
@@ -183,7 +187,8 @@ enum WireEncoding {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Rule {
-    /// K-fold cross-validation over none, noise-form and adaptive thresholds.
+    /// K-fold cross-validation over none, noise-form and adaptive thresholds,
+    /// banding and Toeplitz averaging (unless --unordered).
     Cv,
     /// Cai & Liu's entry-adaptive threshold (--eta).
     Adaptive,
@@ -545,6 +550,7 @@ async fn run(cli: Cli) -> Result<()> {
             gamma,
             c,
             threshold_diagonal,
+            unordered,
             no_psd,
             format,
             out,
@@ -556,6 +562,7 @@ async fn run(cli: Cli) -> Result<()> {
             let threshold = match threshold {
                 Rule::Cv => Threshold::CrossValidated(CrossValidatedThreshold {
                     threshold_diagonal,
+                    unordered_variables: unordered,
                     ..Default::default()
                 }),
                 Rule::Adaptive => Threshold::Adaptive(AdaptiveThreshold {

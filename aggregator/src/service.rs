@@ -9,9 +9,10 @@ use std::sync::Arc;
 use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
-    CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest, Edge,
-    Estimate, EstimateTarget, GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report,
-    SubmitReportResponse, SubmitReportsResponse, ThresholdKind as WireKind, get_estimate_request,
+    CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
+    CrossValidatedThreshold, Edge, Estimate, EstimateTarget, GetCollectionRequest,
+    GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse, SubmitReportsResponse,
+    ThresholdKind as WireKind, get_estimate_request,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
 use nalgebra::DMatrix;
@@ -163,27 +164,30 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             )));
         }
     };
-    let cv = |noise: &[f64], adaptive: &[f64], diagonal: bool| {
+    let cv = |c: &CrossValidatedThreshold| {
         let d = CrossValidation::default();
+        let or_default = |given: &[f64], default: &[f64]| {
+            if given.is_empty() {
+                default.to_vec()
+            } else {
+                given.to_vec()
+            }
+        };
         ThresholdRule::CrossValidated(CrossValidation {
-            noise_scales: if noise.is_empty() {
-                d.noise_scales.clone()
-            } else {
-                noise.to_vec()
-            },
-            adaptive_scales: if adaptive.is_empty() {
-                d.adaptive_scales.clone()
-            } else {
-                adaptive.to_vec()
-            },
+            noise_scales: or_default(&c.noise_scales, &d.noise_scales),
+            adaptive_scales: or_default(&c.adaptive_scales, &d.adaptive_scales),
+            diagonal_shrinkage: or_default(&c.diagonal_shrinkage, &d.diagonal_shrinkage),
             kinds: kind.map(|k| vec![k]).unwrap_or(d.kinds),
-            threshold_diagonal: diagonal,
-            ..Default::default()
+            threshold_diagonal: c.threshold_diagonal,
+            banding: !c.unordered_variables,
+            toeplitz: !c.unordered_variables,
+            bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
+            ..d
         })
     };
     use get_estimate_request::Threshold;
     let rule = match &req.threshold {
-        None => cv(&[], &[], false),
+        None => cv(&CrossValidatedThreshold::default()),
         Some(Threshold::None(_)) => ThresholdRule::None,
         Some(Threshold::Universal(u)) => ThresholdRule::Universal(UniversalThreshold {
             gamma: u.gamma,
@@ -198,9 +202,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             eta: if a.eta == 0.0 { 2.0 } else { a.eta },
             threshold_diagonal: a.threshold_diagonal,
         }),
-        Some(Threshold::CrossValidated(c)) => {
-            cv(&c.noise_scales, &c.adaptive_scales, c.threshold_diagonal)
-        }
+        Some(Threshold::CrossValidated(c)) => cv(c),
     };
     let options = EstimateOptions {
         rule,

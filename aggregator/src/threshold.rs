@@ -2,6 +2,12 @@
 //! universal rule, seed 001's LDP rule), entry-adaptive (Cai & Liu 2011) and K-fold
 //! cross-validated (Bickel & Levina 2008), each with hard or soft thresholding.
 //!
+//! The cross-validation (the default rule) also scores two structural regularisers
+//! for ordered variables, banding and Toeplitz band averaging ([`crate::structure`]),
+//! and a diagonal shrinkage, against the thresholds on the same held-out folds: it
+//! picks whichever predicts held-out users best, so a structure is used only when the
+//! data support it (`estimate --unordered` / `unordered_variables` turns them off).
+//!
 //! # Why none of this costs privacy
 //!
 //! Every report is already (ε, δ)-LDP when it leaves the device. Everything here is a
@@ -27,6 +33,8 @@
 //! sums it needs O(p²) memory and O(K·#candidates·p²) time.
 
 use crate::accumulator::Accumulator;
+pub use crate::structure::Structure;
+use crate::structure::bandwidth_grid;
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
@@ -151,6 +159,9 @@ pub enum Candidate {
         /// Hard or soft.
         kind: ThresholdKind,
     },
+    /// A structural regulariser instead of a threshold: banding or Toeplitz band
+    /// averaging ([`crate::structure`]).
+    Structured(Structure),
 }
 
 impl Candidate {
@@ -160,6 +171,7 @@ impl Candidate {
             Candidate::None => "none".to_string(),
             Candidate::Noise { c, kind } => format!("noise(c={c:.3}, {})", kind.name()),
             Candidate::Adaptive { eta, kind } => format!("adaptive(eta={eta:.3}, {})", kind.name()),
+            Candidate::Structured(s) => s.name(),
         }
     }
 }
@@ -176,6 +188,10 @@ impl Candidate {
 /// is thresholded. Because the test fold's noise is independent of the training
 /// folds', `E loss = E‖T_λ(S̃_{−k}) − Σ‖_F² + const`, an unbiased comparison of the
 /// candidates' risks at the training size.
+///
+/// Banding and Toeplitz candidates are scored the same way (the structure replaces the
+/// threshold; the diagonal shrinkage applies to all). Their parameter, the bandwidth,
+/// does not depend on n, so they are re-applied unchanged to the full average.
 ///
 /// The candidate with the smallest mean loss is applied to the full average. The
 /// candidates are parameterised by scale-free constants (c, η) multiplying a quantity
@@ -206,6 +222,13 @@ pub struct CrossValidation {
     /// and they are similar, pooling them removes most of the diagonal's noise; when
     /// they differ, the held-out loss keeps β = 0.
     pub diagonal_shrinkage: Vec<f64>,
+    /// Try banding (keep `|i − j| ≤ k`) at every bandwidth k of the grid.
+    pub banding: bool,
+    /// Try Toeplitz band averaging at every bandwidth k of the grid.
+    pub toeplitz: bool,
+    /// Bandwidths for banding and Toeplitz averaging; empty means
+    /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
+    pub bandwidths: Vec<usize>,
 }
 
 /// `base·2^{i/2}` for `i = 0..count` (a √2 log grid).
@@ -227,13 +250,17 @@ impl Default for CrossValidation {
             threshold_diagonal: false,
             project_in_loss_max_dim: 200,
             diagonal_shrinkage: vec![0.0, 0.5, 1.0],
+            banding: true,
+            toeplitz: true,
+            bandwidths: Vec::new(),
         }
     }
 }
 
 impl CrossValidation {
-    /// The candidates in the order they are tried (ties go to the earlier one).
-    pub fn candidates(&self, with_adaptive: bool) -> Vec<Candidate> {
+    /// The candidates for a `p × p` matrix in the order they are tried (ties go to the
+    /// earlier one).
+    pub fn candidates(&self, with_adaptive: bool, p: usize) -> Vec<Candidate> {
         let mut out = Vec::new();
         if self.include_none {
             out.push(Candidate::None);
@@ -246,6 +273,29 @@ impl CrossValidation {
                 for &eta in &self.adaptive_scales {
                     out.push(Candidate::Adaptive { eta, kind });
                 }
+            }
+        }
+        let bandwidths: Vec<usize> = if self.bandwidths.is_empty() {
+            bandwidth_grid(p)
+        } else {
+            let mut b: Vec<usize> = self
+                .bandwidths
+                .iter()
+                .map(|&k| k.min(p.saturating_sub(1)))
+                .collect();
+            b.sort_unstable();
+            b.dedup();
+            b
+        };
+        for (on, make) in [
+            (
+                self.banding,
+                (|bandwidth| Structure::Banded { bandwidth }) as fn(usize) -> Structure,
+            ),
+            (self.toeplitz, |bandwidth| Structure::Toeplitz { bandwidth }),
+        ] {
+            if on {
+                out.extend(bandwidths.iter().map(|&k| Candidate::Structured(make(k))));
             }
         }
         out
@@ -443,7 +493,7 @@ pub fn candidate_thresholds(
     n: u64,
 ) -> Thresholds {
     match candidate {
-        Candidate::None => Thresholds::Uniform(0.0),
+        Candidate::None | Candidate::Structured(_) => Thresholds::Uniform(0.0),
         Candidate::Noise { c, .. } => Thresholds::Uniform(noise_threshold(collection, n, *c)),
         Candidate::Adaptive { eta, .. } => adaptive_thresholds(variances, collection.dim, n, *eta),
     }
@@ -451,8 +501,15 @@ pub fn candidate_thresholds(
 
 fn candidate_kind(candidate: &Candidate) -> ThresholdKind {
     match candidate {
-        Candidate::None => ThresholdKind::Hard,
+        Candidate::None | Candidate::Structured(_) => ThresholdKind::Hard,
         Candidate::Noise { kind, .. } | Candidate::Adaptive { kind, .. } => *kind,
+    }
+}
+
+fn candidate_structure(candidate: &Candidate) -> Structure {
+    match candidate {
+        Candidate::Structured(s) => *s,
+        _ => Structure::Unstructured,
     }
 }
 
@@ -560,7 +617,7 @@ pub fn cross_validate(
     } else {
         Vec::new()
     };
-    let candidates = cv.candidates(with_adaptive);
+    let candidates = cv.candidates(with_adaptive, p);
     if candidates.is_empty() {
         return None;
     }
@@ -594,6 +651,7 @@ pub fn cross_validate(
             let kind = candidate_kind(candidate);
             let mut shrunk = train.clone();
             shrink_packed_diagonal(p, &mut shrunk, *beta);
+            candidate_structure(candidate).apply_packed(p, &mut shrunk);
             let train = &shrunk;
             let kept: Vec<f64> = triangle_pairs(p)
                 .enumerate()
@@ -664,6 +722,9 @@ pub struct Resolved {
     pub include_diagonal: bool,
     /// Diagonal shrinkage weight β (0 for every rule but cross-validation).
     pub diagonal_shrinkage: f64,
+    /// Banding or Toeplitz averaging applied before the threshold (unstructured for
+    /// every rule but cross-validation).
+    pub structure: Structure,
     /// The rule's name, with the cross-validation's choice.
     pub name: String,
 }
@@ -685,6 +746,7 @@ pub fn resolve(
         kind,
         include_diagonal: diag,
         diagonal_shrinkage: 0.0,
+        structure: Structure::Unstructured,
         name: format!("{}, {}", rule.name(), kind.name()),
     };
     match rule {
@@ -713,6 +775,7 @@ pub fn resolve(
                 kind: ThresholdKind::Hard,
                 include_diagonal: false,
                 diagonal_shrinkage: 0.0,
+                structure: Structure::Unstructured,
                 name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
             },
             Some(outcome) => {
@@ -725,6 +788,7 @@ pub fn resolve(
                     kind: candidate_kind(&outcome.chosen),
                     include_diagonal: diag,
                     diagonal_shrinkage: outcome.diagonal_shrinkage,
+                    structure: candidate_structure(&outcome.chosen),
                     name: format!(
                         "{} → {}, diagonal shrinkage {} ({} folds)",
                         rule.name(),
@@ -877,67 +941,81 @@ mod tests {
         acc
     }
 
+    /// The estimate the default rule releases, before the PSD projection.
+    fn default_estimate(c: &Collection, acc: &Accumulator) -> DMatrix<f64> {
+        let options = crate::estimate::EstimateOptions {
+            skip_psd_projection: true,
+            ..Default::default()
+        };
+        crate::estimate::estimate(c, acc, &options).unwrap().matrix
+    }
+
     #[test]
     fn cv_keeps_everything_when_the_truth_is_dense() {
-        // Σ = 0.5·I + 0.5·11ᵀ (every off-diagonal 0.5), p = 20, R = 9, ε = 40,
-        // n = 45 000: σ ≈ 0.26, σ_n = R²σ/√n ≈ 0.10 (checked below), so every true
-        // off-diagonal entry is ≈ 5σ_n from zero and far above every candidate's
-        // threshold but the largest (5.66·σ_n·√(log 20) ≈ 1.0). No candidate removes
-        // noise from such entries: hard thresholds below ≈ 0.3 change nothing, larger
-        // ones zero true entries (cost ≥ 0.25 each), and soft ones shrink all 380
-        // off-diagonal entries by λ ≥ 0.25·σ_n·√(log 20) ≈ 0.045, a bias of
-        // 380·0.045² ≈ 0.77 in squared Frobenius norm, while the noise in a loss
-        // difference, 2λ·√(380·(σ_train² + σ_test²)) / √5 folds ≈ 2·0.045·√(380·0.065)/2.2
-        // ≈ 0.2, is about 4 times smaller. So CV must keep the raw average: "none" or
-        // a hard threshold that zeroes nothing.
+        // Σ_ij = s_i s_j (0.5 + 0.5·1[i = j]) with s_i = 1 + 0.5·i/(p − 1): every
+        // off-diagonal entry is 0.5·s_i s_j ∈ [0.5, 1.125], and neither the bands
+        // (entries of one band differ by up to 0.5·(1.5² − 1)) nor the diagonal
+        // (s_i² ∈ [1, 2.25]) are constant. p = 20, R = 9, ε = 40, n = 45 000:
+        // σ ≈ 0.26, σ_n = R²σ/√n ≈ 0.10 (checked below), so every true off-diagonal
+        // entry is ≥ 5σ_n from zero and far above every candidate's threshold but the
+        // largest (5.66·σ_n·√(log 20) ≈ 1.0). No candidate removes noise from such
+        // entries: hard thresholds below ≈ 0.3 change nothing, larger ones zero true
+        // entries (cost ≥ 0.25 each), and soft ones shrink all 380 off-diagonal entries
+        // by λ ≥ 0.25·σ_n·√(log 20) ≈ 0.045, a bias of 380·0.045² ≈ 0.77 in squared
+        // Frobenius norm, while the noise in a loss difference,
+        // 2λ·√(380·(σ_train² + σ_test²)) / √5 folds ≈ 2·0.045·√(380·0.065)/2.2 ≈ 0.2,
+        // is about 4 times smaller. Toeplitz averaging replaces each entry by its band's
+        // mean: the within-band spread of 0.5·s_i s_{i+h} has variance ≈ 0.02–0.03, a
+        // bias of ≈ 8 over 380 entries against a noise saving of at most 380·σ_n² ≈ 4;
+        // banding drops true entries ≥ 0.5. Diagonal shrinkage toward the mean moves
+        // s_i² by up to 0.6. So CV must keep the raw average: "none", a hard threshold
+        // that zeroes nothing, or banding at the full bandwidth p − 1.
         let p = 20;
         let c = collection(p as u32, 40.0, 9.0);
-        let sigma = DMatrix::from_fn(p, p, |i, j| if i == j { 1.0 } else { 0.5 });
+        let s: Vec<f64> = (0..p)
+            .map(|i| 1.0 + 0.5 * i as f64 / (p - 1) as f64)
+            .collect();
+        let sigma = DMatrix::from_fn(p, p, |i, j| s[i] * s[j] * if i == j { 1.0 } else { 0.5 });
         let chol = sigma.clone().cholesky().unwrap().l();
         let acc = simulate(&c, &chol, 45_000, 11);
         let sd = c.mean_entry_noise_sd(acc.count);
         assert!((0.09..0.11).contains(&sd), "σ_n = {sd}");
         let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
         assert_eq!(outcome.folds_used, 5);
-        let Resolved {
-            thresholds: th,
-            kind,
-            ..
-        } = resolve(&ThresholdRule::default(), ThresholdKind::Hard, &c, &acc);
-        let mut m = DMatrix::from_fn(p, p, |_, _| 0.0);
-        let avg = packed_average(&c, &acc.sums(), acc.count);
-        for (k, (i, j)) in triangle_pairs(p).enumerate() {
-            m[(i, j)] = avg[k];
-            m[(j, i)] = avg[k];
-        }
-        let before = m.clone();
-        let kept = apply_threshold(&mut m, &th, kind, false);
-        assert_eq!(kept as usize, c.entries, "chosen {:?}", outcome.chosen);
         match outcome.chosen {
-            Candidate::None => {}
-            Candidate::Noise {
+            Candidate::None
+            | Candidate::Noise {
                 kind: ThresholdKind::Hard,
                 ..
             }
             | Candidate::Adaptive {
                 kind: ThresholdKind::Hard,
                 ..
-            } => {
-                assert_eq!(m, before)
-            }
+            } => {}
+            Candidate::Structured(Structure::Banded { bandwidth }) if bandwidth + 1 >= p => {}
             other => panic!("dense truth: CV chose {other:?}"),
         }
+        assert_eq!(outcome.diagonal_shrinkage, 0.0);
+        // The released matrix is the raw average, entry for entry.
+        let raw = crate::estimate::average(&c, &acc.sums(), acc.count).unwrap();
+        assert_eq!(
+            default_estimate(&c, &acc),
+            raw,
+            "chosen {:?}",
+            outcome.chosen
+        );
     }
 
     #[test]
     fn cv_thresholds_hard_when_the_truth_is_diagonal() {
         // Σ = I, p = 12, R = 4, ε = 1, n = 5 000. Every off-diagonal average is pure
         // noise of sd σ_n = 16σ/√5000 ≈ 1.35 (σ ≈ 6.0 at ε = 1): keeping it costs σ_n²
-        // per entry, zeroing it costs nothing, so the loss is minimised by the largest
-        // thresholds. The chosen threshold must be at least 2·σ_n·√(log p) (c ≥ 2):
-        // with 66 off-diagonal noise entries, a threshold c·σ_n√(log 12) = 1.58c·σ_n
-        // keeps a fraction 2Φ(−1.58c) of them, at least 11% for c < 1, which the
-        // held-out loss sees.
+        // per entry, zeroing it costs nothing, so the loss is minimised by removing
+        // as much as possible: a threshold of at least 2·σ_n·√(log p) (c ≥ 2; with 66
+        // off-diagonal noise entries, a threshold c·σ_n√(log 12) = 1.58c·σ_n keeps a
+        // fraction 2Φ(−1.58c) of them, at least 11% for c < 1, which the held-out loss
+        // sees), or banding at a small bandwidth (bandwidth k keeps k(2p − k − 1)/2 of
+        // the 66 entries: 11 at k = 1).
         let p = 12;
         let c = collection(p as u32, 1.0, 4.0);
         let chol = DMatrix::identity(p, p);
@@ -953,31 +1031,117 @@ mod tests {
         // the per-fold-of-five variance), so only the order is asserted here.
         assert!(best < none_loss, "best {best} vs none {none_loss}");
         assert!(outcome.chosen != Candidate::None);
-        // Applied to the full average, the chosen rule zeroes most of the noise.
-        let Resolved {
-            thresholds: th,
-            kind,
-            include_diagonal,
-            ..
-        } = resolve(&ThresholdRule::default(), ThresholdKind::Hard, &c, &acc);
-        assert!(!include_diagonal);
+        let r = resolve(&ThresholdRule::default(), ThresholdKind::Hard, &c, &acc);
+        assert!(!r.include_diagonal);
         let sd = c.mean_entry_noise_sd(acc.count);
-        assert!(th.summary(p) >= 1.5 * sd, "chosen {:?}", outcome.chosen);
-        let avg = packed_average(&c, &acc.sums(), acc.count);
-        let off: Vec<usize> = triangle_pairs(p)
-            .enumerate()
-            .filter(|(_, (i, j))| i != j)
-            .map(|(k, _)| k)
-            .collect();
-        let zeroed = off
-            .iter()
-            .filter(|&&k| kind.apply(avg[k], th.at(k)) == 0.0)
+        match outcome.chosen {
+            Candidate::Structured(Structure::Banded { bandwidth }) => {
+                assert!(bandwidth <= 1, "{:?}", outcome.chosen)
+            }
+            Candidate::Structured(_) => panic!("Σ = I: CV chose {:?}", outcome.chosen),
+            _ => assert!(r.thresholds.summary(p) >= 1.5 * sd, "{:?}", outcome.chosen),
+        }
+        // Applied to the full average, the chosen rule zeroes at least 80% of the noise.
+        let m = default_estimate(&c, &acc);
+        let zeroed = triangle_pairs(p)
+            .filter(|&(i, j)| i != j && m[(i, j)] == 0.0)
             .count();
+        let off = p * (p - 1) / 2;
+        assert!(zeroed * 10 >= off * 8, "{zeroed} of {off} zeroed");
+    }
+
+    #[test]
+    fn cv_averages_bands_when_the_truth_is_stationary_and_the_noise_is_large() {
+        // Σ_ij = 0.6^|i−j| (seed 001 Model 1), p = 20, R = √40, ε = 2, n = 200 000:
+        // σ ≈ 3.4, σ_n = 40σ/√n ≈ 0.30 (checked below), above every true entry beyond
+        // band 2. Any unstructured estimate (each entry kept with its noise or zeroed)
+        // has squared Frobenius error at least the oracle's
+        // 2Σ_h (p − h)·min(0.36^h, σ_n²) ≈ 9.1 (bands 1–2 are at the noise level,
+        // 3–19 below it). Toeplitz averaging at bandwidth k leaves noise σ_n²/(p − h)
+        // on each of the 2(p − h) entries of band h ≤ k (2σ_n² ≈ 0.18 per band) and a
+        // bias 2Σ_{h>k}(p − h)·0.36^h, the diagonal adds at most 20σ_n² ≈ 1.8 (β = 0)
+        // or σ_n² (β = 1): at every k the total is below 0.18·19 + 1.8 + 0.1 ≈ 5.3,
+        // about 1.1 at the best k ≈ 5. So CV must choose Toeplitz averaging, and its
+        // estimate must beat the unstructured CV and stay under 6.
+        let p = 20;
+        let c = collection(p as u32, 2.0, 40f64.sqrt());
+        let sigma = DMatrix::from_fn(p, p, |i, j| 0.6f64.powi(i.abs_diff(j) as i32));
+        let chol = sigma.clone().cholesky().unwrap().l();
+        let acc = simulate(&c, &chol, 200_000, 21);
+        let sd = c.mean_entry_noise_sd(acc.count);
+        assert!((0.27..0.33).contains(&sd), "σ_n = {sd}");
+        let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
         assert!(
-            zeroed * 10 >= off.len() * 8,
-            "{zeroed} of {} zeroed",
-            off.len()
+            matches!(
+                outcome.chosen,
+                Candidate::Structured(Structure::Toeplitz { .. })
+            ),
+            "chosen {:?}",
+            outcome.chosen
         );
+        let structured = (default_estimate(&c, &acc) - &sigma).norm_squared();
+        let unstructured_options = crate::estimate::EstimateOptions {
+            rule: ThresholdRule::CrossValidated(CrossValidation {
+                banding: false,
+                toeplitz: false,
+                ..Default::default()
+            }),
+            skip_psd_projection: true,
+            ..Default::default()
+        };
+        let unstructured = crate::estimate::estimate(&c, &acc, &unstructured_options)
+            .unwrap()
+            .matrix;
+        let unstructured = (unstructured - &sigma).norm_squared();
+        assert!(
+            structured < 6.0 && structured < unstructured,
+            "Toeplitz {structured} vs unstructured {unstructured}: {:?} β={} losses {:?}",
+            outcome.chosen,
+            outcome.diagonal_shrinkage,
+            outcome.losses
+        );
+    }
+
+    #[test]
+    fn cv_does_not_average_bands_that_are_not_constant() {
+        // Two blocks: variables 0..10 equicorrelated at 0.8, variables 10..20
+        // independent (unit variances). p = 20, R = 9, ε = 40, n = 45 000: σ_n ≈ 0.10
+        // as in the dense test. Band h holds 10 − h entries of 0.8 out of 20 − h, so its
+        // mean is 0.8·(10 − h)/(20 − h) and Toeplitz averaging misplaces every entry of
+        // the band by ≈ 0.4 (bias ≈ 0.8²·(10 − h)(10)/(20 − h) per band, ≥ 30 in total
+        // at bandwidth 9) against a noise saving of at most 380σ_n² ≈ 4. Banding below
+        // 9 drops true entries of 0.8. A hard threshold around 3σ_n keeps the block
+        // and zeroes the rest. So CV must not choose a structure, and its estimate has
+        // the block and nothing else.
+        let p = 20;
+        let c = collection(p as u32, 40.0, 9.0);
+        let sigma = DMatrix::from_fn(p, p, |i, j| {
+            if i == j {
+                1.0
+            } else if i < 10 && j < 10 {
+                0.8
+            } else {
+                0.0
+            }
+        });
+        let chol = sigma.clone().cholesky().unwrap().l();
+        let acc = simulate(&c, &chol, 45_000, 31);
+        let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+        assert!(
+            !matches!(outcome.chosen, Candidate::Structured(_)),
+            "chosen {:?}",
+            outcome.chosen
+        );
+        let m = default_estimate(&c, &acc);
+        for (i, j) in triangle_pairs(p).filter(|(i, j)| i != j) {
+            // Kept block entries are within 5σ_n + the soft shrinkage (≤ 0.6) of 0.8;
+            // the rest are zero or, if a noise entry survives, small.
+            if sigma[(i, j)] != 0.0 {
+                assert!((m[(i, j)] - 0.8).abs() < 0.6, "({i}, {j}) = {}", m[(i, j)]);
+            } else {
+                assert!(m[(i, j)].abs() < 0.5, "({i}, {j}) = {}", m[(i, j)]);
+            }
+        }
     }
 
     #[test]

@@ -581,13 +581,26 @@ fn create_status_submit_and_estimate_in_every_format() {
     assert_eq!(st["reports"], REPORTS, "{st}");
     assert_eq!(st["releasable"], true, "{st}");
 
-    // JSON on stdout (default threshold: universal, c = 4).
+    // JSON on stdout (default rule: cross-validation).
     let default_run = estimate(url, id, &["--format", "json"]);
     let (doc, json_m) = check_estimate_json(&default_run);
     assert_eq!(doc["collection_id"], id);
     assert_eq!(doc["sigma"], params["sigma"]);
     assert_eq!(doc["psd_projected"], true, "{doc}");
-    assert!(doc["threshold"].as_f64().expect("threshold") > 0.0, "{doc}");
+    assert!(
+        doc["threshold"].as_f64().expect("threshold") >= 0.0,
+        "{doc}"
+    );
+    let rule = doc["threshold_rule"].as_str().expect("rule");
+    assert!(rule.starts_with("cv("), "{doc}");
+    // --unordered: cross-validation without banding and Toeplitz candidates.
+    let (unordered, _) = check_estimate_json(&estimate(url, id, &["--unordered"]));
+    let rule = unordered["threshold_rule"].as_str().expect("rule");
+    assert!(rule.starts_with("cv(") && rule.contains('→'), "{unordered}");
+    assert!(
+        !rule.contains("toeplitz") && !rule.contains("banded"),
+        "{unordered}"
+    );
     assert!(doc["entry_noise_sd"].as_f64().expect("sd") > 0.0, "{doc}");
     assert!(!doc["threshold_rule"].as_str().expect("rule").is_empty());
 
