@@ -193,7 +193,14 @@ impl Candidate {
 /// threshold; the diagonal shrinkage applies to all). Their parameter, the bandwidth,
 /// does not depend on n, so they are re-applied unchanged to the full average.
 ///
-/// The candidate with the smallest mean loss is applied to the full average. The
+/// Within each family — thresholds (with "none") and structures — the candidate with
+/// the smallest mean loss wins; the best structure then replaces the best threshold
+/// only if its fold-wise losses are lower by more than one standard error of the paired
+/// difference (the one-standard-error rule, applied between the families: a structure
+/// assumes an order of the variables, and among many candidates the smallest mean loss
+/// alone picks one by chance when the order carries no information).
+///
+/// The chosen candidate is applied to the full average. The
 /// candidates are parameterised by scale-free constants (c, η) multiplying a quantity
 /// proportional to `1/√n`, so re-evaluating the chosen candidate at the full n rescales
 /// its threshold from the training size `n(K−1)/K` to n by `√((K−1)/K)`: the threshold
@@ -634,7 +641,8 @@ pub fn cross_validate(
         .iter()
         .flat_map(|&c| betas.iter().map(move |&b| (c, b)))
         .collect();
-    let mut losses = vec![0.0; candidates.len()];
+    // Per candidate, the loss of every usable fold (for the paired comparison below).
+    let mut losses: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
     let mut folds_used = 0;
     for (fold_sums, &n_k) in acc.fold_sums.iter().zip(&acc.fold_counts) {
         let n_train = acc.count.saturating_sub(n_k);
@@ -671,29 +679,60 @@ pub fn cross_validate(
             } else {
                 kept
             };
-            *loss += kept
-                .iter()
-                .zip(&test)
-                .zip(&weights)
-                .map(|((a, b), w)| w * (a - b) * (a - b))
-                .sum::<f64>();
+            loss.push(
+                kept.iter()
+                    .zip(&test)
+                    .zip(&weights)
+                    .map(|((a, b), w)| w * (a - b) * (a - b))
+                    .sum::<f64>(),
+            );
         }
     }
     if folds_used < 2 {
         return None;
     }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    // The best candidate of each family: thresholds (and "none") vs structures.
+    let best_of = |structured: bool| {
+        candidates
+            .iter()
+            .zip(&losses)
+            .enumerate()
+            .filter(|(_, ((c, _), _))| matches!(c, Candidate::Structured(_)) == structured)
+            .fold(None::<(usize, f64)>, |best, (i, (_, l))| {
+                let l = mean(l);
+                match best {
+                    Some((_, bl)) if bl <= l => best,
+                    _ => Some((i, l)),
+                }
+            })
+    };
+    let chosen_index = match (best_of(false), best_of(true)) {
+        (Some((u, _)), Some((s, _))) => {
+            // One-standard-error rule between the families: a structure replaces the
+            // best threshold only when its fold-wise losses are lower by more than one
+            // standard error of the paired difference. Structures assume an order of
+            // the variables that the data may not have, and with many candidates the
+            // smallest mean loss alone over-selects them by chance.
+            let diff: Vec<f64> = losses[s]
+                .iter()
+                .zip(&losses[u])
+                .map(|(a, b)| a - b)
+                .collect();
+            let d = mean(&diff);
+            let k = diff.len() as f64;
+            let se = (diff.iter().map(|x| (x - d) * (x - d)).sum::<f64>() / (k - 1.0) / k).sqrt();
+            if d + se < 0.0 { s } else { u }
+        }
+        (Some((i, _)), None) | (None, Some((i, _))) => i,
+        (None, None) => return None,
+    };
+    let (chosen, diagonal_shrinkage) = candidates[chosen_index];
     let all: Vec<((Candidate, f64), f64)> = candidates
         .into_iter()
         .zip(losses)
-        .map(|(c, l)| (c, l / folds_used as f64))
+        .map(|(c, l)| (c, mean(&l)))
         .collect();
-    let ((chosen, diagonal_shrinkage), _) = all.iter().fold(
-        None::<((Candidate, f64), f64)>,
-        |best, &(c, l)| match best {
-            Some((_, bl)) if bl <= l => best,
-            _ => Some((c, l)),
-        },
-    )?;
     // Per threshold candidate: the best loss over the diagonal shrinkages.
     let mut losses: Vec<(Candidate, f64)> = Vec::new();
     for &((c, _), l) in &all {

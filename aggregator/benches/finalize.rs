@@ -1,0 +1,102 @@
+//! Finalize: the time from the accumulators to a released estimate at p = 500, 1000,
+//! 2000 (DESIGN.md's finalize benchmark):
+//!
+//! * `eigh`: faer's self-adjoint eigendecomposition of the averaged matrix alone, the
+//!   part comparable to `numpy.linalg.eigh` (`docs/eigh_reference.py` times numpy on the
+//!   same kind of matrix);
+//! * `estimate/none`: average + PSD projection (the raw estimator);
+//! * `estimate/universal`: seed 000's threshold + PSD projection;
+//! * `estimate/cv`: the default, 5-fold cross-validation over every candidate +
+//!   PSD projection of the result (above p = 200 the CV scores the candidates
+//!   without projecting each one, see `CrossValidation::project_in_loss_max_dim`).
+//!
+//! The accumulator is 5 folds of integer sums drawn around a noisy identity, the
+//! shape a real collection has at small n (the cost hardly depends on the values).
+//!
+//! `cargo bench -p ldpcov-aggregator --bench finalize -- --warm-up-time 1 --measurement-time 5`
+
+use criterion::{BenchmarkId, Criterion};
+use ldpcov_aggregator::accumulator::Accumulator;
+use ldpcov_aggregator::estimate::{
+    EstimateOptions, ThresholdRule, UniversalThreshold, average, estimate, symmetric_eigen,
+};
+use ldpcov_proto::Collection;
+use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::v1::CollectionSpec;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+use std::hint::black_box;
+
+fn collection(p: usize) -> Collection {
+    Collection::from_spec(&CollectionSpec {
+        collection_id: "bench".into(),
+        dim: p as u32,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 1.0,
+        min_reports: 1,
+        encoding: 0,
+    })
+    .expect("valid spec")
+}
+
+/// Five folds of 200 reports each: sums of `2^k/p·δ_ij + N(0, σ_grid²)` per report.
+fn accumulator(c: &Collection, seed: u64) -> Accumulator {
+    let p = c.dim;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let per_fold = 200u64;
+    let noise = Normal::new(0.0, c.sigma_grid() * (per_fold as f64).sqrt()).expect("σ > 0");
+    let signal = c.grid_scale() / p as f64 * per_fold as f64;
+    let mut acc = Accumulator::new(c.entries, 5);
+    for fold in 0..5 {
+        acc.fold_sums[fold] = triangle_pairs(p)
+            .map(|(i, j)| {
+                let s = if i == j { signal } else { 0.0 };
+                (s + noise.sample(&mut rng)).round() as i64
+            })
+            .collect();
+        acc.fold_counts[fold] = per_fold;
+        acc.count += per_fold;
+    }
+    // Sums of squares ≈ n·σ_grid² (the noise dominates), so the CV also scores the
+    // entry-adaptive candidates.
+    let square = (acc.count as f64 * c.sigma_grid() * c.sigma_grid()) as u128;
+    acc.sum_squares = vec![square; c.entries];
+    acc
+}
+
+fn finalize(c: &mut Criterion) {
+    let mut group = c.benchmark_group("finalize");
+    group.sample_size(10);
+    for p in [500usize, 1000, 2000] {
+        let col = collection(p);
+        let acc = accumulator(&col, p as u64);
+        let m = average(&col, &acc.sums(), acc.count).expect("sums fit");
+        group.bench_with_input(BenchmarkId::new("eigh", p), &m, |b, m| {
+            b.iter(|| symmetric_eigen(black_box(m)).expect("converges"))
+        });
+        let rules = [
+            ("none", ThresholdRule::None),
+            (
+                "universal",
+                ThresholdRule::Universal(UniversalThreshold::default()),
+            ),
+            ("cv", ThresholdRule::default()),
+        ];
+        for (name, rule) in rules {
+            let options = EstimateOptions {
+                rule,
+                ..Default::default()
+            };
+            group.bench_with_input(
+                BenchmarkId::new(format!("estimate/{name}"), p),
+                &options,
+                |b, o| b.iter(|| estimate(&col, black_box(&acc), o).expect("estimate")),
+            );
+        }
+    }
+    group.finish();
+}
+
+criterion::criterion_group!(benches, finalize);
+criterion::criterion_main!(benches);
