@@ -709,20 +709,11 @@ pub fn cross_validate(
     };
     let chosen_index = match (best_of(false), best_of(true)) {
         (Some((u, _)), Some((s, _))) => {
-            // One-standard-error rule between the families: a structure replaces the
-            // best threshold only when its fold-wise losses are lower by more than one
-            // standard error of the paired difference. Structures assume an order of
-            // the variables that the data may not have, and with many candidates the
-            // smallest mean loss alone over-selects them by chance.
-            let diff: Vec<f64> = losses[s]
-                .iter()
-                .zip(&losses[u])
-                .map(|(a, b)| a - b)
-                .collect();
-            let d = mean(&diff);
-            let k = diff.len() as f64;
-            let se = (diff.iter().map(|x| (x - d) * (x - d)).sum::<f64>() / (k - 1.0) / k).sqrt();
-            if d + se < 0.0 { s } else { u }
+            if structure_earns_its_place(&losses[s], &losses[u]) {
+                s
+            } else {
+                u
+            }
         }
         (Some((i, _)), None) | (None, Some((i, _))) => i,
         (None, None) => return None,
@@ -747,6 +738,27 @@ pub fn cross_validate(
         losses,
         folds_used,
     })
+}
+
+/// The one-standard-error rule between the families: whether a structure with
+/// fold-wise losses `structured` replaces the best threshold with losses `thresholded`
+/// (same folds, same order). True only when the mean paired difference plus one
+/// standard error of it is below zero. Structures assume an order of the variables
+/// that the data may not have, and with many candidates the smallest mean loss alone
+/// over-selects them by chance.
+pub fn structure_earns_its_place(structured: &[f64], thresholded: &[f64]) -> bool {
+    let diff: Vec<f64> = structured
+        .iter()
+        .zip(thresholded)
+        .map(|(a, b)| a - b)
+        .collect();
+    let k = diff.len() as f64;
+    if diff.len() < 2 {
+        return false;
+    }
+    let mean = diff.iter().sum::<f64>() / k;
+    let se = (diff.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (k - 1.0) / k).sqrt();
+    mean + se < 0.0
 }
 
 /// What a rule applies to the full average: thresholds, kind, whether the diagonal
@@ -1181,6 +1193,22 @@ mod tests {
                 assert!(m[(i, j)].abs() < 0.5, "({i}, {j}) = {}", m[(i, j)]);
             }
         }
+    }
+
+    #[test]
+    fn a_structure_must_win_by_one_standard_error() {
+        // Differences −1, −1, −1, −1, −1: mean −1, se 0 → chosen.
+        assert!(structure_earns_its_place(&[9.0; 5], &[10.0; 5]));
+        // Differences 1.4, −3.4, 1.4, −3.4, −1: mean −1, sd 2.4, se 2.4/√5 ≈ 1.07 →
+        // mean + se > 0: not chosen although the mean loss is lower.
+        let t = [10.0; 5];
+        assert!(!structure_earns_its_place(&[11.4, 6.6, 11.4, 6.6, 9.0], &t));
+        // Differences 1, −3, 1, −3, −1: mean −1, sd 2, se ≈ 0.89 → chosen.
+        assert!(structure_earns_its_place(&[11.0, 7.0, 11.0, 7.0, 9.0], &t));
+        // Worse on average: never.
+        assert!(!structure_earns_its_place(&[11.0; 5], &t));
+        // Fewer than two folds: no standard error, no structure.
+        assert!(!structure_earns_its_place(&[1.0], &[10.0]));
     }
 
     #[test]
