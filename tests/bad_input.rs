@@ -1,21 +1,24 @@
 //! Bad input the end-to-end suite does not already cover (docs/BAD_INPUT.md lists
 //! every class and the test that pins it): malformed protobuf, oversized messages,
-//! more nonsense specs, closed collections, and missing or wrong tokens. Each case
-//! checks the status code and that nothing changed.
+//! more nonsense specs, closed collections, missing or wrong tokens, and the transport
+//! limits (request timeout, concurrency limit). Each case checks the status code and
+//! that nothing changed.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut};
+use futures::StreamExt;
 use ldpcov::aggregator::auth::{AuthConfig, SubmitToken, Token};
-use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions};
-use ldpcov::aggregator::service::Limits;
-use ldpcov::aggregator::store::MemoryStore;
+use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions, TransportLimits};
+use ldpcov::aggregator::service::{Limits, STREAM_BATCH};
+use ldpcov::aggregator::store::{MemoryStore, Store};
 use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CloseCollectionRequest, CollectionSpec, CreateCollectionRequest, Encoding,
     GetCollectionRequest, GetEstimateRequest, GetStatusRequest, NoThreshold, Report,
-    get_estimate_request,
+    SubmitReportsResponse, get_estimate_request,
 };
 use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -517,5 +520,144 @@ async fn an_encoding_other_than_the_collections_is_invalid_argument() {
         );
     }
     assert_eq!(admin.status("e").await.unwrap().reports, 0);
+    server.shutdown().await.unwrap();
+}
+
+/// A server with an in-memory store the test can read directly (no gRPC call, so no
+/// concurrency slot needed) and the given transport limits.
+async fn limited_server(
+    transport: TransportLimits,
+    id: &str,
+) -> (
+    EmbeddedServer,
+    Arc<MemoryStore>,
+    RawClient<Channel>,
+    Vec<Report>,
+) {
+    let store = Arc::new(MemoryStore::new());
+    let options = ServeOptions {
+        limits: Limits { max_dim: 16 },
+        transport,
+        ..ServeOptions::default()
+    };
+    let server = EmbeddedServer::start_with_options(store.clone(), options)
+        .await
+        .unwrap();
+    let url = server.url();
+    let mut admin = client(&url, 5).await;
+    admin.create_collection(spec(id, 2)).await.unwrap();
+    let collection = admin.collection(id).await.unwrap();
+    let reports = (0..STREAM_BATCH + 1)
+        .map(|i| {
+            let x = [0.5, (i % 7) as f64 / 10.0];
+            admin.prepare_report(&collection, &x).unwrap()
+        })
+        .collect();
+    let raw = RawClient::connect(url).await.unwrap();
+    (server, store, raw, reports)
+}
+
+/// A `SubmitReports` call whose stream sends `reports` and then stays open until
+/// `release` fires (or is dropped). Runs on its own task and its own connection.
+fn held_stream(
+    mut raw: RawClient<Channel>,
+    reports: Vec<Report>,
+    release: tokio::sync::oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<Result<SubmitReportsResponse, Status>> {
+    let stream = reports_then_hold(reports, release);
+    tokio::spawn(async move { raw.submit_reports(stream).await.map(|r| r.into_inner()) })
+}
+
+fn reports_then_hold(
+    reports: Vec<Report>,
+    release: tokio::sync::oneshot::Receiver<()>,
+) -> impl futures::Stream<Item = Report> + Send + 'static {
+    // The reports, then an item that never comes until `release` fires; the stream
+    // ends after it.
+    let hold = futures::stream::once(release).filter_map(|_| async { None });
+    futures::stream::iter(reports).chain(hold)
+}
+
+/// `--request-timeout-secs`: tonic's server timeout ends a call still running after
+/// the timeout with `CANCELLED` ("Timeout expired"). The call here is a report stream
+/// held open without ever ending (1 s timeout; the stream would wait forever), so the
+/// outcome does not depend on timing. The one report it sent was still in the
+/// service's unflushed batch: nothing is counted, and the concurrency slot is freed.
+#[tokio::test]
+async fn a_call_running_past_the_request_timeout_is_cancelled_and_counts_nothing() {
+    let transport = TransportLimits {
+        max_concurrent_requests: 1,
+        request_timeout: Duration::from_secs(1),
+        ..TransportLimits::default()
+    };
+    let (server, store, raw, reports) = limited_server(transport, "t").await;
+    let (_release, never) = tokio::sync::oneshot::channel();
+    let started = Instant::now();
+    let call = held_stream(raw.clone(), reports[..1].to_vec(), never);
+    let err = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the server must end the call")
+        .unwrap()
+        .expect_err("timed out");
+    assert_eq!(err.code(), Code::Cancelled, "{}", err.message());
+    assert_eq!(err.message(), "Timeout expired");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(store.count("t").await.unwrap(), 0);
+    // The only slot (max_concurrent_requests = 1) was released: a normal call works.
+    let (release, go) = tokio::sync::oneshot::channel();
+    let _ = release.send(());
+    let ok = held_stream(raw, reports[..1].to_vec(), go)
+        .await
+        .unwrap()
+        .expect("after the timeout");
+    assert_eq!(ok.accepted, 1);
+    assert_eq!(store.count("t").await.unwrap(), 1);
+    server.shutdown().await.unwrap();
+}
+
+/// `--max-concurrent-requests`: calls beyond the limit wait for a slot (tower's
+/// global concurrency limit, shared by all connections) and then succeed: no error.
+/// With a limit of 1, stream A sends a full service batch (so its reports are
+/// counted while the call is still open: proof that A holds the slot) and stays open;
+/// stream B, on another connection, sends one report and ends. B cannot finish while A
+/// holds the slot; once A is released both succeed and everything is counted.
+#[tokio::test]
+async fn calls_beyond_max_concurrent_requests_wait_for_a_slot() {
+    let transport = TransportLimits {
+        max_concurrent_requests: 1,
+        ..TransportLimits::default()
+    };
+    let (server, store, raw, reports) = limited_server(transport, "w").await;
+    let (release_a, hold_a) = tokio::sync::oneshot::channel();
+    let a = held_stream(raw, reports[..STREAM_BATCH].to_vec(), hold_a);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while store.count("w").await.unwrap() < STREAM_BATCH as u64 {
+        assert!(Instant::now() < deadline, "stream A never got in");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = RawClient::connect(server.url()).await.unwrap();
+    let (release_b, hold_b) = tokio::sync::oneshot::channel();
+    let _ = release_b.send(());
+    let b = held_stream(other, reports[STREAM_BATCH..].to_vec(), hold_b);
+    // B would take milliseconds on a free server; it waits for A's slot instead.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!b.is_finished(), "B ran although A held the only slot");
+    assert!(!a.is_finished());
+    assert_eq!(store.count("w").await.unwrap(), STREAM_BATCH as u64);
+
+    let _ = release_a.send(());
+    let a = tokio::time::timeout(Duration::from_secs(60), a)
+        .await
+        .expect("A ends once released")
+        .unwrap()
+        .expect("A succeeds");
+    let b = tokio::time::timeout(Duration::from_secs(60), b)
+        .await
+        .expect("B gets the slot after A")
+        .unwrap()
+        .expect("B waited, then succeeded");
+    assert_eq!((a.accepted, a.duplicates), (STREAM_BATCH as u64, 0));
+    assert_eq!((b.accepted, b.duplicates), (1, 0));
+    assert_eq!(store.count("w").await.unwrap(), STREAM_BATCH as u64 + 1);
     server.shutdown().await.unwrap();
 }

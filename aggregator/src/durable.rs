@@ -59,6 +59,19 @@
 //! bandwidth to spare. The `seen_report_ids` table grows by 16 bytes + the collection
 //! id (plus B-tree overhead) per report and is never rewritten.
 //!
+//! # Memory
+//!
+//! The store's resident memory is the accumulator mirror (`d·(8·FOLDS + 16)` bytes per
+//! collection, independent of the number of reports) plus redb's page cache, which
+//! holds read pages and the write buffer and is bounded by
+//! [`DurableConfig::cache_size`] (default [`DEFAULT_CACHE_SIZE`], 64 MiB; daemon flag
+//! `--cache-mib`). Report ids are deduped on disk (`seen_report_ids`), but the cache
+//! keeps the pages that random-id inserts touch, so until it is full the resident
+//! memory grows with the table (≈ 44 MiB per million reports at p = 10, measured in
+//! docs/BENCHMARKS.md) and then stays flat. redb's own default cache is 1 GiB, which
+//! would let the daemon grow to that size before plateauing; a smaller cache costs
+//! little, since pages outside it are read from the operating system's page cache.
+//!
 //! # Accumulator blob
 //!
 //! Little-endian: magic `LDPACC01`, folds `u32`, reserved `u32`, entries `u64`, count
@@ -103,14 +116,22 @@ pub struct DurableConfig {
     pub batch_size: usize,
     /// A batch is committed at most this long after its first command arrived.
     pub batch_delay: Duration,
+    /// Bytes of redb's page cache (read cache and write buffer together): the bound on
+    /// the store's resident memory beyond the accumulator mirror. See the module
+    /// docs, "Memory".
+    pub cache_size: usize,
 }
 
+/// Default redb page cache: 64 MiB (redb's own default is 1 GiB).
+pub const DEFAULT_CACHE_SIZE: usize = 64 * 1024 * 1024;
+
 impl Default for DurableConfig {
-    /// 1024 reports or 5 ms, whichever comes first.
+    /// 1024 reports or 5 ms, whichever comes first; a 64 MiB page cache.
     fn default() -> Self {
         DurableConfig {
             batch_size: 1024,
             batch_delay: Duration::from_millis(5),
+            cache_size: DEFAULT_CACHE_SIZE,
         }
     }
 }
@@ -218,7 +239,7 @@ impl DurableStore {
         })?;
         let path = dir.join(DB_FILE);
         let started = Instant::now();
-        let (db, mirror) = open_db(&path)?;
+        let (db, mirror) = open_db(&path, config.cache_size)?;
         let reports: u64 = mirror
             .values()
             .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))
@@ -397,9 +418,13 @@ fn check_lengths(collection: &Collection, reports: &[ValidReport]) -> Result<(),
     }
 }
 
-/// Opens the database, creates missing tables, checks the format and loads the mirror.
-fn open_db(path: &Path) -> Result<(Database, Mirror), DurableError> {
-    let db = Database::create(path).map_err(db_err)?;
+/// Opens the database with a page cache of `cache_size` bytes, creates missing tables,
+/// checks the format and loads the mirror.
+fn open_db(path: &Path, cache_size: usize) -> Result<(Database, Mirror), DurableError> {
+    let db = redb::Builder::new()
+        .set_cache_size(cache_size)
+        .create(path)
+        .map_err(db_err)?;
     let txn = db.begin_write().map_err(db_err)?;
     {
         let mut meta = txn.open_table(META).map_err(db_err)?;
@@ -562,7 +587,8 @@ impl Committer {
     /// The database, reopened (and the mirror reloaded) if a failed commit closed it.
     fn db(&mut self) -> Result<&Database, String> {
         if self.db.is_none() {
-            let (db, mirror) = open_db(&self.path).map_err(|e| e.to_string())?;
+            let (db, mirror) =
+                open_db(&self.path, self.config.cache_size).map_err(|e| e.to_string())?;
             let mut map = self
                 .shared
                 .mirror
@@ -1048,6 +1074,8 @@ mod tests {
         DurableConfig {
             batch_size: 64,
             batch_delay: Duration::from_millis(2),
+            // A tiny page cache: the tests also exercise redb's eviction.
+            cache_size: 64 * 1024,
         }
     }
 
@@ -1152,6 +1180,7 @@ mod tests {
                 DurableConfig {
                     batch_size: 1000,
                     batch_delay: Duration::from_millis(200),
+                    ..DurableConfig::default()
                 },
             )
             .unwrap(),
@@ -1209,6 +1238,7 @@ mod tests {
                 DurableConfig {
                     batch_size: 1000,
                     batch_delay: delay,
+                    ..DurableConfig::default()
                 },
             )
             .unwrap(),
@@ -1259,6 +1289,7 @@ mod tests {
                 DurableConfig {
                     batch_size: 4,
                     batch_delay: Duration::from_secs(600),
+                    ..DurableConfig::default()
                 },
             )
             .unwrap(),
@@ -1370,6 +1401,7 @@ mod tests {
                 DurableConfig {
                     batch_size: 1000,
                     batch_delay: delay,
+                    ..DurableConfig::default()
                 },
             )
             .unwrap(),

@@ -70,6 +70,10 @@ enum Command {
         /// Group commit: commit a batch at most this many milliseconds after it opened.
         #[arg(long, env = "LDPCOV_BATCH_DELAY_MS", default_value_t = DurableConfig::default().batch_delay.as_millis() as u64)]
         batch_delay_ms: u64,
+        /// Page cache of the durable store in MiB: bounds its resident memory, which
+        /// otherwise grows with the report-id table (the file is cached by the OS too).
+        #[arg(long, env = "LDPCOV_CACHE_MIB", default_value_t = (DurableConfig::default().cache_size >> 20) as u64)]
+        cache_mib: u64,
         #[command(flatten)]
         access: AccessArgs,
     },
@@ -403,6 +407,7 @@ async fn run(cli: Cli) -> Result<()> {
             memory,
             batch_size,
             batch_delay_ms,
+            cache_mib,
             access,
         } => {
             if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
@@ -422,16 +427,21 @@ async fn run(cli: Cli) -> Result<()> {
                 tracing::warn!("in-memory store: everything is lost when the daemon stops");
                 Arc::new(MemoryStore::new())
             } else {
+                let cache_size = usize::try_from(cache_mib)
+                    .ok()
+                    .and_then(|m| m.checked_mul(1 << 20))
+                    .context("--cache-mib is too large")?;
                 let config = DurableConfig {
                     batch_size,
                     batch_delay: std::time::Duration::from_millis(batch_delay_ms),
+                    cache_size,
                 };
                 let dir = data_dir.clone();
                 let store = tokio::task::spawn_blocking(move || DurableStore::open(&dir, config))
                     .await?
                     .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
                 tracing::info!(
-                    data_dir = %data_dir.display(), batch_size, batch_delay_ms,
+                    data_dir = %data_dir.display(), batch_size, batch_delay_ms, cache_mib,
                     "durable store ready"
                 );
                 Arc::new(store)
