@@ -4,6 +4,8 @@
 //! limits (request timeout, concurrency limit). Each case checks the status code and
 //! that nothing changed.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,9 +18,8 @@ use ldpcov::aggregator::store::{MemoryStore, Store};
 use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
-    CloseCollectionRequest, CollectionSpec, CreateCollectionRequest, Encoding,
-    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, NoThreshold, Report,
-    SubmitReportsResponse, get_estimate_request,
+    CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
+    NoThreshold, Report, SubmitReportsResponse, get_estimate_request,
 };
 use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -233,26 +234,7 @@ async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
         ("empty id", with("", &|_| {})),
         ("id too long", with(&"x".repeat(129), &|_| {})),
     ];
-    for (name, s) in cases {
-        let id = s.collection_id.clone();
-        let err = raw
-            .create_collection(CreateCollectionRequest { spec: Some(s) })
-            .await
-            .expect_err(name);
-        assert_eq!(
-            err.code(),
-            Code::InvalidArgument,
-            "{name}: {}",
-            err.message()
-        );
-        if !id.is_empty() && id.len() <= 128 {
-            let e = raw
-                .get_status(GetStatusRequest { collection_id: id })
-                .await
-                .expect_err(name);
-            assert_eq!(e.code(), Code::NotFound, "{name} created something");
-        }
-    }
+    support::assert_specs_refused(&mut raw, cases).await;
     server.shutdown().await.unwrap();
 }
 

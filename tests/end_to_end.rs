@@ -1,6 +1,8 @@
 //! End-to-end tests through the real gRPC server on 127.0.0.1:0: devices perturb with
 //! the client library, the aggregator validates, sums and estimates.
 
+mod support;
+
 use ldpcov::aggregator::server::EmbeddedServer;
 use ldpcov::aggregator::service::Limits;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
@@ -355,26 +357,7 @@ async fn every_bad_input_gets_its_code_and_changes_nothing() {
     let mut d0 = spec("s8", 3, 1.0, 1.0, 1);
     d0.delta = 0.0;
     bad_specs.push(("δ = 0", d0));
-    for (name, s) in bad_specs {
-        let id = s.collection_id.clone();
-        let err = raw
-            .create_collection(CreateCollectionRequest { spec: Some(s) })
-            .await
-            .expect_err(name);
-        assert_eq!(
-            err.code(),
-            Code::InvalidArgument,
-            "{name}: {}",
-            err.message()
-        );
-        if id != "a/b" {
-            let e = raw
-                .get_status(GetStatusRequest { collection_id: id })
-                .await
-                .expect_err(name);
-            assert_eq!(e.code(), Code::NotFound, "{name} created something");
-        }
-    }
+    support::assert_specs_refused(&mut raw, bad_specs).await;
     let err = raw
         .create_collection(CreateCollectionRequest { spec: None })
         .await

@@ -1070,6 +1070,22 @@ mod tests {
         }
     }
 
+    /// A store on `dir` whose batches close at `batch_size` reports or after `delay`
+    /// (default page cache), shared between tasks.
+    fn open_batched(dir: &Path, batch_size: usize, delay: Duration) -> Arc<DurableStore> {
+        Arc::new(
+            DurableStore::open(
+                dir,
+                DurableConfig {
+                    batch_size,
+                    batch_delay: delay,
+                    ..DurableConfig::default()
+                },
+            )
+            .unwrap(),
+        )
+    }
+
     fn quick() -> DurableConfig {
         DurableConfig {
             batch_size: 64,
@@ -1174,17 +1190,7 @@ mod tests {
         let before = s.snapshot("a").await.unwrap().acc;
         drop(s);
         // Several submitters in one batch (long delay): all of them fail.
-        let s = Arc::new(
-            DurableStore::open(
-                dir.path(),
-                DurableConfig {
-                    batch_size: 1000,
-                    batch_delay: Duration::from_millis(200),
-                    ..DurableConfig::default()
-                },
-            )
-            .unwrap(),
-        );
+        let s = open_batched(dir.path(), 1000, Duration::from_millis(200));
         s.fail_next_commits(1);
         let tasks: Vec<_> = (10..16u32)
             .map(|k| {
@@ -1232,17 +1238,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = collection("a", 2);
         let delay = Duration::from_millis(400);
-        let s = Arc::new(
-            DurableStore::open(
-                dir.path(),
-                DurableConfig {
-                    batch_size: 1000,
-                    batch_delay: delay,
-                    ..DurableConfig::default()
-                },
-            )
-            .unwrap(),
-        );
+        let s = open_batched(dir.path(), 1000, delay);
         s.create_collection(c.clone()).await.unwrap();
         let started = Instant::now();
         let tasks: Vec<_> = (0..8u32)
@@ -1283,17 +1279,7 @@ mod tests {
             let s = DurableStore::open(dir.path(), quick()).unwrap();
             s.create_collection(c.clone()).await.unwrap();
         }
-        let s = Arc::new(
-            DurableStore::open(
-                dir.path(),
-                DurableConfig {
-                    batch_size: 4,
-                    batch_delay: Duration::from_secs(600),
-                    ..DurableConfig::default()
-                },
-            )
-            .unwrap(),
-        );
+        let s = open_batched(dir.path(), 4, Duration::from_secs(600));
         let tasks: Vec<_> = (0..4u32)
             .map(|k| {
                 let s = s.clone();
@@ -1395,17 +1381,7 @@ mod tests {
             s.create_collection(c.clone()).await.unwrap();
         }
         let delay = Duration::from_millis(400);
-        let s = Arc::new(
-            DurableStore::open(
-                dir.path(),
-                DurableConfig {
-                    batch_size: 1000,
-                    batch_delay: delay,
-                    ..DurableConfig::default()
-                },
-            )
-            .unwrap(),
-        );
+        let s = open_batched(dir.path(), 1000, delay);
         let gap = Duration::from_millis(30);
         let before = {
             let s = s.clone();

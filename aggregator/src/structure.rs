@@ -36,7 +36,7 @@
 //! assert_eq!(m[(2, 2)], 3.0);
 //! ```
 
-use ldpcov_proto::layout::triangle_index;
+use ldpcov_proto::layout::{triangle_index, triangle_pairs};
 use nalgebra::DMatrix;
 
 /// A structural regulariser of a symmetric matrix. The diagonal is never changed
@@ -104,32 +104,18 @@ impl Structure {
         }
     }
 
-    /// Applies the regulariser to a symmetric matrix (both triangles kept equal).
+    /// Applies the regulariser to a symmetric matrix (reads the upper triangle, writes
+    /// both): the same arithmetic as [`Structure::apply_packed`].
     pub fn apply(&self, m: &mut DMatrix<f64>) {
+        if *self == Structure::Unstructured {
+            return;
+        }
         let p = m.nrows();
-        match *self {
-            Structure::Unstructured => {}
-            Structure::Banded { bandwidth } => {
-                for h in bandwidth + 1..p {
-                    for i in 0..p - h {
-                        m[(i, i + h)] = 0.0;
-                        m[(i + h, i)] = 0.0;
-                    }
-                }
-            }
-            Structure::Toeplitz { bandwidth } => {
-                for h in 1..p {
-                    let value = if h <= bandwidth {
-                        (0..p - h).map(|i| m[(i, i + h)]).sum::<f64>() / (p - h) as f64
-                    } else {
-                        0.0
-                    };
-                    for i in 0..p - h {
-                        m[(i, i + h)] = value;
-                        m[(i + h, i)] = value;
-                    }
-                }
-            }
+        let mut packed: Vec<f64> = triangle_pairs(p).map(|(i, j)| m[(i, j)]).collect();
+        self.apply_packed(p, &mut packed);
+        for ((i, j), v) in triangle_pairs(p).zip(packed) {
+            m[(i, j)] = v;
+            m[(j, i)] = v;
         }
     }
 }

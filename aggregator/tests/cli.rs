@@ -606,24 +606,25 @@ fn create_status_submit_and_estimate_in_every_format() {
 
     let dir = tempfile::tempdir().expect("tempdir");
 
-    // CSV to a file: same matrix, exactly.
-    let csv_path = dir.path().join("estimate.csv");
+    // CSV and NPY to a file (a header + 128 data bytes): the same matrix, exactly.
+    let written = |format: &str| {
+        let path = dir.path().join(format!("estimate.{format}"));
+        let path_str = path.to_str().expect("utf-8 path");
+        let r = estimate(url, id, &["--format", format, "--out", path_str]);
+        assert!(r.status.success(), "{}", r.describe());
+        assert!(r.stdout.is_empty(), "{}", r.describe());
+        assert!(
+            r.stderr.contains(&format!("wrote {format}")),
+            "{}",
+            r.describe()
+        );
+        path
+    };
+    let csv_path = written("csv");
     let csv_path_str = csv_path.to_str().expect("utf-8 path");
-    let r = estimate(url, id, &["--format", "csv", "--out", csv_path_str]);
-    assert!(r.status.success(), "{}", r.describe());
-    assert!(r.stdout.is_empty(), "{}", r.describe());
-    assert!(r.stderr.contains("wrote csv"), "{}", r.describe());
     let csv_m = read_csv(&csv_path);
     assert_eq!(csv_m, json_m, "csv and json matrices differ");
-
-    // NPY to a file: valid header, 128 data bytes, same matrix exactly.
-    let npy_path = dir.path().join("estimate.npy");
-    let npy_path_str = npy_path.to_str().expect("utf-8 path");
-    let r = estimate(url, id, &["--format", "npy", "--out", npy_path_str]);
-    assert!(r.status.success(), "{}", r.describe());
-    assert!(r.stdout.is_empty(), "{}", r.describe());
-    assert!(r.stderr.contains("wrote npy"), "{}", r.describe());
-    let npy_m = read_npy(&npy_path);
+    let npy_m = read_npy(&written("npy"));
     assert_eq!(npy_m, json_m, "npy and json matrices differ");
 
     // NPY needs a file.
