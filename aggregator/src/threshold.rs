@@ -294,16 +294,19 @@ impl CrossValidation {
             b.dedup();
             b
         };
-        for (on, make) in [
-            (
-                self.banding,
-                (|bandwidth| Structure::Banded { bandwidth }) as fn(usize) -> Structure,
-            ),
-            (self.toeplitz, |bandwidth| Structure::Toeplitz { bandwidth }),
-        ] {
-            if on {
-                out.extend(bandwidths.iter().map(|&k| Candidate::Structured(make(k))));
-            }
+        if self.banding {
+            out.extend(
+                bandwidths
+                    .iter()
+                    .map(|&bandwidth| Candidate::Structured(Structure::Banded { bandwidth })),
+            );
+        }
+        if self.toeplitz {
+            out.extend(
+                bandwidths
+                    .iter()
+                    .map(|&bandwidth| Candidate::Structured(Structure::Toeplitz { bandwidth })),
+            );
         }
         out
     }
