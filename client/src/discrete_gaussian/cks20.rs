@@ -1,5 +1,5 @@
 //! The straightforward algorithms of Canonne, Kamath & Steinke (2020), on big integers:
-//! the reference that [`DiscreteGaussian`] is benchmarked and tested against.
+//! the reference that [`DiscreteGaussian`](super::DiscreteGaussian) is benchmarked and tested against.
 //!
 //! Exact and simple, but slow (microseconds per draw at large σ): every Bernoulli trial
 //! draws a uniform big integer below a big denominator.

@@ -14,8 +14,8 @@
 //!   (an f64 is a dyadic rational `m·2^e`, so `σ² = m²·2^{2e}` needs no rounding at
 //!   all): the noise is never smaller than the f64 σ the calibration produced.
 //! * [`DiscreteGaussian`]: the precomputed exact sampler for one σ²; `sample` takes any
-//!   [`RngCore`].
-//! * [`DiscreteGaussianSampler`]: a [`NoiseSampler`] (ChaCha20 seeded by the operating
+//!   [`RngCore`](rand::RngCore).
+//! * [`DiscreteGaussianSampler`]: a [`NoiseSampler`](crate::NoiseSampler) (ChaCha20 seeded by the operating
 //!   system, or a deterministic seed for simulations) that caches the
 //!   [`DiscreteGaussian`] of the last `sigma_grid` it saw.
 //! * [`cks20`]: the straightforward CKS20 algorithms (Bernoulli(exp(−γ)), discrete

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha20Rng;
 /// `sigma_grid` (rebuilt, in about half a millisecond, when σ changes).
 ///
 /// `sample_grid(σ)` draws `N_Z(0, σ²)` with σ² the exact square of the f64 σ
-/// ([`Sigma2::from_sigma`]); its variance is σ² up to `O(σ²·e^{−2π²σ²})` (CKS20 Prop. 19),
+/// ([`Sigma2::from_sigma`](super::Sigma2::from_sigma)); its variance is σ² up to `O(σ²·e^{−2π²σ²})` (CKS20 Prop. 19),
 /// i.e. exactly σ² for any σ ≥ 2 at f64 resolution.
 ///
 /// Its `Debug` output never shows the generator state.
