@@ -54,7 +54,7 @@ fn batch<M: Measurement>(c: &mut Criterion<M>, name: &str) {
             BenchmarkId::new("rounded_gaussian", sigma),
             &sigma,
             |b, &s| {
-                let mut g = FloatGaussianNotPrivate::from_seed_for_simulation(1);
+                let mut g = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(1);
                 b.iter(|| (0..N).fold(0i64, |acc, _| acc ^ g.sample_grid(black_box(s))));
             },
         );
@@ -119,7 +119,7 @@ fn batch<M: Measurement>(c: &mut Criterion<M>, name: &str) {
     let mut group = c.benchmark_group(format!("{name}/perturb_p100"));
     group.throughput(Throughput::Elements(collection.entries as u64));
     group.bench_function("rounded_gaussian", |b| {
-        let mut g = FloatGaussianNotPrivate::from_seed_for_simulation(1);
+        let mut g = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(1);
         b.iter(|| perturber.perturb(black_box(&x), &mut g).unwrap());
     });
     group.bench_function("exact_chacha20", |b| {
@@ -143,38 +143,18 @@ fn main() {
     }
 }
 
-/// The benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
+/// The benchmark thread's CPU time (the `cpu-time` crate's `ThreadTime`), in nanoseconds.
 mod cpu_time {
     use criterion::Throughput;
     use criterion::measurement::{Measurement, ValueFormatter};
 
-    pub struct ThreadCpuTime;
+    pub(crate) struct ThreadCpuTime;
 
-    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    /// The calling thread's CPU time so far, in nanoseconds (`cpu-time` reads the
+    /// platform's thread clock, `CLOCK_THREAD_CPUTIME_ID` on Linux).
     fn now_ns() -> u64 {
-        #[repr(C)]
-        struct Timespec {
-            tv_sec: i64,
-            tv_nsec: i64,
-        }
-        unsafe extern "C" {
-            fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
-        }
-        const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-        let mut ts = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec of the platform's layout (two
-        // 64-bit fields on 64-bit Linux); the call only writes into it.
-        let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        assert_eq!(rc, 0, "clock_gettime failed");
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    }
-
-    #[cfg(not(all(target_os = "linux", target_pointer_width = "64")))]
-    fn now_ns() -> u64 {
-        panic!("NOISE_BENCH_CLOCK=thread-cpu needs 64-bit Linux")
+        u64::try_from(::cpu_time::ThreadTime::now().as_duration().as_nanos())
+            .expect("thread CPU time below 584 years")
     }
 
     impl Measurement for ThreadCpuTime {

@@ -1,31 +1,4 @@
-//! The async gRPC client (feature `grpc`, on by default).
-//!
-//! [`AggregatorClient::submit`] builds the whole report — clip, noise, encoding, a
-//! fresh random report id — before touching the network, then sends it with retries
-//! that resend the *same* bytes under the *same* id: the aggregator counts an id at
-//! most once, so a retry after a lost acknowledgement is harmless, and no second noisy
-//! copy of `x` ever leaves the device.
-//!
-//! ```no_run
-//! use ldpcov_client::{AggregatorClient, RetryPolicy};
-//! use std::time::Duration;
-//!
-//! # async fn run() -> Result<(), ldpcov_client::ClientError> {
-//! let mut client = AggregatorClient::connect("http://127.0.0.1:50051")
-//!     .await?
-//!     .with_retry(RetryPolicy {
-//!         max_attempts: 8,
-//!         ..RetryPolicy::default()
-//!     })
-//!     .with_timeout(Duration::from_secs(10));
-//! // Parameters are re-derived locally and checked against the privacy policy.
-//! let collection = client.collection("survey-2024").await?;
-//! let x = vec![0.0; collection.dim];
-//! let outcome = client.submit(&collection, &x).await?;
-//! println!("sent in {} attempt(s)", outcome.attempts);
-//! # Ok(())
-//! # }
-//! ```
+//! The async gRPC client (feature `grpc`, on by default): [`AggregatorClient`].
 
 use crate::discrete_gaussian::DiscreteGaussianSampler;
 use crate::perturb::{NoiseSampler, Perturber, random_report_id};
@@ -47,6 +20,12 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Response, Status};
+
+/// A noise sampler the client can hold: `Send`, and `Any` so that its concrete type
+/// can be checked (the tests check that the default is the exact sampler).
+pub(crate) trait HeldNoise: NoiseSampler + Send + std::any::Any {}
+
+impl<N: NoiseSampler + Send + 'static> HeldNoise for N {}
 
 /// Adds `authorization: Bearer <token>` to every call when a token is set.
 #[derive(Clone, Default)]
@@ -138,6 +117,33 @@ pub struct SubmitOutcome {
 
 /// An ldpcov aggregator client: fetch collections, submit reports, admin calls.
 ///
+/// [`AggregatorClient::submit`] builds the whole report — clip, noise, encoding, a
+/// fresh random report id — before touching the network, then sends it with retries
+/// that resend the *same* bytes under the *same* id: the aggregator counts an id at
+/// most once, so a retry after a lost acknowledgement is harmless, and no second noisy
+/// copy of `x` ever leaves the device.
+///
+/// ```no_run
+/// use ldpcov_client::{AggregatorClient, RetryPolicy};
+/// use std::time::Duration;
+///
+/// # async fn run() -> Result<(), ldpcov_client::ClientError> {
+/// let mut client = AggregatorClient::connect("http://127.0.0.1:50051")
+///     .await?
+///     .with_retry(RetryPolicy {
+///         max_attempts: 8,
+///         ..RetryPolicy::default()
+///     })
+///     .with_timeout(Duration::from_secs(10));
+/// // Parameters are re-derived locally and checked against the privacy policy.
+/// let collection = client.collection("survey-2024").await?;
+/// let x = vec![0.0; collection.dim];
+/// let outcome = client.submit(&collection, &x).await?;
+/// println!("sent in {} attempt(s)", outcome.attempts);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// It holds one OS-seeded exact [`DiscreteGaussianSampler`] for its whole lifetime (replace it with
 /// [`with_noise_sampler`](AggregatorClient::with_noise_sampler) in simulations). It
 /// never logs vectors, reports or payloads; retries are logged at `debug` level with
@@ -148,7 +154,7 @@ pub struct AggregatorClient {
     retry: RetryPolicy,
     policy: PrivacyPolicy,
     timeout: Option<Duration>,
-    noise: Box<dyn NoiseSampler + Send>,
+    noise: Box<dyn HeldNoise>,
     ledger: Option<BudgetLedger>,
 }
 
@@ -254,9 +260,10 @@ impl AggregatorClient {
 
     /// Replaces the noise sampler, e.g. by
     /// [`DiscreteGaussianSampler::from_seed_for_simulation`] in simulations. Anything but a
-    /// cryptographically seeded sampler makes the reports non-private.
-    pub fn with_noise_sampler(mut self, noise: Box<dyn NoiseSampler + Send>) -> Self {
-        self.noise = noise;
+    /// cryptographically seeded sampler makes the reports non-private. Takes any
+    /// sampler, boxed (`Box<dyn NoiseSampler + Send>`) or not.
+    pub fn with_noise_sampler(mut self, noise: impl NoiseSampler + Send + 'static) -> Self {
+        self.noise = Box::new(noise);
         self
     }
 

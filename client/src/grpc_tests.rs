@@ -19,8 +19,31 @@ enum Fault {
     /// Do the work (count the report, create the collection), then fail with this code:
     /// the client never sees the acknowledgement.
     AfterCommit(Code),
-    /// Answer only after this delay.
-    Delay(Duration),
+    /// Unary submits only: hold the call until the test releases it, then carry on as
+    /// usual (a server that finishes after the client gave up), signalling the
+    /// [`HangEvents`] on the way.
+    Hang,
+}
+
+/// The events of a [`Fault::Hang`]: each signal is a `notify_one`, so it is kept for a
+/// waiter that comes later.
+#[derive(Default)]
+struct HangEvents {
+    /// The held call reached the server.
+    arrived: tokio::sync::Notify,
+    /// The test lets the held call go on.
+    release: tokio::sync::Notify,
+    /// The held call ended: answered, or dropped when the client cancelled it.
+    finished: tokio::sync::Notify,
+}
+
+/// Signals [`HangEvents::finished`] when dropped, however the call ends.
+struct Finished(Arc<HangEvents>);
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        self.0.finished.notify_one();
+    }
 }
 
 #[derive(Default)]
@@ -35,24 +58,30 @@ struct State {
 }
 
 #[derive(Clone, Default)]
-struct Fake(Arc<Mutex<State>>);
+struct Fake {
+    state: Arc<Mutex<State>>,
+    hang: Arc<HangEvents>,
+}
 
 impl Fake {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().expect("state lock")
+        self.state.lock().expect("state lock")
     }
 
     fn push_faults(&self, faults: &[Fault]) {
         self.state().faults.extend(faults.iter().copied());
     }
 
-    async fn take_fault(&self) -> Option<Fault> {
-        let fault = self.state().faults.pop_front();
-        if let Some(Fault::Delay(wait)) = fault {
-            tokio::time::sleep(wait).await;
-            return None;
-        }
-        fault
+    fn take_fault(&self) -> Option<Fault> {
+        self.state().faults.pop_front()
+    }
+
+    /// Holds a [`Fault::Hang`] call until released; the guard marks its end.
+    async fn hang(&self) -> Finished {
+        let finished = Finished(self.hang.clone());
+        self.hang.arrived.notify_one();
+        self.hang.release.notified().await;
+        finished
     }
 
     /// Validates and counts one report; `Ok(duplicate)`.
@@ -79,7 +108,7 @@ impl Aggregator for Fake {
         &self,
         request: Request<CreateCollectionRequest>,
     ) -> Result<Response<CollectionParams>, Status> {
-        let fault = self.take_fault().await;
+        let fault = self.take_fault();
         if let Some(Fault::Before(code)) = fault {
             return Err(Status::new(code, "injected"));
         }
@@ -123,7 +152,11 @@ impl Aggregator for Fake {
         &self,
         request: Request<Report>,
     ) -> Result<Response<SubmitReportResponse>, Status> {
-        let fault = self.take_fault().await;
+        let fault = self.take_fault();
+        let _finished = match fault {
+            Some(Fault::Hang) => Some(self.hang().await),
+            _ => None,
+        };
         if let Some(Fault::Before(code)) = fault {
             let report = request.get_ref();
             self.state()
@@ -142,7 +175,7 @@ impl Aggregator for Fake {
         &self,
         request: Request<Streaming<Report>>,
     ) -> Result<Response<SubmitReportsResponse>, Status> {
-        let fault = self.take_fault().await;
+        let fault = self.take_fault();
         if let Some(Fault::Before(code)) = fault {
             return Err(Status::new(code, "injected"));
         }
@@ -350,16 +383,30 @@ async fn retries_stop_after_max_attempts() {
     );
 }
 
+/// The first attempt is held by the server until the client's timeout gives up on it;
+/// the retry resends the same report under the same id. Ordered by events, not by
+/// sleeps: the only clock is the client's 1 s timeout, which the held attempt always
+/// reaches (it never returns before the test releases it) and which a prompt local
+/// answer to the retry stays far below even on a loaded machine.
 #[tokio::test]
 async fn slow_attempts_time_out_and_are_retried() {
     let (fake, client, collection) = setup().await;
-    let mut client = client.with_timeout(Duration::from_millis(100));
-    fake.push_faults(&[Fault::Delay(Duration::from_millis(400))]);
+    let mut client = client.with_timeout(Duration::from_secs(1));
+    fake.push_faults(&[Fault::Hang]);
     let outcome = client.submit(&collection, &X).await.unwrap();
     assert_eq!(outcome.attempts, 2);
-    // Dropping the timed-out call cancels it on the server too (it may or may not have
-    // been seen); either way the report is counted once, under one id.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The held attempt reached the server (a bound on the wait, not a tuned delay: the
+    // signal is already stored when submit returns).
+    let wait = Duration::from_secs(30);
+    tokio::time::timeout(wait, fake.hang.arrived.notified())
+        .await
+        .expect("the first attempt reached the server");
+    // Release it: whether the client's cancellation already dropped it or it now goes
+    // on to count a duplicate, it ends, and the report is counted once, under one id.
+    fake.hang.release.notify_one();
+    tokio::time::timeout(wait, fake.hang.finished.notified())
+        .await
+        .expect("the held attempt ended");
     let state = fake.state();
     assert_eq!(state.counted.len(), 1);
     assert!(!state.seen.is_empty() && state.seen.len() <= 2);
@@ -545,9 +592,13 @@ fn backoff_jitter_stays_in_range() {
 #[tokio::test]
 async fn the_default_noise_is_the_exact_discrete_gaussian() {
     let client = AggregatorClient::connect_lazy("http://127.0.0.1:1").unwrap();
+    // By type, not by label: the sampler the client holds is the exact sampler itself.
+    let held: &dyn std::any::Any = &*client.noise;
+    assert!(held.is::<DiscreteGaussianSampler>());
     assert_eq!(client.noise_sampler_kind(), "exact-discrete-gaussian");
     let simulated = client.with_noise_sampler(Box::new(
-        crate::FloatGaussianNotPrivate::from_seed_for_simulation(1),
+        crate::FloatGaussianNotPrivate::from_seed_for_simulation_not_private(1),
     ));
     assert_eq!(simulated.noise_sampler_kind(), "float-gaussian-NOT-PRIVATE");
+    assert!(!(&*simulated.noise as &dyn std::any::Any).is::<DiscreteGaussianSampler>());
 }

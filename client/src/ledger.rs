@@ -1,25 +1,4 @@
-//! The device-side privacy budget ledger.
-//!
-//! Every report spends privacy. A device that contributes to many collections (or to
-//! the same one many times) composes those spends; Tang et al. (2017) found Apple's
-//! deployment spending far more than its per-report ε suggested. The ledger keeps
-//! every spend in a file in a directory the app chooses and refuses, with
-//! [`LedgerError::BudgetExceeded`], a report that would exceed a lifetime or a
-//! per-period budget.
-//!
-//! **Composition.** Each report of a collection is a Gaussian mechanism with zCDP
-//! parameter `ρ = Δ²/(2σ²)` (for the exact discrete Gaussian too: Canonne, Kamath &
-//! Steinke 2020, Theorem 14). zCDP composes by adding ρ (Bun & Steinke 2016, Lemma 2.3),
-//! and ρ-zCDP implies `(ρ + 2√(ρ ln(1/δ)), δ)`-DP for every δ (their Proposition 1.3).
-//! A budget "ε at δ" is therefore the ρ budget `(√(ln(1/δ) + ε) − √(ln(1/δ)))²`, and a
-//! spend is allowed when the spends it joins (all of them for the lifetime budget,
-//! those of the last period for the period budget) plus it stay within that ρ.
-//!
-//! **Durability.** A spend is written to disk (temporary file, `fsync`, rename, `fsync`
-//! of the directory) *before* [`BudgetLedger::charge`] returns, so a report is never
-//! built on budget that a crash could forget. A missing file is an empty ledger; a
-//! file that cannot be read or parsed is an error (the device refuses to report rather
-//! than forget its history). One process should own a ledger directory at a time.
+//! The device-side privacy budget ledger: [`BudgetLedger`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -124,6 +103,27 @@ struct LedgerFile {
 }
 
 /// A persistent record of the privacy a device has spent.
+///
+/// Every report spends privacy. A device that contributes to many collections (or to
+/// the same one many times) composes those spends; Tang et al. (2017) found Apple's
+/// deployment spending far more than its per-report ε suggested. The ledger keeps
+/// every spend in a file in a directory the app chooses and refuses, with
+/// [`LedgerError::BudgetExceeded`], a report that would exceed a lifetime or a
+/// per-period budget.
+///
+/// **Composition.** Each report of a collection is a Gaussian mechanism with zCDP
+/// parameter `ρ = Δ²/(2σ²)` (for the exact discrete Gaussian too: Canonne, Kamath &
+/// Steinke 2020, Theorem 14). zCDP composes by adding ρ (Bun & Steinke 2016, Lemma 2.3),
+/// and ρ-zCDP implies `(ρ + 2√(ρ ln(1/δ)), δ)`-DP for every δ (their Proposition 1.3).
+/// A budget "ε at δ" is therefore the ρ budget `(√(ln(1/δ) + ε) − √(ln(1/δ)))²`, and a
+/// spend is allowed when the spends it joins (all of them for the lifetime budget,
+/// those of the last period for the period budget) plus it stay within that ρ.
+///
+/// **Durability.** A spend is written to disk (temporary file, `fsync`, rename, `fsync`
+/// of the directory) *before* [`BudgetLedger::charge`] returns, so a report is never
+/// built on budget that a crash could forget. A missing file is an empty ledger; a
+/// file that cannot be read or parsed is an error (the device refuses to report rather
+/// than forget its history). One process should own a ledger directory at a time.
 #[derive(Debug)]
 pub struct BudgetLedger {
     path: PathBuf,

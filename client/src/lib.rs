@@ -15,8 +15,8 @@
 //! from the collection's spec and refuses a server that announces less noise, and a
 //! [`PrivacyPolicy`] bounds the (ε, δ) it accepts.
 //!
-//! The core ([`perturb`]) has no transport and no async runtime: build the crate with
-//! `default-features = false` to ship reports your own way. The `grpc` feature (on by
+//! The core ([`Perturber`] and the samplers) has no transport and no async runtime:
+//! build the crate with `default-features = false` to ship reports your own way. The `grpc` feature (on by
 //! default) adds [`AggregatorClient`], an async tonic client with retries that resend
 //! the same report under the same id.
 //!
@@ -52,24 +52,33 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs)]
+//! # Public surface
+//!
+//! Everything is exported at the crate root. The one public module,
+//! [`discrete_gaussian`], also carries the exact sampler's algorithm and exactness
+//! argument, and the CKS20 reference algorithms ([`discrete_gaussian::cks20`]) it is
+//! tested and benchmarked against.
 
 pub mod discrete_gaussian;
 mod error;
-pub mod ledger;
-pub mod perturb;
+mod ledger;
+mod perturb;
 mod policy;
 
 #[cfg(feature = "grpc")]
-pub mod grpc;
+mod grpc;
 
-pub use discrete_gaussian::{DiscreteGaussian, DiscreteGaussianSampler, Sigma2, SigmaError};
+pub use discrete_gaussian::{
+    DiscreteGaussian, DiscreteGaussianSampler, RandomBits, Sigma2, SigmaError,
+};
 pub use error::ClientError;
 pub use ldpcov_proto as proto;
 pub use ldpcov_proto::{Collection, ReportId};
-pub use ledger::{BudgetLedger, BudgetLimits, LedgerError};
-pub use perturb::{FloatGaussianNotPrivate, NoiseSampler, Perturber, random_report_id};
+pub use ledger::{BudgetLedger, BudgetLimits, LEDGER_FILE, LedgerError, Spend};
+pub use perturb::{
+    CLIP_MARGIN, FloatGaussianNotPrivate, NoiseSampler, Perturber, random_report_id,
+};
 pub use policy::PrivacyPolicy;
 
 #[cfg(feature = "grpc")]
-pub use grpc::{AggregatorClient, RetryPolicy, SubmitOutcome};
+pub use grpc::{AggregatorClient, MAX_MESSAGE_SIZE, RetryPolicy, SubmitOutcome, is_retryable};

@@ -304,7 +304,7 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
     let r = (2.0 * s.p as f64).sqrt();
     let c = sim::collection(s.p, s.epsilon, s.delta, r).expect("valid collection");
     let perturber = Perturber::new(c.clone());
-    let mut gauss = FloatGaussianNotPrivate::from_seed_for_simulation(seed ^ 0x5EED);
+    let mut gauss = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(seed ^ 0x5EED);
     let scale = r * r / c.grid_scale();
     let mut acc = Accumulator::new(c.entries, FOLDS);
     let mut rows = Vec::with_capacity(xs.len());

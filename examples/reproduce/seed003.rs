@@ -255,7 +255,7 @@ pub fn run(args: &Args, out: Out) -> Result<()> {
                         // Local (ours): the real Perturber, R = 1.
                         let perturber = Perturber::new(c.clone());
                         let mut noise =
-                            FloatGaussianNotPrivate::from_seed_for_simulation(seed ^ 0xA11CE);
+                            FloatGaussianNotPrivate::from_seed_for_simulation_not_private(seed ^ 0xA11CE);
                         let mut acc =
                             ldpcov::aggregator::accumulator::Accumulator::new(c.entries, FOLDS);
                         for x in &xs {
