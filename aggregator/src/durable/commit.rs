@@ -7,15 +7,19 @@ use std::sync::{Arc, RwLock, mpsc};
 use std::time::Instant;
 
 use ldpcov_proto::Collection;
-use ldpcov_proto::v1::CollectionSpec;
 use prost::Message;
 use redb::{Database, ReadableDatabase};
 
-use super::codec::{decode_accumulator, encode_accumulator};
-use super::tables::{ACCUMULATORS, CLOSED, COLLECTIONS, META, SEEN, open_db};
+use super::codec::encode_accumulator;
+#[cfg(test)]
+use super::hooks::Event;
+use super::tables::{
+    ACCUMULATORS, CLOSED, COLLECTIONS, META, SEEN, begin_durable, decode_accumulators,
+    decode_collection, open_db,
+};
 use super::{Command, DurableConfig, Entry, Reply, Shared, check_lengths};
 use crate::accumulator::{Accumulator, FOLDS};
-use crate::store::{BatchOutcome, Snapshot, StoreError, ValidReport};
+use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport};
 
 /// A collection touched by the open batch: its new accumulators.
 struct Pending {
@@ -41,7 +45,7 @@ struct Batch {
     closing: HashSet<String>,
     reports: usize,
     /// The first storage error: the batch is failed as a whole.
-    error: Option<String>,
+    error: Option<Cause>,
 }
 
 /// The owner of the database: runs on its own thread until every sender is dropped.
@@ -62,14 +66,14 @@ impl Committer {
                 continue;
             }
             let txn = match self.db() {
-                Ok(db) => db.begin_write().map_err(|e| e.to_string()),
+                Ok(db) => begin_durable(db).map_err(Cause::from),
                 Err(e) => Err(e),
             };
             let txn = match txn {
                 Ok(txn) => txn,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot begin a write transaction");
-                    fail_command(first, &e);
+                    fail_command(first, StoreError::unavailable(e));
                     continue;
                 }
             };
@@ -99,46 +103,38 @@ impl Committer {
     }
 
     /// The database, reopened (and the mirror reloaded) if a failed commit closed it.
-    fn db(&mut self) -> Result<&Database, String> {
-        if self.db.is_none() {
-            let (db, mirror) =
-                open_db(&self.path, self.config.cache_size).map_err(|e| e.to_string())?;
-            let mut map = self
-                .shared
-                .mirror
-                .write()
-                .map_err(|_| "mirror lock poisoned".to_string())?;
-            *map = mirror;
-            tracing::warn!(path = %self.path.display(), "database reopened, state reloaded from disk");
-            self.db = Some(db);
-        }
-        self.db
-            .as_ref()
-            .ok_or_else(|| "database not open".to_string())
+    fn db(&mut self) -> Result<&Database, Cause> {
+        let db = match self.db.take() {
+            Some(db) => db,
+            None => {
+                let (db, mirror) = open_db(&self.path, self.config.cache_size, &self.shared)
+                    .map_err(|e| Cause::Reopen(Box::new(e)))?;
+                let mut map = self
+                    .shared
+                    .mirror
+                    .write()
+                    .map_err(|_| Cause::Poisoned("mirror"))?;
+                *map = mirror;
+                tracing::warn!(path = %self.path.display(), "database reopened, state reloaded from disk");
+                db
+            }
+        };
+        Ok(self.db.insert(db))
     }
 
     fn read_committed(&mut self, id: &str) -> Result<Snapshot, StoreError> {
-        let db = self.db().map_err(StoreError::Unavailable)?;
-        let internal = |e: redb::Error| StoreError::Internal(e.to_string());
-        let txn = db.begin_read().map_err(|e| internal(e.into()))?;
-        let collections = txn
-            .open_table(COLLECTIONS)
-            .map_err(|e| internal(e.into()))?;
+        let db = self.db().map_err(StoreError::unavailable)?;
+        let txn = db.begin_read().map_err(StoreError::internal)?;
+        let collections = txn.open_table(COLLECTIONS).map_err(StoreError::internal)?;
         let spec = collections
             .get(id)
-            .map_err(|e| internal(e.into()))?
+            .map_err(StoreError::internal)?
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        let spec = CollectionSpec::decode(spec.value())
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        let collection =
-            Collection::from_spec(&spec).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let accumulators = txn
-            .open_table(ACCUMULATORS)
-            .map_err(|e| internal(e.into()))?;
-        let acc = match accumulators.get(id).map_err(|e| internal(e.into()))? {
-            Some(blob) => decode_accumulator(blob.value()).map_err(StoreError::Internal)?,
-            None => Accumulator::new(collection.entries, FOLDS),
-        };
+        let collection = decode_collection(id, spec.value()).map_err(StoreError::internal)?;
+        let accumulators = txn.open_table(ACCUMULATORS).map_err(StoreError::internal)?;
+        let blob = accumulators.get(id).map_err(StoreError::internal)?;
+        let acc = decode_accumulators(id, &collection, blob.as_ref().map(|b| b.value()))
+            .map_err(StoreError::internal)?;
         Ok(Snapshot {
             collection: Arc::new(collection),
             acc,
@@ -146,6 +142,10 @@ impl Committer {
     }
 
     fn add(&mut self, batch: &mut Batch, command: Command) {
+        #[cfg(test)]
+        if !matches!(command, Command::ReadCommitted { .. }) {
+            self.shared.hooks.record(Event::Added);
+        }
         match command {
             Command::ReadCommitted { id, reply } => {
                 let _ = reply.send(self.read_committed(&id));
@@ -176,16 +176,10 @@ impl Committer {
             }
         }
         if batch.error.is_none() {
-            let inserted = batch
-                .txn
-                .open_table(CLOSED)
-                .map_err(redb::Error::from)
-                .and_then(|mut t| {
-                    t.insert(id.as_str(), ())
-                        .map(|_| ())
-                        .map_err(redb::Error::from)
-                })
-                .map_err(|e| e.to_string());
+            let inserted = (|| -> Result<(), Cause> {
+                batch.txn.open_table(CLOSED)?.insert(id.as_str(), ())?;
+                Ok(())
+            })();
             if let Err(e) = inserted {
                 batch.error = Some(e);
             }
@@ -218,16 +212,13 @@ impl Committer {
             None => {
                 if batch.error.is_none() {
                     let spec = collection.spec().encode_to_vec();
-                    let inserted = batch
-                        .txn
-                        .open_table(COLLECTIONS)
-                        .map_err(redb::Error::from)
-                        .and_then(|mut t| {
-                            t.insert(collection.id.as_str(), spec.as_slice())
-                                .map(|_| ())
-                                .map_err(redb::Error::from)
-                        })
-                        .map_err(|e| e.to_string());
+                    let inserted = (|| -> Result<(), Cause> {
+                        batch
+                            .txn
+                            .open_table(COLLECTIONS)?
+                            .insert(collection.id.as_str(), spec.as_slice())?;
+                        Ok(())
+                    })();
                     if let Err(e) = inserted {
                         batch.error = Some(e);
                     }
@@ -272,9 +263,7 @@ impl Committer {
             let acc = match entry.acc.read() {
                 Ok(acc) => acc.clone(),
                 Err(_) => {
-                    let _ = reply.send(Err(StoreError::Internal(
-                        "accumulator lock poisoned".into(),
-                    )));
+                    let _ = reply.send(Err(StoreError::internal(Cause::Poisoned("accumulator"))));
                     return;
                 }
             };
@@ -288,7 +277,9 @@ impl Committer {
             );
         }
         let Some(pending) = batch.pending.get_mut(&id) else {
-            let _ = reply.send(Err(StoreError::Internal("batch bookkeeping".into())));
+            let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
+                "collection {id:?} missing from the open batch"
+            )))));
             return;
         };
         if let Err(e) = check_lengths(&pending.collection, &reports) {
@@ -298,7 +289,7 @@ impl Committer {
         let mut outcome = BatchOutcome::default();
         batch.reports += reports.len();
         if batch.error.is_none() {
-            let counted = (|| -> Result<(), redb::Error> {
+            let counted = (|| -> Result<(), Cause> {
                 let mut seen = batch.txn.open_table(SEEN)?;
                 for report in &reports {
                     if seen
@@ -316,7 +307,7 @@ impl Committer {
                 Ok(())
             })();
             if let Err(e) = counted {
-                batch.error = Some(e.to_string());
+                batch.error = Some(e);
             }
         }
         batch.waiting.push(Waiting::Submit(reply, outcome));
@@ -341,23 +332,24 @@ impl Committer {
         let started = Instant::now();
         let prepared = match error {
             Some(e) => Err(e),
-            None => write_accumulators(&txn, &pending, self.commits + 1).map_err(|e| e.to_string()),
+            None => write_accumulators(&txn, &pending, self.commits + 1),
         };
-        let injected = self
-            .shared
-            .fail_commits
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+        #[cfg(test)]
+        let injected = self.shared.hooks.take_failure();
         // The flag says whether the database must be reopened: after any real storage
         // error (redb may refuse further writes), not after an injected failure.
         // A transaction that is not committed is aborted when dropped.
         let result = match prepared {
             Err(e) => Err((e, true)),
-            Ok(()) if injected => Err(("injected commit failure".to_string(), false)),
-            Ok(()) => txn.commit().map_err(|e| (e.to_string(), true)),
+            #[cfg(test)]
+            Ok(()) if injected => Err((Cause::Injected, false)),
+            // Durability::Immediate (begin_durable): the data is fsynced once this returns.
+            Ok(()) => txn.commit().map_err(|e| (Cause::from(e), true)),
         };
         match result {
             Ok(()) => {
+                #[cfg(test)]
+                self.shared.hooks.record(Event::Committed);
                 self.commits += 1;
                 if let Err(e) = self.apply(pending, closing) {
                     tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
@@ -370,7 +362,10 @@ impl Committer {
                     commit_ms = started.elapsed().as_secs_f64() * 1e3,
                     "batch committed"
                 );
+                // Only now, after the commit, are the callers answered.
                 for w in waiting {
+                    #[cfg(test)]
+                    self.shared.hooks.record(Event::Answered);
                     match w {
                         Waiting::Submit(reply, outcome) => {
                             let _ = reply.send(Ok(outcome));
@@ -394,20 +389,20 @@ impl Committer {
                     // durable and refuses further writes: reopen, reload the mirror.
                     self.db = None;
                 }
-                let status = format!("batch not committed ({e}); retry with the same report ids");
+                let error = StoreError::unavailable(Cause::NotCommitted(Box::new(e)));
                 for w in waiting {
                     match w {
                         Waiting::Submit(reply, _) => {
-                            let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
+                            let _ = reply.send(Err(error.clone()));
                         }
                         Waiting::Create(reply, _) => {
-                            let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
+                            let _ = reply.send(Err(error.clone()));
                         }
                         Waiting::Close(reply) => {
-                            let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
+                            let _ = reply.send(Err(error.clone()));
                         }
                         Waiting::Refused(reply, _) => {
-                            let _ = reply.send(Err(StoreError::Unavailable(status.clone())));
+                            let _ = reply.send(Err(error.clone()));
                         }
                     }
                 }
@@ -420,19 +415,19 @@ impl Committer {
         &self,
         pending: HashMap<String, Pending>,
         closing: HashSet<String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Cause> {
         let mut map = self
             .shared
             .mirror
             .write()
-            .map_err(|_| "mirror lock poisoned".to_string())?;
+            .map_err(|_| Cause::Poisoned("mirror"))?;
         for (id, p) in pending {
             match map.get(&id) {
                 Some(entry) if !p.created => {
                     *entry
                         .acc
                         .write()
-                        .map_err(|_| "accumulator lock poisoned".to_string())? = p.acc;
+                        .map_err(|_| Cause::Poisoned("accumulator"))? = p.acc;
                 }
                 _ => {
                     map.insert(
@@ -449,7 +444,11 @@ impl Committer {
         for id in closing {
             match map.get(&id) {
                 Some(entry) => entry.closed.store(true, Ordering::SeqCst),
-                None => return Err(format!("closed collection {id:?} is not in the mirror")),
+                None => {
+                    return Err(Cause::Mirror(format!(
+                        "closed collection {id:?} is not in the mirror"
+                    )));
+                }
             }
         }
         Ok(())
@@ -460,7 +459,7 @@ fn write_accumulators(
     txn: &redb::WriteTransaction,
     pending: &HashMap<String, Pending>,
     commit: u64,
-) -> Result<(), redb::Error> {
+) -> Result<(), Cause> {
     let mut table = txn.open_table(ACCUMULATORS)?;
     for (id, p) in pending {
         table.insert(id.as_str(), encode_accumulator(&p.acc).as_slice())?;
@@ -469,8 +468,7 @@ fn write_accumulators(
     Ok(())
 }
 
-fn fail_command(command: Command, error: &str) {
-    let e = StoreError::Unavailable(format!("store unavailable: {error}"));
+fn fail_command(command: Command, e: StoreError) {
     match command {
         Command::Submit { reply, .. } => {
             let _ = reply.send(Err(e));

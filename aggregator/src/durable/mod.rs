@@ -6,9 +6,12 @@
 //! One commit thread owns the database. Submissions and collection creations are sent
 //! to it over a channel; it opens a write transaction for the first command, folds every
 //! command that arrives within `batch_delay` (or until `batch_size` reports) into the
-//! same transaction, and commits once. Only after the commit returns are the callers
-//! answered, so an acknowledged report is on disk (redb's default
-//! [`Durability::Immediate`](redb::Durability) fsyncs at commit).
+//! same transaction, and commits once. Every write transaction is set to
+//! [`Durability::Immediate`](redb::Durability), so its commit returns only once the
+//! database file is fsynced, and only after the commit returns are the callers
+//! answered: an acknowledged report is on disk. (The unit tests check both through a
+//! storage backend that records every fsync: each answer must follow a commit that
+//! followed an fsync.)
 //!
 //! Tables (file `ldpcov.redb` in the data directory):
 //!
@@ -20,7 +23,7 @@
 //! | `seen_report_ids`  | (collection id, report id) | `()`                                 |
 //! | `closed_collections` | collection id            | `()`                                 |
 //!
-//! `closed_collections` (issue 5) is created on open when missing, so a store written
+//! `closed_collections` (added with collection closing) is created on open when missing, so a store written
 //! before it opens unchanged (format 1: no collection closed).
 //!
 //! One batch's transaction holds: the specs of collections created in it, one
@@ -78,16 +81,17 @@
 //! `u64`, `folds × u64` fold counts, `folds × entries × i64` fold sums (fold-major),
 //! `entries × u128` sums of squares.
 
-
 mod codec;
 mod commit;
+#[cfg(test)]
+mod hooks;
 mod tables;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -97,8 +101,9 @@ use thiserror::Error;
 use tokio::sync::oneshot;
 
 use crate::accumulator::Accumulator;
-use crate::store::{BatchOutcome, Snapshot, Store, StoreError, ValidReport};
+use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport};
 
+pub use codec::CodecError;
 use commit::Committer;
 use tables::open_db;
 
@@ -151,10 +156,74 @@ pub enum DurableError {
     Db(#[from] redb::Error),
     /// The database holds something this version cannot read.
     #[error("corrupt or incompatible store: {0}")]
-    Corrupt(String),
+    Corrupt(#[from] Corruption),
     /// The commit thread could not be started.
     #[error("cannot start the commit thread: {0}")]
     Thread(std::io::Error),
+}
+
+/// What a database holds that this version cannot read.
+#[derive(Debug, Error)]
+pub enum Corruption {
+    /// Another table layout or blob format.
+    #[error("store format {found}, this version reads {}", FORMAT_VERSION)]
+    Format {
+        /// The stored format version.
+        found: u64,
+    },
+    /// A stored collection spec is not valid protobuf.
+    #[error("spec of collection {id:?}: {source}")]
+    SpecDecode {
+        /// The collection.
+        id: String,
+        /// The decoding error.
+        source: prost::DecodeError,
+    },
+    /// A stored collection spec is refused by [`Collection::from_spec`].
+    #[error("spec of collection {id:?}: {source}")]
+    Spec {
+        /// The collection.
+        id: String,
+        /// Why the spec is refused.
+        source: ldpcov_proto::SpecError,
+    },
+    /// A collection is stored under another collection's id.
+    #[error("collection stored under {id:?} is {found:?}")]
+    IdMismatch {
+        /// The key.
+        id: String,
+        /// The id in the stored spec.
+        found: String,
+    },
+    /// A collection's accumulator blob cannot be read.
+    #[error("collection {id:?}: {source}")]
+    Blob {
+        /// The collection.
+        id: String,
+        /// Why the blob cannot be read.
+        source: CodecError,
+    },
+    /// A collection's accumulators do not match its dimension.
+    #[error(
+        "collection {id:?}: accumulators of {entries} entries × {folds} folds, expected {expected} × {}",
+        crate::accumulator::FOLDS
+    )]
+    Shape {
+        /// The collection.
+        id: String,
+        /// Entries of the stored accumulators.
+        entries: usize,
+        /// Folds of the stored accumulators.
+        folds: usize,
+        /// Entries of the collection.
+        expected: usize,
+    },
+    /// A closed flag for a collection that does not exist.
+    #[error("unknown collection {id:?} is marked closed")]
+    UnknownClosed {
+        /// The id.
+        id: String,
+    },
 }
 
 /// One collection in the in-memory mirror.
@@ -170,16 +239,29 @@ type Mirror = HashMap<String, Arc<Entry>>;
 
 struct Shared {
     mirror: RwLock<Mirror>,
-    /// Commits still to fail on purpose (tests).
-    fail_commits: AtomicU32,
+    #[cfg(test)]
+    hooks: Arc<hooks::Hooks>,
 }
 
 impl Shared {
+    /// Opens (or creates) the database file; in the unit tests through a backend that
+    /// records every fsync.
+    fn create_db(
+        &self,
+        builder: &redb::Builder,
+        path: &Path,
+    ) -> Result<redb::Database, redb::DatabaseError> {
+        #[cfg(test)]
+        return builder.create_with_backend(hooks::SyncProbe::open(path, self.hooks.clone())?);
+        #[cfg(not(test))]
+        builder.create(path)
+    }
+
     fn entry(&self, id: &str) -> Result<Arc<Entry>, StoreError> {
         let map = self
             .mirror
             .read()
-            .map_err(|_| StoreError::Internal("mirror lock poisoned".into()))?;
+            .map_err(|_| StoreError::internal(Cause::Poisoned("mirror")))?;
         map.get(id)
             .cloned()
             .ok_or_else(|| StoreError::NotFound(id.to_string()))
@@ -234,7 +316,12 @@ impl DurableStore {
         })?;
         let path = dir.join(DB_FILE);
         let started = Instant::now();
-        let (db, mirror) = open_db(&path, config.cache_size)?;
+        let mut shared = Shared {
+            mirror: RwLock::new(Mirror::new()),
+            #[cfg(test)]
+            hooks: Arc::default(),
+        };
+        let (db, mirror) = open_db(&path, config.cache_size, &shared)?;
         let reports: u64 = mirror
             .values()
             .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))
@@ -243,10 +330,8 @@ impl DurableStore {
             path = %path.display(), collections = mirror.len(), reports,
             elapsed_ms = started.elapsed().as_millis() as u64, "durable store opened"
         );
-        let shared = Arc::new(Shared {
-            mirror: RwLock::new(mirror),
-            fail_commits: AtomicU32::new(0),
-        });
+        *shared.mirror.get_mut().unwrap_or_else(|e| e.into_inner()) = mirror;
+        let shared = Arc::new(shared);
         let (tx, rx) = mpsc::channel();
         let committer = Committer {
             db: Some(db),
@@ -286,22 +371,28 @@ impl DurableStore {
 
     /// Makes the next `n` batch commits fail (the transaction is aborted just before
     /// its commit), to test failure handling.
-    #[doc(hidden)]
-    pub fn fail_next_commits(&self, n: u32) {
-        self.shared.fail_commits.store(n, Ordering::SeqCst);
+    #[cfg(test)]
+    fn fail_next_commits(&self, n: u32) {
+        self.shared.hooks.fail_next_commits(n);
+    }
+
+    /// The commit thread's test hooks.
+    #[cfg(test)]
+    fn hooks(&self) -> &hooks::Hooks {
+        &self.shared.hooks
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
         self.tx
             .as_ref()
             .and_then(|tx| tx.send(command).ok())
-            .ok_or_else(|| StoreError::Unavailable("the store is shutting down".into()))
+            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))
     }
 }
 
 async fn receive<T>(rx: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
     rx.await
-        .map_err(|_| StoreError::Unavailable("the commit thread stopped".into()))?
+        .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?
 }
 
 impl Drop for DurableStore {
@@ -366,7 +457,7 @@ impl Store for DurableStore {
         let acc = entry
             .acc
             .read()
-            .map_err(|_| StoreError::Internal("accumulator lock poisoned".into()))?;
+            .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))?;
         Ok(acc.count)
     }
 
@@ -375,7 +466,7 @@ impl Store for DurableStore {
         let acc = entry
             .acc
             .read()
-            .map_err(|_| StoreError::Internal("accumulator lock poisoned".into()))?
+            .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))?
             .clone();
         Ok(Snapshot {
             collection: entry.collection.clone(),
@@ -405,10 +496,9 @@ fn check_lengths(collection: &Collection, reports: &[ValidReport]) -> Result<(),
         .iter()
         .find(|r| r.entries.len() != collection.entries)
     {
-        Some(bad) => Err(StoreError::Internal(format!(
-            "unvalidated report with {} entries reached the store",
-            bad.entries.len()
-        ))),
+        Some(bad) => Err(StoreError::internal(Cause::Unvalidated {
+            entries: bad.entries.len(),
+        })),
         None => Ok(()),
     }
 }

@@ -1,6 +1,7 @@
 //! Tests of the durable store.
 
 use super::codec::{decode_accumulator, encode_accumulator};
+use super::hooks::Event;
 use super::*;
 use crate::accumulator::FOLDS;
 use crate::store::MemoryStore;
@@ -31,6 +32,43 @@ fn open_batched(dir: &Path, batch_size: usize, delay: Duration) -> Arc<DurableSt
         )
         .unwrap(),
     )
+}
+
+/// A store on `dir`, which must already hold collection `id`, whose batch is committed
+/// exactly when it holds `reports` reports (the delay is out of reach of any test): a
+/// test decides what goes into one batch by what it submits, whatever the load.
+fn open_sized(dir: &Path, reports: usize) -> Arc<DurableStore> {
+    open_batched(dir, reports, Duration::from_secs(3600))
+}
+
+/// How many events of this kind the store has recorded.
+fn count(events: &[Event], kind: Event) -> usize {
+    events.iter().filter(|e| **e == kind).count()
+}
+
+/// Checks a store's event log: every commit follows an fsync of the database file made
+/// after the last command of its batch arrived, and every answer of a committed batch
+/// follows that commit. Returns the number of answers.
+fn assert_answers_follow_fsynced_commits(events: &[Event]) -> usize {
+    let (mut synced, mut committed, mut answers) = (false, false, 0);
+    for (i, event) in events.iter().enumerate() {
+        match event {
+            Event::Added => (synced, committed) = (false, false),
+            Event::Synced => synced = true,
+            Event::Committed => {
+                assert!(synced, "commit without an fsync (event {i}): {events:?}");
+                (synced, committed) = (false, true);
+            }
+            Event::Answered => {
+                assert!(
+                    committed,
+                    "answered before the commit (event {i}): {events:?}"
+                );
+                answers += 1;
+            }
+        }
+    }
+    answers
 }
 
 fn quick() -> DurableConfig {
@@ -136,8 +174,9 @@ async fn failed_commit_changes_nothing() {
     s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
     let before = s.snapshot("a").await.unwrap().acc;
     drop(s);
-    // Several submitters in one batch (long delay): all of them fail.
-    let s = open_batched(dir.path(), 1000, Duration::from_millis(200));
+    // Several submitters in one batch (committed at exactly their 6 reports): all of
+    // them fail.
+    let s = open_sized(dir.path(), 6);
     s.fail_next_commits(1);
     let tasks: Vec<_> = (10..16u32)
         .map(|k| {
@@ -163,7 +202,11 @@ async fn failed_commit_changes_nothing() {
         }
     );
     assert_eq!(s.count("a").await.unwrap(), 7);
-    // A failed creation leaves no collection behind.
+    // A failed creation leaves no collection behind (creations carry no reports: a
+    // store with a short delay).
+    drop(s);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(s.count("a").await.unwrap(), 7);
     s.fail_next_commits(1);
     assert!(matches!(
         s.create_collection(collection("new", 2)).await,
@@ -184,38 +227,90 @@ async fn failed_commit_changes_nothing() {
 async fn submitters_are_acknowledged_only_after_the_commit() {
     let dir = tempfile::tempdir().unwrap();
     let c = collection("a", 2);
-    let delay = Duration::from_millis(400);
-    let s = open_batched(dir.path(), 1000, delay);
-    s.create_collection(c.clone()).await.unwrap();
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..8u32)
-        .map(|k| {
-            let s = s.clone();
-            tokio::spawn(async move {
-                // Two submitters share id 0: one of them sees a duplicate.
-                let outcome = s.submit("a", vec![report(k / 2 * 2, 1, 3)]).await;
-                // Acknowledged means committed: the database already has it.
-                let on_disk = s.read_committed("a").await.unwrap().acc.count;
-                (outcome, on_disk)
-            })
+    DurableStore::open(dir.path(), quick())
+        .unwrap()
+        .create_collection(c.clone())
+        .await
+        .unwrap();
+    // One batch of 8 one-report submits: committed when the 8th arrives.
+    let s = open_sized(dir.path(), 8);
+    let submit = |k: u32| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            // Two submitters share id 0: one of them sees a duplicate.
+            let outcome = s.submit("a", vec![report(k / 2 * 2, 1, 3)]).await;
+            // Acknowledged means committed: the database already has it.
+            let on_disk = s.read_committed("a").await.unwrap().acc.count;
+            (outcome, on_disk)
         })
-        .collect();
-    tokio::time::sleep(delay / 4).await;
+    };
+    let mut tasks: Vec<_> = (0..7u32).map(submit).collect();
+    s.hooks()
+        .wait_for("7 submits in the open batch", |e| {
+            count(e, Event::Added) == 7
+        })
+        .await;
+    // 7 of the 8 reports are in the open batch: nobody is answered, nothing is visible.
     assert!(
         tasks.iter().all(|t| !t.is_finished()),
         "acknowledged before the commit"
     );
     assert_eq!(s.count("a").await.unwrap(), 0);
     assert_eq!(s.read_committed("a").await.unwrap().acc.count, 0);
+    assert_eq!(count(&s.hooks().events(), Event::Committed), 0);
+    tasks.push(submit(7));
     let mut accepted = 0;
     for t in tasks {
         let (outcome, on_disk) = t.await.unwrap();
         accepted += outcome.unwrap().accepted;
         assert_eq!(on_disk, 4);
     }
-    assert!(started.elapsed() >= delay);
     assert_eq!(accepted, 4);
     assert_eq!(s.count("a").await.unwrap(), 4);
+    // All 8 were answered, after one commit that followed an fsync.
+    let events = s.hooks().events();
+    assert_eq!(count(&events, Event::Committed), 1, "{events:?}");
+    assert_eq!(assert_answers_follow_fsynced_commits(&events), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledgement_follows_an_fsynced_commit() {
+    // SIGKILL keeps the page cache, so the crash test cannot tell a store that stops
+    // fsyncing from one that does; this test can: the storage backend records every
+    // fsync (sync_data) of the database file, and the commit thread records every
+    // commit and every answer. Concurrent submitters, creations and a close over many
+    // small batches: every acknowledgement must follow the commit of its batch, and
+    // that commit an fsync made after the batch's last command arrived.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(DurableStore::open(dir.path(), quick()).unwrap());
+    s.create_collection(collection("a", 2)).await.unwrap();
+    let tasks: Vec<_> = (0..48u32)
+        .map(|k| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                if k % 16 == 15 {
+                    s.create_collection(collection(&format!("c{k}"), 2))
+                        .await
+                        .map(|_| ())
+                } else {
+                    s.submit("a", vec![report(k, 1, 3), report(k + 100, 2, 3)])
+                        .await
+                        .map(|_| ())
+                }
+            })
+        })
+        .collect();
+    let mut acknowledged = 0;
+    for t in tasks {
+        t.await.unwrap().unwrap();
+        acknowledged += 1;
+    }
+    s.close_collection("c15").await.unwrap();
+    acknowledged += 2; // the first creation and the close
+    let events = s.hooks().events();
+    assert!(count(&events, Event::Committed) >= 2, "{events:?}");
+    assert_eq!(assert_answers_follow_fsynced_commits(&events), acknowledged);
+    assert_eq!(s.count("a").await.unwrap(), 2 * 45);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,10 +421,23 @@ async fn a_close_is_ordered_with_the_submits_of_its_batch() {
     {
         let s = DurableStore::open(dir.path(), quick()).unwrap();
         s.create_collection(c.clone()).await.unwrap();
+        s.create_collection(collection("b", 2)).await.unwrap();
     }
-    let delay = Duration::from_millis(400);
-    let s = open_batched(dir.path(), 1000, delay);
-    let gap = Duration::from_millis(30);
+    // One batch of 4 reports: a submit of 3 to "a", two closes (no reports), a submit to
+    // "a" (refused, so it counts no report), and a submit of 1 to "b" that fills it.
+    let s = open_sized(dir.path(), 4);
+    // Each command is spawned only once the previous one is in the batch: they arrive
+    // in this order.
+    let arrived = |n: usize| {
+        let s = s.clone();
+        async move {
+            s.hooks()
+                .wait_for("the commands in the open batch", |e| {
+                    count(e, Event::Added) == n
+                })
+                .await
+        }
+    };
     let before = {
         let s = s.clone();
         tokio::spawn(async move {
@@ -337,25 +445,30 @@ async fn a_close_is_ordered_with_the_submits_of_its_batch() {
                 .await
         })
     };
-    tokio::time::sleep(gap).await;
+    arrived(1).await;
     let close = {
         let s = s.clone();
         tokio::spawn(async move { s.close_collection("a").await })
     };
-    tokio::time::sleep(gap).await;
+    arrived(2).await;
     let close_again = {
         let s = s.clone();
         tokio::spawn(async move { s.close_collection("a").await })
     };
-    tokio::time::sleep(gap).await;
+    arrived(3).await;
+    // Three are in the open batch (3 of its 4 reports): nothing is answered or visible.
+    assert!(!before.is_finished() && !close.is_finished() && !close_again.is_finished());
+    assert!(!s.is_closed("a").await.unwrap());
     let after = {
         let s = s.clone();
         tokio::spawn(async move { s.submit("a", vec![report(9, 1, 3)]).await })
     };
-    tokio::time::sleep(gap).await;
-    // All four are in the open batch: nothing is answered or visible yet.
-    assert!(!before.is_finished() && !close.is_finished() && !after.is_finished());
-    assert!(!s.is_closed("a").await.unwrap());
+    arrived(4).await;
+    assert!(!after.is_finished());
+    let fill = {
+        let s = s.clone();
+        tokio::spawn(async move { s.submit("b", vec![report(9, 1, 3)]).await })
+    };
     assert_eq!(
         before.await.unwrap(),
         Ok(BatchOutcome {
@@ -366,6 +479,12 @@ async fn a_close_is_ordered_with_the_submits_of_its_batch() {
     assert_eq!(close.await.unwrap(), Ok(()));
     assert_eq!(close_again.await.unwrap(), Ok(()));
     assert_eq!(after.await.unwrap(), Err(StoreError::Closed("a".into())));
+    assert_eq!(fill.await.unwrap().unwrap().accepted, 1);
+    // All five were in that one batch.
+    let events = s.hooks().events();
+    assert_eq!(count(&events, Event::Added), 5, "{events:?}");
+    assert_eq!(count(&events, Event::Committed), 1, "{events:?}");
+    assert_eq!(assert_answers_follow_fsynced_commits(&events), 5);
     assert!(s.is_closed("a").await.unwrap());
     assert_eq!(s.count("a").await.unwrap(), 3);
     assert_eq!(s.read_committed("a").await.unwrap().acc.count, 3);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use ldpcov_proto::{Collection, ReportId};
 
-use super::{Accumulator, BatchOutcome, FOLDS, Snapshot, Store, StoreError, ValidReport};
+use super::{Accumulator, BatchOutcome, Cause, FOLDS, Snapshot, Store, StoreError, ValidReport};
 
 struct CollectionState {
     collection: Arc<Collection>,
@@ -35,7 +35,7 @@ impl MemoryStore {
         let map = self
             .collections
             .read()
-            .map_err(|_| StoreError::Internal("collection map lock poisoned".into()))?;
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
         map.get(id)
             .cloned()
             .ok_or_else(|| StoreError::NotFound(id.to_string()))
@@ -45,7 +45,7 @@ impl MemoryStore {
         state
             .inner
             .lock()
-            .map_err(|_| StoreError::Internal("accumulator lock poisoned".into()))
+            .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))
     }
 }
 
@@ -58,7 +58,7 @@ impl Store for MemoryStore {
         let mut map = self
             .collections
             .write()
-            .map_err(|_| StoreError::Internal("collection map lock poisoned".into()))?;
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
         if let Some(existing) = map.get(&collection.id) {
             return if *existing.collection == collection {
                 Ok(existing.collection.clone())
@@ -95,10 +95,9 @@ impl Store for MemoryStore {
             .iter()
             .find(|r| r.entries.len() != state.collection.entries)
         {
-            return Err(StoreError::Internal(format!(
-                "unvalidated report with {} entries reached the store",
-                bad.entries.len()
-            )));
+            return Err(StoreError::internal(Cause::Unvalidated {
+                entries: bad.entries.len(),
+            }));
         }
         let mut counted = Self::lock(&state)?;
         if counted.closed {

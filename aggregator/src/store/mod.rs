@@ -4,6 +4,7 @@
 //! in memory. A store receives only reports that were already validated, and applies
 //! a batch atomically: after an error nothing of the batch is counted.
 
+mod error;
 mod memory;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -13,29 +14,8 @@ use std::sync::Arc;
 use ldpcov_proto::{Collection, ReportId};
 
 pub use crate::accumulator::{Accumulator, FOLDS};
+pub use error::{Cause, StoreError};
 pub use memory::MemoryStore;
-use thiserror::Error;
-
-/// Why a store operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum StoreError {
-    /// No collection with this id.
-    #[error("collection {0:?} does not exist")]
-    NotFound(String),
-    /// A different collection with this id exists.
-    #[error("collection {0:?} already exists with other parameters")]
-    AlreadyExists(String),
-    /// The collection was closed: it takes no more reports.
-    #[error("collection {0:?} is closed and takes no more reports")]
-    Closed(String),
-    /// The store cannot go on (poisoned lock, I/O, ...).
-    #[error("store failure: {0}")]
-    Internal(String),
-    /// The operation did not take effect but may succeed if retried (a failed commit,
-    /// a store shutting down). Resending the same report ids is safe.
-    #[error("store temporarily unavailable: {0}")]
-    Unavailable(String),
-}
 
 /// A report that passed validation: its id and grid-unit entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,12 +69,12 @@ pub trait Store: Send + Sync + 'static {
     /// [`count`](Store::count) and [`snapshot`](Store::snapshot) keep working.
     /// Closing a closed collection is a no-op.
     ///
-    /// Added with issue 5. The default refuses, so a store that predates it still
+    /// Added with collection closing. The default refuses, so a store that predates it still
     /// compiles; a durable store must override it (and
     /// [`is_closed`](Store::is_closed)) and persist the flag, as `DurableStore` does.
     async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
-        Err(StoreError::Internal(format!(
-            "this store cannot close collections (asked to close {id:?})"
+        Err(StoreError::internal(Cause::CloseUnsupported(
+            id.to_string(),
         )))
     }
 
