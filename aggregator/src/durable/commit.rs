@@ -1,0 +1,486 @@
+//! The commit thread: group commit of submissions, creations and closes.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, mpsc};
+use std::time::Instant;
+
+use ldpcov_proto::Collection;
+use prost::Message;
+use redb::{Database, ReadableDatabase};
+
+use super::codec::encode_accumulator;
+#[cfg(test)]
+use super::hooks::Event;
+use super::tables::{
+    ACCUMULATORS, CLOSED, COLLECTIONS, META, SEEN, begin_durable, decode_accumulators,
+    decode_collection, open_db,
+};
+use super::{Command, DurableConfig, Entry, Reply, Shared, check_lengths};
+use crate::accumulator::{Accumulator, FOLDS};
+use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport};
+
+/// A collection touched by the open batch: its new accumulators.
+struct Pending {
+    collection: Arc<Collection>,
+    acc: Accumulator,
+    created: bool,
+}
+
+enum Waiting {
+    Submit(Reply<BatchOutcome>, BatchOutcome),
+    Create(Reply<Arc<Collection>>, Arc<Collection>),
+    Close(Reply<()>),
+    /// A submission refused because of a close in this batch: answered with `Closed`
+    /// once the close is committed (`Unavailable` if the batch fails).
+    Refused(Reply<BatchOutcome>, String),
+}
+
+struct Batch {
+    txn: redb::WriteTransaction,
+    pending: HashMap<String, Pending>,
+    waiting: Vec<Waiting>,
+    /// Collections closed by this batch (in the transaction, not yet in the mirror).
+    closing: HashSet<String>,
+    reports: usize,
+    /// The first storage error: the batch is failed as a whole.
+    error: Option<Cause>,
+}
+
+/// The owner of the database: runs on its own thread until every sender is dropped.
+pub(super) struct Committer {
+    pub(super) db: Option<Database>,
+    pub(super) path: PathBuf,
+    pub(super) shared: Arc<Shared>,
+    pub(super) config: DurableConfig,
+    pub(super) rx: mpsc::Receiver<Command>,
+    pub(super) commits: u64,
+}
+
+impl Committer {
+    pub(super) fn run(mut self) {
+        while let Ok(first) = self.rx.recv() {
+            if let Command::ReadCommitted { id, reply } = first {
+                let _ = reply.send(self.read_committed(&id));
+                continue;
+            }
+            let txn = match self.db() {
+                Ok(db) => begin_durable(db).map_err(Cause::from),
+                Err(e) => Err(e),
+            };
+            let txn = match txn {
+                Ok(txn) => txn,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot begin a write transaction");
+                    fail_command(first, StoreError::unavailable(e));
+                    continue;
+                }
+            };
+            let mut batch = Batch {
+                txn,
+                pending: HashMap::new(),
+                waiting: Vec::new(),
+                closing: HashSet::new(),
+                reports: 0,
+                error: None,
+            };
+            self.add(&mut batch, first);
+            let deadline = Instant::now() + self.config.batch_delay;
+            while batch.reports < self.config.batch_size.max(1) {
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                match self.rx.recv_timeout(deadline - now) {
+                    Ok(command) => self.add(&mut batch, command),
+                    Err(_) => break,
+                }
+            }
+            self.finish(batch);
+        }
+        tracing::debug!(commits = self.commits, "commit thread done");
+    }
+
+    /// The database, reopened (and the mirror reloaded) if a failed commit closed it.
+    fn db(&mut self) -> Result<&Database, Cause> {
+        let db = match self.db.take() {
+            Some(db) => db,
+            None => {
+                let (db, mirror) = open_db(&self.path, self.config.cache_size, &self.shared)
+                    .map_err(|e| Cause::Reopen(Box::new(e)))?;
+                let mut map = self
+                    .shared
+                    .mirror
+                    .write()
+                    .map_err(|_| Cause::Poisoned("mirror"))?;
+                *map = mirror;
+                tracing::warn!(path = %self.path.display(), "database reopened, state reloaded from disk");
+                db
+            }
+        };
+        Ok(self.db.insert(db))
+    }
+
+    fn read_committed(&mut self, id: &str) -> Result<Snapshot, StoreError> {
+        let db = self.db().map_err(StoreError::unavailable)?;
+        let txn = db.begin_read().map_err(StoreError::internal)?;
+        let collections = txn.open_table(COLLECTIONS).map_err(StoreError::internal)?;
+        let spec = collections
+            .get(id)
+            .map_err(StoreError::internal)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        let collection = decode_collection(id, spec.value()).map_err(StoreError::internal)?;
+        let accumulators = txn.open_table(ACCUMULATORS).map_err(StoreError::internal)?;
+        let blob = accumulators.get(id).map_err(StoreError::internal)?;
+        let acc = decode_accumulators(id, &collection, blob.as_ref().map(|b| b.value()))
+            .map_err(StoreError::internal)?;
+        Ok(Snapshot {
+            collection: Arc::new(collection),
+            acc,
+        })
+    }
+
+    fn add(&mut self, batch: &mut Batch, command: Command) {
+        #[cfg(test)]
+        if !matches!(command, Command::ReadCommitted { .. }) {
+            self.shared.hooks.record(Event::Added);
+        }
+        match command {
+            Command::ReadCommitted { id, reply } => {
+                let _ = reply.send(self.read_committed(&id));
+            }
+            Command::Create { collection, reply } => self.add_create(batch, collection, reply),
+            Command::Submit { id, reports, reply } => self.add_submit(batch, id, reports, reply),
+            Command::Close { id, reply } => self.add_close(batch, id, reply),
+        }
+    }
+
+    fn add_close(&self, batch: &mut Batch, id: String, reply: Reply<()>) {
+        if batch.closing.contains(&id) {
+            // Closed earlier in this very batch: answer after the commit.
+            batch.waiting.push(Waiting::Close(reply));
+            return;
+        }
+        if !batch.pending.get(&id).is_some_and(|p| p.created) {
+            match self.shared.entry(&id) {
+                Ok(e) if e.closed.load(Ordering::SeqCst) => {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            }
+        }
+        if batch.error.is_none() {
+            let inserted = (|| -> Result<(), Cause> {
+                batch.txn.open_table(CLOSED)?.insert(id.as_str(), ())?;
+                Ok(())
+            })();
+            if let Err(e) = inserted {
+                batch.error = Some(e);
+            }
+        }
+        batch.closing.insert(id);
+        batch.waiting.push(Waiting::Close(reply));
+    }
+
+    fn add_create(&self, batch: &mut Batch, collection: Collection, reply: Reply<Arc<Collection>>) {
+        let existing = match batch.pending.get(&collection.id) {
+            Some(p) => Some((p.collection.clone(), p.created)),
+            None => match self.shared.entry(&collection.id) {
+                Ok(e) => Some((e.collection.clone(), false)),
+                Err(StoreError::NotFound(_)) => None,
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            },
+        };
+        match existing {
+            Some((c, _)) if *c != collection => {
+                let _ = reply.send(Err(StoreError::AlreadyExists(collection.id)));
+            }
+            // Created in this very batch: answer after the commit.
+            Some((c, true)) => batch.waiting.push(Waiting::Create(reply, c)),
+            Some((c, false)) => {
+                let _ = reply.send(Ok(c));
+            }
+            None => {
+                if batch.error.is_none() {
+                    let spec = collection.spec().encode_to_vec();
+                    let inserted = (|| -> Result<(), Cause> {
+                        batch
+                            .txn
+                            .open_table(COLLECTIONS)?
+                            .insert(collection.id.as_str(), spec.as_slice())?;
+                        Ok(())
+                    })();
+                    if let Err(e) = inserted {
+                        batch.error = Some(e);
+                    }
+                }
+                let collection = Arc::new(collection);
+                batch.pending.insert(
+                    collection.id.clone(),
+                    Pending {
+                        collection: collection.clone(),
+                        acc: Accumulator::new(collection.entries, FOLDS),
+                        created: true,
+                    },
+                );
+                batch.waiting.push(Waiting::Create(reply, collection));
+            }
+        }
+    }
+
+    fn add_submit(
+        &self,
+        batch: &mut Batch,
+        id: String,
+        reports: Vec<ValidReport>,
+        reply: Reply<BatchOutcome>,
+    ) {
+        if batch.closing.contains(&id) {
+            batch.waiting.push(Waiting::Refused(reply, id));
+            return;
+        }
+        if !batch.pending.contains_key(&id) {
+            let entry = match self.shared.entry(&id) {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
+            };
+            if entry.closed.load(Ordering::SeqCst) {
+                let _ = reply.send(Err(StoreError::Closed(id)));
+                return;
+            }
+            let acc = match entry.acc.read() {
+                Ok(acc) => acc.clone(),
+                Err(_) => {
+                    let _ = reply.send(Err(StoreError::internal(Cause::Poisoned("accumulator"))));
+                    return;
+                }
+            };
+            batch.pending.insert(
+                id.clone(),
+                Pending {
+                    collection: entry.collection.clone(),
+                    acc,
+                    created: false,
+                },
+            );
+        }
+        let Some(pending) = batch.pending.get_mut(&id) else {
+            let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
+                "collection {id:?} missing from the open batch"
+            )))));
+            return;
+        };
+        if let Err(e) = check_lengths(&pending.collection, &reports) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let mut outcome = BatchOutcome::default();
+        batch.reports += reports.len();
+        if batch.error.is_none() {
+            let counted = (|| -> Result<(), Cause> {
+                let mut seen = batch.txn.open_table(SEEN)?;
+                for report in &reports {
+                    if seen
+                        .insert((id.as_str(), report.report_id.0), ())?
+                        .is_some()
+                    {
+                        outcome.duplicates += 1;
+                    } else {
+                        pending
+                            .acc
+                            .add(report.report_id.fold(FOLDS), &report.entries);
+                        outcome.accepted += 1;
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = counted {
+                batch.error = Some(e);
+            }
+        }
+        batch.waiting.push(Waiting::Submit(reply, outcome));
+    }
+
+    fn finish(&mut self, batch: Batch) {
+        let Batch {
+            txn,
+            pending,
+            waiting,
+            closing,
+            reports,
+            error,
+        } = batch;
+        if waiting.is_empty() {
+            // Nothing to commit (e.g. only refused commands).
+            if let Err(e) = txn.abort() {
+                tracing::warn!(error = %e, "aborting an empty transaction failed");
+            }
+            return;
+        }
+        let started = Instant::now();
+        let prepared = match error {
+            Some(e) => Err(e),
+            None => write_accumulators(&txn, &pending, self.commits + 1),
+        };
+        #[cfg(test)]
+        let injected = self.shared.hooks.take_failure();
+        // The flag says whether the database must be reopened: after any real storage
+        // error (redb may refuse further writes), not after an injected failure.
+        // A transaction that is not committed is aborted when dropped.
+        let result = match prepared {
+            Err(e) => Err((e, true)),
+            #[cfg(test)]
+            Ok(()) if injected => Err((Cause::Injected, false)),
+            // Durability::Immediate (begin_durable): the data is fsynced once this returns.
+            Ok(()) => txn.commit().map_err(|e| (Cause::from(e), true)),
+        };
+        match result {
+            Ok(()) => {
+                #[cfg(test)]
+                self.shared.hooks.record(Event::Committed);
+                self.commits += 1;
+                if let Err(e) = self.apply(pending, closing) {
+                    tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
+                    self.db = None;
+                }
+                tracing::debug!(
+                    reports,
+                    commands = waiting.len(),
+                    commit = self.commits,
+                    commit_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "batch committed"
+                );
+                // Only now, after the commit, are the callers answered.
+                for w in waiting {
+                    #[cfg(test)]
+                    self.shared.hooks.record(Event::Answered);
+                    match w {
+                        Waiting::Submit(reply, outcome) => {
+                            let _ = reply.send(Ok(outcome));
+                        }
+                        Waiting::Create(reply, c) => {
+                            let _ = reply.send(Ok(c));
+                        }
+                        Waiting::Close(reply) => {
+                            let _ = reply.send(Ok(()));
+                        }
+                        Waiting::Refused(reply, id) => {
+                            let _ = reply.send(Err(StoreError::Closed(id)));
+                        }
+                    }
+                }
+            }
+            Err((e, reopen)) => {
+                tracing::error!(error = %e, reports, "batch not committed; its callers are told to retry");
+                if reopen {
+                    // After a failed commit redb cannot tell whether the batch became
+                    // durable and refuses further writes: reopen, reload the mirror.
+                    self.db = None;
+                }
+                let error = StoreError::unavailable(Cause::NotCommitted(Box::new(e)));
+                for w in waiting {
+                    match w {
+                        Waiting::Submit(reply, _) => {
+                            let _ = reply.send(Err(error.clone()));
+                        }
+                        Waiting::Create(reply, _) => {
+                            let _ = reply.send(Err(error.clone()));
+                        }
+                        Waiting::Close(reply) => {
+                            let _ = reply.send(Err(error.clone()));
+                        }
+                        Waiting::Refused(reply, _) => {
+                            let _ = reply.send(Err(error.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the committed accumulators and closed flags into the mirror.
+    fn apply(
+        &self,
+        pending: HashMap<String, Pending>,
+        closing: HashSet<String>,
+    ) -> Result<(), Cause> {
+        let mut map = self
+            .shared
+            .mirror
+            .write()
+            .map_err(|_| Cause::Poisoned("mirror"))?;
+        for (id, p) in pending {
+            match map.get(&id) {
+                Some(entry) if !p.created => {
+                    *entry
+                        .acc
+                        .write()
+                        .map_err(|_| Cause::Poisoned("accumulator"))? = p.acc;
+                }
+                _ => {
+                    map.insert(
+                        id,
+                        Arc::new(Entry {
+                            collection: p.collection,
+                            acc: RwLock::new(p.acc),
+                            closed: AtomicBool::new(false),
+                        }),
+                    );
+                }
+            }
+        }
+        for id in closing {
+            match map.get(&id) {
+                Some(entry) => entry.closed.store(true, Ordering::SeqCst),
+                None => {
+                    return Err(Cause::Mirror(format!(
+                        "closed collection {id:?} is not in the mirror"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_accumulators(
+    txn: &redb::WriteTransaction,
+    pending: &HashMap<String, Pending>,
+    commit: u64,
+) -> Result<(), Cause> {
+    let mut table = txn.open_table(ACCUMULATORS)?;
+    for (id, p) in pending {
+        table.insert(id.as_str(), encode_accumulator(&p.acc).as_slice())?;
+    }
+    txn.open_table(META)?.insert("commits", commit)?;
+    Ok(())
+}
+
+fn fail_command(command: Command, e: StoreError) {
+    match command {
+        Command::Submit { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::Create { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::ReadCommitted { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::Close { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+    }
+}

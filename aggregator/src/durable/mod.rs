@@ -1,0 +1,504 @@
+//! The durable [`Store`]: collections, accumulators and the report-id dedupe in an
+//! embedded [redb](https://www.redb.org) database, with group commit.
+//!
+//! # Design
+//!
+//! One commit thread owns the database. Submissions and collection creations are sent
+//! to it over a channel; it opens a write transaction for the first command, folds every
+//! command that arrives within `batch_delay` (or until `batch_size` reports) into the
+//! same transaction, and commits once. Every write transaction is set to
+//! [`Durability::Immediate`](redb::Durability), so its commit returns only once the
+//! database file is fsynced, and only after the commit returns are the callers
+//! answered: an acknowledged report is on disk. (The unit tests check both through a
+//! storage backend that records every fsync: each answer must follow a commit that
+//! followed an fsync.)
+//!
+//! Tables (file `ldpcov.redb` in the data directory):
+//!
+//! | table              | key                        | value                                |
+//! |--------------------|----------------------------|--------------------------------------|
+//! | `meta`             | `"format"`, `"commits"`    | `u64`                                |
+//! | `collections`      | collection id              | `CollectionSpec` (protobuf bytes)    |
+//! | `accumulators`     | collection id              | accumulator blob (see below)         |
+//! | `seen_report_ids`  | (collection id, report id) | `()`                                 |
+//! | `closed_collections` | collection id            | `()`                                 |
+//!
+//! `closed_collections` (added with collection closing) is created on open when missing, so a store written
+//! before it opens unchanged (format 1: no collection closed).
+//!
+//! One batch's transaction holds: the specs of collections created in it, one
+//! `seen_report_ids` row per newly counted report, the complete new accumulator blob of
+//! every collection the batch touched, and the commit counter. A report id is deduped by
+//! inserting it into `seen_report_ids` inside the open transaction, which also sees the
+//! ids of the uncommitted batch; a duplicate is not added to the sums.
+//!
+//! Closing a collection ([`Store::close_collection`]) is a command of the commit thread
+//! too: it inserts the id into `closed_collections` in the batch's transaction and is
+//! acknowledged after the commit. Submissions and closes of one batch are processed in
+//! arrival order: reports before the close are counted, a submission after it (in the
+//! same batch or later) fails with [`StoreError::Closed`] and counts nothing.
+//!
+//! The accumulators also live in memory (the *mirror*) so snapshots and estimates never
+//! read the disk. The mirror is written only after a successful commit, with exactly
+//! the accumulators that were committed. If anything fails before the commit, the
+//! transaction is aborted, every caller of the batch gets
+//! [`StoreError::Unavailable`] (safe to retry with the same ids) and the mirror is
+//! unchanged. If `commit` itself fails, redb cannot say whether the batch became durable
+//! and refuses further writes: the database is then closed, reopened, and the mirror is
+//! reloaded from what is actually on disk (a retried report then comes back as a
+//! duplicate if its batch did make it).
+//!
+//! On start the store loads every collection (re-derived with
+//! [`Collection::from_spec`] from the stored spec) and its accumulator blob: it
+//! recovers exactly the last committed state.
+//!
+//! # Write amplification
+//!
+//! Every commit rewrites the whole accumulator blob of each collection it touches:
+//! `d·(8·FOLDS + 16)` bytes, i.e. 28 MB per commit at p = 1000 (d = 500 500). That is
+//! why reports are committed in groups: with 1024 reports per batch the blob costs
+//! ~27 KB per report (a p = 1000 report is 2 MB on the wire). Under light load each
+//! commit carries few reports and the per-report cost is high, but then there is
+//! bandwidth to spare. The `seen_report_ids` table grows by 16 bytes + the collection
+//! id (plus B-tree overhead) per report and is never rewritten.
+//!
+//! # Memory
+//!
+//! The store's resident memory is the accumulator mirror (`d·(8·FOLDS + 16)` bytes per
+//! collection, independent of the number of reports) plus redb's page cache, which
+//! holds read pages and the write buffer and is bounded by
+//! [`DurableConfig::cache_size`] (default [`DEFAULT_CACHE_SIZE`], 64 MiB; daemon flag
+//! `--cache-mib`). Report ids are deduped on disk (`seen_report_ids`), but the cache
+//! keeps the pages that random-id inserts touch, so until it is full the resident
+//! memory grows with the table (≈ 44 MiB per million reports at p = 10, measured in
+//! docs/BENCHMARKS.md) and then stays flat. redb's own default cache is 1 GiB, which
+//! would let the daemon grow to that size before plateauing; a smaller cache costs
+//! little, since pages outside it are read from the operating system's page cache.
+//!
+//! # Accumulator blob
+//!
+//! Little-endian: magic `LDPACC01`, folds `u32`, reserved `u32`, entries `u64`, count
+//! `u64`, `folds × u64` fold counts, `folds × entries × i64` fold sums (fold-major),
+//! `entries × u128` sums of squares.
+
+mod codec;
+mod commit;
+#[cfg(test)]
+mod hooks;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ldpcov_proto::Collection;
+use thiserror::Error;
+use tokio::sync::oneshot;
+
+use crate::accumulator::Accumulator;
+use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport};
+
+pub use codec::CodecError;
+use commit::Committer;
+use tables::open_db;
+
+/// Name of the database file inside the data directory.
+pub const DB_FILE: &str = "ldpcov.redb";
+
+/// Version of the table layout and blob format; a store with another version is refused.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Group-commit settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurableConfig {
+    /// A batch is committed as soon as it holds this many reports (0 is treated as 1).
+    pub batch_size: usize,
+    /// A batch is committed at most this long after its first command arrived.
+    pub batch_delay: Duration,
+    /// Bytes of redb's page cache (read cache and write buffer together): the bound on
+    /// the store's resident memory beyond the accumulator mirror. See the module
+    /// docs, "Memory".
+    pub cache_size: usize,
+}
+
+/// Default redb page cache: 64 MiB (redb's own default is 1 GiB).
+pub const DEFAULT_CACHE_SIZE: usize = 64 * 1024 * 1024;
+
+impl Default for DurableConfig {
+    /// 1024 reports or 5 ms, whichever comes first; a 64 MiB page cache.
+    fn default() -> Self {
+        DurableConfig {
+            batch_size: 1024,
+            batch_delay: Duration::from_millis(5),
+            cache_size: DEFAULT_CACHE_SIZE,
+        }
+    }
+}
+
+/// Why the durable store could not be opened.
+#[derive(Debug, Error)]
+pub enum DurableError {
+    /// The data directory could not be created.
+    #[error("cannot create data directory {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The database reported an error.
+    #[error("database: {0}")]
+    Db(#[from] redb::Error),
+    /// The database holds something this version cannot read.
+    #[error("corrupt or incompatible store: {0}")]
+    Corrupt(#[from] Corruption),
+    /// The commit thread could not be started.
+    #[error("cannot start the commit thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What a database holds that this version cannot read.
+#[derive(Debug, Error)]
+pub enum Corruption {
+    /// Another table layout or blob format.
+    #[error("store format {found}, this version reads {}", FORMAT_VERSION)]
+    Format {
+        /// The stored format version.
+        found: u64,
+    },
+    /// A stored collection spec is not valid protobuf.
+    #[error("spec of collection {id:?}: {source}")]
+    SpecDecode {
+        /// The collection.
+        id: String,
+        /// The decoding error.
+        source: prost::DecodeError,
+    },
+    /// A stored collection spec is refused by [`Collection::from_spec`].
+    #[error("spec of collection {id:?}: {source}")]
+    Spec {
+        /// The collection.
+        id: String,
+        /// Why the spec is refused.
+        source: ldpcov_proto::SpecError,
+    },
+    /// A collection is stored under another collection's id.
+    #[error("collection stored under {id:?} is {found:?}")]
+    IdMismatch {
+        /// The key.
+        id: String,
+        /// The id in the stored spec.
+        found: String,
+    },
+    /// A collection's accumulator blob cannot be read.
+    #[error("collection {id:?}: {source}")]
+    Blob {
+        /// The collection.
+        id: String,
+        /// Why the blob cannot be read.
+        source: CodecError,
+    },
+    /// A collection's accumulators do not match its dimension.
+    #[error(
+        "collection {id:?}: accumulators of {entries} entries × {folds} folds, expected {expected} × {}",
+        crate::accumulator::FOLDS
+    )]
+    Shape {
+        /// The collection.
+        id: String,
+        /// Entries of the stored accumulators.
+        entries: usize,
+        /// Folds of the stored accumulators.
+        folds: usize,
+        /// Entries of the collection.
+        expected: usize,
+    },
+    /// A closed flag for a collection that does not exist.
+    #[error("unknown collection {id:?} is marked closed")]
+    UnknownClosed {
+        /// The id.
+        id: String,
+    },
+}
+
+/// One collection in the in-memory mirror.
+struct Entry {
+    collection: Arc<Collection>,
+    /// Exactly the committed accumulators.
+    acc: RwLock<Accumulator>,
+    /// Set (only) after a committed close.
+    closed: AtomicBool,
+}
+
+type Mirror = HashMap<String, Arc<Entry>>;
+
+struct Shared {
+    mirror: RwLock<Mirror>,
+    #[cfg(test)]
+    hooks: Arc<hooks::Hooks>,
+}
+
+impl Shared {
+    /// Opens (or creates) the database file; in the unit tests through a backend that
+    /// records every fsync.
+    fn create_db(
+        &self,
+        builder: &redb::Builder,
+        path: &Path,
+    ) -> Result<redb::Database, redb::DatabaseError> {
+        #[cfg(test)]
+        return builder.create_with_backend(hooks::SyncProbe::open(path, self.hooks.clone())?);
+        #[cfg(not(test))]
+        builder.create(path)
+    }
+
+    fn entry(&self, id: &str) -> Result<Arc<Entry>, StoreError> {
+        let map = self
+            .mirror
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("mirror")))?;
+        map.get(id)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+enum Command {
+    Submit {
+        id: String,
+        reports: Vec<ValidReport>,
+        reply: Reply<BatchOutcome>,
+    },
+    Create {
+        collection: Collection,
+        reply: Reply<Arc<Collection>>,
+    },
+    ReadCommitted {
+        id: String,
+        reply: Reply<Snapshot>,
+    },
+    Close {
+        id: String,
+        reply: Reply<()>,
+    },
+}
+
+/// A [`Store`] in a redb database with group commit; see the [module docs](self).
+pub struct DurableStore {
+    shared: Arc<Shared>,
+    tx: Option<mpsc::Sender<Command>>,
+    committer: Option<JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for DurableStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DurableStore {
+    /// Opens (or creates) the store in directory `dir`, recovering the last committed
+    /// state, and starts the commit thread.
+    pub fn open(dir: &Path, config: DurableConfig) -> Result<Self, DurableError> {
+        std::fs::create_dir_all(dir).map_err(|source| DurableError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(DB_FILE);
+        let started = Instant::now();
+        let mut shared = Shared {
+            mirror: RwLock::new(Mirror::new()),
+            #[cfg(test)]
+            hooks: Arc::default(),
+        };
+        let (db, mirror) = open_db(&path, config.cache_size, &shared)?;
+        let reports: u64 = mirror
+            .values()
+            .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))
+            .sum();
+        tracing::info!(
+            path = %path.display(), collections = mirror.len(), reports,
+            elapsed_ms = started.elapsed().as_millis() as u64, "durable store opened"
+        );
+        *shared.mirror.get_mut().unwrap_or_else(|e| e.into_inner()) = mirror;
+        let shared = Arc::new(shared);
+        let (tx, rx) = mpsc::channel();
+        let committer = Committer {
+            db: Some(db),
+            path: path.clone(),
+            shared: shared.clone(),
+            config,
+            rx,
+            commits: 0,
+        };
+        let handle = std::thread::Builder::new()
+            .name("ldpcov-commit".into())
+            .spawn(move || committer.run())
+            .map_err(DurableError::Thread)?;
+        Ok(DurableStore {
+            shared,
+            tx: Some(tx),
+            committer: Some(handle),
+            path,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The accumulators of collection `id` as read from the database (not the mirror).
+    /// Answered between two reads of the commit thread, even while a batch is open.
+    pub async fn read_committed(&self, id: &str) -> Result<Snapshot, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::ReadCommitted {
+            id: id.to_string(),
+            reply,
+        })?;
+        receive(rx).await
+    }
+
+    /// Makes the next `n` batch commits fail (the transaction is aborted just before
+    /// its commit), to test failure handling.
+    #[cfg(test)]
+    fn fail_next_commits(&self, n: u32) {
+        self.shared.hooks.fail_next_commits(n);
+    }
+
+    /// The commit thread's test hooks.
+    #[cfg(test)]
+    fn hooks(&self) -> &hooks::Hooks {
+        &self.shared.hooks
+    }
+
+    fn send(&self, command: Command) -> Result<(), StoreError> {
+        self.tx
+            .as_ref()
+            .and_then(|tx| tx.send(command).ok())
+            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))
+    }
+}
+
+async fn receive<T>(rx: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
+    rx.await
+        .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?
+}
+
+impl Drop for DurableStore {
+    /// Commits what is pending and waits for the commit thread.
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(handle) = self.committer.take()
+            && handle.join().is_err()
+        {
+            tracing::error!("the commit thread panicked");
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Store for DurableStore {
+    async fn create_collection(
+        &self,
+        collection: Collection,
+    ) -> Result<Arc<Collection>, StoreError> {
+        match self.shared.entry(&collection.id) {
+            Ok(e) if *e.collection == collection => return Ok(e.collection.clone()),
+            Ok(_) => return Err(StoreError::AlreadyExists(collection.id)),
+            Err(StoreError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Create { collection, reply })?;
+        receive(rx).await
+    }
+
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
+        Ok(self.shared.entry(id)?.collection.clone())
+    }
+
+    async fn submit(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let entry = self.shared.entry(id)?;
+        check_lengths(&entry.collection, &reports)?;
+        // A committed close is final: refuse early. A close still in flight is checked
+        // by the commit thread, in order with this batch.
+        if entry.closed.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        if reports.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Submit {
+            id: id.to_string(),
+            reports,
+            reply,
+        })?;
+        receive(rx).await
+    }
+
+    async fn count(&self, id: &str) -> Result<u64, StoreError> {
+        let entry = self.shared.entry(id)?;
+        let acc = entry
+            .acc
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))?;
+        Ok(acc.count)
+    }
+
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
+        let entry = self.shared.entry(id)?;
+        let acc = entry
+            .acc
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))?
+            .clone();
+        Ok(Snapshot {
+            collection: entry.collection.clone(),
+            acc,
+        })
+    }
+
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        if self.shared.entry(id)?.closed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Close {
+            id: id.to_string(),
+            reply,
+        })?;
+        receive(rx).await
+    }
+
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
+    }
+}
+
+fn check_lengths(collection: &Collection, reports: &[ValidReport]) -> Result<(), StoreError> {
+    match reports
+        .iter()
+        .find(|r| r.entries.len() != collection.entries)
+    {
+        Some(bad) => Err(StoreError::internal(Cause::Unvalidated {
+            entries: bad.entries.len(),
+        })),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,496 @@
+//! Tests of the durable store.
+
+use super::codec::{decode_accumulator, encode_accumulator};
+use super::hooks::Event;
+use super::*;
+use crate::accumulator::FOLDS;
+use crate::store::MemoryStore;
+use ldpcov_proto::ReportId;
+
+use crate::store::tests::collection;
+
+fn report(id: u32, v: i32, entries: usize) -> ValidReport {
+    let mut rid = [0u8; 16];
+    rid[..4].copy_from_slice(&id.to_le_bytes());
+    ValidReport {
+        report_id: ReportId(rid),
+        entries: (0..entries as i32).map(|k| v * (k + 1) - 3).collect(),
+    }
+}
+
+/// A store on `dir` whose batches close at `batch_size` reports or after `delay`
+/// (default page cache), shared between tasks.
+fn open_batched(dir: &Path, batch_size: usize, delay: Duration) -> Arc<DurableStore> {
+    Arc::new(
+        DurableStore::open(
+            dir,
+            DurableConfig {
+                batch_size,
+                batch_delay: delay,
+                ..DurableConfig::default()
+            },
+        )
+        .unwrap(),
+    )
+}
+
+/// A store on `dir`, which must already hold collection `id`, whose batch is committed
+/// exactly when it holds `reports` reports (the delay is out of reach of any test): a
+/// test decides what goes into one batch by what it submits, whatever the load.
+fn open_sized(dir: &Path, reports: usize) -> Arc<DurableStore> {
+    open_batched(dir, reports, Duration::from_secs(3600))
+}
+
+/// How many events of this kind the store has recorded.
+fn count(events: &[Event], kind: Event) -> usize {
+    events.iter().filter(|e| **e == kind).count()
+}
+
+/// Checks a store's event log: every commit follows an fsync of the database file made
+/// after the last command of its batch arrived, and every answer of a committed batch
+/// follows that commit. Returns the number of answers.
+fn assert_answers_follow_fsynced_commits(events: &[Event]) -> usize {
+    let (mut synced, mut committed, mut answers) = (false, false, 0);
+    for (i, event) in events.iter().enumerate() {
+        match event {
+            Event::Added => (synced, committed) = (false, false),
+            Event::Synced => synced = true,
+            Event::Committed => {
+                assert!(synced, "commit without an fsync (event {i}): {events:?}");
+                (synced, committed) = (false, true);
+            }
+            Event::Answered => {
+                assert!(
+                    committed,
+                    "answered before the commit (event {i}): {events:?}"
+                );
+                answers += 1;
+            }
+        }
+    }
+    answers
+}
+
+fn quick() -> DurableConfig {
+    DurableConfig {
+        batch_size: 64,
+        batch_delay: Duration::from_millis(2),
+        // A tiny page cache: the tests also exercise redb's eviction.
+        cache_size: 64 * 1024,
+    }
+}
+
+#[test]
+fn blob_round_trips_and_rejects_damage() {
+    let mut acc = Accumulator::new(3, FOLDS);
+    acc.add(0, &[i32::MAX, -7, 0]);
+    acc.add(4, &[-i32::MAX, 5, 1]);
+    let blob = encode_accumulator(&acc);
+    assert_eq!(blob.len(), 32 + 8 * FOLDS + 3 * (8 * FOLDS + 16));
+    assert_eq!(decode_accumulator(&blob).unwrap(), acc);
+    assert!(decode_accumulator(&blob[..blob.len() - 1]).is_err());
+    let mut bad = blob.clone();
+    bad[0] = b'X';
+    assert!(decode_accumulator(&bad).is_err());
+    let mut bad = blob;
+    bad[24] ^= 1; // count no longer equals the sum of the fold counts
+    assert!(decode_accumulator(&bad).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_recovers_collections_sums_and_dedupe() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = MemoryStore::new();
+    let (a, b) = (collection("a", 3), collection("b", 2));
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        for c in [&a, &b] {
+            s.create_collection(c.clone()).await.unwrap();
+            memory.create_collection(c.clone()).await.unwrap();
+        }
+        for k in 0..40u32 {
+            let r = vec![
+                report(k, k as i32 * 1000, a.entries),
+                report(k % 7, 1, a.entries),
+            ];
+            let o1 = s.submit("a", r.clone()).await.unwrap();
+            let o2 = memory.submit("a", r).await.unwrap();
+            assert_eq!(o1, o2);
+        }
+        s.submit("b", vec![report(1, 9, b.entries)]).await.unwrap();
+        memory
+            .submit("b", vec![report(1, 9, b.entries)])
+            .await
+            .unwrap();
+    }
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(*s.collection("a").await.unwrap(), a);
+    assert_eq!(*s.collection("b").await.unwrap(), b);
+    for id in ["a", "b"] {
+        assert_eq!(
+            s.snapshot(id).await.unwrap().acc,
+            memory.snapshot(id).await.unwrap().acc
+        );
+        assert_eq!(
+            s.read_committed(id).await.unwrap().acc,
+            memory.snapshot(id).await.unwrap().acc
+        );
+    }
+    assert_eq!(s.count("a").await.unwrap(), 40);
+    // A duplicate id across the restart is not recounted.
+    let o = s.submit("a", vec![report(3, 55, a.entries)]).await.unwrap();
+    assert_eq!(
+        o,
+        BatchOutcome {
+            accepted: 0,
+            duplicates: 1
+        }
+    );
+    // The same report id in another collection is another report.
+    let o = s.submit("b", vec![report(3, 55, b.entries)]).await.unwrap();
+    assert_eq!(
+        o,
+        BatchOutcome {
+            accepted: 1,
+            duplicates: 0
+        }
+    );
+    assert_eq!(s.count("a").await.unwrap(), 40);
+    // Conflicting re-creation is refused, identical is a no-op, across restarts.
+    assert_eq!(
+        s.create_collection(collection("a", 4)).await,
+        Err(StoreError::AlreadyExists("a".into()))
+    );
+    s.create_collection(a.clone()).await.unwrap();
+    assert_eq!(s.count("zz").await, Err(StoreError::NotFound("zz".into())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_commit_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    s.create_collection(c.clone()).await.unwrap();
+    s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
+    let before = s.snapshot("a").await.unwrap().acc;
+    drop(s);
+    // Several submitters in one batch (committed at exactly their 6 reports): all of
+    // them fail.
+    let s = open_sized(dir.path(), 6);
+    s.fail_next_commits(1);
+    let tasks: Vec<_> = (10..16u32)
+        .map(|k| {
+            let s = s.clone();
+            tokio::spawn(async move { s.submit("a", vec![report(k, 7, 3)]).await })
+        })
+        .collect();
+    for t in tasks {
+        assert!(matches!(t.await.unwrap(), Err(StoreError::Unavailable(_))));
+    }
+    assert_eq!(s.snapshot("a").await.unwrap().acc, before);
+    assert_eq!(s.read_committed("a").await.unwrap().acc, before);
+    // The failed ids were not remembered: resending counts them once.
+    let o = s
+        .submit("a", (10..16u32).map(|k| report(k, 7, 3)).collect())
+        .await
+        .unwrap();
+    assert_eq!(
+        o,
+        BatchOutcome {
+            accepted: 6,
+            duplicates: 0
+        }
+    );
+    assert_eq!(s.count("a").await.unwrap(), 7);
+    // A failed creation leaves no collection behind (creations carry no reports: a
+    // store with a short delay).
+    drop(s);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(s.count("a").await.unwrap(), 7);
+    s.fail_next_commits(1);
+    assert!(matches!(
+        s.create_collection(collection("new", 2)).await,
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(matches!(
+        s.collection("new").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        s.read_committed("new").await,
+        Err(StoreError::NotFound(_))
+    ));
+    s.create_collection(collection("new", 2)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitters_are_acknowledged_only_after_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    DurableStore::open(dir.path(), quick())
+        .unwrap()
+        .create_collection(c.clone())
+        .await
+        .unwrap();
+    // One batch of 8 one-report submits: committed when the 8th arrives.
+    let s = open_sized(dir.path(), 8);
+    let submit = |k: u32| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            // Two submitters share id 0: one of them sees a duplicate.
+            let outcome = s.submit("a", vec![report(k / 2 * 2, 1, 3)]).await;
+            // Acknowledged means committed: the database already has it.
+            let on_disk = s.read_committed("a").await.unwrap().acc.count;
+            (outcome, on_disk)
+        })
+    };
+    let mut tasks: Vec<_> = (0..7u32).map(submit).collect();
+    s.hooks()
+        .wait_for("7 submits in the open batch", |e| {
+            count(e, Event::Added) == 7
+        })
+        .await;
+    // 7 of the 8 reports are in the open batch: nobody is answered, nothing is visible.
+    assert!(
+        tasks.iter().all(|t| !t.is_finished()),
+        "acknowledged before the commit"
+    );
+    assert_eq!(s.count("a").await.unwrap(), 0);
+    assert_eq!(s.read_committed("a").await.unwrap().acc.count, 0);
+    assert_eq!(count(&s.hooks().events(), Event::Committed), 0);
+    tasks.push(submit(7));
+    let mut accepted = 0;
+    for t in tasks {
+        let (outcome, on_disk) = t.await.unwrap();
+        accepted += outcome.unwrap().accepted;
+        assert_eq!(on_disk, 4);
+    }
+    assert_eq!(accepted, 4);
+    assert_eq!(s.count("a").await.unwrap(), 4);
+    // All 8 were answered, after one commit that followed an fsync.
+    let events = s.hooks().events();
+    assert_eq!(count(&events, Event::Committed), 1, "{events:?}");
+    assert_eq!(assert_answers_follow_fsynced_commits(&events), 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledgement_follows_an_fsynced_commit() {
+    // SIGKILL keeps the page cache, so the crash test cannot tell a store that stops
+    // fsyncing from one that does; this test can: the storage backend records every
+    // fsync (sync_data) of the database file, and the commit thread records every
+    // commit and every answer. Concurrent submitters, creations and a close over many
+    // small batches: every acknowledgement must follow the commit of its batch, and
+    // that commit an fsync made after the batch's last command arrived.
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(DurableStore::open(dir.path(), quick()).unwrap());
+    s.create_collection(collection("a", 2)).await.unwrap();
+    let tasks: Vec<_> = (0..48u32)
+        .map(|k| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                if k % 16 == 15 {
+                    s.create_collection(collection(&format!("c{k}"), 2))
+                        .await
+                        .map(|_| ())
+                } else {
+                    s.submit("a", vec![report(k, 1, 3), report(k + 100, 2, 3)])
+                        .await
+                        .map(|_| ())
+                }
+            })
+        })
+        .collect();
+    let mut acknowledged = 0;
+    for t in tasks {
+        t.await.unwrap().unwrap();
+        acknowledged += 1;
+    }
+    s.close_collection("c15").await.unwrap();
+    acknowledged += 2; // the first creation and the close
+    let events = s.hooks().events();
+    assert!(count(&events, Event::Committed) >= 2, "{events:?}");
+    assert_eq!(assert_answers_follow_fsynced_commits(&events), acknowledged);
+    assert_eq!(s.count("a").await.unwrap(), 2 * 45);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_batch_commits_without_waiting_for_the_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 1);
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(c.clone()).await.unwrap();
+    }
+    let s = open_batched(dir.path(), 4, Duration::from_secs(600));
+    let tasks: Vec<_> = (0..4u32)
+        .map(|k| {
+            let s = s.clone();
+            tokio::spawn(async move { s.submit("a", vec![report(k, 1, c.entries)]).await })
+        })
+        .collect();
+    let all = futures::future::join_all(tasks);
+    let done = tokio::time::timeout(Duration::from_secs(30), all)
+        .await
+        .expect("a full batch waited for the delay");
+    assert!(done.into_iter().all(|r| r.unwrap().unwrap().accepted == 1));
+    assert_eq!(s.read_committed("a").await.unwrap().acc.count, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_collection_refuses_submits_and_keeps_its_sums() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    s.create_collection(c.clone()).await.unwrap();
+    s.create_collection(collection("b", 2)).await.unwrap();
+    s.submit("a", (0..3u32).map(|k| report(k, 2, c.entries)).collect())
+        .await
+        .unwrap();
+    let before = s.snapshot("a").await.unwrap().acc;
+    assert!(!s.is_closed("a").await.unwrap());
+    s.close_collection("a").await.unwrap();
+    assert!(s.is_closed("a").await.unwrap());
+    // Closing twice is a no-op.
+    s.close_collection("a").await.unwrap();
+    assert!(s.is_closed("a").await.unwrap());
+    // New and already-seen ids alike are refused; nothing is counted.
+    for k in [1u32, 7] {
+        assert_eq!(
+            s.submit("a", vec![report(k, 5, c.entries)]).await,
+            Err(StoreError::Closed("a".into()))
+        );
+    }
+    assert_eq!(
+        s.submit("a", Vec::new()).await,
+        Err(StoreError::Closed("a".into()))
+    );
+    assert_eq!(s.snapshot("a").await.unwrap().acc, before);
+    assert_eq!(s.read_committed("a").await.unwrap().acc, before);
+    assert_eq!(s.count("a").await.unwrap(), 3);
+    // Other collections are unaffected.
+    assert!(!s.is_closed("b").await.unwrap());
+    s.submit("b", vec![report(1, 1, 3)]).await.unwrap();
+    // Unknown collections.
+    assert_eq!(
+        s.close_collection("zz").await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+    assert_eq!(
+        s.is_closed("zz").await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+    // A close whose commit fails does not close.
+    s.fail_next_commits(1);
+    assert!(matches!(
+        s.close_collection("b").await,
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(!s.is_closed("b").await.unwrap());
+    s.submit("b", vec![report(2, 1, 3)]).await.unwrap();
+    assert_eq!(s.count("b").await.unwrap(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_closed_flag_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(c.clone()).await.unwrap();
+        s.create_collection(collection("b", 2)).await.unwrap();
+        s.submit("a", vec![report(1, 3, c.entries)]).await.unwrap();
+        s.close_collection("a").await.unwrap();
+    }
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert!(s.is_closed("a").await.unwrap());
+    assert!(!s.is_closed("b").await.unwrap());
+    assert_eq!(s.count("a").await.unwrap(), 1);
+    assert_eq!(
+        s.submit("a", vec![report(2, 3, c.entries)]).await,
+        Err(StoreError::Closed("a".into()))
+    );
+    s.close_collection("a").await.unwrap();
+    assert_eq!(s.count("a").await.unwrap(), 1);
+    s.submit("b", vec![report(2, 3, 3)]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_is_ordered_with_the_submits_of_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(c.clone()).await.unwrap();
+        s.create_collection(collection("b", 2)).await.unwrap();
+    }
+    // One batch of 4 reports: a submit of 3 to "a", two closes (no reports), a submit to
+    // "a" (refused, so it counts no report), and a submit of 1 to "b" that fills it.
+    let s = open_sized(dir.path(), 4);
+    // Each command is spawned only once the previous one is in the batch: they arrive
+    // in this order.
+    let arrived = |n: usize| {
+        let s = s.clone();
+        async move {
+            s.hooks()
+                .wait_for("the commands in the open batch", |e| {
+                    count(e, Event::Added) == n
+                })
+                .await
+        }
+    };
+    let before = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.submit("a", (0..3u32).map(|k| report(k, 1, 3)).collect())
+                .await
+        })
+    };
+    arrived(1).await;
+    let close = {
+        let s = s.clone();
+        tokio::spawn(async move { s.close_collection("a").await })
+    };
+    arrived(2).await;
+    let close_again = {
+        let s = s.clone();
+        tokio::spawn(async move { s.close_collection("a").await })
+    };
+    arrived(3).await;
+    // Three are in the open batch (3 of its 4 reports): nothing is answered or visible.
+    assert!(!before.is_finished() && !close.is_finished() && !close_again.is_finished());
+    assert!(!s.is_closed("a").await.unwrap());
+    let after = {
+        let s = s.clone();
+        tokio::spawn(async move { s.submit("a", vec![report(9, 1, 3)]).await })
+    };
+    arrived(4).await;
+    assert!(!after.is_finished());
+    let fill = {
+        let s = s.clone();
+        tokio::spawn(async move { s.submit("b", vec![report(9, 1, 3)]).await })
+    };
+    assert_eq!(
+        before.await.unwrap(),
+        Ok(BatchOutcome {
+            accepted: 3,
+            duplicates: 0
+        })
+    );
+    assert_eq!(close.await.unwrap(), Ok(()));
+    assert_eq!(close_again.await.unwrap(), Ok(()));
+    assert_eq!(after.await.unwrap(), Err(StoreError::Closed("a".into())));
+    assert_eq!(fill.await.unwrap().unwrap().accepted, 1);
+    // All five were in that one batch.
+    let events = s.hooks().events();
+    assert_eq!(count(&events, Event::Added), 5, "{events:?}");
+    assert_eq!(count(&events, Event::Committed), 1, "{events:?}");
+    assert_eq!(assert_answers_follow_fsynced_commits(&events), 5);
+    assert!(s.is_closed("a").await.unwrap());
+    assert_eq!(s.count("a").await.unwrap(), 3);
+    assert_eq!(s.read_committed("a").await.unwrap().acc.count, 3);
+    // Recovery keeps both the flag and the sums.
+    drop(s);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert!(s.is_closed("a").await.unwrap());
+    assert_eq!(s.count("a").await.unwrap(), 3);
+}

@@ -1,0 +1,123 @@
+//! Store errors: what the caller is told ([`StoreError`], mapped to a gRPC status by
+//! the service) and, for failures of the store itself, why ([`Cause`], kept as the
+//! error's [`source`](std::error::Error::source)).
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::durable::{Corruption, DurableError};
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, Error)]
+pub enum StoreError {
+    /// No collection with this id.
+    #[error("collection {0:?} does not exist")]
+    NotFound(String),
+    /// A different collection with this id exists.
+    #[error("collection {0:?} already exists with other parameters")]
+    AlreadyExists(String),
+    /// The collection was closed: it takes no more reports.
+    #[error("collection {0:?} is closed and takes no more reports")]
+    Closed(String),
+    /// The store cannot go on (poisoned lock, storage error, corrupt data, ...).
+    #[error("store failure: {0}")]
+    Internal(#[source] Arc<Cause>),
+    /// The operation did not take effect but may succeed if retried (a failed commit,
+    /// a store shutting down). Resending the same report ids is safe.
+    #[error("store temporarily unavailable: {0}")]
+    Unavailable(#[source] Arc<Cause>),
+}
+
+/// Errors about a collection are equal when they name the same collection; errors with
+/// a [`Cause`] only when they share the very same cause (one failure, e.g. the failed
+/// batch every caller of that batch is told about), since causes such as I/O errors
+/// cannot be compared.
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (StoreError::NotFound(a), StoreError::NotFound(b))
+            | (StoreError::AlreadyExists(a), StoreError::AlreadyExists(b))
+            | (StoreError::Closed(a), StoreError::Closed(b)) => a == b,
+            (StoreError::Internal(a), StoreError::Internal(b))
+            | (StoreError::Unavailable(a), StoreError::Unavailable(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for StoreError {}
+
+impl StoreError {
+    /// [`StoreError::Internal`] with this cause.
+    pub fn internal(cause: impl Into<Cause>) -> Self {
+        StoreError::Internal(Arc::new(cause.into()))
+    }
+
+    /// [`StoreError::Unavailable`] with this cause.
+    pub fn unavailable(cause: impl Into<Cause>) -> Self {
+        StoreError::Unavailable(Arc::new(cause.into()))
+    }
+}
+
+/// The cause of a [`StoreError::Internal`] or [`StoreError::Unavailable`]: the original
+/// error where there is one.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Cause {
+    /// A database error.
+    #[error("database: {0}")]
+    Database(#[from] redb::Error),
+    /// A write or read transaction could not be started.
+    #[error("transaction: {0}")]
+    Transaction(#[from] redb::TransactionError),
+    /// A write transaction could not be made durable.
+    #[error("durability: {0}")]
+    Durability(#[from] redb::SetDurabilityError),
+    /// A table could not be opened.
+    #[error("table: {0}")]
+    Table(#[from] redb::TableError),
+    /// Reading or writing a table failed.
+    #[error("storage: {0}")]
+    Storage(#[from] redb::StorageError),
+    /// The commit failed: redb cannot say whether the transaction became durable.
+    #[error("commit: {0}")]
+    Commit(#[from] redb::CommitError),
+    /// An I/O error outside the database.
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// The database was closed after a failed commit and could not be reopened.
+    #[error("cannot reopen the database: {0}")]
+    Reopen(#[source] Box<DurableError>),
+    /// The stored data cannot be read.
+    #[error("{0}")]
+    Corrupt(#[from] Corruption),
+    /// A thread panicked while holding this lock.
+    #[error("{0} lock poisoned")]
+    Poisoned(&'static str),
+    /// A report of the wrong length got past validation.
+    #[error("unvalidated report with {entries} entries reached the store")]
+    Unvalidated {
+        /// Its number of entries.
+        entries: usize,
+    },
+    /// The store does not implement [`Store::close_collection`](super::Store::close_collection).
+    #[error("this store cannot close collections (asked to close {0:?})")]
+    CloseUnsupported(String),
+    /// The store is being dropped.
+    #[error("the store is shutting down")]
+    ShuttingDown,
+    /// The commit thread ended before answering.
+    #[error("the commit thread stopped")]
+    CommitThreadStopped,
+    /// A batch failed as a whole; its callers may retry.
+    #[error("batch not committed ({0}); retry with the same report ids")]
+    NotCommitted(#[source] Box<Cause>),
+    /// The in-memory state disagrees with what was just committed.
+    #[error("inconsistent in-memory state: {0}")]
+    Mirror(String),
+    /// A commit failure injected by a test.
+    #[cfg(test)]
+    #[error("injected commit failure")]
+    Injected,
+}

@@ -1,0 +1,146 @@
+//! [`MemoryStore`]: every collection, accumulator and seen report id in memory.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use ldpcov_proto::{Collection, ReportId};
+
+use super::{Accumulator, BatchOutcome, Cause, FOLDS, Snapshot, Store, StoreError, ValidReport};
+
+struct CollectionState {
+    collection: Arc<Collection>,
+    inner: Mutex<Counted>,
+}
+
+struct Counted {
+    acc: Accumulator,
+    seen: HashSet<ReportId>,
+    /// Set by `close_collection`; checked under the same lock as every batch.
+    closed: bool,
+}
+
+/// A [`Store`] in memory: everything is lost when the process ends.
+#[derive(Default)]
+pub struct MemoryStore {
+    collections: RwLock<HashMap<String, Arc<CollectionState>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self, id: &str) -> Result<Arc<CollectionState>, StoreError> {
+        let map = self
+            .collections
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
+        map.get(id)
+            .cloned()
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))
+    }
+
+    fn lock(state: &CollectionState) -> Result<std::sync::MutexGuard<'_, Counted>, StoreError> {
+        state
+            .inner
+            .lock()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))
+    }
+}
+
+#[tonic::async_trait]
+impl Store for MemoryStore {
+    async fn create_collection(
+        &self,
+        collection: Collection,
+    ) -> Result<Arc<Collection>, StoreError> {
+        let mut map = self
+            .collections
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
+        if let Some(existing) = map.get(&collection.id) {
+            return if *existing.collection == collection {
+                Ok(existing.collection.clone())
+            } else {
+                Err(StoreError::AlreadyExists(collection.id))
+            };
+        }
+        let collection = Arc::new(collection);
+        map.insert(
+            collection.id.clone(),
+            Arc::new(CollectionState {
+                collection: collection.clone(),
+                inner: Mutex::new(Counted {
+                    acc: Accumulator::new(collection.entries, FOLDS),
+                    seen: HashSet::new(),
+                    closed: false,
+                }),
+            }),
+        );
+        Ok(collection)
+    }
+
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
+        Ok(self.state(id)?.collection.clone())
+    }
+
+    async fn submit(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let state = self.state(id)?;
+        if let Some(bad) = reports
+            .iter()
+            .find(|r| r.entries.len() != state.collection.entries)
+        {
+            return Err(StoreError::internal(Cause::Unvalidated {
+                entries: bad.entries.len(),
+            }));
+        }
+        let mut counted = Self::lock(&state)?;
+        if counted.closed {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        let mut outcome = BatchOutcome::default();
+        for report in &reports {
+            if counted.seen.insert(report.report_id) {
+                counted
+                    .acc
+                    .add(report.report_id.fold(FOLDS), &report.entries);
+                outcome.accepted += 1;
+            } else {
+                outcome.duplicates += 1;
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn count(&self, id: &str) -> Result<u64, StoreError> {
+        let state = self.state(id)?;
+        let count = Self::lock(&state)?.acc.count;
+        Ok(count)
+    }
+
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        Ok(Snapshot {
+            collection: state.collection.clone(),
+            acc: counted.acc.clone(),
+        })
+    }
+
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        let state = self.state(id)?;
+        Self::lock(&state)?.closed = true;
+        Ok(())
+    }
+
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        let state = self.state(id)?;
+        let closed = Self::lock(&state)?.closed;
+        Ok(closed)
+    }
+}

@@ -1,0 +1,86 @@
+//! Where collections and their exact integer accumulators live.
+//!
+//! [`Store`] is the seam a durable store plugs into; [`MemoryStore`] keeps everything
+//! in memory. A store receives only reports that were already validated, and applies
+//! a batch atomically: after an error nothing of the batch is counted.
+
+mod error;
+mod memory;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::sync::Arc;
+
+use ldpcov_proto::{Collection, ReportId};
+
+pub use crate::accumulator::{Accumulator, FOLDS};
+pub use error::{Cause, StoreError};
+pub use memory::MemoryStore;
+
+/// A report that passed validation: its id and grid-unit entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidReport {
+    /// Client-chosen id; counted at most once per collection.
+    pub report_id: ReportId,
+    /// d entries in grid units.
+    pub entries: Vec<i32>,
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchOutcome {
+    /// Reports newly counted.
+    pub accepted: u64,
+    /// Reports whose id was already counted (ignored).
+    pub duplicates: u64,
+}
+
+/// A consistent copy of a collection's accumulators.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The collection.
+    pub collection: Arc<Collection>,
+    /// The accumulators.
+    pub acc: Accumulator,
+}
+
+/// Collections and their accumulators.
+#[tonic::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates a collection. Creating one that exists with the same parameters is a
+    /// no-op that returns it; with other parameters it is [`StoreError::AlreadyExists`].
+    async fn create_collection(
+        &self,
+        collection: Collection,
+    ) -> Result<Arc<Collection>, StoreError>;
+    /// The collection with this id.
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError>;
+    /// Counts a batch of validated reports for collection `id`, skipping ids already
+    /// counted (also within the batch). All or nothing.
+    async fn submit(&self, id: &str, reports: Vec<ValidReport>)
+    -> Result<BatchOutcome, StoreError>;
+    /// Reports counted so far.
+    async fn count(&self, id: &str) -> Result<u64, StoreError>;
+    /// A consistent copy of the accumulators.
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError>;
+
+    /// Closes collection `id` for good: from then on [`submit`](Store::submit) fails
+    /// with [`StoreError::Closed`] (checked atomically with the batch), while
+    /// [`count`](Store::count) and [`snapshot`](Store::snapshot) keep working.
+    /// Closing a closed collection is a no-op.
+    ///
+    /// Added with collection closing. The default refuses, so a store that predates it still
+    /// compiles; a durable store must override it (and
+    /// [`is_closed`](Store::is_closed)) and persist the flag, as `DurableStore` does.
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        Err(StoreError::internal(Cause::CloseUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// Whether collection `id` is closed. The default: never (see
+    /// [`close_collection`](Store::close_collection)).
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        self.collection(id).await.map(|_| false)
+    }
+}
