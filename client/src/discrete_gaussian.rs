@@ -1,6 +1,6 @@
 //! Exact discrete Gaussian noise `N_Z(0, σ²)` on the integers (Canonne, Kamath &
 //! Steinke 2020, "The Discrete Gaussian for Differential Privacy"; CKS20 below), from
-//! integer arithmetic and a cryptographic random number generator (`ALGORITHMS.md` §1).
+//! integer arithmetic and a cryptographic random number generator (`docs/PRIVACY.md` §2).
 //!
 //! `N_Z(0, σ²)` puts mass `exp(−x²/(2σ²)) / Σ_y exp(−y²/(2σ²))` on each integer `x`.
 //! Every decision that shapes the output distribution is taken on integers (exact
