@@ -739,10 +739,13 @@ impl NoiseSampler for Recording {
 ///
 /// Each entry reaches the bound with probability at most `2·e^{−t²/2} ≤ 10⁻¹²`
 /// (`VALIDATION_SIGMAS`' derivation), so N ≈ 10⁶ entries all stay inside except with
-/// probability ≤ 10⁻⁶. The test is not vacuous: the largest of 10⁶ draws exceeds 4σ
-/// except with probability `(1 − 2Φ̄(4))^{10⁶} = e^{−63}`, so the tail is explored; a
-/// bound at 4.9σ (tail 10⁻⁶ per entry) would be hit with probability ≈ 0.6, and one at
-/// 4σ about 63 times.
+/// probability ≤ 10⁻⁶. Two checks: no entry is clamped (signal plus noise reaches
+/// `±(1 + tσ)·2^k`), and no noise draw reaches `tσ_g` (the tail the bound's derivation
+/// is about; at ε = 20 the signal's 1 is 2.3σ, so for the many zero-signal entries the
+/// first check alone has that much extra margin). Not vacuous: the largest of 10⁶ draws
+/// exceeds 4σ except with probability `(1 − 2Φ̄(4))^{10⁶} = e^{−63}`, so the tail is
+/// explored; a t of 4.9 (tail 10⁻⁶ per entry) would be reached with probability ≈ 0.6,
+/// a t of 4 about 63 times.
 #[test]
 fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
     let c = ldpcov::proto::Collection::from_spec(&CollectionSpec {
