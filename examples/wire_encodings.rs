@@ -9,7 +9,7 @@
 use anyhow::Result;
 use ldpcov::client::{DiscreteGaussianSampler, Perturber};
 use ldpcov::proto::calibration::std_normal_cdf;
-use ldpcov::proto::collection::WIRE_CLAMP_SIGMAS;
+use ldpcov::proto::collection::{VALIDATION_SIGMAS, WIRE_CLAMP_SIGMAS};
 use ldpcov::proto::v1::{CollectionSpec, Encoding};
 use ldpcov::proto::{Collection, wire::bytes_per_entry};
 use serde::Serialize;
@@ -76,9 +76,10 @@ fn main() -> Result<()> {
                 extra_variance_measured: sum / count / sg2,
                 // Stochastic rounding adds r(step − r) ≤ step²/4 per entry.
                 extra_variance_bound: (c.wire_step * c.wire_step) as f64 / 4.0 / sg2,
-                // |signal| ≤ 1, so clamping needs |noise| > 6σ.
+                // |signal| ≤ 1, so clamping needs |noise| > tσ: for i32 t = 7.53 and the
+                // discrete Gaussian's Chernoff bound 2e^{−t²/2}; for i16/i8 t = 6.
                 clamp_probability_bound: if c.wire_step == 1 {
-                    0.0
+                    2.0 * (-VALIDATION_SIGMAS * VALIDATION_SIGMAS / 2.0).exp()
                 } else {
                     2.0 * std_normal_cdf(-WIRE_CLAMP_SIGMAS)
                 },

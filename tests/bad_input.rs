@@ -15,7 +15,9 @@ use ldpcov::aggregator::auth::{AuthConfig, SubmitToken, Token};
 use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions, TransportLimits};
 use ldpcov::aggregator::service::{Limits, STREAM_BATCH};
 use ldpcov::aggregator::store::{MemoryStore, Store};
-use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
+use ldpcov::client::{
+    AggregatorClient, ClientError, DiscreteGaussianSampler, NoiseSampler, Perturber, RetryPolicy,
+};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
@@ -642,4 +644,137 @@ async fn calls_beyond_max_concurrent_requests_wait_for_a_slot() {
     assert_eq!((b.accepted, b.duplicates), (1, 0));
     assert_eq!(store.count("w").await.unwrap(), STREAM_BATCH as u64 + 1);
     server.shutdown().await.unwrap();
+}
+
+/// The validation bound through the real server, for every encoding: an entry exactly
+/// at the bound (`±max_abs_grid_value` grid units for i32, i.e. `±(1 + tσ)·2^k`;
+/// `±wire_max` wire units for i16/i8) is counted, one unit beyond is `INVALID_ARGUMENT`
+/// and changes nothing (count and estimate). docs/PRIVACY.md, "What the server
+/// validates", derives the bound.
+#[tokio::test]
+async fn entries_at_the_validation_bound_count_and_one_unit_beyond_is_refused() {
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let url = server.url();
+    let mut admin = client(&url, 5).await;
+    let mut raw = RawClient::connect(url.clone()).await.unwrap();
+    for encoding in [Encoding::I32Le, Encoding::I16Le, Encoding::I8] {
+        let id = format!("bound-{}", encoding as i32);
+        admin
+            .create_collection(CollectionSpec {
+                encoding: encoding as i32,
+                ..spec(&id, 2)
+            })
+            .await
+            .unwrap();
+        let collection = admin.collection(&id).await.unwrap();
+        let (wire_max, step) = (collection.wire_max, collection.wire_step);
+        // The wire range is the validation bound, in grid units.
+        assert_eq!(wire_max * step, collection.max_abs_grid_value);
+        let payload = |values: [i64; 3]| -> Vec<u8> {
+            values
+                .iter()
+                .flat_map(|&v| match encoding {
+                    Encoding::I32Le => i32::try_from(v).unwrap().to_le_bytes().to_vec(),
+                    Encoding::I16Le => i16::try_from(v).unwrap().to_le_bytes().to_vec(),
+                    _ => i8::try_from(v).unwrap().to_le_bytes().to_vec(),
+                })
+                .collect()
+        };
+        let report = |values: [i64; 3], tag: u8| Report {
+            collection_id: id.clone(),
+            report_id: vec![tag; 16],
+            encoding: encoding as i32,
+            payload: payload(values),
+        };
+        let inside = raw
+            .submit_report(report([wire_max, -wire_max, 0], 1))
+            .await
+            .expect("an entry at the bound is accepted")
+            .into_inner();
+        assert!(!inside.duplicate);
+        assert_eq!(admin.status(&id).await.unwrap().reports, 1);
+        let before = admin.estimate(estimate_request(&id)).await.unwrap();
+        // Counted exactly: one report, R = 1, so the mean is the entry in unit-ball units.
+        let at_bound = collection.max_abs_grid_value as f64 / collection.grid_scale();
+        for (got, want) in before.upper_triangle[..2].iter().zip([at_bound, -at_bound]) {
+            assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
+        }
+        // One wire unit beyond, on either side (i16/i8 can only go below: −32 768, −128).
+        let mut beyond = vec![[0, -wire_max - 1, 0]];
+        if encoding == Encoding::I32Le {
+            beyond.push([wire_max + 1, 0, 0]);
+        }
+        for (k, values) in beyond.into_iter().enumerate() {
+            let err = raw
+                .submit_report(report(values, 2 + k as u8))
+                .await
+                .expect_err("one unit beyond the bound");
+            assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+            assert!(err.message().contains("is outside"), "{}", err.message());
+        }
+        assert_eq!(admin.status(&id).await.unwrap().reports, 1);
+        let after = admin.estimate(estimate_request(&id)).await.unwrap();
+        assert_eq!(before.upper_triangle, after.upper_triangle);
+    }
+    server.shutdown().await.unwrap();
+}
+
+/// The exact sampler, recording the largest |draw| in units of its sd.
+struct Recording {
+    inner: DiscreteGaussianSampler,
+    max_sigmas: f64,
+}
+
+impl NoiseSampler for Recording {
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+        let z = self.inner.sample_grid(sigma_grid);
+        self.max_sigmas = self.max_sigmas.max(z.unsigned_abs() as f64 / sigma_grid);
+        z
+    }
+}
+
+/// Honest reports never reach the validation bound, at a small σ (ε = 20, where the
+/// signal's `1` is a large part of `1 + tσ`) and with the signal at its extreme (each
+/// report is `R·e_j`, so one diagonal entry is `1`).
+///
+/// Each entry reaches the bound with probability at most `2·e^{−t²/2} ≤ 10⁻¹²`
+/// (`VALIDATION_SIGMAS`' derivation), so N ≈ 10⁶ entries all stay inside except with
+/// probability ≤ 10⁻⁶. Two checks: no entry is clamped (signal plus noise reaches
+/// `±(1 + tσ)·2^k`), and no noise draw reaches `tσ_g` (the tail the bound's derivation
+/// is about; at ε = 20 the signal's 1 is 2.3σ, so for the many zero-signal entries the
+/// first check alone has that much extra margin). Not vacuous: the largest of 10⁶ draws
+/// exceeds 4σ except with probability `(1 − 2Φ̄(4))^{10⁶} = e^{−63}`, so the tail is
+/// explored; a t of 4.9 (tail 10⁻⁶ per entry) would be reached with probability ≈ 0.6,
+/// a t of 4 about 63 times.
+#[test]
+fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
+    let c = ldpcov::proto::Collection::from_spec(&CollectionSpec {
+        epsilon: 20.0,
+        ..spec("tail", 44)
+    })
+    .unwrap();
+    let bound = c.max_abs_grid_value;
+    let perturber = Perturber::try_new(c.clone()).unwrap();
+    let mut noise = Recording {
+        inner: DiscreteGaussianSampler::from_seed_for_simulation(2024),
+        max_sigmas: 0.0,
+    };
+    let reports = 1_000_000usize.div_ceil(c.entries);
+    let mut hits = 0usize;
+    for r in 0..reports {
+        let mut x = vec![0.0; c.dim];
+        x[r % c.dim] = if r % 2 == 0 { 1.0 } else { -1.0 };
+        let entries = perturber.perturb(&x, &mut noise).unwrap();
+        hits += entries
+            .iter()
+            .filter(|v| i64::from(v.abs()) >= bound)
+            .count();
+    }
+    assert!(reports * c.entries >= 1_000_000);
+    assert_eq!(hits, 0, "honest entries clamped at ±{bound}");
+    assert!(
+        noise.max_sigmas > 4.0 && noise.max_sigmas < ldpcov::proto::collection::VALIDATION_SIGMAS,
+        "largest draw {} σ",
+        noise.max_sigmas
+    );
 }

@@ -1,5 +1,5 @@
 //! Finalize: the time from the accumulators to a released estimate at p = 500, 1000,
-//! 2000 (DESIGN.md's finalize benchmark):
+//! 2000 (the finalize benchmark of docs/BENCHMARKS.md):
 //!
 //! * `eigh`: faer's self-adjoint eigendecomposition of the averaged matrix alone, the
 //!   part comparable to `numpy.linalg.eigh` (`docs/eigh_reference.py` times numpy on the

@@ -1,5 +1,5 @@
 //! The transport-free core: clip `x`, put `triu(u·uᵀ)` on the collection's grid, add
-//! noise, encode.
+//! noise, encode (`docs/PRIVACY.md` §2).
 //!
 //! Nothing here touches the network or an async runtime, so apps that ship reports
 //! their own way can use it with `default-features = false`.
@@ -228,8 +228,8 @@ impl Perturber {
     /// (nearest integer, ties away from zero, decided on the exact product) plus one
     /// independent draw of `noise` with sd [`Collection::sigma_grid`], clamped to
     /// `±max_abs_grid_value`. The clamp acts on the already-noisy value, so it is
-    /// post-processing and costs no privacy; an honest report reaches it with
-    /// probability below e⁻¹²⁵⁰.
+    /// post-processing and costs no privacy; an honest entry reaches it with
+    /// probability at most 10⁻¹² (`ldpcov_proto::collection::VALIDATION_SIGMAS`).
     ///
     /// Input errors ([`clip`](Perturber::clip)) and an inconsistent collection are
     /// reported before any noise is drawn.

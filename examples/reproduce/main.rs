@@ -1,5 +1,5 @@
-//! The reproduction harness (issue 3): the seed papers' experiments and the canonical
-//! accuracy benchmark of DESIGN.md, run in-process through the SAME perturbation
+//! The reproduction harness: the seed papers' experiments and the canonical accuracy
+//! benchmark (docs/REPRODUCTION.md §1), run in-process through the SAME perturbation
 //! ([`Perturber::perturb`](ldpcov::client::Perturber::perturb)) and estimator code
 //! ([`estimate`](ldpcov::aggregator::estimate::estimate),
 //! [`ldpcov::aggregator::precision`]) as the real system. See `docs/REPRODUCTION.md`.
@@ -45,7 +45,7 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Experiment {
-    /// DESIGN.md's canonical accuracy benchmark (Models 1/2, p = 20, δ = 1e-6).
+    /// The canonical accuracy benchmark (Models 1/2, p = 20, δ = 1e-6).
     Canonical(canonical::Args),
     /// Seed 001 Tables 1–6, paper-faithful (NOT PRIVATE) next to private.
     Seed001(papers::Seed001Args),

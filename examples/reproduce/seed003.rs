@@ -13,7 +13,7 @@
 //! Variants:
 //! * **local (ours)** — every user through [`Perturber::perturb`] with R = 1 (Δ = √2,
 //!   analytic σ); ridge on the raw average S̃, glasso on S̃ projected onto the PSD cone
-//!   (ALGORITHMS.md §5: with local noise the ADMM diverges otherwise).
+//!   (docs/ALGORITHMS.md §6: with local noise the ADMM diverges otherwise).
 //! * **paper-faithful central — NOT PRIVATE as run** — the paper's Analyze Gauss:
 //!   `S̃ = S + E/n`, E symmetric with i.i.d. N(0, σ²), `σ = √(2 ln(1.25/δ))/ε` (Δ = 1,
 //!   classic formula: invalid for ε ≥ 1, and the max-norm normalisation is

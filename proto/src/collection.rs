@@ -26,12 +26,34 @@ pub const MAX_ID_LEN: usize = 128;
 pub const MAX_GRID_BITS: u32 = 24;
 /// Coarsest grid we accept before calling a spec uncalibratable.
 pub const MIN_GRID_BITS: u32 = 8;
-/// Reports are validated against ±(1 + `VALIDATION_SIGMAS`·σ): an honest report
-/// exceeds it with probability below e^{-1250}.
-pub const VALIDATION_SIGMAS: f64 = 50.0;
+/// Headroom, in σ, that the grid choice leaves for an honest noisy entry: `k` is the
+/// finest grid with `(1 + GRID_HEADROOM_SIGMAS·σ)·2^k ≤ i32::MAX`. This fixes `k` (and
+/// with it Δ and σ) and is kept as it was; it is not the validation bound.
+pub const GRID_HEADROOM_SIGMAS: f64 = 50.0;
+/// The validation bound `t`: i32 reports are accepted up to `±(1 + t·σ)` unit-ball
+/// units (coarse encodings are bounded by their wire range, `±(1 + 6σ)` plus less than
+/// one wire step, see [`WIRE_CLAMP_SIGMAS`]).
+///
+/// Derivation. An honest entry is `s + z` with `|s| ≤ 2^k` (`|uᵢuⱼ| ≤ ‖u‖² ≤ 1`, and
+/// rounding to the grid cannot pass `±2^k`, which is on the grid) and `z` the noise in
+/// grid units, sd `σ_g = σ·2^k`. So it leaves `±(1 + tσ)·2^k` only if `|z| > t·σ_g`.
+/// The discrete Gaussian `N_ℤ(0, σ_g²)` is sub-Gaussian with the continuous
+/// Gaussian's parameter, `E[e^{λz}] ≤ e^{λ²σ_g²/2}` (Canonne, Kamath & Steinke 2020),
+/// so Chernoff gives `P(|z| > tσ_g) ≤ 2·e^{−t²/2}`: the continuous tail bound with
+/// factor 1. (The simulation sampler rounds a continuous Gaussian to the nearest
+/// integer; `|round(y)| > m` needs `|y| > m`, so the same bound holds.) Asking
+/// `2·e^{−t²/2} ≤ 10⁻¹²` per entry gives `t ≥ √(2·ln(2·10¹²)) = 7.5265…`; we take
+/// 7.53 (`2·e^{−7.53²/2} = 9.7·10⁻¹³`; the exact continuous tail `2Φ̄(7.53)` is
+/// `5.1·10⁻¹⁴`). A device clamps its noisy entries to the bound (post-processing), so
+/// an honest report is never refused; one of `d` entries is clamped with probability
+/// at most `d·10⁻¹²`.
+pub const VALIDATION_SIGMAS: f64 = 7.53;
+/// Largest tail probability per honest entry that [`VALIDATION_SIGMAS`] allows.
+pub const VALIDATION_TAIL: f64 = 1e-12;
 /// Coarse wire encodings cover `±(1 + WIRE_CLAMP_SIGMAS·σ)` (in unit-ball units): an
 /// honest noisy entry falls outside, and is clamped, with probability below
-/// `P(|N(0,1)| > 6) ≈ 2·10⁻⁹`.
+/// `P(|N(0,1)| > 6) ≈ 2·10⁻⁹`. Below [`VALIDATION_SIGMAS`], so for i16/i8 the wire
+/// range is the validation bound.
 pub const WIRE_CLAMP_SIGMAS: f64 = 6.0;
 /// Name of the calibration recorded in [`CollectionParams::calibration`].
 pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
@@ -63,7 +85,9 @@ pub struct Collection {
     pub sigma: f64,
     /// zCDP ρ of one report.
     pub rho: f64,
-    /// Largest accepted |entry| in grid units.
+    /// Largest accepted |entry| in grid units, the validation bound: for i32
+    /// `ceil((1 + tσ)·2^k)` with `t` = [`VALIDATION_SIGMAS`]; for i16/i8 the wire range
+    /// `wire_step·wire_max`, which covers `(1 + 6σ)·2^k`. Devices clamp to it.
     pub max_abs_grid_value: i64,
     /// Grid units per wire unit: 1 for i32; for i16/i8 the coarse step
     /// `ceil((1 + 6σ)·2^k / wire_max)`.
@@ -91,10 +115,12 @@ pub fn validate_collection_id(id: &str) -> Result<(), SpecError> {
 impl Collection {
     /// Validates `spec` and derives the grid, sensitivity and noise.
     ///
-    /// The grid is the finest `k ≤ 24` for which every honest entry,
-    /// `|v| ≤ 1 + 50σ`, fits an i32 at `2^-k`. Rounding the signal to that grid moves
-    /// each entry by at most `2^-(k+1)`, so the sensitivity grows from √2 to
-    /// `√2 + √d·2^-k` (`ALGORITHMS.md` §1), and σ is calibrated to that.
+    /// The grid is the finest `k ≤ 24` for which `1 + 50σ` ([`GRID_HEADROOM_SIGMAS`])
+    /// fits an i32 at `2^-k`. Rounding the signal to that grid moves each entry by at
+    /// most `2^-(k+1)`, so the sensitivity grows from √2 to `√2 + √d·2^-k`
+    /// (`docs/PRIVACY.md`, "Sensitivity"), and σ is calibrated to that. The validation
+    /// bound is then `1 + tσ` ([`VALIDATION_SIGMAS`]) for i32 and the wire range for
+    /// i16/i8.
     pub fn from_spec(spec: &CollectionSpec) -> Result<Self, SpecError> {
         validate_collection_id(&spec.collection_id)?;
         let dim = spec.dim as usize;
@@ -124,15 +150,19 @@ impl Collection {
             let scale = f64::from(1u32 << grid_bits);
             let sensitivity = std::f64::consts::SQRT_2 + (entries as f64).sqrt() / scale;
             let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
-            let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil();
+            let headroom = ((1.0 + GRID_HEADROOM_SIGMAS * sigma) * scale).ceil();
             if sigma * scale < MIN_SIGMA_GRID {
                 // Too little noise in grid units for the discrete Gaussian's privacy to
                 // match the continuous calibration (see MIN_SIGMA_GRID).
                 return Err(SpecError::Epsilon(epsilon));
             }
-            if bound <= f64::from(i32::MAX) {
-                let (wire_step, wire_max) = match encoding {
-                    Encoding::I32Le | Encoding::Unspecified => (1, bound as i64),
+            if headroom <= f64::from(i32::MAX) {
+                let (wire_step, wire_max, bound) = match encoding {
+                    Encoding::I32Le | Encoding::Unspecified => {
+                        // ≤ headroom ≤ i32::MAX, since t < 50.
+                        let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil() as i64;
+                        (1, bound, bound)
+                    }
                     Encoding::I16Le | Encoding::I8 => {
                         let wire_max = if encoding == Encoding::I8 {
                             127
@@ -140,7 +170,11 @@ impl Collection {
                             32_767
                         };
                         let range = ((1.0 + WIRE_CLAMP_SIGMAS * sigma) * scale).ceil();
-                        ((range / wire_max as f64).ceil() as i64, wire_max)
+                        let step = (range / wire_max as f64).ceil() as i64;
+                        // step·wire_max < range + wire_max ≤ (1 + 6σ)·2^k + 2^15 fits
+                        // an i32: if 44σ_g ≥ 2^15 it is below headroom; otherwise
+                        // σ_g < 745 and it is below 2^24 + 4470 + 2^15 < 2^25.
+                        (step, wire_max, step * wire_max)
                     }
                 };
                 return Ok(Collection {
@@ -156,7 +190,7 @@ impl Collection {
                     sensitivity,
                     sigma,
                     rho: zcdp_rho(sensitivity, sigma),
-                    max_abs_grid_value: bound as i64,
+                    max_abs_grid_value: bound,
                     wire_step,
                     wire_max,
                 });
@@ -236,7 +270,7 @@ impl Collection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::gaussian_delta;
+    use crate::calibration::{gaussian_delta, std_normal_cdf};
 
     fn spec(dim: u32, epsilon: f64, delta: f64) -> CollectionSpec {
         CollectionSpec {
@@ -264,7 +298,82 @@ mod tests {
             assert!(gaussian_delta(c.sensitivity, eps, c.sigma) <= delta * (1.0 + 1e-9));
             // Every honest value fits the i32 wire.
             assert!(c.max_abs_grid_value <= i64::from(i32::MAX));
-            assert!(c.max_abs_grid_value as f64 >= (1.0 + 50.0 * c.sigma) * c.grid_scale());
+            let bound = ((1.0 + VALIDATION_SIGMAS * c.sigma) * c.grid_scale()).ceil();
+            assert_eq!(c.max_abs_grid_value as f64, bound);
+            assert_eq!(c.wire_max, c.max_abs_grid_value);
+        }
+    }
+
+    /// `t` meets the per-entry tail target of its derivation, and is the smallest
+    /// value to 0.01 that does (a looser bound would be a longer poisoning lever).
+    #[test]
+    fn validation_sigmas_meet_the_tail_target_and_no_more() {
+        let chernoff = |t: f64| 2.0 * (-t * t / 2.0).exp();
+        let t = VALIDATION_SIGMAS;
+        assert!(chernoff(t) <= VALIDATION_TAIL, "{}", chernoff(t));
+        assert!(
+            chernoff(t - 0.01) > VALIDATION_TAIL,
+            "{}",
+            chernoff(t - 0.01)
+        );
+        // The continuous Gaussian's exact tail lies below the Chernoff bound.
+        assert!(2.0 * std_normal_cdf(-t) < chernoff(t));
+        // The coarse encodings' range sits inside it; the grid headroom outside.
+        assert!(WIRE_CLAMP_SIGMAS < t && t < GRID_HEADROOM_SIGMAS);
+    }
+
+    /// The grid is still the finest with `(1 + 50σ)·2^k ≤ i32::MAX`: tightening the
+    /// validation bound changed neither k, nor Δ, nor σ.
+    #[test]
+    fn the_grid_keeps_its_own_headroom() {
+        // k pinned from an independent computation (mpmath bisection of the analytic
+        // Gaussian, the rule above), which the code before the tightening also gave.
+        for &(dim, eps, delta, k) in &[
+            (1, 1.0, 1e-6, 22),
+            (20, 1.0, 1e-6, 22),
+            (1000, 0.1, 1e-9, 19),
+        ] {
+            let c = Collection::from_spec(&spec(dim, eps, delta)).unwrap();
+            assert_eq!(c.grid_bits, k, "p = {dim}");
+            let fits = |k: u32| {
+                let scale = f64::from(1u32 << k);
+                let sens = std::f64::consts::SQRT_2 + (c.entries as f64).sqrt() / scale;
+                let sigma = analytic_sigma(sens, eps, delta).unwrap();
+                ((1.0 + 50.0 * sigma) * scale).ceil() <= f64::from(i32::MAX)
+            };
+            assert!(fits(c.grid_bits));
+            assert!(c.grid_bits == MAX_GRID_BITS || !fits(c.grid_bits + 1));
+        }
+    }
+
+    /// The poisoning lever: the most one accepted report can add to one summed entry,
+    /// `max_abs_grid_value / 2^k` unit-ball units, in units of an honest report's noise
+    /// sd σ. An honest entry is signal (|s| ≤ 1) plus noise, so the lever is the bound
+    /// `t + 1/σ` (i32) or `6 + 1/σ` plus less than one wire step (i16/i8); it was
+    /// `50 + 1/σ` for i32 before. `--nocapture` prints the table docs/PRIVACY.md quotes.
+    #[test]
+    fn the_poisoning_lever_is_the_bound_in_sigmas() {
+        for &(dim, eps) in &[(20, 0.5), (20, 1.0), (20, 4.0), (200, 1.0)] {
+            for encoding in [Encoding::I32Le, Encoding::I16Le, Encoding::I8] {
+                let mut s = spec(dim, eps, 1e-6);
+                s.encoding = encoding as i32;
+                let c = Collection::from_spec(&s).unwrap();
+                let lever = c.max_abs_grid_value as f64 / c.sigma_grid();
+                let floor = |t: f64| t + 1.0 / c.sigma;
+                let old = floor(GRID_HEADROOM_SIGMAS);
+                println!(
+                    "p={dim} eps={eps} {encoding:?}: sigma={:.4} lever={lever:.3} (i32 before: {old:.3})",
+                    c.sigma
+                );
+                let (t, slack) = match encoding {
+                    Encoding::I32Le => (VALIDATION_SIGMAS, 1.0),
+                    _ => (WIRE_CLAMP_SIGMAS, c.wire_max as f64 + 1.0),
+                };
+                // Rounding up to whole grid units (and wire steps) adds < slack units.
+                assert!(lever >= floor(t), "{lever}");
+                assert!(lever < floor(t) + slack / c.sigma_grid(), "{lever}");
+                assert!(lever < floor(VALIDATION_SIGMAS) + 1e-3, "{lever}");
+            }
         }
     }
 
@@ -289,7 +398,8 @@ mod tests {
             let needed = (1.0 + 6.0 * c.sigma) * c.grid_scale();
             // step = ceil(needed / wire_max): covers the range, overshooting by < wire_max.
             assert!(covered >= needed && covered < needed + wire_max as f64);
-            assert!(c.wire_step * c.wire_max <= c.max_abs_grid_value);
+            // The wire range is the validation bound.
+            assert_eq!(c.wire_step * c.wire_max, c.max_abs_grid_value);
             // The same noise calibration as i32: the encoding is post-processing.
             let i32c = Collection::from_spec(&spec(100, 1.0, 1e-6)).unwrap();
             assert_eq!((c.sigma, c.grid_bits), (i32c.sigma, i32c.grid_bits));

@@ -32,8 +32,8 @@ pub enum WireError {
         /// Number of entries d.
         entries: usize,
     },
-    /// An entry lies outside the wire range (±(1 + 50σ) grid units for i32, ±32 767 or
-    /// ±127 wire units for i16 and i8).
+    /// An entry lies outside the validation bound (±`max_abs_grid_value` grid units
+    /// for i32, i.e. `±(1 + tσ)·2^k`; ±32 767 or ±127 wire units for i16 and i8).
     #[error("entry {index} = {value} is outside ±{bound}")]
     OutOfRange {
         /// Position in the packed triangle.
@@ -146,7 +146,7 @@ pub fn decode_payload(
                     bound,
                 });
             }
-            // |value·step| ≤ wire_max·wire_step ≤ max_abs_grid_value < 2^31.
+            // |value·step| ≤ wire_max·wire_step = max_abs_grid_value ≤ i32::MAX.
             Ok((value * step) as i32)
         })
         .collect()
@@ -157,8 +157,32 @@ mod tests {
     use super::*;
     use crate::v1::CollectionSpec;
 
-    // FNV-1a 64 of the 16 bytes, mod 5, computed independently in Python.
+    // FNV-1a 64 of the 16 bytes, mod 5, computed independently in Python (a 6-line
+    // FNV-1a: offset basis 0xcbf29ce484222325, prime 0x100000001b3, xor then multiply).
     const PINNED_FOLDS: [usize; 8] = [1, 0, 1, 2, 1, 3, 1, 1];
+    // Ids with distinct bytes, and their hash mod 5 and mod the prime 1 000 003 (which
+    // pins ~20 bits of the hash rather than ~2), from the same Python.
+    const PINNED_IDS: [([u8; 16], usize, usize); 5] = [
+        (
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+            1,
+            441_248,
+        ),
+        (
+            [
+                16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+            ],
+            4,
+            995_108,
+        ),
+        (*b"ldpcov-report-id", 2, 605_004),
+        ([0xff; 16], 3, 835_331),
+        (
+            [0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            2,
+            876_459,
+        ),
+    ];
 
     fn collection() -> Collection {
         Collection::from_spec(&CollectionSpec {
@@ -224,11 +248,21 @@ mod tests {
     #[test]
     fn folds_are_stable_and_balanced() {
         // Pinned values: a change of hash would silently reshuffle persisted folds.
-        assert_eq!(ReportId([0; 16]).fold(5), ReportId([0; 16]).fold(5));
         let pinned: Vec<usize> = (0u8..8).map(|b| ReportId([b; 16]).fold(5)).collect();
         assert_eq!(pinned, PINNED_FOLDS);
-        // 10 000 sequential ids over 5 folds: each count is Binomial(10 000, 0.2),
-        // sd 40; allow 6 sd.
+        for (bytes, fold5, mod_prime) in PINNED_IDS {
+            let id = ReportId(bytes);
+            assert_eq!(
+                (id.fold(5), id.fold(1_000_003)),
+                (fold5, mod_prime),
+                "{bytes:?}"
+            );
+        }
+        // 10 000 sequential ids over 5 folds: for a hash that behaves like a uniform
+        // draw each count is Binomial(10 000, 0.2), mean 2000, sd √(10 000·0.2·0.8) =
+        // 40. Allow 6 sd (240): a fair hash fails with probability < 5·2·10⁻⁹ (normal
+        // tail, union over 5 folds); one that ignored the varying bytes would put all
+        // 10 000 in one fold.
         let mut counts = [0usize; 5];
         for k in 0u32..10_000 {
             let mut id = [0u8; 16];
