@@ -7,8 +7,9 @@
 //!
 //! This root crate adds what simulations, examples and end-to-end tests share:
 //! [`models`], the data generators of the seed papers, [`metrics`], the error
-//! measures the papers report, and [`sim`], the in-process simulation of many users
-//! (per-user and sum-of-noise paths).
+//! measures the papers report, [`sim`], the in-process simulation of many users
+//! (per-user and sum-of-noise paths), and [`data`], reading a user's data matrix from a
+//! CSV or `.npy` file.
 //!
 //! ```
 //! use ldpcov::models::{Model, Sampler};
@@ -27,6 +28,7 @@ pub use ldpcov_aggregator as aggregator;
 pub use ldpcov_client as client;
 pub use ldpcov_proto as proto;
 
+pub mod data;
 pub mod metrics;
 pub mod models;
 pub mod sim;

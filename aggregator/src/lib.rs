@@ -13,6 +13,7 @@
 //! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
 //! * [`server`] — serving on a listener, or embedded in-process.
 //! * [`output`] — writing an estimate as JSON, CSV or NPY.
+//! * [`heatmap`] — PNG heatmaps of a matrix or a vector (diverging colour scale).
 //!
 //! The daemon and admin CLI are the `ldpcov-aggregator` binary.
 //!
@@ -43,6 +44,7 @@ pub mod accumulator;
 pub mod auth;
 pub mod durable;
 pub mod estimate;
+pub mod heatmap;
 pub mod output;
 pub mod precision;
 pub mod server;

@@ -1,55 +1,31 @@
 //! Log–log line plots as PNG with `plotters`' bitmap backend.
 //!
 //! Text needs a font: plotters is built with `ab_glyph` (pure Rust, no system font
-//! lookup), and we register the first TrueType file found among `LDPCOV_PLOT_FONT` and
-//! a few common DejaVu / Liberation paths. Without one the plot is drawn without any
-//! text (axes, grid and lines only) and the caller describes it in the markdown.
+//! lookup), and the aggregator's `heatmap::font_available` registers the first TrueType
+//! file found among `LDPCOV_PLOT_FONT` and a few common DejaVu / Liberation paths.
+//! Without one the plot is drawn without any text (axes, grid and lines only) and the
+//! caller describes it in the markdown.
 
 use anyhow::{Result, anyhow};
+use ldpcov::aggregator::heatmap::font_available;
 use plotters::prelude::*;
 use std::path::Path;
-use std::sync::OnceLock;
 
 /// One line: points (x, y) with x, y > 0.
-pub struct Series {
+pub(crate) struct Series {
     /// Legend label.
-    pub label: String,
+    pub(crate) label: String,
     /// Palette index (same index, same colour).
-    pub color: usize,
+    pub(crate) color: usize,
     /// Drawn dashed (points only joined by a thinner line).
-    pub dashed: bool,
+    pub(crate) dashed: bool,
     /// The points.
-    pub points: Vec<(f64, f64)>,
-}
-
-const FONT_PATHS: [&str; 4] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-];
-
-/// Registers a font once; whether text can be drawn.
-fn font_available() -> bool {
-    static OK: OnceLock<bool> = OnceLock::new();
-    *OK.get_or_init(|| {
-        let env = std::env::var("LDPCOV_PLOT_FONT").ok();
-        let candidates = env.iter().map(String::as_str).chain(FONT_PATHS);
-        for path in candidates {
-            if let Ok(bytes) = std::fs::read(path) {
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return true;
-                }
-            }
-        }
-        false
-    })
+    pub(crate) points: Vec<(f64, f64)>,
 }
 
 /// Draws `series` on log–log axes into `file` (800×560 PNG). Returns whether text
 /// (title, axis labels, legend) was drawn.
-pub fn draw(file: &Path, title: &str, series: &[Series]) -> Result<bool> {
+pub(crate) fn draw(file: &Path, title: &str, series: &[Series]) -> Result<bool> {
     let text = font_available();
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);

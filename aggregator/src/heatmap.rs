@@ -1,0 +1,594 @@
+//! PNG heatmaps of a square (typically symmetric) matrix and of a vector, for looking
+//! at a released covariance or correlation estimate and its mean.
+//!
+//! Colours follow a diverging scale centred at 0: white at 0, red for positive and blue
+//! for negative entries, with symmetric limits ±max|a_ij| so that equal magnitudes get
+//! equal intensities. A colour bar with tick labels sits to the right of the grid.
+//! Axis labels are the variable names when given and fit, else 1-based indices, thinned
+//! when the cells are too small to hold one label each.
+//!
+//! Text needs a font: plotters is built with `ab_glyph` (pure Rust, no system font
+//! lookup), and [`font_available`] registers the first TrueType file found among
+//! `$LDPCOV_PLOT_FONT` and a few common DejaVu / Liberation paths. Without one the
+//! picture is drawn without any text (cells and colour bar only).
+//!
+//! ```no_run
+//! use nalgebra::DMatrix;
+//! use std::path::Path;
+//!
+//! let m = DMatrix::from_row_slice(2, 2, &[1.0, -0.5, -0.5, 2.0]);
+//! let names = ["height".to_string(), "weight".to_string()];
+//! let layout = ldpcov_aggregator::heatmap::write_heatmap(
+//!     Path::new("cov.png"), &m, "covariance", Some(&names))?;
+//! assert_eq!(layout.rows, 2);
+//! # Ok::<(), ldpcov_aggregator::heatmap::PlotError>(())
+//! ```
+
+use nalgebra::DMatrix;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::Path;
+use std::sync::OnceLock;
+use thiserror::Error;
+
+/// Why a picture could not be drawn. Every message is one line.
+#[derive(Debug, Error)]
+pub enum PlotError {
+    /// There is nothing to draw.
+    #[error("nothing to plot: no entries")]
+    Empty,
+    /// A heatmap of a matrix needs a square matrix.
+    #[error("the matrix is {rows}×{cols}, not square")]
+    NotSquare {
+        /// Number of rows.
+        rows: usize,
+        /// Number of columns.
+        cols: usize,
+    },
+    /// The names do not match the dimension.
+    #[error("{given} names for {expected} variables")]
+    Names {
+        /// Number of names given.
+        given: usize,
+        /// Number of variables.
+        expected: usize,
+    },
+    /// An entry is NaN or infinite.
+    #[error("entry ({row}, {col}) is not finite")]
+    NotFinite {
+        /// Row (0-based).
+        row: usize,
+        /// Column (0-based).
+        col: usize,
+    },
+    /// The backend failed (file not writable, …).
+    #[error("drawing {path}: {message}")]
+    Draw {
+        /// The output file.
+        path: String,
+        /// The backend's reason.
+        message: String,
+    },
+}
+
+/// Where the grid of cells lies in the picture, so that callers (and tests) can find
+/// the pixel of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Picture width in pixels.
+    pub width: u32,
+    /// Picture height in pixels.
+    pub height: u32,
+    /// x of the grid's left edge.
+    pub left: u32,
+    /// y of the grid's top edge.
+    pub top: u32,
+    /// Width of one cell in pixels.
+    pub cell_width: u32,
+    /// Height of one cell in pixels.
+    pub cell_height: u32,
+    /// Number of rows of cells.
+    pub rows: usize,
+    /// Number of columns of cells.
+    pub cols: usize,
+    /// Whether text (title, labels, colour bar ticks) was drawn.
+    pub text: bool,
+}
+
+impl Layout {
+    /// The pixel (x, y) at the centre of cell (`row`, `col`).
+    pub fn cell_center(&self, row: usize, col: usize) -> (u32, u32) {
+        (
+            self.left + col as u32 * self.cell_width + self.cell_width / 2,
+            self.top + row as u32 * self.cell_height + self.cell_height / 2,
+        )
+    }
+}
+
+/// Environment variable naming a TrueType font file to use for text.
+pub const FONT_ENV: &str = "LDPCOV_PLOT_FONT";
+
+const FONT_PATHS: [&str; 4] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+
+/// Registers a font as plotters' `sans-serif` once (from `$LDPCOV_PLOT_FONT`, else the
+/// first of a few common paths); whether text can be drawn.
+pub fn font_available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        let env = std::env::var(FONT_ENV).ok();
+        let candidates = env.iter().map(String::as_str).chain(FONT_PATHS);
+        for path in candidates {
+            if let Ok(bytes) = std::fs::read(path) {
+                // plotters keeps the font for the life of the process.
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    tracing::debug!(path, "plot font registered");
+                    return true;
+                }
+            }
+        }
+        tracing::warn!("no TrueType font found (set {FONT_ENV}): plots carry no text");
+        false
+    })
+}
+
+/// The diverging colour of `value` on the scale ±`limit`: white at 0, linearly to red
+/// (178, 24, 43) at +`limit` and to blue (33, 102, 172) at −`limit`; values beyond the
+/// limits get the end colours.
+pub fn diverging_color(value: f64, limit: f64) -> RGBColor {
+    const RED: (f64, f64, f64) = (178.0, 24.0, 43.0);
+    const BLUE: (f64, f64, f64) = (33.0, 102.0, 172.0);
+    let t = if limit > 0.0 {
+        (value / limit).clamp(-1.0, 1.0)
+    } else {
+        0.0
+    };
+    let end = if t >= 0.0 { RED } else { BLUE };
+    let a = t.abs();
+    let mix = |c: f64| (255.0 + (c - 255.0) * a).round() as u8;
+    RGBColor(mix(end.0), mix(end.1), mix(end.2))
+}
+
+/// Writes a heatmap of the square matrix `matrix` (p from 2 to a few hundred) to the
+/// PNG file `path`, with `title` above and `names` (one per variable) on the axes.
+pub fn write_heatmap(
+    path: &Path,
+    matrix: &DMatrix<f64>,
+    title: &str,
+    names: Option<&[String]>,
+) -> Result<Layout, PlotError> {
+    let (rows, cols) = matrix.shape();
+    if rows != cols {
+        return Err(PlotError::NotSquare { rows, cols });
+    }
+    let cell = (720 / rows.max(1) as u32).clamp(3, 60);
+    let grid = Grid {
+        rows,
+        cols,
+        cell_width: cell,
+        cell_height: cell,
+        row_labels: true,
+    };
+    draw(path, &grid, |i, j| matrix[(i, j)], title, names)
+}
+
+/// Writes a vector (for instance the mean) as a one-row heatmap on the same diverging
+/// scale to the PNG file `path`, with `names` (one per entry) under the cells.
+pub fn write_vector(
+    path: &Path,
+    values: &[f64],
+    title: &str,
+    names: Option<&[String]>,
+) -> Result<Layout, PlotError> {
+    let cell = (720 / values.len().max(1) as u32).clamp(3, 60);
+    let grid = Grid {
+        rows: 1,
+        cols: values.len(),
+        cell_width: cell,
+        cell_height: 40,
+        row_labels: false,
+    };
+    draw(path, &grid, |_, j| values[j], title, names)
+}
+
+/// The cells' shape.
+struct Grid {
+    rows: usize,
+    cols: usize,
+    cell_width: u32,
+    cell_height: u32,
+    /// Whether rows carry labels (a matrix) or not (a vector).
+    row_labels: bool,
+}
+
+/// Labels of one axis: the text of every `step`-th cell.
+struct AxisLabels {
+    texts: Vec<String>,
+    step: usize,
+    width: u32,
+}
+
+const LABEL_SIZE: u32 = 12;
+const TITLE_SIZE: u32 = 18;
+const BAR_WIDTH: u32 = 16;
+const MAX_NAME_CHARS: usize = 24;
+
+fn draw(
+    path: &Path,
+    grid: &Grid,
+    value: impl Fn(usize, usize) -> f64,
+    title: &str,
+    names: Option<&[String]>,
+) -> Result<Layout, PlotError> {
+    let (rows, cols) = (grid.rows, grid.cols);
+    if rows == 0 || cols == 0 {
+        return Err(PlotError::Empty);
+    }
+    if let Some(n) = names
+        && n.len() != cols
+    {
+        return Err(PlotError::Names {
+            given: n.len(),
+            expected: cols,
+        });
+    }
+    let mut limit = 0.0f64;
+    for i in 0..rows {
+        for j in 0..cols {
+            let v = value(i, j);
+            if !v.is_finite() {
+                return Err(PlotError::NotFinite { row: i, col: j });
+            }
+            limit = limit.max(v.abs());
+        }
+    }
+    let text = font_available();
+    let font = ("sans-serif", LABEL_SIZE).into_font();
+    let measure = |s: &str| -> u32 {
+        font.box_size(s)
+            .map(|(w, _)| w)
+            .unwrap_or(s.chars().count() as u32 * LABEL_SIZE * 3 / 5)
+    };
+    let names: Option<Vec<String>> = names.map(|n| {
+        n.iter()
+            .map(|s| s.chars().take(MAX_NAME_CHARS).collect())
+            .collect()
+    });
+    let indices: Vec<String> = (1..=cols).map(|k| k.to_string()).collect();
+    let widest = |texts: &[String]| texts.iter().map(|s| measure(s)).max().unwrap_or(0);
+    // Columns: names if each fits its cell, else indices, every `step`-th.
+    let col_labels = match &names {
+        Some(n) if widest(n) + 2 <= grid.cell_width => AxisLabels {
+            width: widest(n),
+            texts: n.clone(),
+            step: 1,
+        },
+        _ => AxisLabels {
+            width: widest(&indices),
+            step: (widest(&indices) + 6).div_ceil(grid.cell_width) as usize,
+            texts: indices.clone(),
+        },
+    };
+    // Rows: names (prefixed with the index when the columns show indices) if a cell is
+    // tall enough for a line of text, else indices every `step`-th.
+    let row_labels = if !grid.row_labels {
+        None
+    } else {
+        let texts = match &names {
+            Some(n) if grid.cell_height >= LABEL_SIZE - 2 => {
+                if col_labels.step == 1 && col_labels.texts == *n {
+                    n.clone()
+                } else {
+                    n.iter()
+                        .enumerate()
+                        .map(|(k, s)| format!("{} {s}", k + 1))
+                        .collect()
+                }
+            }
+            _ => indices.clone(),
+        };
+        let step = (LABEL_SIZE + 2).div_ceil(grid.cell_height) as usize;
+        Some(AxisLabels {
+            width: widest(&texts),
+            texts,
+            step,
+        })
+    };
+
+    let grid_w = grid.cell_width * cols as u32;
+    let grid_h = grid.cell_height * rows as u32;
+    let bar_h = grid_h.max(120);
+    let tick_texts: Vec<String> = [1.0, 0.5, 0.0, -0.5, -1.0]
+        .iter()
+        .map(|t| tick(t * limit, limit))
+        .collect();
+    let (left, top, bottom, right) = if text {
+        (
+            10 + row_labels.as_ref().map_or(0, |l| l.width + 6),
+            10 + TITLE_SIZE + 12,
+            10 + LABEL_SIZE + 6,
+            20 + BAR_WIDTH + 6 + widest(&tick_texts) + 10,
+        )
+    } else {
+        (10, 10, 10, 20 + BAR_WIDTH + 10)
+    };
+    let width = left + grid_w + right;
+    let height = top + grid_h.max(bar_h) + bottom;
+    let layout = Layout {
+        width,
+        height,
+        left,
+        top,
+        cell_width: grid.cell_width,
+        cell_height: grid.cell_height,
+        rows,
+        cols,
+        text,
+    };
+
+    let fail = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let px = |v: u32| v as i32;
+    for i in 0..rows {
+        for j in 0..cols {
+            let (x0, y0) = (
+                left + j as u32 * grid.cell_width,
+                top + i as u32 * grid.cell_height,
+            );
+            let rect = Rectangle::new(
+                [
+                    (px(x0), px(y0)),
+                    (px(x0 + grid.cell_width), px(y0 + grid.cell_height)),
+                ],
+                diverging_color(value(i, j), limit).filled(),
+            );
+            root.draw(&rect).map_err(|e| fail(&e))?;
+        }
+    }
+    // A thin frame around the grid so that white cells at the edge stay visible.
+    let frame = Rectangle::new(
+        [
+            (px(left) - 1, px(top) - 1),
+            (px(left + grid_w), px(top + grid_h)),
+        ],
+        BLACK.stroke_width(1),
+    );
+    root.draw(&frame).map_err(|e| fail(&e))?;
+
+    // Colour bar: +limit at the top, −limit at the bottom.
+    let bar_x = left + grid_w + 20;
+    for y in 0..bar_h {
+        let v = limit * (1.0 - 2.0 * f64::from(y) / f64::from(bar_h - 1));
+        let line = Rectangle::new(
+            [
+                (px(bar_x), px(top + y)),
+                (px(bar_x + BAR_WIDTH), px(top + y + 1)),
+            ],
+            diverging_color(v, limit).filled(),
+        );
+        root.draw(&line).map_err(|e| fail(&e))?;
+    }
+    let bar_frame = Rectangle::new(
+        [
+            (px(bar_x), px(top)),
+            (px(bar_x + BAR_WIDTH), px(top + bar_h)),
+        ],
+        BLACK.stroke_width(1),
+    );
+    root.draw(&bar_frame).map_err(|e| fail(&e))?;
+
+    if text {
+        let style = |h: HPos, v: VPos| font.color(&BLACK).pos(Pos::new(h, v));
+        let title_style = ("sans-serif", TITLE_SIZE)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Top));
+        root.draw(&Text::new(title.to_string(), (px(left), 10), title_style))
+            .map_err(|e| fail(&e))?;
+        for (k, t) in tick_texts.iter().enumerate() {
+            let y = top + (bar_h - 1) * k as u32 / 4;
+            let mark = PathElement::new(
+                vec![
+                    (px(bar_x + BAR_WIDTH), px(y)),
+                    (px(bar_x + BAR_WIDTH + 4), px(y)),
+                ],
+                BLACK,
+            );
+            root.draw(&mark).map_err(|e| fail(&e))?;
+            let label = Text::new(
+                t.clone(),
+                (px(bar_x + BAR_WIDTH + 6), px(y)),
+                style(HPos::Left, VPos::Center),
+            );
+            root.draw(&label).map_err(|e| fail(&e))?;
+        }
+        for (j, s) in col_labels.texts.iter().enumerate() {
+            if j % col_labels.step != 0 {
+                continue;
+            }
+            let x = left + j as u32 * grid.cell_width + grid.cell_width / 2;
+            let label = Text::new(
+                s.clone(),
+                (px(x), px(top + grid_h + 4)),
+                style(HPos::Center, VPos::Top),
+            );
+            root.draw(&label).map_err(|e| fail(&e))?;
+        }
+        if let Some(rl) = &row_labels {
+            for (i, s) in rl.texts.iter().enumerate() {
+                if i % rl.step != 0 {
+                    continue;
+                }
+                let y = top + i as u32 * grid.cell_height + grid.cell_height / 2;
+                let label = Text::new(
+                    s.clone(),
+                    (px(left) - 6, px(y)),
+                    style(HPos::Right, VPos::Center),
+                );
+                root.draw(&label).map_err(|e| fail(&e))?;
+            }
+        }
+    }
+    root.present().map_err(|e| fail(&e))?;
+    Ok(layout)
+}
+
+/// A colour-bar tick label: fixed point for moderate limits, scientific otherwise.
+fn tick(v: f64, limit: f64) -> String {
+    if limit == 0.0 || (0.01..1000.0).contains(&limit) {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes an 8-bit RGB(A) PNG: (width, height, pixel accessor data, channels).
+    fn decode(path: &Path) -> (u32, u32, Vec<u8>, usize) {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!(info.bit_depth, png::BitDepth::Eight);
+        let channels = match info.color_type {
+            png::ColorType::Rgb => 3,
+            png::ColorType::Rgba => 4,
+            other => panic!("unexpected colour type {other:?}"),
+        };
+        buf.truncate(info.buffer_size());
+        (info.width, info.height, buf, channels)
+    }
+
+    fn pixel(img: &(u32, u32, Vec<u8>, usize), (x, y): (u32, u32)) -> (u8, u8, u8) {
+        let (w, _, buf, c) = img;
+        let k = (y as usize * *w as usize + x as usize) * c;
+        (buf[k], buf[k + 1], buf[k + 2])
+    }
+
+    fn reddish((r, g, b): (u8, u8, u8)) -> bool {
+        r > 150 && g < 100 && b < 100
+    }
+
+    fn bluish((r, g, b): (u8, u8, u8)) -> bool {
+        b > 150 && r < 100 && g < 150
+    }
+
+    fn whiteish((r, g, b): (u8, u8, u8)) -> bool {
+        r >= 245 && g >= 245 && b >= 245
+    }
+
+    #[test]
+    fn heatmap_colours_follow_the_sign_and_size_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("h.png");
+        // +2 at (0, 1), −2 at (2, 3): limits ±2; (0, 4) is 0.
+        let mut m = DMatrix::<f64>::identity(5, 5);
+        for (i, j, v) in [(0, 1, 2.0), (2, 3, -2.0), (1, 4, 0.7)] {
+            m[(i, j)] = v;
+            m[(j, i)] = v;
+        }
+        let names: Vec<String> = ["a", "bb", "ccc", "d", "e"].map(String::from).to_vec();
+        let layout = write_heatmap(&file, &m, "test", Some(&names)).unwrap();
+        let img = decode(&file);
+        assert_eq!((img.0, img.1), (layout.width, layout.height));
+        assert_eq!(layout.cell_width, 60);
+        for (i, j) in [(0, 1), (1, 0)] {
+            let c = pixel(&img, layout.cell_center(i, j));
+            assert!(reddish(c), "({i},{j}) = +max is {c:?}");
+        }
+        for (i, j) in [(2, 3), (3, 2)] {
+            let c = pixel(&img, layout.cell_center(i, j));
+            assert!(bluish(c), "({i},{j}) = −max is {c:?}");
+        }
+        let c = pixel(&img, layout.cell_center(0, 4));
+        assert!(whiteish(c), "(0,4) = 0 is {c:?}");
+        // The identity's diagonal is +½·max: between white and red.
+        let (r, g, b) = pixel(&img, layout.cell_center(2, 2));
+        assert!(
+            r > 200 && g > 100 && g < 200 && b > 100 && b < 200,
+            "{:?}",
+            (r, g, b)
+        );
+    }
+
+    #[test]
+    fn heatmap_sizes_stay_sensible_from_2_to_200() {
+        let dir = tempfile::tempdir().unwrap();
+        for p in [2usize, 30, 200] {
+            let file = dir.path().join(format!("h{p}.png"));
+            let m = DMatrix::from_fn(p, p, |i, j| 0.5f64.powi((i as i32 - j as i32).abs()));
+            let layout = write_heatmap(&file, &m, "banded", None).unwrap();
+            let img = decode(&file);
+            assert_eq!((img.0, img.1), (layout.width, layout.height));
+            assert!(
+                layout.width <= 1000 && layout.height <= 900,
+                "{p}: {layout:?}"
+            );
+            assert!(layout.cell_width >= 3, "{p}: {layout:?}");
+            assert!(reddish(pixel(&img, layout.cell_center(p - 1, p - 1))));
+        }
+    }
+
+    #[test]
+    fn vector_as_one_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("v.png");
+        let names: Vec<String> = ["x", "y", "z"].map(String::from).to_vec();
+        let layout = write_vector(&file, &[-3.0, 0.0, 3.0], "mean", Some(&names)).unwrap();
+        let img = decode(&file);
+        assert_eq!((img.0, img.1), (layout.width, layout.height));
+        assert_eq!((layout.rows, layout.cols), (1, 3));
+        assert!(bluish(pixel(&img, layout.cell_center(0, 0))));
+        assert!(whiteish(pixel(&img, layout.cell_center(0, 1))));
+        assert!(reddish(pixel(&img, layout.cell_center(0, 2))));
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("x.png");
+        let m = DMatrix::<f64>::zeros(2, 3);
+        assert_eq!(
+            write_heatmap(&file, &m, "", None).unwrap_err().to_string(),
+            "the matrix is 2×3, not square"
+        );
+        let mut m = DMatrix::<f64>::zeros(2, 2);
+        m[(1, 0)] = f64::NAN;
+        assert_eq!(
+            write_heatmap(&file, &m, "", None).unwrap_err().to_string(),
+            "entry (1, 0) is not finite"
+        );
+        let names = vec!["a".to_string()];
+        assert_eq!(
+            write_vector(&file, &[1.0, 2.0], "", Some(&names))
+                .unwrap_err()
+                .to_string(),
+            "1 names for 2 variables"
+        );
+        assert!(matches!(
+            write_vector(&file, &[], "", None),
+            Err(PlotError::Empty)
+        ));
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn diverging_scale_endpoints() {
+        assert_eq!(diverging_color(0.0, 1.0), RGBColor(255, 255, 255));
+        assert_eq!(diverging_color(1.0, 1.0), RGBColor(178, 24, 43));
+        assert_eq!(diverging_color(-5.0, 1.0), RGBColor(33, 102, 172));
+        assert_eq!(diverging_color(0.0, 0.0), RGBColor(255, 255, 255));
+    }
+}
