@@ -14,10 +14,13 @@ use futures::StreamExt;
 use ldpcov::aggregator::auth::{AuthConfig, SubmitToken, Token};
 use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions, TransportLimits};
 use ldpcov::aggregator::service::{Limits, STREAM_BATCH};
-use ldpcov::aggregator::store::{MemoryStore, Store};
+use ldpcov::aggregator::store::{
+    BatchOutcome, MemoryStore, Snapshot, Store, StoreError, ValidReport,
+};
 use ldpcov::client::{
     AggregatorClient, ClientError, DiscreteGaussianSampler, NoiseSampler, Perturber, RetryPolicy,
 };
+use ldpcov::proto::Collection;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
@@ -507,18 +510,13 @@ async fn an_encoding_other_than_the_collections_is_invalid_argument() {
     server.shutdown().await.unwrap();
 }
 
-/// A server with an in-memory store the test can read directly (no gRPC call, so no
-/// concurrency slot needed) and the given transport limits.
-async fn limited_server(
+/// A server with the given store, which the test can read directly (no gRPC call, so
+/// no concurrency slot needed), and the given transport limits.
+async fn limited_server<S: Store>(
     transport: TransportLimits,
     id: &str,
-) -> (
-    EmbeddedServer,
-    Arc<MemoryStore>,
-    RawClient<Channel>,
-    Vec<Report>,
-) {
-    let store = Arc::new(MemoryStore::new());
+    store: Arc<S>,
+) -> (EmbeddedServer, Arc<S>, RawClient<Channel>, Vec<Report>) {
     let options = ServeOptions {
         limits: Limits { max_dim: 16 },
         transport,
@@ -539,6 +537,58 @@ async fn limited_server(
         .collect();
     let raw = RawClient::connect(url).await.unwrap();
     (server, store, raw, reports)
+}
+
+/// A [`MemoryStore`] that reports the size of every batch it counts on a channel: the
+/// service calls `submit` from inside the call, so a batch arriving is the event
+/// "this call holds a concurrency slot".
+struct WatchedStore {
+    inner: MemoryStore,
+    batches: tokio::sync::mpsc::UnboundedSender<usize>,
+}
+
+impl WatchedStore {
+    fn new() -> (Arc<Self>, tokio::sync::mpsc::UnboundedReceiver<usize>) {
+        let (batches, rx) = tokio::sync::mpsc::unbounded_channel();
+        let store = WatchedStore {
+            inner: MemoryStore::new(),
+            batches,
+        };
+        (Arc::new(store), rx)
+    }
+}
+
+#[tonic::async_trait]
+impl Store for WatchedStore {
+    async fn create_collection(&self, c: Collection) -> Result<Arc<Collection>, StoreError> {
+        self.inner.create_collection(c).await
+    }
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
+        self.inner.collection(id).await
+    }
+    async fn submit(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let n = reports.len();
+        let outcome = self.inner.submit(id, reports).await?;
+        // The receiver may be gone once the test has what it needs.
+        let _ = self.batches.send(n);
+        Ok(outcome)
+    }
+    async fn count(&self, id: &str) -> Result<u64, StoreError> {
+        self.inner.count(id).await
+    }
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
+        self.inner.snapshot(id).await
+    }
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        self.inner.close_collection(id).await
+    }
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.is_closed(id).await
+    }
 }
 
 /// A `SubmitReports` call whose stream sends `reports` and then stays open until
@@ -574,7 +624,8 @@ async fn a_call_running_past_the_request_timeout_is_cancelled_and_counts_nothing
         request_timeout: Duration::from_secs(1),
         ..TransportLimits::default()
     };
-    let (server, store, raw, reports) = limited_server(transport, "t").await;
+    let (server, store, raw, reports) =
+        limited_server(transport, "t", Arc::new(MemoryStore::new())).await;
     let (_release, never) = tokio::sync::oneshot::channel();
     let started = Instant::now();
     let call = held_stream(raw.clone(), reports[..1].to_vec(), never);
@@ -603,31 +654,41 @@ async fn a_call_running_past_the_request_timeout_is_cancelled_and_counts_nothing
 /// global concurrency limit, shared by all connections) and then succeed: no error.
 /// With a limit of 1, stream A sends a full service batch (so its reports are
 /// counted while the call is still open: proof that A holds the slot) and stays open;
-/// stream B, on another connection, sends one report and ends. B cannot finish while A
-/// holds the slot; once A is released both succeed and everything is counted.
+/// stream B, on another connection, sends one report and ends. Every batch the store
+/// counts is an event the test waits on (`WatchedStore`): A's batch, then nothing
+/// while A holds the slot, then B's one report only after A is released.
 #[tokio::test]
 async fn calls_beyond_max_concurrent_requests_wait_for_a_slot() {
     let transport = TransportLimits {
         max_concurrent_requests: 1,
         ..TransportLimits::default()
     };
-    let (server, store, raw, reports) = limited_server(transport, "w").await;
+    let (store, mut batches) = WatchedStore::new();
+    let (server, store, raw, reports) = limited_server(transport, "w", store).await;
     let (release_a, hold_a) = tokio::sync::oneshot::channel();
     let a = held_stream(raw, reports[..STREAM_BATCH].to_vec(), hold_a);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while store.count("w").await.unwrap() < STREAM_BATCH as u64 {
-        assert!(Instant::now() < deadline, "stream A never got in");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let first = tokio::time::timeout(Duration::from_secs(60), batches.recv())
+        .await
+        .expect("stream A never got in");
+    assert_eq!(first, Some(STREAM_BATCH), "A's full batch first");
     let other = RawClient::connect(server.url()).await.unwrap();
     let (release_b, hold_b) = tokio::sync::oneshot::channel();
     let _ = release_b.send(());
     let b = held_stream(other, reports[STREAM_BATCH..].to_vec(), hold_b);
-    // B would take milliseconds on a free server; it waits for A's slot instead.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // With a free slot B's report reaches the store within milliseconds, and this
+    // wait ends on that event with a failure. With the limit held nothing can come:
+    // the wait runs out, which is the passing case (its length only bounds how long
+    // a broken limit gets to show itself, it cannot make a correct limit fail).
+    if let Ok(batch) = tokio::time::timeout(Duration::from_secs(3), batches.recv()).await {
+        panic!("B's batch {batch:?} was counted although A held the only slot");
+    }
     assert!(!b.is_finished(), "B ran although A held the only slot");
     assert!(!a.is_finished());
     assert_eq!(store.count("w").await.unwrap(), STREAM_BATCH as u64);
+    assert!(
+        batches.try_recv().is_err(),
+        "a batch was counted while A held the slot"
+    );
 
     let _ = release_a.send(());
     let a = tokio::time::timeout(Duration::from_secs(60), a)
@@ -643,6 +704,13 @@ async fn calls_beyond_max_concurrent_requests_wait_for_a_slot() {
     assert_eq!((a.accepted, a.duplicates), (STREAM_BATCH as u64, 0));
     assert_eq!((b.accepted, b.duplicates), (1, 0));
     assert_eq!(store.count("w").await.unwrap(), STREAM_BATCH as u64 + 1);
+    // B's report was counted after the release, in a batch of its own.
+    let mut after = Vec::new();
+    while let Ok(n) = batches.try_recv() {
+        after.push(n);
+    }
+    after.retain(|&n| n > 0);
+    assert_eq!(after, vec![1], "batches counted after A's release");
     server.shutdown().await.unwrap();
 }
 

@@ -144,6 +144,29 @@ async fn concurrent_clients_estimate_within_the_noise_bound() {
         s.norm()
     );
     assert!(spectral_norm_symmetric(&(&m - &s)) <= bound);
+
+    // The other side: too little noise. Without the PSD projection the packed error
+    // is exactly W + G, and Σ_packed W² / s² is χ²_d, below 1.393 with probability
+    // 1e-9 for d = 21 (regularised incomplete gamma, mpmath). So the packed error's
+    // norm is at least s·√1.393 − √d·R²·2^-(k+1). About a fifth of its expected
+    // s·√21: this catches missing noise or noise several times too small; the exact
+    // variance is pinned by `raw_average_is_unbiased_with_the_calibrated_noise_variance`.
+    let raw_est = admin.estimate(request("conc", none(), true)).await.unwrap();
+    assert!(!raw_est.psd_projected);
+    let packed_err = triangle_pairs(p)
+        .zip(&raw_est.upper_triangle)
+        .map(|((i, j), v)| (v - s[(i, j)]).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let lower = sd * 1.393f64.sqrt() - d.sqrt() * r * r / (2.0 * collection.grid_scale());
+    assert!(
+        lower > 0.1 * sd * d.sqrt(),
+        "lower bound {lower} is vacuous"
+    );
+    assert!(
+        packed_err >= lower,
+        "packed ‖Σ̂ − S‖ = {packed_err} below the noise floor {lower}: too little noise"
+    );
     server.shutdown().await.unwrap();
 }
 
@@ -181,13 +204,24 @@ async fn raw_average_is_unbiased_with_the_calibrated_noise_variance() {
         }
         let est = cl.estimate(request(id, none(), true)).await.unwrap();
         assert!(!est.psd_projected);
-        // Standardise each packed entry by the calibrated sd s = R²σ/√n. With the
-        // right σ, the d = 1830 values z are i.i.d. N(0, 1):
+        // σ from an independent reference, not from the collection:
+        // docs/calibration_reference.py (mpmath, 50 digits) gives σ = 5.974598181957314
+        // at Δ = √2, ε = 1, δ = 1e-6, the ε and δ of these specs; δ(σ) depends on σ/Δ
+        // only, so σ is linear in Δ, here Δ = √2 + √d·2⁻ᵏ.
+        let (g, sqrt2) = (collection.grid_scale(), std::f64::consts::SQRT_2);
+        let sensitivity = sqrt2 + (collection.entries as f64).sqrt() / g;
+        let sigma = 5.974_598_181_957_314 * sensitivity / sqrt2;
+        let s = r * r * sigma / (n as f64).sqrt();
+        assert!(
+            (collection.mean_entry_noise_sd(n as u64) / s - 1.0).abs() < 1e-9,
+            "{id}: the collection's noise sd {} is not the reference {s}",
+            collection.mean_entry_noise_sd(n as u64)
+        );
+        // Standardise each packed entry by that sd s = R²σ/√n. With the right noise,
+        // the d = 1830 values z are i.i.d. N(0, 1):
         //   mean(z) has sd 1/√d = 0.023, so |mean(z)| < 5/√d;
         //   mean(z²) has sd √(2/d) = 0.033, so |mean(z²) − 1| < 5√(2/d) = 0.165.
-        // A σ off by √2 moves mean(z²) to 2 or 0.5: far outside.
-        let s = collection.mean_entry_noise_sd(n as u64);
-        let g = collection.grid_scale();
+        // Noise with σ off by √2 moves mean(z²) to 2 or 0.5: far outside.
         let z: Vec<f64> = triangle_pairs(p)
             .zip(&est.upper_triangle)
             .map(|((i, j), v)| {

@@ -8,7 +8,7 @@ use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions};
 use ldpcov::aggregator::service::Limits;
 use ldpcov::aggregator::store::MemoryStore;
 use ldpcov::aggregator::tls::ServerTls;
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler, RetryPolicy};
+use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{CollectionSpec, Encoding, GetStatusRequest};
 
@@ -139,10 +139,24 @@ async fn a_plaintext_client_cannot_talk_to_a_tls_server() {
     server.shutdown().await.unwrap();
 }
 
+/// A client whose CA is another self-signed certificate must not get any answer from
+/// the server: collection "x" exists and its status needs no token, so a call that
+/// got through the handshake would succeed. Refusal is either the connect failing on
+/// the certificate or, should the channel open, the call failing in the transport
+/// (UNAVAILABLE), never an answer from the service.
 #[tokio::test]
 async fn a_client_that_does_not_trust_the_certificate_is_refused() {
     let cert = self_signed();
     let server = tls_server(&cert).await;
+    let mut admin =
+        AggregatorClient::connect_with_tls(https_url(&server), Some(cert.cert_pem.as_bytes()))
+            .await
+            .unwrap()
+            .with_token(ADMIN.into())
+            .unwrap();
+    admin.create_collection(spec("x")).await.unwrap();
+    assert_eq!(admin.status("x").await.unwrap().reports, 0);
+
     let other = self_signed();
     let result =
         AggregatorClient::connect_with_tls(https_url(&server), Some(other.cert_pem.as_bytes()))
@@ -150,11 +164,21 @@ async fn a_client_that_does_not_trust_the_certificate_is_refused() {
     match result {
         Err(e) => {
             let text = e.to_string();
-            assert!(text.contains("cannot connect"), "{text}");
+            assert!(
+                matches!(e, ClientError::Transport(_)) && text.contains("certificate"),
+                "{text}"
+            );
         }
         Ok(client) => {
             let mut client = client.with_retry(RetryPolicy::no_retries());
-            assert!(client.status("x").await.is_err());
+            match client.status("x").await {
+                Ok(status) => panic!("an untrusted certificate was accepted: {status:?}"),
+                Err(e) => assert_eq!(
+                    e.status().map(|s| s.code()),
+                    Some(tonic::Code::Unavailable),
+                    "not a transport failure: {e}"
+                ),
+            }
         }
     }
     // The bundled web PKI roots do not include a self-signed test certificate.

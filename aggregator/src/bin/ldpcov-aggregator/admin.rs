@@ -1,0 +1,145 @@
+//! What the admin commands (`create`, `status`, `close`, `estimate`) share: the flags
+//! naming the running daemon, the connection to it (TLS, bearer token), and the
+//! JSON they print.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use ldpcov_aggregator::tls;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient;
+use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+/// Where the daemon is and how to authenticate to it.
+#[derive(clap::Args)]
+pub(crate) struct ServerArgs {
+    /// URL of the running aggregator (`https://` for TLS).
+    #[arg(long, env = "LDPCOV_SERVER", default_value = "http://127.0.0.1:50051")]
+    server: String,
+    /// Bearer token sent with every call (the admin token for create, close and
+    /// estimate). Prefer the file or the environment variable.
+    #[arg(long, env = "LDPCOV_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// File holding the bearer token (surrounding whitespace ignored).
+    #[arg(long, env = "LDPCOV_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// PEM CA certificate to trust for an `https://` server (default: the public web
+    /// PKI roots).
+    #[arg(long, env = "LDPCOV_CA_CERT")]
+    ca_cert: Option<PathBuf>,
+}
+
+/// Adds `authorization: Bearer <token>` to every call, when a token is set.
+#[derive(Clone)]
+pub(crate) struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The generated gRPC client with the bearer token attached.
+pub(crate) type Client = AggregatorClient<InterceptedService<Channel, BearerToken>>;
+
+impl ServerArgs {
+    /// Reads the token, configures TLS for `https://` and connects.
+    pub(crate) async fn connect(&self) -> Result<Client> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), _) => Some(t.trim().to_string()),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read token file {}", path.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        let header = match token {
+            Some(t) => {
+                let mut value: MetadataValue<Ascii> = format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("the token must be visible ASCII"))?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
+        let mut endpoint = Endpoint::from_shared(self.server.clone())
+            .with_context(|| format!("invalid server URL {}", self.server))?;
+        if self.server.starts_with("https://") {
+            let ca = match &self.ca_cert {
+                Some(path) => Some(tls::read_ca(path)?),
+                None => None,
+            };
+            endpoint = endpoint
+                .tls_config(tls::client_config(ca.as_deref()))
+                .context("TLS configuration")?;
+        } else if self.ca_cert.is_some() {
+            anyhow::bail!("--ca-cert needs an https:// server URL");
+        }
+        let channel = endpoint
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to {}", self.server))?;
+        Ok(
+            AggregatorClient::with_interceptor(channel, BearerToken(header))
+                .max_decoding_message_size(usize::MAX),
+        )
+    }
+}
+
+/// A gRPC status as a one-line error: `Code: message`.
+pub(crate) fn status_error(s: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{:?}: {}", s.code(), s.message())
+}
+
+/// Prints a JSON value, pretty, on standard output.
+pub(crate) fn print_json(value: &serde_json::Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// A collection's status (`status`, `close`) as JSON.
+pub(crate) fn status_json(status: &CollectionStatus) -> serde_json::Value {
+    serde_json::json!({
+        "reports": status.reports,
+        "releasable": status.releasable,
+        "closed": status.closed,
+        "params": status.params.as_ref().map(params_json),
+    })
+}
+
+/// A collection's public parameters (`create`, and inside [`status_json`]) as JSON.
+pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
+    let spec = p.spec.clone().unwrap_or_default();
+    serde_json::json!({
+        "collection_id": spec.collection_id,
+        "dim": spec.dim,
+        "epsilon": spec.epsilon,
+        "delta": spec.delta,
+        "clip_radius": spec.clip_radius,
+        "min_reports": spec.min_reports,
+        "encoding": Encoding::try_from(spec.encoding).map(|e| e.as_str_name()).unwrap_or("unknown"),
+        "entries": p.entries,
+        "grid_bits": p.grid_bits,
+        "sensitivity": p.sensitivity,
+        "sigma": p.sigma,
+        "rho": p.rho,
+        "max_abs_grid_value": p.max_abs_grid_value,
+        "wire_step": p.wire_step,
+        "wire_max": p.wire_max,
+        "calibration": p.calibration,
+    })
+}

@@ -1,0 +1,200 @@
+//! `estimate`: fetch the estimate and write it as JSON, CSV or NPY.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use ldpcov_aggregator::output::{Format, write_estimate};
+use ldpcov_proto::v1::get_estimate_request::Threshold;
+use ldpcov_proto::v1::{
+    AdaptiveThreshold, CrossValidatedThreshold, EstimateTarget, GetEstimateRequest, NoThreshold,
+    PrecisionParams, Seed001Threshold, ThresholdKind, UniversalThreshold,
+};
+
+use crate::admin::{ServerArgs, status_error};
+
+/// The flags of `estimate`.
+#[derive(clap::Args)]
+pub(crate) struct Options {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Collection id.
+    #[arg(long, env = "LDPCOV_COLLECTION")]
+    id: String,
+    /// Threshold rule (cv: K-fold cross-validation, the server's default).
+    #[arg(long, env = "LDPCOV_THRESHOLD", value_enum, default_value_t = Rule::Cv)]
+    threshold: Rule,
+    /// Soft instead of hard thresholding (for cv: only soft candidates).
+    #[arg(long, env = "LDPCOV_SOFT")]
+    soft: bool,
+    /// ξ of the seed 001 threshold.
+    #[arg(long, env = "LDPCOV_XI", default_value_t = 0.0)]
+    xi: f64,
+    /// η of the entry-adaptive threshold.
+    #[arg(long, env = "LDPCOV_ETA", default_value_t = 2.0)]
+    eta: f64,
+    /// Eigenvalue floor of the PSD projection (> 0: positive definite).
+    #[arg(long, env = "LDPCOV_PSD_FLOOR", default_value_t = 0.0)]
+    psd_floor: f64,
+    /// What to estimate; the output files hold this matrix.
+    #[arg(long, env = "LDPCOV_TARGET", value_enum, default_value_t = Target::Covariance)]
+    target: Target,
+    /// Penalty λ of the precision targets (default: chosen by cross-validation).
+    #[arg(long, env = "LDPCOV_LAMBDA")]
+    lambda: Option<f64>,
+    /// Initial ADMM ρ of the graphical lasso.
+    #[arg(long, env = "LDPCOV_RHO", default_value_t = 100.0)]
+    rho: f64,
+    /// Iteration cap of the graphical lasso.
+    #[arg(long, env = "LDPCOV_MAX_ITERATIONS", default_value_t = 2000)]
+    max_iterations: u32,
+    /// γ of the universal threshold.
+    #[arg(long, env = "LDPCOV_GAMMA", default_value_t = 0.0)]
+    gamma: f64,
+    /// c of the universal threshold (multiple of the noise level).
+    #[arg(long, env = "LDPCOV_C", default_value_t = 4.0)]
+    c: f64,
+    /// Threshold the diagonal too (as seed 000 prints it).
+    #[arg(long, env = "LDPCOV_THRESHOLD_DIAGONAL")]
+    threshold_diagonal: bool,
+    /// For cv: the variables have no natural order (do not try banding or
+    /// Toeplitz band averaging).
+    #[arg(long, env = "LDPCOV_UNORDERED")]
+    unordered: bool,
+    /// Skip the PSD projection.
+    #[arg(long, env = "LDPCOV_NO_PSD")]
+    no_psd: bool,
+    /// Output format.
+    #[arg(long, env = "LDPCOV_FORMAT", value_enum, default_value_t = Format::Json)]
+    format: Format,
+    /// Output file (default: standard output, except for npy which needs a file).
+    #[arg(long, env = "LDPCOV_OUT")]
+    out: Option<PathBuf>,
+}
+
+/// `--threshold`.
+#[derive(Clone, Copy, ValueEnum)]
+enum Rule {
+    /// K-fold cross-validation over none, noise-form and adaptive thresholds,
+    /// banding and Toeplitz averaging (unless --unordered).
+    Cv,
+    /// Cai & Liu's entry-adaptive threshold (--eta).
+    Adaptive,
+    /// Seed 001's LDP threshold with the 1/√n fixed (--xi).
+    Seed001,
+    /// Seed 000's universal threshold (--gamma, --c).
+    Universal,
+    /// No threshold.
+    None,
+}
+
+/// `--target`.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum Target {
+    /// The covariance matrix.
+    Covariance,
+    /// Ridge (ROPE) precision matrix.
+    PrecisionRidge,
+    /// Graphical-lasso precision matrix and graph.
+    PrecisionGlasso,
+}
+
+impl Options {
+    /// The request these flags describe.
+    fn request(&self) -> GetEstimateRequest {
+        let threshold_diagonal = self.threshold_diagonal;
+        let threshold = match self.threshold {
+            Rule::Cv => Threshold::CrossValidated(CrossValidatedThreshold {
+                threshold_diagonal,
+                unordered_variables: self.unordered,
+                ..Default::default()
+            }),
+            Rule::Adaptive => Threshold::Adaptive(AdaptiveThreshold {
+                eta: self.eta,
+                threshold_diagonal,
+            }),
+            Rule::Seed001 => Threshold::Seed001(Seed001Threshold {
+                xi: self.xi,
+                threshold_diagonal,
+            }),
+            Rule::None => Threshold::None(NoThreshold {}),
+            Rule::Universal => Threshold::Universal(UniversalThreshold {
+                gamma: self.gamma,
+                c: self.c,
+                threshold_diagonal,
+            }),
+        };
+        let target = match self.target {
+            Target::Covariance => EstimateTarget::Covariance,
+            Target::PrecisionRidge => EstimateTarget::PrecisionRidge,
+            Target::PrecisionGlasso => EstimateTarget::PrecisionGlasso,
+        };
+        GetEstimateRequest {
+            collection_id: self.id.clone(),
+            threshold: Some(threshold),
+            skip_psd_projection: self.no_psd,
+            threshold_kind: if self.soft {
+                ThresholdKind::Soft as i32
+            } else {
+                ThresholdKind::Unspecified as i32
+            },
+            psd_floor: self.psd_floor,
+            target: target as i32,
+            precision: Some(PrecisionParams {
+                lambda: self.lambda,
+                rho: self.rho,
+                max_iterations: self.max_iterations,
+                penalize_diagonal: false,
+            }),
+        }
+    }
+
+    /// Fetches the estimate and writes it to `--out` or standard output.
+    pub(crate) async fn run(self) -> Result<()> {
+        if self.format == Format::Npy && self.out.is_none() {
+            anyhow::bail!("--format npy needs --out FILE");
+        }
+        let estimate = self
+            .server
+            .connect()
+            .await?
+            .get_estimate(self.request())
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        match &self.out {
+            Some(path) => {
+                let mut file = std::io::BufWriter::new(
+                    std::fs::File::create(path)
+                        .with_context(|| format!("cannot create {}", path.display()))?,
+                );
+                write_estimate(&estimate, self.format, &mut file)?;
+                file.flush()?;
+                eprintln!(
+                    "wrote {} ({}×{}, {} reports) to {}",
+                    format_name(self.format),
+                    estimate.dim,
+                    estimate.dim,
+                    estimate.reports,
+                    path.display()
+                );
+            }
+            None => {
+                let stdout = std::io::stdout();
+                let mut lock = stdout.lock();
+                write_estimate(&estimate, self.format, &mut lock)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The name of `--format`'s value, for the message after writing a file.
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Json => "json",
+        Format::Csv => "csv",
+        Format::Npy => "npy",
+    }
+}

@@ -1,0 +1,97 @@
+//! `ldpcov-aggregator`: the aggregator daemon (`serve`) and the admin commands that
+//! talk to a running daemon (`create`, `status`, `estimate`, `close`).
+//!
+//! Every flag can also be set by an environment variable (shown in `--help`).
+//!
+//! Each subcommand is a module owning its flags (`Options`) and its `run`; `admin`
+//! holds what the admin commands share (connection, TLS, token, JSON output). This
+//! file only parses the command line, sets up logging and the runtime, and dispatches.
+
+mod admin;
+mod close;
+mod create;
+mod estimate;
+mod serve;
+mod status;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// The command line.
+#[derive(Parser)]
+#[command(
+    name = "ldpcov-aggregator",
+    version,
+    about = "ldpcov aggregator daemon and admin CLI"
+)]
+struct Cli {
+    /// Log filter (tracing-subscriber EnvFilter syntax).
+    #[arg(long, env = "LDPCOV_LOG", default_value = "info", global = true)]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+enum Command {
+    /// Run the aggregator daemon until SIGTERM or Ctrl-C.
+    Serve(serve::Options),
+    /// Create a collection on a running daemon and print its public parameters.
+    Create(create::Options),
+    /// Print a collection's report count and parameters as JSON.
+    Status(status::Options),
+    /// Close a collection: it takes no more reports (status and estimates still work).
+    /// Prints its status as JSON.
+    Close(close::Options),
+    /// Fetch the estimate and write it as JSON, CSV or NPY.
+    Estimate(estimate::Options),
+}
+
+impl Command {
+    async fn run(self) -> Result<()> {
+        match self {
+            Command::Serve(o) => o.run().await,
+            Command::Create(o) => o.run().await,
+            Command::Status(o) => o.run().await,
+            Command::Close(o) => o.run().await,
+            Command::Estimate(o) => o.run().await,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli.command.run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! `serve`: run the aggregator daemon until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use ldpcov_aggregator::auth::{AuthConfig, SubmitToken, Token};
+use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
+use ldpcov_aggregator::server::{ServeOptions, TransportLimits, serve_with};
+use ldpcov_aggregator::service::Limits;
+use ldpcov_aggregator::store::{MemoryStore, Store};
+use ldpcov_aggregator::tls::ServerTls;
+
+/// Where `serve` keeps its data unless told otherwise.
+const DEFAULT_DATA_DIR: &str = "ldpcov-data";
+
+/// The flags of `serve`.
+#[derive(clap::Args)]
+pub(crate) struct Options {
+    /// Address to listen on.
+    #[arg(long, env = "LDPCOV_LISTEN", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    /// Largest collection dimension accepted (sets the gRPC message size limits).
+    #[arg(long, env = "LDPCOV_MAX_DIM", default_value_t = Limits::default().max_dim)]
+    max_dim: usize,
+    /// Directory of the durable store (created if missing).
+    #[arg(long, env = "LDPCOV_DATA_DIR", default_value = DEFAULT_DATA_DIR, conflicts_with = "memory")]
+    data_dir: PathBuf,
+    /// Keep everything in memory instead (lost when the daemon stops).
+    #[arg(long, env = "LDPCOV_MEMORY")]
+    memory: bool,
+    /// Group commit: commit a batch once it holds this many reports.
+    #[arg(long, env = "LDPCOV_BATCH_SIZE", default_value_t = DurableConfig::default().batch_size)]
+    batch_size: usize,
+    /// Group commit: commit a batch at most this many milliseconds after it opened.
+    #[arg(long, env = "LDPCOV_BATCH_DELAY_MS", default_value_t = DurableConfig::default().batch_delay.as_millis() as u64)]
+    batch_delay_ms: u64,
+    /// Page cache of the durable store in MiB: bounds its resident memory, which
+    /// otherwise grows with the report-id table (the file is cached by the OS too).
+    #[arg(long, env = "LDPCOV_CACHE_MIB", default_value_t = (DurableConfig::default().cache_size >> 20) as u64)]
+    cache_mib: u64,
+    #[command(flatten)]
+    access: AccessArgs,
+}
+
+/// The daemon's access control, TLS and transport limits.
+#[derive(clap::Args)]
+struct AccessArgs {
+    /// Admin token: needed by create, close and estimate. Prefer the file or the
+    /// environment variable (command lines are visible to other local users).
+    #[arg(long, env = "LDPCOV_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// File holding the admin token (surrounding whitespace ignored).
+    #[arg(long, env = "LDPCOV_ADMIN_TOKEN_FILE", conflicts_with = "admin_token")]
+    admin_token_file: Option<PathBuf>,
+    /// Submit token, `TOKEN` (any collection) or `COLLECTION=TOKEN` (one collection);
+    /// repeatable, comma-separated in the environment variable. When set, submits,
+    /// status and parameter reads need a submit token or the admin token. Needs an
+    /// admin token.
+    #[arg(
+        long = "submit-token",
+        env = "LDPCOV_SUBMIT_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    submit_tokens: Vec<String>,
+    /// File of submit tokens, one `TOKEN` or `COLLECTION=TOKEN` per line (blank lines
+    /// and lines starting with # ignored).
+    #[arg(long, env = "LDPCOV_SUBMIT_TOKEN_FILE")]
+    submit_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve TLS (needs --tls-key).
+    #[arg(long, env = "LDPCOV_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "LDPCOV_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// HTTP/2 streams (concurrent calls) one connection may open.
+    #[arg(long, env = "LDPCOV_MAX_CONCURRENT_STREAMS", default_value_t = TransportLimits::default().max_concurrent_streams)]
+    max_concurrent_streams: u32,
+    /// Calls handled at once over all connections (more wait).
+    #[arg(long, env = "LDPCOV_MAX_CONCURRENT_REQUESTS", default_value_t = TransportLimits::default().max_concurrent_requests)]
+    max_concurrent_requests: usize,
+    /// Calls running longer than this are cancelled (also bounds one report stream).
+    #[arg(long, env = "LDPCOV_REQUEST_TIMEOUT_SECS", default_value_t = TransportLimits::default().request_timeout.as_secs())]
+    request_timeout_secs: u64,
+}
+
+impl AccessArgs {
+    /// The admin and submit tokens, from the flags and the token files.
+    fn auth(&self) -> Result<AuthConfig> {
+        let admin = match (&self.admin_token, &self.admin_token_file) {
+            (Some(t), _) => Some(Token::new(t, "admin")?),
+            (None, Some(path)) => Some(Token::from_file(path, "admin")?),
+            (None, None) => None,
+        };
+        let mut submit = self
+            .submit_tokens
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| SubmitToken::parse(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(path) = &self.submit_token_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read submit token file {}", path.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                submit.push(
+                    SubmitToken::parse(line)
+                        .with_context(|| format!("{} line {}", path.display(), n + 1))?,
+                );
+            }
+        }
+        Ok(AuthConfig::new(admin, submit)?)
+    }
+
+    /// The server's TLS identity, when `--tls-cert` and `--tls-key` are set.
+    fn tls(&self) -> Result<Option<ServerTls>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(ServerTls::from_files(cert, key)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The transport limits, each at least 1.
+    fn transport(&self) -> Result<TransportLimits> {
+        if self.max_concurrent_streams == 0
+            || self.max_concurrent_requests == 0
+            || self.request_timeout_secs == 0
+        {
+            anyhow::bail!(
+                "--max-concurrent-streams, --max-concurrent-requests and --request-timeout-secs must be at least 1"
+            );
+        }
+        Ok(TransportLimits {
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_concurrent_requests: self.max_concurrent_requests,
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+        })
+    }
+}
+
+impl Options {
+    /// Checks every option, opens the store, listens and serves until a shutdown
+    /// signal; the store commits what is pending when the service is dropped.
+    pub(crate) async fn run(self) -> Result<()> {
+        let Options {
+            listen,
+            max_dim,
+            data_dir,
+            memory,
+            batch_size,
+            batch_delay_ms,
+            cache_mib,
+            access,
+        } = self;
+        if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
+            anyhow::bail!(
+                "--max-dim {max_dim} must be between 1 and {}",
+                ldpcov_proto::collection::MAX_DIM
+            );
+        }
+        if batch_size == 0 {
+            anyhow::bail!("--batch-size must be at least 1");
+        }
+        // Check every option before anything is opened or created.
+        let auth = access.auth()?;
+        let tls = access.tls()?;
+        let transport = access.transport()?;
+        let store: Arc<dyn Store> = if memory {
+            tracing::warn!("in-memory store: everything is lost when the daemon stops");
+            Arc::new(MemoryStore::new())
+        } else {
+            let cache_size = usize::try_from(cache_mib)
+                .ok()
+                .and_then(|m| m.checked_mul(1 << 20))
+                .context("--cache-mib is too large")?;
+            let config = DurableConfig {
+                batch_size,
+                batch_delay: Duration::from_millis(batch_delay_ms),
+                cache_size,
+            };
+            let dir = data_dir.clone();
+            let store = tokio::task::spawn_blocking(move || DurableStore::open(&dir, config))
+                .await?
+                .with_context(|| format!("cannot open the store in {}", data_dir.display()))?;
+            tracing::info!(
+                data_dir = %data_dir.display(), batch_size, batch_delay_ms, cache_mib,
+                "durable store ready"
+            );
+            Arc::new(store)
+        };
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let addr = listener.local_addr()?;
+        let kind = if memory { "memory" } else { "durable" };
+        if auth.is_open() {
+            tracing::warn!(
+                "running WITHOUT AUTHENTICATION: anyone who can reach this port may create, close and estimate collections (set --admin-token-file, and --submit-token-file to guard submits)"
+            );
+        } else {
+            // Counts only: tokens are never logged.
+            tracing::info!(
+                admin_token = true,
+                submit_tokens = auth.submit_tokens(),
+                submits_need_token = auth.submit_guarded(),
+                "access control on"
+            );
+        }
+        if tls.is_none() && !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "serving plaintext gRPC on a non-loopback address (set --tls-cert and --tls-key)");
+        }
+        tracing::info!(
+            %addr, max_dim, store = kind, tls = tls.is_some(),
+            max_concurrent_streams = transport.max_concurrent_streams,
+            max_concurrent_requests = transport.max_concurrent_requests,
+            request_timeout_secs = transport.request_timeout.as_secs(),
+            "ldpcov aggregator listening"
+        );
+        serve_with(
+            store,
+            ServeOptions {
+                limits: Limits { max_dim },
+                transport,
+                auth: Arc::new(auth),
+                tls,
+            },
+            listener,
+            shutdown_signal(),
+        )
+        .await?;
+        // The service is gone: the last handle commits what is pending when dropped.
+        tracing::info!("shut down");
+        Ok(())
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM (on Unix).
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
+        _ = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}

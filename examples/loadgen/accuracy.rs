@@ -1,0 +1,144 @@
+//! The main job: a fixed number of users, each sending one report over
+//! `--concurrency` streaming connections, then the estimate's error against the
+//! true covariance.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
+use ldpcov::metrics::{
+    estimate_matrix, relative_frobenius_error, relative_spectral_error, spectral_norm_symmetric,
+};
+use ldpcov::proto::v1::{GetEstimateRequest, NoThreshold, get_estimate_request};
+use rand::SeedableRng;
+
+use crate::args::Args;
+use crate::report::Summary;
+use crate::setup::Setup;
+
+/// What the workers sent: reports accepted, duplicates, payload bytes per report.
+type Sent = (u64, u64, usize);
+
+/// Sends `--users` reports, fetches the estimates and summarises their errors.
+pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
+    let bar = if args.json {
+        ProgressBar::with_draw_target(Some(args.users), ProgressDrawTarget::hidden())
+    } else {
+        ProgressBar::new(args.users)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} reports  {per_sec}  eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+
+    let started = Instant::now();
+    let (accepted, duplicates, bytes_per_report) = send(args, setup, &bar).await?;
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+
+    let id = &setup.id;
+    // The server's default rule (K-fold cross-validation) is the headline.
+    let est = setup
+        .admin
+        .estimate(GetEstimateRequest {
+            collection_id: id.clone(),
+            ..Default::default()
+        })
+        .await?;
+    let raw = setup
+        .admin
+        .estimate(GetEstimateRequest {
+            collection_id: id.clone(),
+            threshold: Some(get_estimate_request::Threshold::None(NoThreshold {})),
+            skip_psd_projection: false,
+            ..Default::default()
+        })
+        .await?;
+    let (m, m_raw) = (estimate_matrix(&est), estimate_matrix(&raw));
+    let truth = &setup.truth;
+    let p = setup.collection.dim;
+    // ‖W‖₂ of a p×p symmetric noise matrix with i.i.d. N(0, s²) entries is about 2√p·s.
+    let predicted = 2.0 * (p as f64).sqrt() * est.entry_noise_sd / spectral_norm_symmetric(truth);
+    let collection = &setup.collection;
+    Ok(Summary {
+        users: args.users,
+        accepted,
+        duplicates,
+        dim: args.dim,
+        epsilon: collection.epsilon,
+        delta: collection.delta,
+        clip_radius: collection.clip_radius,
+        sigma: collection.sigma,
+        sensitivity: collection.sensitivity,
+        entry_noise_sd: est.entry_noise_sd,
+        model: setup.model.name(),
+        threshold: est.threshold,
+        threshold_rule: est.threshold_rule.clone(),
+        surviving_entries: est.surviving_entries,
+        clamped_eigenvalues: est.clamped_eigenvalues,
+        rel_spectral_error: relative_spectral_error(&m, truth),
+        rel_frobenius_error: relative_frobenius_error(&m, truth),
+        rel_spectral_error_no_threshold: relative_spectral_error(&m_raw, truth),
+        rel_frobenius_error_no_threshold: relative_frobenius_error(&m_raw, truth),
+        predicted_rel_spectral_noise: predicted,
+        elapsed_sec: elapsed.as_secs_f64(),
+        reports_per_sec: args.users as f64 / elapsed.as_secs_f64().max(1e-9),
+        bytes_per_report,
+        embedded_server: setup.embedded.is_some(),
+    })
+}
+
+/// `--concurrency` workers, each with its own connection and data seed, share the
+/// users and send them in streams of `--batch` reports.
+async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
+    let mut workers = Vec::new();
+    for w in 0..args.concurrency {
+        let share = args.users / args.concurrency as u64
+            + u64::from((w as u64) < args.users % args.concurrency as u64);
+        let (sampler, collection, url, bar) = (
+            setup.sampler.clone(),
+            setup.collection.clone(),
+            setup.url.clone(),
+            bar.clone(),
+        );
+        let (batch, seed, token) = (args.batch, args.seed, args.token.clone());
+        workers.push(tokio::spawn(async move {
+            let mut client = AggregatorClient::connect(url)
+                .await?
+                .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_os_rng()?));
+            if let Some(token) = token {
+                client = client.with_token(token)?;
+            }
+            let mut rng = rand::rngs::StdRng::seed_from_u64(
+                seed.wrapping_mul(1_000_003).wrapping_add(w as u64),
+            );
+            let (mut accepted, mut duplicates, mut bytes) = (0u64, 0u64, 0usize);
+            let mut left = share;
+            while left > 0 {
+                let n = left.min(batch as u64) as usize;
+                let mut reports = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let x = sampler.sample(&mut rng);
+                    let report = client.prepare_report(&collection, &x)?;
+                    bytes = report.payload.len();
+                    reports.push(report);
+                }
+                let r = client.submit_stream(reports).await?;
+                accepted += r.accepted;
+                duplicates += r.duplicates;
+                bar.inc(n as u64);
+                left -= n as u64;
+            }
+            anyhow::Ok((accepted, duplicates, bytes))
+        }));
+    }
+    let (mut accepted, mut duplicates, mut bytes_per_report) = (0u64, 0u64, 0usize);
+    for w in workers {
+        let (a, d, b) = w.await.context("worker panicked")??;
+        accepted += a;
+        duplicates += d;
+        bytes_per_report = bytes_per_report.max(b);
+    }
+    Ok((accepted, duplicates, bytes_per_report))
+}

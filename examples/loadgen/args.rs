@@ -1,0 +1,180 @@
+//! The command line and what follows from it alone (the data model, the spec).
+
+use anyhow::{Result, bail};
+use clap::{Parser, ValueEnum};
+use ldpcov::models::{Model, Tails};
+use ldpcov::proto::v1::{CollectionSpec, Encoding};
+use nalgebra::DMatrix;
+
+/// `--model`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum DataModel {
+    /// Seed 001 Model 1: σ_ij = 0.6^|i−j|.
+    Model1,
+    /// Seed 001 Model 2: banded 1, 0.6, 0.3.
+    Model2,
+    /// Seed 000's sparse model U = (Ũ + 50 I)/200.
+    Sparse000,
+}
+
+/// `--encoding`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum WireEncoding {
+    /// 4 bytes per entry, on the fine grid.
+    I32,
+    /// 2 bytes per entry, stochastically rounded to a coarser grid.
+    I16,
+    /// 1 byte per entry, stochastically rounded to a coarser grid.
+    I8,
+}
+
+/// `--distribution`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Distribution {
+    /// Gaussian.
+    Gaussian,
+    /// Multivariate t with 5 degrees of freedom (seed 001's heavy tails).
+    T5,
+}
+
+/// The command line.
+#[derive(Parser)]
+#[command(about = "Simulate many ldpcov users against an aggregator")]
+pub(crate) struct Args {
+    /// Number of simulated users (one report each).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) users: u64,
+    /// Load test: run for this many seconds instead of a fixed number of users
+    /// (closed loop of --clients unary submitters; see the file's docs).
+    #[arg(long, conflicts_with_all = ["users", "concurrency", "batch"])]
+    pub(crate) duration_secs: Option<u64>,
+    /// Load test: concurrent clients, each with its own connection [default: 200].
+    #[arg(long, requires = "duration_secs")]
+    pub(crate) clients: Option<usize>,
+    /// Load test: resident memory is also reported after this many seconds
+    /// [default: 10].
+    #[arg(long, requires = "duration_secs")]
+    pub(crate) warmup_secs: Option<u64>,
+    /// Load test: process id of the daemon at --aggregator, whose resident memory
+    /// is sampled (default: this process, with the embedded server).
+    #[arg(long, requires_all = ["duration_secs", "aggregator"])]
+    pub(crate) server_pid: Option<u32>,
+    /// Dimension p.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) dim: u32,
+    /// ε of each report.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) epsilon: f64,
+    /// δ of each report.
+    #[arg(long, default_value_t = 1e-6)]
+    pub(crate) delta: f64,
+    /// Clip radius R (default √(2p), as in the canonical benchmark).
+    #[arg(long)]
+    pub(crate) clip_radius: Option<f64>,
+    /// Data model.
+    #[arg(long, value_enum, default_value_t = DataModel::Model1)]
+    pub(crate) model: DataModel,
+    /// Sparsity sr of the sparse000 model.
+    #[arg(long, default_value_t = 0.2)]
+    pub(crate) sparsity: f64,
+    /// Tails of the data.
+    #[arg(long, value_enum, default_value_t = Distribution::Gaussian)]
+    pub(crate) distribution: Distribution,
+    /// Wire encoding of the reports.
+    #[arg(long, value_enum, default_value_t = WireEncoding::I32)]
+    pub(crate) encoding: WireEncoding,
+    /// Concurrent client connections.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) concurrency: usize,
+    /// Reports per SubmitReports stream.
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) batch: usize,
+    /// Seed of the data (the privacy noise always comes from the OS).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// URL of a running aggregator (default: start one in-process).
+    #[arg(long)]
+    pub(crate) aggregator: Option<String>,
+    /// Collection id (default: loadgen-<seed>-<dim>).
+    #[arg(long)]
+    pub(crate) collection: Option<String>,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Bearer token for a guarded aggregator (the admin token: loadgen creates the
+    /// collection and submits). Default: none.
+    #[arg(long, env = "LDPCOV_TOKEN", hide_env_values = true)]
+    pub(crate) token: Option<String>,
+}
+
+impl Args {
+    /// Refuses the combinations clap cannot express.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.users == 0 || self.concurrency == 0 || self.batch == 0 || self.clients == Some(0) {
+            bail!("--users, --concurrency, --batch and --clients must be at least 1");
+        }
+        if self.duration_secs == Some(0) {
+            bail!("--duration-secs must be at least 1");
+        }
+        // clap drops `requires` when the required flag conflicts with one given (--users).
+        if self.duration_secs.is_none()
+            && (self.clients.is_some() || self.warmup_secs.is_some() || self.server_pid.is_some())
+        {
+            bail!(
+                "--clients, --warmup-secs and --server-pid need --duration-secs (load test mode)"
+            );
+        }
+        Ok(())
+    }
+
+    /// The data model of `--model`.
+    pub(crate) fn model(&self) -> Model {
+        match self.model {
+            DataModel::Model1 => Model::BandedGeometric,
+            DataModel::Model2 => Model::Tridiagonal2,
+            DataModel::Sparse000 => Model::SparseSeed000 {
+                sparsity: self.sparsity,
+                seed: self.seed,
+            },
+        }
+    }
+
+    /// The tails of the data and their true covariance, given the model's scale
+    /// matrix.
+    pub(crate) fn tails(&self, scale: &DMatrix<f64>) -> (Tails, DMatrix<f64>) {
+        match self.distribution {
+            Distribution::Gaussian => (Tails::Gaussian, scale.clone()),
+            // The covariance of a t_ν vector with scale Σ is Σ·ν/(ν−2).
+            Distribution::T5 => (Tails::StudentT { nu: 5.0 }, scale * (5.0 / 3.0)),
+        }
+    }
+
+    /// The collection id (`--collection`, default `loadgen-<seed>-<dim>`).
+    pub(crate) fn collection_id(&self) -> String {
+        self.collection
+            .clone()
+            .unwrap_or_else(|| format!("loadgen-{}-{}", self.seed, self.dim))
+    }
+
+    /// The spec of the collection created when none of that id exists.
+    pub(crate) fn spec(&self, id: &str) -> CollectionSpec {
+        CollectionSpec {
+            collection_id: id.to_string(),
+            dim: self.dim,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            clip_radius: self
+                .clip_radius
+                .unwrap_or_else(|| (2.0 * f64::from(self.dim)).sqrt()),
+            min_reports: match self.duration_secs {
+                Some(_) => 1000,
+                None => self.users.min(1000),
+            },
+            encoding: match self.encoding {
+                WireEncoding::I32 => Encoding::I32Le,
+                WireEncoding::I16 => Encoding::I16Le,
+                WireEncoding::I8 => Encoding::I8,
+            } as i32,
+        }
+    }
+}

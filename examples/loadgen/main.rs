@@ -1,0 +1,97 @@
+//! Load generator: simulates many users, each perturbing its own vector on "its
+//! device" with the client library, and streams the reports to an aggregator over
+//! gRPC. At the end it fetches the estimate and prints its error against the true
+//! covariance.
+//!
+//! By default it starts an embedded in-memory aggregator on 127.0.0.1:0;
+//! `--aggregator URL` targets a running daemon instead.
+//!
+//! ```text
+//! cargo run --release --example loadgen                  # defaults, embedded server
+//! cargo run --release --example loadgen -- --json        # last line: one JSON object
+//! cargo run --release --example loadgen -- --aggregator http://127.0.0.1:50051 --users 100000
+//! ```
+//!
+//! # Load test mode (`--duration-secs`)
+//!
+//! `--clients N --duration-secs S` replaces the fixed number of users by a
+//! time-bounded closed loop: N independent clients, each an
+//! [`AggregatorClient`](ldpcov::client::AggregatorClient) with
+//! its own connection, each repeatedly building one report (its own data, real
+//! perturbation with the client's default exact discrete Gaussian sampler) and sending
+//! it with a unary `SubmitReport`, until S seconds have passed. Retries are off, so
+//! every failed call is counted as an error (by gRPC status code). The latency of every
+//! `SubmitReport` call is recorded in an HDR histogram (1 µs to 60 s, 3 significant
+//! digits); it times the network call only — from sending the prebuilt report to
+//! its acknowledgement — not the perturbation. With the embedded server the clients
+//! and the server share the process and its cores, so it includes their scheduling.
+//!
+//! Resident memory (VmRSS from `/proc/PID/status`, Linux) is sampled once per second:
+//! of the daemon given by `--server-pid PID` (with `--aggregator`), or of this process
+//! with the embedded server (which then includes the clients). It is reported at the
+//! start, after `--warmup-secs` (default 10), at the end and as the maximum, with the
+//! growth from warm-up to end per million accepted reports. No estimate is fetched.
+//!
+//! ```text
+//! target/release/ldpcov-aggregator serve --data-dir /tmp/ldpcov-load &
+//! cargo run --release --example loadgen -- --aggregator http://127.0.0.1:50051 \
+//!     --server-pid $! --clients 200 --duration-secs 60 --json
+//! ```
+//!
+//! Modules: `args` (the command line), `setup` (the aggregator, the collection and
+//! the data, shared by both modes), `accuracy` (the fixed number of users), `load`
+//! (the load test) and `report` (their summaries, JSON or readable).
+
+mod accuracy;
+mod args;
+mod load;
+mod report;
+mod setup;
+
+use anyhow::{Result, bail};
+use clap::Parser;
+
+use crate::args::Args;
+use crate::setup::Setup;
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    args.validate()?;
+    let mut setup = Setup::prepare(&args).await?;
+    match args.duration_secs {
+        Some(secs) => {
+            let summary = load::run(&args, secs, &mut setup).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&summary)?);
+            } else {
+                report::print_load(&summary);
+            }
+            if let Some(server) = setup.embedded {
+                server.shutdown().await?;
+            }
+            if !summary.errors.is_empty() {
+                bail!("{} submit calls failed", summary.error_count);
+            }
+        }
+        None => {
+            let summary = accuracy::run(&args, &mut setup).await?;
+            if args.json {
+                println!("{}", serde_json::to_string(&summary)?);
+            } else {
+                report::print_human(&summary);
+            }
+            if let Some(server) = setup.embedded {
+                server.shutdown().await?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! The results of both modes: what `--json` prints as one object, and the readable
+//! summary printed otherwise.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// The main job's result (`--json` prints it as one object).
+#[derive(Serialize)]
+pub(crate) struct Summary {
+    pub(crate) users: u64,
+    pub(crate) accepted: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) dim: u32,
+    pub(crate) epsilon: f64,
+    pub(crate) delta: f64,
+    pub(crate) clip_radius: f64,
+    pub(crate) sigma: f64,
+    pub(crate) sensitivity: f64,
+    pub(crate) entry_noise_sd: f64,
+    pub(crate) model: String,
+    pub(crate) threshold: f64,
+    pub(crate) threshold_rule: String,
+    pub(crate) surviving_entries: u64,
+    pub(crate) clamped_eigenvalues: u32,
+    pub(crate) rel_spectral_error: f64,
+    pub(crate) rel_frobenius_error: f64,
+    pub(crate) rel_spectral_error_no_threshold: f64,
+    pub(crate) rel_frobenius_error_no_threshold: f64,
+    pub(crate) predicted_rel_spectral_noise: f64,
+    pub(crate) elapsed_sec: f64,
+    pub(crate) reports_per_sec: f64,
+    pub(crate) bytes_per_report: usize,
+    pub(crate) embedded_server: bool,
+}
+
+/// The load test's result (`--json` prints it as one object).
+#[derive(Serialize)]
+pub(crate) struct LoadSummary {
+    pub(crate) mode: &'static str,
+    pub(crate) clients: usize,
+    pub(crate) duration_sec: f64,
+    pub(crate) elapsed_sec: f64,
+    pub(crate) dim: usize,
+    pub(crate) epsilon: f64,
+    pub(crate) delta: f64,
+    pub(crate) clip_radius: f64,
+    pub(crate) sigma: f64,
+    pub(crate) encoding: String,
+    pub(crate) min_reports: u64,
+    pub(crate) noise_sampler: &'static str,
+    pub(crate) bytes_per_report: usize,
+    /// Submit calls made (accepted + duplicates + errors).
+    pub(crate) calls: u64,
+    pub(crate) accepted: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) error_count: u64,
+    /// Errors by gRPC status code (`Other` for failures without a status).
+    pub(crate) errors: BTreeMap<String, u64>,
+    pub(crate) reports_per_sec: f64,
+    /// Latency of the SubmitReport call alone (not the perturbation), ms.
+    pub(crate) latency_ms_mean: f64,
+    pub(crate) latency_ms_p50: f64,
+    pub(crate) latency_ms_p90: f64,
+    pub(crate) latency_ms_p99: f64,
+    pub(crate) latency_ms_p999: f64,
+    pub(crate) latency_ms_max: f64,
+    /// Process whose VmRSS was sampled (None: not sampled).
+    pub(crate) rss_pid: Option<u32>,
+    pub(crate) rss_mib_start: Option<f64>,
+    pub(crate) rss_mib_after_warmup: Option<f64>,
+    pub(crate) rss_mib_end: Option<f64>,
+    pub(crate) rss_mib_max: Option<f64>,
+    pub(crate) warmup_sec: f64,
+    /// Accepted reports at the warm-up sample.
+    pub(crate) reports_at_warmup: u64,
+    /// (rss_end − rss_after_warmup) per million reports accepted in between, MiB.
+    pub(crate) rss_growth_mib_per_million_reports: Option<f64>,
+    /// (seconds since start, VmRSS MiB, accepted reports so far), once per second.
+    pub(crate) rss_samples: Vec<(f64, f64, u64)>,
+    pub(crate) reports_before: u64,
+    pub(crate) server_reports_after: u64,
+    pub(crate) embedded_server: bool,
+}
+
+/// Prints the main job's summary.
+pub(crate) fn print_human(s: &Summary) {
+    println!(
+        "ldpcov loadgen: {} users, p = {}, {} data",
+        s.users, s.dim, s.model
+    );
+    println!(
+        "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian)",
+        s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma
+    );
+    println!(
+        "  sent {} reports in {:.2} s: {:.0} reports/s, {} payload bytes each ({} accepted, {} duplicates)",
+        s.users, s.elapsed_sec, s.reports_per_sec, s.bytes_per_report, s.accepted, s.duplicates
+    );
+    println!(
+        "  noise sd of each averaged entry R²σ/√n = {:.4}; predicted relative spectral noise ≈ {:.3}",
+        s.entry_noise_sd, s.predicted_rel_spectral_noise
+    );
+    println!(
+        "  {}: threshold {:.4}, {} entries kept, {} eigenvalues clamped",
+        s.threshold_rule, s.threshold, s.surviving_entries, s.clamped_eigenvalues
+    );
+    println!(
+        "  relative error vs the true covariance: spectral {:.4}, Frobenius {:.4}",
+        s.rel_spectral_error, s.rel_frobenius_error
+    );
+    println!(
+        "  (no threshold + PSD: spectral {:.4}, Frobenius {:.4})",
+        s.rel_spectral_error_no_threshold, s.rel_frobenius_error_no_threshold
+    );
+}
+
+/// Prints the load test's summary.
+pub(crate) fn print_load(s: &LoadSummary) {
+    let opt = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.1}"));
+    println!(
+        "ldpcov loadgen, load test: {} clients (unary SubmitReport, one connection each) for {:.0} s, p = {}, {}, ε = {}, δ = {:e}, {} noise",
+        s.clients, s.duration_sec, s.dim, s.encoding, s.epsilon, s.delta, s.noise_sampler
+    );
+    println!(
+        "  {} accepted, {} duplicates, {} errors {:?} in {:.1} s: {:.0} reports/s ({} payload bytes each)",
+        s.accepted,
+        s.duplicates,
+        s.error_count,
+        s.errors,
+        s.elapsed_sec,
+        s.reports_per_sec,
+        s.bytes_per_report
+    );
+    println!(
+        "  submit latency (network call only), ms: mean {:.2}, p50 {:.2}, p90 {:.2}, p99 {:.2}, p99.9 {:.2}, max {:.2}",
+        s.latency_ms_mean,
+        s.latency_ms_p50,
+        s.latency_ms_p90,
+        s.latency_ms_p99,
+        s.latency_ms_p999,
+        s.latency_ms_max
+    );
+    let whose = match (s.rss_pid, s.embedded_server) {
+        (None, _) => "not sampled (pass --server-pid)".to_string(),
+        (Some(pid), true) => format!("this process {pid}: embedded server and clients"),
+        (Some(pid), false) => format!("daemon pid {pid}"),
+    };
+    println!(
+        "  resident memory ({whose}), MiB: start {}, after {:.0} s warm-up {}, end {}, max {}; growth after warm-up {} MiB per million reports",
+        opt(s.rss_mib_start),
+        s.warmup_sec,
+        opt(s.rss_mib_after_warmup),
+        opt(s.rss_mib_end),
+        opt(s.rss_mib_max),
+        s.rss_growth_mib_per_million_reports
+            .map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"))
+    );
+    println!(
+        "  collection: {} reports before, {} after (server count)",
+        s.reports_before, s.server_reports_after
+    );
+}
