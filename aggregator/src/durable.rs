@@ -92,8 +92,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::accumulator::{Accumulator, FOLDS};
 use crate::store::{BatchOutcome, Snapshot, Store, StoreError, ValidReport};
+use ldpcov_estimate::{Accumulator, FOLDS};
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "ldpcov.redb";

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use ldpcov_proto::{Collection, ReportId};
 
-pub use crate::accumulator::{Accumulator, FOLDS};
+pub use ldpcov_estimate::{Accumulator, FOLDS};
 use thiserror::Error;
 
 /// Why a store operation failed.
