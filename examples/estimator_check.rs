@@ -25,7 +25,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use ldpcov::aggregator::estimate::{
+use ldpcov::estimate::{
     AdaptiveThreshold, CrossValidation, EstimateOptions, ThresholdKind, ThresholdRule,
     UniversalThreshold, estimate,
 };

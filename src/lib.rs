@@ -1,9 +1,10 @@
 //! ldpcov: sparse covariance estimation under local differential privacy.
 //!
-//! The system lives in three crates, re-exported here:
+//! The system lives in four crates, re-exported here:
 //! * [`proto`] (`ldpcov-proto`) — the `ldpcov.v1` wire format and the privacy arithmetic.
 //! * [`client`] (`ldpcov-client`) — the device side: clip, perturb, encode, submit.
-//! * [`aggregator`] (`ldpcov-aggregator`) — the service, accumulators and estimators.
+//! * [`estimate`] (`ldpcov-estimate`) — the exact accumulators and the estimators.
+//! * [`aggregator`] (`ldpcov-aggregator`) — the gRPC service, stores and daemon.
 //!
 //! This root crate adds what simulations, examples and end-to-end tests share:
 //! [`models`], the data generators of the seed papers, [`metrics`], the error
@@ -26,6 +27,7 @@
 
 pub use ldpcov_aggregator as aggregator;
 pub use ldpcov_client as client;
+pub use ldpcov_estimate as estimate;
 pub use ldpcov_proto as proto;
 
 pub mod data;

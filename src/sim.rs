@@ -22,8 +22,8 @@
 //! The test `fast_path_matches_per_user_path` checks that the two paths agree in
 //! distribution at small n.
 
-use ldpcov_aggregator::accumulator::{Accumulator, FOLDS};
 use ldpcov_client::{DiscreteGaussianSampler, NoiseSampler, Perturber};
+use ldpcov_estimate::{Accumulator, FOLDS};
 use ldpcov_proto::v1::CollectionSpec;
 use ldpcov_proto::{Collection, ReportId, SpecError};
 use rand::{Rng, SeedableRng};
@@ -324,8 +324,7 @@ pub fn mean_se(values: &[f64]) -> (f64, f64) {
 mod tests {
     use super::*;
     use crate::models::Model;
-    use ldpcov_aggregator::estimate::{EstimateOptions, estimate};
-    use ldpcov_aggregator::threshold::entry_variances;
+    use ldpcov_estimate::{EstimateOptions, entry_variances, estimate};
 
     #[test]
     fn signal_matches_per_user_path_without_noise() {

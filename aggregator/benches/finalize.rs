@@ -17,9 +17,9 @@
 //! `cargo bench -p ldpcov-aggregator --bench finalize -- --warm-up-time 1 --measurement-time 5`
 
 use criterion::{BenchmarkId, Criterion};
-use ldpcov_aggregator::accumulator::Accumulator;
-use ldpcov_aggregator::estimate::{
-    EstimateOptions, ThresholdRule, UniversalThreshold, average, estimate, symmetric_eigen,
+use ldpcov_estimate::{
+    Accumulator, EstimateOptions, ThresholdRule, UniversalThreshold, average, estimate,
+    symmetric_eigen,
 };
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;

@@ -1,5 +1,5 @@
 //! The `ldpcov.v1.Aggregator` gRPC service: validation, status codes, and the glue
-//! between the wire, the [`Store`] and the [`estimate`](crate::estimate) module.
+//! between the wire, the [`Store`] and the [`ldpcov_estimate`] crate.
 //!
 //! Every request is validated completely before the store is touched, so a rejected
 //! request changes nothing.
@@ -20,12 +20,12 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{AuthConfig, Right};
-use crate::estimate::{
-    self, AdaptiveThreshold, CrossValidation, EstimateError, EstimateOptions, Seed001Threshold,
-    ThresholdKind, ThresholdRule, UniversalThreshold,
-};
-use crate::precision::{GlassoOptions, PrecisionMethod, estimate_precision};
 use crate::store::{Store, StoreError, ValidReport};
+use ldpcov_estimate::{
+    self as estimate, AdaptiveThreshold, CrossValidation, EstimateError, EstimateOptions,
+    GlassoOptions, PrecisionMethod, Seed001Threshold, ThresholdKind, ThresholdRule,
+    UniversalThreshold, estimate_precision,
+};
 
 /// Reports of one stream are handed to the store in batches of at most this many.
 pub const STREAM_BATCH: usize = 256;
@@ -237,8 +237,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
                 penalize_diagonal: params.penalize_diagonal,
                 ..d
             };
-            crate::precision::validate_glasso(lambda.unwrap_or(0.0), &opts)
-                .map_err(estimate_status)?;
+            estimate::validate_glasso(lambda.unwrap_or(0.0), &opts).map_err(estimate_status)?;
             Target::Precision(PrecisionMethod::Glasso(opts), lambda)
         }
         Err(_) => return Err(invalid(format!("unknown target {}", req.target))),

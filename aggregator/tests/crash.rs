@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ldpcov_aggregator::accumulator::{Accumulator, FOLDS};
 use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
 use ldpcov_aggregator::store::Store;
 use ldpcov_client::proto::v1::{CollectionSpec, Encoding, Report};
@@ -21,6 +20,7 @@ use ldpcov_client::{
     AggregatorClient, ClientError, Collection, DiscreteGaussianSampler, RetryPolicy,
 };
 use ldpcov_client::{ReportId, proto::v1::aggregator_client::AggregatorClient as RawClient};
+use ldpcov_estimate::{Accumulator, FOLDS};
 use rand::{Rng, SeedableRng};
 use tonic::Code;
 

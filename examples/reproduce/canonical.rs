@@ -5,10 +5,9 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::aggregator::accumulator::Accumulator;
-use ldpcov::aggregator::estimate::{
-    AdaptiveThreshold, CrossValidation, EstimateOptions, Seed001Threshold, ThresholdKind,
-    ThresholdRule, UniversalThreshold, estimate,
+use ldpcov::estimate::{
+    Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, Seed001Threshold,
+    ThresholdKind, ThresholdRule, UniversalThreshold, estimate,
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model, Sampler};

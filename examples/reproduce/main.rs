@@ -1,8 +1,8 @@
 //! The reproduction harness: the seed papers' experiments and the canonical accuracy
 //! benchmark (docs/REPRODUCTION.md §1), run in-process through the SAME perturbation
 //! ([`Perturber::perturb`](ldpcov::client::Perturber::perturb)) and estimator code
-//! ([`estimate`](ldpcov::aggregator::estimate::estimate),
-//! [`ldpcov::aggregator::precision`]) as the real system. See `docs/REPRODUCTION.md`.
+//! ([`estimate`](ldpcov::estimate::estimate),
+//! [`estimate_precision`](ldpcov::estimate::estimate_precision)) as the real system. See `docs/REPRODUCTION.md`.
 //!
 //! **Simulation only**: every noise stream is seeded
 //! (`DiscreteGaussianSampler::from_seed_for_simulation`), so nothing produced here is private.

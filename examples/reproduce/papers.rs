@@ -26,13 +26,11 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::aggregator::accumulator::{Accumulator, FOLDS};
-use ldpcov::aggregator::estimate::{
-    AdaptiveThreshold, EstimateOptions, ThresholdKind, ThresholdRule, Thresholds, estimate,
-    project_psd,
-};
-use ldpcov::aggregator::threshold::apply_threshold;
 use ldpcov::client::{FloatGaussianNotPrivate, Perturber};
+use ldpcov::estimate::{
+    Accumulator, AdaptiveThreshold, EstimateOptions, FOLDS, ThresholdKind, ThresholdRule,
+    Thresholds, apply_threshold, estimate, project_psd,
+};
 use ldpcov::models::{Model, Sampler, Tails};
 use ldpcov::proto::layout::triangle_pairs;
 use ldpcov::sim::{self, Path};

@@ -11,7 +11,7 @@
 
 use crate::{Out, plot, seed_of};
 use anyhow::Result;
-use ldpcov::aggregator::estimate::{EstimateOptions, ThresholdRule, UniversalThreshold, estimate};
+use ldpcov::estimate::{EstimateOptions, ThresholdRule, UniversalThreshold, estimate};
 use ldpcov::metrics::{relative_l1_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler};
 use ldpcov::sim::{self, Path};

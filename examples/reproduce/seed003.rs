@@ -1,6 +1,6 @@
 //! Seed 003 Tables 1–2 settings: p = 100, n ∈ {100, 200, 400},
 //! ε ∈ {0.1, 0.3, 0.5, 0.8, 1.2, 2}, δ = 1/n; ridge (ROPE, Table 1, Models 1–3) and
-//! graphical lasso (ADMM, Table 2, Models 2–4) through [`ldpcov::aggregator::precision`];
+//! graphical lasso (ADMM, Table 2, Models 2–4) through [`ldpcov::estimate::estimate_precision`];
 //! losses `‖Θ̂_priv − Θ̂‖/‖Θ̂‖` in the matrix ℓ₁, Frobenius and spectral norms, with Θ̂
 //! the non-private estimate at the same λ (as the paper does).
 //!
@@ -22,12 +22,11 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::aggregator::accumulator::FOLDS;
-use ldpcov::aggregator::estimate::{EstimateOptions, ThresholdRule, average, project_psd};
-use ldpcov::aggregator::precision::{
-    GlassoOptions, PrecisionMethod, cross_validate_lambda, lambda_grid, precision,
-};
 use ldpcov::client::{FloatGaussianNotPrivate, Perturber};
+use ldpcov::estimate::{
+    Accumulator, EstimateOptions, FOLDS, GlassoOptions, PrecisionMethod, ThresholdRule, average,
+    cross_validate_lambda, lambda_grid, precision, project_psd,
+};
 use ldpcov::metrics::{relative_frobenius_error, relative_l1_error, relative_spectral_error};
 use ldpcov::proto::layout::triangle_pairs;
 use ldpcov::sim::{self, Path};
@@ -219,8 +218,7 @@ pub fn run(args: &Args, out: Out) -> Result<()> {
                     rand_chacha::ChaCha8Rng::seed_from_u64(seed_of(&[6, model as u64, n]));
                 let pilot = normalised_sample(&chol, n, &mut rng);
                 let perturber = Perturber::new(pilot_c.clone());
-                let mut free =
-                    ldpcov::aggregator::accumulator::Accumulator::new(pilot_c.entries, FOLDS);
+                let mut free = Accumulator::new(pilot_c.entries, FOLDS);
                 for x in &pilot {
                     let fold = sim::simulated_report_id(&mut rng).fold(FOLDS);
                     free.add(fold, &perturber.perturb(x, &mut sim::ZeroNoise)?);
@@ -256,8 +254,7 @@ pub fn run(args: &Args, out: Out) -> Result<()> {
                         let perturber = Perturber::new(c.clone());
                         let mut noise =
                             FloatGaussianNotPrivate::from_seed_for_simulation_not_private(seed ^ 0xA11CE);
-                        let mut acc =
-                            ldpcov::aggregator::accumulator::Accumulator::new(c.entries, FOLDS);
+                        let mut acc = Accumulator::new(c.entries, FOLDS);
                         for x in &xs {
                             let fold = sim::simulated_report_id(&mut rng).fold(FOLDS);
                             acc.add(fold, &perturber.perturb(x, &mut noise).expect("finite"));

@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-use crate::accumulator::Accumulator;
+use ldpcov_estimate::Accumulator;
 
 /// Why an accumulator blob could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -18,7 +18,7 @@ use super::tables::{
     decode_collection, open_db,
 };
 use super::{Command, DurableConfig, Entry, Reply, Shared, check_lengths};
-use crate::accumulator::{Accumulator, FOLDS};
+use ldpcov_estimate::{Accumulator, FOLDS};
 use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport};
 
 /// A collection touched by the open batch: its new accumulators.

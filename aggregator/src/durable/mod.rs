@@ -100,7 +100,7 @@ use ldpcov_proto::Collection;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::accumulator::Accumulator;
+use ldpcov_estimate::Accumulator;
 use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport};
 
 pub use codec::CodecError;
@@ -206,7 +206,7 @@ pub enum Corruption {
     /// A collection's accumulators do not match its dimension.
     #[error(
         "collection {id:?}: accumulators of {entries} entries × {folds} folds, expected {expected} × {}",
-        crate::accumulator::FOLDS
+        ldpcov_estimate::FOLDS
     )]
     Shape {
         /// The collection.

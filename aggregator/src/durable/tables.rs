@@ -11,7 +11,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 
 use super::codec::decode_accumulator;
 use super::{Corruption, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
-use crate::accumulator::{Accumulator, FOLDS};
+use ldpcov_estimate::{Accumulator, FOLDS};
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(super) const COLLECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("collections");

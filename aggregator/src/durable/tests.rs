@@ -3,7 +3,7 @@
 use super::codec::{decode_accumulator, encode_accumulator};
 use super::hooks::Event;
 use super::*;
-use crate::accumulator::FOLDS;
+use ldpcov_estimate::FOLDS;
 use crate::store::MemoryStore;
 use ldpcov_proto::ReportId;
 

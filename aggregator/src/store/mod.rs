@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use ldpcov_proto::{Collection, ReportId};
 
-pub use crate::accumulator::{Accumulator, FOLDS};
+pub use ldpcov_estimate::{Accumulator, FOLDS};
 pub use error::{Cause, StoreError};
 pub use memory::MemoryStore;
 

@@ -1,7 +1,7 @@
 //! Structural regularisers for variables with a natural order (time lags, positions
 //! on a line): banding (Bickel & Levina 2008) and Toeplitz band averaging (the
 //! stationary-covariance estimator of Cai, Ren & Zhou 2013), as alternatives to
-//! entry-wise thresholding that cross-validation may choose ([`crate::threshold`]).
+//! entry-wise thresholding that cross-validation ([`CrossValidation`](crate::CrossValidation)) may choose.
 //!
 //! # Why
 //!
@@ -19,7 +19,7 @@
 //! # Example
 //!
 //! ```
-//! use ldpcov_aggregator::structure::Structure;
+//! use ldpcov_estimate::Structure;
 //! use nalgebra::DMatrix;
 //!
 //! let mut m = DMatrix::from_row_slice(3, 3, &[

@@ -3,7 +3,7 @@
 //! accumulators never hold an individual report.
 
 /// Number of cross-validation folds every collection keeps. Reports go to fold
-/// [`ReportId::fold`]`(FOLDS)`; the estimators hold one fold out at a time.
+/// [`ReportId::fold`](ldpcov_proto::ReportId::fold)`(FOLDS)`; the estimators hold one fold out at a time.
 pub const FOLDS: usize = 5;
 
 /// Exact integer accumulators of one collection: per-fold sums (the total is their

@@ -1,0 +1,233 @@
+//! From exact integer sums to a released covariance estimate: average, rescale,
+//! threshold (the rules of the `threshold` module), project onto the PSD cone
+//! (clamping eigenvalues at 0, or at a floor ε_floor > 0 for an invertible result).
+//!
+//! Everything here is post-processing of the noisy sums, so none of it costs privacy.
+//! The module knows nothing about gRPC or storage.
+
+use crate::accumulator::Accumulator;
+use crate::error::EstimateError;
+use crate::psd::project_psd_floor;
+use crate::threshold::{ThresholdKind, ThresholdRule, apply_threshold, resolve, shrink_diagonal};
+use ldpcov_proto::Collection;
+use ldpcov_proto::layout::triangle_pairs;
+use nalgebra::DMatrix;
+
+/// What to compute from the sums.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EstimateOptions {
+    /// The threshold rule (default: cross-validation).
+    pub rule: ThresholdRule,
+    /// Hard or soft thresholding for the fixed rules (cross-validation chooses its own
+    /// among [`CrossValidation::kinds`](crate::CrossValidation::kinds)).
+    pub kind: ThresholdKind,
+    /// Skip the PSD projection (return the thresholded average as is).
+    pub skip_psd_projection: bool,
+    /// Eigenvalue floor of the projection: 0 projects onto the PSD cone (seed 000),
+    /// ε_floor > 0 onto `{A ⪰ ε_floor·I}` for an invertible (positive definite) result.
+    pub psd_floor: f64,
+}
+
+/// A released covariance estimate and how it was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CovarianceEstimate {
+    /// The symmetric `p × p` estimate in data units.
+    pub matrix: DMatrix<f64>,
+    /// Reports averaged.
+    pub reports: u64,
+    /// Noise sd of one averaged entry in data units, `R²σ/√n`.
+    pub entry_noise_sd: f64,
+    /// Threshold applied (0 when none), data units; for per-entry thresholds the mean
+    /// off-diagonal λ_ij.
+    pub threshold: f64,
+    /// Name of the rule (for cross-validation: with the candidate it chose).
+    pub rule: String,
+    /// Hard or soft, as applied.
+    pub kind: ThresholdKind,
+    /// Packed upper-triangle entries that are non-zero after thresholding.
+    pub surviving_entries: u64,
+    /// Eigenvalues raised to the floor by the projection.
+    pub clamped_eigenvalues: u32,
+    /// Whether the PSD projection ran.
+    pub psd_projected: bool,
+}
+
+/// The average `S̃ = (R²/n)·Σ report` as a symmetric matrix in data units, from the
+/// packed grid-unit sums of `n` reports.
+pub fn average(
+    collection: &Collection,
+    sums: &[i64],
+    n: u64,
+) -> Result<DMatrix<f64>, EstimateError> {
+    if sums.len() != collection.entries {
+        return Err(EstimateError::SumLength {
+            expected: collection.entries,
+            got: sums.len(),
+        });
+    }
+    let p = collection.dim;
+    let mut m = DMatrix::zeros(p, p);
+    for ((i, j), v) in triangle_pairs(p).zip(packed_average(collection, sums, n)) {
+        m[(i, j)] = v;
+        m[(j, i)] = v;
+    }
+    Ok(m)
+}
+
+/// Packed average of `sums` over `n` reports in data units (`R²/(2^k·n)·Σ`), without
+/// the length check of [`average`].
+pub(crate) fn packed_average(collection: &Collection, sums: &[i64], n: u64) -> Vec<f64> {
+    let r = collection.clip_radius;
+    let scale = r * r / (collection.grid_scale() * n.max(1) as f64);
+    sums.iter().map(|&s| s as f64 * scale).collect()
+}
+
+/// Checks the options' numeric parameters.
+pub fn validate_options(options: &EstimateOptions) -> Result<(), EstimateError> {
+    for (name, value) in options.rule.parameters() {
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(EstimateError::ThresholdParameter { name, value });
+        }
+    }
+    if !(options.psd_floor.is_finite() && options.psd_floor >= 0.0) {
+        return Err(EstimateError::Parameter {
+            name: "psd_floor",
+            value: options.psd_floor,
+            requirement: "a finite number ≥ 0",
+        });
+    }
+    Ok(())
+}
+
+/// Runs the whole estimator on a collection's accumulators: average, threshold by
+/// `options.rule`, project onto `{A ⪰ psd_floor·I}` unless skipped.
+///
+/// Refuses below the collection's minimum number of reports and on invalid options.
+pub fn estimate(
+    collection: &Collection,
+    acc: &Accumulator,
+    options: &EstimateOptions,
+) -> Result<CovarianceEstimate, EstimateError> {
+    let n = acc.count;
+    if n < collection.min_reports {
+        return Err(EstimateError::BelowMinimum {
+            have: n,
+            need: collection.min_reports,
+        });
+    }
+    validate_options(options)?;
+    if acc.entries() != collection.entries {
+        return Err(EstimateError::SumLength {
+            expected: collection.entries,
+            got: acc.entries(),
+        });
+    }
+    let mut matrix = average(collection, &acc.sums(), n)?;
+    let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
+    let resolved = resolve(&options.rule, options.kind, collection, acc);
+    shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
+    resolved.structure.apply(&mut matrix);
+    let surviving_entries = apply_threshold(
+        &mut matrix,
+        &resolved.thresholds,
+        resolved.kind,
+        resolved.include_diagonal,
+    );
+    let (matrix, clamped_eigenvalues) = if options.skip_psd_projection {
+        (matrix, 0)
+    } else {
+        project_psd_floor(&matrix, options.psd_floor)?
+    };
+    Ok(CovarianceEstimate {
+        matrix,
+        reports: n,
+        entry_noise_sd,
+        threshold: resolved.thresholds.summary(collection.dim),
+        rule: resolved.name,
+        kind: resolved.kind,
+        surviving_entries,
+        clamped_eigenvalues,
+        psd_projected: !options.skip_psd_projection,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::threshold::UniversalThreshold;
+    use ldpcov_proto::v1::CollectionSpec;
+
+    fn collection(dim: u32, min_reports: u64) -> Collection {
+        Collection::from_spec(&CollectionSpec {
+            collection_id: "t".into(),
+            dim,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 2.0,
+            min_reports,
+            encoding: 0,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn average_rescales_by_r_squared_over_n_and_grid() {
+        let c = collection(2, 1);
+        let g = c.grid_scale() as i64;
+        // Two reports summing to [[1, 0.5], [0.5, 0.25]] in unit-ball units (×2 reports).
+        let sums = [2 * g, g, g / 2];
+        let m = average(&c, &sums, 2).unwrap();
+        // R² = 4, divided by n = 2: entries ×2 of the per-report mean.
+        assert_eq!(m[(0, 0)], 4.0);
+        assert_eq!(m[(0, 1)], 2.0);
+        assert_eq!(m[(1, 0)], 2.0);
+        assert_eq!(m[(1, 1)], 1.0);
+        assert!(average(&c, &sums[..2], 2).is_err());
+    }
+
+    #[test]
+    fn estimate_refuses_a_negative_psd_floor() {
+        // Through estimate(): a negative floor is INVALID_ARGUMENT material.
+        let c = collection(2, 1);
+        let mut acc = Accumulator::new(3, 5);
+        acc.add(0, &[1, 2, 3]);
+        let bad = EstimateOptions {
+            psd_floor: -1.0,
+            ..Default::default()
+        };
+        assert!(matches!(
+            estimate(&c, &acc, &bad),
+            Err(EstimateError::Parameter {
+                name: "psd_floor",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn estimate_refuses_below_minimum_and_validates_rule() {
+        let c = collection(3, 5);
+        let mut acc = Accumulator::new(6, 2);
+        for _ in 0..4 {
+            acc.add(0, &[0; 6]);
+        }
+        assert_eq!(
+            estimate(&c, &acc, &EstimateOptions::default()),
+            Err(EstimateError::BelowMinimum { have: 4, need: 5 })
+        );
+        let bad = EstimateOptions {
+            rule: ThresholdRule::Universal(UniversalThreshold {
+                gamma: f64::NAN,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(matches!(
+            {
+                acc.add(1, &[0; 6]);
+                estimate(&c, &acc, &bad)
+            },
+            Err(EstimateError::ThresholdParameter { name: "gamma", .. })
+        ));
+    }
+}

@@ -1,0 +1,45 @@
+//! The entry-adaptive threshold's ingredients: per-entry variances across reports from
+//! the sums of squares, and Cai & Liu's `λ_ij` from them.
+
+use super::Thresholds;
+use crate::accumulator::Accumulator;
+use ldpcov_proto::Collection;
+
+/// Per-entry variance across reports in data units,
+/// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)` (clamped at 0 against rounding), packed.
+/// All zeros when there are no reports.
+pub fn entry_variances(collection: &Collection, acc: &Accumulator) -> Vec<f64> {
+    let n = acc.count;
+    if n == 0 {
+        return vec![0.0; acc.entries()];
+    }
+    let r2 = collection.clip_radius * collection.clip_radius;
+    let g = collection.grid_scale();
+    let scale = r2 * r2 / (g * g);
+    let nf = n as f64;
+    acc.sums()
+        .iter()
+        .zip(&acc.sum_squares)
+        .map(|(&s, &q)| {
+            let mean = s as f64 / nf;
+            scale * (q as f64 / nf - mean * mean).max(0.0)
+        })
+        .collect()
+}
+
+/// Whether the accumulators carry sums of squares (all zero means they were not kept,
+/// e.g. a simulation that only fills fold sums).
+pub(crate) fn has_sum_squares(acc: &Accumulator) -> bool {
+    acc.sum_squares.iter().any(|&q| q != 0)
+}
+
+/// Cai & Liu's `λ_ij = η·√(θ̂_ij·log p / n)` from per-entry variances at n reports.
+pub(crate) fn adaptive_thresholds(variances: &[f64], p: usize, n: u64, eta: f64) -> Thresholds {
+    let factor = (p as f64).ln() / n.max(1) as f64;
+    Thresholds::PerEntry(
+        variances
+            .iter()
+            .map(|&v| eta * (v * factor).sqrt())
+            .collect(),
+    )
+}

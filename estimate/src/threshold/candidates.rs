@@ -1,0 +1,210 @@
+//! What a cross-validation chooses among: the [`CrossValidation`] settings, the
+//! [`Candidate`]s they span, and what each candidate applies (thresholds, kind,
+//! structure).
+
+use super::{ThresholdKind, Thresholds, adaptive_thresholds, noise_threshold};
+use crate::structure::{Structure, bandwidth_grid};
+use ldpcov_proto::Collection;
+
+/// One threshold a cross-validation may choose.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Candidate {
+    /// Keep every entry.
+    None,
+    /// The noise form `λ = c·σ_n·√(log p)` (seed 000 with γ = 0, seed 001 with ξ = 0).
+    Noise {
+        /// c, the multiple of `σ_n·√(log p)`.
+        c: f64,
+        /// Hard or soft.
+        kind: ThresholdKind,
+    },
+    /// The entry-adaptive form `λ_ij = η·√(θ̂_ij·log p / n)`.
+    Adaptive {
+        /// η.
+        eta: f64,
+        /// Hard or soft.
+        kind: ThresholdKind,
+    },
+    /// A structural regulariser instead of a threshold: banding or Toeplitz band
+    /// averaging ([`Structure`](crate::Structure)).
+    Structured(Structure),
+}
+
+impl Candidate {
+    /// A short name such as `noise(c=1.41, soft)`.
+    pub fn name(&self) -> String {
+        match self {
+            Candidate::None => "none".to_string(),
+            Candidate::Noise { c, kind } => format!("noise(c={c:.3}, {})", kind.name()),
+            Candidate::Adaptive { eta, kind } => format!("adaptive(eta={eta:.3}, {})", kind.name()),
+            Candidate::Structured(s) => s.name(),
+        }
+    }
+}
+
+/// K-fold cross-validation of the threshold from the fold sums.
+///
+/// For every candidate and every fold k with reports on both sides: train = average
+/// of the other folds (`n − n_k` reports), test = average of fold k; the loss is
+/// `‖T_λ(S̃_{−k}) − S̃_k‖_F²` over **all** entries (both triangles and the diagonal,
+/// i.e. the Frobenius norm of the full matrix). Entries a rule exempts (the diagonal
+/// by default) are identical across candidates, so they add the same constant to every
+/// loss and do not change the choice; keeping them makes the loss the plain squared
+/// Frobenius error that the candidates are compared on, and correct when the diagonal
+/// is thresholded. Because the test fold's noise is independent of the training
+/// folds', `E loss = E‖T_λ(S̃_{−k}) − Σ‖_F² + const`, an unbiased comparison of the
+/// candidates' risks at the training size.
+///
+/// Banding and Toeplitz candidates are scored the same way (the structure replaces the
+/// threshold; the diagonal shrinkage applies to all). Their parameter, the bandwidth,
+/// does not depend on n, so they are re-applied unchanged to the full average.
+///
+/// Within each family — thresholds (with "none") and structures — the candidate with
+/// the smallest mean loss wins; the best structure then replaces the best threshold
+/// only if its fold-wise losses are lower by more than one standard error of the paired
+/// difference (the one-standard-error rule, applied between the families: a structure
+/// assumes an order of the variables, and among many candidates the smallest mean loss
+/// alone picks one by chance when the order carries no information).
+///
+/// The chosen candidate is applied to the full average. The
+/// candidates are parameterised by scale-free constants (c, η) multiplying a quantity
+/// proportional to `1/√n`, so re-evaluating the chosen candidate at the full n rescales
+/// its threshold from the training size `n(K−1)/K` to n by `√((K−1)/K)`: the threshold
+/// tracks the noise level of the estimate it is applied to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrossValidation {
+    /// Consider "no threshold".
+    pub include_none: bool,
+    /// Grid of c for the noise form `c·σ_n·√(log p)`.
+    pub noise_scales: Vec<f64>,
+    /// Grid of η for the entry-adaptive form (skipped when the accumulators carry no
+    /// sums of squares).
+    pub adaptive_scales: Vec<f64>,
+    /// Kinds tried with every scale.
+    pub kinds: Vec<ThresholdKind>,
+    /// Threshold the diagonal too; by default it is exempt.
+    pub threshold_diagonal: bool,
+    /// Project each candidate's training estimate onto the PSD cone before the loss
+    /// (the loss then scores exactly what would be released) when p is at most this;
+    /// above it the loss uses the thresholded matrix (the projection costs one
+    /// eigendecomposition per candidate and fold).
+    pub project_in_loss_max_dim: usize,
+    /// Weights β of the diagonal shrinkage tried with every threshold: the diagonal
+    /// becomes `(1 − β)·s_ii + β·mean_k s_kk` (β = 0 keeps it; β = 1 is a scaled
+    /// identity, the Ledoit–Wolf target). When the privacy noise swamps the variances
+    /// and they are similar, pooling them removes most of the diagonal's noise; when
+    /// they differ, the held-out loss keeps β = 0.
+    pub diagonal_shrinkage: Vec<f64>,
+    /// Try banding (keep `|i − j| ≤ k`) at every bandwidth k of the grid.
+    pub banding: bool,
+    /// Try Toeplitz band averaging at every bandwidth k of the grid.
+    pub toeplitz: bool,
+    /// Bandwidths for banding and Toeplitz averaging; empty means
+    /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
+    pub bandwidths: Vec<usize>,
+}
+
+/// `base·2^{i/2}` for `i = 0..count` (a √2 log grid).
+pub fn log_grid(base: f64, count: usize) -> Vec<f64> {
+    (0..count)
+        .map(|i| base * 2f64.powf(i as f64 / 2.0))
+        .collect()
+}
+
+impl Default for CrossValidation {
+    /// "None" plus c, η ∈ {0.25, 0.35, …, 5.66} (a √2 grid of 10 values spanning 0.25
+    /// to 5.66 noise sds at √(log p) scale), hard and soft.
+    fn default() -> Self {
+        CrossValidation {
+            include_none: true,
+            noise_scales: log_grid(0.25, 10),
+            adaptive_scales: log_grid(0.25, 10),
+            kinds: vec![ThresholdKind::Hard, ThresholdKind::Soft],
+            threshold_diagonal: false,
+            project_in_loss_max_dim: 200,
+            diagonal_shrinkage: vec![0.0, 0.5, 1.0],
+            banding: true,
+            toeplitz: true,
+            bandwidths: Vec::new(),
+        }
+    }
+}
+
+impl CrossValidation {
+    /// The candidates for a `p × p` matrix in the order they are tried (ties go to the
+    /// earlier one).
+    pub fn candidates(&self, with_adaptive: bool, p: usize) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        if self.include_none {
+            out.push(Candidate::None);
+        }
+        for &kind in &self.kinds {
+            for &c in &self.noise_scales {
+                out.push(Candidate::Noise { c, kind });
+            }
+            if with_adaptive {
+                for &eta in &self.adaptive_scales {
+                    out.push(Candidate::Adaptive { eta, kind });
+                }
+            }
+        }
+        let bandwidths: Vec<usize> = if self.bandwidths.is_empty() {
+            bandwidth_grid(p)
+        } else {
+            let mut b: Vec<usize> = self
+                .bandwidths
+                .iter()
+                .map(|&k| k.min(p.saturating_sub(1)))
+                .collect();
+            b.sort_unstable();
+            b.dedup();
+            b
+        };
+        if self.banding {
+            out.extend(
+                bandwidths
+                    .iter()
+                    .map(|&bandwidth| Candidate::Structured(Structure::Banded { bandwidth })),
+            );
+        }
+        if self.toeplitz {
+            out.extend(
+                bandwidths
+                    .iter()
+                    .map(|&bandwidth| Candidate::Structured(Structure::Toeplitz { bandwidth })),
+            );
+        }
+        out
+    }
+}
+
+/// The thresholds of a cross-validation candidate at n reports (None: zero).
+pub(crate) fn candidate_thresholds(
+    candidate: &Candidate,
+    collection: &Collection,
+    variances: &[f64],
+    n: u64,
+) -> Thresholds {
+    match candidate {
+        Candidate::None | Candidate::Structured(_) => Thresholds::Uniform(0.0),
+        Candidate::Noise { c, .. } => Thresholds::Uniform(noise_threshold(collection, n, *c)),
+        Candidate::Adaptive { eta, .. } => adaptive_thresholds(variances, collection.dim, n, *eta),
+    }
+}
+
+/// The kind a candidate applies (hard for "none" and the structures, which zero
+/// nothing).
+pub(crate) fn candidate_kind(candidate: &Candidate) -> ThresholdKind {
+    match candidate {
+        Candidate::None | Candidate::Structured(_) => ThresholdKind::Hard,
+        Candidate::Noise { kind, .. } | Candidate::Adaptive { kind, .. } => *kind,
+    }
+}
+
+/// The structure a candidate applies (unstructured for the thresholds).
+pub(crate) fn candidate_structure(candidate: &Candidate) -> Structure {
+    match candidate {
+        Candidate::Structured(s) => *s,
+        _ => Structure::Unstructured,
+    }
+}

@@ -1,0 +1,55 @@
+//! Threshold rules for the averaged noisy second moment: fixed-form (seed 000's
+//! universal rule, seed 001's LDP rule), entry-adaptive (Cai & Liu 2011) and K-fold
+//! cross-validated (Bickel & Levina 2008), each with hard or soft thresholding.
+//!
+//! The cross-validation (the default rule) also scores two structural regularisers
+//! for ordered variables, banding and Toeplitz band averaging ([`Structure`](crate::Structure)),
+//! and a diagonal shrinkage, against the thresholds on the same held-out folds: it
+//! picks whichever predicts held-out users best, so a structure is used only when the
+//! data support it (`estimate --unordered` / `unordered_variables` turns them off).
+//!
+//! # Why none of this costs privacy
+//!
+//! Every report is already (ε, δ)-LDP when it leaves the device. Everything here is a
+//! function of the aggregator's accumulators (fold sums, sums of squares and counts),
+//! which are themselves functions of the privatised reports plus public parameters
+//! (p, R, σ, the grid); none of it touches a raw `x`. By the post-processing property
+//! of differential privacy, any such function — a threshold chosen from the data, a
+//! per-entry variance, a cross-validation loss — is as private as the reports. The
+//! fold assignment is by report id (random bytes chosen by the client), so it reveals
+//! nothing either. Cross-validation splits users, not entries, and each user's noise is
+//! independent, so a held-out fold is a genuine independent test set.
+//!
+//! # Units
+//!
+//! Accumulators are in grid units of the unit ball; every threshold here is in data
+//! units (`× R²/2^k`), like the matrix it is applied to. `σ_n = R²σ/√n` is the noise sd
+//! of one averaged entry.
+//!
+//! # Memory
+//!
+//! Cross-validation works on packed `d = p(p+1)/2` vectors: one training average, one
+//! test average and the optional per-entry variances at a time, so beyond the K fold
+//! sums it needs O(p²) memory and O(K·#candidates·p²) time.
+
+mod adaptive;
+mod apply;
+mod candidates;
+mod cv;
+mod rules;
+mod select;
+#[cfg(test)]
+mod tests;
+
+pub use adaptive::entry_variances;
+pub(crate) use adaptive::{adaptive_thresholds, has_sum_squares};
+pub use apply::{ThresholdKind, Thresholds, apply_threshold};
+pub(crate) use apply::{shrink_diagonal, shrink_packed_diagonal};
+pub use candidates::{Candidate, CrossValidation, log_grid};
+pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
+pub use cv::{CvOutcome, cross_validate};
+pub use rules::{
+    AdaptiveThreshold, Seed001Threshold, ThresholdRule, UniversalThreshold, noise_threshold,
+    seed001_threshold, universal_threshold,
+};
+pub(crate) use select::resolve;

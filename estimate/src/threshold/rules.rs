@@ -1,0 +1,176 @@
+//! The fixed-form rules (seed 000's universal threshold, seed 001's LDP threshold,
+//! Cai & Liu's entry-adaptive threshold), the [`ThresholdRule`] that names one of them
+//! or the cross-validation, and the formulas of their λ.
+
+use super::CrossValidation;
+use ldpcov_proto::Collection;
+
+/// Seed 000's universal threshold `λ = γ·√(log p / n) + c·σ_n·√(log p)`, with
+/// `σ_n = R²σ/√n` the noise sd of one averaged entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UniversalThreshold {
+    /// γ, the sub-Gaussian constant of the data (0 leaves only the noise term).
+    pub gamma: f64,
+    /// c, the multiple of the noise level (the paper uses 4).
+    pub c: f64,
+    /// Threshold the diagonal too, as the paper prints; by default it is exempt.
+    pub threshold_diagonal: bool,
+}
+
+impl Default for UniversalThreshold {
+    fn default() -> Self {
+        UniversalThreshold {
+            gamma: 0.0,
+            c: 4.0,
+            threshold_diagonal: false,
+        }
+    }
+}
+
+/// Seed 001's LDP threshold with the missing `1/√n` restored:
+/// `λ = ξ·√(log p / n) + 4·(R²σ/√n)·√(log p)`.
+///
+/// The paper prints `4σ₂√(log p)` (no `1/√n`), which does not shrink with n and would
+/// zero every off-diagonal entry at any realistic n; the noise of an averaged entry is
+/// `σ₂/√n` (in data units `R²σ/√n`), so that is what the threshold scales.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Seed001Threshold {
+    /// ξ, the data term's constant (the paper tunes it by cross-validation).
+    pub xi: f64,
+    /// Threshold the diagonal too, as the paper prints; by default it is exempt.
+    pub threshold_diagonal: bool,
+}
+
+/// Entry-adaptive threshold (Cai & Liu 2011): `λ_ij = η·√(θ̂_ij·log p / n)` with
+/// `θ̂_ij` the variance of entry ij across reports, in data units
+/// `R⁴/2^{2k}·(Σv²/n − (Σv/n)²)`.
+///
+/// `θ̂_ij` includes the privacy noise variance `R⁴σ²` as well as the data's own
+/// variance, so the rule adapts both to the noise level and to entries whose products
+/// `x_i x_j` vary more; that is intended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveThreshold {
+    /// η (Cai & Liu recommend 2).
+    pub eta: f64,
+    /// Threshold the diagonal too; by default it is exempt.
+    pub threshold_diagonal: bool,
+}
+
+impl Default for AdaptiveThreshold {
+    fn default() -> Self {
+        AdaptiveThreshold {
+            eta: 2.0,
+            threshold_diagonal: false,
+        }
+    }
+}
+
+/// Which entries of the average are kept, and how the threshold is chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ThresholdRule {
+    /// Keep every entry.
+    None,
+    /// Seed 000's universal threshold.
+    Universal(UniversalThreshold),
+    /// Seed 001's LDP threshold (with the `1/√n` erratum fixed).
+    Seed001(Seed001Threshold),
+    /// Cai & Liu's entry-adaptive threshold.
+    Adaptive(AdaptiveThreshold),
+    /// Chosen by K-fold cross-validation from the fold sums.
+    CrossValidated(CrossValidation),
+}
+
+/// The default is cross-validation with [`CrossValidation::default`]: it falls back to
+/// "no threshold" when the data are dense and thresholds hard when they are sparse,
+/// where any fixed rule is right for one and wrong for the other (seed 000's c = 4
+/// zeroes true entries whenever `4σ_n√(log p)` exceeds them).
+impl Default for ThresholdRule {
+    fn default() -> Self {
+        ThresholdRule::CrossValidated(CrossValidation::default())
+    }
+}
+
+impl ThresholdRule {
+    /// A short name for logs and the estimate message.
+    pub fn name(&self) -> String {
+        let diag = |t: bool| if t { "thresholded" } else { "exempt" };
+        match self {
+            ThresholdRule::None => "none".to_string(),
+            ThresholdRule::Universal(u) => format!(
+                "universal(gamma={}, c={}, diagonal={})",
+                u.gamma,
+                u.c,
+                diag(u.threshold_diagonal)
+            ),
+            ThresholdRule::Seed001(s) => format!(
+                "seed001(xi={}, diagonal={})",
+                s.xi,
+                diag(s.threshold_diagonal)
+            ),
+            ThresholdRule::Adaptive(a) => {
+                format!(
+                    "adaptive(eta={}, diagonal={})",
+                    a.eta,
+                    diag(a.threshold_diagonal)
+                )
+            }
+            ThresholdRule::CrossValidated(cv) => {
+                format!("cv(diagonal={})", diag(cv.threshold_diagonal))
+            }
+        }
+    }
+
+    /// Whether the rule thresholds the diagonal.
+    pub fn threshold_diagonal(&self) -> bool {
+        match self {
+            ThresholdRule::None => false,
+            ThresholdRule::Universal(u) => u.threshold_diagonal,
+            ThresholdRule::Seed001(s) => s.threshold_diagonal,
+            ThresholdRule::Adaptive(a) => a.threshold_diagonal,
+            ThresholdRule::CrossValidated(cv) => cv.threshold_diagonal,
+        }
+    }
+
+    /// Every numeric parameter with its name, for validation.
+    pub fn parameters(&self) -> Vec<(&'static str, f64)> {
+        match self {
+            ThresholdRule::None => vec![],
+            ThresholdRule::Universal(u) => vec![("gamma", u.gamma), ("c", u.c)],
+            ThresholdRule::Seed001(s) => vec![("xi", s.xi)],
+            ThresholdRule::Adaptive(a) => vec![("eta", a.eta)],
+            ThresholdRule::CrossValidated(cv) => cv
+                .noise_scales
+                .iter()
+                .map(|&v| ("noise_scales", v))
+                .chain(cv.adaptive_scales.iter().map(|&v| ("adaptive_scales", v)))
+                .chain(
+                    cv.diagonal_shrinkage
+                        .iter()
+                        .map(|&v| ("diagonal_shrinkage", if v <= 1.0 { v } else { -v })),
+                )
+                .collect(),
+        }
+    }
+}
+
+/// `c·σ_n·√(log p)` for `σ_n` the averaged-entry noise sd at n reports (data units).
+pub fn noise_threshold(collection: &Collection, n: u64, c: f64) -> f64 {
+    c * collection.mean_entry_noise_sd(n.max(1)) * (collection.dim as f64).ln().sqrt()
+}
+
+/// Seed 000's universal threshold `γ√(log p/n) + c·σ_n√(log p)` at n reports.
+pub fn universal_threshold(
+    rule: &UniversalThreshold,
+    p: usize,
+    n: u64,
+    entry_noise_sd: f64,
+) -> f64 {
+    let log_p = (p as f64).ln();
+    rule.gamma * (log_p / n.max(1) as f64).sqrt() + rule.c * entry_noise_sd * log_p.sqrt()
+}
+
+/// Seed 001's LDP threshold `ξ√(log p/n) + 4(R²σ/√n)√(log p)` at n reports.
+pub fn seed001_threshold(rule: &Seed001Threshold, collection: &Collection, n: u64) -> f64 {
+    let log_p = (collection.dim as f64).ln();
+    rule.xi * (log_p / n.max(1) as f64).sqrt() + noise_threshold(collection, n, 4.0)
+}

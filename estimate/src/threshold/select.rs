@@ -1,0 +1,102 @@
+//! Resolving a rule on the accumulators into what is applied to the full average.
+
+use super::{
+    Candidate, ThresholdKind, ThresholdRule, Thresholds, adaptive_thresholds, candidate_kind,
+    candidate_structure, candidate_thresholds, cross_validate, entry_variances, seed001_threshold,
+    universal_threshold,
+};
+use crate::accumulator::Accumulator;
+use crate::structure::Structure;
+use ldpcov_proto::Collection;
+
+/// What a rule applies to the full average: thresholds, kind, whether the diagonal
+/// is thresholded, the diagonal shrinkage, and a name for the estimate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Resolved {
+    /// The thresholds.
+    pub thresholds: Thresholds,
+    /// Hard or soft.
+    pub kind: ThresholdKind,
+    /// Whether the diagonal is thresholded.
+    pub include_diagonal: bool,
+    /// Diagonal shrinkage weight β (0 for every rule but cross-validation).
+    pub diagonal_shrinkage: f64,
+    /// Banding or Toeplitz averaging applied before the threshold (unstructured for
+    /// every rule but cross-validation).
+    pub structure: Structure,
+    /// The rule's name, with the cross-validation's choice.
+    pub name: String,
+}
+
+/// Resolves a rule on the accumulators (running the cross-validation if asked).
+///
+/// `kind` is used by the fixed rules; cross-validation uses the kind it chose.
+pub(crate) fn resolve(
+    rule: &ThresholdRule,
+    kind: ThresholdKind,
+    collection: &Collection,
+    acc: &Accumulator,
+) -> Resolved {
+    let n = acc.count;
+    let p = collection.dim;
+    let diag = rule.threshold_diagonal();
+    let fixed = |thresholds: Thresholds| Resolved {
+        thresholds,
+        kind,
+        include_diagonal: diag,
+        diagonal_shrinkage: 0.0,
+        structure: Structure::Unstructured,
+        name: format!("{}, {}", rule.name(), kind.name()),
+    };
+    match rule {
+        ThresholdRule::None => Resolved {
+            name: rule.name(),
+            ..fixed(Thresholds::Uniform(0.0))
+        },
+        ThresholdRule::Universal(u) => fixed(Thresholds::Uniform(universal_threshold(
+            u,
+            p,
+            n,
+            collection.mean_entry_noise_sd(n.max(1)),
+        ))),
+        ThresholdRule::Seed001(s) => {
+            fixed(Thresholds::Uniform(seed001_threshold(s, collection, n)))
+        }
+        ThresholdRule::Adaptive(a) => fixed(adaptive_thresholds(
+            &entry_variances(collection, acc),
+            p,
+            n,
+            a.eta,
+        )),
+        ThresholdRule::CrossValidated(cv) => match cross_validate(collection, acc, cv) {
+            None => Resolved {
+                thresholds: Thresholds::Uniform(0.0),
+                kind: ThresholdKind::Hard,
+                include_diagonal: false,
+                diagonal_shrinkage: 0.0,
+                structure: Structure::Unstructured,
+                name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
+            },
+            Some(outcome) => {
+                let variances = match outcome.chosen {
+                    Candidate::Adaptive { .. } => entry_variances(collection, acc),
+                    _ => Vec::new(),
+                };
+                Resolved {
+                    thresholds: candidate_thresholds(&outcome.chosen, collection, &variances, n),
+                    kind: candidate_kind(&outcome.chosen),
+                    include_diagonal: diag,
+                    diagonal_shrinkage: outcome.diagonal_shrinkage,
+                    structure: candidate_structure(&outcome.chosen),
+                    name: format!(
+                        "{} → {}, diagonal shrinkage {} ({} folds)",
+                        rule.name(),
+                        outcome.chosen.name(),
+                        outcome.diagonal_shrinkage,
+                        outcome.folds_used
+                    ),
+                }
+            }
+        },
+    }
+}

@@ -1,0 +1,470 @@
+use super::cv::structure_earns_its_place;
+use super::*;
+use crate::accumulator::Accumulator;
+use crate::structure::Structure;
+use ldpcov_proto::Collection;
+use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::v1::CollectionSpec;
+use nalgebra::DMatrix;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+
+fn collection(dim: u32, epsilon: f64, clip_radius: f64) -> Collection {
+    Collection::from_spec(&CollectionSpec {
+        collection_id: "t".into(),
+        dim,
+        epsilon,
+        delta: 1e-6,
+        clip_radius,
+        min_reports: 1,
+        encoding: 0,
+    })
+    .unwrap()
+}
+
+#[test]
+fn universal_threshold_formula() {
+    let u = UniversalThreshold {
+        gamma: 2.0,
+        c: 4.0,
+        threshold_diagonal: false,
+    };
+    let lam = universal_threshold(&u, 100, 10_000, 0.01);
+    let want = 2.0 * (100f64.ln() / 1e4).sqrt() + 4.0 * 0.01 * 100f64.ln().sqrt();
+    assert!((lam - want).abs() < 1e-15);
+}
+
+#[test]
+fn hard_threshold_keeps_diagonal_unless_asked() {
+    let mut m = DMatrix::from_row_slice(3, 3, &[0.1, 0.5, -0.2, 0.5, 2.0, 0.05, -0.2, 0.05, 0.3]);
+    let kept = apply_threshold(
+        &mut m.clone(),
+        &Thresholds::Uniform(0.25),
+        ThresholdKind::Hard,
+        false,
+    );
+    assert_eq!(kept, 4); // 3 diagonal + (0,1)
+    let kept = apply_threshold(
+        &mut m,
+        &Thresholds::Uniform(0.25),
+        ThresholdKind::Hard,
+        true,
+    );
+    assert_eq!(kept, 3); // (0,1), (1,1), (2,2)
+    assert_eq!(m[(0, 0)], 0.0);
+    assert_eq!(m[(2, 0)], 0.0);
+    assert_eq!(m[(1, 0)], 0.5);
+}
+
+#[test]
+fn hard_and_soft_on_one_value() {
+    assert_eq!(ThresholdKind::Hard.apply(0.5, 0.3), 0.5);
+    assert_eq!(ThresholdKind::Hard.apply(-0.3, 0.3), 0.0);
+    assert!((ThresholdKind::Soft.apply(0.5, 0.3) - 0.2).abs() < 1e-15);
+    assert!((ThresholdKind::Soft.apply(-0.5, 0.3) + 0.2).abs() < 1e-15);
+    assert_eq!(ThresholdKind::Soft.apply(0.2, 0.3), 0.0);
+}
+
+#[test]
+fn apply_threshold_hard_vs_soft_on_a_matrix() {
+    let m = DMatrix::from_row_slice(3, 3, &[1.0, 0.5, -0.2, 0.5, 2.0, -0.4, -0.2, -0.4, 0.1]);
+    let t = Thresholds::Uniform(0.3);
+    let mut hard = m.clone();
+    assert_eq!(
+        apply_threshold(&mut hard, &t, ThresholdKind::Hard, false),
+        5
+    );
+    assert_eq!(hard[(0, 1)], 0.5);
+    assert_eq!(hard[(2, 1)], -0.4);
+    assert_eq!(hard[(0, 2)], 0.0);
+    assert_eq!(hard[(2, 2)], 0.1); // diagonal exempt
+    let mut soft = m.clone();
+    assert_eq!(apply_threshold(&mut soft, &t, ThresholdKind::Soft, true), 4);
+    assert!((soft[(0, 1)] - 0.2).abs() < 1e-15 && soft[(0, 1)] == soft[(1, 0)]);
+    assert!((soft[(1, 2)] + 0.1).abs() < 1e-15);
+    assert!((soft[(0, 0)] - 0.7).abs() < 1e-15);
+    assert_eq!(soft[(2, 2)], 0.0); // 0.1 ≤ 0.3 with the diagonal included
+}
+
+#[test]
+fn diagonal_shrinkage_pools_toward_the_mean_variance() {
+    // Diagonal (1, 2, 6): mean 3. β = 0.5 → (2, 2.5, 4.5); β = 1 → 3·I on the
+    // diagonal; off-diagonal entries untouched; packed and full forms agree.
+    let mut m = DMatrix::from_row_slice(3, 3, &[1.0, 0.4, 0.0, 0.4, 2.0, 0.1, 0.0, 0.1, 6.0]);
+    let mut packed: Vec<f64> = triangle_pairs(3).map(|(i, j)| m[(i, j)]).collect();
+    shrink_diagonal(&mut m, 0.5);
+    shrink_packed_diagonal(3, &mut packed, 0.5);
+    assert_eq!((m[(0, 0)], m[(1, 1)], m[(2, 2)]), (2.0, 2.5, 4.5));
+    assert_eq!(m[(0, 1)], 0.4);
+    let again: Vec<f64> = triangle_pairs(3).map(|(i, j)| m[(i, j)]).collect();
+    assert_eq!(packed, again);
+    shrink_diagonal(&mut m, 1.0);
+    assert_eq!((m[(0, 0)], m[(1, 1)], m[(2, 2)]), (3.0, 3.0, 3.0));
+}
+
+#[test]
+fn seed001_threshold_has_the_one_over_root_n() {
+    let c = collection(20, 1.0, 2.0);
+    let s = Seed001Threshold {
+        xi: 0.5,
+        threshold_diagonal: false,
+    };
+    let log_p = 20f64.ln();
+    for n in [100u64, 10_000] {
+        let want = 0.5 * (log_p / n as f64).sqrt()
+            + 4.0 * 4.0 * c.sigma / (n as f64).sqrt() * log_p.sqrt();
+        let got = seed001_threshold(&s, &c, n);
+        assert!((got - want).abs() < 1e-12 * want, "{got} vs {want}");
+    }
+    // ×100 users → λ/10.
+    let ratio = seed001_threshold(&s, &c, 100) / seed001_threshold(&s, &c, 10_000);
+    assert!((ratio - 10.0).abs() < 1e-9);
+}
+
+#[test]
+fn adaptive_lambda_from_known_sums_of_squares() {
+    // p = 2 (3 packed entries), R = 2, four reports with known grid values.
+    let c = collection(2, 1.0, 2.0);
+    let g = c.grid_scale() as i32;
+    let mut acc = Accumulator::new(3, 5);
+    // Entry 0: values g, g, 3g, 3g → mean 2g, mean square 5g², variance g².
+    // Entry 1: 0, 0, 0, 0 → variance 0. Entry 2: g, −g, g, −g → variance g².
+    acc.add(0, &[g, 0, g]);
+    acc.add(1, &[g, 0, -g]);
+    acc.add(2, &[3 * g, 0, g]);
+    acc.add(3, &[3 * g, 0, -g]);
+    let v = entry_variances(&c, &acc);
+    // Data units: R⁴/g²·g² = 16.
+    assert!((v[0] - 16.0).abs() < 1e-9, "{v:?}");
+    assert_eq!(v[1], 0.0);
+    assert!((v[2] - 16.0).abs() < 1e-9);
+    let t = adaptive_thresholds(&v, 2, 4, 2.0);
+    // λ = η√(θ̂·log p/n) = 2·√(16·ln 2/4) = 4√(ln 2).
+    let want = 4.0 * 2f64.ln().sqrt();
+    assert!((t.at(0) - want).abs() < 1e-9);
+    assert_eq!(t.at(1), 0.0);
+    // Through resolve(): the same numbers.
+    let rule = ThresholdRule::Adaptive(AdaptiveThreshold::default());
+    let r = resolve(&rule, ThresholdKind::Soft, &c, &acc);
+    assert_eq!(r.thresholds, t);
+    assert_eq!(r.kind, ThresholdKind::Soft);
+    assert!(!r.include_diagonal);
+}
+
+/// Reports `round(2^k·(u_i u_j)) + round(N(0, σ_grid²))` for u = x/R, x ~ N(0, Σ)
+/// with Σ given by its Cholesky factor; fold = user index mod 5.
+fn simulate(c: &Collection, chol: &DMatrix<f64>, n: usize, seed: u64) -> Accumulator {
+    let p = c.dim;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let std = Normal::new(0.0, 1.0).unwrap();
+    let noise = Normal::new(0.0, c.sigma_grid()).unwrap();
+    let g = c.grid_scale();
+    let r = c.clip_radius;
+    let mut acc = Accumulator::new(c.entries, 5);
+    let mut report = vec![0i32; c.entries];
+    for user in 0..n {
+        let z = nalgebra::DVector::from_fn(p, |_, _| std.sample(&mut rng));
+        let x = chol * z;
+        let norm = x.norm().max(r);
+        let u = x / norm;
+        for (slot, (i, j)) in report.iter_mut().zip(triangle_pairs(p)) {
+            *slot = ((u[i] * u[j] * g).round() + noise.sample(&mut rng).round()) as i32;
+        }
+        acc.add(user % 5, &report);
+    }
+    acc
+}
+
+/// The estimate the default rule releases, before the PSD projection.
+fn default_estimate(c: &Collection, acc: &Accumulator) -> DMatrix<f64> {
+    let options = crate::estimate::EstimateOptions {
+        skip_psd_projection: true,
+        ..Default::default()
+    };
+    crate::estimate::estimate(c, acc, &options).unwrap().matrix
+}
+
+#[test]
+fn cv_keeps_everything_when_the_truth_is_dense() {
+    // Σ_ij = s_i s_j (0.5 + 0.5·1[i = j]) with s_i = 1 + 0.5·i/(p − 1): every
+    // off-diagonal entry is 0.5·s_i s_j ∈ [0.5, 1.125], and neither the bands
+    // (entries of one band differ by up to 0.5·(1.5² − 1)) nor the diagonal
+    // (s_i² ∈ [1, 2.25]) are constant. p = 20, R = 9, ε = 40, n = 45 000:
+    // σ ≈ 0.26, σ_n = R²σ/√n ≈ 0.10 (checked below), so every true off-diagonal
+    // entry is ≥ 5σ_n from zero and far above every candidate's threshold but the
+    // largest (5.66·σ_n·√(log 20) ≈ 1.0). No candidate removes noise from such
+    // entries: hard thresholds below ≈ 0.3 change nothing, larger ones zero true
+    // entries (cost ≥ 0.25 each), and soft ones shrink all 380 off-diagonal entries
+    // by λ ≥ 0.25·σ_n·√(log 20) ≈ 0.045, a bias of 380·0.045² ≈ 0.77 in squared
+    // Frobenius norm, while the noise in a loss difference,
+    // 2λ·√(380·(σ_train² + σ_test²)) / √5 folds ≈ 2·0.045·√(380·0.065)/2.2 ≈ 0.2,
+    // is about 4 times smaller. Toeplitz averaging replaces each entry by its band's
+    // mean: the within-band spread of 0.5·s_i s_{i+h} has variance ≈ 0.02–0.03, a
+    // bias of ≈ 8 over 380 entries against a noise saving of at most 380·σ_n² ≈ 4;
+    // banding drops true entries ≥ 0.5. Diagonal shrinkage toward the mean moves
+    // s_i² by up to 0.6. So CV must keep the raw average: "none", a hard threshold
+    // that zeroes nothing, or banding at the full bandwidth p − 1.
+    let p = 20;
+    let c = collection(p as u32, 40.0, 9.0);
+    let s: Vec<f64> = (0..p)
+        .map(|i| 1.0 + 0.5 * i as f64 / (p - 1) as f64)
+        .collect();
+    let sigma = DMatrix::from_fn(p, p, |i, j| s[i] * s[j] * if i == j { 1.0 } else { 0.5 });
+    let chol = sigma.clone().cholesky().unwrap().l();
+    let acc = simulate(&c, &chol, 45_000, 11);
+    let sd = c.mean_entry_noise_sd(acc.count);
+    assert!((0.09..0.11).contains(&sd), "σ_n = {sd}");
+    let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+    assert_eq!(outcome.folds_used, 5);
+    match outcome.chosen {
+        Candidate::None
+        | Candidate::Noise {
+            kind: ThresholdKind::Hard,
+            ..
+        }
+        | Candidate::Adaptive {
+            kind: ThresholdKind::Hard,
+            ..
+        } => {}
+        Candidate::Structured(Structure::Banded { bandwidth }) if bandwidth + 1 >= p => {}
+        other => panic!("dense truth: CV chose {other:?}"),
+    }
+    assert_eq!(outcome.diagonal_shrinkage, 0.0);
+    // The released matrix is the raw average, entry for entry.
+    let raw = crate::estimate::average(&c, &acc.sums(), acc.count).unwrap();
+    assert_eq!(
+        default_estimate(&c, &acc),
+        raw,
+        "chosen {:?}",
+        outcome.chosen
+    );
+}
+
+#[test]
+fn cv_thresholds_hard_when_the_truth_is_diagonal() {
+    // Σ = I, p = 40 (780 off-diagonal entries), R = 2, ε = 100, n = 25 000. Almost
+    // every x is clipped onto the sphere of radius 2: by sign symmetry the off-diagonal
+    // truth stays exactly 0 and the diagonal is ≈ R²/p = 0.1, so every off-diagonal
+    // average is pure noise of sd σ_n (checked below: 2√p·s ≤ 0.05 for the training
+    // sd s = σ_n√(5/4), so the noise's spectral norm stays below the diagonal, the
+    // training matrices are positive definite and the PSD projection in the loss
+    // changes nothing; the diagonal is the same for every candidate at a given
+    // shrinkage, so it does not change the order either). All in units of s:
+    // in fold k the training value x has sd 1, the held-out value y sd 2, and x is the
+    // mean of the other folds' y. Zeroing an entry instead of keeping it lowers the
+    // loss (weight 2, both triangles) by (1/5)·Σ_k (2x_k² − 4x_k y_k): mean 2, variance
+    // 11.6 (exactly: (1/25)·(4·32.5 + 16·40 − 16·30), from Var Σ_k x_k² = 32.5,
+    // Var Σ_k x_k y_k = 40, Cov = 30). Over the 780 independent entries, a candidate
+    // whose per-entry excess over "zero everything" has mean μ and variance v loses to
+    // it by μ·780 ± √(v·780). Evaluating μ and v for each grid value (t = c·√(log 40)
+    // = 1.92c training sds): "none" and hard thresholds with c ≤ 1 lose by ≥ 7 sd, soft
+    // ones with c ≤ 0.5 by ≥ 5.6 sd, banding at bandwidth k ≥ 1 (it keeps ≥ 39 noise
+    // entries) by ≥ 3.7 sd and must then also win by one standard error; c = 1.41 hard
+    // (2.9 sd), c = 0.71 soft (3.2 sd) and anything larger can be chosen, and so can
+    // Toeplitz averaging (each band mean has variance 1/(p − h): excess 2 per band, a
+    // near tie the one-standard-error rule does not always break). So: the chosen
+    // threshold, re-evaluated at the full n, is at least 0.71·1.92 = 1.36σ_n (1.35σ_n
+    // for the entry-adaptive form, whose θ̂ adds the data's variance on top of the
+    // noise), and at that λ a soft threshold zeroes 82.6 % of the noise entries (sd
+    // 1.4 % over 780: ≥ 77 % at 4 sd; a hard c ≥ 1.41 zeroes 99.3 %). The off-diagonal
+    // energy left is at most 6.1 % ± 2.7 % (hard c = 1.41; soft c = 0.71: 6.6 % ± 1.1 %;
+    // Toeplitz at bandwidth k: k/780) of the raw average's: ≤ 18 % at 4 sd.
+    let p = 40;
+    let c = collection(p as u32, 100.0, 2.0);
+    let chol = DMatrix::identity(p, p);
+    let acc = simulate(&c, &chol, 25_000, 5);
+    let sd = c.mean_entry_noise_sd(acc.count);
+    let noise_norm = 2.0 * (p as f64).sqrt() * sd * 1.25f64.sqrt();
+    assert!(noise_norm <= 0.05, "2√p·s = {noise_norm} (σ_n = {sd})");
+    let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+    let none_loss = outcome.losses[0].1;
+    let best = outcome
+        .losses
+        .iter()
+        .map(|&(_, l)| l)
+        .fold(f64::INFINITY, f64::min);
+    assert!(best < none_loss, "best {best} vs none {none_loss}");
+    assert!(outcome.chosen != Candidate::None);
+    let r = resolve(&ThresholdRule::default(), ThresholdKind::Hard, &c, &acc);
+    assert!(!r.include_diagonal);
+    let m = default_estimate(&c, &acc);
+    let raw = crate::estimate::average(&c, &acc.sums(), acc.count).unwrap();
+    let off = || triangle_pairs(p).filter(|&(i, j)| i != j);
+    let energy = |a: &DMatrix<f64>| off().map(|(i, j)| a[(i, j)] * a[(i, j)]).sum::<f64>();
+    let left = energy(&m) / energy(&raw);
+    assert!(
+        left <= 0.18,
+        "{left} of the noise energy left by {:?}",
+        outcome.chosen
+    );
+    match outcome.chosen {
+        Candidate::Structured(Structure::Toeplitz { .. }) => {}
+        Candidate::Structured(Structure::Banded { bandwidth }) => {
+            assert_eq!(bandwidth, 0, "Σ = I: CV chose {:?}", outcome.chosen)
+        }
+        Candidate::Structured(Structure::Unstructured) | Candidate::None => {
+            panic!("Σ = I: CV chose {:?}", outcome.chosen)
+        }
+        Candidate::Noise { .. } | Candidate::Adaptive { .. } => {
+            let lambda = r.thresholds.summary(p);
+            assert!(
+                lambda >= 1.35 * sd,
+                "λ = {lambda}, σ_n = {sd}: {:?}",
+                outcome.chosen
+            );
+            let zeroed = off().filter(|&(i, j)| m[(i, j)] == 0.0).count();
+            let total = p * (p - 1) / 2;
+            assert!(zeroed * 100 >= total * 77, "{zeroed} of {total} zeroed");
+        }
+    }
+}
+
+#[test]
+fn cv_averages_bands_when_the_truth_is_stationary_and_the_noise_is_large() {
+    // Σ_ij = 0.6^|i−j| (seed 001 Model 1), p = 20, R = √40, ε = 2, n = 200 000:
+    // σ ≈ 3.4, σ_n = 40σ/√n ≈ 0.30 (checked below), above every true entry beyond
+    // band 2. Any unstructured estimate (each entry kept with its noise or zeroed)
+    // has squared Frobenius error at least the oracle's
+    // 2Σ_h (p − h)·min(0.36^h, σ_n²) ≈ 9.1 (bands 1–2 are at the noise level,
+    // 3–19 below it). Toeplitz averaging at bandwidth k leaves noise σ_n²/(p − h)
+    // on each of the 2(p − h) entries of band h ≤ k (2σ_n² ≈ 0.18 per band) and a
+    // bias 2Σ_{h>k}(p − h)·0.36^h, the diagonal adds at most 20σ_n² ≈ 1.8 (β = 0)
+    // or σ_n² (β = 1): at every k the total is below 0.18·19 + 1.8 + 0.1 ≈ 5.3,
+    // about 1.1 at the best k ≈ 5. So CV must choose Toeplitz averaging, and its
+    // estimate must beat the unstructured CV and stay under 6.
+    let p = 20;
+    let c = collection(p as u32, 2.0, 40f64.sqrt());
+    let sigma = DMatrix::from_fn(p, p, |i, j| 0.6f64.powi(i.abs_diff(j) as i32));
+    let chol = sigma.clone().cholesky().unwrap().l();
+    let acc = simulate(&c, &chol, 200_000, 21);
+    let sd = c.mean_entry_noise_sd(acc.count);
+    assert!((0.27..0.33).contains(&sd), "σ_n = {sd}");
+    let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+    assert!(
+        matches!(
+            outcome.chosen,
+            Candidate::Structured(Structure::Toeplitz { .. })
+        ),
+        "chosen {:?}",
+        outcome.chosen
+    );
+    let structured = (default_estimate(&c, &acc) - &sigma).norm_squared();
+    let unstructured_options = crate::estimate::EstimateOptions {
+        rule: ThresholdRule::CrossValidated(CrossValidation {
+            banding: false,
+            toeplitz: false,
+            ..Default::default()
+        }),
+        skip_psd_projection: true,
+        ..Default::default()
+    };
+    let unstructured = crate::estimate::estimate(&c, &acc, &unstructured_options)
+        .unwrap()
+        .matrix;
+    let unstructured = (unstructured - &sigma).norm_squared();
+    assert!(
+        structured < 6.0 && structured < unstructured,
+        "Toeplitz {structured} vs unstructured {unstructured}: {:?} β={} losses {:?}",
+        outcome.chosen,
+        outcome.diagonal_shrinkage,
+        outcome.losses
+    );
+}
+
+#[test]
+fn cv_does_not_average_bands_that_are_not_constant() {
+    // Two blocks: variables 0..10 equicorrelated at 0.8, variables 10..20
+    // independent (unit variances). p = 20, R = 9, ε = 40, n = 45 000: σ_n ≈ 0.10
+    // as in the dense test (checked below). Band h holds 10 − h entries of 0.8 out of
+    // 20 − h, so its mean is 0.8·(10 − h)/(20 − h) and Toeplitz averaging misplaces
+    // every entry of the band by ≈ 0.4 (bias ≈ 0.8²·(10 − h)(10)/(20 − h) per band,
+    // ≥ 30 in total at bandwidth 9) against a noise saving of at most 380σ_n² ≈ 4.
+    // Banding below 9 drops true entries of 0.8. A hard threshold around 3σ_n keeps
+    // the block and zeroes the rest. So CV must not choose a structure, and its
+    // estimate has the block and nothing else.
+    //
+    // Entry bounds (the estimate before the projection, so only the chosen threshold
+    // acts off the diagonal). Each average is its truth plus noise of sd σ_n; over the
+    // 145 zero entries max|noise| ≤ 4.5σ_n except with probability 145·6.8e-6 ≈ 1e-3,
+    // over the 45 block entries except with 3e-4. A zero entry is kept as is, shrunk
+    // towards 0 or zeroed: |m| ≤ 4.5σ_n. A block entry is shrunk by at most the soft
+    // λ, or zeroed by a hard λ above it. The largest λ the CV can choose: a soft λ
+    // (training units, s = σ_n√(5/4) ≈ 0.11) shrinks the 45 block entries, costing
+    // 90λ² in loss (both triangles) with sd ≈ 4λ·s·√45, against a gain of at most
+    // 290s² ≈ 3.6 (sd √(145·11.6)·s² ≈ 0.5, see the diagonal test) from zeroing the
+    // noise; c = 2 (λ = 2·s·√(log 20) ≈ 0.39) loses by ≈ 10 ≈ 8 sd, c = 1.41 by only
+    // ≈ 3 sd, so a soft λ is at most 1.41·σ_n·√(log 20) = 2.45σ_n at the full n (2.5σ_n
+    // for the adaptive form, whose θ̂ adds the data's variance, 0.4 % of the noise's).
+    // A hard λ keeps the block: the largest not clearly worse, c = 2.83 (c = 4 zeroes
+    // about half the block, a loss of ≈ 29), is 2.83·√(log 20)σ_n = 4.9σ_n at full n,
+    // which zeroes a block entry only if its noise is below −3.1σ_n: 45·1e-3, so at
+    // most one such entry except with probability ≈ 1e-3. Hence: block entries within
+    // 4.5σ_n + 2.5σ_n = 7σ_n of 0.8, save at most one zeroed; the rest within 4.5σ_n
+    // of 0. (The PSD projection inside the loss acts only on the noise along the
+    // block's nine 0.2-eigenvalue directions and moves every candidate's loss alike.)
+    let p = 20;
+    let c = collection(p as u32, 40.0, 9.0);
+    let sigma = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            1.0
+        } else if i < 10 && j < 10 {
+            0.8
+        } else {
+            0.0
+        }
+    });
+    let chol = sigma.clone().cholesky().unwrap().l();
+    let acc = simulate(&c, &chol, 45_000, 31);
+    let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+    assert!(
+        !matches!(outcome.chosen, Candidate::Structured(_)),
+        "chosen {:?}",
+        outcome.chosen
+    );
+    let sd = c.mean_entry_noise_sd(acc.count);
+    assert!((0.09..0.11).contains(&sd), "σ_n = {sd}");
+    let m = default_estimate(&c, &acc);
+    let mut zeroed_block = 0;
+    for (i, j) in triangle_pairs(p).filter(|(i, j)| i != j) {
+        if sigma[(i, j)] == 0.0 {
+            assert!(m[(i, j)].abs() <= 4.5 * sd, "({i}, {j}) = {}", m[(i, j)]);
+        } else if m[(i, j)] == 0.0 {
+            zeroed_block += 1;
+        } else {
+            assert!(
+                (m[(i, j)] - 0.8).abs() <= 7.0 * sd,
+                "({i}, {j}) = {}",
+                m[(i, j)]
+            );
+        }
+    }
+    assert!(zeroed_block <= 1, "{zeroed_block} block entries zeroed");
+}
+
+#[test]
+fn a_structure_must_win_by_one_standard_error() {
+    // Differences −1, −1, −1, −1, −1: mean −1, se 0 → chosen.
+    assert!(structure_earns_its_place(&[9.0; 5], &[10.0; 5]));
+    // Differences 1.4, −3.4, 1.4, −3.4, −1: mean −1, sd 2.4, se 2.4/√5 ≈ 1.07 →
+    // mean + se > 0: not chosen although the mean loss is lower.
+    let t = [10.0; 5];
+    assert!(!structure_earns_its_place(&[11.4, 6.6, 11.4, 6.6, 9.0], &t));
+    // Differences 1, −3, 1, −3, −1: mean −1, sd 2, se ≈ 0.89 → chosen.
+    assert!(structure_earns_its_place(&[11.0, 7.0, 11.0, 7.0, 9.0], &t));
+    // Worse on average: never.
+    assert!(!structure_earns_its_place(&[11.0; 5], &t));
+    // Fewer than two folds: no standard error, no structure.
+    assert!(!structure_earns_its_place(&[1.0], &[10.0]));
+}
+
+#[test]
+fn cv_without_usable_folds_keeps_everything() {
+    let c = collection(2, 1.0, 1.0);
+    let mut acc = Accumulator::new(3, 5);
+    acc.add(0, &[1, 2, 3]);
+    acc.add(0, &[1, 2, 3]);
+    assert!(cross_validate(&c, &acc, &CrossValidation::default()).is_none());
+    let r = resolve(&ThresholdRule::default(), ThresholdKind::Hard, &c, &acc);
+    assert_eq!(r.thresholds, Thresholds::Uniform(0.0));
+    assert!(r.name.contains("none"), "{}", r.name);
+}
