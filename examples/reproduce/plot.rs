@@ -11,15 +11,15 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 /// One line: points (x, y) with x, y > 0.
-pub struct Series {
+pub(crate) struct Series {
     /// Legend label.
-    pub label: String,
+    pub(crate) label: String,
     /// Palette index (same index, same colour).
-    pub color: usize,
+    pub(crate) color: usize,
     /// Drawn dashed (points only joined by a thinner line).
-    pub dashed: bool,
+    pub(crate) dashed: bool,
     /// The points.
-    pub points: Vec<(f64, f64)>,
+    pub(crate) points: Vec<(f64, f64)>,
 }
 
 const FONT_PATHS: [&str; 4] = [
@@ -49,7 +49,7 @@ fn font_available() -> bool {
 
 /// Draws `series` on log–log axes into `file` (800×560 PNG). Returns whether text
 /// (title, axis labels, legend) was drawn.
-pub fn draw(file: &Path, title: &str, series: &[Series]) -> Result<bool> {
+pub(crate) fn draw(file: &Path, title: &str, series: &[Series]) -> Result<bool> {
     let text = font_available();
     let pts = series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
