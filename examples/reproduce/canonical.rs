@@ -16,7 +16,7 @@ use serde_json::json;
 
 /// Options of the canonical benchmark.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Repetitions per point.
     #[arg(long, default_value_t = 20)]
     reps: usize,
@@ -41,7 +41,7 @@ pub struct Args {
 
 /// The estimators compared, in output order. The last two are computed on the same
 /// users' noise-free accumulator (non-private floor).
-pub fn estimators() -> Vec<(&'static str, EstimateOptions)> {
+pub(crate) fn estimators() -> Vec<(&'static str, EstimateOptions)> {
     let opts = |rule: ThresholdRule, kind: ThresholdKind| EstimateOptions {
         rule,
         kind,
@@ -108,7 +108,7 @@ pub fn estimators() -> Vec<(&'static str, EstimateOptions)> {
 }
 
 /// Names of the non-private floor estimators (on the noise-free accumulator).
-pub const FLOORS: [&str; 2] = ["nonprivate raw+psd", "nonprivate adaptive(eta=2)"];
+pub(crate) const FLOORS: [&str; 2] = ["nonprivate raw+psd", "nonprivate adaptive(eta=2)"];
 
 fn floor_options() -> [EstimateOptions; 2] {
     [
@@ -128,7 +128,7 @@ fn floor_options() -> [EstimateOptions; 2] {
 type RepResult = (Vec<Vec<(f64, f64)>>, Vec<String>);
 
 /// Runs the benchmark.
-pub fn run(args: &Args, out: Out) -> Result<()> {
+pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let p = 20usize;
     let r = (2.0 * p as f64).sqrt();
     let delta = 1e-6;

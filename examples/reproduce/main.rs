@@ -57,23 +57,23 @@ enum Experiment {
 
 /// How results are printed.
 #[derive(Clone, Copy)]
-pub struct Out {
+pub(crate) struct Out {
     /// JSON lines instead of tables.
-    pub json: bool,
+    pub(crate) json: bool,
     /// Worker threads.
-    pub threads: usize,
+    pub(crate) threads: usize,
 }
 
 impl Out {
     /// Prints one JSON row (JSON mode only).
-    pub fn row(&self, value: serde_json::Value) {
+    pub(crate) fn row(&self, value: serde_json::Value) {
         if self.json {
             println!("{value}");
         }
     }
 
     /// Prints a line of the readable table (table mode only).
-    pub fn text(&self, line: impl AsRef<str>) {
+    pub(crate) fn text(&self, line: impl AsRef<str>) {
         if !self.json {
             println!("{}", line.as_ref());
         }
@@ -95,7 +95,7 @@ fn main() -> Result<()> {
 }
 
 /// A stable seed from a few integers (SplitMix64 finaliser over a running hash).
-pub fn seed_of(parts: &[u64]) -> u64 {
+pub(crate) fn seed_of(parts: &[u64]) -> u64 {
     let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
     for &p in parts {
         h ^= p.wrapping_add(0x9E37_79B9_7F4A_7C15);

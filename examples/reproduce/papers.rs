@@ -41,7 +41,7 @@ use serde_json::json;
 
 /// Options of the seed 001 reproduction.
 #[derive(clap::Args)]
-pub struct Seed001Args {
+pub(crate) struct Seed001Args {
     /// Repetitions per setting (the paper: 50).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -52,7 +52,7 @@ pub struct Seed001Args {
 
 /// One setting of Tables 1–6.
 #[derive(Debug, Clone, Copy)]
-pub struct Setting {
+pub(crate) struct Setting {
     table: u8,
     model: u8,
     tails: Tails,
@@ -111,7 +111,7 @@ const PRINTED: &str = "\
 ";
 
 /// The settings and printed rows, parsed from [`PRINTED`].
-pub fn settings() -> Vec<(Setting, Printed)> {
+pub(crate) fn settings() -> Vec<(Setting, Printed)> {
     PRINTED
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -154,16 +154,16 @@ pub fn settings() -> Vec<(Setting, Printed)> {
 /// The paper's per-report noise sd with Δ = 1 and the classic formula:
 /// `σ = √(2 log(1.25/δ))/ε`. **Not private** for this statistic (Δ = √2, and no
 /// clipping makes Δ unbounded); harness only.
-pub fn paper_sigma_not_private(epsilon: f64, delta: f64) -> f64 {
+pub(crate) fn paper_sigma_not_private(epsilon: f64, delta: f64) -> f64 {
     (2.0 * (1.25 / delta).ln()).sqrt() / epsilon
 }
 
 /// Per-user packed reports in data units and the per-report noise sd σₑ.
-pub struct Reports {
+pub(crate) struct Reports {
     /// One packed vector per user.
-    pub rows: Vec<Vec<f64>>,
+    pub(crate) rows: Vec<Vec<f64>>,
     /// Per-report entry noise sd (data units).
-    pub sigma_entry: f64,
+    pub(crate) sigma_entry: f64,
 }
 
 impl Reports {
@@ -206,7 +206,10 @@ fn seed001_lambda(xi: f64, p: usize, n: usize, sigma_entry: f64) -> f64 {
 
 /// The harness estimators on per-user reports: raw+psd, W&X, seed 001 with ξ by
 /// 10-fold CV. Returns (name, matrix) pairs and the chosen ξ.
-pub fn paper_estimators(reports: &Reports, p: usize) -> (Vec<(&'static str, DMatrix<f64>)>, f64) {
+pub(crate) fn paper_estimators(
+    reports: &Reports,
+    p: usize,
+) -> (Vec<(&'static str, DMatrix<f64>)>, f64) {
     let n = reports.rows.len();
     let (avg, _) = reports.average(0..n, p);
     let raw = project_psd(&avg).expect("eigen").0;
@@ -342,7 +345,7 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
 }
 
 /// Runs the seed 001 tables.
-pub fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
+pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
     out.text(format!(
         "# seed 001 Tables 1–6: path {} (every user through the Perturber / the paper's float mechanism), {} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.)",
         Path::PerUser.name(),

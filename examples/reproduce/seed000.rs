@@ -19,7 +19,7 @@ use serde_json::json;
 
 /// Options of the seed 000 sweeps.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Repetitions per point (the paper: 20).
     #[arg(long, default_value_t = 20)]
     reps: usize,
@@ -69,7 +69,7 @@ fn estimators() -> Vec<(&'static str, EstimateOptions)> {
 }
 
 /// Runs the sweeps and draws the plots.
-pub fn run(args: &Args, out: Out) -> Result<()> {
+pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let ests = estimators();
     out.text(format!(
         "# seed 000 sweeps: path {} (per-user signal, one noise draw per fold and entry), {} reps, δ = 1/n, R = √(p/2); mean (s.e.) of relative ℓ₂ | ℓ₁ error",

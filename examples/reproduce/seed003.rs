@@ -37,7 +37,7 @@ use serde_json::json;
 
 /// Options of the seed 003 reproduction.
 #[derive(clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Repetitions per setting (the paper: 50).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -117,7 +117,7 @@ fn printed(table: u8, n: u64, epsilon: f64, col: usize) -> Option<[f64; 3]> {
 
 /// Seed 003's precision models Θ (Σ = Θ⁻¹). Model 3's printed `θ_ii = 0` is garbled
 /// (Θ would be indefinite); we use 1.
-pub fn precision_model(model: u8, p: usize, seed: u64) -> DMatrix<f64> {
+pub(crate) fn precision_model(model: u8, p: usize, seed: u64) -> DMatrix<f64> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     match model {
         1 => {
@@ -183,7 +183,7 @@ fn sample_cov(xs: &[Vec<f64>], p: usize) -> DMatrix<f64> {
 }
 
 /// Runs the seed 003 settings.
-pub fn run(args: &Args, out: Out) -> Result<()> {
+pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let p = args.dim;
     out.text(format!(
         "# seed 003: path {} (local variant), p = {p}, δ = 1/n, {} reps; loss ‖Θ̂_priv − Θ̂‖/‖Θ̂‖ mean (s.e.) in ℓ₁ | F | ℓ₂",

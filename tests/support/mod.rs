@@ -9,7 +9,7 @@ use tonic::transport::Channel;
 
 /// Asserts that creating each named spec is INVALID_ARGUMENT and, when its id is a
 /// valid one, that no collection of that id exists afterwards.
-pub async fn assert_specs_refused(
+pub(crate) async fn assert_specs_refused(
     raw: &mut RawClient<Channel>,
     cases: Vec<(&str, CollectionSpec)>,
 ) {
