@@ -532,13 +532,8 @@ async fn estimates_are_symmetric_and_psd() {
     ] {
         let est = cl.estimate(request("psd", threshold, false)).await.unwrap();
         assert!(est.psd_projected);
-        let m = estimate_matrix(&est);
-        assert_eq!(m, m.transpose());
-        let min = m.clone().symmetric_eigenvalues().min();
-        assert!(
-            min >= -1e-9 * spectral_norm_symmetric(&m).max(1e-300),
-            "min eigenvalue {min}"
-        );
+        assert_eq!(est.dim, p);
+        support::assert_packed_psd(&est.upper_triangle, p as usize, 0.0);
         assert!(est.clamped_eigenvalues > 0 || est.surviving_entries < collection.entries as u64);
     }
     server.shutdown().await.unwrap();

@@ -2,13 +2,50 @@
 //! module with `mod support;`).
 
 use ldpcov::proto::collection::validate_collection_id;
+use ldpcov::proto::layout::{triangle_index, unpack_symmetric};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{CollectionSpec, CreateCollectionRequest, GetStatusRequest};
 use tonic::Code;
 use tonic::transport::Channel;
 
+/// Asserts what a released packed `p × p` matrix must satisfy, read from the packed
+/// row-major upper triangle itself (unpacking makes any matrix symmetric, so a
+/// symmetry check after it cannot fail): `p(p+1)/2` entries, all finite, and the
+/// matrix they pack is `⪰ floor·I`. The last is checked through conditions on the
+/// packed entries that any such matrix meets (every diagonal entry `≥ floor`, every
+/// 2×2 principal minor of `A − floor·I` non-negative: `a_ij² ≤ (a_ii − floor)(a_jj −
+/// floor)`) and through the eigenvalues of the unpacked matrix (`≥ floor`). Rounding:
+/// the projection is exact up to a few ulps of the largest entry times p, so `tol`
+/// is 1e-9 of `p·max|a|`.
+#[allow(dead_code)] // each test crate compiles this module; not all release estimates
+pub(crate) fn assert_packed_psd(packed: &[f64], p: usize, floor: f64) {
+    assert_eq!(packed.len(), p * (p + 1) / 2, "packed length at p = {p}");
+    assert!(
+        packed.iter().all(|v| v.is_finite()),
+        "non-finite entry in {packed:?}"
+    );
+    let largest = packed.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let tol = 1e-9 * p as f64 * largest.max(1.0);
+    let at = |i: usize, j: usize| packed[triangle_index(p, i, j)];
+    for i in 0..p {
+        assert!(at(i, i) >= floor - tol, "a_{i}{i} = {} < {floor}", at(i, i));
+        for j in i + 1..p {
+            let room = (at(i, i) - floor).max(0.0) * (at(j, j) - floor).max(0.0);
+            assert!(
+                at(i, j) * at(i, j) <= room + tol * largest.max(1.0),
+                "a_{i}{j} = {} exceeds the 2×2 minor bound √{room}",
+                at(i, j)
+            );
+        }
+    }
+    let m = nalgebra::DMatrix::from_row_slice(p, p, &unpack_symmetric(p, packed));
+    let min = m.symmetric_eigenvalues().min();
+    assert!(min >= floor - tol, "min eigenvalue {min} < {floor}");
+}
+
 /// Asserts that creating each named spec is INVALID_ARGUMENT and, when its id is a
 /// valid one, that no collection of that id exists afterwards.
+#[allow(dead_code)] // each test crate compiles this module; not all create collections
 pub(crate) async fn assert_specs_refused(
     raw: &mut RawClient<Channel>,
     cases: Vec<(&str, CollectionSpec)>,
