@@ -9,6 +9,8 @@
 //! * [`durable`] — the durable store (redb, group commit).
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
 //! * [`threshold`] — threshold rules: universal, seed 001, entry-adaptive, cross-validated.
+//! * [`spectral`] — spectral estimators using the known noise level: spike de-biasing,
+//!   optimal shrinkers, low rank plus diagonal, SURE.
 //! * [`structure`] — banding and Toeplitz band averaging (candidates of the CV).
 //! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
 //! * [`server`] — serving on a listener, or embedded in-process.
@@ -47,6 +49,7 @@ pub mod output;
 pub mod precision;
 pub mod server;
 pub mod service;
+pub mod spectral;
 pub mod store;
 pub mod structure;
 pub mod threshold;
