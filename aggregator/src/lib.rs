@@ -10,7 +10,7 @@
 //! * [`estimate`] — average, threshold, PSD projection (pure functions, no I/O).
 //! * [`threshold`] — threshold rules: universal, seed 001, entry-adaptive, cross-validated.
 //! * [`spectral`] — spectral estimators using the known noise level: spike de-biasing,
-//!   optimal shrinkers, low rank plus diagonal, SURE.
+//!   optimal shrinkers, low rank plus diagonal, bulk shrinkage, SURE.
 //! * [`structure`] — banding and Toeplitz band averaging (candidates of the CV).
 //! * [`precision`] — precision matrices: ridge (ROPE) and graphical lasso (ADMM), λ by CV.
 //! * [`server`] — serving on a listener, or embedded in-process.

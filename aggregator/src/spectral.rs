@@ -43,6 +43,15 @@
 //! direction and is replaced by its mean `ψ̂` ([`shrink`]) or by a fitted diagonal
 //! ([`factor`]).
 //!
+//! # Structured bulk
+//!
+//! Real correlation spectra decay gradually instead of sitting on a flat floor, and
+//! flattening the bulk to its mean throws that structure away. [`bulk_shrink`] keeps a
+//! fraction `α` of each bulk eigenvalue's distance to the mean and hands over
+//! continuously to the Frobenius shrinker above the edge (`√(x² − 4pσ_n²) = θc²`);
+//! [`bulk_shrink_sure`] picks `α` by Stein's unbiased risk estimate, exact for this
+//! continuous family, from one eigendecomposition.
+//!
 //! # Rank
 //!
 //! A spike is detected when `λ − ψ̂ > 2σ_n√p + m·σ_n·p^(−1/6)`: the largest eigenvalue
