@@ -9,12 +9,17 @@ simulated; for the synthetic models M = Sigma (clipping at R = sqrt(2p) is rare 
 ignored), for the real data M is the mean of the clipped x x^T of the standardized
 rows and the target is the correlation matrix (so the clipping bias counts).
 
-Run: python3 docs/experiments/spectral_study.py  (about a minute; writes
+Run: python3 docs/experiments/spectral_study.py  (about five minutes on one core; writes
 docs/experiments/spectral_study_results.json)
 """
 import json
 import math
+import os
 import sys
+
+# One BLAS thread: the matrices are small and the machine is shared.
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
 
 import numpy as np
 from scipy.stats import norm
@@ -111,6 +116,43 @@ def none_psd(y, eig=None):
     return from_eig(u, np.maximum(vals, 0)), vals, u, np.maximum(vals, 0), (vals > 0) * 1.0
 
 
+def bulk_shrink(y, s, alpha, eig=None, level=None):
+    """Spikes + bulk shrunk toward its mean (spectral.rs `bulk_shrink`):
+    h(l) = max(0, psi + max(alpha (l - psi), sqrt((l - psi)^2 - 4 p s^2)_+)) (above psi;
+    psi + alpha (l - psi) below it) with the
+    Frobenius spike shrinker sqrt(x^2 - 4a) = theta c^2 taking over from the line where
+    it is larger. Continuous and piecewise differentiable in l (so SURE holds);
+    alpha = 0 is shrink_F without the margin, alpha = 1 is none_psd."""
+    p = y.shape[0]
+    vals, u = eig if eig is not None else eigh(y)
+    if level is None:
+        level = max(rank_level(vals, p, s)[1], 0.0)
+    a = p * s * s
+    x = vals - level
+    root = np.sqrt(np.maximum(x * x - 4 * a, 0.0))
+    spike = np.where(x > 0, root, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dspike = np.where((x > 0) & (root > 0), x / root, 0.0)
+    use = (x > 0) & (spike > alpha * x)
+    h = level + np.where(use, spike, alpha * x)
+    dh = np.where(use, dspike, alpha)
+    dh = np.where(h < 0, 0.0, dh)
+    h = np.maximum(h, 0.0)
+    return from_eig(u, h), vals, u, h, dh
+
+
+def threshold(y, lam, kind, beta):
+    """The project's CV threshold candidates: hard/soft off the diagonal, then the
+    diagonal shrunk toward the mean variance by beta."""
+    if kind == "hard":
+        t = np.where(np.abs(y) > lam, y, 0.0)
+    else:
+        t = np.sign(y) * np.maximum(np.abs(y) - lam, 0.0)
+    d = np.diag(y)
+    np.fill_diagonal(t, (1 - beta) * d + beta * d.mean())
+    return t
+
+
 def universal(y, s, c=4.0):
     p = y.shape[0]
     lam = c * s * math.sqrt(math.log(p))
@@ -199,20 +241,47 @@ def real(loader):
 
 
 # ---------------------------------------------------------------- one point
-CANDS = ["none_psd", "univ4", "shrink_F", "shrink_op", "factor_F", "factor_op"]
-SURE_FAMILY = ["none_psd", "shrink_F", "factor_F"]
-CV_FAMILY = ["none_psd", "univ4", "shrink_F", "factor_F"]
+ALPHAS = [round(0.1 * i, 1) for i in range(11)]
+C_GRID = [0.25 * 2 ** (i / 2) for i in range(10)]  # CrossValidation::default noise_scales
+BETAS = [0.0, 0.5, 1.0]  # CrossValidation::default diagonal_shrinkage
+SINGLE = ["none_psd", "univ4", "shrink_F", "shrink_op", "factor_F", "factor_op", "bulk"]
+RULES = ["sure", "sure_bulk", "cv_thr", "cv_all", "oracle"]
+OLD_SURE = ["none_psd", "shrink_F", "factor_F"]
 
 
-def fit_all(y, s):
-    eig = eigh(y)
-    out = {}
-    out["none_psd"] = none_psd(y, eig)
-    out["univ4"] = (universal(y, s),)
-    for kind in ("F", "op"):
-        k = "F" if kind == "F" else "O"
-        out[f"shrink_{kind}"] = spectral(y, s, k, False, eig)
-        out[f"factor_{kind}"] = spectral(y, s, k, True, eig)
+def spectral_family(y, s, eig=None):
+    """name -> (matrix, vals, u, h, dh, diag_fit) for the SURE family."""
+    eig = eig if eig is not None else eigh(y)
+    level = max(rank_level(eig[0], y.shape[0], s)[1], 0.0)
+    out = {"none_psd": none_psd(y, eig) + (False,)}
+    out["shrink_F"] = spectral(y, s, "F", False, eig) + (False,)
+    out["factor_F"] = spectral(y, s, "F", True, eig) + (True,)
+    for a in ALPHAS:
+        out[f"bulk{a}"] = bulk_shrink(y, s, a, eig, level) + (False,)
+    return out
+
+
+def sure_pick(y, s, fam, names):
+    risks = {k: sure(y, s, *fam[k][1:5], fam[k][0], fam[k][5]) for k in names}
+    return min(risks, key=risks.get)
+
+
+def threshold_cands(y, s):
+    lg = math.sqrt(math.log(y.shape[0]))
+    out = {"thr_none": y}
+    for kind in ("hard", "soft"):
+        for c in C_GRID:
+            for b in BETAS:
+                out[f"thr_{kind}_{c:.3f}_{b}"] = threshold(y, c * s * lg, kind, b)
+    return out
+
+
+def all_cands(y, s):
+    """Every candidate of the CV (unprojected for thresholds: the loss uses the
+    thresholded matrix; the chosen one is projected on the full data)."""
+    fam = spectral_family(y, s)
+    out = {k: v[0] for k, v in fam.items()}
+    out.update(threshold_cands(y, s))
     return out
 
 
@@ -221,28 +290,38 @@ def one(target, mean, s, rng):
     # Fold sums: K folds of n/K reports each, fold-average noise sd s*sqrt(K).
     folds = [mean + noise(p, s * math.sqrt(FOLDS), rng) for _ in range(FOLDS)]
     y = sum(folds) / FOLDS
-    fits = fit_all(y, s)
-    mats = {k: v[0] for k, v in fits.items()}
-    risks = {}
-    for k in SURE_FAMILY:
-        m, vals, u, h, dh = fits[k]
-        risks[k] = sure(y, s, vals, u, h, dh, m, k.startswith("factor"))
-    mats["sure"] = mats[min(risks, key=risks.get)]
+    eig = eigh(y)
+    fam = spectral_family(y, s, eig)
+    mats = {k: v[0] for k, v in fam.items()}
+    mats["univ4"] = universal(y, s)
+    mats["shrink_op"] = spectral(y, s, "O", False, eig)[0]
+    mats["factor_op"] = spectral(y, s, "O", True, eig)[0]
+    bulk_names = [f"bulk{a}" for a in ALPHAS]
+    pick_bulk = sure_pick(y, s, fam, bulk_names)
+    mats["bulk"] = mats[pick_bulk]
+    mats["sure"] = mats[sure_pick(y, s, fam, OLD_SURE)]
+    pick = sure_pick(y, s, fam, OLD_SURE + bulk_names)
+    mats["sure_bulk"] = mats[pick]
     # K-fold CV (the project's scheme): fit on the other folds, score on the held out.
     s_train = s * math.sqrt(FOLDS / (FOLDS - 1))
-    cv = {k: 0.0 for k in CV_FAMILY}
+    cv = {}
     for i in range(FOLDS):
         train = (sum(folds) - folds[i]) / (FOLDS - 1)
-        ft = fit_all(train, s_train)
-        for k in CV_FAMILY:
-            cv[k] += np.sum((ft[k][0] - folds[i]) ** 2)
-    mats["cv"] = mats[min(cv, key=cv.get)]
+        for k, m in all_cands(train, s_train).items():
+            cv[k] = cv.get(k, 0.0) + np.sum((m - folds[i]) ** 2)
+    thr = {k: v for k, v in cv.items() if k.startswith("thr_")}
+    full_thr = threshold_cands(y, s)
+    pick_thr = min(thr, key=thr.get)
+    mats["cv_thr"] = none_psd(full_thr[pick_thr])[0]
+    pick_all = min(cv, key=cv.get)
+    mats["cv_all"] = mats[pick_all] if pick_all in mats else none_psd(full_thr[pick_all])[0]
     tn2, tnf = np.linalg.norm(target, 2), np.linalg.norm(target)
     err = {}
     for k, m in mats.items():
-        err[k] = (np.linalg.norm(m - target, 2) / tn2, np.linalg.norm(m - target) / tnf)
-    err["oracle"] = tuple(min(err[k][i] for k in SURE_FAMILY) for i in (0, 1))
-    return err, min(risks, key=risks.get), min(cv, key=cv.get)
+        err[k] = (np.abs(np.linalg.eigvalsh(m - target)).max() / tn2, np.linalg.norm(m - target) / tnf)
+    pool = [k for k in err if k not in ("sure", "sure_bulk", "bulk", "cv_all")]
+    err["oracle"] = tuple(min(err[k][i] for k in pool) for i in (0, 1))
+    return err, pick, pick_all
 
 
 def main():
@@ -286,17 +365,43 @@ def main():
     summarize(points)
 
 
+def ratio(pt, r, i):
+    return pt["err"][r][i] / min(pt["err"]["none_psd"][i], pt["err"]["univ4"][i])
+
+
 def summarize(points):
-    rules = CANDS + ["sure", "cv", "oracle"]
+    rules = SINGLE + RULES
     print("| rule | norm | max ratio | mean ratio | points ≤ 0.9 | vs oracle (mean) |")
     print("|---|---|---|---|---|---|")
     for r in rules:
         for i, nm in ((0, "spectral"), (1, "Frobenius")):
-            ratios = [pt["err"][r][i] / min(pt["err"]["none_psd"][i], pt["err"]["univ4"][i])
-                      for pt in points]
+            ratios = [ratio(pt, r, i) for pt in points]
             orc = [pt["err"][r][i] / pt["err"]["oracle"][i] for pt in points]
             print(f"| {r} | {nm} | {max(ratios):.2f} | {np.mean(ratios):.2f} | "
                   f"{sum(x <= 0.9 for x in ratios)}/{len(ratios)} | {np.mean(orc):.2f} |")
+    print()
+    cols = ["shrink_F", "bulk", "sure", "sure_bulk", "cv_thr", "cv_all", "oracle"]
+    print("| model | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for model in dict.fromkeys(pt["model"] for pt in points):
+        pts = [pt for pt in points if pt["model"] == model]
+        cells = [f"{np.mean([ratio(pt, r, 0) for pt in pts]):.2f} / "
+                 f"{np.mean([ratio(pt, r, 1) for pt in pts]):.2f}" for r in cols]
+        print(f"| {model} | " + " | ".join(cells) + " |")
+    print()
+    for r in ("sure_bulk", "cv_all"):
+        print(f"Points where {r} > 0.9 (spectral / Frobenius ratio, detection ratio "
+              f"lambda_1(M - I-ish) vs sigma_n sqrt(p)):")
+        for pt in points:
+            a, b = ratio(pt, r, 0), ratio(pt, r, 1)
+            if a > 0.9 or b > 0.9:
+                print(f"  {pt['model']} p={pt['p']} n={pt['n']:.0e} eps={pt['eps']}: "
+                      f"{a:.2f} / {b:.2f}; vs oracle {pt['err'][r][0] / pt['err']['oracle'][0]:.2f}"
+                      f" / {pt['err'][r][1] / pt['err']['oracle'][1]:.2f}")
+    from collections import Counter
+    print("SURE (sure_bulk) picks:", Counter(k for pt in points for k in pt["sure_picks"]))
+    print("CV (cv_all) picks:", Counter(k.rsplit("_", 2)[0] if k.startswith("thr_") else k
+                                        for pt in points for k in pt["cv_picks"]))
 
 
 if __name__ == "__main__":
