@@ -12,7 +12,8 @@
 //! * [`heatmap`] — PNG heatmaps of a matrix or a vector (diverging colour scale).
 //!
 //! The accumulators the stores keep and every estimator (average, thresholds,
-//! banding/Toeplitz, PSD projection, precision matrices) live in `ldpcov-estimate`.
+//! banding/Toeplitz, spectral shrinkage, PSD projection, precision matrices) live in
+//! `ldpcov-estimate`.
 //! The daemon and admin CLI are the `ldpcov-aggregator` binary.
 
 #![warn(missing_docs)]

@@ -18,6 +18,10 @@
 //! * Precision matrices ([`estimate_precision`]): ridge ([`ridge_precision`]) and the
 //!   graphical lasso ([`glasso`]), λ by held-out likelihood
 //!   ([`cross_validate_lambda`]).
+//! * [`spectral`] — estimators built on the known noise level σ_n: spike de-biasing
+//!   above the noise edge with Frobenius/operator shrinkers, low rank plus diagonal,
+//!   bulk shrinkage with its α chosen by SURE. A module of its own (its function names
+//!   — `shrink`, `factor` — need the `spectral::` prefix to read well).
 //!
 //! Every error is an [`EstimateError`].
 //!
@@ -48,6 +52,7 @@ mod error;
 mod estimate;
 mod precision;
 mod psd;
+pub mod spectral;
 mod structure;
 mod threshold;
 
