@@ -253,7 +253,9 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                         // Local (ours): the real Perturber, R = 1.
                         let perturber = Perturber::new(c.clone());
                         let mut noise =
-                            FloatGaussianNotPrivate::from_seed_for_simulation_not_private(seed ^ 0xA11CE);
+                            FloatGaussianNotPrivate::from_seed_for_simulation_not_private(
+                                seed ^ 0xA11CE,
+                            );
                         let mut acc = Accumulator::new(c.entries, FOLDS);
                         for x in &xs {
                             let fold = sim::simulated_report_id(&mut rng).fold(FOLDS);

@@ -18,8 +18,8 @@ use super::tables::{
     decode_collection, open_db,
 };
 use super::{Command, DurableConfig, Entry, Reply, Shared, check_lengths};
-use ldpcov_estimate::{Accumulator, FOLDS};
 use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport};
+use ldpcov_estimate::{Accumulator, FOLDS};
 
 /// A collection touched by the open batch: its new accumulators.
 struct Pending {

@@ -100,8 +100,8 @@ use ldpcov_proto::Collection;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use ldpcov_estimate::Accumulator;
 use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport};
+use ldpcov_estimate::Accumulator;
 
 pub use codec::CodecError;
 use commit::Committer;

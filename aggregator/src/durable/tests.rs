@@ -3,8 +3,8 @@
 use super::codec::{decode_accumulator, encode_accumulator};
 use super::hooks::Event;
 use super::*;
-use ldpcov_estimate::FOLDS;
 use crate::store::MemoryStore;
+use ldpcov_estimate::FOLDS;
 use ldpcov_proto::ReportId;
 
 use crate::store::tests::collection;

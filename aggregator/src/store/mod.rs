@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use ldpcov_proto::{Collection, ReportId};
 
-pub use ldpcov_estimate::{Accumulator, FOLDS};
 pub use error::{Cause, StoreError};
+pub use ldpcov_estimate::{Accumulator, FOLDS};
 pub use memory::MemoryStore;
 
 /// A report that passed validation: its id and grid-unit entries.
