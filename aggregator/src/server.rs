@@ -17,7 +17,7 @@ use crate::service::{AggregatorService, Limits};
 use crate::store::{MemoryStore, Store};
 use crate::tls::ServerTls;
 
-/// Transport limits of the gRPC server (issue 5); the message size limits stay in
+/// Transport limits of the gRPC server; the message size limits stay in
 /// [`Limits`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportLimits {
