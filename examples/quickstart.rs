@@ -9,7 +9,7 @@
 //! ```
 
 use anyhow::Result;
-use ldpcov::aggregator::{server::EmbeddedServer, service::Limits};
+use ldpcov::aggregator::{EmbeddedServer, Limits};
 use ldpcov::client::AggregatorClient;
 use ldpcov::proto::v1::CollectionSpec;
 

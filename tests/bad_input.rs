@@ -11,12 +11,10 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut};
 use futures::StreamExt;
-use ldpcov::aggregator::auth::{AuthConfig, SubmitToken, Token};
-use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions, TransportLimits};
-use ldpcov::aggregator::service::{Limits, STREAM_BATCH};
-use ldpcov::aggregator::store::{
-    BatchOutcome, MemoryStore, Snapshot, Store, StoreError, ValidReport,
-};
+use ldpcov::aggregator::{AuthConfig, SubmitToken, Token};
+use ldpcov::aggregator::{BatchOutcome, MemoryStore, Snapshot, Store, StoreError, ValidReport};
+use ldpcov::aggregator::{EmbeddedServer, ServeOptions, TransportLimits};
+use ldpcov::aggregator::{Limits, STREAM_BATCH};
 use ldpcov::client::{
     AggregatorClient, ClientError, DiscreteGaussianSampler, NoiseSampler, Perturber, RetryPolicy,
 };

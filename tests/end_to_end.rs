@@ -3,8 +3,8 @@
 
 mod support;
 
-use ldpcov::aggregator::server::EmbeddedServer;
-use ldpcov::aggregator::service::Limits;
+use ldpcov::aggregator::EmbeddedServer;
+use ldpcov::aggregator::Limits;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::{estimate_matrix, spectral_norm_symmetric};
 use ldpcov::models::{Model, Sampler};

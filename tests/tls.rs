@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use ldpcov::aggregator::auth::{AuthConfig, Token};
-use ldpcov::aggregator::server::{EmbeddedServer, ServeOptions};
-use ldpcov::aggregator::service::Limits;
-use ldpcov::aggregator::store::MemoryStore;
-use ldpcov::aggregator::tls::ServerTls;
+use ldpcov::aggregator::Limits;
+use ldpcov::aggregator::MemoryStore;
+use ldpcov::aggregator::ServerTls;
+use ldpcov::aggregator::{AuthConfig, Token};
+use ldpcov::aggregator::{EmbeddedServer, ServeOptions};
 use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{CollectionSpec, Encoding, GetStatusRequest};

@@ -2,27 +2,68 @@
 //! and releases a thresholded, positive semi-definite covariance estimate computed by
 //! the `ldpcov-estimate` crate ([`ldpcov_estimate`]).
 //!
-//! * [`auth`] — bearer tokens: who may call what.
-//! * [`tls`] — optional TLS (rustls) for the daemon and the CLI.
-//! * [`service`] — the `ldpcov.v1.Aggregator` gRPC service (validation, status codes).
-//! * [`store`] — the [`Store`](store::Store) trait and the in-memory store.
-//! * [`durable`] — the durable store (redb, group commit).
-//! * [`server`] — serving on a listener, or embedded in-process.
-//! * [`output`] — writing an estimate as JSON, CSV or NPY.
-//! * [`heatmap`] — PNG heatmaps of a matrix or a vector (diverging colour scale).
+//! The modules are private; what other crates use is re-exported here:
 //!
-//! The accumulators the stores keep and every estimator (average, thresholds,
-//! banding/Toeplitz, spectral shrinkage, PSD projection, precision matrices) live in
-//! `ldpcov-estimate`.
+//! * bearer tokens: [`AuthConfig`], [`Token`], [`SubmitToken`] (who may call what);
+//! * TLS (rustls) for the daemon and the CLI: [`ServerTls`], [`client_config`];
+//! * the `ldpcov.v1.Aggregator` gRPC service (validation, status codes):
+//!   [`AggregatorService`], [`Limits`];
+//! * storage: the [`Store`] trait, [`MemoryStore`], and the durable store
+//!   [`DurableStore`] (redb, group commit);
+//! * serving on a listener ([`serve`], [`serve_with`], [`ServeOptions`]) or embedded
+//!   in-process ([`EmbeddedServer`]);
+//! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
+//!   matrix or a vector ([`write_heatmap`], [`write_vector`]).
+//!
 //! The daemon and admin CLI are the `ldpcov-aggregator` binary.
+//!
+//! ```
+//! use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, Store};
+//! use ldpcov_proto::v1::CollectionSpec;
+//!
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! // An in-memory aggregator on 127.0.0.1:0, as the tests and the load generator use it.
+//! let server = EmbeddedServer::start(Limits { max_dim: 16 }).await?;
+//! assert!(server.url().starts_with("http://127.0.0.1:"));
+//! server.shutdown().await?;
+//!
+//! // The store on its own: a collection starts with no reports.
+//! let store = MemoryStore::new();
+//! let spec = CollectionSpec {
+//!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
+//!     clip_radius: 1.0, min_reports: 1, ..Default::default()
+//! };
+//! let collection = ldpcov_proto::Collection::from_spec(&spec)?;
+//! store.create_collection(collection).await?;
+//! assert_eq!(store.count("doc").await?, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
-#![warn(missing_docs)]
+mod auth;
+mod durable;
+mod heatmap;
+mod output;
+mod server;
+mod service;
+mod store;
+mod tls;
 
-pub mod auth;
-pub mod durable;
-pub mod heatmap;
-pub mod output;
-pub mod server;
-pub mod service;
-pub mod store;
-pub mod tls;
+pub use auth::{AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token};
+pub use durable::{
+    CodecError, Corruption, DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore,
+    FORMAT_VERSION,
+};
+pub use heatmap::{
+    FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
+};
+pub use output::{Format, write_estimate};
+pub use server::{EmbeddedServer, ServeError, ServeOptions, TransportLimits, serve, serve_with};
+pub use service::{
+    AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,
+};
+pub use store::{
+    Accumulator, BatchOutcome, Cause, FOLDS, MemoryStore, Snapshot, Store, StoreError, ValidReport,
+};
+pub use tls::{ServerTls, TlsError, client_config, read_ca};

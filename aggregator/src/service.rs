@@ -77,7 +77,7 @@ impl AggregatorService {
     }
 
     /// Requires the tokens of `auth` (default: open, no tokens). See
-    /// [`auth`](crate::auth) for which call needs what.
+    /// [`AuthConfig`](crate::AuthConfig) for which call needs what.
     pub fn with_auth(mut self, auth: Arc<AuthConfig>) -> Self {
         self.auth = auth;
         self

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
-use ldpcov_aggregator::store::Store;
+use ldpcov_aggregator::Store;
+use ldpcov_aggregator::{DurableConfig, DurableStore};
 use ldpcov_client::proto::v1::{CollectionSpec, Encoding, Report};
 use ldpcov_client::proto::wire::decode_payload;
 use ldpcov_client::{

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use ldpcov::aggregator::server::EmbeddedServer;
-use ldpcov::aggregator::service::Limits;
+use ldpcov::aggregator::EmbeddedServer;
+use ldpcov::aggregator::Limits;
 use ldpcov::client::AggregatorClient;
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::Collection;

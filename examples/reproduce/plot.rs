@@ -7,7 +7,7 @@
 //! caller describes it in the markdown.
 
 use anyhow::{Result, anyhow};
-use ldpcov::aggregator::heatmap::font_available;
+use ldpcov::aggregator::font_available;
 use plotters::prelude::*;
 use std::path::Path;
 

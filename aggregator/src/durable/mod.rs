@@ -1,85 +1,5 @@
-//! The durable [`Store`]: collections, accumulators and the report-id dedupe in an
-//! embedded [redb](https://www.redb.org) database, with group commit.
-//!
-//! # Design
-//!
-//! One commit thread owns the database. Submissions and collection creations are sent
-//! to it over a channel; it opens a write transaction for the first command, folds every
-//! command that arrives within `batch_delay` (or until `batch_size` reports) into the
-//! same transaction, and commits once. Every write transaction is set to
-//! [`Durability::Immediate`](redb::Durability), so its commit returns only once the
-//! database file is fsynced, and only after the commit returns are the callers
-//! answered: an acknowledged report is on disk. (The unit tests check both through a
-//! storage backend that records every fsync: each answer must follow a commit that
-//! followed an fsync.)
-//!
-//! Tables (file `ldpcov.redb` in the data directory):
-//!
-//! | table              | key                        | value                                |
-//! |--------------------|----------------------------|--------------------------------------|
-//! | `meta`             | `"format"`, `"commits"`    | `u64`                                |
-//! | `collections`      | collection id              | `CollectionSpec` (protobuf bytes)    |
-//! | `accumulators`     | collection id              | accumulator blob (see below)         |
-//! | `seen_report_ids`  | (collection id, report id) | `()`                                 |
-//! | `closed_collections` | collection id            | `()`                                 |
-//!
-//! `closed_collections` (added with collection closing) is created on open when missing, so a store written
-//! before it opens unchanged (format 1: no collection closed).
-//!
-//! One batch's transaction holds: the specs of collections created in it, one
-//! `seen_report_ids` row per newly counted report, the complete new accumulator blob of
-//! every collection the batch touched, and the commit counter. A report id is deduped by
-//! inserting it into `seen_report_ids` inside the open transaction, which also sees the
-//! ids of the uncommitted batch; a duplicate is not added to the sums.
-//!
-//! Closing a collection ([`Store::close_collection`]) is a command of the commit thread
-//! too: it inserts the id into `closed_collections` in the batch's transaction and is
-//! acknowledged after the commit. Submissions and closes of one batch are processed in
-//! arrival order: reports before the close are counted, a submission after it (in the
-//! same batch or later) fails with [`StoreError::Closed`] and counts nothing.
-//!
-//! The accumulators also live in memory (the *mirror*) so snapshots and estimates never
-//! read the disk. The mirror is written only after a successful commit, with exactly
-//! the accumulators that were committed. If anything fails before the commit, the
-//! transaction is aborted, every caller of the batch gets
-//! [`StoreError::Unavailable`] (safe to retry with the same ids) and the mirror is
-//! unchanged. If `commit` itself fails, redb cannot say whether the batch became durable
-//! and refuses further writes: the database is then closed, reopened, and the mirror is
-//! reloaded from what is actually on disk (a retried report then comes back as a
-//! duplicate if its batch did make it).
-//!
-//! On start the store loads every collection (re-derived with
-//! [`Collection::from_spec`] from the stored spec) and its accumulator blob: it
-//! recovers exactly the last committed state.
-//!
-//! # Write amplification
-//!
-//! Every commit rewrites the whole accumulator blob of each collection it touches:
-//! `d·(8·FOLDS + 16)` bytes, i.e. 28 MB per commit at p = 1000 (d = 500 500). That is
-//! why reports are committed in groups: with 1024 reports per batch the blob costs
-//! ~27 KB per report (a p = 1000 report is 2 MB on the wire). Under light load each
-//! commit carries few reports and the per-report cost is high, but then there is
-//! bandwidth to spare. The `seen_report_ids` table grows by 16 bytes + the collection
-//! id (plus B-tree overhead) per report and is never rewritten.
-//!
-//! # Memory
-//!
-//! The store's resident memory is the accumulator mirror (`d·(8·FOLDS + 16)` bytes per
-//! collection, independent of the number of reports) plus redb's page cache, which
-//! holds read pages and the write buffer and is bounded by
-//! [`DurableConfig::cache_size`] (default [`DEFAULT_CACHE_SIZE`], 64 MiB; daemon flag
-//! `--cache-mib`). Report ids are deduped on disk (`seen_report_ids`), but the cache
-//! keeps the pages that random-id inserts touch, so until it is full the resident
-//! memory grows with the table (≈ 44 MiB per million reports at p = 10, measured in
-//! docs/BENCHMARKS.md) and then stays flat. redb's own default cache is 1 GiB, which
-//! would let the daemon grow to that size before plateauing; a smaller cache costs
-//! little, since pages outside it are read from the operating system's page cache.
-//!
-//! # Accumulator blob
-//!
-//! Little-endian: magic `LDPACC01`, folds `u32`, reserved `u32`, entries `u64`, count
-//! `u64`, `folds × u64` fold counts, `folds × entries × i64` fold sums (fold-major),
-//! `entries × u128` sums of squares.
+//! The durable store: [`DurableStore`] (its docs hold the design: tables, one
+//! transaction per batch, failure handling, write amplification, memory).
 
 mod codec;
 mod commit;
@@ -290,7 +210,87 @@ enum Command {
     },
 }
 
-/// A [`Store`] in a redb database with group commit; see the [module docs](self).
+/// A [`Store`] in a redb database with group commit.
+///
+/// # Design
+///
+/// One commit thread owns the database. Submissions and collection creations are sent
+/// to it over a channel; it opens a write transaction for the first command, folds every
+/// command that arrives within `batch_delay` (or until `batch_size` reports) into the
+/// same transaction, and commits once. Every write transaction is set to
+/// [`Durability::Immediate`](redb::Durability), so its commit returns only once the
+/// database file is fsynced, and only after the commit returns are the callers
+/// answered: an acknowledged report is on disk. (The unit tests check both through a
+/// storage backend that records every fsync: each answer must follow a commit that
+/// followed an fsync.)
+///
+/// Tables (file `ldpcov.redb` in the data directory):
+///
+/// | table              | key                        | value                                |
+/// |--------------------|----------------------------|--------------------------------------|
+/// | `meta`             | `"format"`, `"commits"`    | `u64`                                |
+/// | `collections`      | collection id              | `CollectionSpec` (protobuf bytes)    |
+/// | `accumulators`     | collection id              | accumulator blob (see below)         |
+/// | `seen_report_ids`  | (collection id, report id) | `()`                                 |
+/// | `closed_collections` | collection id            | `()`                                 |
+///
+/// `closed_collections` (added with collection closing) is created on open when missing, so a store written
+/// before it opens unchanged (format 1: no collection closed).
+///
+/// One batch's transaction holds: the specs of collections created in it, one
+/// `seen_report_ids` row per newly counted report, the complete new accumulator blob of
+/// every collection the batch touched, and the commit counter. A report id is deduped by
+/// inserting it into `seen_report_ids` inside the open transaction, which also sees the
+/// ids of the uncommitted batch; a duplicate is not added to the sums.
+///
+/// Closing a collection ([`Store::close_collection`]) is a command of the commit thread
+/// too: it inserts the id into `closed_collections` in the batch's transaction and is
+/// acknowledged after the commit. Submissions and closes of one batch are processed in
+/// arrival order: reports before the close are counted, a submission after it (in the
+/// same batch or later) fails with [`StoreError::Closed`] and counts nothing.
+///
+/// The accumulators also live in memory (the *mirror*) so snapshots and estimates never
+/// read the disk. The mirror is written only after a successful commit, with exactly
+/// the accumulators that were committed. If anything fails before the commit, the
+/// transaction is aborted, every caller of the batch gets
+/// [`StoreError::Unavailable`] (safe to retry with the same ids) and the mirror is
+/// unchanged. If `commit` itself fails, redb cannot say whether the batch became durable
+/// and refuses further writes: the database is then closed, reopened, and the mirror is
+/// reloaded from what is actually on disk (a retried report then comes back as a
+/// duplicate if its batch did make it).
+///
+/// On start the store loads every collection (re-derived with
+/// [`Collection::from_spec`] from the stored spec) and its accumulator blob: it
+/// recovers exactly the last committed state.
+///
+/// # Write amplification
+///
+/// Every commit rewrites the whole accumulator blob of each collection it touches:
+/// `d·(8·FOLDS + 16)` bytes, i.e. 28 MB per commit at p = 1000 (d = 500 500). That is
+/// why reports are committed in groups: with 1024 reports per batch the blob costs
+/// ~27 KB per report (a p = 1000 report is 2 MB on the wire). Under light load each
+/// commit carries few reports and the per-report cost is high, but then there is
+/// bandwidth to spare. The `seen_report_ids` table grows by 16 bytes + the collection
+/// id (plus B-tree overhead) per report and is never rewritten.
+///
+/// # Memory
+///
+/// The store's resident memory is the accumulator mirror (`d·(8·FOLDS + 16)` bytes per
+/// collection, independent of the number of reports) plus redb's page cache, which
+/// holds read pages and the write buffer and is bounded by
+/// [`DurableConfig::cache_size`] (default [`DEFAULT_CACHE_SIZE`], 64 MiB; daemon flag
+/// `--cache-mib`). Report ids are deduped on disk (`seen_report_ids`), but the cache
+/// keeps the pages that random-id inserts touch, so until it is full the resident
+/// memory grows with the table (≈ 44 MiB per million reports at p = 10, measured in
+/// docs/BENCHMARKS.md) and then stays flat. redb's own default cache is 1 GiB, which
+/// would let the daemon grow to that size before plateauing; a smaller cache costs
+/// little, since pages outside it are read from the operating system's page cache.
+///
+/// # Accumulator blob
+///
+/// Little-endian: magic `LDPACC01`, folds `u32`, reserved `u32`, entries `u64`, count
+/// `u64`, `folds × u64` fold counts, `folds × entries × i64` fold sums (fold-major),
+/// `entries × u128` sums of squares.
 pub struct DurableStore {
     shared: Arc<Shared>,
     tx: Option<mpsc::Sender<Command>>,

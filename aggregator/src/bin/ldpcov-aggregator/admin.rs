@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use ldpcov_aggregator::tls;
+use ldpcov_aggregator::{client_config, read_ca};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -80,11 +80,11 @@ impl ServerArgs {
             .with_context(|| format!("invalid server URL {}", self.server))?;
         if self.server.starts_with("https://") {
             let ca = match &self.ca_cert {
-                Some(path) => Some(tls::read_ca(path)?),
+                Some(path) => Some(read_ca(path)?),
                 None => None,
             };
             endpoint = endpoint
-                .tls_config(tls::client_config(ca.as_deref()))
+                .tls_config(client_config(ca.as_deref()))
                 .context("TLS configuration")?;
         } else if self.ca_cert.is_some() {
             anyhow::bail!("--ca-cert needs an https:// server URL");

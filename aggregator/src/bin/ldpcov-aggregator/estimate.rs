@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use ldpcov_aggregator::output::{Format, write_estimate};
+use ldpcov_aggregator::{Format, write_estimate};
 use ldpcov_proto::v1::get_estimate_request::Threshold;
 use ldpcov_proto::v1::{
     AdaptiveThreshold, CrossValidatedThreshold, EstimateTarget, GetEstimateRequest, NoThreshold,

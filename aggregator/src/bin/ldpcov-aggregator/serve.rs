@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use ldpcov_aggregator::auth::{AuthConfig, SubmitToken, Token};
-use ldpcov_aggregator::durable::{DurableConfig, DurableStore};
-use ldpcov_aggregator::server::{ServeOptions, TransportLimits, serve_with};
-use ldpcov_aggregator::service::Limits;
-use ldpcov_aggregator::store::{MemoryStore, Store};
-use ldpcov_aggregator::tls::ServerTls;
+use ldpcov_aggregator::Limits;
+use ldpcov_aggregator::ServerTls;
+use ldpcov_aggregator::{AuthConfig, SubmitToken, Token};
+use ldpcov_aggregator::{DurableConfig, DurableStore};
+use ldpcov_aggregator::{MemoryStore, Store};
+use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 
 /// Where `serve` keeps its data unless told otherwise.
 const DEFAULT_DATA_DIR: &str = "ldpcov-data";
