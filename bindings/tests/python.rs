@@ -5,8 +5,8 @@
 //! a nested `cargo build` would wait for it forever. Everything the script needs is
 //! already built by this test's own build instead:
 //! * the shared library: `libldpcov_ffi.so` is the `cdylib` output of this package's
-//!   library, which cargo builds before linking this test (next to the test binary's
-//!   `deps/` directory);
+//!   library, which cargo builds before linking this test, into the test binary's own
+//!   `deps/` directory;
 //! * the bindgen: this package's `uniffi-bindgen` binary (`CARGO_BIN_EXE_uniffi-bindgen`);
 //! * the aggregator: an in-process [`EmbeddedServer`] — the daemon's own gRPC service
 //!   and in-memory store (what `serve --memory` runs) on a loopback port — passed to the
@@ -20,8 +20,9 @@ use std::process::Command;
 use ldpcov_aggregator::server::EmbeddedServer;
 use ldpcov_aggregator::service::Limits;
 
-/// The `cdylib` this test's build produced: `target/<profile>/libldpcov_ffi.so`, the
-/// parent of the `deps/` directory holding this test binary.
+/// The `cdylib` this test's build produced: `libldpcov_ffi.so` in the `deps/` directory
+/// holding this test binary. (The copy in `target/<profile>/` is only refreshed by
+/// `cargo build`, so it can be stale under `cargo test`.)
 fn ffi_library() -> PathBuf {
     let name = format!(
         "{}ldpcov_ffi{}",
@@ -30,11 +31,9 @@ fn ffi_library() -> PathBuf {
     );
     let exe = std::env::current_exe().expect("path of the test binary");
     let deps = exe.parent().expect("the test binary is in deps/");
-    [deps.parent().map(|p| p.join(&name)), Some(deps.join(&name))]
-        .into_iter()
-        .flatten()
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("{name} not found next to {}", deps.display()))
+    let library = deps.join(&name);
+    assert!(library.is_file(), "{} not found", library.display());
+    library
 }
 
 #[test]
