@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the Python bindings' end-to-end test (test_ldpcov.py) against a real aggregator:
+# builds ldpcov-ffi and the daemon, generates the ldpcov_ffi module into a temporary
+# directory, installs numpy with pip if it is missing, and runs the test. Exits
+# non-zero on any failure.
+#
+# `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/python.rs), with
+# LDPCOV_FFI_LIB and UNIFFI_BINDGEN naming what its own build made (no cargo call
+# from inside cargo) and LDPCOV_URL naming an in-process aggregator. PYTHON picks the
+# interpreter (default python3).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+python=${PYTHON:-python3}
+
+if [[ -z "${LDPCOV_FFI_LIB:-}" ]]; then
+    cargo build -p ldpcov-ffi -p ldpcov-aggregator --manifest-path "$root/Cargo.toml"
+    target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
+        sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    case "$(uname -s)" in
+        Darwin) export LDPCOV_FFI_LIB="$target/debug/libldpcov_ffi.dylib" ;;
+        *) export LDPCOV_FFI_LIB="$target/debug/libldpcov_ffi.so" ;;
+    esac
+    export UNIFFI_BINDGEN="$target/debug/uniffi-bindgen"
+    export LDPCOV_AGGREGATOR_BIN=${LDPCOV_AGGREGATOR_BIN:-$target/debug/ldpcov-aggregator}
+fi
+
+module_dir=$(mktemp -d)
+trap 'rm -rf "$module_dir"' EXIT
+"$root/bindings/generate.sh" --out "$module_dir" python >/dev/null
+export LDPCOV_PY_MODULE_DIR="$module_dir/python"
+
+if ! "$python" -c 'import numpy' 2>/dev/null; then
+    "$python" -m pip install --quiet numpy ||
+        echo "warning: numpy could not be installed; the numpy check will be skipped" >&2
+fi
+
+"$python" "$here/test_ldpcov.py"

@@ -1,0 +1,225 @@
+"""End-to-end test of the Python bindings (ldpcov_ffi) against a real aggregator.
+
+Run it with ``bindings/python/run_tests.sh``, which builds the library, generates the
+``ldpcov_ffi`` module and sets:
+
+* ``LDPCOV_PY_MODULE_DIR`` -- the directory holding ``ldpcov_ffi.py`` and the library;
+* ``LDPCOV_URL`` -- an aggregator to use, or else
+* ``LDPCOV_AGGREGATOR_BIN`` -- the daemon binary, started here as
+  ``serve --memory --listen 127.0.0.1:0`` (its address is read from its log).
+
+Plain ``unittest``: no third-party test runner. numpy is used when importable.
+"""
+
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.environ["LDPCOV_PY_MODULE_DIR"])
+
+import ldpcov_ffi as ldp  # noqa: E402  (after the path is set)
+
+try:
+    import numpy as np
+except ImportError:  # the numpy check is skipped, visibly
+    np = None
+
+# Every collection of the test: ε = 1 per report at δ = 1e-6, as a real survey might ask.
+EPSILON = 1.0
+DELTA = 1e-6
+# Reports the main collection receives from Python.
+N_REPORTS = 300
+DIM = 4
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class Daemon:
+    """A real ``ldpcov-aggregator serve --memory`` on a free loopback port."""
+
+    def __init__(self, binary):
+        self.log = []
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--memory", "--listen", "127.0.0.1:0", "--log", "info"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        found = threading.Event()
+        self.url = None
+
+        def read():
+            for line in self.proc.stderr:
+                line = ANSI.sub("", line)
+                self.log.append(line)
+                match = re.search(r"addr=(\S+)", line)
+                if self.url is None and "ldpcov aggregator listening" in line and match:
+                    self.url = "http://" + match.group(1)
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(30):
+            self.stop()
+            raise RuntimeError("daemon did not announce its address:\n" + "".join(self.log))
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def spec(collection_id, dim, min_reports):
+    return ldp.CollectionSpecInput(
+        collection_id=collection_id,
+        dim=dim,
+        epsilon=EPSILON,
+        delta=DELTA,
+        clip_radius=3.0,
+        min_reports=min_reports,
+    )
+
+
+class BindingsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = None
+        url = os.environ.get("LDPCOV_URL")
+        if not url:
+            cls.daemon = Daemon(os.environ["LDPCOV_AGGREGATOR_BIN"])
+            url = cls.daemon.url
+        cls.url = url
+        cls.admin = ldp.Admin.connect(url)
+
+        # The main collection: N_REPORTS reports from Python through the Device API (a
+        # device without a ledger stands in for a fleet of devices here).
+        cls.info = cls.admin.create_collection(spec("py-e2e", DIM, 100))
+        cls.before = cls.admin.status("py-e2e").reports
+        device = ldp.Device.connect(url)
+        cls.sampler = device.noise_sampler_kind()
+        cls.device_info = device.collection("py-e2e")
+        rng = random.Random(20240601)
+        cls.results = [
+            device.submit("py-e2e", [rng.gauss(0.0, 1.0) for _ in range(DIM)])
+            for _ in range(N_REPORTS)
+        ]
+        cls.after = cls.admin.status("py-e2e").reports
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.daemon is not None:
+            cls.daemon.stop()
+
+    def test_device_uses_the_exact_sampler_and_rederived_parameters(self):
+        self.assertEqual(self.sampler, "exact-discrete-gaussian")
+        # Both sides re-derive the parameters from the same spec.
+        self.assertEqual(self.device_info, self.info)
+        self.assertEqual(self.info.dim, DIM)
+        self.assertEqual(self.info.encoding, ldp.WireEncoding.I32)
+        self.assertGreater(self.info.sigma, 0.0)
+
+    def test_count_moved_by_exactly_the_reports_sent(self):
+        self.assertEqual(self.before, 0)
+        self.assertEqual(self.after - self.before, N_REPORTS)
+        ids = {r.report_id for r in self.results}
+        self.assertEqual(len(ids), N_REPORTS, "report ids must be fresh")
+        self.assertTrue(all(len(i) == 32 for i in ids))
+        self.assertFalse(any(r.duplicate for r in self.results))
+
+    def test_estimate_comes_from_the_daemon(self):
+        est = self.admin.estimate("py-e2e")
+        self.assertEqual(est.collection_id, "py-e2e")
+        self.assertEqual(est.reports, N_REPORTS)
+        self.assertEqual(est.dim, DIM)
+        self.assertEqual(len(est.upper_triangle), DIM * (DIM + 1) // 2)
+        self.assertEqual(len(est.matrix), DIM * DIM)
+        self.assertTrue(est.psd_projected)
+        # The full matrix is the packed triangle mirrored: row-major i <= j.
+        k = 0
+        for i in range(DIM):
+            for j in range(i, DIM):
+                self.assertEqual(est.matrix[i * DIM + j], est.upper_triangle[k])
+                self.assertEqual(est.matrix[j * DIM + i], est.upper_triangle[k])
+                k += 1
+
+    def test_estimate_into_numpy(self):
+        if np is None:
+            self.skipTest("numpy is not installed")
+        est = self.admin.estimate("py-e2e")
+        cov = np.array(est.matrix).reshape(est.dim, est.dim)
+        np.testing.assert_array_equal(cov, cov.T)
+        np.testing.assert_array_equal(cov[np.triu_indices(est.dim)], est.upper_triangle)
+        # Released matrices are projected onto the PSD cone (eigenvalues >= 0, up to
+        # the rounding of an eigendecomposition of a 4 x 4 matrix).
+        self.assertGreaterEqual(np.linalg.eigvalsh(cov).min(), -1e-9 * max(1.0, abs(cov).max()))
+
+    def test_estimate_below_minimum_is_refused(self):
+        self.admin.create_collection(spec("py-few", 2, 1000))
+        with self.assertRaises(ldp.LdpcovError.FailedPrecondition):
+            self.admin.estimate("py-few")
+
+    def test_bad_input_raises_typed_errors_and_counts_nothing(self):
+        self.admin.create_collection(spec("py-bad", 3, 1))
+        with tempfile.TemporaryDirectory() as ledger_dir:
+            device = ldp.Device.connect(self.url, ledger=ldp.LedgerConfig(dir=ledger_dir))
+            for x in ([1.0, 2.0], [1.0, 2.0, 3.0, 4.0], [1.0, math.nan, 0.0], [math.inf, 0.0, 0.0]):
+                with self.assertRaises(ldp.LdpcovError.InvalidInput, msg=repr(x)):
+                    device.submit("py-bad", x)
+            # Refused before the ledger was charged.
+            self.assertEqual(device.spent_epsilon(), 0.0)
+            self.assertEqual(self.admin.status("py-bad").reports, 0)
+            with self.assertRaises(ldp.LdpcovError.NotFound):
+                device.submit("py-no-such-collection", [0.0, 0.0, 0.0])
+            # The count is live: one good report moves it by one.
+            device.submit("py-bad", [0.5, -0.5, 1.0])
+            self.assertEqual(self.admin.status("py-bad").reports, 1)
+
+    def test_privacy_policy_refuses_weaker_collections(self):
+        self.admin.create_collection(spec("py-policy", 2, 1))
+        strict = ldp.PolicyConfig(max_epsilon=EPSILON / 2, max_delta=DELTA)
+        device = ldp.Device.connect(self.url, policy=strict)
+        with self.assertRaises(ldp.LdpcovError.PolicyRefused):
+            device.submit("py-policy", [0.1, 0.2])
+        self.assertEqual(self.admin.status("py-policy").reports, 0)
+
+    def test_ledger_refuses_past_the_budget(self):
+        info = self.admin.create_collection(spec("py-ledger", 3, 1))
+        # The ledger adds up zCDP rho and states budgets as epsilon at delta through
+        # rho-zCDP => (rho + 2 sqrt(rho ln(1/delta)), delta)-DP (Bun & Steinke 2016,
+        # Proposition 1.3). A lifetime budget of 2.5 reports' rho therefore admits
+        # exactly 2 reports (2 rho <= 2.5 rho < 3 rho): the margin of half a report is
+        # far above the rounding of the conversion and its inverse.
+        rho_budget = 2.5 * info.rho
+        budget = rho_budget + 2.0 * math.sqrt(rho_budget * math.log(1.0 / DELTA))
+        with tempfile.TemporaryDirectory() as ledger_dir:
+            config = ldp.LedgerConfig(
+                dir=ledger_dir, lifetime_epsilon=budget, period_days=0, delta=DELTA
+            )
+            device = ldp.Device.connect(self.url, ledger=config)
+            device.submit("py-ledger", [1.0, 0.0, -1.0])
+            device.submit("py-ledger", [0.0, 2.0, 0.5])
+            with self.assertRaises(ldp.LdpcovError.BudgetExceeded):
+                device.submit("py-ledger", [0.3, 0.3, 0.3])
+            self.assertEqual(self.admin.status("py-ledger").reports, 2)
+            spent = device.spent_epsilon()
+            two = 2.0 * info.rho
+            self.assertAlmostEqual(spent, two + 2.0 * math.sqrt(two * math.log(1.0 / DELTA)))
+            del device
+            # The spend is on disk: a new device over the same directory refuses too.
+            again = ldp.Device.connect(self.url, ledger=config)
+            with self.assertRaises(ldp.LdpcovError.BudgetExceeded):
+                again.submit("py-ledger", [0.3, 0.3, 0.3])
+            self.assertEqual(self.admin.status("py-ledger").reports, 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,178 @@
+//! [`Admin`]: operator calls for scripts and quickstarts.
+
+use std::sync::{Arc, Mutex};
+
+use ldpcov_client::proto::layout::unpack_symmetric;
+use ldpcov_client::proto::v1::{CollectionSpec, CollectionStatus, GetEstimateRequest};
+use ldpcov_client::{AggregatorClient, Collection};
+use tokio::runtime::Runtime;
+
+use crate::{CollectionInfo, LdpcovError, WireEncoding, connect, lock, new_runtime};
+
+/// What an operator asks for when creating a collection. The aggregator derives the
+/// noise (σ, grid, sensitivity) from these numbers; devices re-derive it themselves.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct CollectionSpecInput {
+    /// Collection id (1–128 characters from `[A-Za-z0-9._-]`).
+    pub collection_id: String,
+    /// Dimension p of the vectors.
+    pub dim: u32,
+    /// ε of one report.
+    pub epsilon: f64,
+    /// δ of one report.
+    pub delta: f64,
+    /// Clip radius R.
+    pub clip_radius: f64,
+    /// Reports needed before an estimate is released.
+    pub min_reports: u64,
+    /// Wire encoding of the reports (`None`: i32).
+    #[uniffi(default)]
+    pub encoding: Option<WireEncoding>,
+}
+
+/// A collection's count and state.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct CollectionStatusInfo {
+    /// Reports counted so far.
+    pub reports: u64,
+    /// Whether enough reports arrived for an estimate to be released.
+    pub releasable: bool,
+    /// The collection takes no more reports.
+    pub closed: bool,
+}
+
+impl From<CollectionStatus> for CollectionStatusInfo {
+    fn from(status: CollectionStatus) -> Self {
+        CollectionStatusInfo {
+            reports: status.reports,
+            releasable: status.releasable,
+            closed: status.closed,
+        }
+    }
+}
+
+/// The covariance estimate the aggregator released (its default rule: K-fold
+/// cross-validated thresholding, then the projection onto the PSD cone).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct EstimateInfo {
+    /// Collection id.
+    pub collection_id: String,
+    /// Dimension p.
+    pub dim: u32,
+    /// Reports the estimate is made of.
+    pub reports: u64,
+    /// The packed upper triangle, row-major (`i ≤ j`), `p(p+1)/2` entries.
+    pub upper_triangle: Vec<f64>,
+    /// The full symmetric `p × p` matrix, row-major (`reshape(p, p)` in numpy).
+    pub matrix: Vec<f64>,
+    /// Per-entry noise sd of the average, in the data's units.
+    pub entry_noise_sd: f64,
+    /// The threshold rule applied (e.g. `cv`).
+    pub threshold_rule: String,
+    /// Whether the PSD projection was applied.
+    pub psd_projected: bool,
+}
+
+/// Operator access to an aggregator: create collections, read their status, close
+/// them, fetch estimates. Needs the admin token if the aggregator has one.
+///
+/// Every method blocks until the aggregator has answered (see the crate
+/// documentation).
+#[derive(uniffi::Object)]
+pub struct Admin {
+    // Dropped before the runtime that drives it.
+    client: Mutex<AggregatorClient>,
+    runtime: Runtime,
+}
+
+#[uniffi::export]
+impl Admin {
+    /// Connects to the aggregator at `url` (as [`Device::connect`](crate::Device::connect))
+    /// with the admin `token`, if the aggregator requires one.
+    #[uniffi::constructor(default(token = None, ca_pem = None))]
+    pub fn connect(
+        url: String,
+        token: Option<String>,
+        ca_pem: Option<String>,
+    ) -> Result<Arc<Self>, LdpcovError> {
+        let runtime = new_runtime()?;
+        let client = connect(&runtime, url, token, ca_pem)?;
+        Ok(Arc::new(Admin {
+            client: Mutex::new(client),
+            runtime,
+        }))
+    }
+
+    /// Creates a collection and returns its parameters, re-derived locally from the
+    /// server's answer.
+    pub fn create_collection(
+        &self,
+        spec: CollectionSpecInput,
+    ) -> Result<CollectionInfo, LdpcovError> {
+        let spec = CollectionSpec {
+            collection_id: spec.collection_id,
+            dim: spec.dim,
+            epsilon: spec.epsilon,
+            delta: spec.delta,
+            clip_radius: spec.clip_radius,
+            min_reports: spec.min_reports,
+            encoding: spec.encoding.unwrap_or(WireEncoding::I32).to_proto().into(),
+        };
+        let mut client = lock(&self.client)?;
+        let params = self.runtime.block_on(client.create_collection(spec))?;
+        let collection =
+            Collection::from_params(&params).map_err(|e| LdpcovError::ServerMismatch {
+                reason: e.to_string(),
+            })?;
+        Ok(CollectionInfo::from(&collection))
+    }
+
+    /// Count and state of a collection.
+    pub fn status(&self, collection_id: String) -> Result<CollectionStatusInfo, LdpcovError> {
+        let mut client = lock(&self.client)?;
+        let status = self.runtime.block_on(client.status(&collection_id))?;
+        Ok(status.into())
+    }
+
+    /// Closes a collection: it takes no more reports (estimates still work).
+    pub fn close_collection(
+        &self,
+        collection_id: String,
+    ) -> Result<CollectionStatusInfo, LdpcovError> {
+        let mut client = lock(&self.client)?;
+        let status = self
+            .runtime
+            .block_on(client.close_collection(&collection_id))?;
+        Ok(status.into())
+    }
+
+    /// The released covariance estimate with the aggregator's default rule.
+    /// `FailedPrecondition` below the collection's minimum number of reports.
+    pub fn estimate(&self, collection_id: String) -> Result<EstimateInfo, LdpcovError> {
+        let request = GetEstimateRequest {
+            collection_id,
+            ..GetEstimateRequest::default()
+        };
+        let mut client = lock(&self.client)?;
+        let estimate = self.runtime.block_on(client.estimate(request))?;
+        let dim = estimate.dim as usize;
+        if estimate.upper_triangle.len() != dim * (dim + 1) / 2 {
+            return Err(LdpcovError::ServerMismatch {
+                reason: format!(
+                    "estimate of dimension {dim} has {} packed entries",
+                    estimate.upper_triangle.len()
+                ),
+            });
+        }
+        Ok(EstimateInfo {
+            matrix: unpack_symmetric(dim, &estimate.upper_triangle),
+            collection_id: estimate.collection_id,
+            dim: estimate.dim,
+            reports: estimate.reports,
+            upper_triangle: estimate.upper_triangle,
+            entry_noise_sd: estimate.entry_noise_sd,
+            threshold_rule: estimate.threshold_rule,
+            psd_projected: estimate.psd_projected,
+        })
+    }
+}

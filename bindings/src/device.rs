@@ -1,0 +1,185 @@
+//! [`Device`]: what an app embeds to report its vectors.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ldpcov_client::{AggregatorClient, BudgetLedger, BudgetLimits, Collection, PrivacyPolicy};
+use tokio::runtime::Runtime;
+
+use crate::{CollectionInfo, LdpcovError, connect, lock, new_runtime};
+
+/// The device's persistent privacy budget: every report's zCDP ρ is written to a file
+/// in `dir` before the report is built, and a report that would exceed a budget is
+/// refused with `LdpcovError.BudgetExceeded`. Budgets are stated as ε at `delta`; the
+/// defaults are the Rust client's (ε = 10 lifetime, ε = 4 per 30 days, δ = 10⁻⁶).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct LedgerConfig {
+    /// Directory of the ledger file (app-private storage; one process at a time).
+    pub dir: String,
+    /// Budget over the device's whole life.
+    #[uniffi(default = 10.0)]
+    pub lifetime_epsilon: f64,
+    /// Budget over any trailing period of `period_days` days.
+    #[uniffi(default = 4.0)]
+    pub period_epsilon: f64,
+    /// Length of the period, in days; 0 for no period budget (the lifetime budget
+    /// still applies).
+    #[uniffi(default = 30)]
+    pub period_days: u32,
+    /// δ at which the budgets are stated.
+    #[uniffi(default = 1e-6)]
+    pub delta: f64,
+}
+
+impl LedgerConfig {
+    fn limits(&self) -> BudgetLimits {
+        BudgetLimits {
+            lifetime_epsilon: self.lifetime_epsilon,
+            period_epsilon: (self.period_days > 0).then_some(self.period_epsilon),
+            period: Duration::from_secs(u64::from(self.period_days) * 24 * 3600),
+            delta: self.delta,
+        }
+    }
+}
+
+/// The weakest privacy this device agrees to give: collections asking for a larger ε
+/// or δ per report are refused with `LdpcovError.PolicyRefused`, whatever the server
+/// says. `None` keeps the client's default policy (ε ≤ 10, δ ≤ 10⁻³).
+#[derive(Debug, Clone, Copy, PartialEq, uniffi::Record)]
+pub struct PolicyConfig {
+    /// Largest ε of one report.
+    pub max_epsilon: f64,
+    /// Largest δ of one report.
+    pub max_delta: f64,
+}
+
+/// What happened to a submitted report.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct SubmitResult {
+    /// The random 16-byte report id, in hex.
+    pub report_id: String,
+    /// The aggregator had already counted this id (an earlier attempt got through but
+    /// its answer was lost); the report is counted exactly once either way.
+    pub duplicate: bool,
+    /// Calls made, retries included.
+    pub attempts: u32,
+}
+
+/// A device: reports vectors to one aggregator under the collections' local
+/// differential privacy.
+///
+/// Every method blocks until the aggregator has answered: call it from a background
+/// thread, never from the UI thread (see the crate documentation).
+#[derive(uniffi::Object)]
+pub struct Device {
+    // Dropped before the runtime that drives it.
+    state: Mutex<DeviceState>,
+    runtime: Runtime,
+}
+
+struct DeviceState {
+    client: AggregatorClient,
+    /// Collections already fetched and re-derived, by id.
+    collections: HashMap<String, Collection>,
+}
+
+#[uniffi::export]
+impl Device {
+    /// Connects to the aggregator at `url` (`http://host:port`, or `https://` for TLS,
+    /// trusting `ca_pem` — a PEM CA certificate — if given, else the public web PKI).
+    ///
+    /// `token` is the submit token the aggregator requires, if any. With `ledger`, every
+    /// report is charged to that persistent budget first; `policy` bounds the (ε, δ)
+    /// this device accepts.
+    #[uniffi::constructor(default(token = None, ca_pem = None, ledger = None, policy = None))]
+    pub fn connect(
+        url: String,
+        token: Option<String>,
+        ca_pem: Option<String>,
+        ledger: Option<LedgerConfig>,
+        policy: Option<PolicyConfig>,
+    ) -> Result<Arc<Self>, LdpcovError> {
+        let runtime = new_runtime()?;
+        let mut client = connect(&runtime, url, token, ca_pem)?;
+        if let Some(config) = ledger {
+            client = client.with_ledger(BudgetLedger::open(&config.dir, config.limits())?);
+        }
+        if let Some(policy) = policy {
+            client = client.with_privacy_policy(PrivacyPolicy {
+                max_epsilon: policy.max_epsilon,
+                max_delta: policy.max_delta,
+            });
+        }
+        Ok(Arc::new(Device {
+            state: Mutex::new(DeviceState {
+                client,
+                collections: HashMap::new(),
+            }),
+            runtime,
+        }))
+    }
+
+    /// Fetches a collection's parameters, re-derives them locally and checks them
+    /// against the privacy policy (`ServerMismatch`, `PolicyRefused` otherwise).
+    pub fn collection(&self, collection_id: String) -> Result<CollectionInfo, LdpcovError> {
+        let mut state = lock(&self.state)?;
+        let collection = self.fetch(&mut state, &collection_id)?;
+        Ok(CollectionInfo::from(&collection))
+    }
+
+    /// Perturbs `x` locally and submits it to the collection.
+    ///
+    /// Input errors (`x` of the wrong length, a NaN or infinite coordinate) raise
+    /// `InvalidInput` before any noise is drawn or budget spent. The report — `x`
+    /// clipped to the collection's radius, `triu(x·xᵀ)` on the collection's grid plus
+    /// exact discrete Gaussian noise, a fresh random id — is complete before any
+    /// network call; retries resend the same bytes under the same id, so a report is
+    /// counted at most once. The collection's parameters are fetched on first use and
+    /// kept for the object's lifetime.
+    pub fn submit(&self, collection_id: String, x: Vec<f64>) -> Result<SubmitResult, LdpcovError> {
+        let mut state = lock(&self.state)?;
+        let collection = match state.collections.get(&collection_id) {
+            Some(collection) => collection.clone(),
+            None => self.fetch(&mut state, &collection_id)?,
+        };
+        let outcome = self
+            .runtime
+            .block_on(state.client.submit(&collection, &x))?;
+        tracing::debug!(
+            collection = %collection_id,
+            attempts = outcome.attempts,
+            duplicate = outcome.duplicate,
+            "report submitted"
+        );
+        Ok(SubmitResult {
+            report_id: hex::encode(outcome.report_id.0),
+            duplicate: outcome.duplicate,
+            attempts: outcome.attempts,
+        })
+    }
+
+    /// The noise sampler every report uses: `"exact-discrete-gaussian"` (the bindings
+    /// offer no other).
+    pub fn noise_sampler_kind(&self) -> Result<String, LdpcovError> {
+        Ok(lock(&self.state)?.client.noise_sampler_kind().to_string())
+    }
+
+    /// The lifetime privacy spent so far, as ε at the ledger's δ; `None` without a
+    /// ledger.
+    pub fn spent_epsilon(&self) -> Result<Option<f64>, LdpcovError> {
+        Ok(lock(&self.state)?
+            .client
+            .ledger()
+            .map(BudgetLedger::lifetime_epsilon))
+    }
+}
+
+impl Device {
+    /// Fetches, checks and caches a collection.
+    fn fetch(&self, state: &mut DeviceState, id: &str) -> Result<Collection, LdpcovError> {
+        let collection = self.runtime.block_on(state.client.collection(id))?;
+        state.collections.insert(id.to_string(), collection.clone());
+        Ok(collection)
+    }
+}

@@ -1,0 +1,157 @@
+//! ldpcov for apps: a small **blocking** API over [`ldpcov_client`], from which
+//! `uniffi` generates the Kotlin, Swift and Python bindings (`bindings/generate.sh`).
+//!
+//! * [`Device`] — what an app embeds: fetch a collection, then
+//!   [`Device::submit`] a vector. The report is built exactly as
+//!   [`ldpcov_client::AggregatorClient`] builds it — input checks first, clipping to
+//!   the collection's radius, the **exact discrete Gaussian** noise (the client's
+//!   default, OS-seeded; no other sampler can be chosen from the bindings), the
+//!   optional budget ledger charged on disk before any noise is drawn — and sent with
+//!   retries that resend the same bytes under the same report id.
+//! * [`Admin`] — operator calls for scripts and quickstarts: create a collection, read
+//!   its status, close it, fetch the released estimate (computed by the aggregator
+//!   daemon, never on the device).
+//!
+//! **Threading.** Every call blocks until the aggregator has answered (or the retries
+//! are spent). Call it from a background thread — a Kotlin coroutine on
+//! `Dispatchers.IO`, a Swift `Task.detached` or background queue, a Python thread or a
+//! plain script — never from an app's UI thread. Each object owns a small
+//! multi-threaded tokio runtime that drives its gRPC connection; calls on one object
+//! are serialised, and separate objects are independent. Do not call these methods
+//! from inside a tokio runtime (Rust callers should use `ldpcov_client` directly).
+//!
+//! Errors are one enum, [`LdpcovError`], an exception hierarchy in the bindings.
+
+uniffi::setup_scaffolding!();
+
+mod admin;
+mod device;
+mod error;
+
+pub use admin::{Admin, CollectionSpecInput, CollectionStatusInfo, EstimateInfo};
+pub use device::{Device, LedgerConfig, PolicyConfig, SubmitResult};
+pub use error::LdpcovError;
+
+use ldpcov_client::proto::v1::Encoding as ProtoEncoding;
+use ldpcov_client::{AggregatorClient, Collection};
+use tokio::runtime::Runtime;
+
+/// Wire encoding of a collection's reports (the noise and its calibration are the
+/// same for all three; the coarser ones trade resolution for bandwidth).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum WireEncoding {
+    /// Little-endian i32 on the collection's fine grid (the default).
+    I32,
+    /// Little-endian i16 in units of the collection's wire step.
+    I16,
+    /// One signed byte per entry in units of the collection's wire step.
+    I8,
+}
+
+impl WireEncoding {
+    fn from_proto(encoding: ProtoEncoding) -> Self {
+        match encoding {
+            ProtoEncoding::I16Le => WireEncoding::I16,
+            ProtoEncoding::I8 => WireEncoding::I8,
+            // `Collection` normalises an unspecified encoding to i32.
+            ProtoEncoding::I32Le | ProtoEncoding::Unspecified => WireEncoding::I32,
+        }
+    }
+
+    fn to_proto(self) -> ProtoEncoding {
+        match self {
+            WireEncoding::I32 => ProtoEncoding::I32Le,
+            WireEncoding::I16 => ProtoEncoding::I16Le,
+            WireEncoding::I8 => ProtoEncoding::I8,
+        }
+    }
+}
+
+/// A collection's parameters as this device re-derived them from its spec (never the
+/// server's numbers taken on trust).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct CollectionInfo {
+    /// Collection id.
+    pub collection_id: String,
+    /// Dimension p of the vectors.
+    pub dim: u32,
+    /// ε of one report.
+    pub epsilon: f64,
+    /// δ of one report.
+    pub delta: f64,
+    /// Clip radius R: vectors are scaled into the ball of radius R.
+    pub clip_radius: f64,
+    /// Per-entry noise standard deviation σ, in unit-ball units.
+    pub sigma: f64,
+    /// zCDP ρ of one report (what a budget ledger adds up).
+    pub rho: f64,
+    /// Reports needed before an estimate is released.
+    pub min_reports: u64,
+    /// Wire encoding of the reports.
+    pub encoding: WireEncoding,
+}
+
+impl From<&Collection> for CollectionInfo {
+    fn from(c: &Collection) -> Self {
+        CollectionInfo {
+            collection_id: c.id.clone(),
+            // `Collection` comes from a spec whose `dim` is a u32.
+            dim: u32::try_from(c.dim).unwrap_or(u32::MAX),
+            epsilon: c.epsilon,
+            delta: c.delta,
+            clip_radius: c.clip_radius,
+            sigma: c.sigma,
+            rho: c.rho,
+            min_reports: c.min_reports,
+            encoding: WireEncoding::from_proto(c.encoding),
+        }
+    }
+}
+
+/// The runtime an object owns: two worker threads drive its connection while the
+/// caller's thread blocks in `block_on`.
+fn new_runtime() -> Result<Runtime, LdpcovError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ldpcov-ffi")
+        .enable_all()
+        .build()
+        .map_err(|e| LdpcovError::Internal {
+            reason: format!("cannot start the tokio runtime: {e}"),
+        })
+}
+
+/// Connects a client: plain HTTP/2 for `http://` URLs, TLS for `https://` ones
+/// (trusting `ca_pem` if given, else the bundled web PKI roots), with the bearer
+/// token if any.
+fn connect(
+    runtime: &Runtime,
+    url: String,
+    token: Option<String>,
+    ca_pem: Option<String>,
+) -> Result<AggregatorClient, LdpcovError> {
+    let tls = url.starts_with("https://");
+    if ca_pem.is_some() && !tls {
+        return Err(LdpcovError::InvalidInput {
+            reason: "a CA certificate is only used with an https:// URL".into(),
+        });
+    }
+    let client = runtime.block_on(async {
+        if tls {
+            AggregatorClient::connect_with_tls(url, ca_pem.as_deref().map(str::as_bytes)).await
+        } else {
+            AggregatorClient::connect(url).await
+        }
+    })?;
+    Ok(match token {
+        Some(token) => client.with_token(token)?,
+        None => client,
+    })
+}
+
+/// Locks `mutex`; a poisoned lock (a panic in an earlier call) is an error, not a panic.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, LdpcovError> {
+    mutex.lock().map_err(|_| LdpcovError::Internal {
+        reason: "an earlier call on this object panicked".into(),
+    })
+}
