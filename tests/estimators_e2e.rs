@@ -13,8 +13,9 @@ use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::layout::unpack_symmetric;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
-    AdaptiveThreshold, CollectionSpec, CrossValidatedThreshold, Encoding, Estimate, EstimateTarget,
-    GetEstimateRequest, PrecisionParams, ThresholdKind, get_estimate_request,
+    AdaptiveThreshold, BulkShrinkage, CollectionSpec, CrossValidatedThreshold, Encoding, Estimate,
+    EstimateTarget, FactorModel, GetEstimateRequest, PrecisionParams, SpectralLoss,
+    SpectralShrinkage, ThresholdKind, get_estimate_request,
 };
 use nalgebra::DMatrix;
 use rand::SeedableRng;
@@ -351,6 +352,85 @@ async fn bad_estimator_parameters_are_invalid_argument() {
     for (name, req) in cases {
         let status = raw.get_estimate(req).await.unwrap_err();
         assert_eq!(status.code(), Code::InvalidArgument, "{name}: {status:?}");
+    }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spectral_rules_are_named_and_bad_parameters_refused() {
+    use get_estimate_request::Threshold;
+    let (server, url) = populated().await;
+    let mut raw = RawClient::connect(url).await.unwrap();
+    let with = |t: Threshold| GetEstimateRequest {
+        threshold: Some(t),
+        ..request()
+    };
+    let before = raw.get_estimate(request()).await.unwrap().into_inner();
+    let bad = [
+        (
+            "alpha above 1",
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![0.5, 1.5],
+            })),
+        ),
+        (
+            "negative alpha",
+            with(Threshold::BulkShrink(BulkShrinkage { alphas: vec![-0.1] })),
+        ),
+        (
+            "spectral rank = p",
+            with(Threshold::Spectral(SpectralShrinkage {
+                loss: SpectralLoss::Frobenius as i32,
+                rank: Some(P as u32),
+            })),
+        ),
+        (
+            "factor rank > p",
+            with(Threshold::Factor(FactorModel {
+                rank: Some(P as u32 + 1),
+            })),
+        ),
+        (
+            "unknown loss",
+            with(Threshold::Spectral(SpectralShrinkage {
+                loss: 9,
+                rank: None,
+            })),
+        ),
+    ];
+    for (name, req) in bad {
+        let status = raw.get_estimate(req).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{name}: {status:?}");
+    }
+    // Nothing changed: the default estimate is the same as before the refusals.
+    let after = raw.get_estimate(request()).await.unwrap().into_inner();
+    assert_eq!(before, after);
+
+    // Each rule answers under its name with what it chose, PSD.
+    let good = [
+        (
+            "spectral(loss=operator, rank=2) → rank 2",
+            with(Threshold::Spectral(SpectralShrinkage {
+                loss: SpectralLoss::Operator as i32,
+                rank: Some(2),
+            })),
+        ),
+        (
+            "factor(rank=detected) → rank ",
+            with(Threshold::Factor(FactorModel { rank: None })),
+        ),
+        (
+            "bulk-shrink(alphas=[0.0, 1.0]) → rank ",
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![0.0, 1.0],
+            })),
+        ),
+    ];
+    for (prefix, req) in good {
+        let e = raw.get_estimate(req).await.unwrap().into_inner();
+        assert!(e.threshold_rule.starts_with(prefix), "{}", e.threshold_rule);
+        assert_eq!(e.threshold, 0.0);
+        support::assert_packed_psd(&e.upper_triangle, P, 0.0);
     }
     server.shutdown().await.unwrap();
 }

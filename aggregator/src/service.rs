@@ -11,8 +11,8 @@ use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
     CrossValidatedThreshold, Edge, Estimate, EstimateTarget, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse, SubmitReportsResponse,
-    ThresholdKind as WireKind, get_estimate_request,
+    GetEstimateRequest, GetStatusRequest, Report, SpectralLoss, SubmitReportResponse,
+    SubmitReportsResponse, ThresholdKind as WireKind, get_estimate_request,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
 use nalgebra::DMatrix;
@@ -22,9 +22,10 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth::{AuthConfig, Right};
 use crate::store::{Store, StoreError, ValidReport};
 use ldpcov_estimate::{
-    self as estimate, AdaptiveThreshold, CrossValidation, EstimateError, EstimateOptions,
-    GlassoOptions, PrecisionMethod, Seed001Threshold, ThresholdKind, ThresholdRule,
-    UniversalThreshold, estimate_precision,
+    self as estimate, AdaptiveThreshold, BulkShrinkage, CrossValidation, EstimateError,
+    EstimateOptions, FactorModel, GlassoOptions, PrecisionMethod, Seed001Threshold,
+    SpectralShrinkage, ThresholdKind, ThresholdRule, UniversalThreshold, estimate_precision,
+    spectral::Shrinker,
 };
 
 /// Reports of one stream are handed to the store in batches of at most this many.
@@ -203,6 +204,24 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             threshold_diagonal: a.threshold_diagonal,
         }),
         Some(Threshold::CrossValidated(c)) => cv(c),
+        Some(Threshold::Spectral(s)) => ThresholdRule::Spectral(SpectralShrinkage {
+            shrinker: match SpectralLoss::try_from(s.loss) {
+                Ok(SpectralLoss::Unspecified | SpectralLoss::Frobenius) => Shrinker::Frobenius,
+                Ok(SpectralLoss::Operator) => Shrinker::Operator,
+                Err(_) => return Err(invalid(format!("unknown spectral loss {}", s.loss))),
+            },
+            rank: s.rank.map(|k| k as usize),
+        }),
+        Some(Threshold::Factor(f)) => ThresholdRule::Factor(FactorModel {
+            rank: f.rank.map(|k| k as usize),
+        }),
+        Some(Threshold::BulkShrink(b)) => ThresholdRule::BulkShrink(if b.alphas.is_empty() {
+            BulkShrinkage::default()
+        } else {
+            BulkShrinkage {
+                alphas: b.alphas.clone(),
+            }
+        }),
     };
     let options = EstimateOptions {
         rule,

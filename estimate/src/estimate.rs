@@ -8,6 +8,7 @@
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
 use crate::psd::project_psd_floor;
+use crate::spectral::{self, RankRule, Shrinker, SpectralOptions};
 use crate::threshold::{ThresholdKind, ThresholdRule, apply_threshold, resolve, shrink_diagonal};
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
@@ -124,15 +125,22 @@ pub fn estimate(
     }
     let mut matrix = average(collection, &acc.sums(), n)?;
     let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
-    let resolved = resolve(&options.rule, options.kind, collection, acc);
+    let mut resolved = resolve(&options.rule, options.kind, collection, acc);
     shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
     resolved.structure.apply(&mut matrix);
-    let surviving_entries = apply_threshold(
-        &mut matrix,
-        &resolved.thresholds,
-        resolved.kind,
-        resolved.include_diagonal,
-    );
+    let surviving_entries = if options.rule.is_spectral() {
+        let (spectral, name) = apply_spectral(&options.rule, &matrix, entry_noise_sd)?;
+        matrix = spectral;
+        resolved.name = name;
+        nonzero_packed(&matrix)
+    } else {
+        apply_threshold(
+            &mut matrix,
+            &resolved.thresholds,
+            resolved.kind,
+            resolved.include_diagonal,
+        )
+    };
     let (matrix, clamped_eigenvalues) = if options.skip_psd_projection {
         (matrix, 0)
     } else {
@@ -149,6 +157,52 @@ pub fn estimate(
         clamped_eigenvalues,
         psd_projected: !options.skip_psd_projection,
     })
+}
+
+/// Applies a spectral rule to the average `y` (entry noise sd `sigma_n`): the estimate
+/// and the rule's name with what it chose (rank, spikes' bulk level, SURE's α). The
+/// identity for a non-spectral rule.
+fn apply_spectral(
+    rule: &ThresholdRule,
+    y: &DMatrix<f64>,
+    sigma_n: f64,
+) -> Result<(DMatrix<f64>, String), EstimateError> {
+    let rank_rule = |rank: Option<usize>| rank.map_or_else(RankRule::default, RankRule::Fixed);
+    let (estimate, chosen) = match rule {
+        ThresholdRule::Spectral(s) => {
+            let options = SpectralOptions {
+                rank: rank_rule(s.rank),
+                shrinker: s.shrinker,
+            };
+            (spectral::shrink(y, sigma_n, &options)?, String::new())
+        }
+        ThresholdRule::Factor(f) => {
+            let options = SpectralOptions {
+                rank: rank_rule(f.rank),
+                shrinker: Shrinker::Frobenius,
+            };
+            (spectral::factor(y, sigma_n, &options)?, String::new())
+        }
+        ThresholdRule::BulkShrink(b) => {
+            let (alpha, risk, estimate) = spectral::bulk_shrink_sure(y, sigma_n, &b.alphas)?;
+            (estimate, format!(", alpha {alpha} (SURE {risk:.6e})"))
+        }
+        _ => return Ok((y.clone(), rule.name())),
+    };
+    let name = format!(
+        "{} → rank {}, bulk level {:.6e}{chosen}",
+        rule.name(),
+        estimate.rank,
+        estimate.bulk_level
+    );
+    Ok((estimate.matrix, name))
+}
+
+/// Packed upper-triangle entries of `m` that are non-zero.
+fn nonzero_packed(m: &DMatrix<f64>) -> u64 {
+    triangle_pairs(m.nrows())
+        .filter(|&(i, j)| m[(i, j)] != 0.0)
+        .count() as u64
 }
 
 #[cfg(test)]
@@ -202,6 +256,53 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn spectral_rules_refuse_bad_parameters_and_report_their_choice() {
+        use crate::threshold::{BulkShrinkage, FactorModel, SpectralShrinkage};
+        let c = collection(3, 1);
+        let g: i32 = 1 << 10;
+        let mut acc = Accumulator::new(6, 2);
+        acc.add(0, &[g, g / 2, 0, g, 0, g]);
+        acc.add(1, &[g, 0, g / 4, g, 0, g]);
+        let with = |rule| EstimateOptions {
+            rule,
+            ..Default::default()
+        };
+        // α outside [0, 1] and a rank ≥ p are parameter errors (INVALID_ARGUMENT).
+        for rule in [
+            ThresholdRule::BulkShrink(BulkShrinkage { alphas: vec![1.5] }),
+            ThresholdRule::BulkShrink(BulkShrinkage { alphas: vec![-0.5] }),
+            ThresholdRule::Factor(FactorModel { rank: Some(3) }),
+            ThresholdRule::Spectral(SpectralShrinkage {
+                rank: Some(4),
+                ..Default::default()
+            }),
+        ] {
+            let name = rule.name();
+            assert!(
+                matches!(
+                    estimate(&c, &acc, &with(rule)),
+                    Err(EstimateError::ThresholdParameter { .. } | EstimateError::Parameter { .. })
+                ),
+                "{name}"
+            );
+        }
+        let e = estimate(
+            &c,
+            &acc,
+            &with(ThresholdRule::Factor(FactorModel { rank: Some(1) })),
+        )
+        .unwrap();
+        assert!(e.rule.starts_with("factor(rank=1) → rank 1"), "{}", e.rule);
+        let e = estimate(
+            &c,
+            &acc,
+            &with(ThresholdRule::BulkShrink(BulkShrinkage::default())),
+        )
+        .unwrap();
+        assert!(e.rule.contains(", alpha "), "{}", e.rule);
     }
 
     #[test]

@@ -503,6 +503,9 @@ pub fn bulk_shrink(
     Ok(bulk_estimate(&values, &vectors, level, sigma_n, alpha))
 }
 
+/// The default candidate weights of [`bulk_shrink_sure`]: 0, 0.1, …, 1.
+pub const DEFAULT_BULK_ALPHAS: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+
 /// [`bulk_shrink`] with `alpha` chosen among `alphas` by the smallest
 /// [`sure_spectral`] risk (level held fixed), from one eigendecomposition: each
 /// candidate costs `O(p²)` beyond the `O(p³)` decomposition and `M = (U∘U)ᵀ(U∘U)`.

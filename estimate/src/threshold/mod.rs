@@ -49,7 +49,7 @@ pub use candidates::{Candidate, CrossValidation, log_grid};
 pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
 pub use cv::{CvOutcome, cross_validate};
 pub use rules::{
-    AdaptiveThreshold, Seed001Threshold, ThresholdRule, UniversalThreshold, noise_threshold,
-    seed001_threshold, universal_threshold,
+    AdaptiveThreshold, BulkShrinkage, FactorModel, Seed001Threshold, SpectralShrinkage,
+    ThresholdRule, UniversalThreshold, noise_threshold, seed001_threshold, universal_threshold,
 };
 pub(crate) use select::resolve;

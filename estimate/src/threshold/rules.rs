@@ -3,6 +3,7 @@
 //! or the cross-validation, and the formulas of their λ.
 
 use super::CrossValidation;
+use crate::spectral::Shrinker;
 use ldpcov_proto::Collection;
 
 /// Seed 000's universal threshold `λ = γ·√(log p / n) + c·σ_n·√(log p)`, with
@@ -65,7 +66,41 @@ impl Default for AdaptiveThreshold {
     }
 }
 
-/// Which entries of the average are kept, and how the threshold is chosen.
+/// Spike de-biasing over a flat bulk ([`spectral::shrink`](crate::spectral::shrink)).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SpectralShrinkage {
+    /// The loss the shrunk eigenvalues are optimal for.
+    pub shrinker: Shrinker,
+    /// A fixed number of spikes (`< p`); `None` detects them above the bulk edge.
+    pub rank: Option<usize>,
+}
+
+/// Low rank plus diagonal ([`spectral::factor`](crate::spectral::factor), Frobenius
+/// shrinker).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FactorModel {
+    /// A fixed number of factors (`< p`); `None` detects them above the bulk edge.
+    pub rank: Option<usize>,
+}
+
+/// Spikes over a bulk shrunk toward its mean with weight α chosen by SURE
+/// ([`spectral::bulk_shrink_sure`](crate::spectral::bulk_shrink_sure)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BulkShrinkage {
+    /// The candidate weights α ∈ [0, 1] (non-empty).
+    pub alphas: Vec<f64>,
+}
+
+impl Default for BulkShrinkage {
+    fn default() -> Self {
+        BulkShrinkage {
+            alphas: crate::spectral::DEFAULT_BULK_ALPHAS.to_vec(),
+        }
+    }
+}
+
+/// Which entries of the average are kept, and how the threshold is chosen; or, for the
+/// spectral rules, which spectral estimator replaces the threshold.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ThresholdRule {
     /// Keep every entry.
@@ -78,6 +113,12 @@ pub enum ThresholdRule {
     Adaptive(AdaptiveThreshold),
     /// Chosen by K-fold cross-validation from the fold sums.
     CrossValidated(CrossValidation),
+    /// Spectral spike shrinkage (no threshold).
+    Spectral(SpectralShrinkage),
+    /// Low rank plus diagonal (no threshold).
+    Factor(FactorModel),
+    /// Bulk shrinkage with a SURE-chosen weight (no threshold).
+    BulkShrink(BulkShrinkage),
 }
 
 /// The default is cross-validation with [`CrossValidation::default`]: it falls back to
@@ -117,6 +158,16 @@ impl ThresholdRule {
             ThresholdRule::CrossValidated(cv) => {
                 format!("cv(diagonal={})", diag(cv.threshold_diagonal))
             }
+            ThresholdRule::Spectral(s) => format!(
+                "spectral(loss={}, rank={})",
+                match s.shrinker {
+                    Shrinker::Frobenius => "frobenius",
+                    Shrinker::Operator => "operator",
+                },
+                rank_name(s.rank)
+            ),
+            ThresholdRule::Factor(f) => format!("factor(rank={})", rank_name(f.rank)),
+            ThresholdRule::BulkShrink(b) => format!("bulk-shrink(alphas={:?})", b.alphas),
         }
     }
 
@@ -128,6 +179,9 @@ impl ThresholdRule {
             ThresholdRule::Seed001(s) => s.threshold_diagonal,
             ThresholdRule::Adaptive(a) => a.threshold_diagonal,
             ThresholdRule::CrossValidated(cv) => cv.threshold_diagonal,
+            ThresholdRule::Spectral(_)
+            | ThresholdRule::Factor(_)
+            | ThresholdRule::BulkShrink(_) => false,
         }
     }
 
@@ -149,8 +203,27 @@ impl ThresholdRule {
                         .map(|&v| ("diagonal_shrinkage", if v <= 1.0 { v } else { -v })),
                 )
                 .collect(),
+            ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) => vec![],
+            // α ∈ [0, 1]: one above 1 is reported negated so the check refuses it.
+            ThresholdRule::BulkShrink(b) => b
+                .alphas
+                .iter()
+                .map(|&v| ("alphas", if v <= 1.0 { v } else { -v }))
+                .collect(),
         }
     }
+
+    /// Whether the rule is a spectral estimator (applied in place of a threshold).
+    pub fn is_spectral(&self) -> bool {
+        matches!(
+            self,
+            ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) | ThresholdRule::BulkShrink(_)
+        )
+    }
+}
+
+fn rank_name(rank: Option<usize>) -> String {
+    rank.map_or_else(|| "detected".to_string(), |k| k.to_string())
 }
 
 /// `c·σ_n·√(log p)` for `σ_n` the averaged-entry noise sd at n reports (data units).

@@ -49,7 +49,12 @@ pub(crate) fn resolve(
         name: format!("{}, {}", rule.name(), kind.name()),
     };
     match rule {
-        ThresholdRule::None => Resolved {
+        // The spectral rules are not thresholds: `estimate` applies them to the average
+        // this leaves unchanged.
+        ThresholdRule::None
+        | ThresholdRule::Spectral(_)
+        | ThresholdRule::Factor(_)
+        | ThresholdRule::BulkShrink(_) => Resolved {
             name: rule.name(),
             ..fixed(Thresholds::Uniform(0.0))
         },

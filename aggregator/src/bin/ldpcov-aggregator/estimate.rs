@@ -8,8 +8,9 @@ use clap::ValueEnum;
 use ldpcov_aggregator::{Format, write_estimate};
 use ldpcov_proto::v1::get_estimate_request::Threshold;
 use ldpcov_proto::v1::{
-    AdaptiveThreshold, CrossValidatedThreshold, EstimateTarget, GetEstimateRequest, NoThreshold,
-    PrecisionParams, Seed001Threshold, ThresholdKind, UniversalThreshold,
+    AdaptiveThreshold, BulkShrinkage, CrossValidatedThreshold, EstimateTarget, FactorModel,
+    GetEstimateRequest, NoThreshold, PrecisionParams, Seed001Threshold, SpectralLoss,
+    SpectralShrinkage, ThresholdKind, UniversalThreshold,
 };
 
 use crate::admin::{ServerArgs, status_error};
@@ -62,6 +63,17 @@ pub(crate) struct Options {
     /// Toeplitz band averaging).
     #[arg(long, env = "LDPCOV_UNORDERED")]
     unordered: bool,
+    /// For spectral and factor: the number of spikes (< dim; default: those above the
+    /// noise bulk edge).
+    #[arg(long, env = "LDPCOV_RANK")]
+    rank: Option<u32>,
+    /// For spectral: shrink for operator-norm loss instead of Frobenius.
+    #[arg(long, env = "LDPCOV_OPERATOR_LOSS")]
+    operator_loss: bool,
+    /// For bulk-shrink: candidate weights α ∈ [0, 1], comma-separated (default:
+    /// 0, 0.1, …, 1), chosen by Stein's unbiased risk estimate.
+    #[arg(long, env = "LDPCOV_ALPHAS", value_delimiter = ',')]
+    alphas: Vec<f64>,
     /// Skip the PSD projection.
     #[arg(long, env = "LDPCOV_NO_PSD")]
     no_psd: bool,
@@ -87,6 +99,12 @@ enum Rule {
     Universal,
     /// No threshold.
     None,
+    /// Spike shrinkage against the known noise level (--rank, --operator-loss).
+    Spectral,
+    /// Low rank plus diagonal (--rank).
+    Factor,
+    /// Spikes over a shrunk bulk, weight chosen by SURE (--alphas).
+    BulkShrink,
 }
 
 /// `--target`.
@@ -123,6 +141,18 @@ impl Options {
                 gamma: self.gamma,
                 c: self.c,
                 threshold_diagonal,
+            }),
+            Rule::Spectral => Threshold::Spectral(SpectralShrinkage {
+                loss: if self.operator_loss {
+                    SpectralLoss::Operator
+                } else {
+                    SpectralLoss::Frobenius
+                } as i32,
+                rank: self.rank,
+            }),
+            Rule::Factor => Threshold::Factor(FactorModel { rank: self.rank }),
+            Rule::BulkShrink => Threshold::BulkShrink(BulkShrinkage {
+                alphas: self.alphas.clone(),
             }),
         };
         let target = match self.target {
