@@ -46,12 +46,13 @@ pub const CENTRED_TOLERANCE: f64 = 0.1;
 pub enum DataUsersError {
     /// The file could not be read or parsed, or standardizing failed (the reader's
     /// error, prefixed by the file unless it already names it).
-    #[error("{}", file_message(path, source))]
+    #[error("{}", file_message(path, reason))]
     File {
         /// The data file.
         path: String,
-        /// The reader's error.
-        source: DataError,
+        /// The reader's error (already in this error's one-line message, so not
+        /// chained as its source).
+        reason: DataError,
     },
     /// An explicit dimension differs from the file's number of columns.
     #[error("--dim {given} conflicts with the data file, which has {columns} columns")]
@@ -104,9 +105,9 @@ impl DataUsers {
     /// Reads `path` with [`DataSet::read`] and, with `standardize`, standardizes it.
     /// Every bad file is refused here, before any report can be built.
     pub fn from_file(path: &Path, standardize: bool) -> Result<Self, DataUsersError> {
-        let file_err = |source| DataUsersError::File {
+        let file_err = |reason| DataUsersError::File {
             path: path.display().to_string(),
-            source,
+            reason,
         };
         let data = DataSet::read(path).map_err(file_err)?;
         Self::new(data, standardize).map_err(file_err)
