@@ -16,7 +16,7 @@
 //!
 //! `--data FILE` (CSV with or without a header, or a 2-D `.npy`) replaces the model:
 //! each row is one user (every row once; `--users N` draws N rows with replacement,
-//! seeded by `--seed`), the dimension is the file's (a different `--dim` is refused)
+//! seeded by `--seed`, and the errors then include that draw's sampling error), the dimension is the file's (a different `--dim` is refused)
 //! and the truth is the file's population covariance. Raw data need `--clip-radius`
 //! (chosen from public knowledge of the scale: the error for a missing one quotes the
 //! file's largest row norm, a data-dependent value whose use is not private);
