@@ -5,7 +5,9 @@
 //!   or a tab uses that delimiter instead. The first non-blank row is a header when any
 //!   of its cells is non-empty and not a number; otherwise it is data and the columns
 //!   have no names. Cells are trimmed and may be wrapped in double quotes (no escaped
-//!   quotes or embedded delimiters). Blank lines are skipped.
+//!   quotes or embedded delimiters). Blank lines are skipped. The dialect (delimiter,
+//!   cell splitting, header detection) is `ldpcov_aggregator::CsvDialect`, shared with
+//!   the aggregator CLI's `--names-from`.
 //! * NPY: a 2-D array (rows × columns) of `f64`, `f32`, `i64` or `i32` in either byte
 //!   order, C or Fortran order. Integers above 2⁵³ in magnitude are rounded to the
 //!   nearest `f64`.
@@ -29,6 +31,7 @@
 //! # Ok::<(), ldpcov::data::DataError>(())
 //! ```
 
+use ldpcov_aggregator::{CsvDialect, is_csv_header};
 use nalgebra::{DMatrix, DVector};
 use std::path::Path;
 use thiserror::Error;
@@ -187,32 +190,11 @@ impl DataSet {
             .map(|(i, l)| (i + 1, l))
             .filter(|(_, l)| !l.trim().is_empty());
         let (first_line, first) = lines.next().ok_or(DataError::Empty)?;
-        let delimiter = if first.contains(',') {
-            ','
-        } else if first.contains(';') {
-            ';'
-        } else if first.contains('\t') {
-            '\t'
-        } else {
-            ','
-        };
-        let split = |line: &str| -> Vec<String> {
-            line.split(delimiter)
-                .map(|c| {
-                    let c = c.trim();
-                    let c = c
-                        .strip_prefix('"')
-                        .and_then(|c| c.strip_suffix('"'))
-                        .unwrap_or(c);
-                    c.trim().to_string()
-                })
-                .collect()
-        };
+        let dialect = CsvDialect::detect(first);
+        let split = |line: &str| dialect.split(line);
         let first_cells = split(first);
         let cols = first_cells.len();
-        let is_header = first_cells
-            .iter()
-            .any(|c| !c.is_empty() && c.parse::<f64>().is_err());
+        let is_header = is_csv_header(&first_cells);
         let mut values = Vec::new();
         let mut rows = 0;
         let mut push_row = |line: usize, cells: &[String]| -> Result<(), DataError> {

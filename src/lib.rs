@@ -9,8 +9,8 @@
 //! This root crate adds what simulations, examples and end-to-end tests share:
 //! [`models`], the data generators of the seed papers, [`metrics`], the error
 //! measures the papers report, [`sim`], the in-process simulation of many users
-//! (per-user and sum-of-noise paths), and [`data`], reading a user's data matrix from a
-//! CSV or `.npy` file.
+//! (per-user and sum-of-noise paths), [`data`], reading a user's data matrix from a
+//! CSV or `.npy` file, and [`data_users`], a data file's rows as the users of a run.
 //!
 //! ```
 //! use ldpcov::models::{Model, Sampler};
@@ -31,6 +31,7 @@ pub use ldpcov_estimate as estimate;
 pub use ldpcov_proto as proto;
 
 pub mod data;
+pub mod data_users;
 pub mod metrics;
 pub mod models;
 pub mod sim;

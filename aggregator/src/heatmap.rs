@@ -155,7 +155,8 @@ pub fn diverging_color(value: f64, limit: f64) -> RGBColor {
 }
 
 /// Writes a heatmap of the square matrix `matrix` (p from 2 to a few hundred) to the
-/// PNG file `path`, with `title` above and `names` (one per variable) on the axes.
+/// PNG file `path`, with `title` above and `names` (one per variable) on the axes. The
+/// picture is widened, when text is drawn, to hold the whole title.
 pub fn write_heatmap(
     path: &Path,
     matrix: &DMatrix<f64>,
@@ -317,7 +318,17 @@ fn draw(
     } else {
         (10, 10, 10, 20 + BAR_WIDTH + 10)
     };
-    let width = left + grid_w + right;
+    // Wide enough for the title, which starts at the grid's left edge.
+    let title_width = if text {
+        ("sans-serif", TITLE_SIZE)
+            .into_font()
+            .box_size(title)
+            .map(|(w, _)| w)
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let width = (left + grid_w + right).max(left + title_width + 10);
     let height = top + grid_h.max(bar_h) + bottom;
     let layout = Layout {
         width,
@@ -539,6 +550,31 @@ mod tests {
             assert!(layout.cell_width >= 3, "{p}: {layout:?}");
             assert!(reddish(pixel(&img, layout.cell_center(p - 1, p - 1))));
         }
+    }
+
+    #[test]
+    fn a_long_title_widens_the_picture_to_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = DMatrix::<f64>::identity(2, 2);
+        let short = write_heatmap(&dir.path().join("s.png"), &m, "c", None).unwrap();
+        let title = "covariance of a-collection-with-a-long-id, n = 1000000, cv(diagonal=exempt)";
+        let file = dir.path().join("l.png");
+        let long = write_heatmap(&file, &m, title, None).unwrap();
+        let img = decode(&file);
+        assert_eq!((img.0, img.1), (long.width, long.height));
+        if long.text {
+            let font = ("sans-serif", TITLE_SIZE).into_font();
+            let (w, _) = font.box_size(title).unwrap();
+            assert!(long.width >= long.left + w, "{long:?}, title {w} px");
+            assert!(long.width > short.width, "{long:?} vs {short:?}");
+        } else {
+            assert_eq!(long, short);
+        }
+        // Only the width changes: the grid stays where it was.
+        assert_eq!(
+            (long.left, long.top, long.height),
+            (short.left, short.top, short.height)
+        );
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! * serving on a listener ([`serve`], [`serve_with`], [`ServeOptions`]) or embedded
 //!   in-process ([`EmbeddedServer`]);
 //! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
-//!   matrix or a vector ([`write_heatmap`], [`write_vector`]).
+//!   matrix or a vector ([`write_heatmap`], [`write_vector`]; the matrix an estimate's
+//!   picture shows: [`matrix_to_plot`]);
+//! * the CSV dialect of data files, shared with the root package's data reader
+//!   ([`CsvDialect`], [`read_csv_header`] for a heatmap's axis names).
 //!
 //! The daemon and admin CLI are the `ldpcov-aggregator` binary.
 //!
@@ -42,6 +45,7 @@
 //! ```
 
 mod auth;
+mod csv_dialect;
 mod durable;
 mod heatmap;
 mod output;
@@ -51,6 +55,7 @@ mod store;
 mod tls;
 
 pub use auth::{AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token};
+pub use csv_dialect::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
 pub use durable::{
     CodecError, Corruption, DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore,
     FORMAT_VERSION,
@@ -58,7 +63,7 @@ pub use durable::{
 pub use heatmap::{
     FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
 };
-pub use output::{Format, write_estimate};
+pub use output::{Format, Plotted, matrix_to_plot, plot_title, write_estimate};
 pub use server::{EmbeddedServer, ServeError, ServeOptions, TransportLimits, serve, serve_with};
 pub use service::{
     AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,

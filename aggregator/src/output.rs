@@ -1,5 +1,7 @@
 //! Writing a released [`Estimate`] as JSON (matrix plus metadata), CSV (the matrix) or
-//! NPY (the matrix as a `p × p` float64 array, loadable with `numpy.load`).
+//! NPY (the matrix as a `p × p` float64 array, loadable with `numpy.load`), and
+//! choosing the matrix a PNG heatmap shows ([`matrix_to_plot`]; the picture itself is
+//! [`write_heatmap`](crate::write_heatmap)'s).
 //!
 //! "The matrix" is the requested target: the covariance, or for the precision targets
 //! the precision matrix Θ (JSON then also carries the covariance it came from, λ and,
@@ -9,6 +11,7 @@ use std::io::Write;
 
 use ldpcov_proto::layout::unpack_symmetric;
 use ldpcov_proto::v1::{Estimate, EstimateTarget};
+use nalgebra::DMatrix;
 use serde::Serialize;
 
 /// Output formats of `ldpcov-aggregator estimate`.
@@ -20,6 +23,40 @@ pub enum Format {
     Csv,
     /// The matrix as a NumPy `.npy` float64 array.
     Npy,
+    /// A PNG heatmap of the matrix (drawn to a file by
+    /// [`write_heatmap`](crate::write_heatmap) from [`matrix_to_plot`], not by
+    /// [`write_estimate`]).
+    Png,
+}
+
+/// Which matrix of an estimate a picture shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plotted {
+    /// The covariance estimate (present in every estimate).
+    Covariance,
+    /// The precision matrix Θ (only in an estimate of a precision target).
+    Precision,
+}
+
+impl Plotted {
+    /// The released matrix of `estimate`: its precision matrix for a precision target,
+    /// else its covariance (what CSV, NPY and JSON's `matrix` hold).
+    pub fn released(estimate: &Estimate) -> Self {
+        match EstimateTarget::try_from(estimate.target) {
+            Ok(EstimateTarget::PrecisionRidge | EstimateTarget::PrecisionGlasso) => {
+                Plotted::Precision
+            }
+            _ => Plotted::Covariance,
+        }
+    }
+
+    /// `covariance` or `precision`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Plotted::Covariance => "covariance",
+            Plotted::Precision => "precision",
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -66,12 +103,18 @@ fn bad(msg: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
 }
 
-/// Writes `estimate` to `out` in `format`.
-pub fn write_estimate(
-    estimate: &Estimate,
-    format: Format,
-    out: &mut dyn Write,
-) -> std::io::Result<()> {
+/// The full symmetric matrices of an estimate, checked against its dimension.
+struct Unpacked {
+    target: EstimateTarget,
+    /// The covariance, row-major `p × p`.
+    covariance: Vec<f64>,
+    /// The precision matrix Θ, row-major, for a precision target.
+    precision: Option<Vec<f64>>,
+}
+
+/// Unpacks `estimate`'s matrices; an error when an entry count does not match the
+/// dimension or the target is unknown.
+fn unpack(estimate: &Estimate) -> std::io::Result<Unpacked> {
     let p = estimate.dim as usize;
     let d = ldpcov_proto::layout::triangle_len(p);
     if estimate.upper_triangle.len() != d {
@@ -92,12 +135,55 @@ pub fn write_estimate(
             estimate.precision_upper_triangle.len(),
         )));
     }
-    let covariance = unpack_symmetric(p, &estimate.upper_triangle);
-    let full = if is_precision {
-        unpack_symmetric(p, &estimate.precision_upper_triangle)
-    } else {
-        covariance.clone()
+    Ok(Unpacked {
+        target,
+        covariance: unpack_symmetric(p, &estimate.upper_triangle),
+        precision: is_precision.then(|| unpack_symmetric(p, &estimate.precision_upper_triangle)),
+    })
+}
+
+/// The `p × p` matrix of `estimate` that a picture of `what` shows. The one place
+/// that chooses it: a new kind of picture is a new [`Plotted`] variant here.
+pub fn matrix_to_plot(estimate: &Estimate, what: Plotted) -> std::io::Result<DMatrix<f64>> {
+    let p = estimate.dim as usize;
+    let unpacked = unpack(estimate)?;
+    let values = match what {
+        Plotted::Covariance => unpacked.covariance,
+        Plotted::Precision => unpacked.precision.ok_or_else(|| {
+            bad("the estimate carries no precision matrix (its target is the covariance)".into())
+        })?,
     };
+    Ok(DMatrix::from_row_slice(p, p, &values))
+}
+
+/// The title of a picture of `what` of `estimate`: the matrix, the collection, the
+/// number of reports n and the estimator's rule.
+pub fn plot_title(estimate: &Estimate, what: Plotted) -> String {
+    format!(
+        "{} of {}, n = {}, {}",
+        what.name(),
+        estimate.collection_id,
+        estimate.reports,
+        estimate.threshold_rule
+    )
+}
+
+/// Writes `estimate` to `out` in `format` (JSON, CSV or NPY; [`Format::Png`] is an
+/// error here, since a picture is drawn to a file by
+/// [`write_heatmap`](crate::write_heatmap)).
+pub fn write_estimate(
+    estimate: &Estimate,
+    format: Format,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let p = estimate.dim as usize;
+    let Unpacked {
+        target,
+        covariance,
+        precision,
+    } = unpack(estimate)?;
+    let is_precision = precision.is_some();
+    let full = precision.unwrap_or_else(|| covariance.clone());
     match format {
         Format::Json => {
             let glasso = target == EstimateTarget::PrecisionGlasso;
@@ -144,6 +230,10 @@ pub fn write_estimate(
             writer.extend(full.iter().copied())?;
             writer.finish()
         }
+        Format::Png => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a PNG is drawn to a file by write_heatmap, not written to a stream",
+        )),
     }
 }
 
@@ -214,6 +304,22 @@ mod tests {
         // Missing Θ for a precision target is an error, not a silent covariance.
         e.precision_upper_triangle.clear();
         assert!(write_estimate(&e, Format::Npy, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn the_plotted_matrix_is_the_released_one() {
+        let e = estimate();
+        assert_eq!(Plotted::released(&e), Plotted::Covariance);
+        let m = matrix_to_plot(&e, Plotted::Covariance).unwrap();
+        assert_eq!(m, DMatrix::from_row_slice(2, 2, &[1.0, 0.5, 0.5, 2.0]));
+        assert!(matrix_to_plot(&e, Plotted::Precision).is_err());
+        let mut e = estimate();
+        e.target = EstimateTarget::PrecisionRidge as i32;
+        e.precision_upper_triangle = vec![2.0, -0.5, 1.0];
+        assert_eq!(Plotted::released(&e), Plotted::Precision);
+        let m = matrix_to_plot(&e, Plotted::released(&e)).unwrap();
+        assert_eq!(m[(1, 0)], -0.5);
+        assert!(write_estimate(&e, Format::Png, &mut Vec::new()).is_err());
     }
 
     #[test]

@@ -47,6 +47,8 @@ const LDPCOV_VARS: &[&str] = &[
     "LDPCOV_NO_PSD",
     "LDPCOV_FORMAT",
     "LDPCOV_OUT",
+    "LDPCOV_NAMES",
+    "LDPCOV_NAMES_FROM",
     "LDPCOV_ADMIN_TOKEN",
     "LDPCOV_ADMIN_TOKEN_FILE",
     "LDPCOV_SUBMIT_TOKENS",
@@ -883,4 +885,168 @@ fn the_cli_talks_tls_with_a_custom_ca() {
         &[],
     );
     run.fails_with("not PEM");
+}
+
+/// Decodes an 8-bit RGB(A) PNG: (width, height, pixels, channels).
+fn decode_png(path: &Path) -> (u32, u32, Vec<u8>, usize) {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    let mut reader = png::Decoder::new(file)
+        .read_info()
+        .unwrap_or_else(|e| panic!("{} is not a PNG: {e}", path.display()));
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    assert_eq!(info.bit_depth, png::BitDepth::Eight);
+    let channels = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected colour type {other:?}"),
+    };
+    buf.truncate(info.buffer_size());
+    (info.width, info.height, buf, channels)
+}
+
+#[test]
+fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    let id = "cli-png";
+    create(url, id, &[]).json();
+    submit_reports(url, id, REPORTS);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let arg = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+
+    // The released matrix (the estimate is a deterministic function of the sums).
+    let (doc, m) = check_estimate_json(&estimate(url, id, &[]));
+    let matrix = nalgebra::DMatrix::from_row_slice(P, P, &m);
+
+    // Names from a data file's header (semicolons, a quoted cell: the data dialect).
+    let data = dir.path().join("data.csv");
+    std::fs::write(&data, "\nheight; weight;\"age\";x\n1;2;3;4\n").expect("write data");
+    let names: Vec<String> = ["height", "weight", "age", "x"].map(String::from).to_vec();
+    let png_path = dir.path().join("cov.png");
+    let r = estimate(
+        url,
+        id,
+        &[
+            "--format",
+            "png",
+            "--out",
+            &arg(&png_path),
+            "--names-from",
+            &arg(&data),
+        ],
+    );
+    assert!(r.status.success(), "{}", r.describe());
+    assert!(r.stdout.is_empty(), "{}", r.describe());
+    assert!(r.stderr.contains("wrote png"), "{}", r.describe());
+
+    // The expected geometry comes from the heatmap module itself, for the same matrix,
+    // title and names.
+    let released = ldpcov_proto::v1::Estimate {
+        collection_id: id.into(),
+        reports: REPORTS,
+        threshold_rule: doc["threshold_rule"].as_str().expect("rule").into(),
+        ..Default::default()
+    };
+    let title = ldpcov_aggregator::plot_title(&released, ldpcov_aggregator::Plotted::Covariance);
+    assert!(
+        title.contains(id) && title.contains(&format!("n = {REPORTS}")),
+        "{title}"
+    );
+    let reference = dir.path().join("reference.png");
+    let layout = ldpcov_aggregator::write_heatmap(&reference, &matrix, &title, Some(&names))
+        .expect("reference heatmap");
+    let img = decode_png(&png_path);
+    assert_eq!((img.0, img.1), (layout.width, layout.height), "{layout:?}");
+    assert_eq!(
+        std::fs::read(&png_path).expect("png"),
+        std::fs::read(&reference).expect("reference png"),
+        "the CLI's picture differs from the heatmap of the JSON matrix"
+    );
+    // Every cell has the diverging colour of its entry on the scale ±max|a_ij|.
+    let limit = m.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    for i in 0..P {
+        for j in 0..P {
+            let (x, y) = layout.cell_center(i, j);
+            let k = (y as usize * img.0 as usize + x as usize) * img.3;
+            let want = ldpcov_aggregator::diverging_color(matrix[(i, j)], limit);
+            assert_eq!(
+                (img.2[k], img.2[k + 1], img.2[k + 2]),
+                (want.0, want.1, want.2),
+                "cell ({i},{j}) = {}",
+                matrix[(i, j)]
+            );
+        }
+    }
+
+    // --names: the same picture as the header's names gave.
+    let named = dir.path().join("named.png");
+    let r = estimate(
+        url,
+        id,
+        &[
+            "--format",
+            "png",
+            "--out",
+            &arg(&named),
+            "--names",
+            "height,weight,age,x",
+        ],
+    );
+    assert!(r.status.success(), "{}", r.describe());
+    assert_eq!(
+        std::fs::read(&named).expect("named png"),
+        std::fs::read(&png_path).expect("png"),
+        "--names and --names-from with the same names draw the same picture"
+    );
+
+    // Refusals: one line, exit 1, no file written.
+    let refused = dir.path().join("refused.png");
+    let out = arg(&refused);
+    estimate(
+        url,
+        id,
+        &["--format", "png", "--out", &out, "--names", "a,b,c"],
+    )
+    .fails_with("3 axis names for 4 variables");
+    estimate(
+        url,
+        id,
+        &["--format", "png", "--out", &out, "--names", "a,b,c,d,e"],
+    )
+    .fails_with("5 axis names for 4 variables");
+    let headerless = dir.path().join("headerless.csv");
+    std::fs::write(&headerless, "1,2,3,4\n").expect("write");
+    estimate(
+        url,
+        id,
+        &[
+            "--format",
+            "png",
+            "--out",
+            &out,
+            "--names-from",
+            &arg(&headerless),
+        ],
+    )
+    .fails_with("line 1 is data, not a header");
+    let missing = dir.path().join("missing.csv");
+    estimate(
+        url,
+        id,
+        &[
+            "--format",
+            "png",
+            "--out",
+            &out,
+            "--names-from",
+            &arg(&missing),
+        ],
+    )
+    .fails_with("cannot read");
+    let line = estimate(url, id, &["--format", "png"]).fails_with("--out");
+    assert!(line.contains("png"), "{line}");
+    estimate(url, id, &["--format", "csv", "--names", "a,b,c,d"])
+        .fails_with("apply only to --format png");
+    assert!(!refused.exists(), "a refused command wrote {out}");
 }

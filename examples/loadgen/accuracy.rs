@@ -1,12 +1,14 @@
 //! The main job: a fixed number of users, each sending one report over
 //! `--concurrency` streaming connections, then the estimate's error against the
-//! true covariance.
+//! true covariance (and, for a data file, against its second moment, which is what
+//! the aggregator estimates when the data are not centred).
 
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
+use ldpcov::data_users::CENTRED_TOLERANCE;
 use ldpcov::metrics::{
     estimate_matrix, relative_frobenius_error, relative_spectral_error, spectral_norm_symmetric,
 };
@@ -14,8 +16,8 @@ use ldpcov::proto::v1::{GetEstimateRequest, NoThreshold, get_estimate_request};
 use rand::SeedableRng;
 
 use crate::args::Args;
-use crate::report::Summary;
-use crate::setup::Setup;
+use crate::report::{DataSummary, Summary};
+use crate::setup::{Setup, Source};
 
 /// What the workers sent: reports accepted, duplicates, payload bytes per report.
 type Sent = (u64, u64, usize);
@@ -23,9 +25,9 @@ type Sent = (u64, u64, usize);
 /// Sends `--users` reports, fetches the estimates and summarises their errors.
 pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     let bar = if args.json {
-        ProgressBar::with_draw_target(Some(args.users), ProgressDrawTarget::hidden())
+        ProgressBar::with_draw_target(Some(setup.users), ProgressDrawTarget::hidden())
     } else {
-        ProgressBar::new(args.users)
+        ProgressBar::new(setup.users)
     };
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} reports  {per_sec}  eta {eta}")
@@ -61,18 +63,46 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     // ‖W‖₂ of a p×p symmetric noise matrix with i.i.d. N(0, s²) entries is about 2√p·s.
     let predicted = 2.0 * (p as f64).sqrt() * est.entry_noise_sd / spectral_norm_symmetric(truth);
     let collection = &setup.collection;
+    let data = match setup.source.as_ref() {
+        Source::Model { .. } => None,
+        Source::Data { path, users, .. } => {
+            let second = users.second_moment();
+            Some(DataSummary {
+                file: path.clone(),
+                rows: users.rows(),
+                standardized: users.standardized(),
+                truth: if users.standardized() {
+                    "the file's correlation matrix"
+                } else {
+                    "the file's covariance"
+                },
+                centred: users.is_centred(),
+                max_abs_mean_over_sd: users.max_abs_mean_over_sd(),
+                centred_tolerance: CENTRED_TOLERANCE,
+                clipped_fraction: users.clipped_fraction(collection.clip_radius),
+                rel_spectral_error_vs_second_moment: relative_spectral_error(&m, second),
+                rel_frobenius_error_vs_second_moment: relative_frobenius_error(&m, second),
+                rel_spectral_error_vs_second_moment_no_threshold: relative_spectral_error(
+                    &m_raw, second,
+                ),
+                rel_frobenius_error_vs_second_moment_no_threshold: relative_frobenius_error(
+                    &m_raw, second,
+                ),
+            })
+        }
+    };
     Ok(Summary {
-        users: args.users,
+        users: setup.users,
         accepted,
         duplicates,
-        dim: args.dim,
+        dim: p as u32,
         epsilon: collection.epsilon,
         delta: collection.delta,
         clip_radius: collection.clip_radius,
         sigma: collection.sigma,
         sensitivity: collection.sensitivity,
         entry_noise_sd: est.entry_noise_sd,
-        model: setup.model.name(),
+        model: setup.source.name(),
         threshold: est.threshold,
         threshold_rule: est.threshold_rule.clone(),
         surviving_entries: est.surviving_entries,
@@ -83,9 +113,10 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         rel_frobenius_error_no_threshold: relative_frobenius_error(&m_raw, truth),
         predicted_rel_spectral_noise: predicted,
         elapsed_sec: elapsed.as_secs_f64(),
-        reports_per_sec: args.users as f64 / elapsed.as_secs_f64().max(1e-9),
+        reports_per_sec: setup.users as f64 / elapsed.as_secs_f64().max(1e-9),
         bytes_per_report,
         embedded_server: setup.embedded.is_some(),
+        data,
     })
 }
 
@@ -93,11 +124,15 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
 /// users and send them in streams of `--batch` reports.
 async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
     let mut workers = Vec::new();
+    let workers_n = args.concurrency as u64;
+    let mut first = 0u64;
     for w in 0..args.concurrency {
-        let share = args.users / args.concurrency as u64
-            + u64::from((w as u64) < args.users % args.concurrency as u64);
-        let (sampler, collection, url, bar) = (
-            setup.sampler.clone(),
+        // Worker w sends users first..first + share (for a data file: those rows).
+        let share = setup.users / workers_n + u64::from((w as u64) < setup.users % workers_n);
+        let start = first;
+        first += share;
+        let (source, collection, url, bar) = (
+            setup.source.clone(),
             setup.collection.clone(),
             setup.url.clone(),
             bar.clone(),
@@ -115,12 +150,20 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
             );
             let (mut accepted, mut duplicates, mut bytes) = (0u64, 0u64, 0usize);
             let mut left = share;
+            let mut next = start as usize;
             while left > 0 {
                 let n = left.min(batch as u64) as usize;
                 let mut reports = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let x = sampler.sample(&mut rng);
-                    let report = client.prepare_report(&collection, &x)?;
+                    let report = match source.as_ref() {
+                        Source::Model { sampler, .. } => {
+                            client.prepare_report(&collection, &sampler.sample(&mut rng))?
+                        }
+                        Source::Data { users, rows, .. } => {
+                            client.prepare_report(&collection, users.row(rows[next]))?
+                        }
+                    };
+                    next += 1;
                     bytes = report.payload.len();
                     reports.push(report);
                 }

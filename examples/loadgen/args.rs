@@ -5,6 +5,7 @@ use clap::{Parser, ValueEnum};
 use ldpcov::models::{Model, Tails};
 use ldpcov::proto::v1::{CollectionSpec, Encoding};
 use nalgebra::DMatrix;
+use std::path::PathBuf;
 
 /// `--model`.
 #[derive(Clone, Copy, ValueEnum)]
@@ -41,9 +42,22 @@ pub(crate) enum Distribution {
 #[derive(Parser)]
 #[command(about = "Simulate many ldpcov users against an aggregator")]
 pub(crate) struct Args {
-    /// Number of simulated users (one report each).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) users: u64,
+    /// Number of simulated users (one report each) [default: 1000000; with --data,
+    /// each row of the file once]. With --data, N rows drawn with replacement
+    /// (seeded by --seed).
+    #[arg(long)]
+    pub(crate) users: Option<u64>,
+    /// A data file (CSV with or without a header, or a 2-D `.npy`): each row is one
+    /// user's vector; the dimension is the file's and the truth its covariance.
+    /// Without --standardize it needs --clip-radius.
+    #[arg(long, conflicts_with_all = ["model", "distribution", "sparsity"])]
+    pub(crate) data: Option<PathBuf>,
+    /// With --data: map each column to mean 0 and sd 1 with the file's own moments
+    /// before sending (the truth is then the file's correlation matrix; the clip
+    /// radius defaults to √(2p)). A preprocessing of data the operator holds: in a
+    /// real deployment the scales must be public.
+    #[arg(long, requires = "data")]
+    pub(crate) standardize: bool,
     /// Load test: run for this many seconds instead of a fixed number of users
     /// (closed loop of --clients unary submitters; see the file's docs).
     #[arg(long, conflicts_with_all = ["users", "concurrency", "batch"])]
@@ -59,16 +73,17 @@ pub(crate) struct Args {
     /// is sampled (default: this process, with the embedded server).
     #[arg(long, requires_all = ["duration_secs", "aggregator"])]
     pub(crate) server_pid: Option<u32>,
-    /// Dimension p.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) dim: u32,
+    /// Dimension p [default: 10; with --data, the file's number of columns].
+    #[arg(long)]
+    pub(crate) dim: Option<u32>,
     /// ε of each report.
     #[arg(long, default_value_t = 1.0)]
     pub(crate) epsilon: f64,
     /// δ of each report.
     #[arg(long, default_value_t = 1e-6)]
     pub(crate) delta: f64,
-    /// Clip radius R (default √(2p), as in the canonical benchmark).
+    /// Clip radius R (default √(2p), as in the canonical benchmark; required with
+    /// --data unless --standardize).
     #[arg(long)]
     pub(crate) clip_radius: Option<f64>,
     /// Data model.
@@ -110,7 +125,11 @@ pub(crate) struct Args {
 impl Args {
     /// Refuses the combinations clap cannot express.
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.users == 0 || self.concurrency == 0 || self.batch == 0 || self.clients == Some(0) {
+        if self.users == Some(0)
+            || self.concurrency == 0
+            || self.batch == 0
+            || self.clients == Some(0)
+        {
             bail!("--users, --concurrency, --batch and --clients must be at least 1");
         }
         if self.duration_secs == Some(0) {
@@ -150,25 +169,24 @@ impl Args {
     }
 
     /// The collection id (`--collection`, default `loadgen-<seed>-<dim>`).
-    pub(crate) fn collection_id(&self) -> String {
+    pub(crate) fn collection_id(&self, dim: u32) -> String {
         self.collection
             .clone()
-            .unwrap_or_else(|| format!("loadgen-{}-{}", self.seed, self.dim))
+            .unwrap_or_else(|| format!("loadgen-{}-{dim}", self.seed))
     }
 
-    /// The spec of the collection created when none of that id exists.
-    pub(crate) fn spec(&self, id: &str) -> CollectionSpec {
+    /// The spec of the collection created when none of that id exists, for `users`
+    /// users of dimension `dim` clipped to `clip_radius`.
+    pub(crate) fn spec(&self, id: &str, dim: u32, clip_radius: f64, users: u64) -> CollectionSpec {
         CollectionSpec {
             collection_id: id.to_string(),
-            dim: self.dim,
+            dim,
             epsilon: self.epsilon,
             delta: self.delta,
-            clip_radius: self
-                .clip_radius
-                .unwrap_or_else(|| (2.0 * f64::from(self.dim)).sqrt()),
+            clip_radius,
             min_reports: match self.duration_secs {
                 Some(_) => 1000,
-                None => self.users.min(1000),
+                None => users.min(1000),
             },
             encoding: match self.encoding {
                 WireEncoding::I32 => Encoding::I32Le,

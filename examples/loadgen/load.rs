@@ -10,13 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler, RetryPolicy};
-use ldpcov::models::Sampler;
 use ldpcov::proto::Collection;
 use rand::SeedableRng;
 
 use crate::args::Args;
 use crate::report::LoadSummary;
-use crate::setup::Setup;
+use crate::setup::{Setup, Source};
 
 /// Runs the load test for `secs` seconds and summarises it, with the server's report
 /// count before and after.
@@ -34,7 +33,7 @@ pub(crate) async fn run(args: &Args, secs: u64, setup: &mut Setup) -> Result<Loa
             (None, None) => None,
         },
     };
-    let mut summary = run_load(load, setup.collection.clone(), setup.sampler.clone()).await?;
+    let mut summary = run_load(load, setup.collection.clone(), setup.source.clone()).await?;
     summary.reports_before = setup.reports_before;
     summary.server_reports_after = setup.admin.status(&setup.id).await?.reports;
     summary.embedded_server = setup.embedded.is_some();
@@ -94,7 +93,7 @@ fn latency_histogram() -> Result<Histogram<u64>> {
 async fn run_load(
     run: LoadRun,
     collection: Collection,
-    sampler: Arc<Sampler>,
+    source: Arc<Source>,
 ) -> Result<LoadSummary> {
     // Connect every client first, so the clock starts with all of them ready.
     let mut clients = Vec::with_capacity(run.clients);
@@ -140,8 +139,8 @@ async fn run_load(
     let deadline = started + run.duration;
     let mut tasks = Vec::with_capacity(clients.len());
     for mut lc in clients {
-        let (collection, sampler, counter) =
-            (collection.clone(), sampler.clone(), accepted_so_far.clone());
+        let (collection, source, counter) =
+            (collection.clone(), source.clone(), accepted_so_far.clone());
         tasks.push(tokio::spawn(async move {
             let mut result = ClientResult {
                 latency_us: latency_histogram()?,
@@ -151,7 +150,7 @@ async fn run_load(
                 bytes_per_report: 0,
             };
             while Instant::now() < deadline {
-                let x = sampler.sample(&mut lc.rng);
+                let x = source.draw(&mut lc.rng);
                 // Perturbation, encoding and id: before the clock starts.
                 let report = lc.client.prepare_report(&collection, &x)?;
                 result.bytes_per_report = report.payload.len();

@@ -32,6 +32,33 @@ pub(crate) struct Summary {
     pub(crate) reports_per_sec: f64,
     pub(crate) bytes_per_report: usize,
     pub(crate) embedded_server: bool,
+    /// With `--data`: the file, its centring and the errors against its second moment
+    /// (null for a model).
+    pub(crate) data: Option<DataSummary>,
+}
+
+/// What a `--data` run adds to the summary. The main errors (`rel_*_error`) are
+/// against [`Summary::model`]'s truth: the file's covariance (its correlation with
+/// `--standardize`); these are against the file's second moment `(1/n) Σ xxᵀ` of the
+/// rows sent, which is what the aggregator estimates today.
+#[derive(Serialize)]
+pub(crate) struct DataSummary {
+    pub(crate) file: String,
+    pub(crate) rows: usize,
+    pub(crate) standardized: bool,
+    /// What `rel_*_error` compares against.
+    pub(crate) truth: &'static str,
+    /// `max_abs_mean_over_sd ≤ centred_tolerance`: only then are covariance and second
+    /// moment close.
+    pub(crate) centred: bool,
+    pub(crate) max_abs_mean_over_sd: f64,
+    pub(crate) centred_tolerance: f64,
+    /// Fraction of the file's rows longer than the clip radius (clipped on the device).
+    pub(crate) clipped_fraction: f64,
+    pub(crate) rel_spectral_error_vs_second_moment: f64,
+    pub(crate) rel_frobenius_error_vs_second_moment: f64,
+    pub(crate) rel_spectral_error_vs_second_moment_no_threshold: f64,
+    pub(crate) rel_frobenius_error_vs_second_moment_no_threshold: f64,
 }
 
 /// The load test's result (`--json` prints it as one object).
@@ -85,10 +112,11 @@ pub(crate) struct LoadSummary {
 
 /// Prints the main job's summary.
 pub(crate) fn print_human(s: &Summary) {
-    println!(
-        "ldpcov loadgen: {} users, p = {}, {} data",
-        s.users, s.dim, s.model
-    );
+    let source = match &s.data {
+        Some(_) => s.model.clone(),
+        None => format!("{} data", s.model),
+    };
+    println!("ldpcov loadgen: {} users, p = {}, {source}", s.users, s.dim);
     println!(
         "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian)",
         s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma
@@ -105,14 +133,32 @@ pub(crate) fn print_human(s: &Summary) {
         "  {}: threshold {:.4}, {} entries kept, {} eigenvalues clamped",
         s.threshold_rule, s.threshold, s.surviving_entries, s.clamped_eigenvalues
     );
+    let truth = s.data.as_ref().map_or("the true covariance", |d| d.truth);
     println!(
-        "  relative error vs the true covariance: spectral {:.4}, Frobenius {:.4}",
+        "  relative error vs {truth}: spectral {:.4}, Frobenius {:.4}",
         s.rel_spectral_error, s.rel_frobenius_error
     );
     println!(
         "  (no threshold + PSD: spectral {:.4}, Frobenius {:.4})",
         s.rel_spectral_error_no_threshold, s.rel_frobenius_error_no_threshold
     );
+    if let Some(d) = &s.data {
+        println!(
+            "  relative error vs the file's second moment (1/n)Σxxᵀ: spectral {:.4}, Frobenius {:.4} (no threshold + PSD: {:.4}, {:.4})",
+            d.rel_spectral_error_vs_second_moment,
+            d.rel_frobenius_error_vs_second_moment,
+            d.rel_spectral_error_vs_second_moment_no_threshold,
+            d.rel_frobenius_error_vs_second_moment_no_threshold
+        );
+        println!(
+            "  data: {} rows, {}centred (max |mean|/sd = {:.3}, tolerance {}), {:.2}% of rows clipped",
+            d.rows,
+            if d.centred { "" } else { "NOT " },
+            d.max_abs_mean_over_sd,
+            d.centred_tolerance,
+            100.0 * d.clipped_fraction
+        );
+    }
 }
 
 /// Prints the load test's summary.

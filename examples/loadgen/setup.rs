@@ -1,5 +1,7 @@
-//! What both modes share: the data sampler, the aggregator (embedded or remote), an
-//! admin client and the collection (reused when it exists, created otherwise).
+//! What both modes share: the users' data (a model's sampler or a data file's rows),
+//! the aggregator (embedded or remote), an admin client and the collection (reused when
+//! it exists, created otherwise). A data file is read, and refused when bad, before
+//! the aggregator is contacted.
 
 use std::sync::Arc;
 
@@ -7,11 +9,55 @@ use anyhow::{Context, Result, bail};
 use ldpcov::aggregator::EmbeddedServer;
 use ldpcov::aggregator::Limits;
 use ldpcov::client::AggregatorClient;
+use ldpcov::data_users::DataUsers;
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::Collection;
 use nalgebra::DMatrix;
+use rand::Rng;
 
 use crate::args::Args;
+
+/// Where the users' vectors come from.
+pub(crate) enum Source {
+    /// A data model (`--model`, `--distribution`).
+    Model {
+        /// The model.
+        model: Model,
+        /// Draws one user's vector.
+        sampler: Sampler,
+    },
+    /// The rows of `--data FILE`.
+    Data {
+        /// The file as given.
+        path: String,
+        /// Its rows (standardized with `--standardize`) and moments.
+        users: DataUsers,
+        /// The row of each user of the accuracy run, in order.
+        rows: Vec<usize>,
+    },
+}
+
+impl Source {
+    /// One user's vector for the load test: a model draw, or a row drawn uniformly
+    /// with replacement.
+    pub(crate) fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<f64> {
+        match self {
+            Source::Model { sampler, .. } => sampler.sample(rng),
+            Source::Data { users, .. } => users.random_row(rng).to_vec(),
+        }
+    }
+
+    /// The name printed with the results: the model's, or `data <FILE>`.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Source::Model { model, .. } => model.name(),
+            Source::Data { path, users, .. } if users.standardized() => {
+                format!("data {path} (standardized)")
+            }
+            Source::Data { path, .. } => format!("data {path}"),
+        }
+    }
+}
 
 /// A ready run: the server, the collection and the data.
 pub(crate) struct Setup {
@@ -27,23 +73,62 @@ pub(crate) struct Setup {
     pub(crate) collection: Collection,
     /// Reports the collection held before this run.
     pub(crate) reports_before: u64,
-    /// The data model.
-    pub(crate) model: Model,
-    /// The data's true covariance.
+    /// The users' data.
+    pub(crate) source: Arc<Source>,
+    /// Users of the accuracy run (`--users`, or the file's rows).
+    pub(crate) users: u64,
+    /// What the estimate is scored against: the model's covariance, or the file's
+    /// covariance (correlation with `--standardize`).
     pub(crate) truth: DMatrix<f64>,
-    /// Draws one user's vector.
-    pub(crate) sampler: Arc<Sampler>,
 }
 
 impl Setup {
     /// Builds the data model, starts or reaches the aggregator and gets the
     /// collection.
     pub(crate) async fn prepare(args: &Args) -> Result<Setup> {
-        let p = args.dim as usize;
-        let model = args.model();
-        let scale = model.covariance(p);
-        let (tails, truth) = args.tails(&scale);
-        let sampler = Arc::new(Sampler::new(&scale, tails).context("data model")?);
+        let (source, dim, clip_radius, users) = match &args.data {
+            Some(path) => {
+                let data = DataUsers::from_file(path, args.standardize)?;
+                let dim = data.check_dim(args.dim)?;
+                let radius = data.clip_radius(args.clip_radius)?;
+                let rows = data.user_rows(args.users, args.seed);
+                let users = rows.len() as u64;
+                if !data.is_centred() {
+                    tracing::warn!(
+                        max_abs_mean_over_sd = data.max_abs_mean_over_sd(),
+                        tolerance = ldpcov::data_users::CENTRED_TOLERANCE,
+                        "the data are not centred: the estimate is the second moment (1/n)Σxxᵀ, not the covariance (see the summary's errors against both)"
+                    );
+                }
+                let source = Source::Data {
+                    path: path.display().to_string(),
+                    users: data,
+                    rows,
+                };
+                (source, dim, radius, users)
+            }
+            None => {
+                let dim = args.dim.unwrap_or(10);
+                let model = args.model();
+                let scale = model.covariance(dim as usize);
+                let (tails, _) = args.tails(&scale);
+                let sampler = Sampler::new(&scale, tails).context("data model")?;
+                let radius = args
+                    .clip_radius
+                    .unwrap_or_else(|| (2.0 * f64::from(dim)).sqrt());
+                (
+                    Source::Model { model, sampler },
+                    dim,
+                    radius,
+                    args.users.unwrap_or(1_000_000),
+                )
+            }
+        };
+        let truth = match &source {
+            Source::Model { model, .. } => args.tails(&model.covariance(dim as usize)).1,
+            Source::Data { users, .. } => users.truth().clone(),
+        };
+        let p = dim as usize;
 
         let embedded = match &args.aggregator {
             Some(_) => None,
@@ -58,7 +143,7 @@ impl Setup {
         if let Some(token) = &args.token {
             admin = admin.with_token(token.clone())?;
         }
-        let id = args.collection_id();
+        let id = args.collection_id(dim);
         // Reuse an existing collection of that id (say, created with the admin CLI).
         let collection = match admin.collection(&id).await {
             Ok(existing) => existing,
@@ -66,16 +151,15 @@ impl Setup {
                 if e.status()
                     .is_some_and(|s| s.code() == tonic::Code::NotFound) =>
             {
-                admin.create_collection(args.spec(&id)).await?;
+                admin
+                    .create_collection(args.spec(&id, dim, clip_radius, users))
+                    .await?;
                 admin.collection(&id).await?
             }
             Err(e) => return Err(e.into()),
         };
         if collection.dim != p {
-            bail!(
-                "collection {id} has dimension {}, not --dim {p}",
-                collection.dim
-            );
+            bail!("collection {id} has dimension {}, not {p}", collection.dim);
         }
         let reports_before = admin.status(&id).await?.reports;
         if reports_before > 0 {
@@ -88,9 +172,9 @@ impl Setup {
             id,
             collection,
             reports_before,
-            model,
+            source: Arc::new(source),
+            users,
             truth,
-            sampler,
         })
     }
 }

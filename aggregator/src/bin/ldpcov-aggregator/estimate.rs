@@ -1,11 +1,16 @@
-//! `estimate`: fetch the estimate and write it as JSON, CSV or NPY.
+//! `estimate`: fetch the estimate and write it as JSON, CSV or NPY, or draw it as a
+//! PNG heatmap (diverging colours centred at 0, colour bar, axis names from `--names`
+//! or a CSV header).
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use ldpcov_aggregator::{Format, write_estimate};
+use ldpcov_aggregator::{
+    Format, Plotted, matrix_to_plot, plot_title, read_csv_header, write_estimate, write_heatmap,
+};
+use ldpcov_proto::v1::Estimate;
 use ldpcov_proto::v1::get_estimate_request::Threshold;
 use ldpcov_proto::v1::{
     AdaptiveThreshold, BulkShrinkage, CrossValidatedThreshold, EstimateTarget, FactorModel,
@@ -80,9 +85,22 @@ pub(crate) struct Options {
     /// Output format.
     #[arg(long, env = "LDPCOV_FORMAT", value_enum, default_value_t = Format::Json)]
     format: Format,
-    /// Output file (default: standard output, except for npy which needs a file).
+    /// Output file (default: standard output, except for npy and png which need a
+    /// file).
     #[arg(long, env = "LDPCOV_OUT")]
     out: Option<PathBuf>,
+    /// For png: the variables' names on the axes, comma-separated, one per variable.
+    #[arg(
+        long,
+        env = "LDPCOV_NAMES",
+        value_delimiter = ',',
+        conflicts_with = "names_from"
+    )]
+    names: Option<Vec<String>>,
+    /// For png: take the axis names from the header line of this CSV data file (the
+    /// file the users' data came from; read in the data reader's dialect).
+    #[arg(long, env = "LDPCOV_NAMES_FROM")]
+    names_from: Option<PathBuf>,
 }
 
 /// `--threshold`.
@@ -182,9 +200,18 @@ impl Options {
 
     /// Fetches the estimate and writes it to `--out` or standard output.
     pub(crate) async fn run(self) -> Result<()> {
-        if self.format == Format::Npy && self.out.is_none() {
-            anyhow::bail!("--format npy needs --out FILE");
+        if self.out.is_none() && matches!(self.format, Format::Npy | Format::Png) {
+            anyhow::bail!("--format {} needs --out FILE", format_name(self.format));
         }
+        if self.format != Format::Png && (self.names.is_some() || self.names_from.is_some()) {
+            anyhow::bail!("--names and --names-from apply only to --format png");
+        }
+        // The names file is read before anything is fetched: a bad one stops here.
+        let names = match (&self.names, &self.names_from) {
+            (Some(names), _) => Some(names.clone()),
+            (None, Some(path)) => Some(read_csv_header(path)?),
+            (None, None) => None,
+        };
         let estimate = self
             .server
             .connect()
@@ -193,8 +220,22 @@ impl Options {
             .await
             .map_err(status_error)?
             .into_inner();
-        match &self.out {
-            Some(path) => {
+        match (&self.out, self.format) {
+            (Some(path), Format::Png) => {
+                let what = Plotted::released(&estimate);
+                let layout = draw_png(&estimate, what, path, names.as_deref())?;
+                eprintln!(
+                    "wrote png ({} heatmap, {}×{}, {} reports, {}×{} pixels) to {}",
+                    what.name(),
+                    estimate.dim,
+                    estimate.dim,
+                    estimate.reports,
+                    layout.width,
+                    layout.height,
+                    path.display()
+                );
+            }
+            (Some(path), _) => {
                 let mut file = std::io::BufWriter::new(
                     std::fs::File::create(path)
                         .with_context(|| format!("cannot create {}", path.display()))?,
@@ -210,7 +251,7 @@ impl Options {
                     path.display()
                 );
             }
-            None => {
+            (None, _) => {
                 let stdout = std::io::stdout();
                 let mut lock = stdout.lock();
                 write_estimate(&estimate, self.format, &mut lock)?;
@@ -220,11 +261,35 @@ impl Options {
     }
 }
 
+/// Draws `what` of `estimate` as a heatmap titled with the collection, n and the
+/// rule, to the PNG file `path`; refuses a number of names other than p before
+/// drawing anything.
+fn draw_png(
+    estimate: &Estimate,
+    what: Plotted,
+    path: &std::path::Path,
+    names: Option<&[String]>,
+) -> Result<ldpcov_aggregator::Layout> {
+    let matrix = matrix_to_plot(estimate, what)?;
+    if let Some(names) = names
+        && names.len() != matrix.nrows()
+    {
+        anyhow::bail!(
+            "{} axis names for {} variables (--names / --names-from must give one per variable)",
+            names.len(),
+            matrix.nrows()
+        );
+    }
+    let title = plot_title(estimate, what);
+    Ok(write_heatmap(path, &matrix, &title, names)?)
+}
+
 /// The name of `--format`'s value, for the message after writing a file.
 fn format_name(f: Format) -> &'static str {
     match f {
         Format::Json => "json",
         Format::Csv => "csv",
         Format::Npy => "npy",
+        Format::Png => "png",
     }
 }
