@@ -54,6 +54,7 @@ async fn populated() -> (EmbeddedServer, String) {
         clip_radius: 3.0,
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
+        ordered_variables: false,
     })
     .await
     .unwrap();
@@ -227,6 +228,8 @@ async fn cross_validation_searches_the_grids_of_the_request() {
         clip_radius: 2.0,
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
+        // Ordered, so that the bandwidth grid is tried at all.
+        ordered_variables: true,
     })
     .await
     .unwrap();
@@ -255,6 +258,8 @@ async fn cross_validation_searches_the_grids_of_the_request() {
                 adaptive_scales: vec![adaptive],
                 bandwidths: bandwidth.into_iter().collect(),
                 unordered_variables: bandwidth.is_none(),
+                // The grids of thresholds and bandwidths are what this test is about.
+                no_spectral: true,
                 ..Default::default()
             },
         ));

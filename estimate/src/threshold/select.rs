@@ -24,6 +24,9 @@ pub(crate) struct Resolved {
     /// Banding or Toeplitz averaging applied before the threshold (unstructured for
     /// every rule but cross-validation).
     pub structure: Structure,
+    /// A spectral rule applied instead of the threshold (the named spectral rules, or
+    /// the cross-validation's spectral choice).
+    pub spectral: Option<ThresholdRule>,
     /// The rule's name, with the cross-validation's choice.
     pub name: String,
 }
@@ -46,18 +49,23 @@ pub(crate) fn resolve(
         include_diagonal: diag,
         diagonal_shrinkage: 0.0,
         structure: Structure::Unstructured,
+        spectral: None,
         name: format!("{}, {}", rule.name(), kind.name()),
     };
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
         // this leaves unchanged.
-        ThresholdRule::None
-        | ThresholdRule::Spectral(_)
-        | ThresholdRule::Factor(_)
-        | ThresholdRule::BulkShrink(_) => Resolved {
+        ThresholdRule::None => Resolved {
             name: rule.name(),
             ..fixed(Thresholds::Uniform(0.0))
         },
+        ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) | ThresholdRule::BulkShrink(_) => {
+            Resolved {
+                name: rule.name(),
+                spectral: Some(rule.clone()),
+                ..fixed(Thresholds::Uniform(0.0))
+            }
+        }
         ThresholdRule::Universal(u) => fixed(Thresholds::Uniform(universal_threshold(
             u,
             p,
@@ -80,6 +88,7 @@ pub(crate) fn resolve(
                 include_diagonal: false,
                 diagonal_shrinkage: 0.0,
                 structure: Structure::Unstructured,
+                spectral: None,
                 name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
             },
             Some(outcome) => {
@@ -93,6 +102,10 @@ pub(crate) fn resolve(
                     include_diagonal: diag,
                     diagonal_shrinkage: outcome.diagonal_shrinkage,
                     structure: candidate_structure(&outcome.chosen),
+                    spectral: match outcome.chosen {
+                        Candidate::Spectral(s) => Some(s.rule()),
+                        _ => None,
+                    },
                     name: format!(
                         "{} → {}, diagonal shrinkage {} ({} folds)",
                         rule.name(),
