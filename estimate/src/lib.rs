@@ -68,7 +68,7 @@ pub use psd::{project_psd, project_psd_floor, symmetric_eigen};
 pub use structure::{Structure, bandwidth_grid};
 pub use threshold::{
     AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
-    Seed001Threshold, SpectralShrinkage, ThresholdKind, ThresholdRule, Thresholds,
-    UniversalThreshold, apply_threshold, cross_validate, entry_variances, log_grid,
+    Seed001Threshold, SpectralCandidate, SpectralShrinkage, ThresholdKind, ThresholdRule,
+    Thresholds, UniversalThreshold, apply_threshold, cross_validate, entry_variances, log_grid,
     noise_threshold, seed001_threshold, universal_threshold,
 };

@@ -996,6 +996,42 @@ mod tests {
     }
 
     #[test]
+    fn cv_fits_score_exactly_what_the_rules_return() {
+        // The eigen-form held-out losses of `CvFits` against the plain
+        // ‖f(Y) − T‖_F² of `shrink`, `factor` and `bulk_shrink_sure` on the same Y:
+        // equal up to rounding (relative 1e-9), on a two-spike Y with a heterogeneous
+        // diagonal (so the factor's diagonal fit and every term of its loss are
+        // exercised) and an independent test matrix T.
+        let (p, s) = (25, 1.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(20);
+        let root_p = (p as f64).sqrt();
+        let (u, v) = (unit_vector(p, &mut rng), unit_vector(p, &mut rng));
+        let mut sigma =
+            &u * u.transpose() * (4.0 * s * root_p) + &v * v.transpose() * (3.0 * s * root_p);
+        for i in 0..p {
+            sigma[(i, i)] += 2.0 + i as f64 / p as f64;
+        }
+        let y = &sigma + noise(p, s, &mut rng);
+        let t = &sigma + noise(p, 2.0 * s, &mut rng);
+        let fits = CvFits::new(&y, s).unwrap();
+        let got = fits.losses(&t);
+        let want = [
+            (&shrink(&y, s, &detect()).unwrap().matrix - &t).norm_squared(),
+            (&factor(&y, s, &detect()).unwrap().matrix - &t).norm_squared(),
+            (&bulk_shrink_sure(&y, s, &DEFAULT_BULK_ALPHAS)
+                .unwrap()
+                .2
+                .matrix
+                - &t)
+                .norm_squared(),
+        ];
+        assert!(factor(&y, s, &detect()).unwrap().rank == 2);
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-9 * w, "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
     fn refuses_bad_input() {
         let y = DMatrix::<f64>::identity(3, 3);
         assert!(shrink(&y, 0.0, &detect()).is_err());

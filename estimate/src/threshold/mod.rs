@@ -45,7 +45,7 @@ pub use adaptive::entry_variances;
 pub(crate) use adaptive::{adaptive_thresholds, has_sum_squares};
 pub use apply::{ThresholdKind, Thresholds, apply_threshold};
 pub(crate) use apply::{shrink_diagonal, shrink_packed_diagonal};
-pub use candidates::{Candidate, CrossValidation, log_grid};
+pub use candidates::{Candidate, CrossValidation, SpectralCandidate, log_grid};
 pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
 pub use cv::{CvOutcome, cross_validate};
 pub use rules::{

@@ -493,3 +493,199 @@ fn cv_without_usable_folds_keeps_everything() {
     assert_eq!(r.thresholds, Thresholds::Uniform(0.0));
     assert!(r.name.contains("none"), "{}", r.name);
 }
+
+/// An accumulator of `n` users who all report the second moment `m` (data units),
+/// plus the summed privacy noise of each fold drawn at once: fold k (n/5 users) sums
+/// to `round(n_k·2^k·m/R²) + round(√n_k·σ_g·z)`, so its average carries noise sd
+/// `σ_n√5` as the aggregator's fold averages do. No sums of squares (the adaptive
+/// candidates are skipped).
+fn population_accumulator(c: &Collection, m: &DMatrix<f64>, n: u64, seed: u64) -> Accumulator {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let z = Normal::new(0.0, 1.0).unwrap();
+    let r2 = c.clip_radius * c.clip_radius;
+    let mut acc = Accumulator::new(c.entries, 5);
+    let nk = n / 5;
+    for k in 0..5 {
+        acc.fold_counts[k] = nk;
+        for (e, (i, j)) in triangle_pairs(c.dim).enumerate() {
+            let signal = (nk as f64 * c.grid_scale() * m[(i, j)] / r2).round();
+            let noise = ((nk as f64).sqrt() * c.sigma_grid() * z.sample(&mut rng)).round();
+            acc.fold_sums[k][e] = (signal + noise) as i64;
+        }
+    }
+    acc.count = 5 * nk;
+    acc
+}
+
+/// A unit vector with entries ±1/√p (signs from the seed): a delocalised direction.
+fn delocalised(p: usize, seed: u64) -> nalgebra::DVector<f64> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let scale = 1.0 / (p as f64).sqrt();
+    nalgebra::DVector::from_fn(p, |_, _| {
+        if rand::Rng::random_bool(&mut rng, 0.5) {
+            scale
+        } else {
+            -scale
+        }
+    })
+}
+
+#[test]
+fn cv_picks_a_spectral_estimate_for_a_spike_above_the_edge() {
+    // Σ = ψI + θuuᵀ, p = 30, u delocalised, ε = 1, R = √60, n = 10⁸: σ_n ≈ 0.036
+    // (checked below), θ = 4σ_n√p (t = 4 times the detection threshold σ_n√p),
+    // ψ = 3σ_n√p, above the noise edge 2σ_n√p so that the PSD projection of the raw
+    // average clamps nothing (tr Σ ≈ 19 ≤ R² = 60: a possible second moment).
+    // Squared Frobenius errors in units of σ_n²:
+    // * none+PSD keeps all the noise: E‖W‖² = p² = 900 (sd ≈ p√2 ≈ 42).
+    // * every threshold: u_iu_jθ = ±θ/p = ±0.73σ_n off the diagonal, below the noise, so
+    //   a threshold either keeps the noise (≈ 870 off the diagonal) or zeroes the
+    //   signal's ‖θuuᵀ‖² − diagonal = θ²(1 − 1/p) ≈ 464, and at best mixes the two.
+    // * shrink: the spike is detected (its eigenvalue sits (t − 1)²/t·σ_n√p = 12.3σ_n
+    //   above the edge against a margin of 3.27·p^(−1/6)σ_n = 1.86σ_n), and its
+    //   Frobenius loss is θ²(1 − c⁴) = pt²(1 − (1 − 1/t²)²) = 30·16·0.121 ≈ 58, the
+    //   flat bulk's ≈ p·Var(ψ̂) ≈ 1; factor adds its diagonal's noise, ≤ p = 30;
+    //   the bulk shrinkage at α > 0 adds α² of the bulk noise, which SURE avoids on
+    //   a flat bulk.
+    // The spectral family wins by ≥ 400 per fold against fold-wise noise in the loss
+    // differences far below that, so it clears the one-standard-error rule; its error
+    // is at most ≈ 58 + 30 + 1 ≈ 90 ≪ 900. Bound: Frobenius error ≤ 0.5 × none+PSD's
+    // (predicted ≈ 0.32), and in spectral norm below none+PSD's (‖W‖ ≈ 2√p = 11
+    // against the spike's θs ≈ σ_n√p·√(1 − c²)·t ≈ 5.5 plus ψ̂'s error).
+    let p = 30;
+    let c = collection(p as u32, 1.0, 60f64.sqrt());
+    let n = 100_000_000;
+    let sd = c.mean_entry_noise_sd(n);
+    assert!((0.03..0.04).contains(&sd), "σ_n = {sd}");
+    let edge = sd * (p as f64).sqrt();
+    let u = delocalised(p, 40);
+    let sigma = DMatrix::identity(p, p) * (3.0 * edge) + &u * u.transpose() * (4.0 * edge);
+    let acc = population_accumulator(&c, &sigma, n, 41);
+    let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+    assert!(
+        matches!(outcome.chosen, Candidate::Spectral(_)),
+        "chosen {:?}, losses {:?}",
+        outcome.chosen,
+        outcome.losses
+    );
+    let released = |rule: ThresholdRule| {
+        let options = crate::estimate::EstimateOptions {
+            rule,
+            ..Default::default()
+        };
+        crate::estimate::estimate(&c, &acc, &options).unwrap()
+    };
+    let default = released(ThresholdRule::default());
+    let none = released(ThresholdRule::None);
+    assert_eq!(none.clamped_eigenvalues, 0);
+    let frob = |m: &DMatrix<f64>| (m - &sigma).norm();
+    let spec = |m: &DMatrix<f64>| (m - &sigma).symmetric_eigen().eigenvalues.amax();
+    assert!(
+        frob(&default.matrix) <= 0.5 * frob(&none.matrix),
+        "{}: {} vs none+PSD {}",
+        default.rule,
+        frob(&default.matrix),
+        frob(&none.matrix)
+    );
+    assert!(
+        spec(&default.matrix) < spec(&none.matrix),
+        "{}",
+        default.rule
+    );
+    assert!(default.rule.starts_with("cv("), "{}", default.rule);
+}
+
+#[test]
+fn cv_still_thresholds_a_sparse_matrix_with_a_clear_threshold_answer() {
+    // p = 30, n = 10⁸, ε = 1, R = √60 as above (σ_n ≈ 0.036). Σ: diagonal
+    // 0.5 + 0.5·i/p (heterogeneous) and 10 disjoint pairs (2k, 2k + 1) at a = 10σ_n.
+    // In units of σ_n²: a hard threshold at c = 2.83 (λ = 2.83·√(log 30)σ_n = 5.2σ_n
+    // at the training size ×√(5/4)) keeps the 20 pair entries (their noise would have
+    // to be below −4.2σ_n) and zeroes nearly all 415 noise entries (each survives
+    // with probability 2Φ(−5.2) ≈ 2e-7), error ≈ 2·10 (kept noise) + 30 (diagonal)
+    // = 50. Every spectral candidate misses the pairs: each is an eigenvalue pair
+    // ±a = ±10σ_n, inside the edge 2σ_n√p = 11σ_n, so nothing is detected; shrink
+    // flattens the diagonal too (p·Var(diag) ≈ 0.02·p/σ_n² ≫ 1000) and factor keeps the
+    // diagonal but loses 2·10·a² = 2000; the bulk shrinkage's best α (between
+    // keeping the pairs and the noise, 2000 vs 900) still costs ≥ 2000·900/2900 ≈ 620.
+    // So CV must choose a threshold, and its error must be ≤ 0.5 × the best
+    // spectral candidate's.
+    let p = 30;
+    let c = collection(p as u32, 1.0, 60f64.sqrt());
+    let n = 100_000_000;
+    let sd = c.mean_entry_noise_sd(n);
+    assert!((0.03..0.04).contains(&sd), "σ_n = {sd}");
+    let sigma = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            0.5 + 0.5 * i as f64 / p as f64
+        } else if i / 2 == j / 2 && i < 20 {
+            10.0 * sd
+        } else {
+            0.0
+        }
+    });
+    let acc = population_accumulator(&c, &sigma, n, 43);
+    let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
+    assert!(
+        matches!(
+            outcome.chosen,
+            Candidate::Noise { .. } | Candidate::Adaptive { .. }
+        ),
+        "chosen {:?}, losses {:?}",
+        outcome.chosen,
+        outcome.losses
+    );
+    let err = |rule: ThresholdRule| {
+        let options = crate::estimate::EstimateOptions {
+            rule,
+            ..Default::default()
+        };
+        (crate::estimate::estimate(&c, &acc, &options)
+            .unwrap()
+            .matrix
+            - &sigma)
+            .norm()
+    };
+    let best_spectral = super::SpectralCandidate::ALL
+        .iter()
+        .map(|s| err(s.rule()))
+        .fold(f64::INFINITY, f64::min);
+    let chosen = err(ThresholdRule::default());
+    assert!(
+        chosen <= 0.5 * best_spectral,
+        "threshold {chosen} vs best spectral {best_spectral}"
+    );
+}
+
+#[test]
+fn structures_are_candidates_only_for_ordered_variables() {
+    // The candidate list, and the choice on a stationary model where Toeplitz
+    // averaging wins when it may (the test above): with the variables not declared
+    // ordered, no structure is ever tried.
+    let cv = CrossValidation::default();
+    let structured = |ordered| {
+        cv.candidates(false, 20, ordered)
+            .iter()
+            .filter(|c| matches!(c, Candidate::Structured(_)))
+            .count()
+    };
+    assert_eq!(structured(false), 0);
+    assert_eq!(
+        structured(true),
+        2 * crate::structure::bandwidth_grid(20).len()
+    );
+    let p = 20;
+    let sigma = DMatrix::from_fn(p, p, |i, j| 0.6f64.powi(i.abs_diff(j) as i32));
+    let chol = sigma.clone().cholesky().unwrap().l();
+    for ordered in [false, true] {
+        let c = collection_with_order(p as u32, 2.0, 40f64.sqrt(), ordered);
+        let acc = simulate(&c, &chol, 200_000, 21);
+        let outcome = cross_validate(&c, &acc, &cv).unwrap();
+        assert_eq!(
+            matches!(outcome.chosen, Candidate::Structured(_)),
+            ordered,
+            "ordered {ordered}: chosen {:?}",
+            outcome.chosen
+        );
+    }
+}
