@@ -572,6 +572,24 @@ pub fn bulk_shrink_sure(
     ))
 }
 
+/// SURE of [`bulk_shrink`] at every weight of `alphas` on `y` (one
+/// eigendecomposition), each with its weight, in the order given.
+pub(crate) fn bulk_shrink_risks(
+    y: &DMatrix<f64>,
+    sigma_n: f64,
+    alphas: &[f64],
+) -> Result<Vec<(f64, f64)>, EstimateError> {
+    for &alpha in alphas {
+        check_alpha(alpha)?;
+    }
+    let (values, vectors, level) = bulk_fit(y, sigma_n)?;
+    let basis = SureBasis::new(values, &vectors);
+    Ok(alphas
+        .iter()
+        .map(|&alpha| (alpha, basis.bulk_risk(level, sigma_n, alpha)))
+        .collect())
+}
+
 impl SureBasis {
     /// The weight among `alphas` (non-empty) whose bulk shrinkage at `level` has the
     /// smallest SURE, and that risk; ties go to the earlier weight.
@@ -579,12 +597,7 @@ impl SureBasis {
         let p = self.values.len();
         let mut best = (f64::INFINITY, alphas[0]);
         for &alpha in alphas {
-            let (hv, dv): (Vec<f64>, Vec<f64>) = self
-                .values
-                .iter()
-                .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha))
-                .unzip();
-            let risk = self.risk(sigma_n, &hv, &dv);
+            let risk = self.bulk_risk(level, sigma_n, alpha);
             if risk < best.0 {
                 best = (risk, alpha);
             }
@@ -592,6 +605,17 @@ impl SureBasis {
         let (risk, alpha) = best;
         tracing::debug!(p, alpha, risk, "bulk shrinkage weight chosen by SURE");
         (alpha, risk)
+    }
+
+    /// SURE of the bulk shrinkage at weight `alpha` and bulk level `level`.
+    fn bulk_risk(&self, level: f64, sigma_n: f64, alpha: f64) -> f64 {
+        let p = self.values.len();
+        let (hv, dv): (Vec<f64>, Vec<f64>) = self
+            .values
+            .iter()
+            .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha))
+            .unzip();
+        self.risk(sigma_n, &hv, &dv)
     }
 }
 

@@ -284,14 +284,19 @@ fn short_choice(rule: &str) -> String {
     let mut parts = rule.split(" → ");
     let _ = parts.next();
     let chosen = parts.next().unwrap_or(rule);
+    let spectral = ["spectral", "factor", "bulk-shrink"]
+        .iter()
+        .any(|s| chosen.starts_with(s));
     if let Some((candidate, rest)) = chosen.split_once(", diagonal shrinkage ") {
         let beta = rest.split_whitespace().next().unwrap_or("?");
-        if beta == "0" {
-            return candidate.to_string();
+        if !spectral {
+            if beta == "0" {
+                return candidate.to_string();
+            }
+            return format!("{candidate} β={beta}");
         }
-        return format!("{candidate} β={beta}");
     }
-    let chosen = chosen.split(" (").next().unwrap_or(chosen);
+    let chosen = chosen.split(',').next().unwrap_or(chosen);
     // Spectral: "bulk-shrink (3 folds)" then "rank r, bulk level …, alpha a (SURE …)".
     let detail = parts.next().unwrap_or("");
     let rank = detail.split(',').next().unwrap_or("").trim();

@@ -151,6 +151,12 @@ pub struct CrossValidation {
     pub toeplitz: bool,
     /// Try the spectral estimators ([`SpectralCandidate`]) on the same folds.
     pub spectral: bool,
+    /// Above this dimension the folds are not refitted: the choice is made by Stein's
+    /// unbiased risk estimate on the full average among "none", the soft thresholds
+    /// (with the diagonal shrinkage grid) and the bulk shrinkage weights (see the
+    /// `sure` module; docs/ALGORITHMS.md §3 has the measurement behind the switch).
+    /// `usize::MAX` never switches.
+    pub refit_free_above_dim: usize,
     /// Between-family rule for the spectral estimators: the best one replaces the
     /// choice among thresholds (and structures) only if its fold-wise losses are lower
     /// by more than one standard error of the paired differences (`true`, the
@@ -183,6 +189,7 @@ impl Default for CrossValidation {
             banding: true,
             toeplitz: true,
             spectral: true,
+            refit_free_above_dim: 200,
             spectral_one_standard_error: true,
             bandwidths: Vec::new(),
         }

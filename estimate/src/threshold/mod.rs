@@ -38,6 +38,7 @@ mod candidates;
 mod cv;
 mod rules;
 mod select;
+mod sure;
 #[cfg(test)]
 mod tests;
 

@@ -689,3 +689,101 @@ fn structures_are_candidates_only_for_ordered_variables() {
         );
     }
 }
+
+#[test]
+fn soft_threshold_sure_is_unbiased_by_monte_carlo() {
+    // Σ: diagonal 1 + i/p, five pairs at 3σ and the rest 0, p = 12, σ = 0.5; the
+    // estimator soft-thresholds the off-diagonal entries at λ = 1.5σ and shrinks the
+    // diagonal by β = 0.5 toward its mean. It is continuous and piecewise linear in
+    // every entry, so Stein's identity holds and E[SURE − loss] = 0. Over N = 400
+    // draws the mean difference is within 4 standard errors of 0 (false alarm 6e-5).
+    // Breaks this catches: the GOE weighting (uniform weights: off-diagonal terms
+    // counted once) is off by ≈ Σ_{i<j} E[min(y², λ²) − σ² + 2σ²1[|y|>λ]] ≈ 66·0.4σ²,
+    // about 10 standard errors; the diagonal's derivative without the β/p term moves
+    // SURE by 2pσ²·β/p = σ² = 0.25, ≈ 2 standard errors (not reliably caught).
+    use crate::threshold::sure::soft_threshold_risk;
+    let (p, s) = (12, 0.5);
+    let sigma = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            1.0 + i as f64 / p as f64
+        } else if i / 2 == j / 2 && i < 10 {
+            3.0 * s
+        } else {
+            0.0
+        }
+    });
+    let (lambda, beta) = (1.5 * s, 0.5);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(50);
+    let z = Normal::new(0.0, s).unwrap();
+    let n = 400;
+    let diffs: Vec<f64> = (0..n)
+        .map(|_| {
+            let mut y = sigma.clone();
+            for (i, j) in triangle_pairs(p) {
+                let w = z.sample(&mut rng);
+                y[(i, j)] += w;
+                if i != j {
+                    y[(j, i)] += w;
+                }
+            }
+            let risk = soft_threshold_risk(&y, s, lambda, beta);
+            let mut f = y.clone();
+            shrink_diagonal(&mut f, beta);
+            apply_threshold(
+                &mut f,
+                &Thresholds::Uniform(lambda),
+                ThresholdKind::Soft,
+                false,
+            );
+            risk - (f - &sigma).norm_squared()
+        })
+        .collect();
+    let mean = diffs.iter().sum::<f64>() / n as f64;
+    let var = diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let se = (var / n as f64).sqrt();
+    assert!(mean.abs() < 4.0 * se, "mean SURE − loss {mean}, se {se}");
+}
+
+#[test]
+fn refit_free_selection_on_clear_cases() {
+    // The two clear cases of the CV tests above, decided by SURE alone (switch forced
+    // at every p): the spike above the edge gets the bulk shrinkage (SURE ≈ the
+    // spectral loss ≈ 58σ_n² + a flat bulk, against ≥ 460σ_n² for any threshold, as
+    // derived in `cv_picks_a_spectral_estimate_for_a_spike_above_the_edge`), the
+    // sparse pairs a soft threshold with c > 0 (the pairs at 10σ_n are invisible to
+    // every spectral estimate, a loss ≥ 620σ_n², while a soft threshold near 3σ_n
+    // keeps them shrunk by λ: ≈ 20·9 + 30 ≈ 210σ_n²).
+    let p = 30;
+    let c = collection(p as u32, 1.0, 60f64.sqrt());
+    let n = 100_000_000;
+    let sd = c.mean_entry_noise_sd(n);
+    let edge = sd * (p as f64).sqrt();
+    let refit_free = ThresholdRule::CrossValidated(CrossValidation {
+        refit_free_above_dim: 0,
+        ..Default::default()
+    });
+    let u = delocalised(p, 40);
+    let spike = DMatrix::identity(p, p) * (3.0 * edge) + &u * u.transpose() * (4.0 * edge);
+    let acc = population_accumulator(&c, &spike, n, 41);
+    let r = resolve(&refit_free, ThresholdKind::Hard, &c, &acc);
+    assert!(
+        matches!(r.spectral, Some(ThresholdRule::BulkShrink(_))),
+        "{}",
+        r.name
+    );
+    let sparse = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            0.5 + 0.5 * i as f64 / p as f64
+        } else if i / 2 == j / 2 && i < 20 {
+            10.0 * sd
+        } else {
+            0.0
+        }
+    });
+    let acc = population_accumulator(&c, &sparse, n, 43);
+    let r = resolve(&refit_free, ThresholdKind::Hard, &c, &acc);
+    assert!(r.spectral.is_none(), "{}", r.name);
+    assert_eq!(r.kind, ThresholdKind::Soft, "{}", r.name);
+    assert!(r.thresholds.summary(p) > 0.0, "{}", r.name);
+    assert!(r.name.contains("refit-free"), "{}", r.name);
+}
