@@ -19,6 +19,13 @@
 //!   sums (see [`add_noise`]). Cost O(n·d) for the signal (shared across every ε that
 //!   uses the same grid) plus O(K·d) per noisy accumulator.
 //!
+//! For grids of large n and p, where even the signal's O(n·d) is too slow,
+//! [`SignalSums::population`] stands in for the users' signal: every user contributes
+//! the population second moment M (rounded to the grid), so only the privacy noise,
+//! drawn per fold by [`add_noise`], varies. The users' own sampling error, O(1/√n),
+//! is far below the noise σ_n and is left out; so is the data's part of the per-entry
+//! variance that the entry-adaptive rule reads (the noise's `σ_g²` dominates it).
+//!
 //! The test `fast_path_matches_per_user_path` checks that the two paths agree in
 //! distribution at small n.
 
@@ -65,6 +72,7 @@ pub fn collection(
         clip_radius,
         min_reports: 1,
         encoding: 0,
+        ordered_variables: false,
     })
 }
 
@@ -119,6 +127,29 @@ impl SignalSums {
             *s += v;
             *q += (v * v) as u128;
         }
+    }
+
+    /// The signal of `n` users who all report the population second moment `m`
+    /// (`p × p`, data units, i.e. `E[clip(x)clip(x)ᵀ]`) on `collection`'s grid:
+    /// per user `s = round(2^k·m_ij/R²)`, folds of `⌊n/K⌋` users (the remainder spread
+    /// over the first folds). Feed it to [`add_noise`] for the noisy accumulator.
+    pub fn population(collection: &Collection, m: &nalgebra::DMatrix<f64>, n: u64) -> Self {
+        let entries = collection.entries;
+        let mut out = SignalSums::new(collection.grid_bits, entries);
+        let r2 = collection.clip_radius * collection.clip_radius;
+        let signal: Vec<i64> = ldpcov_proto::layout::triangle_pairs(collection.dim)
+            .map(|(i, j)| (collection.grid_scale() * m[(i, j)] / r2).round() as i64)
+            .collect();
+        let folds = FOLDS as u64;
+        for k in 0..FOLDS {
+            let nk = n / folds + u64::from((k as u64) < n % folds);
+            out.fold_counts[k] = nk;
+            for (e, &v) in signal.iter().enumerate() {
+                out.fold_sums[k][e] = nk as i64 * v;
+                out.fold_squares[k][e] = u128::from(nk) * (v * v) as u128;
+            }
+        }
+        out
     }
 
     /// The noise-free accumulator (what the aggregator would hold with σ = 0): the

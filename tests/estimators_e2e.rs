@@ -54,6 +54,7 @@ async fn populated() -> (EmbeddedServer, String) {
         clip_radius: 3.0,
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
+        ordered_variables: false,
     })
     .await
     .unwrap();
@@ -227,6 +228,8 @@ async fn cross_validation_searches_the_grids_of_the_request() {
         clip_radius: 2.0,
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
+        // Ordered, so that the bandwidth grid is tried at all.
+        ordered_variables: true,
     })
     .await
     .unwrap();
@@ -255,6 +258,8 @@ async fn cross_validation_searches_the_grids_of_the_request() {
                 adaptive_scales: vec![adaptive],
                 bandwidths: bandwidth.into_iter().collect(),
                 unordered_variables: bandwidth.is_none(),
+                // The grids of thresholds and bandwidths are what this test is about.
+                no_spectral: true,
                 ..Default::default()
             },
         ));
@@ -432,5 +437,146 @@ async fn spectral_rules_are_named_and_bad_parameters_refused() {
         assert_eq!(e.threshold, 0.0);
         support::assert_packed_psd(&e.upper_triangle, P, 0.0);
     }
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variables() {
+    // The same 20 000 users (one factor with loadings 0.8 on p = 10 variables:
+    // Σ = 0.64·11ᵀ + 0.36·I, equicorrelated, so both a factor model and Toeplitz
+    // averaging describe it) report to two collections that differ only in
+    // `ordered_variables`. R = 3√p: ‖x‖² ≈ 6.8z² + 3.6 exceeds R² = 90 with
+    // probability ≈ 5e-4, so the clipping bias is negligible next to the noise.
+    // ε = 8: σ ≈ 0.93, σ_n = R²σ/√n ≈ 0.59 (checked below through the estimate's
+    // entry_noise_sd), against a spike θ ≈ 6.8 above the edge 2σ_n√p ≈ 3.7 (3.7
+    // times the detection threshold σ_n√p).
+    //
+    // Default, unordered: none+PSD keeps the noise, E‖W‖_F² = p²σ_n² ≈ 100σ_n²; the
+    // spectral estimates lose θ²(1 − c⁴) ≈ 19σ_n² on the spike
+    // (c² = 1 − pσ_n²/θ² ≈ 0.93) plus at most pσ_n² = 10σ_n² on the diagonal, a Frobenius
+    // error ≈ √30σ_n against ≈ 10σ_n, so the default must choose a spectral candidate
+    // and its error must be below 0.8 × none+PSD's (predicted ≈ 0.55; users' own
+    // sampling error, sd ≈ 0.01 per entry, is far below σ_n).
+    //
+    // Structures: with the spectral candidates turned off (`no_spectral`), the CV of
+    // the ordered collection may try Toeplitz averaging, which divides band h's noise
+    // variance by p − h and wins by ≈ 90σ_n² − 18σ_n² per fold; the unordered one never
+    // tries a structure. Observed through `threshold_rule`, which names the chosen
+    // candidate.
+    let p = 10usize;
+    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
+    let url = server.url();
+    let mut cl = AggregatorClient::connect(url.clone())
+        .await
+        .unwrap()
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            61,
+        )));
+    for (id, ordered) in [("plain", false), ("ordered", true)] {
+        cl.create_collection(CollectionSpec {
+            collection_id: id.into(),
+            dim: p as u32,
+            epsilon: 8.0,
+            delta: 1e-6,
+            clip_radius: 3.0 * (p as f64).sqrt(),
+            min_reports: 100,
+            encoding: Encoding::I32Le as i32,
+            ordered_variables: ordered,
+        })
+        .await
+        .unwrap();
+    }
+    let mut raw = RawClient::connect(url).await.unwrap();
+    // GetCollection echoes the declaration.
+    for (id, ordered) in [("plain", false), ("ordered", true)] {
+        let params = raw
+            .get_collection(ldpcov::proto::v1::GetCollectionRequest {
+                collection_id: id.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(params.spec.unwrap().ordered_variables, ordered, "{id}");
+    }
+    let sigma = DMatrix::from_fn(p, p, |i, j| if i == j { 1.0 } else { 0.64 });
+    let sampler = Sampler::gaussian(&sigma).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(62);
+    let users: Vec<Vec<f64>> = (0..20_000).map(|_| sampler.sample(&mut rng)).collect();
+    for id in ["plain", "ordered"] {
+        let collection = cl.collection(id).await.unwrap();
+        let reports: Vec<_> = users
+            .iter()
+            .map(|x| cl.prepare_report(&collection, x).unwrap())
+            .collect();
+        for chunk in reports.chunks(2000) {
+            cl.submit_stream(chunk.to_vec()).await.unwrap();
+        }
+    }
+    let ask = |id: &str, threshold| GetEstimateRequest {
+        collection_id: id.into(),
+        threshold,
+        ..Default::default()
+    };
+    let default = raw
+        .get_estimate(ask("plain", None))
+        .await
+        .unwrap()
+        .into_inner();
+    let none = raw
+        .get_estimate(ask(
+            "plain",
+            Some(get_estimate_request::Threshold::None(Default::default())),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        (0.5..0.7).contains(&default.entry_noise_sd),
+        "σ_n = {}",
+        default.entry_noise_sd
+    );
+    let rule = &default.threshold_rule;
+    assert!(
+        ["→ spectral", "→ factor", "→ bulk-shrink"]
+            .iter()
+            .any(|s| rule.contains(s)),
+        "{rule}"
+    );
+    support::assert_packed_psd(&default.upper_triangle, p, 0.0);
+    let err = |e: &Estimate| (estimate_matrix(e) - &sigma).norm();
+    assert!(
+        err(&default) <= 0.8 * err(&none),
+        "{rule}: {} vs none+PSD {}",
+        err(&default),
+        err(&none)
+    );
+    let thresholds_and_structures = || {
+        Some(get_estimate_request::Threshold::CrossValidated(
+            CrossValidatedThreshold {
+                no_spectral: true,
+                ..Default::default()
+            },
+        ))
+    };
+    let ordered = raw
+        .get_estimate(ask("ordered", thresholds_and_structures()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        ordered.threshold_rule.contains("→ toeplitz("),
+        "{}",
+        ordered.threshold_rule
+    );
+    let plain = raw
+        .get_estimate(ask("plain", thresholds_and_structures()))
+        .await
+        .unwrap()
+        .into_inner();
+    let rule = &plain.threshold_rule;
+    assert!(
+        !rule.contains("toeplitz") && !rule.contains("banded"),
+        "{rule}"
+    );
     server.shutdown().await.unwrap();
 }

@@ -182,6 +182,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             threshold_diagonal: c.threshold_diagonal,
             banding: !c.unordered_variables,
             toeplitz: !c.unordered_variables,
+            spectral: !c.no_spectral,
             bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
             ..d
         })

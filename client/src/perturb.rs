@@ -378,6 +378,7 @@ mod tests {
             clip_radius,
             min_reports: 1,
             encoding: 0,
+            ordered_variables: false,
         }
     }
 

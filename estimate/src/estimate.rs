@@ -128,10 +128,15 @@ pub fn estimate(
     let mut resolved = resolve(&options.rule, options.kind, collection, acc);
     shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
     resolved.structure.apply(&mut matrix);
-    let surviving_entries = if options.rule.is_spectral() {
-        let (spectral, name) = apply_spectral(&options.rule, &matrix, entry_noise_sd)?;
+    let surviving_entries = if let Some(rule) = &resolved.spectral {
+        let (spectral, chosen) = apply_spectral(rule, &matrix, entry_noise_sd)?;
         matrix = spectral;
-        resolved.name = name;
+        resolved.name = if options.rule.is_spectral() {
+            format!("{}{chosen}", rule.name())
+        } else {
+            // The cross-validation's name already says which candidate it chose.
+            format!("{}{chosen}", resolved.name)
+        };
         nonzero_packed(&matrix)
     } else {
         apply_threshold(
@@ -160,8 +165,8 @@ pub fn estimate(
 }
 
 /// Applies a spectral rule to the average `y` (entry noise sd `sigma_n`): the estimate
-/// and the rule's name with what it chose (rank, spikes' bulk level, SURE's α). The
-/// identity for a non-spectral rule.
+/// and what it chose (rank, spikes' bulk level, SURE's α) as a suffix for the rule's
+/// name. The identity for a non-spectral rule.
 fn apply_spectral(
     rule: &ThresholdRule,
     y: &DMatrix<f64>,
@@ -187,15 +192,13 @@ fn apply_spectral(
             let (alpha, risk, estimate) = spectral::bulk_shrink_sure(y, sigma_n, &b.alphas)?;
             (estimate, format!(", alpha {alpha} (SURE {risk:.6e})"))
         }
-        _ => return Ok((y.clone(), rule.name())),
+        _ => return Ok((y.clone(), String::new())),
     };
-    let name = format!(
-        "{} → rank {}, bulk level {:.6e}{chosen}",
-        rule.name(),
-        estimate.rank,
-        estimate.bulk_level
+    let suffix = format!(
+        " → rank {}, bulk level {:.6e}{chosen}",
+        estimate.rank, estimate.bulk_level
     );
-    Ok((estimate.matrix, name))
+    Ok((estimate.matrix, suffix))
 }
 
 /// Packed upper-triangle entries of `m` that are non-zero.
@@ -220,6 +223,7 @@ mod tests {
             clip_radius: 2.0,
             min_reports,
             encoding: 0,
+            ordered_variables: false,
         })
         .unwrap()
     }

@@ -33,7 +33,7 @@
 //!
 //! let c = Collection::from_spec(&CollectionSpec {
 //!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
-//!     clip_radius: 1.0, min_reports: 1, encoding: 0,
+//!     clip_radius: 1.0, min_reports: 1, encoding: 0, ordered_variables: false,
 //! })?;
 //! // Two grid-unit reports whose average is [[0.5, 0.25], [0.25, 0.5]].
 //! let g = c.grid_scale() as i32;
@@ -68,7 +68,7 @@ pub use psd::{project_psd, project_psd_floor, symmetric_eigen};
 pub use structure::{Structure, bandwidth_grid};
 pub use threshold::{
     AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
-    Seed001Threshold, SpectralShrinkage, ThresholdKind, ThresholdRule, Thresholds,
-    UniversalThreshold, apply_threshold, cross_validate, entry_variances, log_grid,
+    Seed001Threshold, SpectralCandidate, SpectralShrinkage, ThresholdKind, ThresholdRule,
+    Thresholds, UniversalThreshold, apply_threshold, cross_validate, entry_variances, log_grid,
     noise_threshold, seed001_threshold, universal_threshold,
 };

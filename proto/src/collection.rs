@@ -94,6 +94,9 @@ pub struct Collection {
     pub wire_step: i64,
     /// Largest |wire value|: `max_abs_grid_value` for i32, 32 767 for i16, 127 for i8.
     pub wire_max: i64,
+    /// The variables have a natural order (`CollectionSpec.ordered_variables`): the
+    /// default cross-validation may then try banding and Toeplitz averaging.
+    pub ordered_variables: bool,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -193,6 +196,7 @@ impl Collection {
                     max_abs_grid_value: bound,
                     wire_step,
                     wire_max,
+                    ordered_variables: spec.ordered_variables,
                 });
             }
         }
@@ -232,6 +236,7 @@ impl Collection {
             clip_radius: self.clip_radius,
             min_reports: self.min_reports,
             encoding: self.encoding as i32,
+            ordered_variables: self.ordered_variables,
         }
     }
 
@@ -281,6 +286,7 @@ mod tests {
             clip_radius: 1.0,
             min_reports: 10,
             encoding: 0,
+            ordered_variables: false,
         }
     }
 

@@ -20,6 +20,7 @@
 //!     clip_radius: 6.0,
 //!     min_reports: 1000,
 //!     encoding: 0,
+//!     ordered_variables: false,
 //! };
 //! let c = Collection::from_spec(&spec)?;
 //! // Local sensitivity √2, plus the grid rounding of 210 entries at 2^-k.

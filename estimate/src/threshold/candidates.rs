@@ -1,6 +1,6 @@
 //! What a cross-validation chooses among: the [`CrossValidation`] settings, the
 //! [`Candidate`]s they span, and what each candidate applies (thresholds, kind,
-//! structure).
+//! structure, or a spectral estimator in place of all three).
 
 use super::{ThresholdKind, Thresholds, adaptive_thresholds, noise_threshold};
 use crate::structure::{Structure, bandwidth_grid};
@@ -28,6 +28,53 @@ pub enum Candidate {
     /// A structural regulariser instead of a threshold: banding or Toeplitz band
     /// averaging ([`Structure`](crate::Structure)).
     Structured(Structure),
+    /// A spectral estimator built on the known noise level instead of a threshold
+    /// ([`spectral`](crate::spectral)); no diagonal shrinkage.
+    Spectral(SpectralCandidate),
+}
+
+/// The spectral estimators a cross-validation may choose: the rules
+/// [`ThresholdRule::Spectral`](super::ThresholdRule::Spectral) (Frobenius shrinker,
+/// detected rank), [`ThresholdRule::Factor`](super::ThresholdRule::Factor) (detected
+/// rank) and [`ThresholdRule::BulkShrink`](super::ThresholdRule::BulkShrink) (α by
+/// SURE on the default grid) with their defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpectralCandidate {
+    /// Frobenius-shrunk spikes over a flat bulk ([`spectral::shrink`](crate::spectral::shrink)).
+    Shrink,
+    /// Shrunk spikes plus a fitted diagonal ([`spectral::factor`](crate::spectral::factor)).
+    Factor,
+    /// Spikes over a bulk shrunk toward its mean, α chosen by SURE on each training
+    /// set ([`spectral::bulk_shrink_sure`](crate::spectral::bulk_shrink_sure)).
+    BulkShrink,
+}
+
+impl SpectralCandidate {
+    /// Every spectral candidate, in the order they are tried.
+    pub const ALL: [SpectralCandidate; 3] = [
+        SpectralCandidate::Shrink,
+        SpectralCandidate::Factor,
+        SpectralCandidate::BulkShrink,
+    ];
+
+    /// The named rule this candidate is (applied to the full average when chosen).
+    pub fn rule(&self) -> super::ThresholdRule {
+        use super::{BulkShrinkage, FactorModel, SpectralShrinkage, ThresholdRule};
+        match self {
+            SpectralCandidate::Shrink => ThresholdRule::Spectral(SpectralShrinkage::default()),
+            SpectralCandidate::Factor => ThresholdRule::Factor(FactorModel::default()),
+            SpectralCandidate::BulkShrink => ThresholdRule::BulkShrink(BulkShrinkage::default()),
+        }
+    }
+
+    /// `spectral`, `factor` or `bulk-shrink`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SpectralCandidate::Shrink => "spectral",
+            SpectralCandidate::Factor => "factor",
+            SpectralCandidate::BulkShrink => "bulk-shrink",
+        }
+    }
 }
 
 impl Candidate {
@@ -38,6 +85,7 @@ impl Candidate {
             Candidate::Noise { c, kind } => format!("noise(c={c:.3}, {})", kind.name()),
             Candidate::Adaptive { eta, kind } => format!("adaptive(eta={eta:.3}, {})", kind.name()),
             Candidate::Structured(s) => s.name(),
+            Candidate::Spectral(s) => s.name().to_string(),
         }
     }
 }
@@ -95,10 +143,25 @@ pub struct CrossValidation {
     /// and they are similar, pooling them removes most of the diagonal's noise; when
     /// they differ, the held-out loss keeps β = 0.
     pub diagonal_shrinkage: Vec<f64>,
-    /// Try banding (keep `|i − j| ≤ k`) at every bandwidth k of the grid.
+    /// Try banding (keep `|i − j| ≤ k`) at every bandwidth k of the grid, when the
+    /// collection declares ordered variables (`Collection::ordered_variables`).
     pub banding: bool,
-    /// Try Toeplitz band averaging at every bandwidth k of the grid.
+    /// Try Toeplitz band averaging at every bandwidth k of the grid, when the
+    /// collection declares ordered variables.
     pub toeplitz: bool,
+    /// Try the spectral estimators ([`SpectralCandidate`]) on the same folds.
+    pub spectral: bool,
+    /// Above this dimension the folds are not refitted: the choice is made by Stein's
+    /// unbiased risk estimate on the full average among "none", the soft thresholds
+    /// (with the diagonal shrinkage grid) and the bulk shrinkage weights (see the
+    /// `sure` module; docs/ALGORITHMS.md §3 has the measurement behind the switch).
+    /// `usize::MAX` never switches.
+    pub refit_free_above_dim: usize,
+    /// Between-family rule for the spectral estimators: the best one replaces the
+    /// choice among thresholds (and structures) only if its fold-wise losses are lower
+    /// by more than one standard error of the paired differences (`true`, the
+    /// default), or whenever its mean loss is lower (`false`).
+    pub spectral_one_standard_error: bool,
     /// Bandwidths for banding and Toeplitz averaging; empty means
     /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
     pub bandwidths: Vec<usize>,
@@ -125,6 +188,9 @@ impl Default for CrossValidation {
             diagonal_shrinkage: vec![0.0, 0.5, 1.0],
             banding: true,
             toeplitz: true,
+            spectral: true,
+            refit_free_above_dim: 200,
+            spectral_one_standard_error: true,
             bandwidths: Vec::new(),
         }
     }
@@ -132,8 +198,9 @@ impl Default for CrossValidation {
 
 impl CrossValidation {
     /// The candidates for a `p × p` matrix in the order they are tried (ties go to the
-    /// earlier one).
-    pub fn candidates(&self, with_adaptive: bool, p: usize) -> Vec<Candidate> {
+    /// earlier one). Banding and Toeplitz averaging are included only for `ordered`
+    /// variables: on variables without an order their bands mean nothing.
+    pub fn candidates(&self, with_adaptive: bool, p: usize, ordered: bool) -> Vec<Candidate> {
         let mut out = Vec::new();
         if self.include_none {
             out.push(Candidate::None);
@@ -160,19 +227,22 @@ impl CrossValidation {
             b.dedup();
             b
         };
-        if self.banding {
+        if self.banding && ordered {
             out.extend(
                 bandwidths
                     .iter()
                     .map(|&bandwidth| Candidate::Structured(Structure::Banded { bandwidth })),
             );
         }
-        if self.toeplitz {
+        if self.toeplitz && ordered {
             out.extend(
                 bandwidths
                     .iter()
                     .map(|&bandwidth| Candidate::Structured(Structure::Toeplitz { bandwidth })),
             );
+        }
+        if self.spectral && p >= 2 {
+            out.extend(SpectralCandidate::ALL.map(Candidate::Spectral));
         }
         out
     }
@@ -186,17 +256,19 @@ pub(crate) fn candidate_thresholds(
     n: u64,
 ) -> Thresholds {
     match candidate {
-        Candidate::None | Candidate::Structured(_) => Thresholds::Uniform(0.0),
+        Candidate::None | Candidate::Structured(_) | Candidate::Spectral(_) => {
+            Thresholds::Uniform(0.0)
+        }
         Candidate::Noise { c, .. } => Thresholds::Uniform(noise_threshold(collection, n, *c)),
         Candidate::Adaptive { eta, .. } => adaptive_thresholds(variances, collection.dim, n, *eta),
     }
 }
 
-/// The kind a candidate applies (hard for "none" and the structures, which zero
-/// nothing).
+/// The kind a candidate applies (hard for "none", the structures and the spectral
+/// estimators, which zero nothing).
 pub(crate) fn candidate_kind(candidate: &Candidate) -> ThresholdKind {
     match candidate {
-        Candidate::None | Candidate::Structured(_) => ThresholdKind::Hard,
+        Candidate::None | Candidate::Structured(_) | Candidate::Spectral(_) => ThresholdKind::Hard,
         Candidate::Noise { kind, .. } | Candidate::Adaptive { kind, .. } => *kind,
     }
 }

@@ -8,8 +8,10 @@ use super::{
 use crate::accumulator::Accumulator;
 use crate::estimate::packed_average;
 use crate::psd::project_packed;
+use crate::spectral::CvFits;
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
+use nalgebra::DMatrix;
 
 /// The outcome of a cross-validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +46,7 @@ pub fn cross_validate(
     } else {
         Vec::new()
     };
-    let candidates = cv.candidates(with_adaptive, p);
+    let candidates = cv.candidates(with_adaptive, p, collection.ordered_variables);
     if candidates.is_empty() {
         return None;
     }
@@ -57,10 +59,21 @@ pub fn cross_validate(
     } else {
         cv.diagonal_shrinkage.clone()
     };
+    // Every threshold and structure with every β; the spectral estimators without
+    // diagonal shrinkage (they estimate the diagonal themselves).
     let candidates: Vec<(Candidate, f64)> = candidates
         .iter()
-        .flat_map(|&c| betas.iter().map(move |&b| (c, b)))
+        .flat_map(|&c| {
+            let betas: &[f64] = match c {
+                Candidate::Spectral(_) => &[0.0],
+                _ => &betas,
+            };
+            betas.iter().map(move |&b| (c, b))
+        })
         .collect();
+    let with_spectral = candidates
+        .iter()
+        .any(|(c, _)| matches!(c, Candidate::Spectral(_)));
     // Per candidate, the loss of every usable fold (for the paired comparison below).
     let mut losses: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
     let mut folds_used = 0;
@@ -74,7 +87,16 @@ pub fn cross_validate(
         let train = packed_average(collection, &train_sums, n_train);
         let test = packed_average(collection, fold_sums, n_k);
         let project = p <= cv.project_in_loss_max_dim;
+        let spectral_losses = if with_spectral {
+            spectral_losses(p, &train, &test, collection.mean_entry_noise_sd(n_train))
+        } else {
+            [f64::INFINITY; 3]
+        };
         for (loss, (candidate, beta)) in losses.iter_mut().zip(&candidates) {
+            if let Candidate::Spectral(s) = candidate {
+                loss.push(spectral_losses[*s as usize]);
+                continue;
+            }
             let thresholds = candidate_thresholds(candidate, collection, &variances, n_train);
             let kind = candidate_kind(candidate);
             let mut shrunk = train.clone();
@@ -112,13 +134,18 @@ pub fn cross_validate(
         return None;
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    // The best candidate of each family: thresholds (and "none") vs structures.
-    let best_of = |structured: bool| {
+    // The best candidate of each family: thresholds (and "none"), structures, spectral.
+    let family = |c: &Candidate| match c {
+        Candidate::Structured(_) => Family::Structure,
+        Candidate::Spectral(_) => Family::Spectral,
+        _ => Family::Threshold,
+    };
+    let best_of = |f: Family| {
         candidates
             .iter()
             .zip(&losses)
             .enumerate()
-            .filter(|(_, ((c, _), _))| matches!(c, Candidate::Structured(_)) == structured)
+            .filter(|(_, ((c, _), _))| family(c) == f)
             .fold(None::<(usize, f64)>, |best, (i, (_, l))| {
                 let l = mean(l);
                 match best {
@@ -126,18 +153,27 @@ pub fn cross_validate(
                     _ => Some((i, l)),
                 }
             })
+            .map(|(i, _)| i)
     };
-    let chosen_index = match (best_of(false), best_of(true)) {
-        (Some((u, _)), Some((s, _))) => {
-            if structure_earns_its_place(&losses[s], &losses[u]) {
-                s
-            } else {
-                u
+    // Thresholds first; a structure, then a spectral estimate, replaces the choice so
+    // far only if it earns its place (one standard error of the paired differences).
+    let mut chosen_index: Option<usize> = None;
+    for f in [Family::Threshold, Family::Structure, Family::Spectral] {
+        let Some(i) = best_of(f) else { continue };
+        chosen_index = match chosen_index {
+            None => Some(i),
+            Some(current) => {
+                let replaces = match f {
+                    Family::Spectral if !cv.spectral_one_standard_error => {
+                        mean(&losses[i]) < mean(&losses[current])
+                    }
+                    _ => earns_its_place(&losses[i], &losses[current]),
+                };
+                Some(if replaces { i } else { current })
             }
-        }
-        (Some((i, _)), None) | (None, Some((i, _))) => i,
-        (None, None) => return None,
-    };
+        };
+    }
+    let chosen_index = chosen_index?;
     let (chosen, diagonal_shrinkage) = candidates[chosen_index];
     let all: Vec<((Candidate, f64), f64)> = candidates
         .into_iter()
@@ -160,16 +196,44 @@ pub fn cross_validate(
     })
 }
 
-/// The one-standard-error rule between the families: whether a structure with
-/// fold-wise losses `structured` replaces the best threshold with losses `thresholded`
+/// The candidate families the one-standard-error rule arbitrates between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Threshold,
+    Structure,
+    Spectral,
+}
+
+/// The spectral candidates' held-out losses (shrink, factor, bulk shrinkage, in
+/// [`SpectralCandidate`](super::SpectralCandidate) order) for packed `train` (noise sd
+/// `sigma_n`) against packed `test`: one eigendecomposition of the training average.
+/// Infinite when the eigensolver fails (the candidates then cannot be chosen).
+fn spectral_losses(p: usize, train: &[f64], test: &[f64], sigma_n: f64) -> [f64; 3] {
+    let full = |packed: &[f64]| {
+        let mut m = DMatrix::zeros(p, p);
+        for ((i, j), &v) in triangle_pairs(p).zip(packed) {
+            m[(i, j)] = v;
+            m[(j, i)] = v;
+        }
+        m
+    };
+    match CvFits::new(&full(train), sigma_n) {
+        Ok(fits) => fits.losses(&full(test)),
+        Err(_) => [f64::INFINITY; 3],
+    }
+}
+
+/// The one-standard-error rule between the families: whether a candidate with
+/// fold-wise losses `challenger` replaces the choice so far with losses `incumbent`
 /// (same folds, same order). True only when the mean paired difference plus one
 /// standard error of it is below zero. Structures assume an order of the variables
 /// that the data may not have, and with many candidates the smallest mean loss alone
-/// over-selects them by chance.
-pub(crate) fn structure_earns_its_place(structured: &[f64], thresholded: &[f64]) -> bool {
-    let diff: Vec<f64> = structured
+/// over-selects them by chance; the same guard keeps a spectral estimate from
+/// replacing a threshold that is as good.
+pub(crate) fn earns_its_place(challenger: &[f64], incumbent: &[f64]) -> bool {
+    let diff: Vec<f64> = challenger
         .iter()
-        .zip(thresholded)
+        .zip(incumbent)
         .map(|(a, b)| a - b)
         .collect();
     let k = diff.len() as f64;

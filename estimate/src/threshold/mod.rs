@@ -38,6 +38,7 @@ mod candidates;
 mod cv;
 mod rules;
 mod select;
+mod sure;
 #[cfg(test)]
 mod tests;
 
@@ -45,7 +46,7 @@ pub use adaptive::entry_variances;
 pub(crate) use adaptive::{adaptive_thresholds, has_sum_squares};
 pub use apply::{ThresholdKind, Thresholds, apply_threshold};
 pub(crate) use apply::{shrink_diagonal, shrink_packed_diagonal};
-pub use candidates::{Candidate, CrossValidation, log_grid};
+pub use candidates::{Candidate, CrossValidation, SpectralCandidate, log_grid};
 pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
 pub use cv::{CvOutcome, cross_validate};
 pub use rules::{

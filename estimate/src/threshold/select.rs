@@ -1,11 +1,13 @@
 //! Resolving a rule on the accumulators into what is applied to the full average.
 
+use super::sure::{SURE_KIND, SureChoice, sure_select};
 use super::{
-    Candidate, ThresholdKind, ThresholdRule, Thresholds, adaptive_thresholds, candidate_kind,
-    candidate_structure, candidate_thresholds, cross_validate, entry_variances, seed001_threshold,
-    universal_threshold,
+    BulkShrinkage, Candidate, CrossValidation, ThresholdKind, ThresholdRule, Thresholds,
+    adaptive_thresholds, candidate_kind, candidate_structure, candidate_thresholds, cross_validate,
+    entry_variances, noise_threshold, seed001_threshold, universal_threshold,
 };
 use crate::accumulator::Accumulator;
+use crate::estimate::average;
 use crate::structure::Structure;
 use ldpcov_proto::Collection;
 
@@ -24,6 +26,9 @@ pub(crate) struct Resolved {
     /// Banding or Toeplitz averaging applied before the threshold (unstructured for
     /// every rule but cross-validation).
     pub structure: Structure,
+    /// A spectral rule applied instead of the threshold (the named spectral rules, or
+    /// the cross-validation's spectral choice).
+    pub spectral: Option<ThresholdRule>,
     /// The rule's name, with the cross-validation's choice.
     pub name: String,
 }
@@ -46,18 +51,23 @@ pub(crate) fn resolve(
         include_diagonal: diag,
         diagonal_shrinkage: 0.0,
         structure: Structure::Unstructured,
+        spectral: None,
         name: format!("{}, {}", rule.name(), kind.name()),
     };
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
         // this leaves unchanged.
-        ThresholdRule::None
-        | ThresholdRule::Spectral(_)
-        | ThresholdRule::Factor(_)
-        | ThresholdRule::BulkShrink(_) => Resolved {
+        ThresholdRule::None => Resolved {
             name: rule.name(),
             ..fixed(Thresholds::Uniform(0.0))
         },
+        ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) | ThresholdRule::BulkShrink(_) => {
+            Resolved {
+                name: rule.name(),
+                spectral: Some(rule.clone()),
+                ..fixed(Thresholds::Uniform(0.0))
+            }
+        }
         ThresholdRule::Universal(u) => fixed(Thresholds::Uniform(universal_threshold(
             u,
             p,
@@ -73,35 +83,107 @@ pub(crate) fn resolve(
             n,
             a.eta,
         )),
-        ThresholdRule::CrossValidated(cv) => match cross_validate(collection, acc, cv) {
-            None => Resolved {
-                thresholds: Thresholds::Uniform(0.0),
-                kind: ThresholdKind::Hard,
-                include_diagonal: false,
-                diagonal_shrinkage: 0.0,
-                structure: Structure::Unstructured,
-                name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
-            },
-            Some(outcome) => {
-                let variances = match outcome.chosen {
-                    Candidate::Adaptive { .. } => entry_variances(collection, acc),
-                    _ => Vec::new(),
-                };
-                Resolved {
-                    thresholds: candidate_thresholds(&outcome.chosen, collection, &variances, n),
-                    kind: candidate_kind(&outcome.chosen),
+        ThresholdRule::CrossValidated(cv) if p > cv.refit_free_above_dim => {
+            match refit_free(collection, acc, cv) {
+                Some(resolved) => Resolved {
                     include_diagonal: diag,
-                    diagonal_shrinkage: outcome.diagonal_shrinkage,
-                    structure: candidate_structure(&outcome.chosen),
-                    name: format!(
-                        "{} → {}, diagonal shrinkage {} ({} folds)",
-                        rule.name(),
-                        outcome.chosen.name(),
-                        outcome.diagonal_shrinkage,
-                        outcome.folds_used
-                    ),
-                }
+                    name: format!("{} → {}", rule.name(), resolved.name),
+                    ..resolved
+                },
+                // The eigensolver failed: the cross-validation still works.
+                None => resolve_cv(rule, cv, diag, collection, acc),
             }
+        }
+        ThresholdRule::CrossValidated(cv) => resolve_cv(rule, cv, diag, collection, acc),
+    }
+}
+
+/// The refit-free choice of [`sure_select`] on the full average (None if the
+/// eigensolver fails).
+fn refit_free(
+    collection: &Collection,
+    acc: &Accumulator,
+    cv: &CrossValidation,
+) -> Option<Resolved> {
+    let n = acc.count;
+    let y = average(collection, &acc.sums(), n).ok()?;
+    let sigma_n = collection.mean_entry_noise_sd(n.max(1));
+    let (choice, risk) = sure_select(&y, sigma_n, cv).ok()?;
+    let unthresholded = Resolved {
+        thresholds: Thresholds::Uniform(0.0),
+        kind: ThresholdKind::Hard,
+        include_diagonal: false,
+        diagonal_shrinkage: 0.0,
+        structure: Structure::Unstructured,
+        spectral: None,
+        name: String::new(),
+    };
+    Some(match choice {
+        SureChoice::Soft { c, beta } => Resolved {
+            thresholds: Thresholds::Uniform(noise_threshold(collection, n, c)),
+            kind: SURE_KIND,
+            diagonal_shrinkage: beta,
+            name: format!(
+                "noise(c={c:.3}, soft), diagonal shrinkage {beta} (SURE {risk:.6e}, refit-free above p = {})",
+                cv.refit_free_above_dim
+            ),
+            ..unthresholded
         },
+        SureChoice::Bulk { alpha } => Resolved {
+            spectral: Some(ThresholdRule::BulkShrink(BulkShrinkage {
+                alphas: vec![alpha],
+            })),
+            name: format!(
+                "bulk-shrink (SURE {risk:.6e}, refit-free above p = {})",
+                cv.refit_free_above_dim
+            ),
+            ..unthresholded
+        },
+    })
+}
+
+/// The K-fold cross-validation's choice.
+fn resolve_cv(
+    rule: &ThresholdRule,
+    cv: &CrossValidation,
+    diag: bool,
+    collection: &Collection,
+    acc: &Accumulator,
+) -> Resolved {
+    let n = acc.count;
+    match cross_validate(collection, acc, cv) {
+        None => Resolved {
+            thresholds: Thresholds::Uniform(0.0),
+            kind: ThresholdKind::Hard,
+            include_diagonal: false,
+            diagonal_shrinkage: 0.0,
+            structure: Structure::Unstructured,
+            spectral: None,
+            name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
+        },
+        Some(outcome) => {
+            let variances = match outcome.chosen {
+                Candidate::Adaptive { .. } => entry_variances(collection, acc),
+                _ => Vec::new(),
+            };
+            Resolved {
+                thresholds: candidate_thresholds(&outcome.chosen, collection, &variances, n),
+                kind: candidate_kind(&outcome.chosen),
+                include_diagonal: diag,
+                diagonal_shrinkage: outcome.diagonal_shrinkage,
+                structure: candidate_structure(&outcome.chosen),
+                spectral: match outcome.chosen {
+                    Candidate::Spectral(s) => Some(s.rule()),
+                    _ => None,
+                },
+                name: format!(
+                    "{} → {}, diagonal shrinkage {} ({} folds)",
+                    rule.name(),
+                    outcome.chosen.name(),
+                    outcome.diagonal_shrinkage,
+                    outcome.folds_used
+                ),
+            }
+        }
     }
 }

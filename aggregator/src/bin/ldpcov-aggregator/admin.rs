@@ -132,6 +132,7 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "clip_radius": spec.clip_radius,
         "min_reports": spec.min_reports,
         "encoding": Encoding::try_from(spec.encoding).map(|e| e.as_str_name()).unwrap_or("unknown"),
+        "ordered_variables": spec.ordered_variables,
         "entries": p.entries,
         "grid_bits": p.grid_bits,
         "sensitivity": p.sensitivity,

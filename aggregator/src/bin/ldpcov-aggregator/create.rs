@@ -32,6 +32,10 @@ pub(crate) struct Options {
     /// Wire encoding of reports (i16 and i8 re-quantise the noisy entries).
     #[arg(long, env = "LDPCOV_ENCODING", value_enum, default_value_t = WireEncoding::I32)]
     encoding: WireEncoding,
+    /// The variables have a natural order (time, position, …): the default estimate
+    /// may then try banding and Toeplitz averaging. Off by default.
+    #[arg(long, env = "LDPCOV_ORDERED_VARIABLES")]
+    ordered_variables: bool,
 }
 
 /// `--encoding`.
@@ -60,6 +64,7 @@ impl Options {
                 WireEncoding::I16 => Encoding::I16Le,
                 WireEncoding::I8 => Encoding::I8,
             } as i32,
+            ordered_variables: self.ordered_variables,
         };
         let params = self
             .server

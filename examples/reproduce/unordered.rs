@@ -1,0 +1,586 @@
+//! The unordered benchmark grid (docs/REPRODUCTION.md §5): the default estimator on
+//! structures it was not tuned on — dense factor models (1, 3, 5 factors plus a
+//! diagonal), permuted block equicorrelation, seed 000's random sparse model, seed
+//! 001's Models 1 and 2 with permuted variables, and real data sets read from files —
+//! against none+PSD, seed 000's universal threshold (c = 4) and an oracle that knows Σ.
+//!
+//! Every collection here declares unordered variables (the default), so the default
+//! cross-validation chooses among thresholds and the spectral estimators.
+//!
+//! Simulation: the population fast path ([`sim::SignalSums::population`] then
+//! [`sim::add_noise`]): every user reports the population second moment M and the
+//! privacy noise is drawn per fold, so each fold average carries noise sd `σ_n√5` as
+//! the aggregator keeps it. For the synthetic models `M = Σ` (clipping at
+//! `R = √(2·tr Σ)` is rare and left out); for a data set, M is the mean of the
+//! clipped `xxᵀ` of its standardized rows at `R = √(2p)` and the target is its
+//! correlation matrix, so the clipping bias counts against every estimator.
+
+use crate::{Out, seed_of};
+use anyhow::{Context, Result};
+use ldpcov::data::DataSet;
+use ldpcov::estimate::{
+    BulkShrinkage, CrossValidation, EstimateOptions, FactorModel, SpectralShrinkage, ThresholdKind,
+    ThresholdRule, UniversalThreshold, estimate, log_grid,
+    spectral::{DEFAULT_BULK_ALPHAS, Shrinker},
+};
+use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov::models::{self, Model};
+use ldpcov::sim;
+use nalgebra::DMatrix;
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// Options of the unordered grid.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Repetitions per point.
+    #[arg(long, default_value_t = 2)]
+    reps: usize,
+    /// Dimensions of the synthetic models.
+    #[arg(long, value_delimiter = ',', default_value = "20,50,100")]
+    ps: Vec<usize>,
+    /// Numbers of users.
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000,10000000")]
+    ns: Vec<u64>,
+    /// Privacy levels ε.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
+    epsilons: Vec<f64>,
+    /// Synthetic models: factor1, factor3, factor5, block, sparse000, model1, model2.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "factor1,factor3,factor5,block,sparse000,model1,model2"
+    )]
+    models: Vec<String>,
+    /// Real data sets as NAME=PATH (`.npy` or CSV, rows = observations), e.g. those
+    /// written by `python3 docs/experiments/write_real_data.py DIR`.
+    #[arg(long = "data")]
+    data: Vec<String>,
+    /// Also run the selection variants (mean rule between families, thresholds
+    /// only, SURE bulk shrinkage alone, the default on a collection that wrongly
+    /// declares ordered variables, the refit-free SURE selection at every p).
+    #[arg(long)]
+    variants: bool,
+}
+
+/// One model of the grid: its name, target Σ, the released mean's expectation M and
+/// the clip radius.
+struct Truth {
+    name: String,
+    target: DMatrix<f64>,
+    m: DMatrix<f64>,
+    clip_radius: f64,
+}
+
+/// `b·bᵀ + diag(1 − ‖b_i‖²)` with `b` (`p × k`) rows of random direction and squared
+/// length (communality) uniform in [0.3, 0.8]: a correlation matrix with k factors.
+fn factor_model(p: usize, k: usize, seed: u64) -> DMatrix<f64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut b = DMatrix::<f64>::from_fn(p, k, |_, _| rng.sample(StandardNormal));
+    for i in 0..p {
+        let norm = b.row(i).norm();
+        let communality: f64 = rng.random_range(0.3..0.8);
+        let scale = communality.sqrt() / norm;
+        b.row_mut(i).scale_mut(scale);
+    }
+    let mut sigma = &b * b.transpose();
+    for i in 0..p {
+        sigma[(i, i)] = 1.0;
+    }
+    sigma
+}
+
+/// Four equicorrelation blocks (ρ = 0.7, 0.5, 0.4, 0.3; sizes as equal as possible),
+/// unit diagonal, variables permuted.
+fn block_model(p: usize, seed: u64) -> DMatrix<f64> {
+    let rhos = [0.7, 0.5, 0.4, 0.3];
+    let block_of = |i: usize| {
+        // numpy's array_split: the first p mod 4 blocks have one more variable.
+        let (q, r) = (p / 4, p % 4);
+        let big = r * (q + 1);
+        if i < big {
+            i / (q + 1)
+        } else {
+            r + (i - big) / q.max(1)
+        }
+    };
+    let sigma = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            1.0
+        } else if block_of(i) == block_of(j) {
+            rhos[block_of(i).min(3)]
+        } else {
+            0.0
+        }
+    });
+    models::permute(&sigma, &models::random_permutation(p, seed))
+}
+
+fn synthetic(name: &str, p: usize) -> Result<Truth> {
+    let permuted =
+        |m: Model| models::permute(&m.covariance(p), &models::random_permutation(p, 2026));
+    let target = match name {
+        "factor1" => factor_model(p, 1, seed_of(&[10, 1, p as u64])),
+        "factor3" => factor_model(p, 3, seed_of(&[10, 3, p as u64])),
+        "factor5" => factor_model(p, 5, seed_of(&[10, 5, p as u64])),
+        "block" => block_model(p, seed_of(&[11, p as u64])),
+        "sparse000" => Model::SparseSeed000 {
+            sparsity: 0.1,
+            seed: 0,
+        }
+        .covariance(p),
+        "model1" => permuted(Model::BandedGeometric),
+        "model2" => permuted(Model::Tridiagonal2),
+        other => anyhow::bail!(
+            "unknown model {other} (factor1, factor3, factor5, block, sparse000, model1, model2)"
+        ),
+    };
+    Ok(Truth {
+        name: name.to_string(),
+        clip_radius: (2.0 * target.trace()).sqrt(),
+        m: target.clone(),
+        target,
+    })
+}
+
+/// A data set from `NAME=PATH`: target its correlation matrix, M the mean clipped
+/// `xxᵀ` of its standardized rows at `R = √(2p)`.
+fn real(spec: &str) -> Result<Truth> {
+    let (name, path) = spec
+        .split_once('=')
+        .with_context(|| format!("--data {spec}: expected NAME=PATH"))?;
+    let data = DataSet::read(&PathBuf::from(path)).with_context(|| format!("--data {spec}"))?;
+    let z = data.standardized()?;
+    let p = z.cols;
+    let r = (2.0 * p as f64).sqrt();
+    let mut m = DMatrix::<f64>::zeros(p, p);
+    for row in z.iter_rows() {
+        let x = nalgebra::DVector::from_column_slice(row);
+        let scale = (r / x.norm()).min(1.0);
+        let x = x * scale;
+        m += &x * x.transpose();
+    }
+    m /= z.rows as f64;
+    Ok(Truth {
+        name: name.to_string(),
+        target: data.correlation()?,
+        m,
+        clip_radius: r,
+    })
+}
+
+/// The rule of a single threshold candidate of the default CV at full n: a CV with
+/// that candidate alone (no PSD projection in its loss, which cannot change a choice
+/// of one).
+fn single_threshold(c: f64, kind: ThresholdKind, beta: f64) -> EstimateOptions {
+    EstimateOptions {
+        rule: ThresholdRule::CrossValidated(CrossValidation {
+            include_none: false,
+            noise_scales: vec![c],
+            adaptive_scales: Vec::new(),
+            kinds: vec![kind],
+            diagonal_shrinkage: vec![beta],
+            spectral: false,
+            project_in_loss_max_dim: 0,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The oracle's candidates: every estimate the default CV can release (each threshold
+/// candidate at full n, the spectral rules) plus the operator shrinker and every fixed
+/// bulk weight.
+fn oracle_candidates() -> Vec<EstimateOptions> {
+    let mut out = vec![EstimateOptions {
+        rule: ThresholdRule::None,
+        ..Default::default()
+    }];
+    for kind in [ThresholdKind::Hard, ThresholdKind::Soft] {
+        for c in log_grid(0.25, 10) {
+            for beta in [0.0, 0.5, 1.0] {
+                out.push(single_threshold(c, kind, beta));
+            }
+        }
+    }
+    let rule = |rule| EstimateOptions {
+        rule,
+        ..Default::default()
+    };
+    out.push(rule(
+        ThresholdRule::Universal(UniversalThreshold::default()),
+    ));
+    for shrinker in [Shrinker::Frobenius, Shrinker::Operator] {
+        out.push(rule(ThresholdRule::Spectral(SpectralShrinkage {
+            shrinker,
+            rank: None,
+        })));
+    }
+    out.push(rule(ThresholdRule::Factor(FactorModel::default())));
+    for alpha in DEFAULT_BULK_ALPHAS {
+        out.push(rule(ThresholdRule::BulkShrink(BulkShrinkage {
+            alphas: vec![alpha],
+        })));
+    }
+    out
+}
+
+/// The compared rules, in output order; "oracle" is computed separately.
+fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
+    let rule = |rule| EstimateOptions {
+        rule,
+        ..Default::default()
+    };
+    let mut out = vec![
+        ("none+psd", rule(ThresholdRule::None)),
+        (
+            "universal(c=4)",
+            rule(ThresholdRule::Universal(UniversalThreshold::default())),
+        ),
+        ("default", EstimateOptions::default()),
+    ];
+    if variants {
+        out.push((
+            "cv mean rule",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                spectral_one_standard_error: false,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv thresholds only",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                spectral: false,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "bulk-shrink (SURE)",
+            rule(ThresholdRule::BulkShrink(BulkShrinkage::default())),
+        ));
+        out.push(("cv as if ordered", EstimateOptions::default()));
+        out.push((
+            "refit-free (SURE)",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                refit_free_above_dim: 0,
+                ..Default::default()
+            })),
+        ));
+    }
+    out
+}
+
+/// One grid point.
+struct Point {
+    model: usize,
+    p: usize,
+    n: u64,
+    epsilon: f64,
+}
+
+/// Per rule (then the oracle), mean relative (spectral, Frobenius) error over the
+/// replicates, and the default's choices.
+struct PointResult {
+    errors: Vec<(f64, f64)>,
+    choices: Vec<String>,
+}
+
+/// The candidate name in a CV rule string (`cv(…) → noise(c=1.000, soft), …` →
+/// `noise(c=1.000, soft) β=0.5`; spectral choices keep what they chose).
+fn short_choice(rule: &str) -> String {
+    let mut parts = rule.split(" → ");
+    let _ = parts.next();
+    let chosen = parts.next().unwrap_or(rule);
+    let spectral = ["spectral", "factor", "bulk-shrink"]
+        .iter()
+        .any(|s| chosen.starts_with(s));
+    if let Some((candidate, rest)) = chosen.split_once(", diagonal shrinkage ") {
+        let beta = rest.split_whitespace().next().unwrap_or("?");
+        if !spectral {
+            if beta == "0" {
+                return candidate.to_string();
+            }
+            return format!("{candidate} β={beta}");
+        }
+    }
+    let chosen = chosen.split(',').next().unwrap_or(chosen);
+    // Spectral: "bulk-shrink (3 folds)" then "rank r, bulk level …, alpha a (SURE …)".
+    let detail = parts.next().unwrap_or("");
+    let rank = detail.split(',').next().unwrap_or("").trim();
+    let alpha = detail
+        .split(", alpha ")
+        .nth(1)
+        .and_then(|a| a.split_whitespace().next())
+        .map(|a| format!(" α={a}"))
+        .unwrap_or_default();
+    format!("{chosen} {rank}{alpha}").trim().to_string()
+}
+
+fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<PointResult> {
+    let c = sim::collection(pt.p, pt.epsilon, 1e-6, truth.clip_radius)?;
+    let signal = sim::SignalSums::population(&c, &truth.m, pt.n);
+    let rules = rules(variants);
+    let oracle = oracle_candidates();
+    let mut sums = vec![(0.0, 0.0); rules.len() + 1];
+    let mut choices = Vec::new();
+    for rep in 0..reps {
+        let seed = seed_of(&[
+            20,
+            pt.model as u64,
+            pt.p as u64,
+            pt.n,
+            pt.epsilon.to_bits(),
+            rep as u64,
+        ]);
+        let acc = sim::add_noise(&c, &signal, seed);
+        let errors = |opts: &EstimateOptions| -> Result<(f64, f64, String)> {
+            let est = estimate(&c, &acc, opts)?;
+            Ok((
+                relative_spectral_error(&est.matrix, &truth.target),
+                relative_frobenius_error(&est.matrix, &truth.target),
+                est.rule,
+            ))
+        };
+        // The same reports to a collection that (wrongly) declares ordered variables:
+        // what banding and Toeplitz averaging cost when the order means nothing.
+        let mut as_if_ordered = c.clone();
+        as_if_ordered.ordered_variables = true;
+        for (k, (name, opts)) in rules.iter().enumerate() {
+            let (s, f, rule) = if *name == "cv as if ordered" {
+                let est = estimate(&as_if_ordered, &acc, opts)?;
+                (
+                    relative_spectral_error(&est.matrix, &truth.target),
+                    relative_frobenius_error(&est.matrix, &truth.target),
+                    est.rule,
+                )
+            } else {
+                errors(opts)?
+            };
+            sums[k].0 += s;
+            sums[k].1 += f;
+            if *name == "default" {
+                choices.push(short_choice(&rule));
+            }
+        }
+        let (mut best_s, mut best_f) = (f64::INFINITY, f64::INFINITY);
+        for opts in &oracle {
+            let (s, f, _) = errors(opts)?;
+            best_s = best_s.min(s);
+            best_f = best_f.min(f);
+        }
+        let last = rules.len();
+        sums[last].0 += best_s;
+        sums[last].1 += best_f;
+    }
+    let k = reps.max(1) as f64;
+    Ok(PointResult {
+        errors: sums.into_iter().map(|(s, f)| (s / k, f / k)).collect(),
+        choices,
+    })
+}
+
+/// Runs the grid and prints the table and the summary.
+pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
+    let mut truths: Vec<(Truth, Vec<usize>)> = Vec::new();
+    for name in &args.models {
+        for &p in &args.ps {
+            truths.push((synthetic(name, p)?, vec![p]));
+        }
+    }
+    for spec in &args.data {
+        let t = real(spec)?;
+        let p = t.target.nrows();
+        truths.push((t, vec![p]));
+    }
+    let mut points = Vec::new();
+    for (model, (_, ps)) in truths.iter().enumerate() {
+        for &p in ps {
+            for &n in &args.ns {
+                for &epsilon in &args.epsilons {
+                    points.push(Point {
+                        model,
+                        p,
+                        n,
+                        epsilon,
+                    });
+                }
+            }
+        }
+    }
+    let names: Vec<&str> = rules(args.variants)
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(["oracle"])
+        .collect();
+    let started = std::time::Instant::now();
+    let results = sim::parallel_reps(points.len(), out.threads, |i| {
+        let pt = &points[i];
+        run_point(&truths[pt.model].0, pt, args.reps, args.variants)
+    });
+    let secs = started.elapsed().as_secs_f64();
+    let idx = |n: &str| names.iter().position(|x| *x == n).expect("known rule");
+    let (none, uni, def, ora) = (
+        idx("none+psd"),
+        idx("universal(c=4)"),
+        idx("default"),
+        idx("oracle"),
+    );
+    out.text(format!(
+        "# unordered grid: {} points, {} reps each, δ = 1e-6, population fast path; {secs:.0} s",
+        points.len(),
+        args.reps
+    ));
+    out.text("# ratio = mean relative error / min(none+psd, universal(c=4)) at the same point, spectral / Frobenius\n");
+    let mut header = "| model | p | n | ε | none+psd | universal(c=4) | default | oracle | default ratio | oracle ratio |".to_string();
+    let mut rule_line = "|---|---|---|---|---|---|---|---|---|---|".to_string();
+    for name in names
+        .iter()
+        .filter(|n| ![none, uni, def, ora].contains(&idx(n)))
+    {
+        header.push_str(&format!(" {name} ratio |"));
+        rule_line.push_str("---|");
+    }
+    header.push_str(" default chose |");
+    rule_line.push_str("---|");
+    out.text(&header);
+    out.text(&rule_line);
+    // (model name, default ratio s/f, oracle ratio s/f, default/oracle s/f, variant ratios)
+    let mut rows = Vec::new();
+    for (pt, res) in points.iter().zip(results) {
+        let res = res?;
+        let e = &res.errors;
+        let base = (e[none].0.min(e[uni].0), e[none].1.min(e[uni].1));
+        let ratio = |k: usize| (e[k].0 / base.0, e[k].1 / base.1);
+        let model = &truths[pt.model].0.name;
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for c in &res.choices {
+            match counts.iter_mut().find(|(k, _)| k == c) {
+                Some((_, v)) => *v += 1,
+                None => counts.push((c.clone(), 1)),
+            }
+        }
+        let chose = counts
+            .iter()
+            .map(|(k, v)| {
+                if *v > 1 {
+                    format!("{k} ×{v}")
+                } else {
+                    k.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let (rd, ro) = (ratio(def), ratio(ora));
+        let cell = |k: usize| format!("{:.3} / {:.3}", e[k].0, e[k].1);
+        let mut line = format!(
+            "| {model} | {} | {:.0e} | {} | {} | {} | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} |",
+            pt.p,
+            pt.n as f64,
+            pt.epsilon,
+            cell(none),
+            cell(uni),
+            cell(def),
+            cell(ora),
+            rd.0,
+            rd.1,
+            ro.0,
+            ro.1
+        );
+        let mut variant_ratios = Vec::new();
+        for (k, name) in names.iter().enumerate() {
+            if [none, uni, def, ora].contains(&k) {
+                continue;
+            }
+            let r = ratio(k);
+            line.push_str(&format!(" {:.2} / {:.2} |", r.0, r.1));
+            variant_ratios.push((name.to_string(), r));
+        }
+        line.push_str(&format!(" {chose} |"));
+        out.text(line);
+        out.row(json!({
+            "experiment": "unordered", "model": model, "p": pt.p, "n": pt.n,
+            "epsilon": pt.epsilon, "reps": args.reps,
+            "errors": names.iter().zip(e).map(|(n, (s, f))| json!({"rule": n, "rel_spectral": s, "rel_frobenius": f})).collect::<Vec<_>>(),
+            "ratio_spectral": rd.0, "ratio_frobenius": rd.1,
+            "oracle_ratio_spectral": ro.0, "oracle_ratio_frobenius": ro.1,
+            "default_chose": chose,
+        }));
+        rows.push((model.clone(), rd, ro, variant_ratios));
+    }
+    summarize(&rows, out);
+    Ok(())
+}
+
+type Row = (String, (f64, f64), (f64, f64), Vec<(String, (f64, f64))>);
+
+fn summarize(rows: &[Row], out: Out) {
+    let k = rows.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&Row) -> f64| rows.iter().map(f).sum::<f64>() / k;
+    let max = |f: &dyn Fn(&Row) -> f64| rows.iter().map(f).fold(0.0, f64::max);
+    let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|r| f(r)).count();
+    out.text("\n# summary\n");
+    out.text("| rule | mean ratio (spectral / Frobenius) | max ratio | points ≤ 0.9 in both | mean ratio to the oracle |");
+    out.text("|---|---|---|---|---|");
+    let line = |name: &str, get: &dyn Fn(&Row) -> (f64, f64)| {
+        format!(
+            "| {name} | {:.3} / {:.3} | {:.2} / {:.2} | {}/{} | {:.3} / {:.3} |",
+            mean(&|r| get(r).0),
+            mean(&|r| get(r).1),
+            max(&|r| get(r).0),
+            max(&|r| get(r).1),
+            count(&|r| get(r).0 <= 0.9 && get(r).1 <= 0.9),
+            rows.len(),
+            mean(&|r| get(r).0 / r.2.0),
+            mean(&|r| get(r).1 / r.2.1),
+        )
+    };
+    out.text(line("default", &|r| r.1));
+    if let Some(first) = rows.first() {
+        for (i, (name, _)) in first.3.iter().enumerate() {
+            out.text(line(name, &|r| r.3[i].1));
+        }
+    }
+    out.text(line("oracle", &|r| r.2));
+    let unreachable = count(&|r| r.2.0 > 0.9 || r.2.1 > 0.9);
+    let missed = count(&|r| (r.1.0 > 0.9 || r.1.1 > 0.9) && r.2.0 <= 0.9 && r.2.1 <= 0.9);
+    out.text(format!(
+        "\nPoints where the default is above 0.9 in a norm: {} ({} where even the oracle is above 0.9 in a norm, {} where the oracle is not).",
+        count(&|r| r.1.0 > 0.9 || r.1.1 > 0.9),
+        count(&|r| (r.1.0 > 0.9 || r.1.1 > 0.9) && (r.2.0 > 0.9 || r.2.1 > 0.9)),
+        missed
+    ));
+    out.text(format!(
+        "Points where the oracle itself is above 0.9 in a norm: {unreachable}."
+    ));
+    out.text("\n| model | default mean ratio | oracle mean ratio |");
+    out.text("|---|---|---|");
+    let mut models: Vec<&str> = Vec::new();
+    for r in rows {
+        if !models.contains(&r.0.as_str()) {
+            models.push(&r.0);
+        }
+    }
+    for m in models {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.0 == m).collect();
+        let km = mine.len() as f64;
+        let avg = |f: &dyn Fn(&Row) -> f64| mine.iter().map(|r| f(r)).sum::<f64>() / km;
+        out.text(format!(
+            "| {m} | {:.3} / {:.3} | {:.3} / {:.3} |",
+            avg(&|r| r.1.0),
+            avg(&|r| r.1.1),
+            avg(&|r| r.2.0),
+            avg(&|r| r.2.1)
+        ));
+    }
+    out.row(json!({
+        "experiment": "unordered-summary", "points": rows.len(),
+        "mean_ratio_spectral": mean(&|r| r.1.0), "mean_ratio_frobenius": mean(&|r| r.1.1),
+        "max_ratio_spectral": max(&|r| r.1.0), "max_ratio_frobenius": max(&|r| r.1.1),
+        "points_at_most_0_9": count(&|r| r.1.0 <= 0.9 && r.1.1 <= 0.9),
+        "mean_ratio_to_oracle_spectral": mean(&|r| r.1.0 / r.2.0),
+        "mean_ratio_to_oracle_frobenius": mean(&|r| r.1.1 / r.2.1),
+        "oracle_above_0_9": unreachable,
+    }));
+}
