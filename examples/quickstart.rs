@@ -33,6 +33,7 @@ async fn main() -> Result<()> {
             clip_radius: 3.0,
             min_reports: 1,
             encoding: 0,
+            ..Default::default()
         })
         .await?;
 

@@ -65,6 +65,7 @@ pub fn collection(
         clip_radius,
         min_reports: 1,
         encoding: 0,
+        ..Default::default()
     })
 }
 

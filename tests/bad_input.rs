@@ -39,6 +39,7 @@ fn spec(id: &str, dim: u32) -> CollectionSpec {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: Encoding::I32Le as i32,
+        ..Default::default()
     }
 }
 

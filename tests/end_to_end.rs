@@ -27,6 +27,7 @@ fn spec(id: &str, dim: u32, epsilon: f64, clip_radius: f64, min_reports: u64) ->
         clip_radius,
         min_reports,
         encoding: Encoding::I32Le as i32,
+        ..Default::default()
     }
 }
 

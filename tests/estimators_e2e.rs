@@ -54,6 +54,7 @@ async fn populated() -> (EmbeddedServer, String) {
         clip_radius: 3.0,
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -227,6 +228,7 @@ async fn cross_validation_searches_the_grids_of_the_request() {
         clip_radius: 2.0,
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -279,6 +279,7 @@ fn spec(id: &str, epsilon: f64) -> CollectionSpec {
         clip_radius: 2.0,
         min_reports: 2,
         encoding: 0,
+        ..Default::default()
     }
 }
 

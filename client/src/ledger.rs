@@ -319,6 +319,7 @@ mod tests {
             clip_radius: 1.0,
             min_reports: 1,
             encoding: 0,
+            ..Default::default()
         })
         .unwrap()
     }

@@ -220,6 +220,7 @@ mod tests {
             clip_radius: 2.0,
             min_reports,
             encoding: 0,
+            ..Default::default()
         })
         .unwrap()
     }

@@ -33,7 +33,7 @@
 //!
 //! let c = Collection::from_spec(&CollectionSpec {
 //!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
-//!     clip_radius: 1.0, min_reports: 1, encoding: 0,
+//!     clip_radius: 1.0, min_reports: 1, encoding: 0, ..Default::default()
 //! })?;
 //! // Two grid-unit reports whose average is [[0.5, 0.25], [0.25, 0.5]].
 //! let g = c.grid_scale() as i32;

@@ -175,6 +175,7 @@ impl Args {
                 WireEncoding::I16 => Encoding::I16Le,
                 WireEncoding::I8 => Encoding::I8,
             } as i32,
+            ..Default::default()
         }
     }
 }

@@ -13,6 +13,7 @@ pub(crate) fn collection(id: &str, dim: u32) -> Collection {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: 0,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -18,6 +18,7 @@ fn collection(dim: u32, epsilon: f64, clip_radius: f64) -> Collection {
         clip_radius,
         min_reports: 1,
         encoding: 0,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -60,6 +60,7 @@ impl Options {
                 WireEncoding::I16 => Encoding::I16Le,
                 WireEncoding::I8 => Encoding::I8,
             } as i32,
+            ..Default::default()
         };
         let params = self
             .server
