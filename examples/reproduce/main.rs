@@ -16,10 +16,12 @@
 //! cargo run --release --example reproduce -- seed001 --reps 50
 //! cargo run --release --example reproduce -- seed000 --reps 5 --plot-dir docs/img
 //! cargo run --release --example reproduce -- seed003 --reps 10
+//! cargo run --release --example reproduce -- joint --reps 5
 //! cargo run --release --example reproduce -- --json canonical --reps 2 --ns 100000
 //! ```
 
 mod canonical;
+mod joint;
 mod papers;
 mod plot;
 mod seed000;
@@ -53,6 +55,9 @@ enum Experiment {
     Seed000(seed000::Args),
     /// Seed 003 Tables 1–2 settings (ridge and glasso precision).
     Seed003(seed003::Args),
+    /// Non-centred data: mean and covariance vs the second moment, with and without a
+    /// public centre (Model 1 shifted, p = 20).
+    Joint(joint::Args),
 }
 
 /// How results are printed.
@@ -91,6 +96,7 @@ fn main() -> Result<()> {
         Experiment::Seed001(a) => papers::run_seed001(&a, out),
         Experiment::Seed000(a) => seed000::run(&a, out),
         Experiment::Seed003(a) => seed003::run(&a, out),
+        Experiment::Joint(a) => joint::run(&a, out),
     }
 }
 
