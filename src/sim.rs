@@ -385,6 +385,34 @@ mod tests {
         assert_eq!(signal[0].noise_free(), direct);
     }
 
+    /// Collections whose devices send different signals get their own sums, even on the
+    /// same grid: the joint layout (p + d entries) and a centre change the signal. The
+    /// joint signal is what the real `Perturber` sends (per-user path with zero noise).
+    #[test]
+    fn signals_are_kept_apart_per_layout_and_centre() {
+        let second = collection(3, 1.0, 1e-6, 2.0).unwrap();
+        let joint = collection_with(3, 1.0, 1e-6, 2.0, Moments::MeanAndCovariance, vec![]).unwrap();
+        let centred =
+            collection_with(3, 1.0, 1e-6, 2.0, Moments::MeanAndCovariance, vec![1.0; 3]).unwrap();
+        let sampler = Sampler::gaussian(&Model::BandedGeometric.covariance(3))
+            .unwrap()
+            .with_mean(vec![1.0; 3]);
+        let signals = simulate_signal(&[&second, &joint, &centred], &sampler, 200, 4);
+        assert_eq!(signals.len(), 3);
+        assert_eq!(signal_for(&signals, &second).fold_sums[0].len(), 6);
+        assert_eq!(signal_for(&signals, &joint).fold_sums[0].len(), 9);
+        assert_ne!(signal_for(&signals, &joint), signal_for(&signals, &centred));
+        let perturber = Perturber::new(centred.clone());
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        let mut direct = Accumulator::new(centred.entries, FOLDS);
+        for _ in 0..200 {
+            let x = sampler.sample(&mut rng);
+            let fold = simulated_report_id(&mut rng).fold(FOLDS);
+            direct.add(fold, &perturber.perturb(&x, &mut ZeroNoise).unwrap());
+        }
+        assert_eq!(signal_for(&signals, &centred).noise_free(), direct);
+    }
+
     /// Sample mean and variance.
     fn moments(v: &[f64]) -> (f64, f64) {
         let n = v.len() as f64;

@@ -58,7 +58,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let c = |r: f64, m: Moments, centre: Vec<f64>| {
         sim::collection_with(p, args.epsilon, delta, r, m, centre)
     };
-    let rows = vec![
+    let rows = [
         Row {
             name: "centred data, second moment, R=√(2p)",
             shifted: false,
