@@ -33,7 +33,7 @@ async fn main() -> Result<()> {
             clip_radius: 3.0,
             min_reports: 1,
             encoding: 0,
-            ordered_variables: false,
+            ..Default::default()
         })
         .await?;
 

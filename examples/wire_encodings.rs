@@ -45,7 +45,7 @@ fn main() -> Result<()> {
                 clip_radius: 1.0,
                 min_reports: 1,
                 encoding: encoding as i32,
-                ordered_variables: false,
+                ..Default::default()
             })?;
             let per = Perturber::try_new(c.clone())?;
             let x: Vec<f64> = (0..dim)

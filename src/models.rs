@@ -120,11 +120,13 @@ pub enum Tails {
     },
 }
 
-/// Draws vectors with a given covariance (Gaussian) or scale matrix (t).
+/// Draws vectors with a given covariance (Gaussian) or scale matrix (t), centred at 0
+/// or at the mean set by [`Sampler::with_mean`].
 #[derive(Debug, Clone)]
 pub struct Sampler {
     chol: DMatrix<f64>,
     tails: Tails,
+    mean: Option<Vec<f64>>,
 }
 
 impl Sampler {
@@ -147,7 +149,21 @@ impl Sampler {
             .cholesky()
             .ok_or(ModelError::NotPositiveDefinite)?
             .l();
-        Ok(Sampler { chol, tails })
+        Ok(Sampler {
+            chol,
+            tails,
+            mean: None,
+        })
+    }
+
+    /// The same distribution shifted to mean `mean` (p values; non-centred data).
+    ///
+    /// # Panics
+    /// If `mean` does not have p values (a caller bug).
+    pub fn with_mean(mut self, mean: Vec<f64>) -> Self {
+        assert_eq!(mean.len(), self.dim(), "mean of the wrong dimension");
+        self.mean = Some(mean);
+        self
     }
 
     /// Dimension p.
@@ -167,7 +183,10 @@ impl Sampler {
                 (nu / chi).sqrt()
             }
         };
-        x.iter().map(|v| v * scale).collect()
+        match &self.mean {
+            None => x.iter().map(|v| v * scale).collect(),
+            Some(m) => x.iter().zip(m).map(|(v, m)| v * scale + m).collect(),
+        }
     }
 }
 

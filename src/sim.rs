@@ -31,7 +31,7 @@
 
 use ldpcov_client::{DiscreteGaussianSampler, NoiseSampler, Perturber};
 use ldpcov_estimate::{Accumulator, FOLDS};
-use ldpcov_proto::v1::CollectionSpec;
+use ldpcov_proto::v1::{CollectionSpec, Moments};
 use ldpcov_proto::{Collection, ReportId, SpecError};
 use rand::{Rng, SeedableRng};
 use rand_distr::{ChiSquared, Distribution, StandardNormal};
@@ -57,12 +57,33 @@ impl Path {
     }
 }
 
-/// A collection for simulations: id `"sim"`, `min_reports = 1`, i32 encoding.
+/// A second-moment collection for simulations: id `"sim"`, `min_reports = 1`, i32
+/// encoding, no centre.
 pub fn collection(
     dim: usize,
     epsilon: f64,
     delta: f64,
     clip_radius: f64,
+) -> Result<Collection, SpecError> {
+    collection_with(
+        dim,
+        epsilon,
+        delta,
+        clip_radius,
+        Moments::SecondMoment,
+        Vec::new(),
+    )
+}
+
+/// A simulation collection like [`collection`] with the given `moments` and public
+/// `centre` (empty for none).
+pub fn collection_with(
+    dim: usize,
+    epsilon: f64,
+    delta: f64,
+    clip_radius: f64,
+    moments: Moments,
+    centre: Vec<f64>,
 ) -> Result<Collection, SpecError> {
     Collection::from_spec(&CollectionSpec {
         collection_id: "sim".into(),
@@ -71,9 +92,19 @@ pub fn collection(
         delta,
         clip_radius,
         min_reports: 1,
-        encoding: 0,
-        ordered_variables: false,
+        moments: moments as i32,
+        centre,
+        ..Default::default()
     })
+}
+
+/// Whether two collections' devices send the same signal for the same user (same
+/// grid, clip radius, centre and report layout), so one [`SignalSums`] serves both.
+fn same_signal(a: &Collection, b: &Collection) -> bool {
+    a.grid_bits == b.grid_bits
+        && a.clip_radius == b.clip_radius
+        && a.centre == b.centre
+        && a.moments == b.moments
 }
 
 /// A noise sampler that adds nothing: [`Perturber::perturb`] with it returns the
@@ -93,9 +124,12 @@ pub fn simulated_report_id<R: Rng + ?Sized>(rng: &mut R) -> ReportId {
     ReportId(rng.random())
 }
 
-/// The users' grid-rounded signal summed per fold, for one grid `2^k`.
+/// The users' grid-rounded signal summed per fold, for one grid `2^k` (and one clip
+/// radius, centre and report layout).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SignalSums {
+    /// A collection whose devices send this signal (see [`signal_for`]).
+    pub collection: Collection,
     /// Grid bits k of the rounding.
     pub grid_bits: u32,
     /// Users per fold.
@@ -107,8 +141,10 @@ pub struct SignalSums {
 }
 
 impl SignalSums {
-    fn new(grid_bits: u32, entries: usize) -> Self {
+    fn new(collection: &Collection) -> Self {
+        let (grid_bits, entries) = (collection.grid_bits, collection.entries);
         SignalSums {
+            collection: collection.clone(),
             grid_bits,
             fold_counts: vec![0; FOLDS],
             fold_sums: vec![vec![0; entries]; FOLDS],
@@ -170,7 +206,8 @@ impl SignalSums {
 }
 
 /// Draws `n` users from `sampler` (seeded by `seed`) and sums their grid-rounded signal
-/// per fold, once for every distinct grid among `collections` (all must share p and R).
+/// per fold, once for every distinct signal among `collections` (grid, clip radius,
+/// centre and report layout; all must share p).
 ///
 /// The users, their report ids and therefore their folds are the same sequence as in
 /// [`per_user`] with the same `seed`.
@@ -182,15 +219,12 @@ pub fn simulate_signal(
 ) -> Vec<SignalSums> {
     let mut grids: Vec<&Collection> = Vec::new();
     for c in collections {
-        if !grids.iter().any(|g| g.grid_bits == c.grid_bits) {
+        if !grids.iter().any(|g| same_signal(g, c)) {
             grids.push(c);
         }
     }
     let perturbers: Vec<Perturber> = grids.iter().map(|c| Perturber::new((*c).clone())).collect();
-    let mut out: Vec<SignalSums> = grids
-        .iter()
-        .map(|c| SignalSums::new(c.grid_bits, c.entries))
-        .collect();
+    let mut out: Vec<SignalSums> = grids.iter().map(|c| SignalSums::new(c)).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..n {
         let x = sampler.sample(&mut rng);
@@ -231,7 +265,9 @@ pub fn per_user(
 }
 
 /// The sum-of-noise fast path: the accumulator the aggregator would hold after the
-/// users of `signal` reported to `collection` (whose grid must be `signal.grid_bits`).
+/// users of `signal` reported to `collection` (whose devices must send that signal:
+/// same grid, radius, centre and layout). Works for both report layouts: every entry,
+/// of the mean block or of the triangle, gets independent noise of the same σ.
 ///
 /// For fold k with `n_k` users, entry signal values `s ∈ Z^{n_k}` (known only through
 /// `S1 = Σs`, `S2 = Σs²`) and i.i.d. noise `z ~ N(0, σ_g² I)`, the accumulators need
@@ -243,9 +279,9 @@ pub fn per_user(
 /// the cross-validation see the same statistics as on the per-user path. Each fold sum
 /// is rounded once (the per-user path rounds each draw; see the module docs).
 pub fn add_noise(collection: &Collection, signal: &SignalSums, noise_seed: u64) -> Accumulator {
-    assert_eq!(
-        collection.grid_bits, signal.grid_bits,
-        "signal rounded on a different grid"
+    assert!(
+        same_signal(collection, &signal.collection),
+        "signal of another grid, radius, centre or layout"
     );
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(noise_seed);
     let sg = collection.sigma_grid();
@@ -295,12 +331,13 @@ pub fn add_noise(collection: &Collection, signal: &SignalSums, noise_seed: u64) 
     acc
 }
 
-/// The signal of `signals` on `collection`'s grid (panics if it was not simulated).
+/// The signal of `signals` that `collection`'s devices send (panics if it was not
+/// simulated).
 pub fn signal_for<'a>(signals: &'a [SignalSums], collection: &Collection) -> &'a SignalSums {
     signals
         .iter()
-        .find(|s| s.grid_bits == collection.grid_bits)
-        .expect("signal simulated on this collection's grid")
+        .find(|s| same_signal(&s.collection, collection))
+        .expect("signal simulated for this collection")
 }
 
 /// Runs `job(rep)` for `rep in 0..reps` on up to `threads` scoped threads and returns
@@ -376,6 +413,34 @@ mod tests {
             direct.add(fold, &perturber.perturb(&x, &mut ZeroNoise).unwrap());
         }
         assert_eq!(signal[0].noise_free(), direct);
+    }
+
+    /// Collections whose devices send different signals get their own sums, even on the
+    /// same grid: the joint layout (p + d entries) and a centre change the signal. The
+    /// joint signal is what the real `Perturber` sends (per-user path with zero noise).
+    #[test]
+    fn signals_are_kept_apart_per_layout_and_centre() {
+        let second = collection(3, 1.0, 1e-6, 2.0).unwrap();
+        let joint = collection_with(3, 1.0, 1e-6, 2.0, Moments::MeanAndCovariance, vec![]).unwrap();
+        let centred =
+            collection_with(3, 1.0, 1e-6, 2.0, Moments::MeanAndCovariance, vec![1.0; 3]).unwrap();
+        let sampler = Sampler::gaussian(&Model::BandedGeometric.covariance(3))
+            .unwrap()
+            .with_mean(vec![1.0; 3]);
+        let signals = simulate_signal(&[&second, &joint, &centred], &sampler, 200, 4);
+        assert_eq!(signals.len(), 3);
+        assert_eq!(signal_for(&signals, &second).fold_sums[0].len(), 6);
+        assert_eq!(signal_for(&signals, &joint).fold_sums[0].len(), 9);
+        assert_ne!(signal_for(&signals, &joint), signal_for(&signals, &centred));
+        let perturber = Perturber::new(centred.clone());
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        let mut direct = Accumulator::new(centred.entries, FOLDS);
+        for _ in 0..200 {
+            let x = sampler.sample(&mut rng);
+            let fold = simulated_report_id(&mut rng).fold(FOLDS);
+            direct.add(fold, &perturber.perturb(&x, &mut ZeroNoise).unwrap());
+        }
+        assert_eq!(signal_for(&signals, &centred).noise_free(), direct);
     }
 
     /// Sample mean and variance.

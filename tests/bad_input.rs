@@ -22,7 +22,7 @@ use ldpcov::proto::Collection;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
-    NoThreshold, Report, SubmitReportsResponse, get_estimate_request,
+    Moments, NoThreshold, Report, SubmitReportsResponse, get_estimate_request,
 };
 use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -30,6 +30,8 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+/// A second-moment collection: the hand-made payloads below have its d entries (the
+/// mean-and-covariance default's refusals are in `tests/joint_moments.rs`).
 fn spec(id: &str, dim: u32) -> CollectionSpec {
     CollectionSpec {
         collection_id: id.into(),
@@ -39,7 +41,8 @@ fn spec(id: &str, dim: u32) -> CollectionSpec {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: Encoding::I32Le as i32,
-        ordered_variables: false,
+        moments: Moments::SecondMoment as i32,
+        ..Default::default()
     }
 }
 

@@ -11,13 +11,16 @@ use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
-    NoThreshold, Report, UniversalThreshold, get_estimate_request,
+    Moments, NoThreshold, Report, UniversalThreshold, get_estimate_request,
 };
 use ldpcov::proto::{Collection, layout::triangle_pairs};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use tonic::Code;
 
+/// A second-moment collection: these tests check that mechanism (its d entries, its
+/// √2 sensitivity and the noise bounds derived from them); the mean-and-covariance
+/// default has its own tests in `tests/joint_moments.rs`.
 fn spec(id: &str, dim: u32, epsilon: f64, clip_radius: f64, min_reports: u64) -> CollectionSpec {
     CollectionSpec {
         collection_id: id.into(),
@@ -27,7 +30,8 @@ fn spec(id: &str, dim: u32, epsilon: f64, clip_radius: f64, min_reports: u64) ->
         clip_radius,
         min_reports,
         encoding: Encoding::I32Le as i32,
-        ordered_variables: false,
+        moments: Moments::SecondMoment as i32,
+        ..Default::default()
     }
 }
 

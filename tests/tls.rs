@@ -35,7 +35,7 @@ fn spec(id: &str) -> CollectionSpec {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: Encoding::I32Le as i32,
-        ordered_variables: false,
+        ..Default::default()
     }
 }
 

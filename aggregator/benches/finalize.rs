@@ -41,7 +41,7 @@ fn collection(p: usize) -> Collection {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: 0,
-        ordered_variables: false,
+        ..Default::default()
     })
     .expect("valid spec")
 }

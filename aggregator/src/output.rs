@@ -5,12 +5,13 @@
 //!
 //! "The matrix" is the requested target: the covariance, or for the precision targets
 //! the precision matrix Θ (JSON then also carries the covariance it came from, λ and,
-//! for the graphical lasso, the graph's edges).
+//! for the graphical lasso, the graph's edges). For a mean-and-covariance collection
+//! JSON adds the mean and its noise sd; with variable names, the names.
 
 use std::io::Write;
 
 use ldpcov_proto::layout::unpack_symmetric;
-use ldpcov_proto::v1::{Estimate, EstimateTarget};
+use ldpcov_proto::v1::{Estimate, EstimateTarget, Moments};
 use nalgebra::DMatrix;
 use serde::Serialize;
 
@@ -76,6 +77,13 @@ struct JsonEstimate<'a> {
     matrix: Vec<&'a [f64]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     precision: Option<JsonPrecision<'a>>,
+    moments: &'static str,
+    #[serde(skip_serializing_if = "<[f64]>::is_empty")]
+    mean: &'a [f64],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean_noise_sd: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    variable_names: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -201,6 +209,13 @@ pub fn write_estimate(
                 threshold_kind: &estimate.threshold_kind,
                 target: target_name(target),
                 matrix: full.chunks(p.max(1)).collect(),
+                moments: match Moments::try_from(estimate.moments) {
+                    Ok(Moments::MeanAndCovariance) => "mean-and-covariance",
+                    _ => "second-moment",
+                },
+                mean: &estimate.mean,
+                mean_noise_sd: (!estimate.mean.is_empty()).then_some(estimate.mean_noise_sd),
+                variable_names: &estimate.variable_names,
                 precision: is_precision.then(|| JsonPrecision {
                     covariance: covariance.chunks(p.max(1)).collect(),
                     lambda: estimate.precision_lambda,

@@ -45,18 +45,21 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Largest gRPC message this server needs to decode: one i32 report at `max_dim`,
-    /// plus framing. Never below tonic's default of 4 MiB.
+    /// Largest gRPC message this server needs to decode: one i32 report at `max_dim`
+    /// (`p + d` entries with the mean block), plus framing. Never below tonic's
+    /// default of 4 MiB.
     pub fn max_decoding_message_size(&self) -> usize {
         let d = ldpcov_proto::layout::triangle_len(self.max_dim);
-        (4 * d + 64 * 1024).max(4 << 20)
+        (4 * (d + self.max_dim) + 64 * 1024).max(4 << 20)
     }
 
     /// Largest gRPC message this server sends: an estimate at `max_dim` (f64 entries of
-    /// the covariance and the precision matrix, plus a graph of at most d edges).
+    /// the covariance, the precision matrix, the second moment and the correlation,
+    /// a graph of at most d edges, the mean and the names).
     pub fn max_encoding_message_size(&self) -> usize {
         let d = ldpcov_proto::layout::triangle_len(self.max_dim);
-        (32 * d + 64 * 1024).max(4 << 20)
+        let names = self.max_dim * (ldpcov_proto::collection::MAX_NAME_BYTES + 2);
+        (48 * d + 8 * self.max_dim + names + 64 * 1024).max(4 << 20)
     }
 }
 
@@ -281,8 +284,10 @@ impl Aggregator for AggregatorService {
             .into_inner()
             .spec
             .ok_or_else(|| Status::invalid_argument("request carries no collection spec"))?;
+        // The create path: an unspecified `moments` means mean and covariance, and the
+        // resolved value is what the store keeps and every answer shows.
         let collection =
-            Collection::from_spec(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            Collection::create(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
         if collection.dim > self.limits.max_dim {
             return Err(Status::invalid_argument(format!(
                 "dimension {} exceeds this server's limit of {}",
@@ -494,6 +499,16 @@ impl Aggregator for AggregatorService {
             psd_projected: result.psd_projected,
             target: wire_target as i32,
             threshold_kind: result.kind.name().to_string(),
+            moments: c.moments as i32,
+            mean: result.moments.mean.clone().unwrap_or_default(),
+            mean_noise_sd: result.moments.mean_noise_sd,
+            second_moment: if c.has_mean() {
+                result.moments.second_moment.clone()
+            } else {
+                Vec::new()
+            },
+            correlation: packed(&estimate::correlation(&result.matrix)),
+            variable_names: c.variable_names.clone(),
             ..Default::default()
         };
         if let Some(pr) = precision {

@@ -552,7 +552,11 @@ fn create_status_submit_and_estimate_in_every_format() {
     assert_eq!(params["clip_radius"], 2.0);
     assert_eq!(params["min_reports"], MIN_REPORTS);
     assert_eq!(params["encoding"], "ENCODING_I32_LE");
-    assert_eq!(params["entries"], 10);
+    // The default estimates mean and covariance: p + d = 4 + 10 entries per report.
+    assert_eq!(params["moments"], "MOMENTS_MEAN_AND_COVARIANCE");
+    assert_eq!(params["entries"], 14);
+    assert_eq!(params["mean_entries"], 4);
+    assert_eq!(params["mean_weight"], 0.5);
     let sigma = params["sigma"].as_f64().expect("sigma is a number");
     assert!(sigma.is_finite() && sigma > 0.0, "{params}");
     let grid_bits = params["grid_bits"].as_u64().expect("grid_bits is a number");
@@ -712,6 +716,70 @@ fn bad_specs_are_refused_and_create_nothing() {
     // The daemon is still healthy.
     let params = create(url, "good", &[]).json();
     assert_eq!(params["collection_id"], "good");
+}
+
+/// `create --moments/--centre/--names` (inline and from files) reach the spec and come
+/// back in `create` and `status`; bad values are one-line errors that create nothing.
+#[test]
+fn create_takes_moments_centre_and_names() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    let p = create(
+        url,
+        "joint-c",
+        &["--centre", "-1.5,2,0,1e3", "--names", "a,b,c,d"],
+    )
+    .json();
+    assert_eq!(p["moments"], "MOMENTS_MEAN_AND_COVARIANCE");
+    assert_eq!(p["centre"], serde_json::json!([-1.5, 2.0, 0.0, 1000.0]));
+    assert_eq!(p["variable_names"], serde_json::json!(["a", "b", "c", "d"]));
+    let st = status(url, "joint-c").json();
+    assert_eq!(st["params"], p, "{st}");
+    let p = create(url, "second", &["--moments", "second-moment"]).json();
+    assert_eq!(p["moments"], "MOMENTS_SECOND_MOMENT");
+    assert_eq!(
+        (p["entries"].as_u64(), p["mean_entries"].as_u64()),
+        (Some(10), Some(0))
+    );
+    // Files: numbers separated by commas, spaces or newlines; one name per line.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let centre = dir.path().join("centre.txt");
+    std::fs::write(&centre, "1, 2\n3 4\n").expect("write");
+    let names = dir.path().join("names.txt");
+    std::fs::write(&names, "x, with a comma\ny\nz\nw\n").expect("write");
+    let (c, n) = (
+        centre.to_str().expect("utf-8"),
+        names.to_str().expect("utf-8"),
+    );
+    let p = create(url, "files", &["--centre-file", c, "--names-file", n]).json();
+    assert_eq!(p["centre"], serde_json::json!([1.0, 2.0, 3.0, 4.0]));
+    assert_eq!(p["variable_names"][0], "x, with a comma");
+    // Refusals: the server's precise message, nothing created.
+    for (i, (extra, needle)) in [
+        (vec!["--centre", "1,2,3"], "centre has 3 values"),
+        (
+            vec!["--centre", "1,2,NaN,4"],
+            "centre[2] = NaN must be a finite number",
+        ),
+        (vec!["--names", "a,b,a,c"], "appears twice"),
+        (vec!["--names", "a,b,c"], "3 variable names given"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("bad-joint-{i}");
+        let line = create(url, &id, &extra).fails_with("InvalidArgument");
+        assert!(line.contains(needle), "{line}");
+        status(url, &id).fails_with("NotFound");
+    }
+    std::fs::write(&centre, "1, 2, x, 4").expect("write");
+    let line = create(url, "bad-file", &["--centre-file", c]).fails_with("not a number");
+    assert!(line.contains("value 3"), "{line}");
+    // An unknown --moments is a usage error of clap's (exit 2, with the choices).
+    let r = create(url, "bad-moments", &["--moments", "third"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.describe());
+    assert!(r.stderr.contains("mean-and-covariance"), "{}", r.describe());
+    status(url, "bad-file").fails_with("NotFound");
 }
 
 #[cfg(unix)]

@@ -158,7 +158,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
             clip_radius: 1.0,
             min_reports: 1,
             encoding: Encoding::I32Le as i32,
-            ordered_variables: false,
+            ..Default::default()
         })
         .await
         .expect("create");

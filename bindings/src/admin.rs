@@ -117,7 +117,7 @@ impl Admin {
             clip_radius: spec.clip_radius,
             min_reports: spec.min_reports,
             encoding: spec.encoding.unwrap_or(WireEncoding::I32).to_proto().into(),
-            ordered_variables: false,
+            ..Default::default()
         };
         let mut client = lock(&self.client)?;
         let params = self.runtime.block_on(client.create_collection(spec))?;

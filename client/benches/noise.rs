@@ -112,7 +112,7 @@ fn batch<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: 0,
-        ordered_variables: false,
+        ..Default::default()
     })
     .unwrap();
     let perturber = Perturber::try_new(collection.clone()).unwrap();

@@ -526,12 +526,13 @@ impl AggregatorClient {
     }
 }
 
-/// Whether `existing` describes the same collection as `ours` (after normalisation,
-/// e.g. an unspecified encoding made explicit).
+/// Whether `existing` (as the server returned it) describes the same collection as
+/// `ours` (as sent to CreateCollection) after normalisation: an unspecified encoding
+/// made explicit, and an unspecified `moments` read as the create path reads it.
 fn same_spec(existing: Option<&CollectionSpec>, ours: &CollectionSpec) -> bool {
     match (
         existing.map(Collection::from_spec),
-        Collection::from_spec(ours),
+        Collection::create(ours),
     ) {
         (Some(Ok(existing)), Ok(ours)) => existing.spec() == ours.spec(),
         _ => false,

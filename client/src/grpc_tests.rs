@@ -116,8 +116,7 @@ impl Aggregator for Fake {
             .into_inner()
             .spec
             .ok_or_else(|| Status::invalid_argument("no spec"))?;
-        let c =
-            Collection::from_spec(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let c = Collection::create(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let params = {
             let mut state = self.state();
             if state.collections.contains_key(&c.id) {
@@ -279,7 +278,7 @@ fn spec(id: &str, epsilon: f64) -> CollectionSpec {
         clip_radius: 2.0,
         min_reports: 2,
         encoding: 0,
-        ordered_variables: false,
+        ..Default::default()
     }
 }
 
@@ -434,7 +433,7 @@ async fn weak_collections_and_bad_inputs_never_reach_the_network() {
         Err(ClientError::PolicyViolation { epsilon, .. }) if epsilon == 20.0
     ));
     // A locally built collection is checked too.
-    let weak = Collection::from_spec(&spec("weak", 20.0)).unwrap();
+    let weak = Collection::create(&spec("weak", 20.0)).unwrap();
     assert!(matches!(
         client.submit(&weak, &X).await,
         Err(ClientError::PolicyViolation { .. })
@@ -533,7 +532,7 @@ async fn create_collection_survives_a_lost_answer() {
     let params = client.create_collection(spec("c", 1.0)).await.unwrap();
     assert_eq!(
         params,
-        Collection::from_spec(&spec("c", 1.0)).unwrap().params()
+        Collection::create(&spec("c", 1.0)).unwrap().params()
     );
     // A genuine clash on the first attempt is an error.
     let err = client.create_collection(spec("c", 1.0)).await.unwrap_err();

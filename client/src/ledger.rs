@@ -319,7 +319,7 @@ mod tests {
             clip_radius: 1.0,
             min_reports: 1,
             encoding: 0,
-            ordered_variables: false,
+            ..Default::default()
         })
         .unwrap()
     }

@@ -32,7 +32,7 @@
 //!     clip_radius: 5.0,
 //!     min_reports: 100,
 //!     encoding: 0,
-//!     ordered_variables: false,
+//!     ..Default::default()
 //! })?;
 //! let perturber = Perturber::try_new(collection.clone())?;
 //! // Real reports: exact discrete Gaussian noise, integer arithmetic only, from a

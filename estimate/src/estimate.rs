@@ -1,4 +1,5 @@
-//! From exact integer sums to a released covariance estimate: average, rescale,
+//! From exact integer sums to a released covariance estimate: average, rescale (for
+//! a mean-and-covariance collection, form Σ̂ = M̂ − μ̂μ̂ᵀ + τ²I: the `moments` module),
 //! threshold (the rules of the `threshold` module), project onto the PSD cone
 //! (clamping eigenvalues at 0, or at a floor ε_floor > 0 for an invertible result).
 //!
@@ -7,6 +8,7 @@
 
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
+use crate::moments::{MomentsEstimate, moments, packed_covariance};
 use crate::psd::project_psd_floor;
 use crate::spectral::{self, RankRule, Shrinker, SpectralOptions};
 use crate::threshold::{ThresholdKind, ThresholdRule, apply_threshold, resolve, shrink_diagonal};
@@ -51,10 +53,16 @@ pub struct CovarianceEstimate {
     pub clamped_eigenvalues: u32,
     /// Whether the PSD projection ran.
     pub psd_projected: bool,
+    /// The unregularised moments of the full average (for a mean-and-covariance
+    /// collection: the mean, its noise sd, the raw second moment; see
+    /// [`MomentsEstimate`]).
+    pub moments: MomentsEstimate,
 }
 
-/// The average `S̃ = (R²/n)·Σ report` as a symmetric matrix in data units, from the
-/// packed grid-unit sums of `n` reports.
+/// The matrix the estimators act on, symmetric, in data units, from the grid-unit
+/// sums of `n` reports: the average `S̃ = (R²/n)·Σ report` for a second-moment
+/// collection; for a mean-and-covariance collection the de-biased covariance
+/// `R²·(M̂ − μ̂μ̂ᵀ + τ²I)` of its two blocks (see [`moments`](crate::moments())).
 pub fn average(
     collection: &Collection,
     sums: &[i64],
@@ -66,21 +74,20 @@ pub fn average(
             got: sums.len(),
         });
     }
-    let p = collection.dim;
+    Ok(unpack(
+        collection.dim,
+        &packed_covariance(collection, sums, n),
+    ))
+}
+
+/// The symmetric `p × p` matrix of a packed upper triangle.
+fn unpack(p: usize, packed: &[f64]) -> DMatrix<f64> {
     let mut m = DMatrix::zeros(p, p);
-    for ((i, j), v) in triangle_pairs(p).zip(packed_average(collection, sums, n)) {
+    for ((i, j), &v) in triangle_pairs(p).zip(packed) {
         m[(i, j)] = v;
         m[(j, i)] = v;
     }
-    Ok(m)
-}
-
-/// Packed average of `sums` over `n` reports in data units (`R²/(2^k·n)·Σ`), without
-/// the length check of [`average`].
-pub(crate) fn packed_average(collection: &Collection, sums: &[i64], n: u64) -> Vec<f64> {
-    let r = collection.clip_radius;
-    let scale = r * r / (collection.grid_scale() * n.max(1) as f64);
-    sums.iter().map(|&s| s as f64 * scale).collect()
+    m
 }
 
 /// Checks the options' numeric parameters.
@@ -100,8 +107,9 @@ pub fn validate_options(options: &EstimateOptions) -> Result<(), EstimateError> 
     Ok(())
 }
 
-/// Runs the whole estimator on a collection's accumulators: average, threshold by
-/// `options.rule`, project onto `{A ⪰ psd_floor·I}` unless skipped.
+/// Runs the whole estimator on a collection's accumulators: average (for a
+/// mean-and-covariance collection, the de-biased covariance of [`average`]),
+/// threshold by `options.rule`, project onto `{A ⪰ psd_floor·I}` unless skipped.
 ///
 /// Refuses below the collection's minimum number of reports and on invalid options.
 pub fn estimate(
@@ -123,7 +131,8 @@ pub fn estimate(
             got: acc.entries(),
         });
     }
-    let mut matrix = average(collection, &acc.sums(), n)?;
+    let moments = moments(collection, &acc.sums(), n)?;
+    let mut matrix = unpack(collection.dim, &moments.covariance);
     let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
     let mut resolved = resolve(&options.rule, options.kind, collection, acc);
     shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
@@ -161,6 +170,7 @@ pub fn estimate(
         surviving_entries,
         clamped_eigenvalues,
         psd_projected: !options.skip_psd_projection,
+        moments,
     })
 }
 
@@ -223,7 +233,7 @@ mod tests {
             clip_radius: 2.0,
             min_reports,
             encoding: 0,
-            ordered_variables: false,
+            ..Default::default()
         })
         .unwrap()
     }

@@ -5,6 +5,9 @@
 //!
 //! * [`Accumulator`] — the exact per-fold i64 sums and u128 sums of squares the
 //!   estimators read ([`FOLDS`] cross-validation folds).
+//! * [`moments()`] — the mean, the second moment and the de-biased covariance
+//!   `Σ̂ = M̂ − μ̂μ̂ᵀ + τ²I` of a mean-and-covariance collection's average (the matrix
+//!   the estimators act on), and [`correlation`] of a released matrix.
 //! * [`estimate`] — the covariance pipeline: [`average`], diagonal shrinkage, a
 //!   [`Structure`] (banding / Toeplitz averaging), a threshold, then
 //!   [`project_psd_floor`]; what to do is an [`EstimateOptions`], the result a
@@ -33,7 +36,7 @@
 //!
 //! let c = Collection::from_spec(&CollectionSpec {
 //!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
-//!     clip_radius: 1.0, min_reports: 1, encoding: 0, ordered_variables: false,
+//!     clip_radius: 1.0, min_reports: 1, encoding: 0, ..Default::default()
 //! })?;
 //! // Two grid-unit reports whose average is [[0.5, 0.25], [0.25, 0.5]].
 //! let g = c.grid_scale() as i32;
@@ -50,6 +53,7 @@
 mod accumulator;
 mod error;
 mod estimate;
+mod moments;
 mod precision;
 mod psd;
 pub mod spectral;
@@ -59,6 +63,7 @@ mod threshold;
 pub use accumulator::{Accumulator, FOLDS};
 pub use error::EstimateError;
 pub use estimate::{CovarianceEstimate, EstimateOptions, average, estimate, validate_options};
+pub use moments::{MomentsEstimate, correlation, mean_noise_sd, moments, packed_correlation};
 pub use precision::{
     GlassoOptions, GlassoResult, LambdaCv, PrecisionEstimate, PrecisionMethod,
     cross_validate_lambda, estimate_precision, glasso, lambda_grid, neg_log_likelihood, precision,

@@ -193,7 +193,7 @@ impl Args {
                 WireEncoding::I16 => Encoding::I16Le,
                 WireEncoding::I8 => Encoding::I8,
             } as i32,
-            ordered_variables: false,
+            ..Default::default()
         }
     }
 }

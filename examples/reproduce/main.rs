@@ -16,11 +16,13 @@
 //! cargo run --release --example reproduce -- seed001 --reps 50
 //! cargo run --release --example reproduce -- seed000 --reps 5 --plot-dir docs/img
 //! cargo run --release --example reproduce -- seed003 --reps 10
+//! cargo run --release --example reproduce -- joint --reps 5
 //! cargo run --release --example reproduce -- --json canonical --reps 2 --ns 100000
 //! cargo run --release --example reproduce -- unordered --data wine=/tmp/wine.npy
 //! ```
 
 mod canonical;
+mod joint;
 mod papers;
 mod plot;
 mod seed000;
@@ -58,6 +60,9 @@ enum Experiment {
     /// The default on unordered structures (factor, block, sparse, permuted models,
     /// real data) against none+PSD, universal c = 4 and an oracle.
     Unordered(unordered::Args),
+    /// Non-centred data: mean and covariance vs the second moment, with and without a
+    /// public centre (Model 1 shifted, p = 20).
+    Joint(joint::Args),
 }
 
 /// How results are printed.
@@ -97,6 +102,7 @@ fn main() -> Result<()> {
         Experiment::Seed000(a) => seed000::run(&a, out),
         Experiment::Seed003(a) => seed003::run(&a, out),
         Experiment::Unordered(a) => unordered::run(&a, out),
+        Experiment::Joint(a) => joint::run(&a, out),
     }
 }
 

@@ -29,7 +29,7 @@ fn collections() -> &'static [Collection] {
                     clip_radius: 1.0,
                     min_reports: 1,
                     encoding: encoding as i32,
-                    ordered_variables: false,
+                    ..Default::default()
                 };
                 out.push(Collection::from_spec(&spec).expect("valid fuzz collection"));
             }

@@ -3,11 +3,19 @@
 //!
 //! Both sides derive the parameters with the same code, so a device never has to
 //! trust the noise level a server tells it.
+//!
+//! Two entry points read a spec, and they differ only in what an unspecified
+//! `moments` means: [`Collection::create`] is the CreateCollection path (unspecified
+//! means [`Moments::MeanAndCovariance`], what a new user needs), [`Collection::from_spec`]
+//! the path of a spec that was stored or sent by a server (unspecified means
+//! [`Moments::SecondMoment`]: such a spec predates the field, and its collection must
+//! keep the parameters it was created with). [`Collection::spec`] always writes the
+//! resolved value, so a spec stored by this code reads back the same on both paths.
 
 use crate::SpecError;
 use crate::calibration::{analytic_sigma, zcdp_rho};
 use crate::layout::triangle_len;
-use crate::v1::{CollectionParams, CollectionSpec, Encoding};
+use crate::v1::{CollectionParams, CollectionSpec, Encoding, Moments};
 
 /// Largest dimension a collection may have. At p = 4096 a report holds 8.4 M entries
 /// (33.6 MB as i32), which is as large as we let one gRPC message be.
@@ -57,6 +65,90 @@ pub const VALIDATION_TAIL: f64 = 1e-12;
 pub const WIRE_CLAMP_SIGMAS: f64 = 6.0;
 /// Name of the calibration recorded in [`CollectionParams::calibration`].
 pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
+/// The public weight `w` of the mean block of a [`Moments::MeanAndCovariance`] report
+/// `(w·u, triu(uuᵀ))`.
+///
+/// Why 1/2: the covariance error is `(c_ε²Δ(w)²/n)·[p² + 2(p + 1)‖ū‖²/w²]` plus an
+/// `n⁻²` term in `τ⁴ ∝ w⁻⁴` (docs/ALGORITHMS.md): a larger `w` raises the noise of
+/// every entry through `Δ₀(w) = (2 + w²)/√2`, a smaller one the noise of the mean,
+/// which enters the covariance through `μ̂μ̂ᵀ`. The best `w` depends on the unknown
+/// mean; over p ∈ {10, 20, 50}, ‖ū‖/R ∈ {0.5, 0.9} and n from 10⁴ to 10⁶ (ε = 1,
+/// δ = 10⁻⁶) the constant 1/2 is within 8.1 % of the optimal error, and within 19 %
+/// for centred data, where any mean is wasted budget. It costs `Δ₀(1/2) = 1.591`
+/// instead of √2 (27 % more variance on the second-moment block). Being a power of
+/// two, `w·uᵢ` rounds to the grid exactly like the products `uᵢuⱼ`. It must stay
+/// `≤ 1` (the validation bound assumes honest entries of at most 1) and `≤ √2` (the
+/// domain of [`joint_base_sensitivity`]'s closed form).
+pub const MEAN_WEIGHT: f64 = 0.5;
+/// Longest variable name, in bytes of UTF-8.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// The exact ℓ₂ sensitivity `Δ₀(w) = sup ‖v(u) − v(u')‖` of the joint statistic
+/// `v(u) = (w·u, triu(uuᵀ))` over the unit ball (p ≥ 2), before grid rounding:
+/// `(2 + w²)/√2` for `w ≤ √2`, `2w` beyond.
+///
+/// Derivation (docs/PRIVACY.md): packing counts an off-diagonal pair once, so
+/// `‖triu(A)‖ ≤ ‖A‖_F` with equality for diagonal `A`; `‖uuᵀ − u'u'ᵀ‖_F² = a⁴ + b⁴ − 2c²`
+/// (`a, b` the norms, `c = u·u'`) and the whole square grows with `a` and `b`, so
+/// unit vectors are worst and `Δ₀² = max_c 2w²(1 − c) + 2(1 − c²)`, at `c = −w²/2`.
+/// Attained by `u = (cos t, −sin t, 0…)`, `u' = (−sin t, cos t, 0…)`,
+/// `sin 2t = min(w²/2, 1)`, whose `uuᵀ − u'u'ᵀ` is diagonal. At `w = 0` it is the
+/// second moment's √2.
+pub fn joint_base_sensitivity(w: f64) -> f64 {
+    if w <= std::f64::consts::SQRT_2 {
+        (2.0 + w * w) / std::f64::consts::SQRT_2
+    } else {
+        2.0 * w
+    }
+}
+
+/// Checks the optional public centre: empty, or exactly `dim` finite values.
+fn validate_centre(centre: &[f64], dim: usize) -> Result<(), SpecError> {
+    if !(centre.is_empty() || centre.len() == dim) {
+        return Err(SpecError::CentreLength {
+            expected: dim,
+            got: centre.len(),
+        });
+    }
+    match centre.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(SpecError::CentreNonFinite {
+            index,
+            value: centre[index],
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks the optional variable names: empty, or exactly `dim` distinct non-empty
+/// names of at most [`MAX_NAME_BYTES`] bytes.
+fn validate_names(names: &[String], dim: usize) -> Result<(), SpecError> {
+    if !(names.is_empty() || names.len() == dim) {
+        return Err(SpecError::NamesLength {
+            expected: dim,
+            got: names.len(),
+        });
+    }
+    let mut seen = std::collections::HashMap::with_capacity(names.len());
+    for (index, name) in names.iter().enumerate() {
+        if name.is_empty() {
+            return Err(SpecError::NameEmpty { index });
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(SpecError::NameTooLong {
+                index,
+                bytes: name.len(),
+            });
+        }
+        if let Some(first) = seen.insert(name.as_str(), index) {
+            return Err(SpecError::NameDuplicate {
+                name: name.clone(),
+                first,
+                second: index,
+            });
+        }
+    }
+    Ok(())
+}
 
 /// A collection whose spec is valid, with its derived parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,11 +167,23 @@ pub struct Collection {
     pub min_reports: u64,
     /// Wire encoding of reports.
     pub encoding: Encoding,
-    /// Number of packed entries d = p(p+1)/2.
+    /// What is estimated (resolved: never [`Moments::Unspecified`]).
+    pub moments: Moments,
+    /// Public centre in data units (empty: none); devices report `clip((x − c)/R)`.
+    pub centre: Vec<f64>,
+    /// Variable names (empty: none).
+    pub variable_names: Vec<String>,
+    /// Entries per report: `d = p(p+1)/2` for the second moment, `p + d` for the
+    /// joint report (the mean block first).
     pub entries: usize,
+    /// Weight `w` of the mean block ([`MEAN_WEIGHT`]; 0 for the second moment).
+    pub mean_weight: f64,
+    /// Sensitivity before grid rounding: [`joint_base_sensitivity`]`(w)`, or √2.
+    pub base_sensitivity: f64,
     /// k: entries are multiples of 2^-k in unit-ball units.
     pub grid_bits: u32,
-    /// L2 sensitivity of the grid-rounded statistic, unit-ball units: √2 + √d·2^-k.
+    /// L2 sensitivity of the grid-rounded report, unit-ball units:
+    /// `base_sensitivity + √entries·2^-k`.
     pub sensitivity: f64,
     /// Per-entry noise sd in unit-ball units.
     pub sigma: f64,
@@ -116,14 +220,34 @@ pub fn validate_collection_id(id: &str) -> Result<(), SpecError> {
 }
 
 impl Collection {
-    /// Validates `spec` and derives the grid, sensitivity and noise.
+    /// The CreateCollection path: like [`from_spec`](Collection::from_spec), except
+    /// that an unspecified `moments` means [`Moments::MeanAndCovariance`] (see the
+    /// module docs). The returned collection's [`spec`](Collection::spec) carries the
+    /// resolved value.
+    pub fn create(spec: &CollectionSpec) -> Result<Self, SpecError> {
+        if spec.moments == Moments::Unspecified as i32 {
+            let mut resolved = spec.clone();
+            resolved.moments = Moments::MeanAndCovariance as i32;
+            Self::from_spec(&resolved)
+        } else {
+            Self::from_spec(spec)
+        }
+    }
+
+    /// Validates `spec` and derives the grid, sensitivity and noise. This is the path
+    /// of a stored spec or of one sent by a server: an unspecified `moments` means
+    /// [`Moments::SecondMoment`] (new collections go through
+    /// [`create`](Collection::create)).
     ///
-    /// The grid is the finest `k ≤ 24` for which `1 + 50σ` ([`GRID_HEADROOM_SIGMAS`])
-    /// fits an i32 at `2^-k`. Rounding the signal to that grid moves each entry by at
-    /// most `2^-(k+1)`, so the sensitivity grows from √2 to `√2 + √d·2^-k`
-    /// (`docs/PRIVACY.md`, "Sensitivity"), and σ is calibrated to that. The validation
-    /// bound is then `1 + tσ` ([`VALIDATION_SIGMAS`]) for i32 and the wire range for
-    /// i16/i8.
+    /// The report has `entries` values (`d`, or `p + d` with the mean block). The grid
+    /// is the finest `k ≤ 24` for which `1 + 50σ` ([`GRID_HEADROOM_SIGMAS`]) fits an
+    /// i32 at `2^-k`. Rounding the signal to that grid moves each entry by at most
+    /// `2^-(k+1)`, so the sensitivity grows from `Δ₀` (√2, or
+    /// [`joint_base_sensitivity`]`(w)`) to `Δ₀ + √entries·2^-k` (`docs/PRIVACY.md`,
+    /// "Sensitivity"), and σ is calibrated to that. The validation bound is then
+    /// `1 + tσ` ([`VALIDATION_SIGMAS`]) for i32 and the wire range for i16/i8: honest
+    /// entries of the mean block are `|w·uᵢ| ≤ w ≤ 1`, within the same bound as the
+    /// products `|uᵢuⱼ| ≤ 1`.
     pub fn from_spec(spec: &CollectionSpec) -> Result<Self, SpecError> {
         validate_collection_id(&spec.collection_id)?;
         let dim = spec.dim as usize;
@@ -148,10 +272,24 @@ impl Collection {
             Ok(e) => e,
             Err(_) => return Err(SpecError::Encoding(spec.encoding)),
         };
-        let entries = triangle_len(dim);
+        let moments = match Moments::try_from(spec.moments) {
+            Ok(Moments::Unspecified | Moments::SecondMoment) => Moments::SecondMoment,
+            Ok(Moments::MeanAndCovariance) => Moments::MeanAndCovariance,
+            Err(_) => return Err(SpecError::Moments(spec.moments)),
+        };
+        validate_centre(&spec.centre, dim)?;
+        validate_names(&spec.variable_names, dim)?;
+        let (mean_weight, base_sensitivity, entries) = match moments {
+            Moments::MeanAndCovariance => (
+                MEAN_WEIGHT,
+                joint_base_sensitivity(MEAN_WEIGHT),
+                dim + triangle_len(dim),
+            ),
+            _ => (0.0, std::f64::consts::SQRT_2, triangle_len(dim)),
+        };
         for grid_bits in (MIN_GRID_BITS..=MAX_GRID_BITS).rev() {
             let scale = f64::from(1u32 << grid_bits);
-            let sensitivity = std::f64::consts::SQRT_2 + (entries as f64).sqrt() / scale;
+            let sensitivity = base_sensitivity + (entries as f64).sqrt() / scale;
             let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
             let headroom = ((1.0 + GRID_HEADROOM_SIGMAS * sigma) * scale).ceil();
             if sigma * scale < MIN_SIGMA_GRID {
@@ -188,7 +326,12 @@ impl Collection {
                     clip_radius,
                     min_reports: spec.min_reports,
                     encoding,
+                    moments,
+                    centre: spec.centre.clone(),
+                    variable_names: spec.variable_names.clone(),
                     entries,
+                    mean_weight,
+                    base_sensitivity,
                     grid_bits,
                     sensitivity,
                     sigma,
@@ -204,7 +347,9 @@ impl Collection {
     }
 
     /// Re-derives a collection from parameters received from a server and checks
-    /// that every derived field agrees with local arithmetic.
+    /// that every derived field agrees with local arithmetic (an unspecified
+    /// `moments` is read as by [`from_spec`](Collection::from_spec): a server that
+    /// predates the field collects the second moment).
     pub fn from_params(params: &CollectionParams) -> Result<Self, SpecError> {
         let spec = params.spec.as_ref().ok_or(SpecError::MissingSpec)?;
         let local = Self::from_spec(spec)?;
@@ -215,7 +360,10 @@ impl Collection {
             && same(params.sensitivity, local.sensitivity)
             && params.max_abs_grid_value == local.max_abs_grid_value
             && params.wire_step == local.wire_step
-            && params.wire_max == local.wire_max;
+            && params.wire_max == local.wire_max
+            && params.mean_weight == local.mean_weight
+            && params.mean_entries as usize == local.mean_entries()
+            && same(params.base_sensitivity, local.base_sensitivity);
         if agrees {
             Ok(local)
         } else {
@@ -226,7 +374,7 @@ impl Collection {
         }
     }
 
-    /// The spec this collection was built from (encoding made explicit).
+    /// The spec this collection was built from (encoding and moments made explicit).
     pub fn spec(&self) -> CollectionSpec {
         CollectionSpec {
             collection_id: self.id.clone(),
@@ -237,6 +385,9 @@ impl Collection {
             min_reports: self.min_reports,
             encoding: self.encoding as i32,
             ordered_variables: self.ordered_variables,
+            moments: self.moments as i32,
+            centre: self.centre.clone(),
+            variable_names: self.variable_names.clone(),
         }
     }
 
@@ -253,7 +404,25 @@ impl Collection {
             calibration: CALIBRATION_NAME.to_string(),
             wire_step: self.wire_step,
             wire_max: self.wire_max,
+            mean_weight: self.mean_weight,
+            mean_entries: self.mean_entries() as u32,
+            base_sensitivity: self.base_sensitivity,
         }
+    }
+
+    /// Whether reports carry the mean block ([`Moments::MeanAndCovariance`]).
+    pub fn has_mean(&self) -> bool {
+        self.moments == Moments::MeanAndCovariance
+    }
+
+    /// Entries of the mean block at the start of a report: `p`, or 0 without one.
+    pub fn mean_entries(&self) -> usize {
+        if self.has_mean() { self.dim } else { 0 }
+    }
+
+    /// Entries of the second-moment block (the last ones of a report): `d = p(p+1)/2`.
+    pub fn second_moment_entries(&self) -> usize {
+        triangle_len(self.dim)
     }
 
     /// `2^k`: grid units per unit-ball unit.
@@ -286,7 +455,7 @@ mod tests {
             clip_radius: 1.0,
             min_reports: 10,
             encoding: 0,
-            ordered_variables: false,
+            ..Default::default()
         }
     }
 
@@ -381,6 +550,218 @@ mod tests {
                 assert!(lever < floor(VALIDATION_SIGMAS) + 1e-3, "{lever}");
             }
         }
+    }
+
+    /// ‖v(u) − v(u')‖ for the joint statistic `v(u) = (w·u, triu(uuᵀ))`, packed in the
+    /// layout's order, computed directly from its definition.
+    fn joint_distance(w: f64, u: &[f64], v: &[f64]) -> f64 {
+        let p = u.len();
+        let first = u.iter().zip(v).map(|(a, b)| (w * a - w * b).powi(2));
+        let second =
+            crate::layout::triangle_pairs(p).map(|(i, j)| (u[i] * u[j] - v[i] * v[j]).powi(2));
+        first.chain(second).sum::<f64>().sqrt()
+    }
+
+    /// Δ₀(w) is the closed form `(2 + w²)/√2` (w ≤ √2), `2w` beyond; the pair of the
+    /// derivation's attaining step reaches it; random pairs and the tempting wrong
+    /// answers (orthogonal pair: √(2 + 2w²); antipodal pair: 2w) stay below it.
+    #[test]
+    fn joint_sensitivity_is_the_closed_form_and_is_attained() {
+        use rand::{Rng, SeedableRng};
+        let sqrt2 = std::f64::consts::SQRT_2;
+        // Pinned: (2 + 1/4)/√2 = 2.25/√2 = 1.5909902576697319 (9/(4√2) to 17 digits).
+        assert!((joint_base_sensitivity(MEAN_WEIGHT) - 1.590_990_257_669_732).abs() < 1e-15);
+        assert_eq!(MEAN_WEIGHT, 0.5);
+        assert!((joint_base_sensitivity(0.0) - sqrt2).abs() < 1e-15);
+        for &w in &[0.0, 0.1, 0.3, 0.5, 0.7, 1.0, 1.2, sqrt2, 1.5, 2.0] {
+            let closed = if w <= sqrt2 {
+                (2.0 + w * w) / sqrt2
+            } else {
+                2.0 * w
+            };
+            assert!(
+                (joint_base_sensitivity(w) - closed).abs() <= 1e-15 * closed,
+                "w = {w}"
+            );
+            // The attaining pair: u = (cos t, −sin t), u' = (−sin t, cos t), sin 2t =
+            // min(w²/2, 1), padded with zeros to p coordinates.
+            let t = (w * w / 2.0).min(1.0).asin() / 2.0;
+            for p in [2usize, 3, 6] {
+                let mut u = vec![0.0; p];
+                let mut v = vec![0.0; p];
+                (u[0], u[1]) = (t.cos(), -t.sin());
+                (v[0], v[1]) = (-t.sin(), t.cos());
+                let attained = joint_distance(w, &u, &v);
+                assert!(
+                    (attained - closed).abs() <= 1e-12 * closed,
+                    "w = {w}, p = {p}: {attained} vs {closed}"
+                );
+            }
+            // The wrong candidates fall short for 0 < w < √2.
+            if w > 0.0 && w < sqrt2 {
+                assert!((2.0 + 2.0 * w * w).sqrt() < closed - 1e-3 * w * w * w * w);
+                assert!(2.0 * w < closed - 1e-6);
+            }
+        }
+        // Random pairs in the unit ball never exceed Δ₀ (p = 4, w = 1/2).
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let w = MEAN_WEIGHT;
+        let mut best: f64 = 0.0;
+        for _ in 0..20_000 {
+            let mut draw = || {
+                let g: Vec<f64> = (0..4).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let n = g.iter().map(|x| x * x).sum::<f64>().sqrt().max(1.0);
+                g.into_iter().map(|x| x / n).collect::<Vec<f64>>()
+            };
+            let (u, v) = (draw(), draw());
+            best = best.max(joint_distance(w, &u, &v));
+        }
+        assert!(best <= joint_base_sensitivity(w) * (1.0 + 1e-12), "{best}");
+    }
+
+    /// A new collection estimates mean and covariance: p + d entries, w = 1/2, σ
+    /// calibrated to `Δ₀(1/2) + √(p + d)·2⁻ᵏ` exactly as the second moment is to
+    /// `√2 + √d·2⁻ᵏ`, and pinned against the 50-digit reference of
+    /// `docs/calibration_reference.py` (σ = 5.974598181957314 at Δ = √2, ε = 1,
+    /// δ = 10⁻⁶; σ is linear in Δ). Using √2 (−11 %), 2w = 1 (−37 %) or
+    /// √(2 + 2w²) = 1.581 (−0.6 %) in place of Δ₀ moves σ by far more than 1e-9.
+    #[test]
+    fn joint_collection_calibrates_to_the_joint_sensitivity() {
+        for &dim in &[2u32, 20, 300] {
+            let c = Collection::create(&spec(dim, 1.0, 1e-6)).unwrap();
+            let p = dim as usize;
+            let d = p * (p + 1) / 2;
+            assert_eq!(c.moments, Moments::MeanAndCovariance);
+            assert_eq!(
+                (c.entries, c.mean_entries(), c.second_moment_entries()),
+                (p + d, p, d)
+            );
+            assert_eq!(c.mean_weight, 0.5);
+            let base = 2.25 / std::f64::consts::SQRT_2;
+            assert!((c.base_sensitivity - base).abs() < 1e-15);
+            let grid_term = ((p + d) as f64).sqrt() / c.grid_scale();
+            assert_eq!(c.sensitivity, c.base_sensitivity + grid_term);
+            let sigma_ref = 5.974_598_181_957_314 / std::f64::consts::SQRT_2 * (base + grid_term);
+            assert!(
+                (c.sigma / sigma_ref - 1.0).abs() < 1e-9,
+                "p = {dim}: {} vs {sigma_ref}",
+                c.sigma
+            );
+            // σ meets δ at Δ and is the smallest that does (to bisection precision).
+            assert!(gaussian_delta(c.sensitivity, 1.0, c.sigma) <= 1e-6 * (1.0 + 1e-9));
+            assert!(gaussian_delta(c.sensitivity, 1.0, c.sigma * (1.0 - 1e-9)) > 1e-6);
+            // The validation bound is today's rule on the joint σ.
+            let bound = ((1.0 + VALIDATION_SIGMAS * c.sigma) * c.grid_scale()).ceil();
+            assert_eq!(c.max_abs_grid_value as f64, bound);
+            // The parameters carry the resolved mode and round-trip.
+            let params = c.params();
+            assert_eq!(
+                params.spec.as_ref().unwrap().moments,
+                Moments::MeanAndCovariance as i32
+            );
+            assert_eq!(
+                (params.entries as usize, params.mean_entries as usize),
+                (p + d, p)
+            );
+            assert_eq!(Collection::from_params(&params).unwrap(), c);
+        }
+    }
+
+    /// The stored path and the create path differ only on an unspecified `moments`;
+    /// explicit values mean the same on both, and the second moment is unchanged.
+    #[test]
+    fn unspecified_moments_mean_second_moment_when_stored_and_joint_when_created() {
+        let old = spec(20, 1.0, 1e-6);
+        assert_eq!(old.moments, 0);
+        let stored = Collection::from_spec(&old).unwrap();
+        assert_eq!(stored.moments, Moments::SecondMoment);
+        assert_eq!((stored.entries, stored.mean_weight), (210, 0.0));
+        assert_eq!(stored.base_sensitivity, std::f64::consts::SQRT_2);
+        let created = Collection::create(&old).unwrap();
+        assert_eq!(created.moments, Moments::MeanAndCovariance);
+        for m in [Moments::SecondMoment, Moments::MeanAndCovariance] {
+            let mut s = old.clone();
+            s.moments = m as i32;
+            assert_eq!(
+                Collection::create(&s).unwrap(),
+                Collection::from_spec(&s).unwrap()
+            );
+            assert_eq!(Collection::from_spec(&s).unwrap().moments, m);
+        }
+        // The spec written back carries the resolved value: it reads back the same on
+        // the stored path.
+        assert_eq!(Collection::from_spec(&created.spec()).unwrap(), created);
+        assert_eq!(Collection::from_spec(&stored.spec()).unwrap(), stored);
+        // Old parameters (no moments, no mean fields) still re-derive.
+        let mut old_params = stored.params();
+        old_params.spec.as_mut().unwrap().moments = 0;
+        assert_eq!(Collection::from_params(&old_params).unwrap(), stored);
+        // A server claiming the joint mode with the second moment's σ is refused.
+        let mut lying = created.params();
+        lying.sigma = stored.sigma;
+        assert!(matches!(
+            Collection::from_params(&lying),
+            Err(SpecError::ParamsMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_moments_centres_and_names_are_refused_precisely() {
+        let base = spec(3, 1.0, 1e-6);
+        let refused = |f: &dyn Fn(&mut CollectionSpec)| {
+            let mut s = base.clone();
+            f(&mut s);
+            let a = Collection::create(&s).unwrap_err();
+            assert_eq!(
+                Collection::from_spec(&s).unwrap_err().to_string(),
+                a.to_string()
+            );
+            a.to_string()
+        };
+        assert_eq!(
+            refused(&|s| s.moments = 3),
+            "unknown moments 3 (1 = second moment, 2 = mean and covariance, 0 = the default)"
+        );
+        assert_eq!(
+            refused(&|s| s.centre = vec![1.0, 2.0]),
+            "centre has 2 values; it must be empty or have dim = 3"
+        );
+        assert_eq!(
+            refused(&|s| s.centre = vec![1.0, f64::NAN, 2.0]),
+            "centre[1] = NaN must be a finite number"
+        );
+        assert_eq!(
+            refused(&|s| s.centre = vec![f64::INFINITY, 1.0, 2.0]),
+            "centre[0] = inf must be a finite number"
+        );
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            refused(&|s| s.variable_names = names(&["a", "b"])),
+            "2 variable names given; there must be none or dim = 3"
+        );
+        assert_eq!(
+            refused(&|s| s.variable_names = names(&["a", "", "c"])),
+            "variable name 1 is empty"
+        );
+        assert_eq!(
+            refused(&|s| s.variable_names = names(&["a", "b", "a"])),
+            "variable name \"a\" appears twice (positions 0 and 2)"
+        );
+        let long = "é".repeat(33); // 66 bytes, 33 characters
+        assert_eq!(
+            refused(&|s| s.variable_names = vec!["a".into(), long.clone(), "c".into()]),
+            "variable name 1 has 66 bytes of UTF-8; at most 64 are allowed"
+        );
+        // At the limits: accepted, and carried through the spec.
+        let mut s = base.clone();
+        s.centre = vec![-1e300, 0.0, 5.0];
+        s.variable_names = vec!["é".repeat(32), "b".into(), "B".into()];
+        let c = Collection::create(&s).unwrap();
+        assert_eq!(
+            (c.centre.clone(), c.variable_names.clone()),
+            (s.centre.clone(), s.variable_names.clone())
+        );
+        assert_eq!(Collection::from_params(&c.params()).unwrap(), c);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //!     clip_radius: 6.0,
 //!     min_reports: 1000,
 //!     encoding: 0,
-//!     ordered_variables: false,
+//!     ..Default::default()
 //! };
 //! let c = Collection::from_spec(&spec)?;
 //! // Local sensitivity √2, plus the grid rounding of 210 entries at 2^-k.
@@ -74,6 +74,57 @@ pub enum SpecError {
     /// Unknown encoding value.
     #[error("unknown encoding {0}")]
     Encoding(i32),
+    /// Unknown moments value.
+    #[error("unknown moments {0} (1 = second moment, 2 = mean and covariance, 0 = the default)")]
+    Moments(i32),
+    /// Centre of the wrong length.
+    #[error("centre has {got} values; it must be empty or have dim = {expected}")]
+    CentreLength {
+        /// p.
+        expected: usize,
+        /// Values given.
+        got: usize,
+    },
+    /// Centre with a NaN or infinite value.
+    #[error("centre[{index}] = {value} must be a finite number")]
+    CentreNonFinite {
+        /// Position of the first bad value.
+        index: usize,
+        /// The value.
+        value: f64,
+    },
+    /// Variable names of the wrong length.
+    #[error("{got} variable names given; there must be none or dim = {expected}")]
+    NamesLength {
+        /// p.
+        expected: usize,
+        /// Names given.
+        got: usize,
+    },
+    /// An empty variable name.
+    #[error("variable name {index} is empty")]
+    NameEmpty {
+        /// Its position.
+        index: usize,
+    },
+    /// A variable name over the length limit.
+    #[error("variable name {index} has {bytes} bytes of UTF-8; at most {max} are allowed", max = collection::MAX_NAME_BYTES)]
+    NameTooLong {
+        /// Its position.
+        index: usize,
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// The same name twice.
+    #[error("variable name {name:?} appears twice (positions {first} and {second})")]
+    NameDuplicate {
+        /// The name.
+        name: String,
+        /// First position.
+        first: usize,
+        /// Second position.
+        second: usize,
+    },
     /// No grid fits the noise this (ε, δ) needs into an i32.
     #[error("epsilon {epsilon} and delta {delta} need more noise than a report can carry")]
     Uncalibratable {

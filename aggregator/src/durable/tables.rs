@@ -112,7 +112,9 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
     Ok(mirror)
 }
 
-/// The collection whose spec is stored under `id`.
+/// The collection whose spec is stored under `id`, read on the stored path
+/// ([`Collection::from_spec`], never `create`): a spec written before the `moments`
+/// field existed decodes with 0 and keeps meaning the second moment.
 pub(super) fn decode_collection(id: &str, spec: &[u8]) -> Result<Collection, Corruption> {
     let spec = CollectionSpec::decode(spec).map_err(|source| Corruption::SpecDecode {
         id: id.to_string(),

@@ -494,3 +494,108 @@ async fn a_close_is_ordered_with_the_submits_of_its_batch() {
     assert!(s.is_closed("a").await.unwrap());
     assert_eq!(s.count("a").await.unwrap(), 3);
 }
+
+/// A collection stored before the `moments` field existed keeps meaning the second
+/// moment after an upgrade, through the real server: its spec bytes (fields 1–7 only,
+/// as the earlier code wrote them) decode to the parameters it was created with —
+/// d = p(p+1)/2 entries, Δ = √2 + √d·2⁻ᵏ, σ of the analytic Gaussian at that Δ, pinned
+/// to the 50-digit reference σ = 5.974598181957314·Δ/√2 (ε = 1, δ = 10⁻⁶) — GetCollection
+/// shows SECOND_MOMENT explicitly, a device re-derives the same parameters and its
+/// reports count, and an estimate is released. The create path would have made a
+/// different (joint) collection of the same spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_stored_before_moments_existed_keeps_its_parameters() {
+    use crate::{EmbeddedServer, Limits};
+    use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+    use ldpcov_proto::v1::{
+        CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest, Moments,
+    };
+    use prost::Message;
+
+    let dir = tempfile::tempdir().unwrap();
+    let old = CollectionSpec {
+        collection_id: "old".into(),
+        dim: 4,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 2.0,
+        min_reports: 3,
+        encoding: Encoding::I32Le as i32,
+        ..Default::default()
+    };
+    let bytes = old.encode_to_vec();
+    // What the earlier code stored: no tag of field 8, 9 or 11 (keys 0x40, 0x4a, 0x5a
+    // would follow the encoding field's 0x38 0x01 at the end).
+    assert_eq!(&bytes[bytes.len() - 2..], &[0x38, 0x01]);
+    drop(DurableStore::open(dir.path(), quick()).unwrap());
+    {
+        let db = redb::Database::create(dir.path().join(DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(super::tables::COLLECTIONS).unwrap();
+            t.insert("old", bytes.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = Arc::new(DurableStore::open(dir.path(), quick()).unwrap());
+    let c = store.collection("old").await.unwrap();
+    assert_eq!(c.moments, Moments::SecondMoment);
+    assert_eq!((c.entries, c.mean_entries(), c.mean_weight), (10, 0, 0.0));
+    assert_eq!(c.grid_bits, 22);
+    let sens = std::f64::consts::SQRT_2 + 10f64.sqrt() / f64::from(1u32 << 22);
+    assert_eq!(c.sensitivity, sens);
+    let sigma_ref = 5.974_598_181_957_314 * sens / std::f64::consts::SQRT_2;
+    assert!((c.sigma / sigma_ref - 1.0).abs() < 1e-9, "{}", c.sigma);
+    assert_ne!(*c, ldpcov_proto::Collection::create(&old).unwrap());
+
+    let server = EmbeddedServer::start_with_store(store.clone(), Limits::default())
+        .await
+        .unwrap();
+    let mut raw = RawClient::connect(server.url()).await.unwrap();
+    let params = raw
+        .get_collection(GetCollectionRequest {
+            collection_id: "old".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let spec = params.spec.clone().unwrap();
+    assert_eq!(spec.moments, Moments::SecondMoment as i32);
+    assert_eq!((params.entries, params.mean_entries), (10, 0));
+    assert_eq!(params.sigma, c.sigma);
+    let mut device = ldpcov_client::AggregatorClient::connect(server.url())
+        .await
+        .unwrap()
+        .with_noise_sampler(Box::new(
+            ldpcov_client::DiscreteGaussianSampler::from_seed_for_simulation(1),
+        ));
+    let fetched = device.collection("old").await.unwrap();
+    assert_eq!(fetched, *c);
+    for k in 0..3 {
+        device
+            .submit(&fetched, &[1.0, -0.5, 0.25, k as f64])
+            .await
+            .unwrap();
+    }
+    let estimate = raw
+        .get_estimate(GetEstimateRequest {
+            collection_id: "old".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(estimate.reports, 3);
+    assert_eq!(estimate.moments, Moments::SecondMoment as i32);
+    assert!(estimate.mean.is_empty() && estimate.second_moment.is_empty());
+    assert_eq!(estimate.upper_triangle.len(), 10);
+    server.shutdown().await.unwrap();
+    // The stored bytes were not rewritten, and a restart reads the same collection.
+    drop(raw);
+    drop(device);
+    let store = Arc::try_unwrap(store).ok();
+    drop(store);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(*s.collection("old").await.unwrap(), *c);
+    assert_eq!(s.count("old").await.unwrap(), 3);
+}

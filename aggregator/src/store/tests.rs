@@ -13,7 +13,7 @@ pub(crate) fn collection(id: &str, dim: u32) -> Collection {
         clip_radius: 1.0,
         min_reports: 1,
         encoding: 0,
-        ordered_variables: false,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -6,12 +6,19 @@ use crate::accumulator::Accumulator;
 use ldpcov_proto::Collection;
 
 /// Per-entry variance across reports in data units,
-/// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)` (clamped at 0 against rounding), packed.
-/// All zeros when there are no reports.
+/// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)` (clamped at 0 against rounding), packed: one
+/// per entry of the second-moment block (a mean-and-covariance report's mean block is
+/// skipped). All zeros when there are no reports.
+///
+/// For a mean-and-covariance collection this is the variance of the reported
+/// `uᵢuⱼ` (noise included), not of `(uᵢ − μᵢ)(uⱼ − μⱼ)`: the noise dominates both at
+/// the noise levels of local privacy, and the sums of squares of the centred products
+/// are not observable.
 pub fn entry_variances(collection: &Collection, acc: &Accumulator) -> Vec<f64> {
     let n = acc.count;
+    let skip = collection.mean_entries();
     if n == 0 {
-        return vec![0.0; acc.entries()];
+        return vec![0.0; acc.entries().saturating_sub(skip)];
     }
     let r2 = collection.clip_radius * collection.clip_radius;
     let g = collection.grid_scale();
@@ -20,6 +27,7 @@ pub fn entry_variances(collection: &Collection, acc: &Accumulator) -> Vec<f64> {
     acc.sums()
         .iter()
         .zip(&acc.sum_squares)
+        .skip(skip)
         .map(|(&s, &q)| {
             let mean = s as f64 / nf;
             scale * (q as f64 / nf - mean * mean).max(0.0)

@@ -6,7 +6,7 @@ use super::{
     entry_variances, has_sum_squares, shrink_packed_diagonal,
 };
 use crate::accumulator::Accumulator;
-use crate::estimate::packed_average;
+use crate::moments::packed_covariance;
 use crate::psd::project_packed;
 use crate::spectral::CvFits;
 use ldpcov_proto::Collection;
@@ -84,8 +84,9 @@ pub fn cross_validate(
         }
         folds_used += 1;
         let train_sums: Vec<i64> = total.iter().zip(fold_sums).map(|(t, f)| t - f).collect();
-        let train = packed_average(collection, &train_sums, n_train);
-        let test = packed_average(collection, fold_sums, n_k);
+        // Each side's Σ̂ from its own blocks (the plain average for the second moment).
+        let train = packed_covariance(collection, &train_sums, n_train);
+        let test = packed_covariance(collection, fold_sums, n_k);
         let project = p <= cv.project_in_loss_max_dim;
         let spectral_losses = if with_spectral {
             spectral_losses(p, &train, &test, collection.mean_entry_noise_sd(n_train))

@@ -24,6 +24,7 @@ fn collection_with_order(dim: u32, epsilon: f64, clip_radius: f64, ordered: bool
         min_reports: 1,
         encoding: 0,
         ordered_variables: ordered,
+        ..Default::default()
     })
     .unwrap()
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ldpcov_aggregator::{client_config, read_ca};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
-use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding};
+use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding, Moments};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -133,7 +133,13 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "min_reports": spec.min_reports,
         "encoding": Encoding::try_from(spec.encoding).map(|e| e.as_str_name()).unwrap_or("unknown"),
         "ordered_variables": spec.ordered_variables,
+        "moments": Moments::try_from(spec.moments).map(|m| m.as_str_name()).unwrap_or("unknown"),
+        "centre": spec.centre,
+        "variable_names": spec.variable_names,
         "entries": p.entries,
+        "mean_entries": p.mean_entries,
+        "mean_weight": p.mean_weight,
+        "base_sensitivity": p.base_sensitivity,
         "grid_bits": p.grid_bits,
         "sensitivity": p.sensitivity,
         "sigma": p.sigma,

@@ -1,8 +1,10 @@
 //! `create`: create a collection on a running daemon and print its public parameters.
 
-use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use ldpcov_proto::v1::{CollectionSpec, CreateCollectionRequest, Encoding};
+use ldpcov_proto::v1::{CollectionSpec, CreateCollectionRequest, Encoding, Moments};
 
 use crate::admin::{ServerArgs, params_json, print_json, status_error};
 
@@ -36,6 +38,75 @@ pub(crate) struct Options {
     /// may then try banding and Toeplitz averaging. Off by default.
     #[arg(long, env = "LDPCOV_ORDERED_VARIABLES")]
     ordered_variables: bool,
+    /// What to estimate (default: mean and covariance).
+    #[arg(long, env = "LDPCOV_MOMENTS", value_enum)]
+    moments: Option<MomentsArg>,
+    /// Public centre c, p comma-separated numbers in data units: devices report
+    /// clip((x − c)/R). Must not come from this collection's data.
+    #[arg(
+        long,
+        env = "LDPCOV_CENTRE",
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        conflicts_with = "centre_file"
+    )]
+    centre: Vec<f64>,
+    /// File holding the centre: p numbers separated by commas, spaces or newlines.
+    #[arg(long, env = "LDPCOV_CENTRE_FILE")]
+    centre_file: Option<PathBuf>,
+    /// Variable names, p comma-separated (distinct, non-empty, ≤ 64 bytes each).
+    #[arg(
+        long,
+        env = "LDPCOV_NAMES",
+        value_delimiter = ',',
+        conflicts_with = "names_file"
+    )]
+    names: Vec<String>,
+    /// File holding the variable names, one per line (names may contain commas).
+    #[arg(long, env = "LDPCOV_NAMES_FILE")]
+    names_file: Option<PathBuf>,
+}
+
+/// `--moments`.
+#[derive(Clone, Copy, ValueEnum)]
+enum MomentsArg {
+    /// Reports carry triu(uuᵀ); the estimate is the second moment about the centre.
+    SecondMoment,
+    /// Reports carry (u/2, triu(uuᵀ)); the estimate is the mean and the covariance.
+    MeanAndCovariance,
+}
+
+/// Reads a centre file: numbers separated by commas and/or whitespace.
+fn read_centre(path: &Path) -> Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --centre-file {}", path.display()))?;
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+        .enumerate()
+        .map(|(i, t)| {
+            t.parse::<f64>().map_err(|_| {
+                anyhow::anyhow!(
+                    "--centre-file {}: value {} ({t:?}) is not a number",
+                    path.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect()
+}
+
+/// Reads a names file: one name per line (a final newline is not an empty name).
+fn read_names(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --names-file {}", path.display()))?;
+    let names: Vec<String> = text
+        .lines()
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
+        .collect();
+    if names.is_empty() {
+        bail!("--names-file {} holds no names", path.display());
+    }
+    Ok(names)
 }
 
 /// `--encoding`.
@@ -52,6 +123,19 @@ enum WireEncoding {
 impl Options {
     /// Sends the spec; the daemon validates it and derives the parameters.
     pub(crate) async fn run(self) -> Result<()> {
+        let centre = match &self.centre_file {
+            Some(path) => read_centre(path)?,
+            None => self.centre,
+        };
+        let variable_names = match &self.names_file {
+            Some(path) => read_names(path)?,
+            None => self.names,
+        };
+        let moments = match self.moments {
+            None => Moments::Unspecified,
+            Some(MomentsArg::SecondMoment) => Moments::SecondMoment,
+            Some(MomentsArg::MeanAndCovariance) => Moments::MeanAndCovariance,
+        };
         let spec = CollectionSpec {
             collection_id: self.id,
             dim: self.dim,
@@ -65,6 +149,9 @@ impl Options {
                 WireEncoding::I8 => Encoding::I8,
             } as i32,
             ordered_variables: self.ordered_variables,
+            moments: moments as i32,
+            centre,
+            variable_names,
         };
         let params = self
             .server

@@ -1,0 +1,275 @@
+//! From the averaged report to the matrix every estimator acts on, and the moments
+//! released with it.
+//!
+//! A second-moment collection's report is `triu(uuᵀ)`: its average, times R², is the
+//! second moment about the centre and is what the estimators regularise. A
+//! mean-and-covariance report is `(w·u, triu(uuᵀ))`; with `a` its average in
+//! unit-ball units over `n` reports:
+//!
+//! * `μ̂ = a[..p]/w` (the mean of `u`), `M̂ = a[p..]` (the second moment of `u`);
+//! * `Σ̂ = M̂ − μ̂μ̂ᵀ + τ²I`, `τ² = σ²/(w²n)`: the mean block's noise `ε ~ N(0, τ²I)`
+//!   makes `E[μ̂μ̂ᵀ] = ūūᵀ + τ²I`, so without `+τ²I` the diagonal would be biased down
+//!   by exactly `τ²`; σ, w and n are public, so the correction is exact
+//!   (docs/ALGORITHMS.md, "Mean and covariance").
+//!
+//! Units (data units, as every released number): the covariance `R²·Σ̂`, the second
+//! moment `R²·M̂` about the collection's centre `c` (about 0 without one), the mean
+//! `c + R·μ̂`. Subtracting a public constant changes no covariance, so `Σ̂` needs no
+//! centre.
+//!
+//! Invariants: [`packed_covariance`] is the one place the joint blocks are combined;
+//! the cross-validation folds, the precision likelihood's held-out fold and the full
+//! estimate all go through it, so each fold's Σ̂ comes from that fold's two blocks and
+//! its own `τ²` (at the fold's n).
+
+use crate::error::EstimateError;
+use ldpcov_proto::Collection;
+use ldpcov_proto::layout::{triangle_index, triangle_pairs};
+use nalgebra::DMatrix;
+
+/// The moments of a collection's average, in data units (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MomentsEstimate {
+    /// The mean `c + R·μ̂` (None for a second-moment collection).
+    pub mean: Option<Vec<f64>>,
+    /// Noise sd of each coordinate of the mean, `R·σ/(w·√n)` (0 without a mean).
+    pub mean_noise_sd: f64,
+    /// The packed second moment about the centre, `R²·M̂`.
+    pub second_moment: Vec<f64>,
+    /// The packed matrix the estimators act on: `R²·(M̂ − μ̂μ̂ᵀ + τ²I)` with a mean,
+    /// the second moment without.
+    pub covariance: Vec<f64>,
+}
+
+/// The moments of the average of `n` reports whose per-entry grid-unit sums are `sums`
+/// (`collection.entries` of them).
+pub fn moments(
+    collection: &Collection,
+    sums: &[i64],
+    n: u64,
+) -> Result<MomentsEstimate, EstimateError> {
+    if sums.len() != collection.entries {
+        return Err(EstimateError::SumLength {
+            expected: collection.entries,
+            got: sums.len(),
+        });
+    }
+    let r = collection.clip_radius;
+    let (mean_u, second_u) = unit_blocks(collection, sums, n);
+    let second_moment: Vec<f64> = second_u.iter().map(|v| v * r * r).collect();
+    let covariance = packed_covariance(collection, sums, n);
+    let mean = mean_u.map(|m| {
+        m.iter()
+            .enumerate()
+            .map(|(i, v)| collection.centre.get(i).copied().unwrap_or(0.0) + r * v)
+            .collect()
+    });
+    Ok(MomentsEstimate {
+        mean,
+        mean_noise_sd: mean_noise_sd(collection, n),
+        second_moment,
+        covariance,
+    })
+}
+
+/// Noise sd of each coordinate of the released mean over `n` reports, data units:
+/// `R·σ/(w·√n)`; 0 for a collection without a mean block.
+pub fn mean_noise_sd(collection: &Collection, n: u64) -> f64 {
+    if collection.has_mean() {
+        collection.clip_radius * collection.sigma
+            / (collection.mean_weight * (n.max(1) as f64).sqrt())
+    } else {
+        0.0
+    }
+}
+
+/// The mean of `u` (`a[..p]/w`, None without a mean block) and the packed second
+/// moment of `u` (`a[p..]`), unit-ball units, from grid-unit sums of `n` reports.
+/// `sums` must have `collection.entries` values.
+fn unit_blocks(collection: &Collection, sums: &[i64], n: u64) -> (Option<Vec<f64>>, Vec<f64>) {
+    let scale = 1.0 / (collection.grid_scale() * n.max(1) as f64);
+    let (first, second) = sums.split_at(collection.mean_entries());
+    let second: Vec<f64> = second.iter().map(|&s| s as f64 * scale).collect();
+    let mean = collection.has_mean().then(|| {
+        first
+            .iter()
+            .map(|&s| s as f64 * scale / collection.mean_weight)
+            .collect()
+    });
+    (mean, second)
+}
+
+/// The packed matrix the estimators act on, data units, from grid-unit sums of `n`
+/// reports (`collection.entries` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + τ²I)`,
+/// `τ² = σ²/(w²n)`, for a collection with a mean block; `R²·M̂` otherwise.
+pub(crate) fn packed_covariance(collection: &Collection, sums: &[i64], n: u64) -> Vec<f64> {
+    let r2 = collection.clip_radius * collection.clip_radius;
+    let (mean, mut m) = unit_blocks(collection, sums, n);
+    if let Some(mu) = mean {
+        let w = collection.mean_weight;
+        let tau2 = collection.sigma * collection.sigma / (w * w * n.max(1) as f64);
+        for (v, (i, j)) in m.iter_mut().zip(triangle_pairs(collection.dim)) {
+            *v -= mu[i] * mu[j];
+            if i == j {
+                *v += tau2;
+            }
+        }
+    }
+    m.iter_mut().for_each(|v| *v *= r2);
+    m
+}
+
+/// The correlation matrix `D^(-1/2)·A·D^(-1/2)` of a symmetric matrix `A`, `D` its
+/// diagonal.
+///
+/// A row and column whose diagonal entry is not positive (a variable the released
+/// covariance gives no variance, e.g. after the PSD projection clamped it, or a NaN)
+/// have no correlation: they are 0, including their diagonal entry, rather than the
+/// ±∞/NaN of the formula. Every other diagonal entry is exactly 1, and off-diagonal
+/// entries are clamped to [−1, 1] (a PSD matrix satisfies this up to rounding; a
+/// matrix released without the projection may not).
+pub fn correlation(a: &DMatrix<f64>) -> DMatrix<f64> {
+    let p = a.nrows();
+    let scale: Vec<Option<f64>> = (0..p)
+        .map(|i| {
+            let d = a[(i, i)];
+            (d > 0.0 && d.is_finite()).then(|| 1.0 / d.sqrt())
+        })
+        .collect();
+    DMatrix::from_fn(p, p, |i, j| match (scale[i], scale[j]) {
+        (Some(_), Some(_)) if i == j => 1.0,
+        (Some(si), Some(sj)) => (a[(i, j)] * si * sj).clamp(-1.0, 1.0),
+        _ => 0.0,
+    })
+}
+
+/// The packed correlation of a packed symmetric matrix of dimension `dim` (see
+/// [`correlation`]).
+pub fn packed_correlation(dim: usize, packed: &[f64]) -> Vec<f64> {
+    let a = DMatrix::from_fn(dim, dim, |i, j| packed[triangle_index(dim, i, j)]);
+    let c = correlation(&a);
+    triangle_pairs(dim).map(|(i, j)| c[(i, j)]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpcov_proto::v1::{CollectionSpec, Moments};
+
+    fn joint(dim: u32, clip_radius: f64, centre: Vec<f64>) -> Collection {
+        Collection::create(&CollectionSpec {
+            collection_id: "m".into(),
+            dim,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius,
+            min_reports: 1,
+            centre,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// Exact arithmetic on hand-made sums: two reports at p = 2, R = 2, centre (10, −1).
+    #[test]
+    fn joint_blocks_give_mean_second_moment_and_debiased_covariance() {
+        let c = joint(2, 2.0, vec![10.0, -1.0]);
+        assert_eq!(c.moments, Moments::MeanAndCovariance);
+        let g = c.grid_scale() as i64;
+        // Grid-unit sums of two reports: the mean block averages to (¼, −⅛), so
+        // μ̂ = (½, −¼) after dividing by w = ½; the triangle averages to M̂ = (½, −⅛, ⅛).
+        let sums = [g / 2, -g / 4, g, -g / 4, g / 4];
+        let m = moments(&c, &sums, 2).unwrap();
+        let mu = [0.5, -0.25];
+        let mhat = [0.5, -0.125, 0.125];
+        let tau2 = c.sigma * c.sigma / (0.25 * 2.0);
+        let mean = m.mean.clone().unwrap();
+        assert_eq!(mean, vec![10.0 + 2.0 * mu[0], -1.0 + 2.0 * mu[1]]);
+        assert_eq!(
+            m.second_moment,
+            mhat.iter().map(|v| 4.0 * v).collect::<Vec<_>>()
+        );
+        let want = [
+            4.0 * (mhat[0] - mu[0] * mu[0] + tau2),
+            4.0 * (mhat[1] - mu[0] * mu[1]),
+            4.0 * (mhat[2] - mu[1] * mu[1] + tau2),
+        ];
+        for (a, b) in m.covariance.iter().zip(want) {
+            assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
+        }
+        assert!((m.mean_noise_sd - 2.0 * c.sigma / (0.5 * 2f64.sqrt())).abs() < 1e-12);
+        assert!(moments(&c, &sums[..4], 2).is_err());
+    }
+
+    #[test]
+    fn a_second_moment_collection_has_no_mean_and_the_average_is_the_matrix() {
+        let mut c = joint(2, 2.0, Vec::new());
+        c = Collection::from_spec(&CollectionSpec {
+            moments: Moments::SecondMoment as i32,
+            ..c.spec()
+        })
+        .unwrap();
+        let g = c.grid_scale() as i64;
+        let m = moments(&c, &[2 * g, g, g / 2], 2).unwrap();
+        assert_eq!(m.mean, None);
+        assert_eq!(m.mean_noise_sd, 0.0);
+        assert_eq!(m.second_moment, vec![4.0, 2.0, 1.0]);
+        assert_eq!(m.covariance, m.second_moment);
+    }
+
+    /// The de-biasing is what makes the diagonal unbiased: with zero signal, the
+    /// diagonal of Σ̂ averages `τ² − E ε² = 0` over many independent mean-block noise
+    /// draws, while `M̂ − μ̂μ̂ᵀ` alone averages `−τ²`. Continuous Gaussian draws of
+    /// the summed noise (sd σ_g·√n per sum), 4000 repetitions at p = 3, n = 100:
+    /// `ε_i²` has sd `√2·τ²`, so the mean over 4000·3 diagonal entries has sd
+    /// `√2·τ²/√12000 = 0.013·τ²`; bound 0.08·τ² (6 sd).
+    #[test]
+    fn the_tau_squared_term_removes_the_diagonal_bias() {
+        use rand::SeedableRng;
+        use rand_distr::{Distribution, StandardNormal};
+        let c = joint(3, 1.0, Vec::new());
+        let n = 100u64;
+        let sg = c.sigma_grid() * (n as f64).sqrt();
+        let tau2 = c.sigma * c.sigma / (0.25 * n as f64);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut diag = 0.0;
+        let reps = 4000;
+        for _ in 0..reps {
+            let sums: Vec<i64> = (0..c.entries)
+                .map(|_| {
+                    (sg * Distribution::<f64>::sample(&StandardNormal, &mut rng)).round() as i64
+                })
+                .collect();
+            let cov = packed_covariance(&c, &sums, n);
+            diag += (0..3).map(|i| cov[triangle_index(3, i, i)]).sum::<f64>();
+        }
+        let mean_diag = diag / (3 * reps) as f64;
+        // The second-moment block's own noise (sd σ/√n = w·τ = τ/2 per entry) averages
+        // over 12000 entries to sd 0.0046·τ; here τ ≈ 1.34, so that is 0.003·τ².
+        assert!(mean_diag.abs() < 0.08 * tau2, "{mean_diag} vs τ² = {tau2}");
+    }
+
+    #[test]
+    fn correlation_handles_non_positive_variances() {
+        let a = DMatrix::from_row_slice(3, 3, &[4.0, 2.0, 1.0, 2.0, 9.0, 0.0, 1.0, 0.0, 0.0]);
+        let r = correlation(&a);
+        assert_eq!(r[(0, 0)], 1.0);
+        assert_eq!(r[(1, 1)], 1.0);
+        assert!((r[(0, 1)] - 2.0 / 6.0).abs() < 1e-15);
+        assert_eq!(r[(1, 0)], r[(0, 1)]);
+        // Variable 2 has variance 0: its row, column and diagonal are 0.
+        for k in 0..3 {
+            assert_eq!(r[(2, k)], 0.0);
+            assert_eq!(r[(k, 2)], 0.0);
+        }
+        // A negative variance too; an unprojected matrix's entries are clamped.
+        let b = DMatrix::from_row_slice(2, 2, &[1.0, 3.0, 3.0, 1.0]);
+        assert_eq!(correlation(&b)[(0, 1)], 1.0);
+        let c = DMatrix::from_row_slice(2, 2, &[-1.0, 0.5, 0.5, 1.0]);
+        assert_eq!(
+            correlation(&c),
+            DMatrix::from_row_slice(2, 2, &[0.0, 0.0, 0.0, 1.0])
+        );
+        assert_eq!(packed_correlation(2, &[4.0, 1.0, 1.0]), vec![1.0, 0.5, 1.0]);
+    }
+}
