@@ -169,9 +169,16 @@ impl SignalSums {
     /// (`p × p`, data units, i.e. `E[clip(x)clip(x)ᵀ]`) on `collection`'s grid:
     /// per user `s = round(2^k·m_ij/R²)`, folds of `⌊n/K⌋` users (the remainder spread
     /// over the first folds). Feed it to [`add_noise`] for the noisy accumulator.
+    ///
+    /// Second-moment collections only ([`collection`]): a joint report would also need
+    /// the population mean. Panics on a collection with a mean block.
     pub fn population(collection: &Collection, m: &nalgebra::DMatrix<f64>, n: u64) -> Self {
-        let entries = collection.entries;
-        let mut out = SignalSums::new(collection.grid_bits, entries);
+        assert_eq!(
+            collection.mean_entries(),
+            0,
+            "SignalSums::population needs a second-moment collection"
+        );
+        let mut out = SignalSums::new(collection);
         let r2 = collection.clip_radius * collection.clip_radius;
         let signal: Vec<i64> = ldpcov_proto::layout::triangle_pairs(collection.dim)
             .map(|(i, j)| (collection.grid_scale() * m[(i, j)] / r2).round() as i64)

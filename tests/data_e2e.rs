@@ -9,7 +9,7 @@ use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::data_users::DataUsers;
 use ldpcov::metrics::estimate_matrix;
 use ldpcov::proto::v1::{
-    CollectionSpec, Encoding, GetEstimateRequest, NoThreshold, get_estimate_request,
+    CollectionSpec, Encoding, GetEstimateRequest, Moments, NoThreshold, get_estimate_request,
 };
 use rand::{Rng, SeedableRng};
 
@@ -68,6 +68,10 @@ async fn a_csv_files_rows_estimate_its_second_moment_through_the_server() {
             clip_radius: r,
             min_reports: 1000,
             encoding: Encoding::I32Le as i32,
+            // This test checks the second moment of non-centred rows; the default
+            // (mean and covariance) is checked in tests/joint_moments.rs.
+            moments: Moments::SecondMoment as i32,
+            ..Default::default()
         })
         .await
         .expect("create");

@@ -486,6 +486,10 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
             min_reports: 100,
             encoding: Encoding::I32Le as i32,
             ordered_variables: ordered,
+            // The noise level derived above is the second moment's (the joint
+            // report's sensitivity is 12.5 % larger); the data are centred.
+            moments: Moments::SecondMoment as i32,
+            ..Default::default()
         })
         .await
         .unwrap();
