@@ -402,6 +402,26 @@ mod tests {
     use ldpcov_estimate::{EstimateOptions, entry_variances, estimate};
 
     #[test]
+    fn population_signal_averages_to_the_second_moment() {
+        // Without noise the accumulator of `population` averages to M up to the grid
+        // (|error| ≤ R²·2^-k/2 per entry), with n split over the folds (n = 7 over 5:
+        // 2, 2, 1, 1, 1). A break in the R² scaling or the fold counts moves the
+        // average by far more than the grid.
+        let c = collection(3, 1.0, 1e-6, 2.0).unwrap();
+        let m = nalgebra::DMatrix::from_row_slice(
+            3,
+            3,
+            &[1.0, 0.3, -0.2, 0.3, 0.8, 0.1, -0.2, 0.1, 0.5],
+        );
+        let signal = SignalSums::population(&c, &m, 7);
+        assert_eq!(signal.fold_counts, vec![2, 2, 1, 1, 1]);
+        let acc = signal.noise_free();
+        let avg = ldpcov_estimate::average(&c, &acc.sums(), acc.count).unwrap();
+        let tol = 4.0 / c.grid_scale();
+        assert!((&avg - &m).amax() <= tol, "{avg} vs {m}");
+    }
+
+    #[test]
     fn signal_matches_per_user_path_without_noise() {
         // Same seed → same users and folds; with the noise removed (per-user sums minus
         // the noise-free signal) only noise remains, so the fold counts must agree and

@@ -565,6 +565,13 @@ fn create_status_submit_and_estimate_in_every_format() {
     assert!(params["rho"].as_f64().expect("rho") > 0.0);
     assert!(params["max_abs_grid_value"].as_i64().expect("bound") > 0);
     assert_eq!(params["wire_step"], 1);
+    // Variables are unordered unless declared; `--ordered-variables` declares them,
+    // and `status` shows it.
+    assert_eq!(params["ordered_variables"], false, "{params}");
+    let ordered = create(url, "cli-ordered", &["--ordered-variables"]).json();
+    assert_eq!(ordered["ordered_variables"], true, "{ordered}");
+    let st = status(url, "cli-ordered").json();
+    assert_eq!(st["params"]["ordered_variables"], true, "{st}");
 
     // Same id again, other parameters: refused, one line.
     let line = create_with(url, id, "--epsilon", "2").fails_with("AlreadyExists");

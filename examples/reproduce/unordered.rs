@@ -1,4 +1,4 @@
-//! The unordered benchmark grid (docs/REPRODUCTION.md §5): the default estimator on
+//! The unordered benchmark grid (docs/REPRODUCTION.md §6): the default estimator on
 //! structures it was not tuned on — dense factor models (1, 3, 5 factors plus a
 //! diagonal), permuted block equicorrelation, seed 000's random sparse model, seed
 //! 001's Models 1 and 2 with permuted variables, and real data sets read from files —

@@ -2,11 +2,15 @@
 //! universal rule, seed 001's LDP rule), entry-adaptive (Cai & Liu 2011) and K-fold
 //! cross-validated (Bickel & Levina 2008), each with hard or soft thresholding.
 //!
-//! The cross-validation (the default rule) also scores two structural regularisers
-//! for ordered variables, banding and Toeplitz band averaging ([`Structure`](crate::Structure)),
-//! and a diagonal shrinkage, against the thresholds on the same held-out folds: it
-//! picks whichever predicts held-out users best, so a structure is used only when the
-//! data support it (`estimate --unordered` / `unordered_variables` turns them off).
+//! The cross-validation (the default rule) also scores a diagonal shrinkage, the
+//! spectral estimators ([`SpectralCandidate`]) and, for collections that declare
+//! ordered variables, two structural regularisers, banding and Toeplitz band averaging
+//! ([`Structure`](crate::Structure)), against the thresholds on the same held-out
+//! folds: it picks whichever predicts held-out users best, a structure or a spectral
+//! estimate only when it beats the thresholds by one standard error
+//! (`estimate --unordered` / `unordered_variables` turns the structures off for one
+//! estimate). Above `CrossValidation::refit_free_above_dim` the choice is made without
+//! refits, by Stein's unbiased risk estimate on the full average (module `sure`).
 //!
 //! # Why none of this costs privacy
 //!
