@@ -454,8 +454,8 @@ mod tests {
             for path in [Path::PerUser, Path::SumOfNoise] {
                 let accs: Vec<Accumulator> = (0..reps as u64)
                     .map(|r| match path {
-                        Path::PerUser => per_user(&c, &sampler, n, 5, 1000 + r),
-                        Path::SumOfNoise => add_noise(&c, signal, 1000 + r),
+                        Path::PerUser => per_user(c, &sampler, n, 5, 1000 + r),
+                        Path::SumOfNoise => add_noise(c, signal, 1000 + r),
                     })
                     .collect();
                 for e in 0..c.entries {
