@@ -495,52 +495,58 @@ mod tests {
         // its variance has relative sd √(2/R) = 0.071 (bound ±0.3 ≈ 4 sd); T2's mean has
         // sd √(Var T2 / R) (bound 5 sd) and its variance the same ±0.3; the correlation
         // estimate has sd ≈ 1/√R = 0.05 (bound 0.25).
-        let c = collection(3, 1.0, 1e-6, 2.0).unwrap();
-        let sampler = Sampler::gaussian(&Model::Tridiagonal2.covariance(3)).unwrap();
-        let n = 400;
-        let reps = 400;
-        let signal = &simulate_signal(&[&c], &sampler, n, 5)[0];
-        let free = signal.noise_free();
-        let sg = c.sigma_grid();
-        let nf = n as f64;
-        for path in [Path::PerUser, Path::SumOfNoise] {
-            let accs: Vec<Accumulator> = (0..reps as u64)
-                .map(|r| match path {
-                    Path::PerUser => per_user(&c, &sampler, n, 5, 1000 + r),
-                    Path::SumOfNoise => add_noise(&c, signal, 1000 + r),
-                })
-                .collect();
-            for e in 0..c.entries {
-                let s1 = free.sums()[e] as f64;
-                let s2 = free.sum_squares[e] as f64;
-                let t1: Vec<f64> = accs
-                    .iter()
-                    .map(|a| (a.sums()[e] as f64 - s1) / (sg * nf.sqrt()))
+        // Both report layouts: the joint one's mean block gets the same treatment.
+        let layouts = [
+            collection(3, 1.0, 1e-6, 2.0).unwrap(),
+            collection_with(3, 1.0, 1e-6, 2.0, Moments::MeanAndCovariance, vec![]).unwrap(),
+        ];
+        for c in &layouts {
+            let sampler = Sampler::gaussian(&Model::Tridiagonal2.covariance(3)).unwrap();
+            let n = 400;
+            let reps = 400;
+            let signal = &simulate_signal(&[c], &sampler, n, 5)[0];
+            let free = signal.noise_free();
+            let sg = c.sigma_grid();
+            let nf = n as f64;
+            for path in [Path::PerUser, Path::SumOfNoise] {
+                let accs: Vec<Accumulator> = (0..reps as u64)
+                    .map(|r| match path {
+                        Path::PerUser => per_user(c, &sampler, n, 5, 1000 + r),
+                        Path::SumOfNoise => add_noise(c, signal, 1000 + r),
+                    })
                     .collect();
-                let t2: Vec<f64> = accs
-                    .iter()
-                    .map(|a| (a.sum_squares[e] as f64 - s2) / (sg * sg) - nf)
-                    .collect();
-                let (m1, v1) = moments(&t1);
-                let (m2, v2) = moments(&t2);
-                let want_v2 = 2.0 * nf + 4.0 * s2 / (sg * sg);
-                let what = format!("{} entry {e}", path.name());
-                assert!(m1.abs() < 0.25, "{what}: mean T1 {m1}");
-                assert!((v1 - 1.0).abs() < 0.3, "{what}: var T1 {v1}");
-                assert!(
-                    m2.abs() < 5.0 * (want_v2 / reps as f64).sqrt(),
-                    "{what}: mean T2 {m2}"
-                );
-                assert!((v2 / want_v2 - 1.0).abs() < 0.3, "{what}: var T2 {v2}");
-                let cov = t1.iter().zip(&t2).map(|(a, b)| a * (b - m2)).sum::<f64>()
-                    / (reps as f64 - 1.0);
-                // T1 is scaled by 1/(σ_g√n): Cov = 2·S1/(σ_g√n).
-                let want_corr = 2.0 * s1 / (sg * nf.sqrt()) / want_v2.sqrt();
-                let corr = cov / (v1 * v2).sqrt();
-                assert!((corr - want_corr).abs() < 0.25, "{what}: corr {corr}");
+                for e in 0..c.entries {
+                    let s1 = free.sums()[e] as f64;
+                    let s2 = free.sum_squares[e] as f64;
+                    let t1: Vec<f64> = accs
+                        .iter()
+                        .map(|a| (a.sums()[e] as f64 - s1) / (sg * nf.sqrt()))
+                        .collect();
+                    let t2: Vec<f64> = accs
+                        .iter()
+                        .map(|a| (a.sum_squares[e] as f64 - s2) / (sg * sg) - nf)
+                        .collect();
+                    let (m1, v1) = moments(&t1);
+                    let (m2, v2) = moments(&t2);
+                    let want_v2 = 2.0 * nf + 4.0 * s2 / (sg * sg);
+                    let what = format!("{} entry {e}", path.name());
+                    assert!(m1.abs() < 0.25, "{what}: mean T1 {m1}");
+                    assert!((v1 - 1.0).abs() < 0.3, "{what}: var T1 {v1}");
+                    assert!(
+                        m2.abs() < 5.0 * (want_v2 / reps as f64).sqrt(),
+                        "{what}: mean T2 {m2}"
+                    );
+                    assert!((v2 / want_v2 - 1.0).abs() < 0.3, "{what}: var T2 {v2}");
+                    let cov = t1.iter().zip(&t2).map(|(a, b)| a * (b - m2)).sum::<f64>()
+                        / (reps as f64 - 1.0);
+                    // T1 is scaled by 1/(σ_g√n): Cov = 2·S1/(σ_g√n).
+                    let want_corr = 2.0 * s1 / (sg * nf.sqrt()) / want_v2.sqrt();
+                    let corr = cov / (v1 * v2).sqrt();
+                    assert!((corr - want_corr).abs() < 0.25, "{what}: corr {corr}");
+                }
+                // Fold counts are the users' folds on both paths.
+                assert_eq!(accs[0].fold_counts, signal.fold_counts);
             }
-            // Fold counts are the users' folds on both paths.
-            assert_eq!(accs[0].fold_counts, signal.fold_counts);
         }
     }
 
