@@ -261,40 +261,49 @@ async fn a_batch_racing_a_close_is_counted_entirely_or_refused() {
     let url = pg.database_or_panic("close");
     let a = open(&url, config()).await;
     let b = open(&url, config()).await;
-    a.create_collection(collection("c", 2)).await.unwrap();
-    let entries = collection("c", 2).entries;
-    let mut tasks = Vec::new();
-    for t in 0..12u32 {
-        let s = if t % 2 == 0 { a.clone() } else { b.clone() };
-        tasks.push(tokio::spawn(async move {
-            let mut counted = Vec::new();
-            for k in 0..20u32 {
-                let ids: Vec<u32> = (0..6).map(|j| t * 1000 + k * 6 + j).collect();
-                match s
-                    .submit("c", ids.iter().map(|&id| report(id, entries)).collect())
-                    .await
-                {
-                    Ok(o) => {
-                        assert_eq!(o.accepted, 6);
-                        counted.extend(ids);
+    // Several rounds, one collection each: a batch in flight when the close lands is
+    // likely in every round, so a missing lock shows in almost every run.
+    for round in 0..4 {
+        let id = format!("c{round}");
+        a.create_collection(collection(&id, 2)).await.unwrap();
+        let entries = collection(&id, 2).entries;
+        let mut tasks = Vec::new();
+        for t in 0..12u32 {
+            let s = if t % 2 == 0 { a.clone() } else { b.clone() };
+            let id = id.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut counted = Vec::new();
+                for k in 0..20u32 {
+                    // Large batches keep each transaction open a while after its
+                    // closed check: a close lands inside that window often.
+                    let ids: Vec<u32> = (0..100).map(|j| t * 10_000 + k * 100 + j).collect();
+                    let batch = ids.iter().map(|&id| report(id, entries)).collect();
+                    match s.submit(&id, batch).await {
+                        Ok(o) => {
+                            assert_eq!(o.accepted, 100);
+                            counted.extend(ids);
+                        }
+                        Err(StoreError::Closed(_)) => break,
+                        Err(e) => panic!("{e}"),
                     }
-                    Err(StoreError::Closed(_)) => break,
-                    Err(e) => panic!("{e}"),
                 }
-            }
-            counted
-        }));
+                counted
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        b.close_collection(&id).await.unwrap();
+        // Once the close returned, nothing more is counted (a batch that had read the
+        // flag before the close would otherwise commit after it).
+        let at_close = a.snapshot(&id).await.unwrap();
+        let mut counted = Vec::new();
+        for t in tasks {
+            counted.extend(t.await.unwrap());
+        }
+        let after = a.snapshot(&id).await.unwrap();
+        assert_eq!(after, at_close, "round {round}: counted after the close");
+        // Exactly the acknowledged batches are in the sums: none half counted.
+        assert!(after.acc.count > 0 && after.acc.count < 12 * 20 * 100);
+        assert_eq!(after.acc, expected(entries, counted));
+        assert!(a.is_closed(&id).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    b.close_collection("c").await.unwrap();
-    let mut counted = Vec::new();
-    for t in tasks {
-        counted.extend(t.await.unwrap());
-    }
-    // Exactly the acknowledged batches are in the sums: none half counted.
-    assert_eq!(
-        a.snapshot("c").await.unwrap().acc,
-        expected(entries, counted)
-    );
-    assert!(a.is_closed("c").await.unwrap());
 }
