@@ -124,7 +124,10 @@ async fn add_batches(
     // FOR SHARE: a concurrent close (an UPDATE of this row) waits for this transaction,
     // and this lock waits for a close in flight, then reads its result.
     let row = txn
-        .query_opt("SELECT closed FROM collections WHERE id = $1 FOR SHARE", &[&id])
+        .query_opt(
+            "SELECT closed FROM collections WHERE id = $1 FOR SHARE",
+            &[&id],
+        )
         .await
         .map_err(db_error)?;
     match row {
