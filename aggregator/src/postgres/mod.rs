@@ -318,6 +318,18 @@ impl PostgresStore {
             .clone())
     }
 
+    /// The collection whose spec is stored under `id`, checked and cached.
+    fn decoded(&self, id: &str, spec: &[u8]) -> Result<Arc<Collection>, StoreError> {
+        let collection = decode_collection(id, spec).map_err(corrupt)?;
+        if collection.id != id {
+            return Err(corrupt(Corruption::IdMismatch {
+                id: id.to_string(),
+                found: collection.id,
+            }));
+        }
+        self.remember(Arc::new(collection))
+    }
+
     fn known_closed(&self, id: &str) -> Result<bool, StoreError> {
         let set = self
             .cache
@@ -442,8 +454,16 @@ impl Store for PostgresStore {
             return self.remember(Arc::new(collection));
         }
         // It exists (created by this or another replica): the same parameters or not.
-        drop(txn);
-        let existing = self.collection(&collection.id).await?;
+        // Read on this connection: a pool of one must not wait for a second.
+        let row = txn
+            .query_one(
+                "SELECT spec FROM collections WHERE id = $1",
+                &[&collection.id],
+            )
+            .await
+            .map_err(db_error)?;
+        let existing = self.decoded(&collection.id, row.get::<_, &[u8]>(0))?;
+        txn.commit().await.map_err(db_error)?;
         if *existing == collection {
             Ok(existing)
         } else {
@@ -461,14 +481,7 @@ impl Store for PostgresStore {
             .await
             .map_err(db_error)?
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        let collection = decode_collection(id, row.get::<_, &[u8]>(0)).map_err(corrupt)?;
-        if collection.id != id {
-            return Err(corrupt(Corruption::IdMismatch {
-                id: id.to_string(),
-                found: collection.id,
-            }));
-        }
-        self.remember(Arc::new(collection))
+        self.decoded(id, row.get::<_, &[u8]>(0))
     }
 
     async fn submit(

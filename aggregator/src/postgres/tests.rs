@@ -307,3 +307,42 @@ async fn a_batch_racing_a_close_is_counted_entirely_or_refused() {
         assert!(a.is_closed(&id).await.unwrap());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_one_connection_sees_other_replicas_creates() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("creates");
+    let a = open(&url, config()).await;
+    // One connection, a short wait: an operation that needed a second connection
+    // while holding the first would time out.
+    let b = open(
+        &url,
+        PostgresConfig {
+            pool_size: 1,
+            connect_timeout: Duration::from_secs(2),
+            ..config()
+        },
+    )
+    .await;
+    a.create_collection(collection("c", 2)).await.unwrap();
+    // b has never seen "c": its creates go to the database.
+    assert_eq!(
+        b.create_collection(collection("c", 3)).await,
+        Err(StoreError::AlreadyExists("c".into()))
+    );
+    assert_eq!(
+        *b.create_collection(collection("c", 2)).await.unwrap(),
+        collection("c", 2)
+    );
+    let entries = collection("c", 2).entries;
+    b.submit("c", (0..5).map(|id| report(id, entries)).collect())
+        .await
+        .unwrap();
+    assert_eq!(a.count("c").await.unwrap(), 5);
+    a.close_collection("c").await.unwrap();
+    assert!(b.is_closed("c").await.unwrap());
+    assert_eq!(
+        b.submit("c", vec![report(9, entries)]).await,
+        Err(StoreError::Closed("c".into()))
+    );
+}
