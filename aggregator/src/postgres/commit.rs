@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
 use ldpcov_proto::Collection;
+use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -125,15 +126,23 @@ async fn add_batches(
     // and this lock waits for a close in flight, then reads its result.
     let row = txn
         .query_opt(
-            "SELECT closed FROM collections WHERE id = $1 FOR SHARE",
+            "SELECT closed, spec FROM collections WHERE id = $1 FOR SHARE",
             &[&id],
         )
         .await
         .map_err(db_error)?;
-    match row {
-        None => return Ok(Err(StoreError::NotFound(id.to_string()))),
-        Some(row) if row.get::<_, bool>(0) => return Ok(Err(StoreError::Closed(id.to_string()))),
-        Some(_) => {}
+    let Some(row) = row else {
+        return Ok(Err(StoreError::NotFound(id.to_string())));
+    };
+    // The reports were validated against this replica's cached spec: if the row now
+    // holds another one (the collection was removed and created anew), that
+    // collection is gone.
+    let cached = group[members[0]].collection.spec().encode_to_vec();
+    if row.get::<_, &[u8]>(1) != cached.as_slice() {
+        return Ok(Err(StoreError::NotFound(id.to_string())));
+    }
+    if row.get::<_, bool>(0) {
+        return Ok(Err(StoreError::Closed(id.to_string())));
     }
     // The group's own repeats: only an id's first occurrence may count.
     let mut candidates: Vec<[u8; 16]> = Vec::new();

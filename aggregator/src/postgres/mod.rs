@@ -200,6 +200,17 @@ struct Cache {
 ///
 /// A replica caches collection specs (immutable once created) and closed flags (a
 /// close is final), nothing else: counts and sums are always read from the database.
+/// A batch's transaction compares the stored spec with the cached one it was validated
+/// against and refuses the batch ([`StoreError::NotFound`]) if they differ, so a
+/// collection removed and created anew under the same id by another replica never
+/// receives reports validated for the old one.
+///
+/// # Removing a collection
+///
+/// One transaction: lock the `bases` row `FOR UPDATE` (waits for a fold) and the
+/// `collections` row `FOR UPDATE` (waits for the batches holding it), delete the
+/// collection's `seen`, `deltas`, `bases` and `collections` rows, commit, then drop the
+/// collection from this replica's cache; other replicas' batches then find no row.
 pub struct PostgresStore {
     pool: Pool,
     cache: Arc<Cache>,

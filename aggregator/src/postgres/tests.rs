@@ -345,4 +345,21 @@ async fn a_replica_with_one_connection_sees_other_replicas_creates() {
         b.submit("c", vec![report(9, entries)]).await,
         Err(StoreError::Closed("c".into()))
     );
+    // "r" is removed and created anew with other parameters by another replica (here
+    // by hand): b's cached spec no longer matches, so its batch counts nothing.
+    a.create_collection(collection("r", 2)).await.unwrap();
+    b.submit("r", vec![report(1, entries)]).await.unwrap();
+    let other = prost::Message::encode_to_vec(&collection("r", 3).spec());
+    a.pool
+        .get()
+        .await
+        .unwrap()
+        .execute("UPDATE collections SET spec = $1 WHERE id = 'r'", &[&other])
+        .await
+        .unwrap();
+    assert_eq!(
+        b.submit("r", vec![report(2, entries)]).await,
+        Err(StoreError::NotFound("r".into()))
+    );
+    assert_eq!(a.count("r").await.unwrap(), 1);
 }

@@ -19,7 +19,8 @@
 //!
 //! The cluster runs with `fsync=off`: the tests kill aggregator replicas, never the
 //! machine, and an immediate stop of the server loses nothing the operating system
-//! already holds.
+//! already holds. `shared_buffers` is 32 MB, so that the clusters of tests running in
+//! parallel stay small.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -201,7 +202,7 @@ impl PgCluster {
     fn pg_ctl_start(&self) -> Result<(), ClusterError> {
         let log = self.dir.path().join("server.log");
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=32MB",
             self.port,
             self.dir.path().display()
         );
