@@ -61,16 +61,17 @@ async fn postgres_replicas_estimate_exactly_what_the_memory_store_does() {
     let mut pg = PgCluster::start_or_panic();
     let url = pg.database_or_panic("e2e");
     let limits = Limits { max_dim: 16 };
+    // No background folding: the first estimates read deltas only, the ones after an
+    // explicit fold the base only; both must equal the memory store's.
     let config = PostgresConfig {
         connect_timeout: Duration::from_secs(2),
+        fold_interval: Duration::ZERO,
         ..PostgresConfig::default()
     };
-    let replica_a = EmbeddedServer::start_with_store(
-        Arc::new(PostgresStore::open(&url, config).await.expect("open a")),
-        limits,
-    )
-    .await
-    .expect("replica a");
+    let store_a = Arc::new(PostgresStore::open(&url, config).await.expect("open a"));
+    let replica_a = EmbeddedServer::start_with_store(store_a.clone(), limits)
+        .await
+        .expect("replica a");
     let replica_b = EmbeddedServer::start_with_store(
         Arc::new(PostgresStore::open(&url, config).await.expect("open b")),
         limits,
@@ -114,6 +115,14 @@ async fn postgres_replicas_estimate_exactly_what_the_memory_store_does() {
     let from_b = b.estimate(request.clone()).await.expect("estimate via b");
     assert_eq!(from_a, from_memory);
     assert_eq!(from_b, from_memory);
+    assert!(store_a.pending_deltas().await.unwrap() > 0);
+    assert!(store_a.fold().await.unwrap() > 0);
+    assert_eq!(store_a.pending_deltas().await.unwrap(), 0);
+    let folded = b
+        .estimate(request.clone())
+        .await
+        .expect("estimate after a fold");
+    assert_eq!(folded, from_memory);
     assert_eq!(a.status(ID).await.unwrap().reports, REPORTS as u64);
 
     // Closing through one replica closes it for all.
