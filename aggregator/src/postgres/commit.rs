@@ -170,7 +170,7 @@ async fn add_batches(
     {
         let bytes: &[u8] = row.get(0);
         let id_bytes: [u8; 16] = bytes.try_into().map_err(|_| {
-            StoreError::internal(Cause::Mirror(format!(
+            StoreError::internal(Cause::Inconsistent(format!(
                 "seen returned a report id of {} bytes",
                 bytes.len()
             )))
@@ -195,7 +195,7 @@ async fn add_batches(
     }
     if delta.count > 0 {
         let count = i64::try_from(delta.count).map_err(|_| {
-            StoreError::internal(Cause::Mirror("batch count exceeds i64".to_string()))
+            StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))
         })?;
         txn.execute(
             "INSERT INTO deltas (collection, count, acc) VALUES ($1, $2, $3)",

@@ -102,7 +102,7 @@ async fn fold_collection(pool: &Pool, id: &str, max: usize) -> Result<u64, Store
         return Ok(0);
     }
     let count = i64::try_from(base.count)
-        .map_err(|_| StoreError::internal(Cause::Mirror("count exceeds i64".into())))?;
+        .map_err(|_| StoreError::internal(Cause::Inconsistent("count exceeds i64".into())))?;
     txn.execute(
         "UPDATE bases SET count = $2, acc = $3 WHERE collection = $1",
         &[&id, &count, &encode_accumulator(&base)],
@@ -118,7 +118,7 @@ async fn fold_collection(pool: &Pool, id: &str, max: usize) -> Result<u64, Store
         .map_err(db_error)?;
     if deleted != seqs.len() as u64 {
         // Someone removed deltas without the base lock: fold nothing.
-        return Err(StoreError::internal(Cause::Mirror(format!(
+        return Err(StoreError::internal(Cause::Inconsistent(format!(
             "collection {id:?}: folded {} deltas but deleted {deleted}",
             seqs.len()
         ))));
@@ -192,7 +192,7 @@ fn decode(
 /// Checks a row's `count` column against its blob's count.
 fn check_count(id: &str, acc: &Accumulator, column: i64) -> Result<(), StoreError> {
     if to_u64(column)? != acc.count {
-        return Err(StoreError::internal(Cause::Mirror(format!(
+        return Err(StoreError::internal(Cause::Inconsistent(format!(
             "collection {id:?}: count column {column} disagrees with the blob's {}",
             acc.count
         ))));

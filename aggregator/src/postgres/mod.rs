@@ -422,7 +422,9 @@ fn transient(e: &tokio_postgres::Error) -> bool {
 /// A stored `bigint` count as `u64` (negative only if the database was altered).
 fn to_u64(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| {
-        StoreError::internal(Cause::Mirror(format!("negative count {v} in the database")))
+        StoreError::internal(Cause::Inconsistent(format!(
+            "negative count {v} in the database"
+        )))
     })
 }
 

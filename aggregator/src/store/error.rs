@@ -127,6 +127,10 @@ pub enum Cause {
     /// counted comes back as a duplicate).
     #[error("commit outcome unknown ({0}); retry with the same report ids")]
     CommitOutcomeUnknown(#[source] Box<Cause>),
+    /// The database holds or returned something that cannot be (PostgreSQL store: a
+    /// count column that disagrees with its blob, a negative count, ...).
+    #[error("inconsistent stored data: {0}")]
+    Inconsistent(String),
     /// A commit failure injected by a test.
     #[cfg(test)]
     #[error("injected commit failure")]
