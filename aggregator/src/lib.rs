@@ -9,7 +9,8 @@
 //! * the `ldpcov.v1.Aggregator` gRPC service (validation, status codes):
 //!   [`AggregatorService`], [`Limits`];
 //! * storage: the [`Store`] trait, [`MemoryStore`], and the durable store
-//!   [`DurableStore`] (redb, group commit);
+//!   [`DurableStore`] (redb, group commit), and [`PostgresStore`] (PostgreSQL, shared by
+//!   any number of aggregator replicas);
 //! * serving on a listener ([`serve`], [`serve_with`], [`ServeOptions`]) or embedded
 //!   in-process ([`EmbeddedServer`]);
 //! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
@@ -49,6 +50,7 @@ mod csv_dialect;
 mod durable;
 mod heatmap;
 mod output;
+mod postgres;
 mod server;
 mod service;
 mod store;
@@ -64,6 +66,7 @@ pub use heatmap::{
     FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
 };
 pub use output::{Format, Plotted, matrix_to_plot, plot_title, write_estimate};
+pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use server::{EmbeddedServer, ServeError, ServeOptions, TransportLimits, serve, serve_with};
 pub use service::{
     AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,

@@ -61,6 +61,10 @@ const LDPCOV_VARS: &[&str] = &[
     "LDPCOV_TOKEN",
     "LDPCOV_TOKEN_FILE",
     "LDPCOV_CA_CERT",
+    "LDPCOV_DATA_DIR",
+    "LDPCOV_MEMORY",
+    "LDPCOV_STORE",
+    "LDPCOV_PG_POOL_SIZE",
 ];
 
 fn command() -> Command {
@@ -107,18 +111,16 @@ impl Daemon {
         Daemon::start_with(&[])
     }
 
-    /// Starts `serve` with `extra` flags (tokens, TLS, limits).
+    /// Starts `serve --memory` with `extra` flags (tokens, TLS, limits).
     fn start_with(extra: &[&str]) -> Daemon {
+        Daemon::serve(&[&["--memory"], extra].concat())
+    }
+
+    /// Starts `serve` with `flags` (which choose the store).
+    fn serve(flags: &[&str]) -> Daemon {
         let mut child = command()
-            .args([
-                "serve",
-                "--memory",
-                "--listen",
-                "127.0.0.1:0",
-                "--log",
-                "info",
-            ])
-            .args(extra)
+            .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -1124,4 +1126,47 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
     estimate(url, id, &["--format", "csv", "--names", "a,b,c,d"])
         .fails_with("apply only to --format png");
     assert!(!refused.exists(), "a refused command wrote {out}");
+
+#[test]
+fn a_bad_postgres_store_is_refused_with_one_line() {
+    let conflict = "--store cannot be combined with --memory or --data-dir";
+    let url = "postgres://ann@127.0.0.1:1/ldpcov";
+    run(&["serve", "--store", url, "--memory"]).fails_with(conflict);
+    run(&["serve", "--store", url, "--data-dir", "/nonexistent/x"]).fails_with(conflict);
+    let line = run(&["serve", "--store", "mysql://ann:pw-secret@db/x"])
+        .fails_with("is not a postgres://USER@HOST:PORT/DB URL");
+    assert!(!line.contains("pw-secret"), "{line}");
+    run(&["serve", "--store", "postgres://ann@db:notaport/x"]).fails_with("invalid PostgreSQL URL");
+    run(&["serve", "--store", url, "--pg-pool-size", "0"]).fails_with("--pg-pool-size");
+    // A port that was free a moment ago: nothing listens there.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("local addr").port()
+    };
+    let unreachable = format!("postgres://ann:pw-secret@127.0.0.1:{port}/ldpcov");
+    let line = run(&["serve", "--store", &unreachable])
+        .fails_with("cannot open the PostgreSQL store postgres://ann:***@127.0.0.1");
+    assert!(!line.contains("pw-secret"), "{line}");
+}
+
+#[cfg(unix)]
+#[test]
+fn two_daemons_share_one_postgres_database() {
+    let pg = ldpcov_pg_cluster::PgCluster::start_or_panic();
+    let url = pg.database_or_panic("cli");
+    let mut first = Daemon::serve(&["--store", &url]);
+    create(&first.url, "shared", &[]).json();
+    submit_reports(&first.url, "shared", REPORTS);
+    // A second daemon on the same database sees the collection and its reports, and
+    // counts what it receives into the same sums.
+    let mut second = Daemon::serve(&["--store", &url, "--pg-pool-size", "2"]);
+    assert_eq!(status(&second.url, "shared").json()["reports"], REPORTS);
+    submit_reports(&second.url, "shared", 5);
+    assert_eq!(status(&first.url, "shared").json()["reports"], REPORTS + 5);
+    let (status_first, log) = first.terminate();
+    assert!(status_first.success(), "{log}");
+    assert!(log.contains("store=\"postgres\""), "{log}");
+    assert!(!log.contains("ldpcov-data"), "{log}");
+    let (status_second, log) = second.terminate();
+    assert!(status_second.success(), "{log}");
 }

@@ -1,5 +1,6 @@
 //! The accumulator blob: little-endian serialization of an [`Accumulator`] (format in
-//! the module docs of `durable`).
+//! the module docs of `durable`). The PostgreSQL store stores its base and delta
+//! accumulators in the same format.
 
 use thiserror::Error;
 
@@ -42,7 +43,7 @@ pub enum CodecError {
 const BLOB_MAGIC: &[u8; 8] = b"LDPACC01";
 
 /// Serializes accumulators (little-endian; see the module docs).
-pub(super) fn encode_accumulator(acc: &Accumulator) -> Vec<u8> {
+pub(crate) fn encode_accumulator(acc: &Accumulator) -> Vec<u8> {
     let folds = acc.fold_sums.len();
     let entries = acc.entries();
     let mut out = Vec::with_capacity(32 + 8 * folds + entries * (8 * folds + 16));
@@ -66,7 +67,7 @@ pub(super) fn encode_accumulator(acc: &Accumulator) -> Vec<u8> {
 }
 
 /// Parses [`encode_accumulator`]'s output, checking lengths and totals.
-pub(super) fn decode_accumulator(blob: &[u8]) -> Result<Accumulator, CodecError> {
+pub(crate) fn decode_accumulator(blob: &[u8]) -> Result<Accumulator, CodecError> {
     fn take<const N: usize>(blob: &mut &[u8]) -> Result<[u8; N], CodecError> {
         let (head, rest) = blob.split_first_chunk::<N>().ok_or(CodecError::Truncated)?;
         *blob = rest;

@@ -17,8 +17,8 @@ use super::tables::{
     ACCUMULATORS, CLOSED, COLLECTIONS, META, SEEN, begin_durable, decode_accumulators,
     decode_collection, open_db,
 };
-use super::{Command, DurableConfig, Entry, Reply, Shared, check_lengths};
-use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport};
+use super::{Command, DurableConfig, Entry, Reply, Shared};
+use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport, check_lengths};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
 /// A collection touched by the open batch: its new accumulators.

@@ -20,12 +20,14 @@ use ldpcov_proto::Collection;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport};
+use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport, check_lengths};
 use ldpcov_estimate::Accumulator;
 
 pub use codec::CodecError;
+pub(crate) use codec::encode_accumulator;
 use commit::Committer;
 use tables::open_db;
+pub(crate) use tables::{decode_accumulators, decode_collection};
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "ldpcov.redb";
@@ -488,17 +490,5 @@ impl Store for DurableStore {
 
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
-    }
-}
-
-fn check_lengths(collection: &Collection, reports: &[ValidReport]) -> Result<(), StoreError> {
-    match reports
-        .iter()
-        .find(|r| r.entries.len() != collection.entries)
-    {
-        Some(bad) => Err(StoreError::internal(Cause::Unvalidated {
-            entries: bad.entries.len(),
-        })),
-        None => Ok(()),
     }
 }

@@ -115,7 +115,7 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
 /// The collection whose spec is stored under `id`, read on the stored path
 /// ([`Collection::from_spec`], never `create`): a spec written before the `moments`
 /// field existed decodes with 0 and keeps meaning the second moment.
-pub(super) fn decode_collection(id: &str, spec: &[u8]) -> Result<Collection, Corruption> {
+pub(crate) fn decode_collection(id: &str, spec: &[u8]) -> Result<Collection, Corruption> {
     let spec = CollectionSpec::decode(spec).map_err(|source| Corruption::SpecDecode {
         id: id.to_string(),
         source,
@@ -127,7 +127,7 @@ pub(super) fn decode_collection(id: &str, spec: &[u8]) -> Result<Collection, Cor
 }
 
 /// The accumulators stored for collection `id` (`blob`), or empty ones if none are.
-pub(super) fn decode_accumulators(
+pub(crate) fn decode_accumulators(
     id: &str,
     collection: &Collection,
     blob: Option<&[u8]>,

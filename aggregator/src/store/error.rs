@@ -116,6 +116,21 @@ pub enum Cause {
     /// The in-memory state disagrees with what was just committed.
     #[error("inconsistent in-memory state: {0}")]
     Mirror(String),
+    /// A PostgreSQL error (PostgreSQL store).
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No connection to PostgreSQL could be had from the pool (PostgreSQL store).
+    #[error("PostgreSQL connection pool: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The connection failed while a commit was in flight: the batch may or may not
+    /// have been committed. Retrying with the same report ids is safe (a report that was
+    /// counted comes back as a duplicate).
+    #[error("commit outcome unknown ({0}); retry with the same report ids")]
+    CommitOutcomeUnknown(#[source] Box<Cause>),
+    /// The database holds or returned something that cannot be (PostgreSQL store: a
+    /// count column that disagrees with its blob, a negative count, ...).
+    #[error("inconsistent stored data: {0}")]
+    Inconsistent(String),
     /// A commit failure injected by a test.
     #[cfg(test)]
     #[error("injected commit failure")]

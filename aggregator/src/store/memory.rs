@@ -5,7 +5,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use ldpcov_proto::{Collection, ReportId};
 
-use super::{Accumulator, BatchOutcome, Cause, FOLDS, Snapshot, Store, StoreError, ValidReport};
+use super::{
+    Accumulator, BatchOutcome, Cause, FOLDS, Snapshot, Store, StoreError, ValidReport,
+    check_lengths,
+};
 
 struct CollectionState {
     collection: Arc<Collection>,
@@ -91,14 +94,7 @@ impl Store for MemoryStore {
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
         let state = self.state(id)?;
-        if let Some(bad) = reports
-            .iter()
-            .find(|r| r.entries.len() != state.collection.entries)
-        {
-            return Err(StoreError::internal(Cause::Unvalidated {
-                entries: bad.entries.len(),
-            }));
-        }
+        check_lengths(&state.collection, &reports)?;
         let mut counted = Self::lock(&state)?;
         if counted.closed {
             return Err(StoreError::Closed(id.to_string()));

@@ -4,6 +4,8 @@
 //! in memory. A store receives only reports that were already validated, and applies
 //! a batch atomically: after an error nothing of the batch is counted.
 
+#[cfg(test)]
+mod contract;
 mod error;
 mod memory;
 #[cfg(test)]
@@ -82,5 +84,23 @@ pub trait Store: Send + Sync + 'static {
     /// [`close_collection`](Store::close_collection)).
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
         self.collection(id).await.map(|_| false)
+    }
+}
+
+/// Refuses a batch holding a report whose length is not the collection's number of
+/// entries ([`Collection::entries`], never recomputed from the dimension): such a report
+/// got past validation, so the store fails with [`Cause::Unvalidated`] and counts nothing.
+pub(crate) fn check_lengths(
+    collection: &Collection,
+    reports: &[ValidReport],
+) -> Result<(), StoreError> {
+    match reports
+        .iter()
+        .find(|r| r.entries.len() != collection.entries)
+    {
+        Some(bad) => Err(StoreError::internal(Cause::Unvalidated {
+            entries: bad.entries.len(),
+        })),
+        None => Ok(()),
     }
 }

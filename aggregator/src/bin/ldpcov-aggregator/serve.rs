@@ -11,6 +11,7 @@ use ldpcov_aggregator::ServerTls;
 use ldpcov_aggregator::{AuthConfig, SubmitToken, Token};
 use ldpcov_aggregator::{DurableConfig, DurableStore};
 use ldpcov_aggregator::{MemoryStore, Store};
+use ldpcov_aggregator::{PostgresConfig, PostgresStore};
 use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 
 /// Where `serve` keeps its data unless told otherwise.
@@ -25,12 +26,23 @@ pub(crate) struct Options {
     /// Largest collection dimension accepted (sets the gRPC message size limits).
     #[arg(long, env = "LDPCOV_MAX_DIM", default_value_t = Limits::default().max_dim)]
     max_dim: usize,
-    /// Directory of the durable store (created if missing).
-    #[arg(long, env = "LDPCOV_DATA_DIR", default_value = DEFAULT_DATA_DIR, conflicts_with = "memory")]
-    data_dir: PathBuf,
+    /// Directory of the embedded durable store, the default (created if missing;
+    /// default `./ldpcov-data`).
+    #[arg(long, env = "LDPCOV_DATA_DIR", conflicts_with = "memory")]
+    data_dir: Option<PathBuf>,
     /// Keep everything in memory instead (lost when the daemon stops).
     #[arg(long, env = "LDPCOV_MEMORY")]
     memory: bool,
+    /// Keep everything in PostgreSQL instead: `postgres://USER[:PASSWORD]@HOST:PORT/DB`
+    /// (libpq URL parameters such as `connect_timeout` are accepted). Any number of
+    /// daemons may share one database. Not with --memory or --data-dir. Prefer the
+    /// environment variable when the URL holds a password.
+    #[arg(long, env = "LDPCOV_STORE", hide_env_values = true, value_name = "URL")]
+    store: Option<String>,
+    /// Connections to PostgreSQL this daemon keeps at most (with --store): one commits
+    /// the batches, the others serve reads, creates, closes and folding.
+    #[arg(long, env = "LDPCOV_PG_POOL_SIZE", default_value_t = PostgresConfig::default().pool_size)]
+    pg_pool_size: usize,
     /// Group commit: commit a batch once it holds this many reports.
     #[arg(long, env = "LDPCOV_BATCH_SIZE", default_value_t = DurableConfig::default().batch_size)]
     batch_size: usize,
@@ -153,6 +165,8 @@ impl Options {
             max_dim,
             data_dir,
             memory,
+            store: store_url,
+            pg_pool_size,
             batch_size,
             batch_delay_ms,
             cache_mib,
@@ -167,14 +181,44 @@ impl Options {
         if batch_size == 0 {
             anyhow::bail!("--batch-size must be at least 1");
         }
+        if let Some(url) = &store_url {
+            if memory || data_dir.is_some() {
+                anyhow::bail!("--store cannot be combined with --memory or --data-dir");
+            }
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                anyhow::bail!(
+                    "--store {} is not a postgres://USER@HOST:PORT/DB URL",
+                    redacted(url)
+                );
+            }
+            if pg_pool_size == 0 {
+                anyhow::bail!("--pg-pool-size must be at least 1");
+            }
+        }
         // Check every option before anything is opened or created.
         let auth = access.auth()?;
         let tls = access.tls()?;
         let transport = access.transport()?;
-        let store: Arc<dyn Store> = if memory {
+        let store: Arc<dyn Store> = if let Some(url) = &store_url {
+            let config = PostgresConfig {
+                pool_size: pg_pool_size,
+                batch_size,
+                batch_delay: Duration::from_millis(batch_delay_ms),
+                ..PostgresConfig::default()
+            };
+            let store = PostgresStore::open(url, config)
+                .await
+                .with_context(|| format!("cannot open the PostgreSQL store {}", redacted(url)))?;
+            tracing::info!(
+                url = %redacted(url), pg_pool_size, batch_size, batch_delay_ms,
+                "PostgreSQL store ready"
+            );
+            Arc::new(store)
+        } else if memory {
             tracing::warn!("in-memory store: everything is lost when the daemon stops");
             Arc::new(MemoryStore::new())
         } else {
+            let data_dir = data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
             let cache_size = usize::try_from(cache_mib)
                 .ok()
                 .and_then(|m| m.checked_mul(1 << 20))
@@ -198,7 +242,11 @@ impl Options {
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
-        let kind = if memory { "memory" } else { "durable" };
+        let kind = match (&store_url, memory) {
+            (Some(_), _) => "postgres",
+            (None, true) => "memory",
+            (None, false) => "durable",
+        };
         if auth.is_open() {
             tracing::warn!(
                 "running WITHOUT AUTHENTICATION: anyone who can reach this port may create, close and estimate collections (set --admin-token-file, and --submit-token-file to guard submits)"
@@ -240,6 +288,22 @@ impl Options {
     }
 }
 
+/// `url` with its password (if any) replaced by `***`, for messages and logs.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// Resolves on Ctrl-C or SIGTERM (on Unix).
 async fn shutdown_signal() {
     let ctrl_c = async {
@@ -265,5 +329,20 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
         _ = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redacted("postgres://ann:s3cr:et@db:5432/x?sslmode=disable"),
+            "postgres://ann:***@db:5432/x?sslmode=disable"
+        );
+        assert_eq!(redacted("postgres://ann@db/x"), "postgres://ann@db/x");
+        assert_eq!(redacted("nonsense"), "nonsense");
     }
 }

@@ -1,0 +1,208 @@
+//! The group-commit task of one replica and the transaction of one group of batches
+//! (design in the docs of `PostgresStore`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Pool, Transaction};
+use ldpcov_proto::Collection;
+use prost::Message;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{db_error, pool_error};
+use crate::durable::encode_accumulator;
+use crate::store::{BatchOutcome, Cause, StoreError, ValidReport};
+use ldpcov_estimate::{Accumulator, FOLDS};
+
+/// One `submit` call waiting to be committed.
+pub(super) struct Submission {
+    /// The collection (its number of entries sizes the delta).
+    pub(super) collection: Arc<Collection>,
+    /// The batch, already checked against the collection's length.
+    pub(super) reports: Vec<ValidReport>,
+    /// Answered after the group's transaction committed (or failed).
+    pub(super) reply: oneshot::Sender<Result<BatchOutcome, StoreError>>,
+}
+
+/// Collects submissions into groups and commits each group in one transaction.
+pub(super) struct Committer {
+    pub(super) pool: Pool,
+    pub(super) rx: mpsc::UnboundedReceiver<Submission>,
+    pub(super) batch_size: usize,
+    pub(super) batch_delay: Duration,
+}
+
+impl Committer {
+    /// Runs until the store is dropped and every group sent before was answered.
+    pub(super) async fn run(mut self) {
+        while let Some(first) = self.rx.recv().await {
+            let mut reports = first.reports.len();
+            let mut group = vec![first];
+            let deadline = Instant::now() + self.batch_delay;
+            while reports < self.batch_size {
+                match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                    Ok(Some(s)) => {
+                        reports += s.reports.len();
+                        group.push(s);
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            let started = Instant::now();
+            match commit_group(&self.pool, &group).await {
+                Ok(answers) => {
+                    tracing::debug!(
+                        reports,
+                        batches = group.len(),
+                        commit_ms = started.elapsed().as_secs_f64() * 1e3,
+                        "group committed"
+                    );
+                    for (s, answer) in group.into_iter().zip(answers) {
+                        let _ = s.reply.send(answer);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, reports, "group not committed; its callers are told");
+                    for s in group {
+                        let _ = s.reply.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        tracing::debug!("group-commit task done");
+    }
+}
+
+/// Commits `group` in one transaction. `Ok` holds each submission's answer (a
+/// collection that is missing or closed refuses its batches, which count nothing); an
+/// `Err` fails the whole group, of which nothing was counted.
+async fn commit_group(
+    pool: &Pool,
+    group: &[Submission],
+) -> Result<Vec<Result<BatchOutcome, StoreError>>, StoreError> {
+    let mut by_collection: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (k, s) in group.iter().enumerate() {
+        by_collection
+            .entry(s.collection.id.as_str())
+            .or_default()
+            .push(k);
+    }
+    let mut client = pool.get().await.map_err(pool_error)?;
+    let txn = client.transaction().await.map_err(db_error)?;
+    let mut answers: Vec<Result<BatchOutcome, StoreError>> =
+        vec![Ok(BatchOutcome::default()); group.len()];
+    for (id, members) in by_collection {
+        match add_batches(&txn, id, group, &members).await? {
+            Ok(outcomes) => {
+                for (k, outcome) in members.into_iter().zip(outcomes) {
+                    answers[k] = Ok(outcome);
+                }
+            }
+            Err(refusal) => {
+                for k in members {
+                    answers[k] = Err(refusal.clone());
+                }
+            }
+        }
+    }
+    txn.commit().await.map_err(|e| {
+        StoreError::unavailable(Cause::CommitOutcomeUnknown(Box::new(Cause::Postgres(e))))
+    })?;
+    Ok(answers)
+}
+
+/// Adds the batches `members` of `group`, all for collection `id`, in `txn`: the
+/// collection's closed check, the seen ids and one delta row. The outer error fails the
+/// group; the inner one refuses these batches only (missing or closed collection).
+async fn add_batches(
+    txn: &Transaction<'_>,
+    id: &str,
+    group: &[Submission],
+    members: &[usize],
+) -> Result<Result<Vec<BatchOutcome>, StoreError>, StoreError> {
+    // FOR SHARE: a concurrent close (an UPDATE of this row) waits for this transaction,
+    // and this lock waits for a close in flight, then reads its result.
+    let row = txn
+        .query_opt(
+            "SELECT closed, spec FROM collections WHERE id = $1 FOR SHARE",
+            &[&id],
+        )
+        .await
+        .map_err(db_error)?;
+    let Some(row) = row else {
+        return Ok(Err(StoreError::NotFound(id.to_string())));
+    };
+    // The reports were validated against this replica's cached spec: if the row now
+    // holds another one (the collection was removed and created anew), that
+    // collection is gone.
+    let cached = group[members[0]].collection.spec().encode_to_vec();
+    if row.get::<_, &[u8]>(1) != cached.as_slice() {
+        return Ok(Err(StoreError::NotFound(id.to_string())));
+    }
+    if row.get::<_, bool>(0) {
+        return Ok(Err(StoreError::Closed(id.to_string())));
+    }
+    // The group's own repeats: only an id's first occurrence may count.
+    let mut candidates: Vec<[u8; 16]> = Vec::new();
+    let mut firsts: HashSet<[u8; 16]> = HashSet::new();
+    for &k in members {
+        for r in &group[k].reports {
+            if firsts.insert(r.report_id.0) {
+                candidates.push(r.report_id.0);
+            }
+        }
+    }
+    // Sorted, so that replicas inserting overlapping ids take their locks in one order.
+    candidates.sort_unstable();
+    let ids: Vec<&[u8]> = candidates.iter().map(|c| c.as_slice()).collect();
+    let mut fresh: HashSet<[u8; 16]> = HashSet::with_capacity(ids.len());
+    for row in txn
+        .query(
+            "INSERT INTO seen (collection, report_id)
+             SELECT $1, r FROM unnest($2::bytea[]) AS r ORDER BY r
+             ON CONFLICT DO NOTHING RETURNING report_id",
+            &[&id, &ids],
+        )
+        .await
+        .map_err(db_error)?
+    {
+        let bytes: &[u8] = row.get(0);
+        let id_bytes: [u8; 16] = bytes.try_into().map_err(|_| {
+            StoreError::internal(Cause::Inconsistent(format!(
+                "seen returned a report id of {} bytes",
+                bytes.len()
+            )))
+        })?;
+        fresh.insert(id_bytes);
+    }
+    let entries = group[members[0]].collection.entries;
+    let mut delta = Accumulator::new(entries, FOLDS);
+    let mut outcomes = Vec::with_capacity(members.len());
+    for &k in members {
+        let mut outcome = BatchOutcome::default();
+        for r in &group[k].reports {
+            // `remove`: a later repeat of a counted id is a duplicate.
+            if fresh.remove(&r.report_id.0) {
+                delta.add(r.report_id.fold(FOLDS), &r.entries);
+                outcome.accepted += 1;
+            } else {
+                outcome.duplicates += 1;
+            }
+        }
+        outcomes.push(outcome);
+    }
+    if delta.count > 0 {
+        let count = i64::try_from(delta.count).map_err(|_| {
+            StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))
+        })?;
+        txn.execute(
+            "INSERT INTO deltas (collection, count, acc) VALUES ($1, $2, $3)",
+            &[&id, &count, &encode_accumulator(&delta)],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(Ok(outcomes))
+}

@@ -1,0 +1,591 @@
+//! The PostgreSQL store: [`PostgresStore`] (its docs hold the design: tables, one
+//! transaction per group of batches, folding, consistency, failure handling), shared by
+//! any number of stateless aggregator replicas.
+//!
+//! Files: `schema.rs` (the migrations in `aggregator/migrations/`), `commit.rs` (the
+//! group-commit task and the batch transaction), `fold.rs` (adding deltas into the base
+//! and reading a consistent snapshot), `tests.rs` (PostgreSQL-specific tests on a
+//! throwaway cluster; the store contract is checked in `store/contract.rs`).
+
+mod commit;
+mod fold;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use ldpcov_proto::Collection;
+use prost::Message;
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_postgres::NoTls;
+
+use crate::durable::{Corruption, DurableConfig, decode_collection};
+use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport, check_lengths};
+
+use commit::{Committer, Submission};
+
+/// Connection pool, group commit and folding settings of a [`PostgresStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostgresConfig {
+    /// Connections this replica keeps to PostgreSQL at most (the group-commit task
+    /// uses one at a time; reads, creates, closes and the folder share the rest).
+    pub pool_size: usize,
+    /// Longest wait for a connection: to connect, or for a free one from the pool.
+    /// Past it the operation fails with [`StoreError::Unavailable`].
+    pub connect_timeout: Duration,
+    /// A group of batches is committed as soon as it holds this many reports (0 is
+    /// treated as 1).
+    pub batch_size: usize,
+    /// A group is committed at most this long after its first batch arrived.
+    pub batch_delay: Duration,
+    /// How often this replica folds deltas into the bases (zero: never in the
+    /// background; [`PostgresStore::fold`] still does).
+    pub fold_interval: Duration,
+    /// Deltas one fold transaction adds at most (bounds its memory and duration).
+    pub fold_batch: usize,
+}
+
+impl Default for PostgresConfig {
+    /// 8 connections, 10 s to connect; the durable store's group-commit defaults
+    /// (1024 reports or 5 ms); a fold of at most 64 deltas every second.
+    fn default() -> Self {
+        let durable = DurableConfig::default();
+        PostgresConfig {
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(10),
+            batch_size: durable.batch_size,
+            batch_delay: durable.batch_delay,
+            fold_interval: Duration::from_secs(1),
+            fold_batch: 64,
+        }
+    }
+}
+
+/// Why the PostgreSQL store could not be opened.
+#[derive(Debug, Error)]
+pub enum PostgresError {
+    /// The connection URL cannot be parsed.
+    #[error("invalid PostgreSQL URL: {0}")]
+    Url(#[source] tokio_postgres::Error),
+    /// The connection pool cannot be built.
+    #[error("cannot build the connection pool: {0}")]
+    Pool(#[from] deadpool_postgres::BuildError),
+    /// No connection could be made.
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(#[from] deadpool_postgres::PoolError),
+    /// A statement failed.
+    #[error("PostgreSQL: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    /// A migration failed (nothing of it was applied).
+    #[error("schema migration {name} failed: {source}")]
+    Migration {
+        /// The migration.
+        name: &'static str,
+        /// The cause.
+        source: tokio_postgres::Error,
+    },
+    /// The database was migrated by a newer version of the aggregator.
+    #[error("the database schema is at version {found}, newer than this aggregator's {known}")]
+    Newer {
+        /// The newest applied version.
+        found: i64,
+        /// The newest version this aggregator knows.
+        known: i64,
+    },
+}
+
+/// What one replica caches: only what never changes once committed.
+#[derive(Default)]
+struct Cache {
+    /// Specs are immutable once created.
+    collections: RwLock<HashMap<String, Arc<Collection>>>,
+    /// A close is final.
+    closed: RwLock<HashSet<String>>,
+}
+
+/// A [`Store`] in a PostgreSQL database that any number of aggregator replicas
+/// (processes) share; each replica is stateless beyond a cache of immutable facts.
+///
+/// # Driver
+///
+/// `tokio-postgres` with a `deadpool-postgres` pool: the store's code is plain SQL on
+/// one async driver, with explicit transactions whose isolation level is chosen per
+/// use (READ COMMITTED with row locks for batches and folds, REPEATABLE READ for
+/// snapshots), streamed row reads (a p = 1000 accumulator is tens of MB) and no
+/// compile-time database connection (`sqlx`'s checked queries need one, or a cached
+/// query file kept in step). Connections are plaintext (`NoTls`): run the database on
+/// a private network or loopback.
+///
+/// # Tables
+///
+/// Created by the migrations in `aggregator/migrations/` (applied at open, see
+/// `schema.rs`; recorded in `schema_migrations`):
+///
+/// | table         | key                      | holds                                      |
+/// |---------------|--------------------------|--------------------------------------------|
+/// | `collections` | `id`                     | `spec` (`CollectionSpec` protobuf bytes, as the redb store keeps it), `closed` |
+/// | `bases`       | `collection`             | `count`, `acc`: the folded accumulators    |
+/// | `deltas`      | (`collection`, `seq`)    | `count`, `acc`: one committed batch's partial accumulators |
+/// | `seen`        | (`collection`, `report_id`) | — (every counted report id)             |
+///
+/// Accumulators (`acc`) are blobs in the durable store's format (see `DurableStore`,
+/// "Accumulator blob"): exact per-fold `i64` sums and `u128` sums of squares, added
+/// in Rust, never as SQL numbers. A collection's accumulators are its base plus all
+/// its deltas.
+///
+/// # One transaction per group of batches
+///
+/// Each replica runs one group-commit task (the semantics of `DurableStore`'s commit
+/// thread, on tokio): concurrent [`submit`](Store::submit) calls that arrive within
+/// [`PostgresConfig::batch_delay`] (or until [`PostgresConfig::batch_size`] reports)
+/// are committed in one transaction, and a caller is answered only after it committed.
+/// Per collection in the group, sorted by id, the transaction
+///
+/// 1. locks the `collections` row `FOR SHARE` and reads `closed`: a missing row answers
+///    that collection's batches with [`StoreError::NotFound`], a closed one with
+///    [`StoreError::Closed`], and neither counts anything;
+/// 2. removes the group's own repeated ids (the first occurrence, in arrival order,
+///    is the one that may count), then inserts the ids, sorted, into `seen` with
+///    `ON CONFLICT DO NOTHING … RETURNING`: exactly the returned ids are counted, the
+///    others are duplicates;
+/// 3. inserts one `deltas` row with the partial accumulators of the counted reports.
+///
+/// If any statement or the commit fails, the transaction is rolled back and every
+/// caller of the group gets the same error, counting nothing: [`StoreError::Unavailable`]
+/// when the database is unreachable or the failure is transient (connection lost,
+/// serialization failure, deadlock, server shutting down), [`StoreError::Internal`]
+/// otherwise. A connection lost during `COMMIT` leaves the outcome unknown
+/// ([`Cause::CommitOutcomeUnknown`]); retrying with the same ids is safe, as `seen`
+/// then reports them as duplicates.
+///
+/// # Replicas
+///
+/// A report id counts at most once per collection across every replica: the primary
+/// key of `seen` is checked in the transaction that adds the report's delta, so a
+/// concurrent insert of the same id by another replica waits for that transaction and
+/// then either skips the id (it committed) or counts it (it rolled back). Ids are
+/// inserted in sorted order so that two replicas cannot deadlock on each other's ids
+/// (if PostgreSQL still reports a deadlock, the group fails as Unavailable, to be
+/// retried). [`close_collection`](Store::close_collection) updates the `collections`
+/// row, which waits for every batch holding its `FOR SHARE` lock and makes every later
+/// batch see `closed`: a batch that races a close is counted entirely before it or
+/// refused.
+///
+/// # Write amplification and folding
+///
+/// A batch never rewrites a collection's accumulators: it inserts one delta row of
+/// `d·(8·FOLDS + 16)` bytes (28 MB at p = 1000, before PostgreSQL's compression,
+/// which shrinks the folds a small batch does not touch), however many reports it
+/// holds, plus one `seen` row per report. A folding step (any replica, every
+/// [`PostgresConfig::fold_interval`]) adds up to [`PostgresConfig::fold_batch`]
+/// deltas of a collection into its `bases` row and deletes them, in one transaction
+/// that locks the base row `FOR UPDATE SKIP LOCKED`: folders are serialised per
+/// collection (a replica that finds the row locked skips it) and batches, which never
+/// touch `bases`, are not blocked. So the base is rewritten once per fold, not per
+/// batch, and the deltas a snapshot reads stay few.
+///
+/// [`snapshot`](Store::snapshot) reads the base and every delta in one REPEATABLE READ
+/// transaction: it sees one committed state, before or after any fold, and a fold
+/// moves sums from deltas into the base without changing their total. Rows are
+/// streamed and merged one at a time, so a snapshot holds two accumulators in memory.
+///
+/// # Cache
+///
+/// A replica caches collection specs (immutable once created) and closed flags (a
+/// close is final), nothing else: counts and sums are always read from the database.
+/// A batch's transaction compares the stored spec with the cached one it was validated
+/// against and refuses the batch ([`StoreError::NotFound`]) if they differ, so a
+/// collection removed and created anew under the same id by another replica never
+/// receives reports validated for the old one.
+///
+/// # Removing a collection
+///
+/// One transaction: lock the `bases` row `FOR UPDATE` (waits for a fold) and the
+/// `collections` row `FOR UPDATE` (waits for the batches holding it), delete the
+/// collection's `seen`, `deltas`, `bases` and `collections` rows, commit, then drop the
+/// collection from this replica's cache; other replicas' batches then find no row.
+pub struct PostgresStore {
+    pool: Pool,
+    cache: Arc<Cache>,
+    tx: Option<mpsc::UnboundedSender<Submission>>,
+    committer: Option<JoinHandle<()>>,
+    folder: Option<JoinHandle<()>>,
+    config: PostgresConfig,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://USER[:PASSWORD]@HOST:PORT/DB`,
+    /// or any form `tokio_postgres::Config` parses), applies the missing schema
+    /// migrations, and starts this replica's group-commit and folding tasks. Must be
+    /// called within a tokio runtime.
+    pub async fn open(url: &str, config: PostgresConfig) -> Result<Self, PostgresError> {
+        let mut pg = tokio_postgres::Config::from_str(url).map_err(PostgresError::Url)?;
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(config.connect_timeout);
+        }
+        if pg.get_application_name().is_none() {
+            pg.application_name("ldpcov-aggregator");
+        }
+        let manager = Manager::from_config(
+            pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(config.connect_timeout))
+            .create_timeout(Some(config.connect_timeout))
+            .build()?;
+        let applied = {
+            let mut client = pool.get().await?;
+            schema::migrate(&mut client).await?
+        };
+        let cache = Arc::new(Cache::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let committer = tokio::spawn(
+            Committer {
+                pool: pool.clone(),
+                rx,
+                batch_size: config.batch_size.max(1),
+                batch_delay: config.batch_delay,
+            }
+            .run(),
+        );
+        let folder = (!config.fold_interval.is_zero()).then(|| {
+            tokio::spawn(fold::fold_periodically(
+                pool.clone(),
+                config.fold_interval,
+                config.fold_batch.max(1),
+            ))
+        });
+        tracing::info!(
+            migrations_applied = applied,
+            pool_size = config.pool_size,
+            "PostgreSQL store opened"
+        );
+        Ok(PostgresStore {
+            pool,
+            cache,
+            tx: Some(tx),
+            committer: Some(committer),
+            folder,
+            config,
+        })
+    }
+
+    /// Folds every collection's deltas into its base now (what the background task
+    /// does every [`PostgresConfig::fold_interval`]); returns the number of deltas
+    /// folded. Snapshots are the same before and after.
+    pub async fn fold(&self) -> Result<u64, StoreError> {
+        fold::fold_all(&self.pool, self.config.fold_batch.max(1)).await
+    }
+
+    /// Delta rows not yet folded, over all collections (operators and tests).
+    pub async fn pending_deltas(&self) -> Result<u64, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_one("SELECT count(*) FROM deltas", &[])
+            .await
+            .map_err(db_error)?;
+        to_u64(row.get::<_, i64>(0))
+    }
+
+    fn cached(&self, id: &str) -> Result<Option<Arc<Collection>>, StoreError> {
+        let map = self
+            .cache
+            .collections
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
+        Ok(map.get(id).cloned())
+    }
+
+    fn remember(&self, collection: Arc<Collection>) -> Result<Arc<Collection>, StoreError> {
+        let mut map = self
+            .cache
+            .collections
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
+        Ok(map
+            .entry(collection.id.clone())
+            .or_insert(collection)
+            .clone())
+    }
+
+    /// The collection whose spec is stored under `id`, checked and cached.
+    fn decoded(&self, id: &str, spec: &[u8]) -> Result<Arc<Collection>, StoreError> {
+        let collection = decode_collection(id, spec).map_err(corrupt)?;
+        if collection.id != id {
+            return Err(corrupt(Corruption::IdMismatch {
+                id: id.to_string(),
+                found: collection.id,
+            }));
+        }
+        self.remember(Arc::new(collection))
+    }
+
+    fn known_closed(&self, id: &str) -> Result<bool, StoreError> {
+        let set = self
+            .cache
+            .closed
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?;
+        Ok(set.contains(id))
+    }
+
+    fn remember_closed(&self, id: &str) -> Result<(), StoreError> {
+        self.cache
+            .closed
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
+            .insert(id.to_string());
+        Ok(())
+    }
+}
+
+impl Drop for PostgresStore {
+    /// Stops the folder (a fold in flight is rolled back by the server) and lets the
+    /// group-commit task finish the groups already sent, then end.
+    fn drop(&mut self) {
+        if let Some(folder) = self.folder.take() {
+            folder.abort();
+        }
+        self.tx.take();
+        self.committer.take();
+    }
+}
+
+/// The store error for a failed statement: [`StoreError::Unavailable`] when the
+/// database is unreachable or the failure is transient, [`StoreError::Internal`]
+/// otherwise.
+pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
+    if transient(&e) {
+        StoreError::unavailable(Cause::Postgres(e))
+    } else {
+        StoreError::internal(Cause::Postgres(e))
+    }
+}
+
+/// The store error when no connection can be had: the database is unreachable.
+pub(crate) fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    use deadpool_postgres::PoolError;
+    match &e {
+        PoolError::Backend(b) if !transient(b) => StoreError::internal(Cause::Pool(e)),
+        PoolError::Closed => StoreError::unavailable(Cause::ShuttingDown),
+        _ => StoreError::unavailable(Cause::Pool(e)),
+    }
+}
+
+/// Whether `e` may go away when retried: no connection (I/O, closed), or an error
+/// class PostgreSQL documents as transient.
+fn transient(e: &tokio_postgres::Error) -> bool {
+    use std::error::Error as _;
+    if e.is_closed()
+        || e.source()
+            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+    {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            let code = code.code();
+            // 08: connection exception; 53: insufficient resources; 57P: operator
+            // intervention (shutdown, cannot connect now); 40001 serialization
+            // failure; 40P01 deadlock.
+            code.starts_with("08")
+                || code.starts_with("53")
+                || code.starts_with("57P")
+                || code == "40001"
+                || code == "40P01"
+        }
+        None => false,
+    }
+}
+
+/// A stored `bigint` count as `u64` (negative only if the database was altered).
+fn to_u64(v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| {
+        StoreError::internal(Cause::Inconsistent(format!(
+            "negative count {v} in the database"
+        )))
+    })
+}
+
+fn corrupt(e: Corruption) -> StoreError {
+    StoreError::internal(Cause::Corrupt(e))
+}
+
+#[tonic::async_trait]
+impl Store for PostgresStore {
+    async fn create_collection(
+        &self,
+        collection: Collection,
+    ) -> Result<Arc<Collection>, StoreError> {
+        if let Some(c) = self.cached(&collection.id)? {
+            return if *c == collection {
+                Ok(c)
+            } else {
+                Err(StoreError::AlreadyExists(collection.id))
+            };
+        }
+        let spec = collection.spec().encode_to_vec();
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        let txn = client.transaction().await.map_err(db_error)?;
+        let inserted = txn
+            .execute(
+                "INSERT INTO collections (id, spec) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                &[&collection.id, &spec],
+            )
+            .await
+            .map_err(db_error)?;
+        if inserted == 1 {
+            txn.execute(
+                "INSERT INTO bases (collection, count) VALUES ($1, 0)",
+                &[&collection.id],
+            )
+            .await
+            .map_err(db_error)?;
+            txn.commit().await.map_err(db_error)?;
+            tracing::debug!(collection = %collection.id, "collection created");
+            return self.remember(Arc::new(collection));
+        }
+        // It exists (created by this or another replica): the same parameters or not.
+        // Read on this connection: a pool of one must not wait for a second.
+        let row = txn
+            .query_one(
+                "SELECT spec FROM collections WHERE id = $1",
+                &[&collection.id],
+            )
+            .await
+            .map_err(db_error)?;
+        let existing = self.decoded(&collection.id, row.get::<_, &[u8]>(0))?;
+        txn.commit().await.map_err(db_error)?;
+        if *existing == collection {
+            Ok(existing)
+        } else {
+            Err(StoreError::AlreadyExists(collection.id))
+        }
+    }
+
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
+        if let Some(c) = self.cached(id)? {
+            return Ok(c);
+        }
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_opt("SELECT spec FROM collections WHERE id = $1", &[&id])
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        self.decoded(id, row.get::<_, &[u8]>(0))
+    }
+
+    async fn submit(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let collection = self.collection(id).await?;
+        check_lengths(&collection, &reports)?;
+        // A close is final: refuse early. Otherwise the batch's transaction checks it.
+        if self.known_closed(id)? {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        if reports.is_empty() {
+            return if self.is_closed(id).await? {
+                Err(StoreError::Closed(id.to_string()))
+            } else {
+                Ok(BatchOutcome::default())
+            };
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .as_ref()
+            .and_then(|tx| {
+                tx.send(Submission {
+                    collection,
+                    reports,
+                    reply,
+                })
+                .ok()
+            })
+            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))?;
+        let outcome = rx
+            .await
+            .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?;
+        if matches!(outcome, Err(StoreError::Closed(_))) {
+            self.remember_closed(id)?;
+        }
+        outcome
+    }
+
+    async fn count(&self, id: &str) -> Result<u64, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        // One statement: one snapshot of the base and the deltas.
+        let row = client
+            .query_opt(
+                "SELECT b.count + COALESCE(
+                     (SELECT sum(d.count) FROM deltas d WHERE d.collection = b.collection), 0
+                 )::bigint
+                 FROM bases b WHERE b.collection = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        to_u64(row.get::<_, i64>(0))
+    }
+
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
+        let collection = self.collection(id).await?;
+        let acc = fold::read_consistent(&self.pool, &collection).await?;
+        Ok(Snapshot { collection, acc })
+    }
+
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let updated = client
+            .execute("UPDATE collections SET closed = true WHERE id = $1", &[&id])
+            .await
+            .map_err(db_error)?;
+        if updated == 0 {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        tracing::info!(collection = %id, "collection closed");
+        self.remember_closed(id)
+    }
+
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        if self.known_closed(id)? {
+            return Ok(true);
+        }
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let closed: bool = client
+            .query_opt("SELECT closed FROM collections WHERE id = $1", &[&id])
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?
+            .get(0);
+        if closed {
+            self.remember_closed(id)?;
+        }
+        Ok(closed)
+    }
+}

@@ -1,0 +1,365 @@
+//! PostgreSQL-specific tests, each on its own throwaway cluster (`ldpcov-pg-cluster`):
+//! replicas sharing one database, folding, reopening, migrations, a database that goes
+//! away, closes racing batches. The store contract is in `store/contract.rs`.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ldpcov_pg_cluster::PgCluster;
+use ldpcov_proto::ReportId;
+
+use super::*;
+use crate::store::tests::collection;
+use ldpcov_estimate::{Accumulator, FOLDS};
+
+fn report(id: u32, entries: usize) -> ValidReport {
+    let mut bytes = [0u8; 16];
+    bytes[4..8].copy_from_slice(&id.to_be_bytes());
+    ValidReport {
+        report_id: ReportId(bytes),
+        // Entries depend on the id only: a repeated id is a retry of the same report.
+        entries: (0..entries)
+            .map(|j| (id as i32).wrapping_mul(2_654_435) ^ (j as i32 * 977))
+            .collect(),
+    }
+}
+
+fn expected(entries: usize, ids: impl IntoIterator<Item = u32>) -> Accumulator {
+    let mut acc = Accumulator::new(entries, FOLDS);
+    for id in ids.into_iter().collect::<HashSet<_>>() {
+        let r = report(id, entries);
+        acc.add(r.report_id.fold(FOLDS), &r.entries);
+    }
+    acc
+}
+
+/// Group commit as in production but a short delay; no background folding unless asked.
+fn config() -> PostgresConfig {
+    PostgresConfig {
+        batch_delay: Duration::from_millis(2),
+        fold_interval: Duration::ZERO,
+        ..PostgresConfig::default()
+    }
+}
+
+async fn open(url: &str, config: PostgresConfig) -> Arc<PostgresStore> {
+    Arc::new(PostgresStore::open(url, config).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_count_each_overlapping_id_once_and_merge_exactly() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("replicas");
+    // Replica B folds in the background while both submit: folds race the batches.
+    let a = open(&url, config()).await;
+    let b = open(
+        &url,
+        PostgresConfig {
+            fold_interval: Duration::from_millis(20),
+            fold_batch: 3,
+            ..config()
+        },
+    )
+    .await;
+    a.create_collection(collection("c", 4)).await.unwrap();
+    b.create_collection(collection("c", 4)).await.unwrap();
+    let entries = collection("c", 4).entries;
+    // 8 tasks per replica, each 12 batches of 10 ids from a window of 400 ids that
+    // the tasks of both replicas share: most ids are sent several times, concurrently.
+    let mut tasks = Vec::new();
+    for (r, store) in [a.clone(), b.clone()].into_iter().enumerate() {
+        for t in 0..8u32 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut sent = Vec::new();
+                let mut accepted = 0;
+                for k in 0..12u32 {
+                    let ids: Vec<u32> = (0..10u32)
+                        .map(|j| (t * 37 + k * 53 + j * 11 + r as u32 * 5) % 400)
+                        .collect();
+                    let batch = ids.iter().map(|&id| report(id, entries)).collect();
+                    accepted += store.submit("c", batch).await.unwrap().accepted;
+                    sent.extend(ids);
+                }
+                (sent, accepted)
+            }));
+        }
+    }
+    let mut sent = Vec::new();
+    let mut accepted = 0;
+    for t in tasks {
+        let (ids, n) = t.await.unwrap();
+        sent.extend(ids);
+        accepted += n;
+    }
+    let want = expected(entries, sent.iter().copied());
+    assert!(want.count > 200, "the test must overlap many ids");
+    assert_eq!(
+        accepted, want.count,
+        "each id accepted by exactly one replica"
+    );
+    assert_eq!(a.snapshot("c").await.unwrap().acc, want);
+    assert_eq!(b.snapshot("c").await.unwrap().acc, want);
+    assert_eq!(a.count("c").await.unwrap(), want.count);
+    a.fold().await.unwrap();
+    assert_eq!(a.pending_deltas().await.unwrap(), 0);
+    assert_eq!(b.snapshot("c").await.unwrap().acc, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folding_preserves_the_snapshot_exactly() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("fold");
+    let s = open(
+        &url,
+        PostgresConfig {
+            fold_batch: 4,
+            ..config()
+        },
+    )
+    .await;
+    s.create_collection(collection("c", 3)).await.unwrap();
+    let entries = collection("c", 3).entries;
+    for k in 0..10u32 {
+        let batch = (0..5).map(|j| report(k * 5 + j, entries)).collect();
+        s.submit("c", batch).await.unwrap();
+    }
+    assert_eq!(s.pending_deltas().await.unwrap(), 10, "one delta per batch");
+    let before = s.snapshot("c").await.unwrap();
+    assert_eq!(before.acc, expected(entries, 0..50));
+    // Ten deltas in transactions of at most four: three folds.
+    assert_eq!(s.fold().await.unwrap(), 10);
+    assert_eq!(s.pending_deltas().await.unwrap(), 0);
+    assert_eq!(s.snapshot("c").await.unwrap(), before);
+    // A second round on top of a non-empty base, with repeats of folded ids.
+    s.submit("c", (45..60).map(|id| report(id, entries)).collect())
+        .await
+        .unwrap();
+    let mid = s.snapshot("c").await.unwrap();
+    assert_eq!(mid.acc, expected(entries, 0..60));
+    assert_eq!(s.fold().await.unwrap(), 1);
+    assert_eq!(s.snapshot("c").await.unwrap(), mid);
+    assert_eq!(s.count("c").await.unwrap(), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopened_store_sees_everything_committed() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("reopen");
+    let entries = collection("c", 2).entries;
+    let before = {
+        let s = open(&url, config()).await;
+        s.create_collection(collection("c", 2)).await.unwrap();
+        s.create_collection(collection("d", 2)).await.unwrap();
+        s.submit("c", (0..30).map(|id| report(id, entries)).collect())
+            .await
+            .unwrap();
+        s.fold().await.unwrap();
+        s.submit("c", (20..40).map(|id| report(id, entries)).collect())
+            .await
+            .unwrap();
+        s.close_collection("d").await.unwrap();
+        s.snapshot("c").await.unwrap()
+    };
+    let s = open(&url, config()).await;
+    assert_eq!(s.snapshot("c").await.unwrap(), before);
+    assert_eq!(before.acc, expected(entries, 0..40));
+    assert!(s.is_closed("d").await.unwrap());
+    assert!(!s.is_closed("c").await.unwrap());
+    // The seen ids survived too.
+    let o = s
+        .submit("c", (35..45).map(|id| report(id, entries)).collect())
+        .await
+        .unwrap();
+    assert_eq!((o.accepted, o.duplicates), (5, 5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_starting_together_apply_each_migration_once() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("migrate");
+    let opened =
+        futures::future::join_all((0..4).map(|_| PostgresStore::open(&url, config()))).await;
+    let stores: Vec<PostgresStore> = opened.into_iter().map(Result::unwrap).collect();
+    let client = stores[0].pool.get().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT version, name FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap();
+    let applied: Vec<(i64, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let known: Vec<(i64, String)> = schema::MIGRATIONS
+        .iter()
+        .map(|m| (m.version, m.name.to_string()))
+        .collect();
+    assert_eq!(applied, known);
+    // A schema newer than this binary's is refused.
+    client
+        .execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (999, 'future')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let refused = PostgresStore::open(&url, config()).await;
+    assert!(
+        matches!(refused, Err(PostgresError::Newer { found: 999, .. })),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_is_down_is_unavailable_and_nothing_is_partial() {
+    let mut pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("down");
+    let s = open(
+        &url,
+        PostgresConfig {
+            connect_timeout: Duration::from_secs(2),
+            ..config()
+        },
+    )
+    .await;
+    s.create_collection(collection("c", 2)).await.unwrap();
+    let entries = collection("c", 2).entries;
+    s.submit("c", (0..10).map(|id| report(id, entries)).collect())
+        .await
+        .unwrap();
+    pg.stop().unwrap();
+    let refused = s
+        .submit("c", (10..20).map(|id| report(id, entries)).collect())
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::Unavailable(_))),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        s.count("c").await,
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(matches!(
+        s.snapshot("c").await,
+        Err(StoreError::Unavailable(_))
+    ));
+    pg.restart().unwrap();
+    // Nothing of the refused batch was counted; resending it counts it all.
+    assert_eq!(s.count("c").await.unwrap(), 10);
+    let o = s
+        .submit("c", (10..20).map(|id| report(id, entries)).collect())
+        .await
+        .unwrap();
+    assert_eq!(o.accepted, 10);
+    assert_eq!(s.snapshot("c").await.unwrap().acc, expected(entries, 0..20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_racing_a_close_is_counted_entirely_or_refused() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("close");
+    let a = open(&url, config()).await;
+    let b = open(&url, config()).await;
+    // Several rounds, one collection each: a batch in flight when the close lands is
+    // likely in every round, so a missing lock shows in almost every run.
+    for round in 0..4 {
+        let id = format!("c{round}");
+        a.create_collection(collection(&id, 2)).await.unwrap();
+        let entries = collection(&id, 2).entries;
+        let mut tasks = Vec::new();
+        for t in 0..12u32 {
+            let s = if t % 2 == 0 { a.clone() } else { b.clone() };
+            let id = id.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut counted = Vec::new();
+                for k in 0..20u32 {
+                    // Large batches keep each transaction open a while after its
+                    // closed check: a close lands inside that window often.
+                    let ids: Vec<u32> = (0..100).map(|j| t * 10_000 + k * 100 + j).collect();
+                    let batch = ids.iter().map(|&id| report(id, entries)).collect();
+                    match s.submit(&id, batch).await {
+                        Ok(o) => {
+                            assert_eq!(o.accepted, 100);
+                            counted.extend(ids);
+                        }
+                        Err(StoreError::Closed(_)) => break,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                counted
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        b.close_collection(&id).await.unwrap();
+        // Once the close returned, nothing more is counted (a batch that had read the
+        // flag before the close would otherwise commit after it).
+        let at_close = a.snapshot(&id).await.unwrap();
+        let mut counted = Vec::new();
+        for t in tasks {
+            counted.extend(t.await.unwrap());
+        }
+        let after = a.snapshot(&id).await.unwrap();
+        assert_eq!(after, at_close, "round {round}: counted after the close");
+        // Exactly the acknowledged batches are in the sums: none half counted.
+        assert!(after.acc.count > 0 && after.acc.count < 12 * 20 * 100);
+        assert_eq!(after.acc, expected(entries, counted));
+        assert!(a.is_closed(&id).await.unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_with_one_connection_sees_other_replicas_creates() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("creates");
+    let a = open(&url, config()).await;
+    // One connection, a short wait: an operation that needed a second connection
+    // while holding the first would time out.
+    let b = open(
+        &url,
+        PostgresConfig {
+            pool_size: 1,
+            connect_timeout: Duration::from_secs(2),
+            ..config()
+        },
+    )
+    .await;
+    a.create_collection(collection("c", 2)).await.unwrap();
+    // b has never seen "c": its creates go to the database.
+    assert_eq!(
+        b.create_collection(collection("c", 3)).await,
+        Err(StoreError::AlreadyExists("c".into()))
+    );
+    assert_eq!(
+        *b.create_collection(collection("c", 2)).await.unwrap(),
+        collection("c", 2)
+    );
+    let entries = collection("c", 2).entries;
+    b.submit("c", (0..5).map(|id| report(id, entries)).collect())
+        .await
+        .unwrap();
+    assert_eq!(a.count("c").await.unwrap(), 5);
+    a.close_collection("c").await.unwrap();
+    assert!(b.is_closed("c").await.unwrap());
+    assert_eq!(
+        b.submit("c", vec![report(9, entries)]).await,
+        Err(StoreError::Closed("c".into()))
+    );
+    // "r" is removed and created anew with other parameters by another replica (here
+    // by hand): b's cached spec no longer matches, so its batch counts nothing.
+    a.create_collection(collection("r", 2)).await.unwrap();
+    b.submit("r", vec![report(1, entries)]).await.unwrap();
+    let other = prost::Message::encode_to_vec(&collection("r", 3).spec());
+    a.pool
+        .get()
+        .await
+        .unwrap()
+        .execute("UPDATE collections SET spec = $1 WHERE id = 'r'", &[&other])
+        .await
+        .unwrap();
+    assert_eq!(
+        b.submit("r", vec![report(2, entries)]).await,
+        Err(StoreError::NotFound("r".into()))
+    );
+    assert_eq!(a.count("r").await.unwrap(), 1);
+}

@@ -1,0 +1,254 @@
+//! The contract every [`Store`] keeps, as test functions generic over the store, run
+//! against [`MemoryStore`], `DurableStore` and `PostgresStore` (a fresh store per case).
+//!
+//! Each case asserts what the trait documents: a report id counts at most once per
+//! collection (within a batch, across batches, across concurrent tasks); creating is
+//! idempotent and a conflicting create is refused; a closed collection refuses batches
+//! and keeps its sums; a batch with a report of the wrong length changes nothing; a
+//! snapshot is the exact sum of the accepted reports.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::tests::collection;
+use super::*;
+use crate::durable::{DurableConfig, DurableStore};
+use crate::postgres::{PostgresConfig, PostgresStore};
+
+/// A report of `entries` entries, all `v`, with id `id`.
+fn report(id: u32, v: i32, entries: usize) -> ValidReport {
+    let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(&id.to_le_bytes());
+    ValidReport {
+        report_id: ReportId(bytes),
+        entries: vec![v; entries],
+    }
+}
+
+/// The accumulators of `reports`, each id counted once (its first occurrence).
+fn expected(entries: usize, reports: &[ValidReport]) -> Accumulator {
+    let mut acc = Accumulator::new(entries, FOLDS);
+    let mut seen = std::collections::HashSet::new();
+    for r in reports {
+        if seen.insert(r.report_id) {
+            acc.add(r.report_id.fold(FOLDS), &r.entries);
+        }
+    }
+    acc
+}
+
+/// Runs every case, each on a store from `fresh(case name)`.
+async fn run_all<S, F, Fut>(mut fresh: F)
+where
+    S: Store,
+    F: FnMut(&'static str) -> Fut,
+    Fut: Future<Output = Arc<S>>,
+{
+    dedupes_within_and_across_batches(fresh("dedupe").await).await;
+    create_is_idempotent_and_conflicts_are_refused(fresh("create").await).await;
+    a_closed_collection_refuses_batches_but_keeps_its_sums(fresh("closed").await).await;
+    a_wrong_length_batch_changes_nothing(fresh("length").await).await;
+    a_snapshot_is_the_exact_sum_of_the_accepted_reports(fresh("exact").await).await;
+    concurrent_submits_count_every_report_once(fresh("concurrent").await).await;
+}
+
+async fn dedupes_within_and_across_batches<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    let o = s
+        .submit(
+            "a",
+            vec![report(1, 5, 3), report(2, 7, 3), report(1, 100, 3)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        o,
+        BatchOutcome {
+            accepted: 2,
+            duplicates: 1
+        }
+    );
+    let o = s.submit("a", vec![report(2, 100, 3)]).await.unwrap();
+    assert_eq!(
+        o,
+        BatchOutcome {
+            accepted: 0,
+            duplicates: 1
+        }
+    );
+    let snap = s.snapshot("a").await.unwrap();
+    assert_eq!(snap.acc.count, 2);
+    assert_eq!(s.count("a").await.unwrap(), 2);
+    assert_eq!(snap.acc.sums(), vec![12; 3]);
+    assert_eq!(snap.acc.sum_squares, vec![25 + 49; 3]);
+    assert_eq!(
+        snap.acc,
+        expected(3, &[report(1, 5, 3), report(2, 7, 3)]),
+        "fold sums and counts"
+    );
+}
+
+async fn create_is_idempotent_and_conflicts_are_refused<S: Store>(s: Arc<S>) {
+    let c = s.create_collection(collection("a", 2)).await.unwrap();
+    assert_eq!(*c, collection("a", 2));
+    let again = s.create_collection(collection("a", 2)).await.unwrap();
+    assert_eq!(*again, collection("a", 2));
+    assert_eq!(
+        s.create_collection(collection("a", 3)).await,
+        Err(StoreError::AlreadyExists("a".into()))
+    );
+    assert_eq!(*s.collection("a").await.unwrap(), collection("a", 2));
+    assert_eq!(s.count("zz").await, Err(StoreError::NotFound("zz".into())));
+    assert_eq!(
+        s.submit("zz", vec![report(1, 1, 3)]).await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+    assert!(matches!(
+        s.snapshot("zz").await,
+        Err(StoreError::NotFound(id)) if id == "zz"
+    ));
+}
+
+async fn a_closed_collection_refuses_batches_but_keeps_its_sums<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    s.submit("a", vec![report(1, 5, 3)]).await.unwrap();
+    assert!(!s.is_closed("a").await.unwrap());
+    s.close_collection("a").await.unwrap();
+    s.close_collection("a").await.unwrap();
+    assert!(s.is_closed("a").await.unwrap());
+    assert_eq!(
+        s.submit("a", vec![report(2, 5, 3)]).await,
+        Err(StoreError::Closed("a".into()))
+    );
+    assert_eq!(s.count("a").await.unwrap(), 1);
+    assert_eq!(s.snapshot("a").await.unwrap().acc.sums(), vec![5; 3]);
+    assert_eq!(
+        s.close_collection("zz").await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+}
+
+async fn a_wrong_length_batch_changes_nothing<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    let bad = report(9, 1, 2);
+    let refused = s.submit("a", vec![report(1, 1, 3), bad]).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Internal(c)) if matches!(**c, Cause::Unvalidated { entries: 2 })),
+        "{refused:?}"
+    );
+    assert_eq!(s.count("a").await.unwrap(), 0);
+    // Nothing of the refused batch was marked seen: its good report still counts.
+    let o = s.submit("a", vec![report(1, 1, 3)]).await.unwrap();
+    assert_eq!(o.accepted, 1);
+}
+
+async fn a_snapshot_is_the_exact_sum_of_the_accepted_reports<S: Store>(s: Arc<S>) {
+    // dim 3: 6 entries. Extreme values make any float or narrow-integer path inexact.
+    s.create_collection(collection("a", 3)).await.unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut all = Vec::new();
+    for batch in 0..6 {
+        let reports: Vec<ValidReport> = (0..40)
+            .map(|k| {
+                // Ids repeat across batches (a retry resends the same report).
+                let id = rng.random_range(0..150u32);
+                let mut r = report(id, 0, 6);
+                for (j, e) in r.entries.iter_mut().enumerate() {
+                    *e = match (id as usize + j + k + batch) % 3 {
+                        0 => i32::MAX,
+                        1 => -i32::MAX,
+                        _ => (id as i32 * 7919 + j as i32) % 100_003,
+                    };
+                }
+                r
+            })
+            .collect();
+        s.submit("a", reports.clone()).await.unwrap();
+        all.extend(reports);
+    }
+    let want = expected(6, &all);
+    let snap = s.snapshot("a").await.unwrap();
+    assert_eq!(snap.acc, want);
+    assert_eq!(s.count("a").await.unwrap(), want.count);
+    assert_eq!(*snap.collection, collection("a", 3));
+}
+
+async fn concurrent_submits_count_every_report_once<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    // 16 tasks × 10 batches × 8 reports; task t sends ids t·40 .. t·40 + 80, so
+    // neighbouring tasks overlap by half: 16·40 + 40 = 680 distinct ids of 1280 sent.
+    // A repeated id carries the same entries (a retry), so the sums are determined.
+    let tasks: Vec<_> = (0..16u32)
+        .map(|t| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut outcome = BatchOutcome::default();
+                for b in 0..10u32 {
+                    let batch = (0..8u32)
+                        .map(|k| {
+                            let id = t * 40 + b * 8 + k;
+                            report(id, id as i32 - 300, 3)
+                        })
+                        .collect();
+                    let o = s.submit("a", batch).await.unwrap();
+                    outcome.accepted += o.accepted;
+                    outcome.duplicates += o.duplicates;
+                }
+                outcome
+            })
+        })
+        .collect();
+    let mut total = BatchOutcome::default();
+    for t in tasks {
+        let o = t.await.unwrap();
+        total.accepted += o.accepted;
+        total.duplicates += o.duplicates;
+    }
+    assert_eq!(total.accepted, 680);
+    assert_eq!(total.duplicates, 1280 - 680);
+    let all: Vec<ValidReport> = (0..680u32)
+        .map(|id| report(id, id as i32 - 300, 3))
+        .collect();
+    assert_eq!(s.snapshot("a").await.unwrap().acc, expected(3, &all));
+    assert_eq!(s.count("a").await.unwrap(), 680);
+}
+
+#[tokio::test]
+async fn memory_store_keeps_the_contract() {
+    run_all(|_| async { Arc::new(MemoryStore::new()) }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    run_all(|case| {
+        let path = dir.path().join(case);
+        async move {
+            let config = DurableConfig {
+                batch_delay: std::time::Duration::from_millis(2),
+                ..DurableConfig::default()
+            };
+            Arc::new(DurableStore::open(&path, config).unwrap())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_keeps_the_contract() {
+    let pg = ldpcov_pg_cluster::PgCluster::start_or_panic();
+    run_all(|case| {
+        let url = pg.database_or_panic(case);
+        async move {
+            let config = PostgresConfig {
+                batch_delay: std::time::Duration::from_millis(2),
+                ..PostgresConfig::default()
+            };
+            Arc::new(PostgresStore::open(&url, config).await.unwrap())
+        }
+    })
+    .await;
+}
