@@ -1126,6 +1126,7 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
     estimate(url, id, &["--format", "csv", "--names", "a,b,c,d"])
         .fails_with("apply only to --format png");
     assert!(!refused.exists(), "a refused command wrote {out}");
+}
 
 #[test]
 fn a_bad_postgres_store_is_refused_with_one_line() {

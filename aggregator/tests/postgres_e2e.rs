@@ -26,6 +26,8 @@ fn spec() -> CollectionSpec {
         clip_radius: 1.0,
         min_reports: 50,
         encoding: Encoding::I32Le as i32,
+        // The default moments: mean and covariance, p + d entries per report.
+        ..Default::default()
     }
 }
 
