@@ -59,7 +59,10 @@ pub use heatmap::{
     FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
 };
 pub use output::{Format, write_estimate};
-pub use server::{EmbeddedServer, ServeError, ServeOptions, TransportLimits, serve, serve_with};
+pub use server::{
+    EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions, TransportLimits, serve,
+    serve_with,
+};
 pub use service::{
     AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,
 };

@@ -98,3 +98,33 @@ async fn wrong_length_batch_changes_nothing() {
     assert!(s.submit("a", vec![report(1, 1), bad]).await.is_err());
     assert_eq!(s.count("a").await.unwrap(), 0);
 }
+
+#[tokio::test]
+async fn delete_removes_everything_and_the_id_starts_from_scratch() {
+    let s = MemoryStore::new();
+    s.create_collection(collection("a", 2)).await.unwrap();
+    s.submit("a", vec![report(1, 5), report(2, 5)])
+        .await
+        .unwrap();
+    s.close_collection("a").await.unwrap();
+    assert_eq!(s.delete_collection("a").await, Ok(2));
+    assert_eq!(s.count("a").await, Err(StoreError::NotFound("a".into())));
+    assert_eq!(
+        s.delete_collection("a").await,
+        Err(StoreError::NotFound("a".into()))
+    );
+    assert_eq!(
+        s.submit("a", vec![report(3, 5)]).await,
+        Err(StoreError::NotFound("a".into()))
+    );
+    // Created again: open, empty, old ids count again.
+    s.create_collection(collection("a", 2)).await.unwrap();
+    assert!(!s.is_closed("a").await.unwrap());
+    assert_eq!(
+        s.submit("a", vec![report(1, 5)]).await.unwrap(),
+        BatchOutcome {
+            accepted: 1,
+            duplicates: 0
+        }
+    );
+}
