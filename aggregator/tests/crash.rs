@@ -224,7 +224,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
 }
 
 /// Rounds of create, fill, delete-and-SIGKILL.
-const DELETE_ROUNDS: u64 = 8;
+const DELETE_ROUNDS: u64 = 12;
 /// Reports in each collection that is deleted.
 const DELETE_REPORTS: usize = 1500;
 
@@ -285,7 +285,7 @@ async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
                     .await
             })
         };
-        tokio::time::sleep(Duration::from_micros(rng.random_range(0..20_000))).await;
+        tokio::time::sleep(Duration::from_micros(rng.random_range(0..2_500))).await;
         kill(&mut daemon);
         let answered = delete.await.expect("delete task").is_ok();
 

@@ -223,7 +223,9 @@ impl Aggregator for Fake {
         &self,
         _request: Request<ldpcov_proto::v1::DeleteCollectionRequest>,
     ) -> Result<Response<ldpcov_proto::v1::DeleteCollectionResponse>, Status> {
-        Err(Status::unimplemented("the fake does not delete collections"))
+        Err(Status::unimplemented(
+            "the fake does not delete collections",
+        ))
     }
 
     async fn get_estimate(
