@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Result, anyhow};
 use ldpcov_aggregator::DurableStore;
 
 use crate::serve::DEFAULT_DATA_DIR;
@@ -19,9 +19,10 @@ pub(crate) struct Options {
 impl Options {
     /// Compacts the store's file.
     pub(crate) fn run(self) -> Result<()> {
-        let (before, after) = DurableStore::compact(&self.data_dir).with_context(|| {
-            format!(
-                "cannot compact the store in {} (is a daemon still using it?)",
+        // One line: the error's own message already includes its redb cause.
+        let (before, after) = DurableStore::compact(&self.data_dir).map_err(|e| {
+            anyhow!(
+                "cannot compact the store in {} (is a daemon still using it?): {e}",
                 self.data_dir.display()
             )
         })?;
