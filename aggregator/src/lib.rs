@@ -67,7 +67,10 @@ pub use heatmap::{
 };
 pub use output::{Format, Plotted, matrix_to_plot, plot_title, write_estimate};
 pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
-pub use server::{EmbeddedServer, ServeError, ServeOptions, TransportLimits, serve, serve_with};
+pub use server::{
+    EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions, TransportLimits, serve,
+    serve_with,
+};
 pub use service::{
     AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,
 };

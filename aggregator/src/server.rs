@@ -1,5 +1,13 @@
 //! Running the service: on a listener until a shutdown signal, or embedded in-process
 //! on `127.0.0.1:0` for tests, examples and the load generator.
+//!
+//! Next to `ldpcov.v1.Aggregator` the server serves the standard gRPC health service
+//! (`grpc.health.v1.Health`) and server reflection (`grpc.reflection.v1` and
+//! `v1alpha`), both without tokens (they reveal only the schema and whether the
+//! server is up). Health: `""` (the whole server) and `ldpcov.v1.Aggregator` are
+//! `SERVING` exactly while the store accepts writes ([`Store::write_health`]) and the
+//! server is not shutting down; both turn `NOT_SERVING` as soon as the shutdown signal
+//! completes, before in-flight calls are drained.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,6 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic::server::NamedService;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
 
 use crate::auth::AuthConfig;
 use crate::service::{AggregatorService, Limits};
@@ -75,6 +86,28 @@ pub enum ServeError {
     /// A limit is zero.
     #[error("{0} must be at least 1")]
     Limit(&'static str),
+    /// The reflection service could not read a file descriptor set.
+    #[error("gRPC reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+}
+
+/// The name the health service reports the aggregator under: `ldpcov.v1.Aggregator`.
+pub const HEALTH_SERVICE_NAME: &str = <AggregatorServer<AggregatorService> as NamedService>::NAME;
+
+/// Sets `""` and [`HEALTH_SERVICE_NAME`] to `status`.
+async fn set_health(reporter: &HealthReporter, status: ServingStatus) {
+    reporter.set_service_status("", status).await;
+    reporter
+        .set_service_status(HEALTH_SERVICE_NAME, status)
+        .await;
+}
+
+fn serving(healthy: bool) -> ServingStatus {
+    if healthy {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    }
 }
 
 /// Serves `store` on `listener` until `shutdown` completes, then drains in-flight calls.
@@ -110,6 +143,40 @@ pub async fn serve_with(
     if transport.request_timeout.is_zero() {
         return Err(ServeError::Limit("request_timeout"));
     }
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let mut write_health = store.write_health();
+    let healthy = *write_health.borrow_and_update();
+    set_health(&reporter, serving(healthy)).await;
+    // Follows the store's write health until the shutdown signal.
+    let follower = {
+        let reporter = reporter.clone();
+        tokio::spawn(async move {
+            while write_health.changed().await.is_ok() {
+                let healthy = *write_health.borrow_and_update();
+                if !healthy {
+                    tracing::warn!("the store refuses writes: health NOT_SERVING");
+                }
+                set_health(&reporter, serving(healthy)).await;
+            }
+        })
+    };
+    let shutdown = async move {
+        shutdown.await;
+        // Stop following first, so that nothing turns SERVING again afterwards.
+        follower.abort();
+        let _ = follower.await;
+        set_health(&reporter, ServingStatus::NotServing).await;
+        tracing::info!("shutting down: health NOT_SERVING, draining calls");
+    };
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    // Older grpcurl and grpc_cli only speak v1alpha.
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
     let service = AggregatorServer::new(AggregatorService::new(store, limits).with_auth(auth))
         .max_decoding_message_size(limits.max_decoding_message_size())
         .max_encoding_message_size(limits.max_encoding_message_size());
@@ -125,6 +192,9 @@ pub async fn serve_with(
             transport.max_concurrent_requests,
         ))
         .add_service(service)
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await?;
     Ok(())

@@ -10,9 +10,10 @@ use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
-    CrossValidatedThreshold, Edge, Estimate, EstimateTarget, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, SpectralLoss, SubmitReportResponse,
-    SubmitReportsResponse, ThresholdKind as WireKind, get_estimate_request,
+    CrossValidatedThreshold, DeleteCollectionRequest, DeleteCollectionResponse, Edge, Estimate,
+    EstimateTarget, GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report,
+    SpectralLoss, SubmitReportResponse, SubmitReportsResponse, ThresholdKind as WireKind,
+    get_estimate_request,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
 use nalgebra::DMatrix;
@@ -443,6 +444,22 @@ impl Aggregator for AggregatorService {
         let status = self.status_of(&c).await?;
         tracing::info!(collection = %c.id, reports = status.reports, "collection closed");
         Ok(Response::new(status))
+    }
+
+    async fn delete_collection(
+        &self,
+        request: Request<DeleteCollectionRequest>,
+    ) -> Result<Response<DeleteCollectionResponse>, Status> {
+        self.auth.check(request.metadata(), Right::Admin)?;
+        let id = &request.get_ref().collection_id;
+        validate_collection_id(id).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let reports = self
+            .store
+            .delete_collection(id)
+            .await
+            .map_err(store_status)?;
+        tracing::info!(collection = %id, reports, "collection deleted");
+        Ok(Response::new(DeleteCollectionResponse { reports }))
     }
 
     async fn get_estimate(

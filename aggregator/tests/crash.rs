@@ -4,6 +4,10 @@
 //! report until it is acknowledged (same id, so resending is safe). At the end the
 //! store is opened directly and its exact integer accumulators must equal those of the
 //! set of acknowledged reports: nothing lost, nothing counted twice.
+//!
+//! A second test kills the daemon while a DeleteCollection is in flight: the store
+//! must then hold either the whole collection (accumulators and seen report ids) or
+//! nothing of it.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -14,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use ldpcov_aggregator::Store;
 use ldpcov_aggregator::{DurableConfig, DurableStore};
-use ldpcov_client::proto::v1::{CollectionSpec, Encoding, Report};
+use ldpcov_client::proto::v1::{
+    CollectionSpec, DeleteCollectionRequest, Encoding, Moments, Report,
+};
 use ldpcov_client::proto::wire::decode_payload;
 use ldpcov_client::{
     AggregatorClient, ClientError, Collection, DiscreteGaussianSampler, RetryPolicy,
@@ -218,4 +224,117 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
     assert_eq!(got.fold_counts, expected.fold_counts);
     assert_eq!(got.fold_sums, expected.fold_sums);
     assert_eq!(got.sum_squares, expected.sum_squares);
+}
+
+/// Rounds of create, fill, delete-and-SIGKILL.
+const DELETE_ROUNDS: u64 = 12;
+/// Reports in each collection that is deleted.
+const DELETE_REPORTS: usize = 1500;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let log = tmp.path().join("daemon.log");
+    let addr = free_port();
+    let url = format!("http://{addr}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xde1e7e);
+    let (mut kept, mut deleted) = (0, 0);
+    for round in 0..DELETE_ROUNDS {
+        let id = format!("victim-{round}");
+        let spec = CollectionSpec {
+            collection_id: id.clone(),
+            dim: DIM,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            encoding: Encoding::I32Le as i32,
+            // Explicit, so the local `from_spec` and the server's create agree.
+            moments: Moments::SecondMoment as i32,
+            ..Default::default()
+        };
+        let collection = Collection::from_spec(&spec).expect("spec");
+        let mut daemon = spawn_daemon(addr, &data, &log);
+        wait_ready(&url).await;
+        let mut admin = AggregatorClient::connect(url.clone())
+            .await
+            .expect("connect");
+        admin.create_collection(spec).await.expect("create");
+        let reports: Vec<(ReportId, Vec<i32>)> = (0..DELETE_REPORTS)
+            .map(|_| {
+                let id = ReportId(rng.random());
+                let entries = (0..collection.entries)
+                    .map(|_| rng.random_range(-1000..1000))
+                    .collect();
+                (id, entries)
+            })
+            .collect();
+        let wire: Vec<Report> = reports
+            .iter()
+            .map(|(rid, entries)| Report {
+                collection_id: id.clone(),
+                report_id: rid.0.to_vec(),
+                encoding: Encoding::I32Le as i32,
+                payload: entries.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            })
+            .collect();
+        let sent = admin.submit_stream(wire).await.expect("fill");
+        assert_eq!(sent.accepted, DELETE_REPORTS as u64);
+        // The delete, and a SIGKILL at a random moment around its commit.
+        let delete = {
+            let url = url.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                let mut raw = RawClient::connect(url).await.expect("connect");
+                raw.delete_collection(DeleteCollectionRequest { collection_id: id })
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_micros(rng.random_range(0..2_500))).await;
+        kill(&mut daemon);
+        let answered = delete.await.expect("delete task").is_ok();
+
+        let store = DurableStore::open(&data, DurableConfig::default()).expect("open store");
+        let mut expected = Accumulator::new(collection.entries, FOLDS);
+        for (rid, entries) in &reports {
+            expected.add(rid.fold(FOLDS), entries);
+        }
+        let valid: Vec<_> = reports
+            .iter()
+            .map(|(rid, entries)| ldpcov_aggregator::ValidReport {
+                report_id: *rid,
+                entries: entries.clone(),
+            })
+            .collect();
+        match store.snapshot(&id).await {
+            Ok(snapshot) => {
+                assert!(
+                    !answered,
+                    "round {round}: delete acknowledged, collection still there"
+                );
+                assert_eq!(snapshot.acc, expected, "round {round}: partial collection");
+                // Its seen report ids are all still there.
+                let again = store.submit(&id, valid).await.expect("resubmit");
+                assert_eq!(again.duplicates, DELETE_REPORTS as u64, "round {round}");
+                kept += 1;
+            }
+            Err(ldpcov_aggregator::StoreError::NotFound(_)) => {
+                // Nothing of it is left: created again, every old id counts anew.
+                store
+                    .create_collection(collection.clone())
+                    .await
+                    .expect("recreate");
+                let again = store.submit(&id, valid).await.expect("resubmit");
+                assert_eq!(
+                    again.accepted, DELETE_REPORTS as u64,
+                    "round {round}: seen ids left"
+                );
+                store.delete_collection(&id).await.expect("clean up");
+                deleted += 1;
+            }
+            Err(e) => panic!("round {round}: {e}"),
+        }
+    }
+    eprintln!("{DELETE_ROUNDS} deletes raced SIGKILL: {kept} kept whole, {deleted} deleted whole");
 }

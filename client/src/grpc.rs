@@ -6,8 +6,8 @@ use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionSpec, CollectionStatus,
-    CreateCollectionRequest, Estimate, GetCollectionRequest, GetEstimateRequest, GetStatusRequest,
-    Report, SubmitReportsResponse,
+    CreateCollectionRequest, DeleteCollectionRequest, Estimate, GetCollectionRequest,
+    GetEstimateRequest, GetStatusRequest, Report, SubmitReportsResponse,
 };
 use ldpcov_proto::{Collection, ReportId};
 use rand::Rng;
@@ -461,6 +461,24 @@ impl AggregatorClient {
             .await
             .map_err(|(status, _)| status)?;
         Ok(status)
+    }
+
+    /// Admin: deletes a collection for good (spec, sums, seen report ids) and returns
+    /// the number of reports it had counted. A retry after a lost answer may find the
+    /// collection already gone (`NOT_FOUND`). Deleting refunds no privacy budget: the
+    /// device's ledger is kept on the device.
+    pub async fn delete_collection(&mut self, id: &str) -> Result<u64, ClientError> {
+        let request = DeleteCollectionRequest {
+            collection_id: id.to_string(),
+        };
+        let (response, _) = self
+            .call("DeleteCollection", |mut c| {
+                let request = request.clone();
+                async move { c.delete_collection(request).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(response.reports)
     }
 
     /// Admin: the released estimate.

@@ -218,6 +218,15 @@ impl Aggregator for Fake {
         Err(Status::unimplemented("the fake does not close collections"))
     }
 
+    async fn delete_collection(
+        &self,
+        _request: Request<ldpcov_proto::v1::DeleteCollectionRequest>,
+    ) -> Result<Response<ldpcov_proto::v1::DeleteCollectionResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake does not delete collections",
+        ))
+    }
+
     async fn get_estimate(
         &self,
         request: Request<GetEstimateRequest>,

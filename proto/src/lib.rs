@@ -45,6 +45,12 @@ pub mod v1 {
     tonic::include_proto!("ldpcov.v1");
 }
 
+/// The encoded `google.protobuf.FileDescriptorSet` of `ldpcov/v1/ldpcov.proto`
+/// (written by the build script from the same compilation as [`v1`]): what a gRPC
+/// server reflection service registers so that `grpcurl list` / `describe` work.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/ldpcov_descriptor.bin"));
+
 use thiserror::Error;
 
 /// Why a collection spec (or the parameters derived from it) was rejected.

@@ -60,9 +60,14 @@ pub(super) struct Committer {
 
 impl Committer {
     pub(super) fn run(mut self) {
-        while let Ok(first) = self.rx.recv() {
+        let mut next: Option<Command> = None;
+        while let Some(first) = next.take().or_else(|| self.rx.recv().ok()) {
             if let Command::ReadCommitted { id, reply } = first {
                 let _ = reply.send(self.read_committed(&id));
+                continue;
+            }
+            if let Command::Delete { id, reply } = first {
+                let _ = reply.send(self.delete(&id));
                 continue;
             }
             let txn = match self.db() {
@@ -73,6 +78,7 @@ impl Committer {
                 Ok(txn) => txn,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot begin a write transaction");
+                    self.set_write_health(false);
                     fail_command(first, StoreError::unavailable(e));
                     continue;
                 }
@@ -93,6 +99,11 @@ impl Committer {
                     break;
                 }
                 match self.rx.recv_timeout(deadline - now) {
+                    // A delete never shares a transaction: commit this batch first.
+                    Ok(command @ Command::Delete { .. }) => {
+                        next = Some(command);
+                        break;
+                    }
                     Ok(command) => self.add(&mut batch, command),
                     Err(_) => break,
                 }
@@ -153,6 +164,13 @@ impl Committer {
             Command::Create { collection, reply } => self.add_create(batch, collection, reply),
             Command::Submit { id, reports, reply } => self.add_submit(batch, id, reports, reply),
             Command::Close { id, reply } => self.add_close(batch, id, reply),
+            // `run` never adds a delete to a batch; should one get here, it still runs
+            // alone, after the open batch (the batch's transaction is not touched).
+            Command::Delete { id, reply } => {
+                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
+                    "delete of {id:?} reached an open batch"
+                )))));
+            }
         }
     }
 
@@ -351,6 +369,7 @@ impl Committer {
                 #[cfg(test)]
                 self.shared.hooks.record(Event::Committed);
                 self.commits += 1;
+                self.set_write_health(true);
                 if let Err(e) = self.apply(pending, closing) {
                     tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
                     self.db = None;
@@ -384,6 +403,7 @@ impl Committer {
             }
             Err((e, reopen)) => {
                 tracing::error!(error = %e, reports, "batch not committed; its callers are told to retry");
+                self.set_write_health(false);
                 if reopen {
                     // After a failed commit redb cannot tell whether the batch became
                     // durable and refuses further writes: reopen, reload the mirror.
@@ -406,6 +426,85 @@ impl Committer {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Records whether the last write transaction committed (see
+    /// `Store::write_health`); watchers are woken only on a change.
+    fn set_write_health(&self, healthy: bool) {
+        self.shared.write_healthy.send_if_modified(|h| {
+            let changed = *h != healthy;
+            *h = healthy;
+            changed
+        });
+    }
+
+    /// Deletes collection `id` in a transaction of its own and, once that is
+    /// committed, from the mirror. Returns the reports it had counted.
+    fn delete(&mut self, id: &str) -> Result<u64, StoreError> {
+        let count = {
+            let entry = self.shared.entry(id)?;
+            let acc = entry
+                .acc
+                .read()
+                .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))?;
+            acc.count
+        };
+        let commit = self.commits + 1;
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => {
+                self.set_write_health(false);
+                return Err(StoreError::unavailable(e));
+            }
+        };
+        let written = (|| -> Result<redb::WriteTransaction, Cause> {
+            let txn = begin_durable(db)?;
+            {
+                txn.open_table(COLLECTIONS)?.remove(id)?;
+                txn.open_table(ACCUMULATORS)?.remove(id)?;
+                txn.open_table(CLOSED)?.remove(id)?;
+                // Every report id of this collection: keys (id, *) sort together.
+                txn.open_table(SEEN)?
+                    .retain_in((id, [0u8; 16])..=(id, [0xffu8; 16]), |_, _| false)?;
+                txn.open_table(META)?.insert("commits", commit)?;
+            }
+            Ok(txn)
+        })();
+        #[cfg(test)]
+        let injected = self.shared.hooks.take_failure();
+        let result = match written {
+            Err(e) => Err((e, true)),
+            #[cfg(test)]
+            Ok(_) if injected => Err((Cause::Injected, false)),
+            Ok(txn) => txn.commit().map_err(|e| (Cause::from(e), true)),
+        };
+        match result {
+            Ok(()) => {
+                #[cfg(test)]
+                self.shared.hooks.record(Event::Committed);
+                self.commits = commit;
+                self.set_write_health(true);
+                match self.shared.mirror.write() {
+                    Ok(mut map) => {
+                        map.remove(id);
+                    }
+                    Err(_) => {
+                        tracing::error!("mirror lock poisoned after a delete; reloading from disk");
+                        self.db = None;
+                    }
+                }
+                tracing::info!(collection = %id, reports = count, "collection deleted");
+                Ok(count)
+            }
+            Err((e, reopen)) => {
+                tracing::error!(error = %e, collection = %id, "delete not committed; nothing was deleted");
+                self.set_write_health(false);
+                if reopen {
+                    self.db = None;
+                }
+                Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
             }
         }
     }
@@ -480,6 +579,9 @@ fn fail_command(command: Command, e: StoreError) {
             let _ = reply.send(Err(e));
         }
         Command::Close { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::Delete { reply, .. } => {
             let _ = reply.send(Err(e));
         }
     }

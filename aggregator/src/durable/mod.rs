@@ -161,6 +161,9 @@ type Mirror = HashMap<String, Arc<Entry>>;
 
 struct Shared {
     mirror: RwLock<Mirror>,
+    /// Whether the last write transaction committed ([`Store::write_health`]); written
+    /// by the commit thread only.
+    write_healthy: tokio::sync::watch::Sender<bool>,
     #[cfg(test)]
     hooks: Arc<hooks::Hooks>,
 }
@@ -210,6 +213,11 @@ enum Command {
         id: String,
         reply: Reply<()>,
     },
+    /// Committed in a transaction of its own (see `DurableStore`, "Deleting").
+    Delete {
+        id: String,
+        reply: Reply<u64>,
+    },
 }
 
 /// A [`Store`] in a redb database with group commit.
@@ -250,6 +258,20 @@ enum Command {
 /// acknowledged after the commit. Submissions and closes of one batch are processed in
 /// arrival order: reports before the close are counted, a submission after it (in the
 /// same batch or later) fails with [`StoreError::Closed`] and counts nothing.
+///
+/// Deleting a collection ([`Store::delete_collection`]) is a command of the commit
+/// thread as well, but never shares a transaction: the open batch is committed first,
+/// then one transaction removes the collection's spec, accumulator blob, closed flag
+/// and every `seen_report_ids` row under its id, and only after that commit is the
+/// collection removed from the mirror and the caller answered. A crash leaves either
+/// the whole collection or nothing of it. A submission that reaches the commit thread
+/// after the delete finds no collection and fails with [`StoreError::NotFound`]; one
+/// that arrived before it was committed with the batch before and is deleted with the
+/// rest. redb reuses the freed pages but does not shrink the file by itself: see the
+/// `compact` subcommand of the daemon.
+///
+/// [`Store::write_health`] is `false` from a failed commit (or a write transaction
+/// that could not begin) until the next successful commit.
 ///
 /// The accumulators also live in memory (the *mirror*) so snapshots and estimates never
 /// read the disk. The mirror is written only after a successful commit, with exactly
@@ -320,6 +342,7 @@ impl DurableStore {
         let started = Instant::now();
         let mut shared = Shared {
             mirror: RwLock::new(Mirror::new()),
+            write_healthy: tokio::sync::watch::channel(true).0,
             #[cfg(test)]
             hooks: Arc::default(),
         };
@@ -353,6 +376,28 @@ impl DurableStore {
             committer: Some(handle),
             path,
         })
+    }
+
+    /// Compacts the database file in directory `dir`, which no running store may hold
+    /// (redb locks the file: a running daemon makes this fail). redb reuses the pages a
+    /// delete frees but never gives them back to the file system by itself; this does.
+    /// Returns the file size in bytes before and after.
+    pub fn compact(dir: &Path) -> Result<(u64, u64), DurableError> {
+        let path = dir.join(DB_FILE);
+        let size = |p: &Path| {
+            std::fs::metadata(p)
+                .map(|m| m.len())
+                .map_err(|source| DurableError::Io {
+                    path: p.to_path_buf(),
+                    source,
+                })
+        };
+        let before = size(&path)?;
+        {
+            let mut db = redb::Database::open(&path).map_err(redb::Error::from)?;
+            while db.compact().map_err(redb::Error::from)? {}
+        }
+        Ok((before, size(&path)?))
     }
 
     /// The database file.
@@ -490,5 +535,19 @@ impl Store for DurableStore {
 
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
+    }
+
+    async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Delete {
+            id: id.to_string(),
+            reply,
+        })?;
+        receive(rx).await
+    }
+
+    fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shared.write_healthy.subscribe()
     }
 }

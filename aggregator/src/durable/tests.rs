@@ -599,3 +599,179 @@ async fn a_spec_stored_before_moments_existed_keeps_its_parameters() {
     assert_eq!(*s.collection("old").await.unwrap(), *c);
     assert_eq!(s.count("old").await.unwrap(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_removes_everything_durably_and_the_id_starts_from_scratch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (collection("a", 2), collection("b", 2));
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    s.create_collection(a.clone()).await.unwrap();
+    s.create_collection(b.clone()).await.unwrap();
+    let reports: Vec<_> = (1..=5u32).map(|k| report(k, 3, a.entries)).collect();
+    s.submit("a", reports.clone()).await.unwrap();
+    s.submit("b", reports.clone()).await.unwrap();
+    s.close_collection("a").await.unwrap();
+    let b_before = s.snapshot("b").await.unwrap().acc;
+    assert_eq!(s.delete_collection("a").await, Ok(5));
+    for gone in [
+        s.count("a").await.err(),
+        s.collection("a").await.err(),
+        s.is_closed("a").await.err(),
+        s.read_committed("a").await.err(),
+        s.delete_collection("a").await.err(),
+        s.submit("a", reports.clone()).await.err(),
+    ] {
+        assert_eq!(gone, Some(StoreError::NotFound("a".into())));
+    }
+    assert_eq!(
+        s.delete_collection("zz").await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+    drop(s);
+    // After a restart: still gone, "b" untouched (its seen ids too), and "a" can be
+    // created again from scratch: open, empty, and the old report ids count again.
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(s.count("a").await, Err(StoreError::NotFound("a".into())));
+    assert_eq!(s.read_committed("b").await.unwrap().acc, b_before);
+    assert_eq!(
+        s.submit("b", reports.clone()).await.unwrap(),
+        BatchOutcome {
+            accepted: 0,
+            duplicates: 5
+        }
+    );
+    s.create_collection(a.clone()).await.unwrap();
+    assert!(!s.is_closed("a").await.unwrap());
+    assert_eq!(s.count("a").await.unwrap(), 0);
+    assert_eq!(
+        s.submit("a", reports).await.unwrap(),
+        BatchOutcome {
+            accepted: 5,
+            duplicates: 0
+        }
+    );
+    assert_eq!(s.read_committed("a").await.unwrap().acc, b_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delete_changes_nothing_and_write_health_follows_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    let health = s.write_health();
+    assert!(*health.borrow());
+    s.create_collection(c.clone()).await.unwrap();
+    s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
+    let before = s.snapshot("a").await.unwrap().acc;
+    s.fail_next_commits(1);
+    assert!(matches!(
+        s.delete_collection("a").await,
+        Err(StoreError::Unavailable(_))
+    ));
+    assert!(!*health.borrow(), "a failed commit must report unhealthy");
+    assert_eq!(s.snapshot("a").await.unwrap().acc, before);
+    assert_eq!(s.read_committed("a").await.unwrap().acc, before);
+    // The next successful commit (a submit) makes the store healthy again.
+    s.submit("a", vec![report(2, 5, c.entries)]).await.unwrap();
+    assert!(*health.borrow());
+    // A failed batch commit too.
+    s.fail_next_commits(1);
+    assert!(s.submit("a", vec![report(3, 5, c.entries)]).await.is_err());
+    assert!(!*health.borrow());
+    assert_eq!(s.delete_collection("a").await, Ok(2));
+    assert!(*health.borrow());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_commits_the_open_batch_first_and_later_batches_find_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    DurableStore::open(dir.path(), quick())
+        .unwrap()
+        .create_collection(c.clone())
+        .await
+        .unwrap();
+    // Batches close only at 100 reports: the submit below waits in the open batch
+    // until the delete arrives.
+    let s = open_sized(dir.path(), 100);
+    let submitter = {
+        let s = s.clone();
+        tokio::spawn(async move { s.submit("a", vec![report(1, 5, 3)]).await })
+    };
+    s.hooks()
+        .wait_for("the submit to join the batch", |e| {
+            count(e, Event::Added) == 1
+        })
+        .await;
+    // The racing batch is committed whole before the delete, and deleted with it.
+    assert_eq!(s.delete_collection("a").await, Ok(1));
+    assert_eq!(
+        submitter.await.unwrap(),
+        Ok(BatchOutcome {
+            accepted: 1,
+            duplicates: 0
+        })
+    );
+    assert_eq!(
+        s.submit("a", vec![report(2, 5, 3)]).await,
+        Err(StoreError::NotFound("a".into()))
+    );
+    assert_eq!(
+        s.read_committed("a").await.err(),
+        Some(StoreError::NotFound("a".into()))
+    );
+}
+
+/// The gRPC health service of a real server follows the store's write health.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_is_not_serving_after_a_failed_commit_until_one_succeeds() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    let s = Arc::new(DurableStore::open(dir.path(), quick()).unwrap());
+    s.create_collection(c.clone()).await.unwrap();
+    let server = crate::EmbeddedServer::start_with_store(s.clone(), crate::Limits::default())
+        .await
+        .unwrap();
+    let channel = tonic::transport::Channel::from_shared(server.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    // Polls until `service` reports `want` (the health task follows the store
+    // asynchronously); at most 10 s.
+    let mut wait_for = async |service: &str, want: ServingStatus| {
+        for _ in 0..1000 {
+            let got = health
+                .check(HealthCheckRequest {
+                    service: service.into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .status();
+            if got == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{service:?} never became {want:?}");
+    };
+    for service in ["", crate::server::HEALTH_SERVICE_NAME] {
+        wait_for(service, ServingStatus::Serving).await;
+    }
+    s.fail_next_commits(1);
+    assert!(s.submit("a", vec![report(1, 5, c.entries)]).await.is_err());
+    for service in ["", crate::server::HEALTH_SERVICE_NAME] {
+        wait_for(service, ServingStatus::NotServing).await;
+    }
+    s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
+    for service in ["", crate::server::HEALTH_SERVICE_NAME] {
+        wait_for(service, ServingStatus::Serving).await;
+    }
+    drop(health);
+    server.shutdown().await.unwrap();
+}

@@ -104,6 +104,9 @@ pub enum Cause {
     /// The store does not implement [`Store::close_collection`](super::Store::close_collection).
     #[error("this store cannot close collections (asked to close {0:?})")]
     CloseUnsupported(String),
+    /// The store does not implement [`Store::delete_collection`](super::Store::delete_collection).
+    #[error("this store cannot delete collections (asked to delete {0:?})")]
+    DeleteUnsupported(String),
     /// The store is being dropped.
     #[error("the store is shutting down")]
     ShuttingDown,

@@ -20,6 +20,9 @@ struct Counted {
     seen: HashSet<ReportId>,
     /// Set by `close_collection`; checked under the same lock as every batch.
     closed: bool,
+    /// Set by `delete_collection` (after removing the state from the map), under the
+    /// same lock: a batch that finds it set fails with `NotFound`.
+    deleted: bool,
 }
 
 /// A [`Store`] in memory: everything is lost when the process ends.
@@ -78,6 +81,7 @@ impl Store for MemoryStore {
                     acc: Accumulator::new(collection.entries, FOLDS),
                     seen: HashSet::new(),
                     closed: false,
+                    deleted: false,
                 }),
             }),
         );
@@ -96,6 +100,9 @@ impl Store for MemoryStore {
         let state = self.state(id)?;
         check_lengths(&state.collection, &reports)?;
         let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
         if counted.closed {
             return Err(StoreError::Closed(id.to_string()));
         }
@@ -138,5 +145,21 @@ impl Store for MemoryStore {
         let state = self.state(id)?;
         let closed = Self::lock(&state)?.closed;
         Ok(closed)
+    }
+
+    async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
+        let mut map = self
+            .collections
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
+        let state = map
+            .remove(id)
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        // A batch that looked the collection up before the removal may still hold its
+        // state: mark it deleted under the batch lock, so such a batch fails with
+        // NotFound instead of counting into a collection nobody can see.
+        let mut counted = Self::lock(&state)?;
+        counted.deleted = true;
+        Ok(counted.acc.count)
     }
 }

@@ -85,6 +85,30 @@ pub trait Store: Send + Sync + 'static {
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
         self.collection(id).await.map(|_| false)
     }
+
+    /// Deletes collection `id` for good: its spec, accumulators, closed flag and the
+    /// ids of the reports it counted, all at once (one transaction in a durable store).
+    /// Returns the number of reports it had counted. Afterwards every call naming `id`
+    /// fails with [`StoreError::NotFound`] until it is created again, from scratch (an
+    /// old report id is then counted again). A batch that races the delete is either
+    /// counted before it (and deleted with it) or refused with `NotFound`: never half.
+    ///
+    /// The default refuses, so a store that predates it still compiles.
+    async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
+        Err(StoreError::internal(Cause::DeleteUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// Whether the store currently accepts writes: `true` until a write fails for a
+    /// reason of the store itself (a failed commit), `true` again after the next write
+    /// succeeds. The gRPC health service reports `NOT_SERVING` while it is `false`.
+    ///
+    /// The default is always healthy (a store whose writes cannot fail, such as
+    /// [`MemoryStore`]).
+    fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {
+        tokio::sync::watch::channel(true).1
+    }
 }
 
 /// Refuses a batch holding a report whose length is not the collection's number of

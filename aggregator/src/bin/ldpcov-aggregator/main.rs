@@ -1,5 +1,6 @@
 //! `ldpcov-aggregator`: the aggregator daemon (`serve`) and the admin commands that
-//! talk to a running daemon (`create`, `status`, `estimate`, `close`).
+//! talk to a running daemon (`create`, `status`, `estimate`, `close`, `delete`), and
+//! `compact` on a stopped daemon's data directory.
 //!
 //! Every flag can also be set by an environment variable (shown in `--help`).
 //!
@@ -9,7 +10,9 @@
 
 mod admin;
 mod close;
+mod compact;
 mod create;
+mod delete;
 mod estimate;
 mod serve;
 mod status;
@@ -48,6 +51,12 @@ enum Command {
     Close(close::Options),
     /// Fetch the estimate and write it as JSON, CSV or NPY.
     Estimate(estimate::Options),
+    /// Delete a collection for good: its spec, sums and seen report ids (needs --yes).
+    /// Prints how many reports it had counted as JSON.
+    Delete(delete::Options),
+    /// Shrink the database file of a stopped daemon (redb reuses freed pages but never
+    /// shrinks the file by itself). Prints the sizes before and after as JSON.
+    Compact(compact::Options),
 }
 
 impl Command {
@@ -58,6 +67,8 @@ impl Command {
             Command::Status(o) => o.run().await,
             Command::Close(o) => o.run().await,
             Command::Estimate(o) => o.run().await,
+            Command::Delete(o) => o.run().await,
+            Command::Compact(o) => o.run(),
         }
     }
 }

@@ -15,7 +15,7 @@ use ldpcov_aggregator::{PostgresConfig, PostgresStore};
 use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 
 /// Where `serve` keeps its data unless told otherwise.
-const DEFAULT_DATA_DIR: &str = "ldpcov-data";
+pub(crate) const DEFAULT_DATA_DIR: &str = "ldpcov-data";
 
 /// The flags of `serve`.
 #[derive(clap::Args)]
