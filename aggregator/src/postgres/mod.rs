@@ -588,4 +588,59 @@ impl Store for PostgresStore {
         }
         Ok(closed)
     }
+
+    /// The transaction of "Removing a collection" (see the type's docs). A batch of
+    /// another replica that raced it finds no `collections` row and is refused with
+    /// `NotFound`; one that committed first is deleted with the rest.
+    async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        let txn = client.transaction().await.map_err(db_error)?;
+        txn.query_opt(
+            "SELECT 1 FROM bases WHERE collection = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await
+        .map_err(db_error)?;
+        if txn
+            .query_opt("SELECT 1 FROM collections WHERE id = $1 FOR UPDATE", &[&id])
+            .await
+            .map_err(db_error)?
+            .is_none()
+        {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let reports: i64 = txn
+            .query_one(
+                "SELECT COALESCE((SELECT count FROM bases WHERE collection = $1), 0)
+                      + COALESCE((SELECT sum(count) FROM deltas WHERE collection = $1), 0)::bigint",
+                &[&id],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        for table in ["seen", "deltas", "bases"] {
+            txn.execute(
+                &format!("DELETE FROM {table} WHERE collection = $1"),
+                &[&id],
+            )
+            .await
+            .map_err(db_error)?;
+        }
+        txn.execute("DELETE FROM collections WHERE id = $1", &[&id])
+            .await
+            .map_err(db_error)?;
+        txn.commit().await.map_err(db_error)?;
+        self.cache
+            .collections
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?
+            .remove(id);
+        self.cache
+            .closed
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
+            .remove(id);
+        tracing::info!(collection = %id, reports, "collection deleted");
+        to_u64(reports)
+    }
 }

@@ -53,6 +53,37 @@ where
     a_wrong_length_batch_changes_nothing(fresh("length").await).await;
     a_snapshot_is_the_exact_sum_of_the_accepted_reports(fresh("exact").await).await;
     concurrent_submits_count_every_report_once(fresh("concurrent").await).await;
+    a_deleted_collection_is_gone_and_starts_from_scratch(fresh("delete").await).await;
+}
+
+/// Delete: everything of the collection goes at once (sums, closed flag, seen ids),
+/// another collection is untouched, and the id can be created again from scratch.
+async fn a_deleted_collection_is_gone_and_starts_from_scratch<S: Store>(s: Arc<S>) {
+    let (a, b) = (collection("a", 2), collection("b", 2));
+    let n = a.entries;
+    s.create_collection(a.clone()).await.unwrap();
+    s.create_collection(b.clone()).await.unwrap();
+    let reports: Vec<_> = (1..=4).map(|k| report(k, 7, n)).collect();
+    s.submit("a", reports.clone()).await.unwrap();
+    s.submit("b", reports.clone()).await.unwrap();
+    s.close_collection("a").await.unwrap();
+    assert_eq!(s.delete_collection("a").await, Ok(4));
+    let gone = StoreError::NotFound("a".into());
+    assert_eq!(s.count("a").await, Err(gone.clone()));
+    assert_eq!(s.delete_collection("a").await, Err(gone.clone()));
+    assert_eq!(s.submit("a", vec![report(9, 1, n)]).await, Err(gone));
+    assert_eq!(
+        s.delete_collection("zz").await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+    assert_eq!(s.snapshot("b").await.unwrap().acc, expected(n, &reports));
+    // Created again: open, empty, and the old report ids count again.
+    s.create_collection(a).await.unwrap();
+    assert!(!s.is_closed("a").await.unwrap());
+    assert_eq!(s.count("a").await.unwrap(), 0);
+    let o = s.submit("a", reports.clone()).await.unwrap();
+    assert_eq!((o.accepted, o.duplicates), (4, 0));
+    assert_eq!(s.snapshot("a").await.unwrap().acc, expected(n, &reports));
 }
 
 async fn dedupes_within_and_across_batches<S: Store>(s: Arc<S>) {
