@@ -65,7 +65,7 @@ pub use durable::{
 pub use heatmap::{
     FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
 };
-pub use output::{Format, Plotted, matrix_to_plot, plot_title, write_estimate};
+pub use output::{Format, Plotted, matrix_to_plot, plot_title, vector_to_plot, write_estimate};
 pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use server::{
     EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions, TransportLimits, serve,

@@ -37,6 +37,12 @@ pub enum Plotted {
     Covariance,
     /// The precision matrix Θ (only in an estimate of a precision target).
     Precision,
+    /// The correlation matrix of the released matrix (every estimate carries it).
+    Correlation,
+    /// The second moment M̂ (mean-and-covariance collections).
+    SecondMoment,
+    /// The mean μ̂, a vector (mean-and-covariance collections).
+    Mean,
 }
 
 impl Plotted {
@@ -56,6 +62,9 @@ impl Plotted {
         match self {
             Plotted::Covariance => "covariance",
             Plotted::Precision => "precision",
+            Plotted::Correlation => "correlation",
+            Plotted::SecondMoment => "second moment",
+            Plotted::Mean => "mean",
         }
     }
 }
@@ -155,13 +164,50 @@ fn unpack(estimate: &Estimate) -> std::io::Result<Unpacked> {
 pub fn matrix_to_plot(estimate: &Estimate, what: Plotted) -> std::io::Result<DMatrix<f64>> {
     let p = estimate.dim as usize;
     let unpacked = unpack(estimate)?;
+    let d = p * (p + 1) / 2;
+    let packed_field = |packed: &[f64], name: &str| -> std::io::Result<Vec<f64>> {
+        if packed.is_empty() {
+            return Err(bad(format!(
+                "the estimate carries no {name}: only mean-and-covariance collections release it"
+            )));
+        }
+        if packed.len() != d {
+            return Err(bad(format!(
+                "{name} carries {} entries, dimension {p} needs {d}",
+                packed.len()
+            )));
+        }
+        Ok(unpack_symmetric(p, packed))
+    };
     let values = match what {
         Plotted::Covariance => unpacked.covariance,
         Plotted::Precision => unpacked.precision.ok_or_else(|| {
             bad("the estimate carries no precision matrix (its target is the covariance)".into())
         })?,
+        // Released with every estimate (of the released matrix).
+        Plotted::Correlation => packed_field(&estimate.correlation, "correlation matrix")?,
+        Plotted::SecondMoment => packed_field(&estimate.second_moment, "second moment")?,
+        Plotted::Mean => return Err(bad("the mean is a vector: see `vector_to_plot`".into())),
     };
     Ok(DMatrix::from_row_slice(p, p, &values))
+}
+
+/// The mean vector of `estimate` (mean-and-covariance collections), for
+/// [`write_vector`](crate::write_vector).
+pub fn vector_to_plot(estimate: &Estimate) -> std::io::Result<Vec<f64>> {
+    let p = estimate.dim as usize;
+    if estimate.mean.is_empty() {
+        return Err(bad(
+            "the estimate carries no mean: only mean-and-covariance collections release it".into(),
+        ));
+    }
+    if estimate.mean.len() != p {
+        return Err(bad(format!(
+            "the mean carries {} entries, dimension {p} needs {p}",
+            estimate.mean.len()
+        )));
+    }
+    Ok(estimate.mean.clone())
 }
 
 /// The title of a picture of `what` of `estimate`: the matrix, the collection, the

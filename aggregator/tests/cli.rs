@@ -49,6 +49,7 @@ const LDPCOV_VARS: &[&str] = &[
     "LDPCOV_OUT",
     "LDPCOV_NAMES",
     "LDPCOV_NAMES_FROM",
+    "LDPCOV_WHAT",
     "LDPCOV_ADMIN_TOKEN",
     "LDPCOV_ADMIN_TOKEN_FILE",
     "LDPCOV_SUBMIT_TOKENS",
@@ -1170,4 +1171,66 @@ fn two_daemons_share_one_postgres_database() {
     assert!(!log.contains("ldpcov-data"), "{log}");
     let (status_second, log) = second.terminate();
     assert!(status_second.success(), "{log}");
+}
+
+#[test]
+fn estimate_png_draws_what_a_mean_and_covariance_collection_releases() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The default collection releases the mean, the second moment and the correlation.
+    create(url, "joint-png", &[]).json();
+    submit_reports(url, "joint-png", REPORTS);
+    let (doc, _) = check_estimate_json(&estimate(url, "joint-png", &[]));
+    let released = ldpcov_proto::v1::Estimate {
+        collection_id: "joint-png".into(),
+        reports: REPORTS,
+        threshold_rule: doc["threshold_rule"].as_str().expect("rule").into(),
+        ..Default::default()
+    };
+    for (what, plotted) in [
+        ("correlation", ldpcov_aggregator::Plotted::Correlation),
+        ("second-moment", ldpcov_aggregator::Plotted::SecondMoment),
+        ("mean", ldpcov_aggregator::Plotted::Mean),
+    ] {
+        let path = dir.path().join(format!("{what}.png"));
+        let out = path.to_str().expect("utf-8 path");
+        let r = estimate(
+            url,
+            "joint-png",
+            &["--format", "png", "--out", out, "--what", what],
+        );
+        assert!(r.status.success(), "{what}: {}", r.describe());
+        let (width, height, _, _) = decode_png(&path);
+        assert!(width > 0 && height > 0);
+        // A mean is one row of p cells: wider than tall; a matrix is p rows.
+        if what == "mean" {
+            assert!(width > height, "{what}: {width}×{height}");
+        }
+        let title = ldpcov_aggregator::plot_title(&released, plotted);
+        assert!(title.starts_with(&plotted.name().to_string()), "{title}");
+    }
+    // A second-moment collection has neither a mean nor a separate second moment
+    // (its correlation, of the released matrix, it has): one line, no file.
+    create(url, "m2-png", &["--moments", "second-moment"]).json();
+    submit_reports(url, "m2-png", REPORTS);
+    for what in ["second-moment", "mean"] {
+        let path = dir.path().join(format!("m2-{what}.png"));
+        estimate(
+            url,
+            "m2-png",
+            &[
+                "--format",
+                "png",
+                "--out",
+                path.to_str().expect("utf-8"),
+                "--what",
+                what,
+            ],
+        )
+        .fails_with("only mean-and-covariance collections release it");
+        assert!(!path.exists(), "{what}: a file was written");
+    }
+    estimate(url, "joint-png", &["--what", "mean"])
+        .fails_with("--what applies only to --format png");
 }

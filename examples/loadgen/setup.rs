@@ -93,13 +93,6 @@ impl Setup {
                 let radius = data.clip_radius(args.clip_radius)?;
                 let rows = data.user_rows(args.users, args.seed);
                 let users = rows.len() as u64;
-                if !data.is_centred() {
-                    tracing::warn!(
-                        max_abs_mean_over_sd = data.max_abs_mean_over_sd(),
-                        tolerance = ldpcov::data_users::CENTRED_TOLERANCE,
-                        "the data are not centred: the estimate is the second moment (1/n)Σxxᵀ, not the covariance (see the summary's errors against both)"
-                    );
-                }
                 let source = Source::Data {
                     path: path.display().to_string(),
                     users: data,
@@ -160,6 +153,18 @@ impl Setup {
         };
         if collection.dim != p {
             bail!("collection {id} has dimension {}, not {p}", collection.dim);
+        }
+        // Only a second-moment collection mis-estimates non-centred data; the default
+        // (mean and covariance) does not.
+        if let Source::Data { users, .. } = &source
+            && !users.is_centred()
+            && collection.mean_entries() == 0
+        {
+            tracing::warn!(
+                max_abs_mean_over_sd = users.max_abs_mean_over_sd(),
+                tolerance = ldpcov::data_users::CENTRED_TOLERANCE,
+                "the data are not centred and collection {id} estimates the second moment (1/n)Σxxᵀ, not the covariance (see the summary's errors against both)"
+            );
         }
         let reports_before = admin.status(&id).await?.reports;
         if reports_before > 0 {

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use ldpcov_aggregator::{
-    Format, Plotted, matrix_to_plot, plot_title, read_csv_header, write_estimate, write_heatmap,
+    Format, Plotted, matrix_to_plot, plot_title, read_csv_header, vector_to_plot, write_estimate,
+    write_heatmap, write_vector,
 };
 use ldpcov_proto::v1::Estimate;
 use ldpcov_proto::v1::get_estimate_request::Threshold;
@@ -101,6 +102,25 @@ pub(crate) struct Options {
     /// file the users' data came from; read in the data reader's dialect).
     #[arg(long, env = "LDPCOV_NAMES_FROM")]
     names_from: Option<PathBuf>,
+    /// For png: what to draw (default: the released matrix, i.e. the covariance or,
+    /// for a precision target, the precision matrix). correlation, second-moment and
+    /// mean exist for mean-and-covariance collections. Axis names default to the
+    /// collection's variable names.
+    #[arg(long, env = "LDPCOV_WHAT", value_enum)]
+    what: Option<What>,
+}
+
+/// `--what`.
+#[derive(Clone, Copy, ValueEnum)]
+enum What {
+    /// The covariance estimate.
+    Covariance,
+    /// Its correlation matrix.
+    Correlation,
+    /// The second moment M̂.
+    SecondMoment,
+    /// The mean μ̂ (a one-row heatmap).
+    Mean,
 }
 
 /// `--threshold`.
@@ -206,6 +226,9 @@ impl Options {
         if self.format != Format::Png && (self.names.is_some() || self.names_from.is_some()) {
             anyhow::bail!("--names and --names-from apply only to --format png");
         }
+        if self.format != Format::Png && self.what.is_some() {
+            anyhow::bail!("--what applies only to --format png");
+        }
         // The names file is read before anything is fetched: a bad one stops here.
         let names = match (&self.names, &self.names_from) {
             (Some(names), _) => Some(names.clone()),
@@ -222,7 +245,13 @@ impl Options {
             .into_inner();
         match (&self.out, self.format) {
             (Some(path), Format::Png) => {
-                let what = Plotted::released(&estimate);
+                let what = match self.what {
+                    None => Plotted::released(&estimate),
+                    Some(What::Covariance) => Plotted::Covariance,
+                    Some(What::Correlation) => Plotted::Correlation,
+                    Some(What::SecondMoment) => Plotted::SecondMoment,
+                    Some(What::Mean) => Plotted::Mean,
+                };
                 let layout = draw_png(&estimate, what, path, names.as_deref())?;
                 eprintln!(
                     "wrote png ({} heatmap, {}×{}, {} reports, {}×{} pixels) to {}",
@@ -270,17 +299,26 @@ fn draw_png(
     path: &std::path::Path,
     names: Option<&[String]>,
 ) -> Result<ldpcov_aggregator::Layout> {
-    let matrix = matrix_to_plot(estimate, what)?;
+    let p = estimate.dim as usize;
     if let Some(names) = names
-        && names.len() != matrix.nrows()
+        && names.len() != p
     {
         anyhow::bail!(
             "{} axis names for {} variables (--names / --names-from must give one per variable)",
             names.len(),
-            matrix.nrows()
+            p
         );
     }
+    // Without --names, the names the collection carries (if any).
+    let names = names.or_else(|| {
+        (estimate.variable_names.len() == p).then_some(estimate.variable_names.as_slice())
+    });
     let title = plot_title(estimate, what);
+    if what == Plotted::Mean {
+        let mean = vector_to_plot(estimate)?;
+        return Ok(write_vector(path, &mean, &title, names)?);
+    }
+    let matrix = matrix_to_plot(estimate, what)?;
     Ok(write_heatmap(path, &matrix, &title, names)?)
 }
 
