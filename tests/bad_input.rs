@@ -568,6 +568,9 @@ impl Store for WatchedStore {
     async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
         self.inner.collection(id).await
     }
+    async fn collection_count(&self) -> Result<u64, StoreError> {
+        self.inner.collection_count().await
+    }
     async fn submit(
         &self,
         id: &str,

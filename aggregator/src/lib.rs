@@ -54,6 +54,7 @@ mod postgres;
 mod server;
 mod service;
 mod store;
+mod telemetry;
 mod tls;
 
 pub use auth::{AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token};
@@ -68,8 +69,8 @@ pub use heatmap::{
 pub use output::{Format, Plotted, matrix_to_plot, plot_title, vector_to_plot, write_estimate};
 pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use server::{
-    EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions, TransportLimits, serve,
-    serve_with,
+    COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions,
+    TransportLimits, serve, serve_with,
 };
 pub use service::{
     AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,
@@ -77,4 +78,5 @@ pub use service::{
 pub use store::{
     Accumulator, BatchOutcome, Cause, FOLDS, MemoryStore, Snapshot, Store, StoreError, ValidReport,
 };
+pub use telemetry::{TelemetryError, install_prometheus_exporter};
 pub use tls::{ServerTls, TlsError, client_config, read_ca};

@@ -63,7 +63,14 @@ pub struct ServeOptions {
     pub auth: Arc<AuthConfig>,
     /// TLS certificate and key (default: plaintext).
     pub tls: Option<ServerTls>,
+    /// Keep the `ldpcov_collections` gauge current: set at start and every
+    /// [`COLLECTIONS_GAUGE_INTERVAL`] (other replicas may create or delete collections).
+    /// Set when the daemon exports metrics (`serve --metrics-listen`).
+    pub metrics: bool,
 }
+
+/// How often the collections gauge is refreshed when [`ServeOptions::metrics`] is set.
+pub const COLLECTIONS_GAUGE_INTERVAL: Duration = Duration::from_secs(15);
 
 impl From<Limits> for ServeOptions {
     fn from(limits: Limits) -> Self {
@@ -133,6 +140,7 @@ pub async fn serve_with(
         transport,
         auth,
         tls,
+        metrics,
     } = options;
     if transport.max_concurrent_streams == 0 {
         return Err(ServeError::Limit("max_concurrent_streams"));
@@ -177,7 +185,20 @@ pub async fn serve_with(
         .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let service = AggregatorServer::new(AggregatorService::new(store, limits).with_auth(auth))
+    let service = AggregatorService::new(store, limits).with_auth(auth);
+    let gauge = if metrics {
+        let service = service.clone();
+        Some(tokio::spawn(async move {
+            let mut every = tokio::time::interval(COLLECTIONS_GAUGE_INTERVAL);
+            loop {
+                every.tick().await;
+                service.refresh_collections_gauge().await;
+            }
+        }))
+    } else {
+        None
+    };
+    let service = AggregatorServer::new(service)
         .max_decoding_message_size(limits.max_decoding_message_size())
         .max_encoding_message_size(limits.max_encoding_message_size());
     let mut builder = tonic::transport::Server::builder()
@@ -186,7 +207,7 @@ pub async fn serve_with(
     if let Some(tls) = &tls {
         builder = builder.tls_config(tls.config())?;
     }
-    builder
+    let served = builder
         // One semaphore shared by every connection: a global bound on calls in flight.
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             transport.max_concurrent_requests,
@@ -196,7 +217,11 @@ pub async fn serve_with(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-        .await?;
+        .await;
+    if let Some(gauge) = gauge {
+        gauge.abort();
+    }
+    served?;
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! request changes nothing.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::aggregator_server::Aggregator;
@@ -22,6 +23,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{AuthConfig, Right};
 use crate::store::{Store, StoreError, ValidReport};
+use crate::telemetry;
 use ldpcov_estimate::{
     self as estimate, AdaptiveThreshold, BulkShrinkage, CrossValidation, EstimateError,
     EstimateOptions, FactorModel, GlassoOptions, PrecisionMethod, Seed001Threshold,
@@ -31,6 +33,11 @@ use ldpcov_estimate::{
 
 /// Reports of one stream are handed to the store in batches of at most this many.
 pub const STREAM_BATCH: usize = 256;
+
+/// The metrics label of reports whose collection was not found (or not looked up,
+/// e.g. for want of a token): never the client-chosen id, which would let a client
+/// create any number of series.
+const UNKNOWN_COLLECTION: &str = "_unknown";
 
 /// Server-wide limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +71,8 @@ impl Limits {
     }
 }
 
-/// The gRPC service over a [`Store`].
+/// The gRPC service over a [`Store`]. Cloning shares the store.
+#[derive(Clone)]
 pub struct AggregatorService {
     store: Arc<dyn Store>,
     limits: Limits,
@@ -86,6 +94,15 @@ impl AggregatorService {
     pub fn with_auth(mut self, auth: Arc<AuthConfig>) -> Self {
         self.auth = auth;
         self
+    }
+
+    /// Sets the collections gauge from the store (a failure is logged, never the
+    /// caller's error: the write it follows has succeeded).
+    pub async fn refresh_collections_gauge(&self) {
+        match self.store.collection_count().await {
+            Ok(n) => telemetry::collections(n),
+            Err(e) => tracing::warn!(error = %e, "cannot count the collections for the metrics"),
+        }
     }
 
     /// Fails with `FAILED_PRECONDITION` if the collection was closed.
@@ -110,6 +127,96 @@ impl AggregatorService {
     async fn collection(&self, id: &str) -> Result<Arc<Collection>, Status> {
         validate_collection_id(id).map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.store.collection(id).await.map_err(store_status)
+    }
+
+    /// The body of `SubmitReports`: validates and stores the stream's reports in
+    /// batches, counting them in the metrics batch by batch.
+    async fn submit_stream(
+        &self,
+        request: Request<Streaming<Report>>,
+    ) -> Result<SubmitReportsResponse, Status> {
+        // The token is checked once for the stream, and against each collection the
+        // stream switches to.
+        self.auth.check(request.metadata(), Right::AnySubmit)?;
+        let metadata = request.metadata().clone();
+        let mut stream = request.into_inner();
+        let mut total = SubmitReportsResponse::default();
+        let mut batch = Pending::default();
+        let mut current: Option<Arc<Collection>> = None;
+        let mut index: u64 = 0;
+        // On a bad report: commit what came before it, then fail with its status.
+        let mut failure: Option<Status> = None;
+        while let Some(item) = stream.next().await {
+            let report = match item {
+                Ok(r) => r,
+                Err(status) => {
+                    failure = Some(status);
+                    break;
+                }
+            };
+            // A stream may mix collections; flush when it switches.
+            let same = current
+                .as_ref()
+                .is_some_and(|c| c.id == report.collection_id);
+            if !same {
+                if let Some(c) = &current {
+                    batch.flush(&*self.store, &c.id, &mut total).await?;
+                }
+                let looked_up = match self
+                    .auth
+                    .check(&metadata, Right::Submit(&report.collection_id))
+                {
+                    Ok(()) => match self.collection(&report.collection_id).await {
+                        Ok(c) => self.ensure_open(&c.id).await.map(|()| c),
+                        Err(status) => Err(status),
+                    },
+                    Err(status) => Err(status),
+                };
+                match looked_up {
+                    Ok(c) => current = Some(c),
+                    Err(status) => {
+                        telemetry::bytes_received(UNKNOWN_COLLECTION, report.payload.len() as u64);
+                        telemetry::rejected(UNKNOWN_COLLECTION, status.code(), 1);
+                        failure = Some(status);
+                        current = None;
+                        break;
+                    }
+                }
+            }
+            let Some(collection) = current.as_ref() else {
+                break;
+            };
+            batch.bytes += report.payload.len() as u64;
+            match Self::validate(collection, &report) {
+                Ok(v) => batch.reports.push(v),
+                Err(status) => {
+                    telemetry::rejected(&collection.id, status.code(), 1);
+                    failure = Some(status);
+                    break;
+                }
+            }
+            index += 1;
+            if batch.reports.len() >= STREAM_BATCH {
+                batch
+                    .flush(&*self.store, &collection.id, &mut total)
+                    .await?;
+            }
+        }
+        if let Some(c) = &current {
+            batch.flush(&*self.store, &c.id, &mut total).await?;
+        }
+        match failure {
+            None => Ok(total),
+            Some(status) => Err(Status::new(
+                status.code(),
+                format!(
+                    "report {index} (0-based) of the stream: {}; the {} reports before it were counted ({} duplicates)",
+                    status.message(),
+                    total.accepted,
+                    total.duplicates
+                ),
+            )),
+        }
     }
 
     /// Validates one report against its collection (already looked up).
@@ -304,6 +411,7 @@ impl Aggregator for AggregatorService {
             collection = %created.id, dim = created.dim, epsilon = created.epsilon,
             delta = created.delta, sigma = created.sigma, "collection created"
         );
+        self.refresh_collections_gauge().await;
         Ok(Response::new(created.params()))
     }
 
@@ -321,104 +429,47 @@ impl Aggregator for AggregatorService {
         &self,
         request: Request<Report>,
     ) -> Result<Response<SubmitReportResponse>, Status> {
-        self.auth.check(
-            request.metadata(),
-            Right::Submit(&request.get_ref().collection_id),
-        )?;
-        let report = request.into_inner();
-        let collection = self.collection(&report.collection_id).await?;
-        self.ensure_open(&collection.id).await?;
-        let valid = Self::validate(&collection, &report)?;
-        let outcome = self
-            .store
-            .submit(&collection.id, vec![valid])
-            .await
-            .map_err(store_status)?;
-        Ok(Response::new(SubmitReportResponse {
-            duplicate: outcome.duplicates > 0,
-        }))
+        let started = Instant::now();
+        let bytes = request.get_ref().payload.len() as u64;
+        // The metrics label: the collection once it was found.
+        let mut found: Option<Arc<Collection>> = None;
+        let result = async {
+            self.auth.check(
+                request.metadata(),
+                Right::Submit(&request.get_ref().collection_id),
+            )?;
+            let report = request.into_inner();
+            let collection = found.insert(self.collection(&report.collection_id).await?);
+            self.ensure_open(&collection.id).await?;
+            let valid = Self::validate(collection, &report)?;
+            self.store
+                .submit(&collection.id, vec![valid])
+                .await
+                .map_err(store_status)
+        }
+        .await;
+        let label = found.as_ref().map_or(UNKNOWN_COLLECTION, |c| c.id.as_str());
+        telemetry::bytes_received(label, bytes);
+        match &result {
+            Ok(outcome) => telemetry::counted(label, outcome.accepted, outcome.duplicates),
+            Err(status) => telemetry::rejected(label, status.code(), 1),
+        }
+        telemetry::submit_duration("SubmitReport", started.elapsed());
+        result.map(|outcome| {
+            Response::new(SubmitReportResponse {
+                duplicate: outcome.duplicates > 0,
+            })
+        })
     }
 
     async fn submit_reports(
         &self,
         request: Request<Streaming<Report>>,
     ) -> Result<Response<SubmitReportsResponse>, Status> {
-        // The token is checked once for the stream, and against each collection the
-        // stream switches to.
-        self.auth.check(request.metadata(), Right::AnySubmit)?;
-        let metadata = request.metadata().clone();
-        let mut stream = request.into_inner();
-        let mut total = SubmitReportsResponse::default();
-        let mut batch: Vec<ValidReport> = Vec::with_capacity(STREAM_BATCH);
-        let mut current: Option<Arc<Collection>> = None;
-        let mut index: u64 = 0;
-        // On a bad report: commit what came before it, then fail with its status.
-        let mut failure: Option<Status> = None;
-        while let Some(item) = stream.next().await {
-            let report = match item {
-                Ok(r) => r,
-                Err(status) => {
-                    failure = Some(status);
-                    break;
-                }
-            };
-            // A stream may mix collections; flush when it switches.
-            let same = current
-                .as_ref()
-                .is_some_and(|c| c.id == report.collection_id);
-            if !same {
-                if let Some(c) = &current {
-                    flush(&*self.store, &c.id, &mut batch, &mut total).await?;
-                }
-                let looked_up = match self
-                    .auth
-                    .check(&metadata, Right::Submit(&report.collection_id))
-                {
-                    Ok(()) => match self.collection(&report.collection_id).await {
-                        Ok(c) => self.ensure_open(&c.id).await.map(|()| c),
-                        Err(status) => Err(status),
-                    },
-                    Err(status) => Err(status),
-                };
-                match looked_up {
-                    Ok(c) => current = Some(c),
-                    Err(status) => {
-                        failure = Some(status);
-                        current = None;
-                        break;
-                    }
-                }
-            }
-            let Some(collection) = current.as_ref() else {
-                break;
-            };
-            match Self::validate(collection, &report) {
-                Ok(v) => batch.push(v),
-                Err(status) => {
-                    failure = Some(status);
-                    break;
-                }
-            }
-            index += 1;
-            if batch.len() >= STREAM_BATCH {
-                flush(&*self.store, &collection.id, &mut batch, &mut total).await?;
-            }
-        }
-        if let Some(c) = &current {
-            flush(&*self.store, &c.id, &mut batch, &mut total).await?;
-        }
-        match failure {
-            None => Ok(Response::new(total)),
-            Some(status) => Err(Status::new(
-                status.code(),
-                format!(
-                    "report {index} (0-based) of the stream: {}; the {} reports before it were counted ({} duplicates)",
-                    status.message(),
-                    total.accepted,
-                    total.duplicates
-                ),
-            )),
-        }
+        let started = Instant::now();
+        let result = self.submit_stream(request).await;
+        telemetry::submit_duration("SubmitReports", started.elapsed());
+        result.map(Response::new)
     }
 
     async fn get_status(
@@ -459,6 +510,7 @@ impl Aggregator for AggregatorService {
             .await
             .map_err(store_status)?;
         tracing::info!(collection = %id, reports, "collection deleted");
+        self.refresh_collections_gauge().await;
         Ok(Response::new(DeleteCollectionResponse { reports }))
     }
 
@@ -467,6 +519,7 @@ impl Aggregator for AggregatorService {
         request: Request<GetEstimateRequest>,
     ) -> Result<Response<Estimate>, Status> {
         self.auth.check(request.metadata(), Right::Admin)?;
+        let started = Instant::now();
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
         let (options, target) = options_from_request(&req)?;
@@ -493,6 +546,13 @@ impl Aggregator for AggregatorService {
             collection = %c.id, reports = result.reports, threshold = result.threshold,
             rule = %result.rule, surviving = result.surviving_entries,
             clamped = result.clamped_eigenvalues, target = ?target, "estimate released"
+        );
+        telemetry::estimate_duration(
+            match target {
+                Target::Covariance => "covariance",
+                Target::Precision(..) => "precision",
+            },
+            started.elapsed(),
         );
         let packed = |m: &DMatrix<f64>| -> Vec<f64> {
             triangle_pairs(c.dim).map(|(i, j)| m[(i, j)]).collect()
@@ -549,20 +609,40 @@ impl Aggregator for AggregatorService {
     }
 }
 
-async fn flush(
-    store: &dyn Store,
-    id: &str,
-    batch: &mut Vec<ValidReport>,
-    total: &mut SubmitReportsResponse,
-) -> Result<(), Status> {
-    if batch.is_empty() {
-        return Ok(());
+/// The validated reports of a stream not yet handed to the store, and the payload
+/// bytes received for them (validated or not).
+#[derive(Default)]
+struct Pending {
+    reports: Vec<ValidReport>,
+    bytes: u64,
+}
+
+impl Pending {
+    /// Hands the batch to the store and counts it in `total` and in the metrics (as
+    /// rejected with the store's status if the store fails it).
+    async fn flush(
+        &mut self,
+        store: &dyn Store,
+        id: &str,
+        total: &mut SubmitReportsResponse,
+    ) -> Result<(), Status> {
+        telemetry::bytes_received(id, std::mem::take(&mut self.bytes));
+        if self.reports.is_empty() {
+            return Ok(());
+        }
+        let reports = std::mem::take(&mut self.reports);
+        let n = reports.len() as u64;
+        match store.submit(id, reports).await.map_err(store_status) {
+            Ok(outcome) => {
+                telemetry::counted(id, outcome.accepted, outcome.duplicates);
+                total.accepted += outcome.accepted;
+                total.duplicates += outcome.duplicates;
+                Ok(())
+            }
+            Err(status) => {
+                telemetry::rejected(id, status.code(), n);
+                Err(status)
+            }
+        }
     }
-    let outcome = store
-        .submit(id, std::mem::take(batch))
-        .await
-        .map_err(store_status)?;
-    total.accepted += outcome.accepted;
-    total.duplicates += outcome.duplicates;
-    Ok(())
 }

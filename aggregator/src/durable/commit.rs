@@ -364,6 +364,7 @@ impl Committer {
             // Durability::Immediate (begin_durable): the data is fsynced once this returns.
             Ok(()) => txn.commit().map_err(|e| (Cause::from(e), true)),
         };
+        crate::telemetry::commit("redb", reports, started.elapsed(), result.is_ok());
         match result {
             Ok(()) => {
                 #[cfg(test)]

@@ -537,6 +537,15 @@ impl Store for DurableStore {
         Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
     }
 
+    async fn collection_count(&self) -> Result<u64, StoreError> {
+        let map = self
+            .shared
+            .mirror
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("mirror")))?;
+        Ok(map.len() as u64)
+    }
+
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
         self.shared.entry(id)?;
         let (reply, rx) = oneshot::channel();

@@ -51,7 +51,9 @@ impl Committer {
                 }
             }
             let started = Instant::now();
-            match commit_group(&self.pool, &group).await {
+            let committed = commit_group(&self.pool, &group).await;
+            crate::telemetry::commit("postgres", reports, started.elapsed(), committed.is_ok());
+            match committed {
                 Ok(answers) => {
                     tracing::debug!(
                         reports,

@@ -592,6 +592,16 @@ impl Store for PostgresStore {
     /// The transaction of "Removing a collection" (see the type's docs). A batch of
     /// another replica that raced it finds no `collections` row and is refused with
     /// `NotFound`; one that committed first is deleted with the rest.
+    async fn collection_count(&self) -> Result<u64, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_one("SELECT count(*) FROM collections", &[])
+            .await
+            .map_err(db_error)?;
+        let count: i64 = row.get(0);
+        Ok(count.max(0) as u64)
+    }
+
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
         let mut client = self.pool.get().await.map_err(pool_error)?;
         let txn = client.transaction().await.map_err(db_error)?;

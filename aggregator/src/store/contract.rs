@@ -61,13 +61,16 @@ where
 async fn a_deleted_collection_is_gone_and_starts_from_scratch<S: Store>(s: Arc<S>) {
     let (a, b) = (collection("a", 2), collection("b", 2));
     let n = a.entries;
+    assert_eq!(s.collection_count().await, Ok(0));
     s.create_collection(a.clone()).await.unwrap();
     s.create_collection(b.clone()).await.unwrap();
+    assert_eq!(s.collection_count().await, Ok(2));
     let reports: Vec<_> = (1..=4).map(|k| report(k, 7, n)).collect();
     s.submit("a", reports.clone()).await.unwrap();
     s.submit("b", reports.clone()).await.unwrap();
     s.close_collection("a").await.unwrap();
     assert_eq!(s.delete_collection("a").await, Ok(4));
+    assert_eq!(s.collection_count().await, Ok(1));
     let gone = StoreError::NotFound("a".into());
     assert_eq!(s.count("a").await, Err(gone.clone()));
     assert_eq!(s.delete_collection("a").await, Err(gone.clone()));
@@ -79,6 +82,7 @@ async fn a_deleted_collection_is_gone_and_starts_from_scratch<S: Store>(s: Arc<S
     assert_eq!(s.snapshot("b").await.unwrap().acc, expected(n, &reports));
     // Created again: open, empty, and the old report ids count again.
     s.create_collection(a).await.unwrap();
+    assert_eq!(s.collection_count().await, Ok(2));
     assert!(!s.is_closed("a").await.unwrap());
     assert_eq!(s.count("a").await.unwrap(), 0);
     let o = s.submit("a", reports.clone()).await.unwrap();
@@ -127,6 +131,8 @@ async fn create_is_idempotent_and_conflicts_are_refused<S: Store>(s: Arc<S>) {
     assert_eq!(*c, collection("a", 2));
     let again = s.create_collection(collection("a", 2)).await.unwrap();
     assert_eq!(*again, collection("a", 2));
+    // Creating it again is a no-op: still one collection.
+    assert_eq!(s.collection_count().await, Ok(1));
     assert_eq!(
         s.create_collection(collection("a", 3)).await,
         Err(StoreError::AlreadyExists("a".into()))

@@ -147,6 +147,14 @@ impl Store for MemoryStore {
         Ok(closed)
     }
 
+    async fn collection_count(&self) -> Result<u64, StoreError> {
+        let map = self
+            .collections
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
+        Ok(map.len() as u64)
+    }
+
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
         let mut map = self
             .collections

@@ -63,6 +63,8 @@ pub trait Store: Send + Sync + 'static {
     -> Result<BatchOutcome, StoreError>;
     /// Reports counted so far.
     async fn count(&self, id: &str) -> Result<u64, StoreError>;
+    /// How many collections the store holds (closed ones included).
+    async fn collection_count(&self) -> Result<u64, StoreError>;
     /// A consistent copy of the accumulators.
     async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError>;
 

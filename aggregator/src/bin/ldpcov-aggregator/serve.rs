@@ -53,6 +53,11 @@ pub(crate) struct Options {
     /// otherwise grows with the report-id table (the file is cached by the OS too).
     #[arg(long, env = "LDPCOV_CACHE_MIB", default_value_t = (DurableConfig::default().cache_size >> 20) as u64)]
     cache_mib: u64,
+    /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`): reports
+    /// accepted, duplicate and rejected per collection, bytes received, submit,
+    /// commit and estimate durations, collections. Off by default.
+    #[arg(long, env = "LDPCOV_METRICS_LISTEN", value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     access: AccessArgs,
 }
@@ -170,6 +175,7 @@ impl Options {
             batch_size,
             batch_delay_ms,
             cache_mib,
+            metrics_listen,
             access,
         } = self;
         if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
@@ -199,6 +205,11 @@ impl Options {
         let auth = access.auth()?;
         let tls = access.tls()?;
         let transport = access.transport()?;
+        // Bound before the store is opened: a busy or bad address fails fast.
+        if let Some(addr) = metrics_listen {
+            ldpcov_aggregator::install_prometheus_exporter(addr)?;
+            tracing::info!(%addr, "serving Prometheus metrics");
+        }
         let store: Arc<dyn Store> = if let Some(url) = &store_url {
             let config = PostgresConfig {
                 pool_size: pg_pool_size,
@@ -277,6 +288,7 @@ impl Options {
                 transport,
                 auth: Arc::new(auth),
                 tls,
+                metrics: metrics_listen.is_some(),
             },
             listener,
             shutdown_signal(),
