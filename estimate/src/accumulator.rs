@@ -6,6 +6,10 @@
 /// [`ReportId::fold`](ldpcov_proto::ReportId::fold)`(FOLDS)`; the estimators hold one fold out at a time.
 pub const FOLDS: usize = 5;
 
+/// Entries per block of [`Accumulator::add_many`]: the touched sums of one block
+/// (at most 5 folds × 8 bytes + 16 bytes per entry, 56 KiB) stay in a core's L2 cache.
+const BLOCK: usize = 1024;
+
 /// Exact integer accumulators of one collection: per-fold sums (the total is their
 /// sum) and per-entry sums of squares.
 ///
@@ -44,18 +48,48 @@ impl Accumulator {
     /// Adds one report to `fold` (exactly; order does not matter).
     pub fn add(&mut self, fold: usize, entries: &[i32]) {
         debug_assert_eq!(entries.len(), self.entries());
-        let sums = &mut self.fold_sums[fold];
-        for ((s, q), &v) in sums
-            .iter_mut()
-            .zip(self.sum_squares.iter_mut())
-            .zip(entries)
-        {
-            let v = i64::from(v);
-            *s += v;
-            *q += (v * v) as u128;
-        }
+        Self::add_block(&mut self.fold_sums[fold], &mut self.sum_squares, entries);
         self.fold_counts[fold] += 1;
         self.count += 1;
+    }
+
+    /// Adds many reports, each with its fold: exactly what [`add`](Self::add) on each
+    /// would do, faster for large reports. The entries are walked in blocks of 1024
+    /// that keep the touched sums in cache across the whole batch, so the
+    /// accumulators (24 bytes per entry: five i64 folds are touched, one u128) cross
+    /// the memory bus once per batch instead of once per report — at p = 1000 that
+    /// traffic, 24 MB per report, was what bounded ingest.
+    pub fn add_many(&mut self, reports: &[(usize, &[i32])]) {
+        let n = self.entries();
+        for &(fold, entries) in reports {
+            debug_assert_eq!(entries.len(), n);
+            self.fold_counts[fold] += 1;
+            self.count += 1;
+        }
+        let mut lo = 0;
+        while lo < n {
+            let hi = (lo + BLOCK).min(n);
+            for &(fold, entries) in reports {
+                Self::add_block(
+                    &mut self.fold_sums[fold][lo..hi],
+                    &mut self.sum_squares[lo..hi],
+                    &entries[lo..hi],
+                );
+            }
+            lo = hi;
+        }
+    }
+
+    /// `sums += entries`, `squares += entries²`, entry by entry. Each |v| ≤ 2^31, so
+    /// v² ≤ 2^62 is exact in i64 before it is widened.
+    fn add_block(sums: &mut [i64], squares: &mut [u128], entries: &[i32]) {
+        for (s, &v) in sums.iter_mut().zip(entries) {
+            *s += i64::from(v);
+        }
+        for (q, &v) in squares.iter_mut().zip(entries) {
+            let v = i64::from(v);
+            *q += (v * v) as u128;
+        }
     }
 
     /// The per-entry sums over all folds.
@@ -109,6 +143,36 @@ mod tests {
         assert_eq!(a, one);
         let direct: i64 = reports.iter().map(|r| i64::from(r[0])).sum();
         assert_eq!(one.sums()[0], direct);
+    }
+
+    #[test]
+    fn add_many_equals_adding_one_by_one() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        // Sizes around the block boundary, values including the extremes.
+        for n in [1, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK + 17] {
+            let reports: Vec<(usize, Vec<i32>)> = (0..9)
+                .map(|k| {
+                    let entries = (0..n)
+                        .map(|i| match (k + i) % 7 {
+                            0 => i32::MAX,
+                            1 => -i32::MAX,
+                            _ => rng.random_range(-1_000_000..1_000_000),
+                        })
+                        .collect();
+                    (rng.random_range(0..FOLDS), entries)
+                })
+                .collect();
+            let mut one = Accumulator::new(n, FOLDS);
+            for (fold, r) in &reports {
+                one.add(*fold, r);
+            }
+            let mut many = Accumulator::new(n, FOLDS);
+            let refs: Vec<(usize, &[i32])> =
+                reports.iter().map(|(f, r)| (*f, r.as_slice())).collect();
+            many.add_many(&refs);
+            assert_eq!(many, one, "n = {n}");
+        }
     }
 
     #[test]

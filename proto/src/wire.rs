@@ -129,27 +129,50 @@ pub fn decode_payload(
         });
     }
     let (bound, step) = (collection.wire_max, collection.wire_step);
-    payload
-        .chunks_exact(width)
-        .enumerate()
-        .map(|(index, chunk)| {
-            let value = match chunk {
-                [a, b, c, d] => i64::from(i32::from_le_bytes([*a, *b, *c, *d])),
-                [a, b] => i64::from(i16::from_le_bytes([*a, *b])),
-                [a] => i64::from(*a as i8),
-                _ => unreachable!("chunks_exact(width) with width in 1, 2, 4"),
-            };
-            if value.abs() > bound {
-                return Err(WireError::OutOfRange {
-                    index,
-                    value,
-                    bound,
-                });
+    // Three passes a compiler can vectorise (this is the ingest hot path: a branch
+    // and an early return per entry cost ~10× more): widen every entry to i32, check
+    // the largest magnitude, scale. Only a payload that fails the check is searched
+    // for its first bad entry.
+    let mut values = vec![0i32; collection.entries];
+    match width {
+        4 => {
+            for (v, c) in values.iter_mut().zip(payload.chunks_exact(4)) {
+                *v = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             }
-            // |value·step| ≤ wire_max·wire_step = max_abs_grid_value ≤ i32::MAX.
-            Ok((value * step) as i32)
-        })
-        .collect()
+        }
+        2 => {
+            for (v, c) in values.iter_mut().zip(payload.chunks_exact(2)) {
+                *v = i32::from(i16::from_le_bytes([c[0], c[1]]));
+            }
+        }
+        _ => {
+            for (v, &b) in values.iter_mut().zip(payload) {
+                *v = i32::from(b as i8);
+            }
+        }
+    }
+    let largest = values.iter().fold(0u32, |m, v| m.max(v.unsigned_abs()));
+    if i64::from(largest) > bound {
+        let (index, &value) = values
+            .iter()
+            .enumerate()
+            .find(|(_, v)| i64::from(v.unsigned_abs()) > bound)
+            .unwrap_or((0, &0));
+        return Err(WireError::OutOfRange {
+            index,
+            value: i64::from(value),
+            bound,
+        });
+    }
+    if step != 1 {
+        // |value·step| ≤ wire_max·wire_step = max_abs_grid_value ≤ i32::MAX, and
+        // step ≤ max_abs_grid_value fits an i32: no product overflows.
+        let step = step as i32;
+        for v in &mut values {
+            *v *= step;
+        }
+    }
+    Ok(values)
 }
 
 #[cfg(test)]
@@ -309,6 +332,76 @@ mod tests {
                 bound: 127
             })
         ));
+    }
+
+    /// The per-entry definition the vectorised decoder must match: widen, refuse the
+    /// first entry beyond ±wire_max, scale by wire_step.
+    fn reference_decode(c: &Collection, payload: &[u8]) -> Result<Vec<i32>, (usize, i64)> {
+        let width = bytes_per_entry(c.encoding).unwrap();
+        payload
+            .chunks_exact(width)
+            .enumerate()
+            .map(|(i, b)| {
+                let v = match b.len() {
+                    4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                    2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
+                    _ => i64::from(b[0] as i8),
+                };
+                if v.abs() > c.wire_max {
+                    Err((i, v))
+                } else {
+                    Ok((v * c.wire_step) as i32)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn decoding_matches_a_per_entry_reference() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for encoding in [Encoding::I32Le, Encoding::I16Le, Encoding::I8] {
+            let c = Collection::from_spec(&CollectionSpec {
+                encoding: encoding as i32,
+                ..collection().spec()
+            })
+            .unwrap();
+            let width = bytes_per_entry(encoding).unwrap();
+            let max = c.wire_max.min(i64::from(i32::MAX));
+            for trial in 0..200 {
+                // Values at and around the bound, and the type's extremes.
+                let mut payload = Vec::new();
+                for _ in 0..c.entries {
+                    let v: i64 = match rng.random_range(0..6) {
+                        0 => max,
+                        1 => -max,
+                        2 if trial % 3 == 0 => max + 1,
+                        3 if trial % 5 == 0 => i64::from(i32::MIN),
+                        _ => rng.random_range(-max..=max),
+                    };
+                    match width {
+                        4 => payload.extend(
+                            (v.clamp(i32::MIN as i64, i32::MAX as i64) as i32).to_le_bytes(),
+                        ),
+                        2 => payload.extend((v.clamp(-32768, 32767) as i16).to_le_bytes()),
+                        _ => payload.push(v.clamp(-128, 127) as i8 as u8),
+                    }
+                }
+                let got = decode_payload(&c, encoding as i32, &payload);
+                match reference_decode(&c, &payload) {
+                    Ok(want) => assert_eq!(got.unwrap(), want, "{encoding:?} trial {trial}"),
+                    Err((index, value)) => assert_eq!(
+                        got,
+                        Err(WireError::OutOfRange {
+                            index,
+                            value,
+                            bound: c.wire_max
+                        }),
+                        "{encoding:?} trial {trial}"
+                    ),
+                }
+            }
+        }
     }
 
     #[test]

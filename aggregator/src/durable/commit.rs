@@ -309,6 +309,7 @@ impl Committer {
         if batch.error.is_none() {
             let counted = (|| -> Result<(), Cause> {
                 let mut seen = batch.txn.open_table(SEEN)?;
+                let mut fresh = Vec::with_capacity(reports.len());
                 for report in &reports {
                     if seen
                         .insert((id.as_str(), report.report_id.0), ())?
@@ -316,12 +317,11 @@ impl Committer {
                     {
                         outcome.duplicates += 1;
                     } else {
-                        pending
-                            .acc
-                            .add(report.report_id.fold(FOLDS), &report.entries);
+                        fresh.push((report.report_id.fold(FOLDS), report.entries.as_slice()));
                         outcome.accepted += 1;
                     }
                 }
+                pending.acc.add_many(&fresh);
                 Ok(())
             })();
             if let Err(e) = counted {

@@ -182,12 +182,13 @@ async fn add_batches(
     let entries = group[members[0]].collection.entries;
     let mut delta = Accumulator::new(entries, FOLDS);
     let mut outcomes = Vec::with_capacity(members.len());
+    let mut counted = Vec::new();
     for &k in members {
         let mut outcome = BatchOutcome::default();
         for r in &group[k].reports {
             // `remove`: a later repeat of a counted id is a duplicate.
             if fresh.remove(&r.report_id.0) {
-                delta.add(r.report_id.fold(FOLDS), &r.entries);
+                counted.push((r.report_id.fold(FOLDS), r.entries.as_slice()));
                 outcome.accepted += 1;
             } else {
                 outcome.duplicates += 1;
@@ -195,6 +196,7 @@ async fn add_batches(
         }
         outcomes.push(outcome);
     }
+    delta.add_many(&counted);
     if delta.count > 0 {
         let count = i64::try_from(delta.count).map_err(|_| {
             StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))

@@ -107,16 +107,16 @@ impl Store for MemoryStore {
             return Err(StoreError::Closed(id.to_string()));
         }
         let mut outcome = BatchOutcome::default();
+        let mut fresh = Vec::with_capacity(reports.len());
         for report in &reports {
             if counted.seen.insert(report.report_id) {
-                counted
-                    .acc
-                    .add(report.report_id.fold(FOLDS), &report.entries);
+                fresh.push((report.report_id.fold(FOLDS), report.entries.as_slice()));
                 outcome.accepted += 1;
             } else {
                 outcome.duplicates += 1;
             }
         }
+        counted.acc.add_many(&fresh);
         Ok(outcome)
     }
 
