@@ -32,6 +32,10 @@ pub(super) struct Committer {
     pub(super) rx: mpsc::UnboundedReceiver<Submission>,
     pub(super) batch_size: usize,
     pub(super) batch_delay: Duration,
+    /// Whether the last group committed, or failed for a reason of the store itself
+    /// (`Store::write_health`): a refused batch (closed or missing collection) does not
+    /// count as a failure.
+    pub(super) write_healthy: tokio::sync::watch::Sender<bool>,
 }
 
 impl Committer {
@@ -53,6 +57,11 @@ impl Committer {
             let started = Instant::now();
             let committed = commit_group(&self.pool, &group).await;
             crate::telemetry::commit("postgres", reports, started.elapsed(), committed.is_ok());
+            self.write_healthy.send_if_modified(|h| {
+                let changed = *h != committed.is_ok();
+                *h = committed.is_ok();
+                changed
+            });
             match committed {
                 Ok(answers) => {
                     tracing::debug!(

@@ -11,6 +11,7 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Pool};
 use futures::StreamExt;
 use ldpcov_proto::Collection;
+use prost::Message;
 use tokio_postgres::IsolationLevel;
 use tokio_postgres::types::ToSql;
 
@@ -142,6 +143,16 @@ pub(super) async fn read_consistent(
         .start()
         .await
         .map_err(db_error)?;
+    // The spec in the same snapshot: sums of another incarnation of the collection
+    // (deleted and created anew by another replica) are never read as this one's.
+    let spec = collection.spec().encode_to_vec();
+    let stored = txn
+        .query_opt("SELECT spec FROM collections WHERE id = $1", &[&id])
+        .await
+        .map_err(db_error)?;
+    if stored.is_none_or(|row| row.get::<_, &[u8]>(0) != spec.as_slice()) {
+        return Err(StoreError::NotFound(id.to_string()));
+    }
     let row = txn
         .query_opt("SELECT count, acc FROM bases WHERE collection = $1", &[&id])
         .await

@@ -13,10 +13,10 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use ldpcov_proto::Collection;
@@ -50,6 +50,10 @@ pub struct PostgresConfig {
     pub fold_interval: Duration,
     /// Deltas one fold transaction adds at most (bounds its memory and duration).
     pub fold_batch: usize,
+    /// How long this replica trusts its cached spec and closed flag of a collection
+    /// before reading them again: bounds how long it serves a collection that another
+    /// replica deleted (and perhaps created anew) — see "Cache" in [`PostgresStore`].
+    pub cache_ttl: Duration,
 }
 
 impl Default for PostgresConfig {
@@ -64,6 +68,7 @@ impl Default for PostgresConfig {
             batch_delay: durable.batch_delay,
             fold_interval: Duration::from_secs(1),
             fold_batch: 64,
+            cache_ttl: Duration::from_secs(5),
         }
     }
 }
@@ -101,13 +106,13 @@ pub enum PostgresError {
     },
 }
 
-/// What one replica caches: only what never changes once committed.
+/// What one replica caches: only what never changes for one incarnation of a
+/// collection (its spec; a close is final), each with the time it was read, trusted
+/// for [`PostgresConfig::cache_ttl`] (another replica may delete the collection).
 #[derive(Default)]
 struct Cache {
-    /// Specs are immutable once created.
-    collections: RwLock<HashMap<String, Arc<Collection>>>,
-    /// A close is final.
-    closed: RwLock<HashSet<String>>,
+    collections: RwLock<HashMap<String, (Arc<Collection>, Instant)>>,
+    closed: RwLock<HashMap<String, Instant>>,
 }
 
 /// A [`Store`] in a PostgreSQL database that any number of aggregator replicas
@@ -200,10 +205,16 @@ struct Cache {
 ///
 /// A replica caches collection specs (immutable once created) and closed flags (a
 /// close is final), nothing else: counts and sums are always read from the database.
-/// A batch's transaction compares the stored spec with the cached one it was validated
-/// against and refuses the batch ([`StoreError::NotFound`]) if they differ, so a
-/// collection removed and created anew under the same id by another replica never
-/// receives reports validated for the old one.
+/// Only a delete (on any replica) ends a collection's incarnation, so each cached fact
+/// is trusted for [`PostgresConfig::cache_ttl`] (5 s by default) and dropped at once
+/// when the database shows the collection gone or different. A batch's transaction
+/// compares the stored spec with the cached one it was validated against and refuses
+/// the batch ([`StoreError::NotFound`]) if they differ, and a snapshot reads the spec
+/// in its own transaction and refuses the same way, so a collection removed and
+/// created anew under the same id by another replica never receives reports, nor
+/// answers estimates, for the old one; for at most the TTL another replica may still
+/// show the old spec to `GetCollection` (devices then get `NOT_FOUND` on submit and
+/// fetch it again).
 ///
 /// # Removing a collection
 ///
@@ -214,6 +225,8 @@ struct Cache {
 pub struct PostgresStore {
     pool: Pool,
     cache: Arc<Cache>,
+    /// Written by the group-commit task: see [`Store::write_health`].
+    write_healthy: tokio::sync::watch::Sender<bool>,
     tx: Option<mpsc::UnboundedSender<Submission>>,
     committer: Option<JoinHandle<()>>,
     folder: Option<JoinHandle<()>>,
@@ -260,12 +273,14 @@ impl PostgresStore {
         };
         let cache = Arc::new(Cache::default());
         let (tx, rx) = mpsc::unbounded_channel();
+        let (write_healthy, _) = tokio::sync::watch::channel(true);
         let committer = tokio::spawn(
             Committer {
                 pool: pool.clone(),
                 rx,
                 batch_size: config.batch_size.max(1),
                 batch_delay: config.batch_delay,
+                write_healthy: write_healthy.clone(),
             }
             .run(),
         );
@@ -284,6 +299,7 @@ impl PostgresStore {
         Ok(PostgresStore {
             pool,
             cache,
+            write_healthy,
             tx: Some(tx),
             committer: Some(committer),
             folder,
@@ -308,25 +324,51 @@ impl PostgresStore {
         to_u64(row.get::<_, i64>(0))
     }
 
+    /// The cached collection, if read less than the TTL ago.
     fn cached(&self, id: &str) -> Result<Option<Arc<Collection>>, StoreError> {
         let map = self
             .cache
             .collections
             .read()
             .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
-        Ok(map.get(id).cloned())
+        Ok(map
+            .get(id)
+            .filter(|(_, at)| at.elapsed() < self.config.cache_ttl)
+            .map(|(c, _)| c.clone()))
     }
 
+    /// Caches `collection` as read now; an equal cached one is kept (and refreshed).
     fn remember(&self, collection: Arc<Collection>) -> Result<Arc<Collection>, StoreError> {
         let mut map = self
             .cache
             .collections
             .write()
             .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
-        Ok(map
+        let now = Instant::now();
+        let entry = map
             .entry(collection.id.clone())
-            .or_insert(collection)
-            .clone())
+            .or_insert((collection.clone(), now));
+        if entry.0 != collection {
+            *entry = (collection, now);
+        } else {
+            entry.1 = now;
+        }
+        Ok(entry.0.clone())
+    }
+
+    /// Drops everything cached about `id` (it was deleted, here or elsewhere).
+    fn forget(&self, id: &str) -> Result<(), StoreError> {
+        self.cache
+            .collections
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?
+            .remove(id);
+        self.cache
+            .closed
+            .write()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
+            .remove(id);
+        Ok(())
     }
 
     /// The collection whose spec is stored under `id`, checked and cached.
@@ -341,13 +383,16 @@ impl PostgresStore {
         self.remember(Arc::new(collection))
     }
 
+    /// Whether `id` was seen closed less than the TTL ago.
     fn known_closed(&self, id: &str) -> Result<bool, StoreError> {
-        let set = self
+        let map = self
             .cache
             .closed
             .read()
             .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?;
-        Ok(set.contains(id))
+        Ok(map
+            .get(id)
+            .is_some_and(|at| at.elapsed() < self.config.cache_ttl))
     }
 
     fn remember_closed(&self, id: &str) -> Result<(), StoreError> {
@@ -355,7 +400,7 @@ impl PostgresStore {
             .closed
             .write()
             .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
-            .insert(id.to_string());
+            .insert(id.to_string(), Instant::now());
         Ok(())
     }
 }
@@ -530,8 +575,11 @@ impl Store for PostgresStore {
         let outcome = rx
             .await
             .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?;
-        if matches!(outcome, Err(StoreError::Closed(_))) {
-            self.remember_closed(id)?;
+        match &outcome {
+            Err(StoreError::Closed(_)) => self.remember_closed(id)?,
+            // Gone, or created anew by another replica: read it again next time.
+            Err(StoreError::NotFound(_)) => self.forget(id)?,
+            _ => {}
         }
         outcome
     }
@@ -555,7 +603,13 @@ impl Store for PostgresStore {
 
     async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
         let collection = self.collection(id).await?;
-        let acc = fold::read_consistent(&self.pool, &collection).await?;
+        let acc = match fold::read_consistent(&self.pool, &collection).await {
+            Err(StoreError::NotFound(e)) => {
+                self.forget(id)?;
+                return Err(StoreError::NotFound(e));
+            }
+            other => other?,
+        };
         Ok(Snapshot { collection, acc })
     }
 
@@ -577,12 +631,15 @@ impl Store for PostgresStore {
             return Ok(true);
         }
         let client = self.pool.get().await.map_err(pool_error)?;
-        let closed: bool = client
+        let Some(row) = client
             .query_opt("SELECT closed FROM collections WHERE id = $1", &[&id])
             .await
             .map_err(db_error)?
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))?
-            .get(0);
+        else {
+            self.forget(id)?;
+            return Err(StoreError::NotFound(id.to_string()));
+        };
+        let closed: bool = row.get(0);
         if closed {
             self.remember_closed(id)?;
         }
@@ -600,6 +657,12 @@ impl Store for PostgresStore {
             .map_err(db_error)?;
         let count: i64 = row.get(0);
         Ok(count.max(0) as u64)
+    }
+
+    /// False after a group of batches failed to commit (e.g. the database is down),
+    /// true again after the next group commits.
+    fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.write_healthy.subscribe()
     }
 
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
@@ -640,16 +703,7 @@ impl Store for PostgresStore {
             .await
             .map_err(db_error)?;
         txn.commit().await.map_err(db_error)?;
-        self.cache
-            .collections
-            .write()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?
-            .remove(id);
-        self.cache
-            .closed
-            .write()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
-            .remove(id);
+        self.forget(id)?;
         tracing::info!(collection = %id, reports, "collection deleted");
         to_u64(reports)
     }

@@ -228,6 +228,8 @@ async fn a_database_that_is_down_is_unavailable_and_nothing_is_partial() {
     s.submit("c", (0..10).map(|id| report(id, entries)).collect())
         .await
         .unwrap();
+    let health = s.write_health();
+    assert!(*health.borrow());
     pg.stop().unwrap();
     let refused = s
         .submit("c", (10..20).map(|id| report(id, entries)).collect())
@@ -236,6 +238,8 @@ async fn a_database_that_is_down_is_unavailable_and_nothing_is_partial() {
         matches!(refused, Err(StoreError::Unavailable(_))),
         "{refused:?}"
     );
+    // The failed commit turned the write health off (gRPC health: NOT_SERVING).
+    assert!(!*health.borrow());
     assert!(matches!(
         s.count("c").await,
         Err(StoreError::Unavailable(_))
@@ -252,6 +256,8 @@ async fn a_database_that_is_down_is_unavailable_and_nothing_is_partial() {
         .await
         .unwrap();
     assert_eq!(o.accepted, 10);
+    // … and the next commit turned it on again.
+    assert!(*health.borrow());
     assert_eq!(s.snapshot("c").await.unwrap().acc, expected(entries, 0..20));
 }
 
@@ -362,4 +368,74 @@ async fn a_replica_with_one_connection_sees_other_replicas_creates() {
         Err(StoreError::NotFound("r".into()))
     );
     assert_eq!(a.count("r").await.unwrap(), 1);
+}
+
+/// Replica A deletes a collection that replicas B and C have cached (C also as closed)
+/// and creates it anew with other parameters. B never counts a report validated for
+/// the old one into the new one, C never answers a snapshot of the new sums with the
+/// old spec, and after the cache TTL both serve the new spec, open, with the new sums.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collection_deleted_and_created_anew_elsewhere_is_never_served_stale() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("recreate");
+    let ttl = Duration::from_millis(300);
+    let short = || PostgresConfig {
+        cache_ttl: ttl,
+        ..config()
+    };
+    let (a, b, c) = (
+        open(&url, config()).await,
+        open(&url, short()).await,
+        open(&url, short()).await,
+    );
+    let old = collection("c", 3);
+    a.create_collection(old.clone()).await.unwrap();
+    let n = old.entries;
+    b.submit("c", (1..=4).map(|k| report(k, n)).collect())
+        .await
+        .unwrap();
+    assert_eq!(*b.collection("c").await.unwrap(), old);
+    a.close_collection("c").await.unwrap();
+    assert!(c.is_closed("c").await.unwrap());
+    assert_eq!(*c.collection("c").await.unwrap(), old);
+
+    // A deletes it and creates it anew: the same dimension (so old reports still have
+    // the right length), another ε.
+    assert_eq!(a.delete_collection("c").await, Ok(4));
+    let new = Collection::from_spec(&ldpcov_proto::v1::CollectionSpec {
+        epsilon: 2.0,
+        ..old.spec()
+    })
+    .unwrap();
+    assert_eq!(new.entries, n);
+    a.create_collection(new.clone()).await.unwrap();
+    a.submit("c", (10..=12).map(|k| report(k, n)).collect())
+        .await
+        .unwrap();
+
+    // B still holds the old spec: a batch validated against it is refused, not
+    // counted into the new collection.
+    assert_eq!(
+        b.submit("c", vec![report(20, n)]).await,
+        Err(StoreError::NotFound("c".into()))
+    );
+    assert_eq!(a.count("c").await.unwrap(), 3);
+    // C still holds the old spec: its snapshot is refused, not read with it.
+    assert_eq!(
+        c.snapshot("c").await.map(|s| s.acc),
+        Err(StoreError::NotFound("c".into()))
+    );
+
+    // After the TTL both read the new incarnation: new spec, open, the new sums.
+    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    for replica in [&b, &c] {
+        assert_eq!(*replica.collection("c").await.unwrap(), new);
+        assert!(!replica.is_closed("c").await.unwrap());
+    }
+    let o = c.submit("c", vec![report(21, n)]).await.unwrap();
+    assert_eq!((o.accepted, o.duplicates), (1, 0));
+    assert_eq!(
+        b.snapshot("c").await.unwrap().acc,
+        expected(n, [10, 11, 12, 21])
+    );
 }
