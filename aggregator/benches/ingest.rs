@@ -164,6 +164,9 @@ pub(crate) struct CaseResult {
     pub(crate) daemon_cpu_s_per_report: f64,
     /// Connections used.
     pub(crate) connections: usize,
+    /// PostgreSQL only: the database's size after the case (`pg_database_size`), before
+    /// any fold of the delta rows into the base.
+    pub(crate) database_bytes: Option<u64>,
 }
 
 /// A running daemon, killed when dropped.
@@ -383,6 +386,7 @@ async fn run_case(
     let tmp = tempfile::tempdir()?;
     // Keep the cluster alive for the case.
     let mut cluster: Option<PgCluster> = None;
+    let mut db_url: Option<String> = None;
     let flags: Vec<String> = match store {
         StoreKind::Memory => vec!["--memory".into()],
         StoreKind::Redb => vec![
@@ -395,6 +399,7 @@ async fn run_case(
                 .create_database("ingest")
                 .map_err(|e| anyhow!("PostgreSQL: {e}"))?;
             cluster = Some(c);
+            db_url = Some(url.clone());
             vec!["--store".into(), url]
         }
     };
@@ -488,6 +493,19 @@ async fn run_case(
         bail!("sent {count} reports, {accepted} accepted, {counted} counted");
     }
     drop(daemons);
+    let database_bytes = match &db_url {
+        Some(url) => {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+            let driver = tokio::spawn(connection);
+            let row = client
+                .query_one("SELECT pg_database_size(current_database())", &[])
+                .await?;
+            drop(client);
+            let _ = driver.await;
+            Some(row.get::<_, i64>(0).max(0) as u64)
+        }
+        None => None,
+    };
     drop(cluster);
     let payload_bytes_per_s = payload_bytes as f64 / seconds;
     Ok(CaseResult {
@@ -503,6 +521,7 @@ async fn run_case(
         ratio_to_loopback: payload_bytes_per_s / loopback_bytes_per_s,
         daemon_cpu_s_per_report: (cpu_after - cpu_before) / count as f64,
         connections: args.connections,
+        database_bytes,
     })
 }
 
