@@ -1,7 +1,8 @@
 //! The async gRPC client (feature `grpc`, on by default): [`AggregatorClient`].
 
+use crate::NoiseSampler;
 use crate::discrete_gaussian::DiscreteGaussianSampler;
-use crate::perturb::{NoiseSampler, Perturber, random_report_id};
+use crate::perturb::{Perturber, random_report_id};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{

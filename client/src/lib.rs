@@ -60,7 +60,9 @@
 //! argument, and the CKS20 reference algorithms ([`discrete_gaussian::cks20`]) it is
 //! tested and benchmarked against.
 
-pub mod discrete_gaussian;
+/// The exact discrete Gaussian sampler: the `ldpcov-noise` crate, re-exported under
+/// its old path (its docs carry the algorithm and the exactness argument).
+pub use ldpcov_noise as discrete_gaussian;
 mod error;
 mod ledger;
 mod perturb;
@@ -69,16 +71,14 @@ mod policy;
 #[cfg(feature = "grpc")]
 mod grpc;
 
-pub use discrete_gaussian::{
-    DiscreteGaussian, DiscreteGaussianSampler, RandomBits, Sigma2, SigmaError,
-};
 pub use error::ClientError;
+pub use ldpcov_noise::{
+    DiscreteGaussian, DiscreteGaussianSampler, NoiseSampler, RandomBits, Sigma2, SigmaError,
+};
 pub use ldpcov_proto as proto;
 pub use ldpcov_proto::{Collection, ReportId};
 pub use ledger::{BudgetLedger, BudgetLimits, LEDGER_FILE, LedgerError, Spend};
-pub use perturb::{
-    CLIP_MARGIN, FloatGaussianNotPrivate, NoiseSampler, Perturber, random_report_id,
-};
+pub use perturb::{CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id};
 pub use policy::PrivacyPolicy;
 
 #[cfg(feature = "grpc")]

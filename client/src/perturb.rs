@@ -7,6 +7,7 @@
 //! their own way can use it with `default-features = false`.
 
 use crate::ClientError;
+use ldpcov_noise::NoiseSampler;
 use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::Report;
 use ldpcov_proto::wire::{REPORT_ID_LEN, encode_payload};
@@ -23,53 +24,6 @@ use rand_distr::StandardNormal;
 /// leaves a relative error below `(p + 10)·2⁻⁵³ ≤ 2⁻⁴⁰` for `p ≤ 4096`; shrinking by
 /// `2⁻³²` absorbs it with room to spare, and biases the signal by less than 10⁻⁹.
 pub const CLIP_MARGIN: f64 = 1.0 / 4_294_967_296.0;
-
-/// A source of centred integer noise on the collection's grid.
-///
-/// One call is one independent draw; the sampler must be cryptographically seeded for
-/// the reports to be private. Kept deliberately small so that an exact discrete
-/// Gaussian can replace [`FloatGaussianNotPrivate`] without changing callers.
-pub trait NoiseSampler {
-    /// One draw of centred noise with standard deviation `sigma_grid`, in grid units.
-    fn sample_grid(&mut self, sigma_grid: f64) -> i64;
-
-    /// A uniform integer in `0..bound` (`bound ≥ 1`), for the unbiased stochastic
-    /// rounding of the coarse wire encodings. That rounding acts on the already-noisy
-    /// value (post-processing), so privacy does not rest on this randomness; the
-    /// default still draws from the thread-local CSPRNG (`rand::rng()`).
-    fn uniform_below(&mut self, bound: u64) -> u64 {
-        rand::rng().random_range(0..bound.max(1))
-    }
-
-    /// What kind of sampler this is, for logs and checks (never its state).
-    fn kind(&self) -> &'static str {
-        "custom"
-    }
-}
-
-impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
-    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
-        (**self).sample_grid(sigma_grid)
-    }
-    fn uniform_below(&mut self, bound: u64) -> u64 {
-        (**self).uniform_below(bound)
-    }
-    fn kind(&self) -> &'static str {
-        (**self).kind()
-    }
-}
-
-impl<N: NoiseSampler + ?Sized> NoiseSampler for &mut N {
-    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
-        (**self).sample_grid(sigma_grid)
-    }
-    fn uniform_below(&mut self, bound: u64) -> u64 {
-        (**self).uniform_below(bound)
-    }
-    fn kind(&self) -> &'static str {
-        (**self).kind()
-    }
-}
 
 /// **Not private — for simulations and benchmarks only.** A floating-point Gaussian
 /// `N(0, σ²)` draw rounded to the nearest integer, from a ChaCha20 stream.

@@ -8,11 +8,11 @@ mod reference;
 mod sigma2;
 mod table;
 
+use super::NoiseSampler;
 use super::bigint::{ExpAffine, exp_neg_bounds, lazy_bernoulli, pow2, shr_ceil};
 use super::fixed_point::{exp_neg_q63, mul_u128_u64, shr192_small};
 use super::sampler::{ALIAS_BITS, build_alias};
 use super::{DiscreteGaussian, DiscreteGaussianSampler, RandomBits, Sigma2, cks20};
-use crate::perturb::NoiseSampler;
 use ldpcov_proto::calibration::std_normal_cdf;
 use num_bigint::BigUint;
 use rand::{Rng, RngCore, SeedableRng};

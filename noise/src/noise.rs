@@ -1,15 +1,63 @@
-//! [`DiscreteGaussianSampler`]: the exact sampler as the [`NoiseSampler`] of real
+//! [`NoiseSampler`], the noise source reports are perturbed with, and
+//! [`DiscreteGaussianSampler`], the exact sampler as the `NoiseSampler` of real
 //! reports.
 
 use super::random_bits::RandomBits;
 use super::sampler::DiscreteGaussian;
-use crate::ClientError;
-use crate::perturb::NoiseSampler;
+use rand::rand_core::OsError;
 use rand::rngs::OsRng;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-/// Exact discrete Gaussian noise for [`Perturber`](crate::Perturber): a ChaCha20 stream
+/// A source of centred integer noise on the collection's grid.
+///
+/// One call is one independent draw; the sampler must be cryptographically seeded for
+/// the reports to be private. Kept deliberately small so that the exact [`DiscreteGaussianSampler`] and the
+/// simulation-only float sampler of `ldpcov-client` are interchangeable.
+pub trait NoiseSampler {
+    /// One draw of centred noise with standard deviation `sigma_grid`, in grid units.
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64;
+
+    /// A uniform integer in `0..bound` (`bound ≥ 1`), for the unbiased stochastic
+    /// rounding of the coarse wire encodings. That rounding acts on the already-noisy
+    /// value (post-processing), so privacy does not rest on this randomness; the
+    /// default still draws from the thread-local CSPRNG (`rand::rng()`).
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        rand::rng().random_range(0..bound.max(1))
+    }
+
+    /// What kind of sampler this is, for logs and checks (never its state).
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
+}
+
+impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+        (**self).sample_grid(sigma_grid)
+    }
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        (**self).uniform_below(bound)
+    }
+    fn kind(&self) -> &'static str {
+        (**self).kind()
+    }
+}
+
+impl<N: NoiseSampler + ?Sized> NoiseSampler for &mut N {
+    fn sample_grid(&mut self, sigma_grid: f64) -> i64 {
+        (**self).sample_grid(sigma_grid)
+    }
+    fn uniform_below(&mut self, bound: u64) -> u64 {
+        (**self).uniform_below(bound)
+    }
+    fn kind(&self) -> &'static str {
+        (**self).kind()
+    }
+}
+
+/// Exact discrete Gaussian noise for reports (`ldpcov-client`'s `Perturber`) and for
+/// releases computed by a trusted aggregator: a ChaCha20 stream
 /// (through a [`RandomBits`] reservoir) and the [`DiscreteGaussian`] of the last
 /// `sigma_grid` (rebuilt, in about half a millisecond, when σ changes).
 ///
@@ -26,7 +74,7 @@ pub struct DiscreteGaussianSampler {
 impl DiscreteGaussianSampler {
     /// A sampler seeded with 256 bits from the operating system's random number
     /// generator. This is the one to use for real reports.
-    pub fn from_os_rng() -> Result<Self, ClientError> {
+    pub fn from_os_rng() -> Result<Self, OsError> {
         Ok(DiscreteGaussianSampler {
             bits: RandomBits::new(ChaCha20Rng::try_from_rng(&mut OsRng)?),
             cached: None,
@@ -70,7 +118,7 @@ impl std::fmt::Debug for DiscreteGaussianSampler {
 impl NoiseSampler for DiscreteGaussianSampler {
     /// # Panics
     /// If `sigma_grid` is negative, NaN, infinite, or positive but outside
-    /// `[2^−8, 2^50]` (a caller bug: [`Perturber`](crate::Perturber) only passes the σ
+    /// `[2^−8, 2^50]` (a caller bug: `ldpcov-client`'s `Perturber` only passes the σ
     /// of a validated collection, about `10^6..10^10` grid units). `sigma_grid = 0`
     /// adds no noise.
     fn sample_grid(&mut self, sigma_grid: f64) -> i64 {

@@ -1,4 +1,4 @@
-//! Exact discrete Gaussian noise `N_Z(0, σ²)` on the integers (Canonne, Kamath &
+//! `ldpcov-noise`: exact discrete Gaussian noise `N_Z(0, σ²)` on the integers (Canonne, Kamath &
 //! Steinke 2020, "The Discrete Gaussian for Differential Privacy"; CKS20 below), from
 //! integer arithmetic and a cryptographic random number generator.
 //!
@@ -10,17 +10,34 @@
 //! # API
 //!
 //! * [`Sigma2`]: σ² as an exact rational. [`Sigma2::from_sigma`] takes the f64 σ a
-//!   [`Collection`](ldpcov_proto::Collection) computes and squares it **exactly**
+//!   collection's calibration computes and squares it **exactly**
 //!   (an f64 is a dyadic rational `m·2^e`, so `σ² = m²·2^{2e}` needs no rounding at
 //!   all): the noise is never smaller than the f64 σ the calibration produced.
 //! * [`DiscreteGaussian`]: the precomputed exact sampler for one σ²; `sample` takes any
 //!   [`RngCore`](rand::RngCore).
-//! * [`DiscreteGaussianSampler`]: a [`NoiseSampler`](crate::NoiseSampler) (ChaCha20 seeded by the operating
+//! * [`DiscreteGaussianSampler`]: a [`NoiseSampler`] (ChaCha20 seeded by the operating
 //!   system, or a deterministic seed for simulations) that caches the
 //!   [`DiscreteGaussian`] of the last `sigma_grid` it saw.
 //! * [`cks20`]: the straightforward CKS20 algorithms (Bernoulli(exp(−γ)), discrete
 //!   Laplace, discrete Gaussian) on big integers, kept as the reference the fast sampler
 //!   is benchmarked and tested against.
+//!
+//! ```
+//! use ldpcov_noise::{DiscreteGaussian, DiscreteGaussianSampler, NoiseSampler};
+//! use rand::SeedableRng;
+//!
+//! // Real noise: ChaCha20 seeded by the operating system.
+//! let mut noise = DiscreteGaussianSampler::from_os_rng()?;
+//! let draw: i64 = noise.sample_grid(1.0e6); // N_Z(0, 10¹²), in grid units
+//! assert!(draw.abs() < 1_000_000_000);
+//!
+//! // One precomputed distribution, any RNG (here a seeded one: not private).
+//! let dist = DiscreteGaussian::from_sigma(3.0)?;
+//! let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
+//! let x = dist.sample(&mut rng);
+//! assert!(x.abs() < 100);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # The algorithm
 //!
@@ -102,7 +119,8 @@
 //! # Random number generator
 //!
 //! [`DiscreteGaussianSampler`] uses ChaCha20 (`rand_chacha::ChaCha20Rng`) seeded with
-//! 256 bits from the operating system, like [`FloatGaussianNotPrivate`](crate::FloatGaussianNotPrivate).
+//! 256 bits from the operating system (as `ldpcov-client`'s simulation-only float sampler
+//! does).
 //! ChaCha12 (rand's `StdRng`) is also considered secure and is faster, but ChaCha20 is
 //! the conservative, widely standardised choice (RFC 8439). With the bit reservoir the
 //! cipher is about a quarter of the cost of a draw (ChaCha20 gives ~275 M words/s on
@@ -119,7 +137,7 @@ mod sigma2;
 #[cfg(test)]
 mod tests;
 
-pub use noise::DiscreteGaussianSampler;
+pub use noise::{DiscreteGaussianSampler, NoiseSampler};
 pub use random_bits::RandomBits;
 pub use sampler::DiscreteGaussian;
 pub use sigma2::{Sigma2, SigmaError};
