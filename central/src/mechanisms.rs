@@ -1,0 +1,236 @@
+//! The releases: exact integer sums plus exact discrete noise, then post-processing.
+//!
+//! # Sensitivities (replace-one neighbours, sum units)
+//!
+//! Neighbouring data sets differ in one user's vector: `u` replaced by `w`, both on
+//! the grid and inside the unit ball exactly ([`CentralStatistics::add`]). The sum
+//! `S = Σ triu(u·uᵀ)` then changes by `triu(u·uᵀ) − triu(w·wᵀ)`:
+//!
+//! * **ℓ₂ (Gaussian):** the packed upper triangle counts each off-diagonal entry once,
+//!   so its norm is at most the Frobenius norm of the full difference,
+//!   `‖uuᵀ − wwᵀ‖_F² = ‖u‖⁴ + ‖w‖⁴ − 2(uᵀw)² ≤ 2`: **Δ₂ = √2**, attained by two
+//!   orthogonal unit vectors. The papers print `1/n` for the average (seed 000 Alg. 1);
+//!   replace-one neighbours need `√2/n`. In grid units: `√2·2^2k`.
+//! * **ℓ₁ (Laplace):** `‖triu(uuᵀ)‖₁ = Σ_i u_i² + Σ_{i<j} |u_i u_j| = (‖u‖₂² + ‖u‖₁²)/2
+//!   ≤ (1 + p)/2` (Cauchy–Schwarz: `‖u‖₁² ≤ p‖u‖₂²`), so **Δ₁ = p + 1** (the triangle
+//!   inequality on the two terms). In grid units: `(p + 1)·2^2k`.
+//! * **Eigenvalues (SeparateCov):** by Hoffman–Wielandt, the sorted eigenvalues of two
+//!   symmetric matrices differ in ℓ₂ by at most the Frobenius norm of their difference:
+//!   **Δ₂ = √2** as above, plus the eigensolver's floating-point error and the rounding
+//!   of the eigenvalues to the grid, both counted (see [`separate_cov`]).
+//!
+//! # Calibration
+//!
+//! zCDP throughout (one ledger, as the local side reports ρ): the Gaussian mechanism
+//! with ℓ₂ sensitivity Δ and noise σ is `Δ²/(2σ²)`-zCDP, and so is the multivariate
+//! discrete Gaussian on integer-valued queries (Canonne, Kamath & Steinke 2020, Thm. 14;
+//! their additional term is below `10⁻¹⁰⁰` at the σ used here), so `σ = Δ/√(2ρ)`. A pure
+//! ε-DP release (discrete Laplace of scale `t ≥ Δ₁/ε`) is `ε²/2`-zCDP.
+
+use crate::{CentralError, CentralStatistics};
+use ldpcov_noise::NoiseSampler;
+use nalgebra::DMatrix;
+use rand::RngCore;
+
+/// Which mechanism produced a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanism {
+    /// Seed 002's GaussCov: every entry of the sum plus Gaussian noise.
+    GaussCov,
+    /// Seed 002's SeparateCov: noisy eigenvalues (ρ/2) with the eigenvectors of a
+    /// GaussCov release (ρ/2).
+    SeparateCov,
+    /// The pure ε-DP variant of GaussCov: discrete Laplace noise.
+    LaplaceCov,
+}
+
+impl Mechanism {
+    /// Its name in requests and outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::GaussCov => "gauss_cov",
+            Mechanism::SeparateCov => "separate_cov",
+            Mechanism::LaplaceCov => "laplace_cov",
+        }
+    }
+}
+
+/// One private release of the second moment `E[u·uᵀ]` (unit-ball units: multiply by
+/// R² for data units).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CentralRelease {
+    /// The mechanism.
+    pub mechanism: Mechanism,
+    /// The released (noisy, symmetric, not projected) second moment.
+    pub matrix: DMatrix<f64>,
+    /// The standard deviation of the noise on each released coordinate of the average:
+    /// each entry for GaussCov and LaplaceCov, each eigenvalue for SeparateCov.
+    pub noise_sd: f64,
+    /// The zCDP ρ this release spent.
+    pub rho: f64,
+    /// Users in the release (public under replace-one neighbours).
+    pub count: u64,
+}
+
+fn check_release(stats: &CentralStatistics) -> Result<f64, CentralError> {
+    if stats.count() == 0 {
+        return Err(CentralError::Empty);
+    }
+    Ok(stats.count() as f64)
+}
+
+fn check_budget(what: &str, value: f64) -> Result<(), CentralError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(CentralError::Parameter(format!(
+            "{what} = {value} must be a finite number > 0"
+        )))
+    }
+}
+
+/// The noise σ, in grid units of the sum, of a ρ-zCDP Gaussian release with ℓ₂
+/// sensitivity `delta` (grid units): `Δ/√(2ρ)`.
+pub fn gaussian_sigma(delta: f64, rho: f64) -> f64 {
+    delta / (2.0 * rho).sqrt()
+}
+
+/// The exact sampler draws σ up to `2^50` grid units: a smaller ρ is refused.
+fn check_sigma(sigma: f64) -> Result<f64, CentralError> {
+    if sigma.is_finite() && (1.0..=2f64.powi(50)).contains(&sigma) {
+        Ok(sigma)
+    } else {
+        Err(CentralError::Parameter(format!(
+            "the noise sd would be {sigma:e} grid units, outside [1, 2^50]: rho is too small"
+        )))
+    }
+}
+
+/// GaussCov (seed 002): `S + Z` with `Z` independent `N_Z(0, σ²)` on each packed entry,
+/// `σ = Δ₂/√(2ρ) = 2^2k/√ρ` (Δ₂ = `√2·2^2k`, module docs), divided by n: the noise sd
+/// of each averaged entry is `1/(n√ρ)`. Spends exactly `rho`.
+pub fn gauss_cov(
+    stats: &CentralStatistics,
+    rho: f64,
+    noise: &mut impl NoiseSampler,
+) -> Result<CentralRelease, CentralError> {
+    check_budget("rho", rho)?;
+    let n = check_release(stats)?;
+    let unit = stats.unit() as f64;
+    let sigma = check_sigma(gaussian_sigma(std::f64::consts::SQRT_2 * unit, rho))?;
+    let noisy: Vec<f64> = stats
+        .sums()
+        .iter()
+        .map(|&s| (s as i128 + i128::from(noise.sample_grid(sigma))) as f64)
+        .collect();
+    Ok(CentralRelease {
+        mechanism: Mechanism::GaussCov,
+        matrix: stats.unpack(&noisy, n),
+        noise_sd: sigma / (unit * n),
+        rho,
+        count: stats.count(),
+    })
+}
+
+/// The ℓ₂ sensitivity, in grid units of `2^−2k`, of the eigenvalues of `S` as
+/// [`separate_cov`] computes and rounds them: `√2·2^2k` (Hoffman–Wielandt), plus `√p`
+/// for rounding each eigenvalue of both neighbours to the nearest unit (at most ½
+/// each), plus the eigensolver's error on both, `2·p·2^−40·‖S‖` with `‖S‖ ≤ n·2^2k` (a
+/// backward-stable solver errs by a small multiple of `p·ε_machine·‖S‖`; `2^−40`
+/// leaves a margin of `2^12` over `ε_machine = 2^−52`).
+pub fn eigenvalue_sensitivity(stats: &CentralStatistics) -> f64 {
+    let p = stats.dim() as f64;
+    let unit = stats.unit() as f64;
+    std::f64::consts::SQRT_2 * unit
+        + p.sqrt()
+        + 2.0 * p * (stats.count() as f64) * unit * 2f64.powi(-40)
+}
+
+/// SeparateCov (seed 002): half of ρ on the eigenvalues, half on the eigenvectors.
+///
+/// * Eigenvalues: those of the exact `S` (grid units), rounded to integers, plus
+///   `N_Z(0, σ_λ²)` with `σ_λ = Δ_λ/√(2·ρ/2)` ([`eigenvalue_sensitivity`]).
+/// * Eigenvectors: those of a [`gauss_cov`] release at ρ/2.
+/// * Output `P̃·diag(λ̃)·P̃ᵀ/n`, the i-th largest noisy eigenvalue paired with the
+///   eigenvector of the i-th largest *signed* eigenvalue of the GaussCov matrix.
+///
+/// Post-processing of the two releases: spends exactly `rho` (composition).
+pub fn separate_cov(
+    stats: &CentralStatistics,
+    rho: f64,
+    noise: &mut impl NoiseSampler,
+) -> Result<CentralRelease, CentralError> {
+    check_budget("rho", rho)?;
+    let n = check_release(stats)?;
+    let unit = stats.unit() as f64;
+    // Eigenvalues of the exact sum, in grid units.
+    let exact = stats.unpack(&stats.sums_f64(), 1.0 / unit);
+    let (mut lambda, _) = ldpcov_estimate::symmetric_eigen(&exact).map_err(CentralError::Eigen)?;
+    let sigma = check_sigma(gaussian_sigma(eigenvalue_sensitivity(stats), rho / 2.0))?;
+    for l in &mut lambda {
+        *l = l.round() + noise.sample_grid(sigma) as f64;
+    }
+    lambda.sort_by(|a, b| b.total_cmp(a));
+    // Eigenvectors of a GaussCov release at ρ/2, by signed eigenvalue, descending.
+    let directions = gauss_cov(stats, rho / 2.0, noise)?;
+    let (values, vectors) =
+        ldpcov_estimate::symmetric_eigen(&directions.matrix).map_err(CentralError::Eigen)?;
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
+    let p = stats.dim();
+    let mut m = DMatrix::zeros(p, p);
+    for (rank, &col) in order.iter().enumerate() {
+        let l = lambda[rank] / (unit * n);
+        for i in 0..p {
+            for j in 0..p {
+                m[(i, j)] += l * vectors[(i, col)] * vectors[(j, col)];
+            }
+        }
+    }
+    let m = (&m + m.transpose()) * 0.5;
+    Ok(CentralRelease {
+        mechanism: Mechanism::SeparateCov,
+        matrix: m,
+        noise_sd: sigma / (unit * n),
+        rho,
+        count: stats.count(),
+    })
+}
+
+/// The pure ε-DP variant: `S + L` with `L` independent discrete Laplace of scale
+/// `t = ⌈Δ₁/ε⌉` grid units (`P(x) ∝ exp(−|x|/t)`, CKS20 Alg. 2, exact), `Δ₁ = (p + 1)·2^2k`
+/// (module docs). ε-DP, recorded as ρ = ε²/2. The noise sd of an averaged entry is
+/// `√(2e^{−1/t})/(1 − e^{−1/t})/(n·2^2k) ≈ √2·t/(n·2^2k)`.
+pub fn laplace_cov(
+    stats: &CentralStatistics,
+    epsilon: f64,
+    rng: &mut impl RngCore,
+) -> Result<CentralRelease, CentralError> {
+    check_budget("epsilon", epsilon)?;
+    let n = check_release(stats)?;
+    let unit = stats.unit() as f64;
+    let delta1 = (stats.dim() as f64 + 1.0) * unit;
+    let t = (delta1 / epsilon).ceil();
+    if !(1.0..=2f64.powi(52)).contains(&t) {
+        return Err(CentralError::Parameter(format!(
+            "epsilon = {epsilon} gives a Laplace scale of {t} grid units, outside [1, 2^52]"
+        )));
+    }
+    let t = t as u64;
+    let noisy: Vec<f64> = stats
+        .sums()
+        .iter()
+        .map(|&s| {
+            (i128::from(s) + i128::from(ldpcov_noise::cks20::discrete_laplace(rng, t))) as f64
+        })
+        .collect();
+    let q = (-1.0 / t as f64).exp();
+    let sd = (2.0 * q).sqrt() / (1.0 - q);
+    Ok(CentralRelease {
+        mechanism: Mechanism::LaplaceCov,
+        matrix: stats.unpack(&noisy, n),
+        noise_sd: sd / (unit * n),
+        rho: epsilon * epsilon / 2.0,
+        count: stats.count(),
+    })
+}

@@ -1,0 +1,263 @@
+//! Tests of the central statistics and releases.
+//!
+//! Statistical checks use fixed seeds and accept within 5 standard errors of the
+//! statistic (two-sided normal tail 5.7·10⁻⁷), so a failure means a bug. For a sample
+//! variance `s²` of N independent draws with variance σ² and kurtosis κ, the standard
+//! error of `s²/σ²` is `√((κ − 1)/N)`: `√(2/N)` for Gaussian noise, `√(5/N)` for
+//! Laplace noise.
+
+use super::*;
+use ldpcov_noise::DiscreteGaussianSampler;
+use nalgebra::DMatrix;
+use rand::{Rng, SeedableRng};
+
+const K: u32 = CENTRAL_GRID_BITS;
+
+fn stats_from(rows: &[Vec<f64>]) -> CentralStatistics {
+    let mut s = CentralStatistics::new(rows[0].len(), K).unwrap();
+    for r in rows {
+        s.add_vector(r).unwrap();
+    }
+    s
+}
+
+fn random_rows(n: usize, p: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| (0..p).map(|_| rng.random_range(-0.6..0.6)).collect())
+        .collect()
+}
+
+/// Mean and variance of `xs`.
+fn moments(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0);
+    (mean, var)
+}
+
+/// Packed upper-triangle entries of `m`.
+fn packed(m: &DMatrix<f64>) -> Vec<f64> {
+    let p = m.nrows();
+    (0..p)
+        .flat_map(|i| (i..p).map(move |j| (i, j)))
+        .map(|(i, j)| m[(i, j)])
+        .collect()
+}
+
+fn sorted_eigenvalues(m: &DMatrix<f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = m.clone().symmetric_eigenvalues().iter().copied().collect();
+    v.sort_by(|a, b| b.total_cmp(a));
+    v
+}
+
+#[test]
+fn grid_vectors_are_inside_the_unit_ball_exactly_and_close_to_the_clipped_input() {
+    let unit = 1i128 << (2 * K);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let mut cases: Vec<Vec<f64>> = vec![
+        vec![1.0, 0.0, 0.0],
+        vec![0.5f64.sqrt(), 0.5f64.sqrt()],
+        // Every coordinate rounds up: the fix-up must bring the norm back.
+        vec![0.5; 4],
+        vec![3.0, -4.0],
+        vec![0.0; 5],
+    ];
+    for _ in 0..200 {
+        let p = rng.random_range(1..40);
+        let scale = rng.random_range(0.1..3.0);
+        cases.push(
+            (0..p)
+                .map(|_| scale * rng.random_range(-1.0..1.0))
+                .collect(),
+        );
+    }
+    for x in cases {
+        let u = to_grid_unit_ball(&x, K).unwrap();
+        let norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
+        assert!(norm2 <= unit, "{x:?}: {norm2} > {unit}");
+        // Within √p grid steps of the clipped input in every coordinate: rounding moves
+        // each by ½, and the fix-up needs fewer than √p/2·… steps, each of one unit.
+        let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt().max(1.0);
+        let tol = (x.len() as f64).sqrt() + 1.0;
+        for (ui, xi) in u.iter().zip(&x) {
+            let want = xi / norm * f64::from(1u32 << K);
+            assert!((f64::from(*ui) - want).abs() <= tol, "{x:?}");
+        }
+    }
+    assert_eq!(
+        to_grid_unit_ball(&[0.1, f64::NAN], K),
+        Err(CentralError::NotFinite { index: 1 })
+    );
+}
+
+#[test]
+fn bad_vectors_are_refused_and_change_nothing() {
+    let mut s = CentralStatistics::new(2, K).unwrap();
+    s.add(&[1 << 14, 1 << 14]).unwrap();
+    let before = s.clone();
+    let unit = 1i32 << K;
+    assert!(matches!(
+        s.add(&[unit, 1]),
+        Err(CentralError::OutsideUnitBall { .. })
+    ));
+    assert_eq!(
+        s.add(&[1, 2, 3]),
+        Err(CentralError::Length {
+            expected: 2,
+            got: 3
+        })
+    );
+    assert!(s.add(&[i32::MIN, i32::MIN]).is_err());
+    assert_eq!(s, before);
+    // On the sphere exactly is inside.
+    s.add(&[unit, 0]).unwrap();
+    assert_eq!(s.count(), 2);
+    assert!(CentralStatistics::new(0, K).is_err());
+    assert!(CentralStatistics::new(3, K + 1).is_err());
+}
+
+#[test]
+fn sums_are_exact() {
+    let rows = random_rows(300, 5, 2);
+    let s = stats_from(&rows);
+    let mut want = vec![0i64; 15];
+    for r in &rows {
+        let u = to_grid_unit_ball(r, K).unwrap();
+        let mut k = 0;
+        for i in 0..5 {
+            for j in i..5 {
+                want[k] += i64::from(u[i]) * i64::from(u[j]);
+                k += 1;
+            }
+        }
+    }
+    assert_eq!(s.sums(), want.as_slice());
+    assert_eq!(s.count(), 300);
+}
+
+/// GaussCov's noise: `(released − exact)·n·√ρ` is standard normal, entry by entry.
+/// 300 releases × 10 entries: the sample variance is within 5·√(2/3000) = 0.13 of 1.
+/// The printed sensitivity 1 (variance ½) or a doubled one (variance 2) fail.
+#[test]
+fn gauss_cov_noise_has_the_calibrated_scale() {
+    let s = stats_from(&random_rows(40, 4, 3));
+    let exact = packed(&s.exact_second_moment().unwrap());
+    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(4);
+    let (n, rho) = (40.0, 0.7);
+    let mut residuals = Vec::new();
+    for _ in 0..300 {
+        let r = gauss_cov(&s, rho, &mut noise).unwrap();
+        assert_eq!(
+            (r.rho, r.count, r.mechanism),
+            (rho, 40, Mechanism::GaussCov)
+        );
+        assert!((r.noise_sd - 1.0 / (n * f64::sqrt(rho))).abs() < 1e-15);
+        assert_eq!(r.matrix, r.matrix.transpose());
+        for (got, want) in packed(&r.matrix).iter().zip(&exact) {
+            residuals.push((got - want) * n * rho.sqrt());
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    assert!(mean.abs() < 5.0 / 3000f64.sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.13, "variance {var}");
+}
+
+/// SeparateCov's eigenvalues: the released matrix has exactly the noisy eigenvalues,
+/// so `(λ(released) − λ(exact))·n/σ_λ` is standard normal (plus a rounding of at most
+/// ½ grid unit, 10⁻⁹ of σ here). Eigenvalues 0.405, 0.09, 0.024, 0.004 (n = 2000,
+/// noise sd ≈ 7·10⁻⁴) never swap. 300 releases × 4: within 5·√(2/1200) = 0.21 of 1.
+#[test]
+fn separate_cov_eigenvalue_noise_has_the_calibrated_scale() {
+    let mut rows = Vec::new();
+    for (axis, (len, count)) in [(0.9, 1000), (0.6, 500), (0.4, 300), (0.2, 200)]
+        .into_iter()
+        .enumerate()
+    {
+        for k in 0..count {
+            let mut x = vec![0.0; 4];
+            x[axis] = if k % 2 == 0 { len } else { -len };
+            rows.push(x);
+        }
+    }
+    let s = stats_from(&rows);
+    let exact = sorted_eigenvalues(&s.exact_second_moment().unwrap());
+    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(5);
+    let rho = 2.0;
+    let mut residuals = Vec::new();
+    for _ in 0..300 {
+        let r = separate_cov(&s, rho, &mut noise).unwrap();
+        assert_eq!(r.mechanism, Mechanism::SeparateCov);
+        // σ_λ of the average: Δ_λ/√(2·ρ/2)/(n·2^2k), with Δ_λ ≈ √2·2^2k.
+        let want_sd = eigenvalue_sensitivity(&s) / rho.sqrt() / (2000.0 * (1u64 << (2 * K)) as f64);
+        assert!((r.noise_sd - want_sd).abs() < 1e-15);
+        assert!((want_sd * 2000.0 * rho.sqrt() / std::f64::consts::SQRT_2 - 1.0).abs() < 1e-6);
+        for (got, want) in sorted_eigenvalues(&r.matrix).iter().zip(&exact) {
+            residuals.push((got - want) / r.noise_sd);
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    assert!(mean.abs() < 5.0 / 1200f64.sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.21, "variance {var}");
+}
+
+/// With almost no noise (a huge ρ) SeparateCov returns the exact matrix: each noisy
+/// eigenvalue is paired with the eigenvector of the same rank, for a matrix that is not
+/// diagonal and has a negative-free but rotated spectrum.
+#[test]
+fn separate_cov_pairs_eigenvalues_with_their_eigenvectors() {
+    let s = stats_from(&random_rows(500, 5, 6));
+    let exact = s.exact_second_moment().unwrap();
+    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(7);
+    let r = separate_cov(&s, 1e18, &mut noise).unwrap();
+    let err = (&r.matrix - &exact).abs().max();
+    assert!(err < 1e-6, "max error {err}");
+}
+
+/// The Laplace release: `(released − exact)/noise_sd` has variance 1; Laplace noise has
+/// kurtosis 6, so 300 × 10 draws put the sample variance within 5·√(5/3000) = 0.2 of 1.
+/// An ℓ₁ sensitivity of d = p(p+1)/2 instead of p + 1 (variance ×4) fails.
+#[test]
+fn laplace_cov_noise_has_the_calibrated_scale() {
+    let s = stats_from(&random_rows(30, 4, 8));
+    let exact = packed(&s.exact_second_moment().unwrap());
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
+    let (n, epsilon) = (30.0, 1.5);
+    let unit = (1u64 << (2 * K)) as f64;
+    // t = ⌈(p + 1)·2^2k/ε⌉ and the discrete Laplace variance 2q/(1 − q)², q = e^{−1/t}.
+    let t = (5.0 * unit / epsilon).ceil();
+    let q = (-1.0 / t).exp();
+    let want_sd = (2.0 * q).sqrt() / (1.0 - q) / (unit * n);
+    let mut residuals = Vec::new();
+    for _ in 0..300 {
+        let r = laplace_cov(&s, epsilon, &mut rng).unwrap();
+        assert_eq!(r.rho, epsilon * epsilon / 2.0);
+        assert!((r.noise_sd / want_sd - 1.0).abs() < 1e-12);
+        for (got, want) in packed(&r.matrix).iter().zip(&exact) {
+            residuals.push((got - want) / want_sd);
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    assert!(mean.abs() < 5.0 * (1.0 / 3000f64).sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.2, "variance {var}");
+}
+
+#[test]
+fn bad_parameters_are_refused() {
+    let s = stats_from(&random_rows(10, 3, 10));
+    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(11);
+    for rho in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-20] {
+        assert!(matches!(
+            gauss_cov(&s, rho, &mut noise),
+            Err(CentralError::Parameter(_))
+        ));
+        assert!(matches!(
+            separate_cov(&s, rho, &mut noise),
+            Err(CentralError::Parameter(_))
+        ));
+    }
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(12);
+    assert!(laplace_cov(&s, 0.0, &mut rng).is_err());
+    let empty = CentralStatistics::new(3, K).unwrap();
+    assert_eq!(gauss_cov(&empty, 1.0, &mut noise), Err(CentralError::Empty));
+}
