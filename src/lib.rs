@@ -26,6 +26,7 @@
 //! ```
 
 pub use ldpcov_aggregator as aggregator;
+pub use ldpcov_central as central;
 pub use ldpcov_client as client;
 pub use ldpcov_estimate as estimate;
 pub use ldpcov_proto as proto;

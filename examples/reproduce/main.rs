@@ -17,11 +17,13 @@
 //! cargo run --release --example reproduce -- seed000 --reps 5 --plot-dir docs/img
 //! cargo run --release --example reproduce -- seed003 --reps 10
 //! cargo run --release --example reproduce -- joint --reps 5
+//! cargo run --release --example reproduce -- central --experiment local-vs-central
 //! cargo run --release --example reproduce -- --json canonical --reps 2 --ns 100000
 //! cargo run --release --example reproduce -- unordered --data wine=/tmp/wine.npy
 //! ```
 
 mod canonical;
+mod central;
 mod joint;
 mod papers;
 mod plot;
@@ -63,6 +65,9 @@ enum Experiment {
     /// Non-centred data: mean and covariance vs the second moment, with and without a
     /// public centre (Model 1 shifted, p = 20).
     Joint(joint::Args),
+    /// Central (trusted-aggregator) releases: local vs central at equal (ε, δ, n), and
+    /// seed 002's GaussCov / SeparateCov trends.
+    Central(central::Args),
 }
 
 /// How results are printed.
@@ -103,6 +108,7 @@ fn main() -> Result<()> {
         Experiment::Seed003(a) => seed003::run(&a, out),
         Experiment::Unordered(a) => unordered::run(&a, out),
         Experiment::Joint(a) => joint::run(&a, out),
+        Experiment::Central(a) => central::run(&a, out),
     }
 }
 
