@@ -28,7 +28,8 @@ use serde_json::json;
 /// Options of the central experiments.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// `local-vs-central` or `seed002`.
+    /// `local-vs-central`, `seed002` or `seed001` (the central columns of its
+    /// Tables 1–6).
     #[arg(long, default_value = "local-vs-central")]
     experiment: String,
     /// Repetitions per point.
@@ -46,6 +47,9 @@ pub(crate) struct Args {
     /// Dimension of the seed 002 generator.
     #[arg(long, default_value_t = 50)]
     dim: usize,
+    /// Seed 001 tables to run (seed001).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6")]
+    tables: Vec<u8>,
 }
 
 /// The largest ρ whose conversion `ρ + 2√(ρ·ln(1/δ))` is at most ε (Bun & Steinke 2016,
@@ -66,7 +70,10 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     match args.experiment.as_str() {
         "local-vs-central" => local_vs_central(args, out),
         "seed002" => seed002(args, out),
-        other => anyhow::bail!("unknown experiment {other} (local-vs-central or seed002)"),
+        "seed001" => crate::papers::run_seed001_central(args.reps, &args.tables, out),
+        other => {
+            anyhow::bail!("unknown experiment {other} (local-vs-central, seed002 or seed001)")
+        }
     }
 }
 
