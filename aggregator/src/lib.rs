@@ -76,7 +76,8 @@ pub use service::{
     AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,
 };
 pub use store::{
-    Accumulator, BatchOutcome, Cause, FOLDS, MemoryStore, Snapshot, Store, StoreError, ValidReport,
+    Accumulator, BatchOutcome, Cause, FOLDS, MemoryStore, RecordedRelease, Snapshot, Store,
+    StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};
 pub use tls::{ServerTls, TlsError, client_config, read_ca};

@@ -237,6 +237,7 @@ pub fn store_status(e: StoreError) -> Status {
         StoreError::Closed(_) => Status::failed_precondition(e.to_string()),
         StoreError::Internal(_) => Status::internal(e.to_string()),
         StoreError::Unavailable(_) => Status::unavailable(e.to_string()),
+        StoreError::BudgetExhausted { .. } => Status::resource_exhausted(e.to_string()),
     }
 }
 

@@ -14,11 +14,13 @@ use super::codec::encode_accumulator;
 #[cfg(test)]
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, CLOSED, COLLECTIONS, META, SEEN, begin_durable, decode_accumulators,
-    decode_collection, open_db,
+    ACCUMULATORS, CLOSED, COLLECTIONS, META, RELEASES, ReleaseKey, ReleaseValue, SEEN,
+    begin_durable, decode_accumulators, decode_collection, open_db,
 };
-use super::{Command, DurableConfig, Entry, Reply, Shared};
-use crate::store::{BatchOutcome, Cause, Snapshot, StoreError, ValidReport, check_lengths};
+use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared};
+use crate::store::{
+    BatchOutcome, Cause, RecordedRelease, Snapshot, StoreError, ValidReport, check_lengths,
+};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
 /// A collection touched by the open batch: its new accumulators.
@@ -66,10 +68,28 @@ impl Committer {
                 let _ = reply.send(self.read_committed(&id));
                 continue;
             }
-            if let Command::Delete { id, reply } = first {
-                let _ = reply.send(self.delete(&id));
-                continue;
-            }
+            let first = match first {
+                Command::Delete { id, reply } => {
+                    let _ = reply.send(self.delete(&id));
+                    continue;
+                }
+                Command::ReadRelease { id, key, reply } => {
+                    let _ = reply.send(self.read_release(&id, key.as_deref()));
+                    continue;
+                }
+                Command::Release {
+                    id,
+                    key,
+                    rho,
+                    budget,
+                    body,
+                    reply,
+                } => {
+                    let _ = reply.send(self.release(&id, &key, rho, budget, body));
+                    continue;
+                }
+                other => other,
+            };
             let txn = match self.db() {
                 Ok(db) => begin_durable(db).map_err(Cause::from),
                 Err(e) => Err(e),
@@ -99,8 +119,13 @@ impl Committer {
                     break;
                 }
                 match self.rx.recv_timeout(deadline - now) {
-                    // A delete never shares a transaction: commit this batch first.
-                    Ok(command @ Command::Delete { .. }) => {
+                    // A delete or a release never shares a transaction: commit this
+                    // batch first.
+                    Ok(
+                        command @ (Command::Delete { .. }
+                        | Command::Release { .. }
+                        | Command::ReadRelease { .. }),
+                    ) => {
                         next = Some(command);
                         break;
                     }
@@ -169,6 +194,16 @@ impl Committer {
             Command::Delete { id, reply } => {
                 let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
                     "delete of {id:?} reached an open batch"
+                )))));
+            }
+            Command::Release { id, reply, .. } => {
+                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
+                    "release of {id:?} reached an open batch"
+                )))));
+            }
+            Command::ReadRelease { id, reply, .. } => {
+                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
+                    "release read of {id:?} reached an open batch"
                 )))));
             }
         }
@@ -441,6 +476,86 @@ impl Committer {
         });
     }
 
+    /// The ρ spent by `id`'s releases and the release under `key`, from a read
+    /// transaction of committed state.
+    fn read_release(&mut self, id: &str, key: Option<&[u8]>) -> Result<LedgerRead, StoreError> {
+        let db = self.db().map_err(StoreError::unavailable)?;
+        let txn = db.begin_read().map_err(StoreError::internal)?;
+        let table = txn.open_table(RELEASES).map_err(StoreError::internal)?;
+        read_ledger(&table, id, key).map_err(StoreError::internal)
+    }
+
+    /// Records a release in a transaction of its own (see `Store::record_release`):
+    /// one write transaction reads the spent ρ and the key, then inserts, so nothing
+    /// can overspend between the check and the write (this thread is the only writer).
+    fn release(
+        &mut self,
+        id: &str,
+        key: &[u8],
+        rho: f64,
+        budget: f64,
+        body: Vec<u8>,
+    ) -> Result<RecordedRelease, StoreError> {
+        self.shared.entry(id)?;
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => {
+                self.set_write_health(false);
+                return Err(StoreError::unavailable(e));
+            }
+        };
+        let txn = begin_durable(db).map_err(|e| StoreError::unavailable(Cause::from(e)))?;
+        let (spent, found) = {
+            let table = txn.open_table(RELEASES).map_err(StoreError::internal)?;
+            read_ledger(&table, id, Some(key)).map_err(StoreError::internal)?
+        };
+        if let Some((old_rho, old_body)) = found {
+            let _ = txn.abort();
+            return Ok(RecordedRelease {
+                body: old_body,
+                rho: old_rho,
+                spent,
+                fresh: false,
+            });
+        }
+        if spent + rho > budget {
+            let _ = txn.abort();
+            return Err(StoreError::BudgetExhausted {
+                id: id.to_string(),
+                spent,
+                requested: rho,
+                budget,
+            });
+        }
+        let written = (|| -> Result<(), Cause> {
+            txn.open_table(RELEASES)?
+                .insert((id, key), (rho, body.as_slice()))?;
+            Ok(())
+        })();
+        let result = match written {
+            Err(e) => Err(e),
+            Ok(()) => txn.commit().map_err(Cause::from),
+        };
+        match result {
+            Ok(()) => {
+                self.set_write_health(true);
+                Ok(RecordedRelease {
+                    body,
+                    rho,
+                    spent: spent + rho,
+                    fresh: true,
+                })
+            }
+            Err(e) => {
+                tracing::error!(error = %e, collection = %id, "release not recorded");
+                self.set_write_health(false);
+                // As after a failed batch: reopen before the next write.
+                self.db = None;
+                Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
+            }
+        }
+    }
+
     /// Deletes collection `id` in a transaction of its own and, once that is
     /// committed, from the mirror. Returns the reports it had counted.
     fn delete(&mut self, id: &str) -> Result<u64, StoreError> {
@@ -466,6 +581,11 @@ impl Committer {
                 txn.open_table(COLLECTIONS)?.remove(id)?;
                 txn.open_table(ACCUMULATORS)?.remove(id)?;
                 txn.open_table(CLOSED)?.remove(id)?;
+                // Every release of this collection: keys (id, *) sort together.
+                txn.open_table(RELEASES)?.retain_in::<(&str, &[u8]), _>(
+                    (id, &[][..])..(next_id(id).as_str(), &[][..]),
+                    |_, _| false,
+                )?;
                 // Every report id of this collection: keys (id, *) sort together.
                 txn.open_table(SEEN)?
                     .retain_in((id, [0u8; 16])..=(id, [0xffu8; 16]), |_, _| false)?;
@@ -585,5 +705,41 @@ fn fail_command(command: Command, e: StoreError) {
         Command::Delete { reply, .. } => {
             let _ = reply.send(Err(e));
         }
+        Command::Release { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::ReadRelease { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
     }
+}
+
+/// The smallest string above every string that starts with `id` followed by anything
+/// in key order (`id` plus U+10FFFF would do only for ASCII-free tails; a NUL-terminated
+/// upper bound is exact for tuple keys, which compare `id` first): used as the end of
+/// the range of `id`'s ledger rows.
+fn next_id(id: &str) -> String {
+    let mut next = id.to_string();
+    next.push('\0');
+    next
+}
+
+/// The ρ spent by `id`'s releases and the release under `key`.
+fn read_ledger(
+    table: &impl redb::ReadableTable<ReleaseKey, ReleaseValue>,
+    id: &str,
+    key: Option<&[u8]>,
+) -> Result<LedgerRead, Cause> {
+    let mut spent = 0.0;
+    let mut found = None;
+    for row in table.range::<(&str, &[u8])>((id, &[][..])..(next_id(id).as_str(), &[][..]))? {
+        let (k, v) = row?;
+        let (_, row_key) = k.value();
+        let (rho, body) = v.value();
+        spent += rho;
+        if key == Some(row_key) {
+            found = Some((rho, body.to_vec()));
+        }
+    }
+    Ok((spent, found))
 }

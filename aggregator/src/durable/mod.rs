@@ -20,7 +20,10 @@ use ldpcov_proto::Collection;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport, check_lengths};
+use crate::store::{
+    BatchOutcome, Cause, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
+    check_release,
+};
 use ldpcov_estimate::Accumulator;
 
 pub use codec::CodecError;
@@ -195,6 +198,10 @@ impl Shared {
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
+/// What a ledger read returns: the ρ spent, and the release under the key asked about
+/// (its ρ and body), if any.
+type LedgerRead = (f64, Option<(f64, Vec<u8>)>);
+
 enum Command {
     Submit {
         id: String,
@@ -217,6 +224,21 @@ enum Command {
     Delete {
         id: String,
         reply: Reply<u64>,
+    },
+    /// Committed in a transaction of its own: reads the spent ρ and the key, inserts.
+    Release {
+        id: String,
+        key: Vec<u8>,
+        rho: f64,
+        budget: f64,
+        body: Vec<u8>,
+        reply: Reply<RecordedRelease>,
+    },
+    /// The spent ρ and the release under `key` (if given), from committed state.
+    ReadRelease {
+        id: String,
+        key: Option<Vec<u8>>,
+        reply: Reply<LedgerRead>,
     },
 }
 
@@ -243,9 +265,17 @@ enum Command {
 /// | `accumulators`     | collection id              | accumulator blob (see below)         |
 /// | `seen_report_ids`  | (collection id, report id) | `()`                                 |
 /// | `closed_collections` | collection id            | `()`                                 |
+/// | `releases`         | (collection id, request key) | (ρ spent, release body)           |
 ///
-/// `closed_collections` (added with collection closing) is created on open when missing, so a store written
-/// before it opens unchanged (format 1: no collection closed).
+/// `closed_collections` (added with collection closing) and `releases` (added with the
+/// release ledger) are created on open when missing, so a store written before them
+/// opens unchanged (format 1: no collection closed, nothing released).
+///
+/// Recording a release ([`Store::record_release`]) is a command of the commit thread
+/// that runs in a write transaction of its own, like a delete: it reads the ρ spent by
+/// the collection's releases and the key, and inserts only if the key is new and the
+/// budget allows; the thread is the only writer, so nothing can overspend between the
+/// check and the commit.
 ///
 /// One batch's transaction holds: the specs of collections created in it, one
 /// `seen_report_ids` row per newly counted report, the complete new accumulator blob of
@@ -535,6 +565,60 @@ impl Store for DurableStore {
 
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
+    }
+
+    async fn recorded_release(
+        &self,
+        id: &str,
+        key: &[u8],
+    ) -> Result<Option<RecordedRelease>, StoreError> {
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::ReadRelease {
+            id: id.to_string(),
+            key: Some(key.to_vec()),
+            reply,
+        })?;
+        let (spent, found) = receive(rx).await?;
+        Ok(found.map(|(rho, body)| RecordedRelease {
+            body,
+            rho,
+            spent,
+            fresh: false,
+        }))
+    }
+
+    async fn record_release(
+        &self,
+        id: &str,
+        key: &[u8],
+        rho: f64,
+        budget: f64,
+        body: Vec<u8>,
+    ) -> Result<RecordedRelease, StoreError> {
+        check_release(rho, budget)?;
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Release {
+            id: id.to_string(),
+            key: key.to_vec(),
+            rho,
+            budget,
+            body,
+            reply,
+        })?;
+        receive(rx).await
+    }
+
+    async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::ReadRelease {
+            id: id.to_string(),
+            key: None,
+            reply,
+        })?;
+        Ok(receive(rx).await?.0)
     }
 
     async fn collection_count(&self) -> Result<u64, StoreError> {

@@ -19,6 +19,13 @@ pub(super) const ACCUMULATORS: TableDefinition<&str, &[u8]> = TableDefinition::n
 pub(super) const SEEN: TableDefinition<(&str, [u8; 16]), ()> =
     TableDefinition::new("seen_report_ids");
 pub(super) const CLOSED: TableDefinition<&str, ()> = TableDefinition::new("closed_collections");
+/// A ledger row's key: (collection id, request key).
+pub(super) type ReleaseKey = (&'static str, &'static [u8]);
+/// A ledger row's value: (ρ spent, release body).
+pub(super) type ReleaseValue = (f64, &'static [u8]);
+/// The release ledger.
+pub(super) const RELEASES: TableDefinition<ReleaseKey, ReleaseValue> =
+    TableDefinition::new("releases");
 
 fn db_err<E: Into<redb::Error>>(e: E) -> DurableError {
     DurableError::Db(e.into())
@@ -58,6 +65,7 @@ pub(super) fn open_db(
         txn.open_table(ACCUMULATORS).map_err(db_err)?;
         txn.open_table(SEEN).map_err(db_err)?;
         txn.open_table(CLOSED).map_err(db_err)?;
+        txn.open_table(RELEASES).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;

@@ -775,3 +775,35 @@ async fn grpc_health_is_not_serving_after_a_failed_commit_until_one_succeeds() {
     drop(health);
     server.shutdown().await.unwrap();
 }
+
+/// The release ledger is on disk: reopened, the store returns the same release at no
+/// cost and counts the same ρ spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_release_ledger_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(crate::store::tests::collection("c", 2))
+            .await
+            .unwrap();
+        let r = s
+            .record_release("c", b"key", 0.5, 1.0, b"answer".to_vec())
+            .await
+            .unwrap();
+        assert!(r.fresh);
+    }
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(s.budget_spent("c").await, Ok(0.5));
+    let again = s
+        .record_release("c", b"key", 0.5, 1.0, b"other".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.body.as_slice(), again.fresh, again.spent),
+        (&b"answer"[..], false, 0.5)
+    );
+    assert!(matches!(
+        s.record_release("c", b"key2", 0.75, 1.0, vec![]).await,
+        Err(StoreError::BudgetExhausted { .. })
+    ));
+}

@@ -27,7 +27,10 @@ use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 
 use crate::durable::{Corruption, DurableConfig, decode_collection};
-use crate::store::{BatchOutcome, Cause, Snapshot, Store, StoreError, ValidReport, check_lengths};
+use crate::store::{
+    BatchOutcome, Cause, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
+    check_release,
+};
 
 use commit::{Committer, Submission};
 
@@ -649,6 +652,114 @@ impl Store for PostgresStore {
     /// The transaction of "Removing a collection" (see the type's docs). A batch of
     /// another replica that raced it finds no `collections` row and is refused with
     /// `NotFound`; one that committed first is deleted with the rest.
+    async fn recorded_release(
+        &self,
+        id: &str,
+        key: &[u8],
+    ) -> Result<Option<RecordedRelease>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        // One statement: the release and the total spent from one snapshot.
+        let row = client
+            .query_opt(
+                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id),
+                        r.rho, r.body
+                 FROM collections c
+                 LEFT JOIN releases r ON r.collection = c.id AND r.key = $2
+                 WHERE c.id = $1",
+                &[&id, &key],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        let spent: f64 = row.get(0);
+        Ok(row.get::<_, Option<f64>>(1).map(|rho| RecordedRelease {
+            body: row.get::<_, Option<Vec<u8>>>(2).unwrap_or_default(),
+            rho,
+            spent,
+            fresh: false,
+        }))
+    }
+
+    async fn record_release(
+        &self,
+        id: &str,
+        key: &[u8],
+        rho: f64,
+        budget: f64,
+        body: Vec<u8>,
+    ) -> Result<RecordedRelease, StoreError> {
+        check_release(rho, budget)?;
+        let mut client = self.pool.get().await.map_err(pool_error)?;
+        let txn = client.transaction().await.map_err(db_error)?;
+        // FOR UPDATE: recorders of this collection, on every replica, take turns.
+        if txn
+            .query_opt("SELECT 1 FROM collections WHERE id = $1 FOR UPDATE", &[&id])
+            .await
+            .map_err(db_error)?
+            .is_none()
+        {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let spent: f64 = txn
+            .query_one(
+                "SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db_error)?
+            .get(0);
+        if let Some(row) = txn
+            .query_opt(
+                "SELECT rho, body FROM releases WHERE collection = $1 AND key = $2",
+                &[&id, &key],
+            )
+            .await
+            .map_err(db_error)?
+        {
+            return Ok(RecordedRelease {
+                rho: row.get(0),
+                body: row.get(1),
+                spent,
+                fresh: false,
+            });
+        }
+        if spent + rho > budget {
+            return Err(StoreError::BudgetExhausted {
+                id: id.to_string(),
+                spent,
+                requested: rho,
+                budget,
+            });
+        }
+        txn.execute(
+            "INSERT INTO releases (collection, key, rho, body) VALUES ($1, $2, $3, $4)",
+            &[&id, &key, &rho, &body],
+        )
+        .await
+        .map_err(db_error)?;
+        txn.commit().await.map_err(db_error)?;
+        Ok(RecordedRelease {
+            body,
+            rho,
+            spent: spent + rho,
+            fresh: true,
+        })
+    }
+
+    async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_opt(
+                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id)
+                 FROM collections c WHERE c.id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        Ok(row.get(0))
+    }
+
     async fn collection_count(&self) -> Result<u64, StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
         let row = client
@@ -691,7 +802,7 @@ impl Store for PostgresStore {
             .await
             .map_err(db_error)?
             .get(0);
-        for table in ["seen", "deltas", "bases"] {
+        for table in ["seen", "deltas", "bases", "releases"] {
             txn.execute(
                 &format!("DELETE FROM {table} WHERE collection = $1"),
                 &[&id],

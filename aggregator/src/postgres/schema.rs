@@ -22,11 +22,18 @@ pub(super) struct Migration {
 }
 
 /// Every migration, oldest first.
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_initial",
-    sql: include_str!("../../migrations/0001_initial.sql"),
-}];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_initial",
+        sql: include_str!("../../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_releases",
+        sql: include_str!("../../migrations/0002_releases.sql"),
+    },
+];
 
 /// Key of the advisory lock migrations run under (`"ldpcov"` in ASCII, then 1).
 pub(super) const MIGRATION_LOCK: i64 = 0x6c64_7063_6f76_0001;

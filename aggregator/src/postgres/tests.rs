@@ -439,3 +439,33 @@ async fn a_collection_deleted_and_created_anew_elsewhere_is_never_served_stale()
         expected(n, [10, 11, 12, 21])
     );
 }
+
+/// Two replicas recording releases of one collection at once never spend more than
+/// its budget together: 2 × 5 releases of ρ = 1/4 against a budget of 1 record 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_recording_releases_never_overspend_together() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("ledger");
+    let (a, b) = (open(&url, config()).await, open(&url, config()).await);
+    a.create_collection(collection("c", 2)).await.unwrap();
+    let tasks: Vec<_> = (0..10u8)
+        .map(|k| {
+            let s = if k % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { s.record_release("c", &[k], 0.25, 1.0, vec![k]).await })
+        })
+        .collect();
+    let mut recorded = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(r) => {
+                assert!(r.fresh);
+                recorded += 1;
+            }
+            Err(StoreError::BudgetExhausted { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(recorded, 4);
+    assert_eq!(b.budget_spent("c").await, Ok(1.0));
+    assert_eq!(a.budget_spent("c").await, Ok(1.0));
+}

@@ -54,6 +54,105 @@ where
     a_snapshot_is_the_exact_sum_of_the_accepted_reports(fresh("exact").await).await;
     concurrent_submits_count_every_report_once(fresh("concurrent").await).await;
     a_deleted_collection_is_gone_and_starts_from_scratch(fresh("delete").await).await;
+    the_ledger_records_each_key_once_and_never_overspends(fresh("ledger").await).await;
+}
+
+/// The release ledger: a key is recorded once (asked again, the stored body comes back
+/// at no cost), a release beyond the budget is refused and records nothing, concurrent
+/// recorders never overspend together, and a deleted collection's releases go with it.
+async fn the_ledger_records_each_key_once_and_never_overspends<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    assert_eq!(s.budget_spent("a").await, Ok(0.0));
+    assert_eq!(s.recorded_release("a", b"k1").await, Ok(None));
+    let first = s
+        .record_release("a", b"k1", 0.25, 1.0, b"body-1".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        RecordedRelease {
+            body: b"body-1".to_vec(),
+            rho: 0.25,
+            spent: 0.25,
+            fresh: true
+        }
+    );
+    // Asked again (even with another body and ρ): the recorded one, nothing spent.
+    let again = s
+        .record_release("a", b"k1", 0.5, 1.0, b"other".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        RecordedRelease {
+            body: b"body-1".to_vec(),
+            rho: 0.25,
+            spent: 0.25,
+            fresh: false
+        }
+    );
+    assert_eq!(
+        s.recorded_release("a", b"k1")
+            .await
+            .unwrap()
+            .map(|r| r.body),
+        Some(b"body-1".to_vec())
+    );
+    // Beyond the budget: refused, nothing recorded or spent.
+    assert_eq!(
+        s.record_release("a", b"k2", 0.875, 1.0, b"too much".to_vec())
+            .await,
+        Err(StoreError::BudgetExhausted {
+            id: "a".into(),
+            spent: 0.25,
+            requested: 0.875,
+            budget: 1.0
+        })
+    );
+    assert_eq!(s.recorded_release("a", b"k2").await, Ok(None));
+    assert_eq!(s.budget_spent("a").await, Ok(0.25));
+    // Up to the budget exactly (dyadic ρ: exact in f64).
+    let full = s
+        .record_release("a", b"k3", 0.75, 1.0, b"rest".to_vec())
+        .await
+        .unwrap();
+    assert_eq!((full.spent, full.fresh), (1.0, true));
+    // Concurrent recorders of distinct keys on a fresh collection: 10 × ρ = 1/4
+    // against a budget of 1 — exactly 4 are recorded.
+    s.create_collection(collection("b", 2)).await.unwrap();
+    let tasks: Vec<_> = (0..10u8)
+        .map(|k| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move { s.record_release("b", &[k], 0.25, 1.0, vec![k]).await })
+        })
+        .collect();
+    let mut recorded = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(r) => {
+                assert!(r.fresh && r.spent <= 1.0, "{r:?}");
+                recorded += 1;
+            }
+            Err(StoreError::BudgetExhausted { spent, .. }) => assert!(spent <= 1.0),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(recorded, 4);
+    assert_eq!(s.budget_spent("b").await, Ok(1.0));
+    // Unknown collections.
+    assert_eq!(
+        s.budget_spent("zz").await,
+        Err(StoreError::NotFound("zz".into()))
+    );
+    assert!(matches!(
+        s.record_release("zz", b"k", 0.1, 1.0, vec![]).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // Deleted with the collection; created again, the ledger starts empty.
+    s.delete_collection("a").await.unwrap();
+    s.create_collection(collection("a", 2)).await.unwrap();
+    assert_eq!(s.budget_spent("a").await, Ok(0.0));
+    assert_eq!(s.recorded_release("a", b"k1").await, Ok(None));
 }
 
 /// Delete: everything of the collection goes at once (sums, closed flag, seen ids),

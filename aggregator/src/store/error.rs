@@ -27,6 +27,21 @@ pub enum StoreError {
     /// a store shutting down). Resending the same report ids is safe.
     #[error("store temporarily unavailable: {0}")]
     Unavailable(#[source] Arc<Cause>),
+    /// A release would spend more than the collection's privacy budget: nothing was
+    /// spent or recorded.
+    #[error(
+        "collection {id:?}: a release of rho = {requested} would exceed the budget (spent {spent} of {budget})"
+    )]
+    BudgetExhausted {
+        /// The collection.
+        id: String,
+        /// ρ already spent.
+        spent: f64,
+        /// ρ the release asked for.
+        requested: f64,
+        /// The collection's total ρ.
+        budget: f64,
+    },
 }
 
 /// Errors about a collection are equal when they name the same collection; errors with
@@ -39,6 +54,20 @@ impl PartialEq for StoreError {
             (StoreError::NotFound(a), StoreError::NotFound(b))
             | (StoreError::AlreadyExists(a), StoreError::AlreadyExists(b))
             | (StoreError::Closed(a), StoreError::Closed(b)) => a == b,
+            (
+                StoreError::BudgetExhausted {
+                    id: a,
+                    spent: sa,
+                    requested: ra,
+                    budget: ba,
+                },
+                StoreError::BudgetExhausted {
+                    id: b,
+                    spent: sb,
+                    requested: rb,
+                    budget: bb,
+                },
+            ) => a == b && sa == sb && ra == rb && ba == bb,
             (StoreError::Internal(a), StoreError::Internal(b))
             | (StoreError::Unavailable(a), StoreError::Unavailable(b)) => Arc::ptr_eq(a, b),
             _ => false,
@@ -107,6 +136,17 @@ pub enum Cause {
     /// The store does not implement [`Store::delete_collection`](super::Store::delete_collection).
     #[error("this store cannot delete collections (asked to delete {0:?})")]
     DeleteUnsupported(String),
+    /// The store does not implement the release ledger ([`Store::record_release`](super::Store::record_release)).
+    #[error("this store keeps no release ledger (asked about {0:?})")]
+    LedgerUnsupported(String),
+    /// A release with a ρ or budget that is not a finite number > 0.
+    #[error("a release needs a finite rho > 0 and budget > 0 (got rho = {rho}, budget = {budget})")]
+    BadRelease {
+        /// The ρ asked for.
+        rho: f64,
+        /// The budget given.
+        budget: f64,
+    },
     /// The store is being dropped.
     #[error("the store is shutting down")]
     ShuttingDown,

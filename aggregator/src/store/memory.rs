@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use ldpcov_proto::{Collection, ReportId};
 
 use super::{
-    Accumulator, BatchOutcome, Cause, FOLDS, Snapshot, Store, StoreError, ValidReport,
-    check_lengths,
+    Accumulator, BatchOutcome, Cause, FOLDS, RecordedRelease, Snapshot, Store, StoreError,
+    ValidReport, check_lengths, check_release,
 };
 
 struct CollectionState {
@@ -23,6 +23,14 @@ struct Counted {
     /// Set by `delete_collection` (after removing the state from the map), under the
     /// same lock: a batch that finds it set fails with `NotFound`.
     deleted: bool,
+    /// Recorded releases by key: (ρ spent, body).
+    releases: HashMap<Vec<u8>, (f64, Vec<u8>)>,
+}
+
+impl Counted {
+    fn spent(&self) -> f64 {
+        self.releases.values().map(|(rho, _)| rho).sum()
+    }
 }
 
 /// A [`Store`] in memory: everything is lost when the process ends.
@@ -82,6 +90,7 @@ impl Store for MemoryStore {
                     seen: HashSet::new(),
                     closed: false,
                     deleted: false,
+                    releases: HashMap::new(),
                 }),
             }),
         );
@@ -145,6 +154,77 @@ impl Store for MemoryStore {
         let state = self.state(id)?;
         let closed = Self::lock(&state)?.closed;
         Ok(closed)
+    }
+
+    async fn recorded_release(
+        &self,
+        id: &str,
+        key: &[u8],
+    ) -> Result<Option<RecordedRelease>, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let spent = counted.spent();
+        Ok(counted
+            .releases
+            .get(key)
+            .map(|(rho, body)| RecordedRelease {
+                body: body.clone(),
+                rho: *rho,
+                spent,
+                fresh: false,
+            }))
+    }
+
+    async fn record_release(
+        &self,
+        id: &str,
+        key: &[u8],
+        rho: f64,
+        budget: f64,
+        body: Vec<u8>,
+    ) -> Result<RecordedRelease, StoreError> {
+        check_release(rho, budget)?;
+        let state = self.state(id)?;
+        let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let spent = counted.spent();
+        if let Some((old_rho, old_body)) = counted.releases.get(key) {
+            return Ok(RecordedRelease {
+                body: old_body.clone(),
+                rho: *old_rho,
+                spent,
+                fresh: false,
+            });
+        }
+        if spent + rho > budget {
+            return Err(StoreError::BudgetExhausted {
+                id: id.to_string(),
+                spent,
+                requested: rho,
+                budget,
+            });
+        }
+        counted.releases.insert(key.to_vec(), (rho, body.clone()));
+        Ok(RecordedRelease {
+            body,
+            rho,
+            spent: spent + rho,
+            fresh: true,
+        })
+    }
+
+    async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(counted.spent())
     }
 
     async fn collection_count(&self) -> Result<u64, StoreError> {

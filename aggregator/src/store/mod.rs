@@ -37,6 +37,20 @@ pub struct BatchOutcome {
     pub duplicates: u64,
 }
 
+/// A release recorded against a collection's privacy budget.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRelease {
+    /// The release as it was answered (opaque to the store).
+    pub body: Vec<u8>,
+    /// The ρ it spent when it was recorded.
+    pub rho: f64,
+    /// The collection's total ρ spent, this release included.
+    pub spent: f64,
+    /// Whether this call recorded it (`false`: it was recorded before, under the same
+    /// key, and is returned at no cost).
+    pub fresh: bool,
+}
+
 /// A consistent copy of a collection's accumulators.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -102,6 +116,50 @@ pub trait Store: Send + Sync + 'static {
         )))
     }
 
+    /// The release recorded for collection `id` under `key`, if any.
+    ///
+    /// The default refuses, like [`record_release`](Store::record_release).
+    async fn recorded_release(
+        &self,
+        id: &str,
+        key: &[u8],
+    ) -> Result<Option<RecordedRelease>, StoreError> {
+        let _ = key;
+        Err(StoreError::internal(Cause::LedgerUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// Records `body` under `key` for collection `id`, spending `rho` of its total
+    /// `budget`, atomically (one transaction in a durable store): a key already
+    /// recorded returns its stored release at no cost (`fresh: false`, whatever
+    /// `rho` and `body` say now); a release that would take the spent ρ above `budget`
+    /// is refused with [`StoreError::BudgetExhausted`] and records nothing. Concurrent
+    /// callers, on any replica, never spend more than `budget` together. A deleted
+    /// collection's releases go with it.
+    ///
+    /// The default refuses, so a store that predates the ledger still compiles.
+    async fn record_release(
+        &self,
+        id: &str,
+        key: &[u8],
+        rho: f64,
+        budget: f64,
+        body: Vec<u8>,
+    ) -> Result<RecordedRelease, StoreError> {
+        let _ = (key, rho, budget, body);
+        Err(StoreError::internal(Cause::LedgerUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// The ρ spent by collection `id`'s recorded releases (0 without any).
+    async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
+        Err(StoreError::internal(Cause::LedgerUnsupported(
+            id.to_string(),
+        )))
+    }
+
     /// Whether the store currently accepts writes: `true` until a write fails for a
     /// reason of the store itself (a failed commit), `true` again after the next write
     /// succeeds. The gRPC health service reports `NOT_SERVING` while it is `false`.
@@ -128,5 +186,15 @@ pub(crate) fn check_lengths(
             entries: bad.entries.len(),
         })),
         None => Ok(()),
+    }
+}
+
+/// Refuses a release whose ρ or budget is not a finite number > 0 (a caller bug: the
+/// service validates requests), before anything is read or written.
+pub(crate) fn check_release(rho: f64, budget: f64) -> Result<(), StoreError> {
+    if rho.is_finite() && rho > 0.0 && budget.is_finite() && budget > 0.0 {
+        Ok(())
+    } else {
+        Err(StoreError::internal(Cause::BadRelease { rho, budget }))
     }
 }
