@@ -11,7 +11,7 @@
 use std::io::Write;
 
 use ldpcov_proto::layout::unpack_symmetric;
-use ldpcov_proto::v1::{Estimate, EstimateTarget, Moments};
+use ldpcov_proto::v1::{CentralMechanism, Estimate, EstimateTarget, Moments};
 use nalgebra::DMatrix;
 use serde::Serialize;
 
@@ -93,6 +93,19 @@ struct JsonEstimate<'a> {
     mean_noise_sd: Option<f64>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     variable_names: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    release: Option<JsonRelease>,
+}
+
+/// A central collection's release and budget.
+#[derive(Serialize)]
+struct JsonRelease {
+    mechanism: &'static str,
+    rho: f64,
+    epsilon: f64,
+    rho_spent_by_this_call: f64,
+    rho_budget: f64,
+    rho_spent: f64,
 }
 
 #[derive(Serialize)]
@@ -262,6 +275,19 @@ pub fn write_estimate(
                 mean: &estimate.mean,
                 mean_noise_sd: (!estimate.mean.is_empty()).then_some(estimate.mean_noise_sd),
                 variable_names: &estimate.variable_names,
+                release: estimate.release.as_ref().map(|r| JsonRelease {
+                    mechanism: match CentralMechanism::try_from(r.mechanism) {
+                        Ok(CentralMechanism::GaussCov) => "gauss-cov",
+                        Ok(CentralMechanism::SeparateCov) => "separate-cov",
+                        Ok(CentralMechanism::LaplaceCov) => "laplace-cov",
+                        _ => "unknown",
+                    },
+                    rho: r.rho,
+                    epsilon: r.epsilon,
+                    rho_spent_by_this_call: estimate.release_rho_spent,
+                    rho_budget: estimate.rho_budget,
+                    rho_spent: estimate.rho_spent,
+                }),
                 precision: is_precision.then(|| JsonPrecision {
                     covariance: covariance.chunks(p.max(1)).collect(),
                     lambda: estimate.precision_lambda,

@@ -185,7 +185,9 @@ pub async fn serve_with(
         .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let service = AggregatorService::new(store, limits).with_auth(auth);
+    let service = AggregatorService::new(store, limits)
+        .with_auth(auth)
+        .with_transport_security(tls.is_some());
     let gauge = if metrics {
         let service = service.clone();
         Some(tokio::spawn(async move {

@@ -1462,3 +1462,380 @@ fn a_busy_metrics_address_is_refused_with_one_line() {
         run.describe()
     );
 }
+
+/// The packed upper triangle (`i ≤ j`) of a full row-major `p × p` matrix.
+fn upper_triangle(full: &[f64], p: usize) -> Vec<f64> {
+    (0..p)
+        .flat_map(|i| (i..p).map(move |j| (i, j)))
+        .map(|(i, j)| full[i * p + j])
+        .collect()
+}
+
+/// A central collection end to end through the real daemon (redb, restarted) and the
+/// CLI: raw vectors in, releases that spend a durable budget out.
+///
+/// * The GaussCov release's noise scale: every packed entry of the released average
+///   minus the exact average of what was sent, over the reported noise sd, is
+///   N(0, 1) if the calibration is right, so `Σ z²` over the d = 820 entries is
+///   χ²₈₂₀. Laurent & Massart (2000, Lemma 1) give `P(χ² ≥ d + 2√(dx) + 2x) ≤ e^{−x}`
+///   and `P(χ² ≤ d − 2√(dx)) ≤ e^{−x}`; at `x = ln 10⁹` the band is [559, 1122], so
+///   an honest daemon fails this with probability below 2·10⁻⁹ (its noise is seeded
+///   by the OS, as it must be). The sensitivity 1 the papers print (variance × 1/2)
+///   lands near 410 and twice the variance near 1640: both outside.
+/// * The reported noise sd is pinned exactly: `R²/(n√ρ)` (sensitivity √2·2^30 grid
+///   units, σ = Δ/√(2ρ)).
+#[test]
+fn central_collection_releases_spend_a_durable_budget() {
+    const CP: usize = 40;
+    const CN: usize = 300;
+    const R: f64 = 2.0;
+    let data = tempfile::tempdir().expect("temp dir");
+    let dir = data.path().to_str().expect("utf-8 temp path").to_string();
+    let mut daemon = Daemon::serve(&["--data-dir", &dir]);
+    let params = run(&[
+        "create",
+        "--server",
+        &daemon.url,
+        "--id",
+        "curated",
+        "--dim",
+        "40",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-6",
+        "--clip-radius",
+        "2",
+        "--min-reports",
+        "100",
+        "--moments",
+        "second-moment",
+        "--privacy-model",
+        "central",
+    ])
+    .json();
+    assert_eq!(params["privacy_model"], "PRIVACY_MODEL_CENTRAL");
+    assert_eq!(params["encoding"], "ENCODING_RAW_I32_LE");
+    assert_eq!(params["sigma"], 0.0);
+    assert_eq!(params["grid_bits"], 30);
+    // ρ from (ε, δ): (√(ln(1/δ) + ε) − √ln(1/δ))².
+    let l = (1e6f64).ln();
+    let budget = ((l + 2.0).sqrt() - l.sqrt()).powi(2);
+    let rho_budget = params["rho"].as_f64().expect("rho");
+    assert!((rho_budget - budget).abs() < 1e-12 * budget, "{rho_budget}");
+    // Served without TLS and tokens: the daemon warns that raw vectors are exposed.
+    assert!(
+        daemon
+            .log()
+            .contains("central collection served without TLS and a submit token"),
+        "{}",
+        daemon.log()
+    );
+    run(&[
+        "create",
+        "--server",
+        &daemon.url,
+        "--id",
+        "local",
+        "--dim",
+        "40",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-6",
+        "--clip-radius",
+        "2",
+        "--min-reports",
+        "100",
+    ])
+    .json();
+
+    // Users' vectors; the exact packed sums of what was sent, from the payloads.
+    let xs: Vec<Vec<f64>> = (0..CN)
+        .map(|k| {
+            (0..CP)
+                .map(|j| 0.6 * ((k as f64) * 0.37 + (j as f64) * 1.3).sin() + 0.1)
+                .collect()
+        })
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let exact_sums: Vec<i64> = runtime.block_on(async {
+        let mut client = AggregatorClient::connect(daemon.url.as_str())
+            .await
+            .expect("connect");
+        let central = client.collection("curated").await.expect("fetch");
+        let local = client.collection("local").await.expect("fetch local");
+        // A device never perturbs for (nor sends raw vectors to) the wrong model.
+        assert!(matches!(
+            client.prepare_report(&central, &xs[0]),
+            Err(ldpcov_client::ClientError::CentralCollection { .. })
+        ));
+        assert!(matches!(
+            client.submit_to_trusted_curator(&local, &xs[0]).await,
+            Err(ldpcov_client::ClientError::LocalCollection { .. })
+        ));
+        let mut sums = vec![0i64; CP * (CP + 1) / 2];
+        let mut reports = Vec::new();
+        for x in &xs {
+            let id = ldpcov_client::random_report_id().expect("id");
+            let report = ldpcov_client::trusted_curator_report(&central, x, id).expect("report");
+            let u: Vec<i64> = report
+                .payload
+                .chunks_exact(4)
+                .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect();
+            let mut k = 0;
+            for i in 0..CP {
+                for j in i..CP {
+                    sums[k] += u[i] * u[j];
+                    k += 1;
+                }
+            }
+            reports.push(report);
+        }
+        // Bad reports first: each refused with INVALID_ARGUMENT, nothing counted.
+        let good = reports[0].clone();
+        let mut outside = good.clone();
+        outside.payload = ldpcov_client::proto::wire::encode_raw(&{
+            let mut v = vec![0i32; CP];
+            v[0] = 1 << 15;
+            v[1] = 1;
+            v
+        });
+        let mut short = good.clone();
+        short.payload.truncate(4 * (CP - 1));
+        let mut perturbed = good.clone();
+        perturbed.encoding = ldpcov_client::proto::v1::Encoding::I32Le as i32;
+        let mut raw_to_local = good.clone();
+        raw_to_local.collection_id = "local".into();
+        for (what, bad, needle) in [
+            ("outside the ball", outside, "unit ball"),
+            ("wrong length", short, "payload has 156 bytes"),
+            (
+                "perturbed to central",
+                perturbed,
+                "cannot go to a Central collection",
+            ),
+            (
+                "raw to local",
+                raw_to_local,
+                "cannot go to a Local collection",
+            ),
+        ] {
+            match client.submit_report(bad).await {
+                Err(ldpcov_client::ClientError::Status(s)) => {
+                    assert_eq!(s.code(), tonic::Code::InvalidArgument, "{what}: {s:?}");
+                    assert!(s.message().contains(needle), "{what}: {}", s.message());
+                }
+                other => panic!("{what}: expected INVALID_ARGUMENT, got {other:?}"),
+            }
+        }
+        let response = client.submit_stream(reports).await.expect("submit");
+        assert_eq!(response.accepted, CN as u64);
+        sums
+    });
+    let status_of = |url: &str| status(url, "curated").json();
+    let st = status_of(&daemon.url);
+    assert_eq!(st["reports"], CN as u64);
+    assert_eq!(st["rho_budget"].as_f64(), Some(rho_budget));
+    assert_eq!(st["rho_spent"].as_f64(), Some(0.0));
+    assert_eq!(status(&daemon.url, "local").json()["reports"], 0);
+
+    // No release named: refused, nothing spent.
+    estimate(&daemon.url, "curated", &[]).fails_with("InvalidArgument");
+    // Rules that would look at exact per-fold statistics: refused.
+    estimate(
+        &daemon.url,
+        "curated",
+        &[
+            "--release",
+            "gauss-cov",
+            "--release-rho",
+            "0.05",
+            "--threshold",
+            "cv",
+        ],
+    )
+    .fails_with("per-report statistics");
+    // A release on a local collection: refused.
+    estimate(
+        &daemon.url,
+        "local",
+        &["--release", "gauss-cov", "--release-rho", "0.05"],
+    )
+    .fails_with("release is for central collections");
+    assert_eq!(status_of(&daemon.url)["rho_spent"].as_f64(), Some(0.0));
+
+    let gauss = [
+        "--release",
+        "gauss-cov",
+        "--release-rho",
+        "0.05",
+        "--threshold",
+        "none",
+        "--no-psd",
+    ];
+    let first = estimate(&daemon.url, "curated", &gauss);
+    let doc = first.json();
+    let matrix = json_matrix_exact(&first.stdout);
+    assert_eq!(matrix.len(), CP * CP);
+    let release = &doc["release"];
+    assert_eq!(release["mechanism"], "gauss-cov");
+    assert_eq!(release["rho_spent_by_this_call"].as_f64(), Some(0.05));
+    assert_eq!(release["rho_spent"].as_f64(), Some(0.05));
+    let sd = doc["entry_noise_sd"].as_f64().expect("noise sd");
+    let want_sd = R * R / (CN as f64 * 0.05f64.sqrt());
+    assert!((sd - want_sd).abs() < 1e-12 * want_sd, "{sd} vs {want_sd}");
+    let unit = (1u64 << 30) as f64;
+    let z2: f64 = upper_triangle(&matrix, CP)
+        .iter()
+        .zip(&exact_sums)
+        .map(|(m, &s)| {
+            let exact = R * R * s as f64 / (unit * CN as f64);
+            ((m - exact) / sd).powi(2)
+        })
+        .sum();
+    assert!(
+        (559.0..=1122.0).contains(&z2),
+        "Σz² = {z2} outside the χ²₈₂₀ band"
+    );
+
+    // The same release again: from the ledger, bit for bit, at no cost.
+    let again = estimate(&daemon.url, "curated", &gauss);
+    assert_eq!(
+        json_matrix_exact(&again.stdout),
+        json_matrix_exact(&first.stdout)
+    );
+    assert_eq!(
+        again.json()["release"]["rho_spent_by_this_call"].as_f64(),
+        Some(0.0)
+    );
+    // Post-processing of the same release (the default rule, PSD projection): free.
+    let post = estimate(
+        &daemon.url,
+        "curated",
+        &["--release", "gauss-cov", "--release-rho", "0.05"],
+    )
+    .json();
+    assert_eq!(
+        post["release"]["rho_spent_by_this_call"].as_f64(),
+        Some(0.0)
+    );
+    assert!(
+        post["threshold_rule"]
+            .as_str()
+            .unwrap_or("")
+            .contains("bulk"),
+        "{post}"
+    );
+    // Synthetic rows from the release: post-processing (free), reproducible by seed.
+    let synth = |name: &str| {
+        let path = data.path().join(name);
+        let run = estimate(
+            &daemon.url,
+            "curated",
+            &[
+                "--release",
+                "gauss-cov",
+                "--release-rho",
+                "0.05",
+                "--synthetic-rows",
+                "500",
+                "--synthetic-out",
+                path.to_str().expect("utf-8"),
+                "--synthetic-seed",
+                "7",
+            ],
+        );
+        assert_eq!(
+            run.json()["release"]["rho_spent_by_this_call"].as_f64(),
+            Some(0.0)
+        );
+        std::fs::read_to_string(path).expect("synthetic rows written")
+    };
+    let (a, b) = (synth("a.csv"), synth("b.csv"));
+    assert_eq!(a, b, "same seed, same rows");
+    let lines: Vec<&str> = a.lines().collect();
+    assert_eq!(lines.len(), 501);
+    assert_eq!(lines[0].split(',').count(), CP);
+    assert_eq!(lines[0].split(',').next(), Some("x0"));
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.split(',').all(|v| v.parse::<f64>().is_ok()))
+    );
+    // SeparateCov takes only the `none` rule.
+    estimate(
+        &daemon.url,
+        "curated",
+        &[
+            "--release",
+            "separate-cov",
+            "--release-rho",
+            "0.01",
+            "--threshold",
+            "universal",
+        ],
+    )
+    .fails_with("only the `none` rule");
+
+    // Beyond the budget: RESOURCE_EXHAUSTED, nothing spent.
+    estimate(
+        &daemon.url,
+        "curated",
+        &["--release", "gauss-cov", "--release-rho", "0.02"],
+    )
+    .fails_with("ResourceExhausted");
+    assert_eq!(status_of(&daemon.url)["rho_spent"].as_f64(), Some(0.05));
+    // Pure DP: ε = 0.1 spends ρ = ε²/2 = 0.005; its noise sd is the discrete
+    // Laplace's at scale t = ⌈(p + 1)·2^30/ε⌉.
+    let lap = estimate(
+        &daemon.url,
+        "curated",
+        &[
+            "--release",
+            "laplace-cov",
+            "--release-epsilon",
+            "0.1",
+            "--threshold",
+            "none",
+        ],
+    )
+    .json();
+    let close = |v: &Value, want: f64| {
+        let got = v.as_f64().unwrap_or(f64::NAN);
+        assert!((got - want).abs() < 1e-15, "{got} vs {want}");
+    };
+    close(&lap["release"]["rho_spent_by_this_call"], 0.005);
+    let t = ((CP as f64 + 1.0) * unit / 0.1).ceil();
+    let q = (-1.0 / t).exp();
+    let lap_sd = R * R * (2.0 * q).sqrt() / (1.0 - q) / (unit * CN as f64);
+    let got = lap["entry_noise_sd"].as_f64().expect("sd");
+    assert!((got - lap_sd).abs() < 1e-9 * lap_sd, "{got} vs {lap_sd}");
+    let spent = 0.05 + 0.005;
+    close(&status_of(&daemon.url)["rho_spent"], spent);
+
+    // Restart on the same file: the budget and the recorded release survive.
+    let (exit, _) = daemon.terminate();
+    assert!(exit.success());
+    drop(daemon);
+    let daemon = Daemon::serve(&["--data-dir", &dir]);
+    close(&status_of(&daemon.url)["rho_spent"], spent);
+    let after = estimate(&daemon.url, "curated", &gauss);
+    assert_eq!(
+        json_matrix_exact(&after.stdout),
+        json_matrix_exact(&first.stdout)
+    );
+    assert_eq!(
+        after.json()["release"]["rho_spent_by_this_call"].as_f64(),
+        Some(0.0)
+    );
+    // A new release (another ρ) beyond what is left: refused after the restart too.
+    estimate(
+        &daemon.url,
+        "curated",
+        &["--release", "gauss-cov", "--release-rho", "0.03"],
+    )
+    .fails_with("ResourceExhausted");
+    close(&status_of(&daemon.url)["rho_spent"], spent);
+}

@@ -7,7 +7,9 @@
 //!
 //! A second test kills the daemon while a DeleteCollection is in flight: the store
 //! must then hold either the whole collection (accumulators and seen report ids) or
-//! nothing of it.
+//! nothing of it. A third kills it while central releases are being recorded: the
+//! privacy budget spent must stay exactly the sum of the recorded releases, and every
+//! acknowledged release must still be there.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -19,7 +21,9 @@ use std::time::{Duration, Instant};
 use ldpcov_aggregator::Store;
 use ldpcov_aggregator::{DurableConfig, DurableStore};
 use ldpcov_client::proto::v1::{
-    CollectionSpec, DeleteCollectionRequest, Encoding, Moments, Report,
+    CentralMechanism, CentralRelease, CollectionSpec, DeleteCollectionRequest, Encoding,
+    GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, PrivacyModel, Report,
+    get_estimate_request::Threshold,
 };
 use ldpcov_client::proto::wire::decode_payload;
 use ldpcov_client::{
@@ -337,4 +341,127 @@ async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
         }
     }
     eprintln!("{DELETE_ROUNDS} deletes raced SIGKILL: {kept} kept whole, {deleted} deleted whole");
+}
+
+/// Releases raced against SIGKILL in [`central_releases_racing_sigkill_keep_the_budget_exact`].
+const RELEASE_ROUNDS: u64 = 12;
+
+/// The GetEstimate request of round `round`'s release: GaussCov at its own ρ (so each
+/// round is a new ledger key), no threshold, no projection (the noisy average itself).
+fn release_request(round: u64) -> GetEstimateRequest {
+    GetEstimateRequest {
+        collection_id: "curated".into(),
+        threshold: Some(Threshold::None(NoThreshold {})),
+        skip_psd_projection: true,
+        release: Some(CentralRelease {
+            mechanism: CentralMechanism::GaussCov as i32,
+            rho: release_rho(round),
+            epsilon: 0.0,
+        }),
+        ..Default::default()
+    }
+}
+
+/// ρ of round `round`'s release; all of them together fit the budget (ε = 1 at
+/// δ = 10⁻⁶ gives ρ ≈ 0.0177; Σ over 12 rounds of 0.0001·(r + 1) = 0.0078).
+fn release_rho(round: u64) -> f64 {
+    0.0001 * (round + 1) as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn central_releases_racing_sigkill_keep_the_budget_exact() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let log = tmp.path().join("daemon.log");
+    let addr = free_port();
+    let url = format!("http://{addr}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xb0d9e7);
+    let mut daemon = spawn_daemon(addr, &data, &log);
+    wait_ready(&url).await;
+    let mut client = AggregatorClient::connect(url.clone())
+        .await
+        .expect("connect");
+    let params = client
+        .create_collection(CollectionSpec {
+            collection_id: "curated".into(),
+            dim: DIM,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            moments: Moments::SecondMoment as i32,
+            privacy_model: PrivacyModel::Central as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+    let collection = Collection::from_params(&params).expect("params");
+    for k in 0..200 {
+        let x: Vec<f64> = (0..DIM)
+            .map(|j| ((k * 7 + j as u64) % 5) as f64 * 0.2 - 0.4)
+            .collect();
+        client
+            .submit_to_trusted_curator(&collection, &x)
+            .await
+            .expect("submit");
+    }
+    // Each round asks for a new release and kills the daemon at a random moment
+    // around its commit; what was acknowledged is kept to compare.
+    let mut acknowledged = Vec::new();
+    for round in 0..RELEASE_ROUNDS {
+        let call = {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let mut raw = RawClient::connect(url).await.expect("connect");
+                raw.get_estimate(release_request(round)).await
+            })
+        };
+        tokio::time::sleep(Duration::from_micros(rng.random_range(0..4_000))).await;
+        kill(&mut daemon);
+        if let Ok(answer) = call.await.expect("estimate task") {
+            acknowledged.push((round, answer.into_inner().upper_triangle));
+        }
+        daemon = spawn_daemon(addr, &data, &log);
+        wait_ready(&url).await;
+    }
+    // Every acknowledged release is still recorded: asked again, it is free and the
+    // same numbers. Then every round's release is asked (recording the lost ones), and
+    // the budget spent must be exactly the sum of all of them: nothing lost, nothing
+    // spent twice.
+    let mut raw = RawClient::connect(url.clone()).await.expect("connect");
+    for (round, numbers) in &acknowledged {
+        let again = raw
+            .get_estimate(release_request(*round))
+            .await
+            .expect("acknowledged release again")
+            .into_inner();
+        assert_eq!(again.release_rho_spent, 0.0, "round {round}: spent again");
+        assert_eq!(
+            &again.upper_triangle, numbers,
+            "round {round}: other numbers"
+        );
+    }
+    for round in 0..RELEASE_ROUNDS {
+        raw.get_estimate(release_request(round))
+            .await
+            .expect("every release");
+    }
+    let status = raw
+        .get_status(GetStatusRequest {
+            collection_id: "curated".into(),
+        })
+        .await
+        .expect("status")
+        .into_inner();
+    let total: f64 = (0..RELEASE_ROUNDS).map(release_rho).sum();
+    assert!(
+        (status.rho_spent - total).abs() < 1e-12,
+        "spent {} for releases of {total} in all",
+        status.rho_spent
+    );
+    kill(&mut daemon);
+    eprintln!(
+        "{RELEASE_ROUNDS} releases raced SIGKILL, {} acknowledged before it",
+        acknowledged.len()
+    );
 }

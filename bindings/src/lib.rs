@@ -46,6 +46,9 @@ pub enum WireEncoding {
     I16,
     /// One signed byte per entry in units of the collection's wire step.
     I8,
+    /// Central collections: the clipped vector itself, not perturbed (the operator
+    /// sees it). This client builds no such report.
+    Raw,
 }
 
 impl WireEncoding {
@@ -53,6 +56,7 @@ impl WireEncoding {
         match encoding {
             ProtoEncoding::I16Le => WireEncoding::I16,
             ProtoEncoding::I8 => WireEncoding::I8,
+            ProtoEncoding::RawI32Le => WireEncoding::Raw,
             // `Collection` normalises an unspecified encoding to i32.
             ProtoEncoding::I32Le | ProtoEncoding::Unspecified => WireEncoding::I32,
         }
@@ -63,6 +67,7 @@ impl WireEncoding {
             WireEncoding::I32 => ProtoEncoding::I32Le,
             WireEncoding::I16 => ProtoEncoding::I16Le,
             WireEncoding::I8 => ProtoEncoding::I8,
+            WireEncoding::Raw => ProtoEncoding::RawI32Le,
         }
     }
 }

@@ -43,6 +43,7 @@
 
 mod error;
 mod mechanisms;
+mod release;
 mod statistics;
 #[cfg(test)]
 mod tests;
@@ -51,5 +52,9 @@ pub use error::CentralError;
 pub use mechanisms::{
     CentralRelease, Mechanism, eigenvalue_sensitivity, gauss_cov, gaussian_sigma, laplace_cov,
     separate_cov,
+};
+pub use release::{
+    NoisySums, ReleaseBudget, collection_l1_sensitivity, collection_l2_sensitivity, gaussian_sums,
+    laplace_sums, release_sums,
 };
 pub use statistics::{CENTRAL_GRID_BITS, CentralStatistics, to_grid_unit_ball};

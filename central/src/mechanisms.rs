@@ -79,7 +79,7 @@ fn check_release(stats: &CentralStatistics) -> Result<f64, CentralError> {
     Ok(stats.count() as f64)
 }
 
-fn check_budget(what: &str, value: f64) -> Result<(), CentralError> {
+pub(crate) fn check_budget(what: &str, value: f64) -> Result<(), CentralError> {
     if value.is_finite() && value > 0.0 {
         Ok(())
     } else {
@@ -96,7 +96,7 @@ pub fn gaussian_sigma(delta: f64, rho: f64) -> f64 {
 }
 
 /// The exact sampler draws σ up to `2^50` grid units: a smaller ρ is refused.
-fn check_sigma(sigma: f64) -> Result<f64, CentralError> {
+pub(crate) fn check_sigma(sigma: f64) -> Result<f64, CentralError> {
     if sigma.is_finite() && (1.0..=2f64.powi(50)).contains(&sigma) {
         Ok(sigma)
     } else {
@@ -114,15 +114,11 @@ pub fn gauss_cov(
     rho: f64,
     noise: &mut impl NoiseSampler,
 ) -> Result<CentralRelease, CentralError> {
-    check_budget("rho", rho)?;
     let n = check_release(stats)?;
     let unit = stats.unit() as f64;
-    let sigma = check_sigma(gaussian_sigma(std::f64::consts::SQRT_2 * unit, rho))?;
-    let noisy: Vec<f64> = stats
-        .sums()
-        .iter()
-        .map(|&s| (s as i128 + i128::from(noise.sample_grid(sigma))) as f64)
-        .collect();
+    let (noisy, sigma) =
+        crate::gaussian_sums(stats.sums(), std::f64::consts::SQRT_2 * unit, rho, noise)?;
+    let noisy: Vec<f64> = noisy.into_iter().map(|v| v as f64).collect();
     Ok(CentralRelease {
         mechanism: Mechanism::GaussCov,
         matrix: stats.unpack(&noisy, n),
@@ -206,26 +202,11 @@ pub fn laplace_cov(
     epsilon: f64,
     rng: &mut impl RngCore,
 ) -> Result<CentralRelease, CentralError> {
-    check_budget("epsilon", epsilon)?;
     let n = check_release(stats)?;
     let unit = stats.unit() as f64;
     let delta1 = (stats.dim() as f64 + 1.0) * unit;
-    let t = (delta1 / epsilon).ceil();
-    if !(1.0..=2f64.powi(52)).contains(&t) {
-        return Err(CentralError::Parameter(format!(
-            "epsilon = {epsilon} gives a Laplace scale of {t} grid units, outside [1, 2^52]"
-        )));
-    }
-    let t = t as u64;
-    let noisy: Vec<f64> = stats
-        .sums()
-        .iter()
-        .map(|&s| {
-            (i128::from(s) + i128::from(ldpcov_noise::cks20::discrete_laplace(rng, t))) as f64
-        })
-        .collect();
-    let q = (-1.0 / t as f64).exp();
-    let sd = (2.0 * q).sqrt() / (1.0 - q);
+    let (noisy, sd) = crate::laplace_sums(stats.sums(), delta1, epsilon, rng)?;
+    let noisy: Vec<f64> = noisy.into_iter().map(|v| v as f64).collect();
     Ok(CentralRelease {
         mechanism: Mechanism::LaplaceCov,
         matrix: stats.unpack(&noisy, n),

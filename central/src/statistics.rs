@@ -7,7 +7,7 @@ use nalgebra::DMatrix;
 /// The grid of central reports: a coordinate is an integer multiple of `2^−15`, so a
 /// product of two coordinates of a unit vector is at most `2^30` grid² units and fits
 /// an i32 (and a sum of `2^33` of them an i64).
-pub const CENTRAL_GRID_BITS: u32 = 15;
+pub const CENTRAL_GRID_BITS: u32 = ldpcov_proto::collection::CENTRAL_COORDINATE_BITS;
 
 /// `Σ triu(u·uᵀ)` over the users counted, exactly, in units of `2^−2k`, where every
 /// `u` is on the grid `2^−k` and inside the closed unit ball **exactly**
@@ -43,6 +43,34 @@ impl CentralStatistics {
             count: 0,
             sums: vec![0; dim * (dim + 1) / 2],
         })
+    }
+
+    /// Statistics from exact sums kept elsewhere (an aggregator's store): `sums` is
+    /// the packed `Σ triu(u·uᵀ)` of `count` users in units of `2^−2k`. Its length and
+    /// the bound every sum must meet (`|S_ij| ≤ n·2^2k`) are
+    /// checked; the users' unit-ball checks are the caller's (the wire decoder's).
+    pub fn from_sums(
+        dim: usize,
+        grid_bits: u32,
+        count: u64,
+        sums: Vec<i64>,
+    ) -> Result<Self, CentralError> {
+        let mut stats = Self::new(dim, grid_bits)?;
+        if sums.len() != stats.sums.len() {
+            return Err(CentralError::Length {
+                expected: stats.sums.len(),
+                got: sums.len(),
+            });
+        }
+        let bound = i128::from(count) * i128::from(stats.unit());
+        if sums.iter().any(|&s| i128::from(s).abs() > bound) {
+            return Err(CentralError::Parameter(format!(
+                "a sum exceeds {count} users' largest possible total"
+            )));
+        }
+        stats.count = count;
+        stats.sums = sums;
+        Ok(stats)
     }
 
     /// The dimension p.
@@ -131,32 +159,12 @@ impl CentralStatistics {
     }
 }
 
-/// `x` clipped into the unit ball and rounded to the grid `2^−k` so that the result is
-/// inside the ball exactly: `x/max(1, ‖x‖)`, each coordinate rounded to the nearest
-/// multiple of `2^−k`, then the largest coordinates moved one step toward zero until
-/// `Σ u_i² ≤ 2^2k` in integers (at most a few steps: rounding adds at most `√p/2`
-/// units to the norm). Refuses non-finite coordinates.
+/// `x` clipped into the unit ball and put on the grid `2^−k`, inside the ball exactly:
+/// [`ldpcov_proto::wire::to_grid_unit_ball`] (the devices' code), with this crate's
+/// error.
 pub fn to_grid_unit_ball(x: &[f64], grid_bits: u32) -> Result<Vec<i32>, CentralError> {
-    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-        return Err(CentralError::NotFinite { index: i });
-    }
-    let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
-    let scale = f64::from(1u32 << grid_bits) / norm.max(1.0);
-    let mut u: Vec<i32> = x.iter().map(|v| (v * scale).round() as i32).collect();
-    let unit = 1i128 << (2 * grid_bits);
-    let mut norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
-    while norm2 > unit {
-        let (i, _) = u
-            .iter()
-            .enumerate()
-            .max_by_key(|(_, v)| v.unsigned_abs())
-            .ok_or(CentralError::Length {
-                expected: 1,
-                got: 0,
-            })?;
-        let old = i128::from(u[i]);
-        u[i] -= u[i].signum();
-        norm2 += i128::from(u[i]) * i128::from(u[i]) - old * old;
-    }
-    Ok(u)
+    ldpcov_proto::wire::to_grid_unit_ball(x, grid_bits).map_err(|e| match e {
+        ldpcov_proto::WireError::NotFinite { index } => CentralError::NotFinite { index },
+        other => CentralError::Parameter(other.to_string()),
+    })
 }

@@ -261,3 +261,107 @@ fn bad_parameters_are_refused() {
     let empty = CentralStatistics::new(3, K).unwrap();
     assert_eq!(gauss_cov(&empty, 1.0, &mut noise), Err(CentralError::Empty));
 }
+
+/// A central collection of moments MEAN_AND_COVARIANCE, the way the daemon releases it:
+/// the expanded reports' sums get discrete Gaussian noise of sd `Δ₀(w)·2^30/√(2ρ)`
+/// with `Δ₀(1/2) = 2.25/√2` (not the second moment's √2). `(noisy − exact)/sd` over
+/// 300 releases × 9 entries (p = 3: 3 mean + 6 second-moment entries) has sample
+/// variance within 5·√(2/2700) = 0.136 of 1; the second moment's √2 alone (variance
+/// 0.79) fails, as does a doubled variance. The wrong budget kind, SeparateCov on a
+/// mean-and-covariance collection and a local collection are refused.
+#[test]
+fn collection_releases_use_the_joint_sensitivity() {
+    use ldpcov_proto::v1::{CollectionSpec, Moments, PrivacyModel};
+    let collection = ldpcov_proto::Collection::from_spec(&CollectionSpec {
+        collection_id: "c".into(),
+        dim: 3,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 1.0,
+        min_reports: 1,
+        moments: Moments::MeanAndCovariance as i32,
+        privacy_model: PrivacyModel::Central as i32,
+        ..Default::default()
+    })
+    .unwrap();
+    // Exact sums of 50 users, expanded as the wire decoder does.
+    let mut sums = vec![0i64; collection.entries];
+    for row in random_rows(50, 3, 13) {
+        let u = to_grid_unit_ball(&row, K).unwrap();
+        let payload = ldpcov_proto::wire::encode_raw(&u);
+        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload).unwrap();
+        for (s, e) in sums.iter_mut().zip(entries) {
+            *s += i64::from(e);
+        }
+    }
+    let rho: f64 = 0.3;
+    let want_sd = 2.25 / std::f64::consts::SQRT_2 * (1u64 << 30) as f64 / (2.0 * rho).sqrt();
+    let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(14);
+    let mut residuals = Vec::new();
+    for _ in 0..300 {
+        let r = release_sums(
+            &collection,
+            50,
+            &sums,
+            Mechanism::GaussCov,
+            ReleaseBudget::Rho(rho),
+            &mut sampler,
+        )
+        .unwrap();
+        assert_eq!((r.rho, r.count), (rho, 50));
+        assert!((r.noise_sd_grid / want_sd - 1.0).abs() < 1e-12);
+        for (got, want) in r.sums.iter().zip(&sums) {
+            residuals.push((got - want) as f64 / want_sd);
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    assert!(mean.abs() < 5.0 / 2700f64.sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.136, "variance {var}");
+
+    let release =
+        |m, b, s: &mut DiscreteGaussianSampler| release_sums(&collection, 50, &sums, m, b, s);
+    assert!(matches!(
+        release(
+            Mechanism::GaussCov,
+            ReleaseBudget::Epsilon(1.0),
+            &mut sampler
+        ),
+        Err(CentralError::Parameter(_))
+    ));
+    assert!(matches!(
+        release(Mechanism::LaplaceCov, ReleaseBudget::Rho(1.0), &mut sampler),
+        Err(CentralError::Parameter(_))
+    ));
+    assert!(matches!(
+        release(
+            Mechanism::SeparateCov,
+            ReleaseBudget::Rho(1.0),
+            &mut sampler
+        ),
+        Err(CentralError::Parameter(_))
+    ));
+    // ε-DP at Δ₁ = (2w√p + p + 1)·2^30, recorded as ρ = ε²/2.
+    let lap = release(
+        Mechanism::LaplaceCov,
+        ReleaseBudget::Epsilon(0.5),
+        &mut sampler,
+    )
+    .unwrap();
+    assert_eq!(lap.rho, 0.125);
+    let t = ((3f64.sqrt() + 4.0) * (1u64 << 30) as f64 / 0.5).ceil();
+    let q = (-1.0 / t).exp();
+    assert!((lap.noise_sd_grid / ((2.0 * q).sqrt() / (1.0 - q)) - 1.0).abs() < 1e-12);
+    let mut local = collection.clone();
+    local.privacy_model = PrivacyModel::Local;
+    assert!(
+        release_sums(
+            &local,
+            50,
+            &sums,
+            Mechanism::GaussCov,
+            ReleaseBudget::Rho(1.0),
+            &mut sampler
+        )
+        .is_err()
+    );
+}

@@ -43,6 +43,21 @@ pub enum ClientError {
         /// Largest δ the client's [`PrivacyPolicy`](crate::PrivacyPolicy) accepts.
         max_delta: f64,
     },
+    /// A local-model operation on a central collection: its reports are raw vectors
+    /// that the operator sees, so nothing here perturbs them.
+    #[error(
+        "collection {id:?} is central: the operator sees each raw vector, so a device perturbs nothing for it; use trusted_curator_report / submit_to_trusted_curator only if you trust the operator"
+    )]
+    CentralCollection {
+        /// The collection.
+        id: String,
+    },
+    /// A trusted-curator report for a local collection.
+    #[error("collection {id:?} is local: its reports must be perturbed on the device")]
+    LocalCollection {
+        /// The collection.
+        id: String,
+    },
     /// The server answered with the parameters of another collection.
     #[error("asked for collection {requested:?}, the server answered with {got:?}")]
     CollectionMismatch {

@@ -327,6 +327,12 @@ impl AggregatorClient {
         collection: &Collection,
         x: &[f64],
     ) -> Result<Report, ClientError> {
+        if collection.is_central() {
+            // Before the ledger: nothing is charged for a report that is not built.
+            return Err(ClientError::CentralCollection {
+                id: collection.id.clone(),
+            });
+        }
         let perturber = Perturber::try_new(collection.clone())?;
         // Re-derived: policy checked on the local parameters.
         self.policy.check(perturber.collection())?;
@@ -348,6 +354,20 @@ impl AggregatorClient {
         x: &[f64],
     ) -> Result<SubmitOutcome, ClientError> {
         let report = self.prepare_report(collection, x)?;
+        self.submit_report(report).await
+    }
+
+    /// **Trusted curator only**: sends `x`, clipped and on the grid but WITHOUT noise,
+    /// to a central collection, whose operator sees it
+    /// ([`trusted_curator_report`](crate::trusted_curator_report)); retried like
+    /// [`submit_report`](Self::submit_report). Refuses a local collection: there,
+    /// [`submit`](Self::submit) perturbs on the device.
+    pub async fn submit_to_trusted_curator(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<SubmitOutcome, ClientError> {
+        let report = crate::trusted_curator_report(collection, x, random_report_id()?)?;
         self.submit_report(report).await
     }
 

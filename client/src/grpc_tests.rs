@@ -208,6 +208,7 @@ impl Aggregator for Fake {
             reports,
             releasable: reports >= c.min_reports,
             closed: false,
+            ..Default::default()
         }))
     }
 

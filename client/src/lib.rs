@@ -78,7 +78,9 @@ pub use ldpcov_noise::{
 pub use ldpcov_proto as proto;
 pub use ldpcov_proto::{Collection, ReportId};
 pub use ledger::{BudgetLedger, BudgetLimits, LEDGER_FILE, LedgerError, Spend};
-pub use perturb::{CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id};
+pub use perturb::{
+    CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
+};
 pub use policy::PrivacyPolicy;
 
 #[cfg(feature = "grpc")]

@@ -217,6 +217,11 @@ impl Perturber {
         if let Some(err) = &self.invalid {
             return Err(err.clone().into());
         }
+        if self.collection.is_central() {
+            return Err(ClientError::CentralCollection {
+                id: self.collection.id.clone(),
+            });
+        }
         let c = &self.collection;
         let scale = c.grid_scale();
         let sigma_grid = c.sigma_grid();
@@ -305,6 +310,36 @@ fn round_grid(a: f64, b: f64, scale: f64) -> f64 {
         }
     }
     r
+}
+
+/// A **trusted-curator** report for a central collection: `x` clipped exactly as a
+/// local report is ([`Perturber::clip`]: centre, radius R), put on the grid `2^−15`
+/// inside the unit ball exactly, and sent **without noise** — the operator sees it.
+/// Privacy comes only from the noise the aggregator adds to each release. Refuses a
+/// local collection ([`ClientError::LocalCollection`]), a collection whose parameters
+/// disagree with its spec, and bad input (wrong length, NaN or infinite values).
+pub fn trusted_curator_report(
+    collection: &Collection,
+    x: &[f64],
+    report_id: ReportId,
+) -> Result<Report, ClientError> {
+    if !collection.is_central() {
+        return Err(ClientError::LocalCollection {
+            id: collection.id.clone(),
+        });
+    }
+    let perturber = Perturber::try_new(collection.clone())?;
+    let u = perturber.clip(x)?;
+    let grid = ldpcov_proto::wire::to_grid_unit_ball(
+        &u,
+        ldpcov_proto::collection::CENTRAL_COORDINATE_BITS,
+    )?;
+    Ok(Report {
+        collection_id: collection.id.clone(),
+        report_id: report_id.0.to_vec(),
+        encoding: ldpcov_proto::v1::Encoding::RawI32Le as i32,
+        payload: ldpcov_proto::wire::encode_raw(&grid),
+    })
 }
 
 #[cfg(test)]

@@ -58,6 +58,7 @@ mod precision;
 mod psd;
 pub mod spectral;
 mod structure;
+mod synthetic;
 mod threshold;
 
 pub use accumulator::{Accumulator, FOLDS};
@@ -71,6 +72,7 @@ pub use precision::{
 };
 pub use psd::{project_psd, project_psd_floor, symmetric_eigen};
 pub use structure::{Structure, bandwidth_grid};
+pub use synthetic::synthetic_rows;
 pub use threshold::{
     AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
     Seed001Threshold, SpectralCandidate, SpectralShrinkage, ThresholdKind, ThresholdRule,

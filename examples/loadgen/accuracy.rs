@@ -17,7 +17,7 @@ use rand::SeedableRng;
 
 use crate::args::Args;
 use crate::report::{DataSummary, Summary};
-use crate::setup::{Setup, Source};
+use crate::setup::{Setup, Source, build_report};
 
 /// What the workers sent: reports accepted, duplicates, payload bytes per report.
 type Sent = (u64, u64, usize);
@@ -40,11 +40,13 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     bar.finish_and_clear();
 
     let id = &setup.id;
-    // The server's default rule (K-fold cross-validation) is the headline.
+    // The server's default rule is the headline (K-fold cross-validation for a local
+    // collection; SURE bulk shrinkage of the one release for a central one).
     let est = setup
         .admin
         .estimate(GetEstimateRequest {
             collection_id: id.clone(),
+            release: setup.release(args),
             ..Default::default()
         })
         .await?;
@@ -54,6 +56,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
             collection_id: id.clone(),
             threshold: Some(get_estimate_request::Threshold::None(NoThreshold {})),
             skip_psd_projection: false,
+            release: setup.release(args),
             ..Default::default()
         })
         .await?;
@@ -157,10 +160,10 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
                 for _ in 0..n {
                     let report = match source.as_ref() {
                         Source::Model { sampler, .. } => {
-                            client.prepare_report(&collection, &sampler.sample(&mut rng))?
+                            build_report(&mut client, &collection, &sampler.sample(&mut rng))?
                         }
                         Source::Data { users, rows, .. } => {
-                            client.prepare_report(&collection, users.row(rows[next]))?
+                            build_report(&mut client, &collection, users.row(rows[next]))?
                         }
                     };
                     next += 1;

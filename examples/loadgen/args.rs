@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use clap::{Parser, ValueEnum};
 use ldpcov::models::{Model, Tails};
-use ldpcov::proto::v1::{CollectionSpec, Encoding};
+use ldpcov::proto::v1::{CollectionSpec, Encoding, PrivacyModel};
 use nalgebra::DMatrix;
 use std::path::PathBuf;
 
@@ -27,6 +27,16 @@ pub(crate) enum WireEncoding {
     I16,
     /// 1 byte per entry, stochastically rounded to a coarser grid.
     I8,
+}
+
+/// `--privacy-model`.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+pub(crate) enum PrivacyModelArg {
+    /// Every user perturbs its own report (local DP).
+    Local,
+    /// Trusted curator: users send clipped vectors unperturbed; the estimate is a
+    /// GaussCov release of `--release-rho`.
+    Central,
 }
 
 /// `--distribution`.
@@ -95,9 +105,17 @@ pub(crate) struct Args {
     /// Tails of the data.
     #[arg(long, value_enum, default_value_t = Distribution::Gaussian)]
     pub(crate) distribution: Distribution,
-    /// Wire encoding of the reports.
+    /// Wire encoding of the reports (local collections).
     #[arg(long, value_enum, default_value_t = WireEncoding::I32)]
     pub(crate) encoding: WireEncoding,
+    /// Who adds the noise when the collection is created: local (each user) or
+    /// central (the aggregator, once per release; ε and δ are then the total budget).
+    #[arg(long, value_enum, default_value_t = PrivacyModelArg::Local)]
+    pub(crate) privacy_model: PrivacyModelArg,
+    /// Central collections: ρ of the GaussCov release the estimates post-process
+    /// (default: the collection's whole budget).
+    #[arg(long)]
+    pub(crate) release_rho: Option<f64>,
     /// Concurrent client connections.
     #[arg(long, default_value_t = 4)]
     pub(crate) concurrency: usize,
@@ -188,10 +206,16 @@ impl Args {
                 Some(_) => 1000,
                 None => users.min(1000),
             },
-            encoding: match self.encoding {
-                WireEncoding::I32 => Encoding::I32Le,
-                WireEncoding::I16 => Encoding::I16Le,
-                WireEncoding::I8 => Encoding::I8,
+            encoding: match (self.privacy_model, self.encoding) {
+                // A central collection's reports are raw vectors.
+                (PrivacyModelArg::Central, _) => Encoding::Unspecified,
+                (_, WireEncoding::I32) => Encoding::I32Le,
+                (_, WireEncoding::I16) => Encoding::I16Le,
+                (_, WireEncoding::I8) => Encoding::I8,
+            } as i32,
+            privacy_model: match self.privacy_model {
+                PrivacyModelArg::Local => PrivacyModel::Local,
+                PrivacyModelArg::Central => PrivacyModel::Central,
             } as i32,
             ..Default::default()
         }

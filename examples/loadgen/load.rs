@@ -15,7 +15,7 @@ use rand::SeedableRng;
 
 use crate::args::Args;
 use crate::report::LoadSummary;
-use crate::setup::{Setup, Source};
+use crate::setup::{Setup, Source, build_report};
 
 /// Runs the load test for `secs` seconds and summarises it, with the server's report
 /// count before and after.
@@ -152,7 +152,7 @@ async fn run_load(
             while Instant::now() < deadline {
                 let x = source.draw(&mut lc.rng);
                 // Perturbation, encoding and id: before the clock starts.
-                let report = lc.client.prepare_report(&collection, &x)?;
+                let report = build_report(&mut lc.client, &collection, &x)?;
                 result.bytes_per_report = report.payload.len();
                 let sent = Instant::now();
                 let outcome = lc.client.submit_report(report).await;

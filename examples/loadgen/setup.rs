@@ -8,10 +8,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use ldpcov::aggregator::EmbeddedServer;
 use ldpcov::aggregator::Limits;
-use ldpcov::client::AggregatorClient;
+use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
 use ldpcov::data_users::DataUsers;
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::Collection;
+use ldpcov::proto::v1::{CentralMechanism, CentralRelease, Report};
 use nalgebra::DMatrix;
 use rand::Rng;
 
@@ -82,7 +83,31 @@ pub(crate) struct Setup {
     pub(crate) truth: DMatrix<f64>,
 }
 
+/// One user's report for `collection`: perturbed on the "device" for a local
+/// collection, the clipped vector itself for a central one (trusted curator).
+pub(crate) fn build_report(
+    client: &mut AggregatorClient,
+    collection: &Collection,
+    x: &[f64],
+) -> Result<Report> {
+    Ok(if collection.is_central() {
+        trusted_curator_report(collection, x, random_report_id()?)?
+    } else {
+        client.prepare_report(collection, x)?
+    })
+}
+
 impl Setup {
+    /// The release the estimates of a central collection post-process: GaussCov at
+    /// `--release-rho` (default: the whole budget); None for a local collection.
+    pub(crate) fn release(&self, args: &Args) -> Option<CentralRelease> {
+        self.collection.is_central().then(|| CentralRelease {
+            mechanism: CentralMechanism::GaussCov as i32,
+            rho: args.release_rho.unwrap_or(self.collection.rho),
+            epsilon: 0.0,
+        })
+    }
+
     /// Builds the data model, starts or reaches the aggregator and gets the
     /// collection.
     pub(crate) async fn prepare(args: &Args) -> Result<Setup> {

@@ -102,6 +102,13 @@ impl DiscreteGaussianSampler {
         self.cached = Some((sigma_grid.to_bits(), dist));
     }
 
+    /// The generator itself, for the other exact samplers of [`cks20`](crate::cks20)
+    /// (a trusted aggregator's discrete Laplace noise). Its words are drawn after the
+    /// reservoir's, never shared with it.
+    pub fn rng_mut(&mut self) -> &mut ChaCha20Rng {
+        self.bits.rng_mut()
+    }
+
     /// One draw of `dist` from this sampler's generator.
     pub fn sample(&mut self, dist: &DiscreteGaussian) -> i64 {
         dist.sample_bits(&mut self.bits)

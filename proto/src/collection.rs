@@ -13,9 +13,9 @@
 //! resolved value, so a spec stored by this code reads back the same on both paths.
 
 use crate::SpecError;
-use crate::calibration::{analytic_sigma, zcdp_rho};
+use crate::calibration::{analytic_sigma, zcdp_rho, zcdp_rho_for_epsilon};
 use crate::layout::triangle_len;
-use crate::v1::{CollectionParams, CollectionSpec, Encoding, Moments};
+use crate::v1::{CollectionParams, CollectionSpec, Encoding, Moments, PrivacyModel};
 
 /// Largest dimension a collection may have. At p = 4096 a report holds 8.4 M entries
 /// (33.6 MB as i32), which is as large as we let one gRPC message be.
@@ -82,6 +82,17 @@ pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
 pub const MEAN_WEIGHT: f64 = 0.5;
 /// Longest variable name, in bytes of UTF-8.
 pub const MAX_NAME_BYTES: usize = 64;
+/// The grid of a central report's coordinates: `u_i` is sent as an integer multiple
+/// of `2^−15` ([`Encoding::RawI32Le`]). A product of two coordinates of a vector in
+/// the unit ball is then at most `2^30` units of `2^−30` and fits an i32; the mean
+/// block `w·u_i` (`w = 1/2`) is `u_i·2^14` units, exact.
+pub const CENTRAL_COORDINATE_BITS: u32 = 15;
+/// The grid of a central collection's stored entries: `2^−30`, the grid of the
+/// products of two coordinates.
+pub const CENTRAL_GRID_BITS: u32 = 2 * CENTRAL_COORDINATE_BITS;
+/// Name of the calibration recorded for a central collection: no noise in reports,
+/// a zCDP budget spent by the releases.
+pub const CENTRAL_CALIBRATION_NAME: &str = "central/zcdp-budget";
 
 /// The exact ℓ₂ sensitivity `Δ₀(w) = sup ‖v(u) − v(u')‖` of the joint statistic
 /// `v(u) = (w·u, triu(uuᵀ))` over the unit ball (p ≥ 2), before grid rounding:
@@ -201,6 +212,11 @@ pub struct Collection {
     /// The variables have a natural order (`CollectionSpec.ordered_variables`): the
     /// default cross-validation may then try banding and Toeplitz averaging.
     pub ordered_variables: bool,
+    /// Who adds the noise (resolved: never [`PrivacyModel::Unspecified`]). In a
+    /// central collection reports are raw clipped vectors, `sigma` is 0, `rho` is the
+    /// total release budget and the entries are on the grid `2^−30`
+    /// ([`CENTRAL_GRID_BITS`]).
+    pub privacy_model: PrivacyModel,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -267,11 +283,24 @@ impl Collection {
         if spec.min_reports == 0 {
             return Err(SpecError::MinReports);
         }
+        let privacy_model = match PrivacyModel::try_from(spec.privacy_model) {
+            Ok(PrivacyModel::Unspecified | PrivacyModel::Local) => PrivacyModel::Local,
+            Ok(PrivacyModel::Central) => PrivacyModel::Central,
+            Err(_) => return Err(SpecError::PrivacyModel(spec.privacy_model)),
+        };
+        let central = privacy_model == PrivacyModel::Central;
         let encoding = match Encoding::try_from(spec.encoding) {
+            Ok(Encoding::Unspecified) if central => Encoding::RawI32Le,
             Ok(Encoding::Unspecified) => Encoding::I32Le,
             Ok(e) => e,
             Err(_) => return Err(SpecError::Encoding(spec.encoding)),
         };
+        if central != (encoding == Encoding::RawI32Le) {
+            return Err(SpecError::EncodingForModel {
+                encoding,
+                privacy_model,
+            });
+        }
         let moments = match Moments::try_from(spec.moments) {
             Ok(Moments::Unspecified | Moments::SecondMoment) => Moments::SecondMoment,
             Ok(Moments::MeanAndCovariance) => Moments::MeanAndCovariance,
@@ -287,6 +316,45 @@ impl Collection {
             ),
             _ => (0.0, std::f64::consts::SQRT_2, triangle_len(dim)),
         };
+        let spec_fields = Collection {
+            id: spec.collection_id.clone(),
+            dim,
+            epsilon,
+            delta,
+            clip_radius,
+            min_reports: spec.min_reports,
+            encoding,
+            moments,
+            centre: spec.centre.clone(),
+            variable_names: spec.variable_names.clone(),
+            entries,
+            mean_weight,
+            base_sensitivity,
+            grid_bits: 0,
+            sensitivity: 0.0,
+            sigma: 0.0,
+            rho: 0.0,
+            max_abs_grid_value: 0,
+            wire_step: 1,
+            wire_max: 0,
+            ordered_variables: spec.ordered_variables,
+            privacy_model,
+        };
+        if central {
+            // Reports carry no noise; the exact sums' replace-one sensitivity is Δ₀
+            // (√2, or Δ₀(w) with the mean block) with no rounding term, since every
+            // report is on the grid and inside the unit ball exactly (docs/PRIVACY.md,
+            // "Central collections"). The budget is the ρ whose (ε, δ)-DP conversion
+            // meets the spec.
+            return Ok(Collection {
+                grid_bits: CENTRAL_GRID_BITS,
+                sensitivity: base_sensitivity,
+                rho: zcdp_rho_for_epsilon(epsilon, delta),
+                max_abs_grid_value: 1 << CENTRAL_GRID_BITS,
+                wire_max: 1 << CENTRAL_COORDINATE_BITS,
+                ..spec_fields
+            });
+        }
         for grid_bits in (MIN_GRID_BITS..=MAX_GRID_BITS).rev() {
             let scale = f64::from(1u32 << grid_bits);
             let sensitivity = base_sensitivity + (entries as f64).sqrt() / scale;
@@ -299,7 +367,7 @@ impl Collection {
             }
             if headroom <= f64::from(i32::MAX) {
                 let (wire_step, wire_max, bound) = match encoding {
-                    Encoding::I32Le | Encoding::Unspecified => {
+                    Encoding::I32Le | Encoding::Unspecified | Encoding::RawI32Le => {
                         // ≤ headroom ≤ i32::MAX, since t < 50.
                         let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil() as i64;
                         (1, bound, bound)
@@ -319,19 +387,6 @@ impl Collection {
                     }
                 };
                 return Ok(Collection {
-                    id: spec.collection_id.clone(),
-                    dim,
-                    epsilon,
-                    delta,
-                    clip_radius,
-                    min_reports: spec.min_reports,
-                    encoding,
-                    moments,
-                    centre: spec.centre.clone(),
-                    variable_names: spec.variable_names.clone(),
-                    entries,
-                    mean_weight,
-                    base_sensitivity,
                     grid_bits,
                     sensitivity,
                     sigma,
@@ -339,7 +394,7 @@ impl Collection {
                     max_abs_grid_value: bound,
                     wire_step,
                     wire_max,
-                    ordered_variables: spec.ordered_variables,
+                    ..spec_fields
                 });
             }
         }
@@ -388,6 +443,7 @@ impl Collection {
             moments: self.moments as i32,
             centre: self.centre.clone(),
             variable_names: self.variable_names.clone(),
+            privacy_model: self.privacy_model as i32,
         }
     }
 
@@ -401,12 +457,32 @@ impl Collection {
             sigma: self.sigma,
             rho: self.rho,
             max_abs_grid_value: self.max_abs_grid_value,
-            calibration: CALIBRATION_NAME.to_string(),
+            calibration: if self.is_central() {
+                CENTRAL_CALIBRATION_NAME
+            } else {
+                CALIBRATION_NAME
+            }
+            .to_string(),
             wire_step: self.wire_step,
             wire_max: self.wire_max,
             mean_weight: self.mean_weight,
             mean_entries: self.mean_entries() as u32,
             base_sensitivity: self.base_sensitivity,
+        }
+    }
+
+    /// Whether this is a central (trusted-curator) collection.
+    pub fn is_central(&self) -> bool {
+        self.privacy_model == PrivacyModel::Central
+    }
+
+    /// Bytes of one report's payload: `entries × bytes per entry`, or `4·p` for a
+    /// central collection's raw vector.
+    pub fn payload_bytes(&self) -> usize {
+        if self.is_central() {
+            4 * self.dim
+        } else {
+            self.entries * crate::wire::bytes_per_entry(self.encoding).unwrap_or(4)
         }
     }
 

@@ -80,6 +80,19 @@ pub enum SpecError {
     /// Unknown encoding value.
     #[error("unknown encoding {0}")]
     Encoding(i32),
+    /// Unknown privacy model value.
+    #[error("unknown privacy model {0} (1 = local, 2 = central, 0 = the default, local)")]
+    PrivacyModel(i32),
+    /// An encoding of the other privacy model.
+    #[error(
+        "encoding {encoding:?} cannot be used by a {privacy_model:?} collection: raw vectors (ENCODING_RAW_I32_LE) go to central collections only, perturbed reports to local ones"
+    )]
+    EncodingForModel {
+        /// The encoding asked for.
+        encoding: v1::Encoding,
+        /// The collection's privacy model.
+        privacy_model: v1::PrivacyModel,
+    },
     /// Unknown moments value.
     #[error("unknown moments {0} (1 = second moment, 2 = mean and covariance, 0 = the default)")]
     Moments(i32),

@@ -1,8 +1,9 @@
 //! Report payload encodings and the decode-and-validate step the aggregator runs on
 //! every report before it touches any state.
 
-use crate::collection::Collection;
-use crate::v1::Encoding;
+use crate::collection::{CENTRAL_COORDINATE_BITS, Collection};
+use crate::layout::triangle_len;
+use crate::v1::{Encoding, PrivacyModel};
 use thiserror::Error;
 
 /// Length in bytes of a report id.
@@ -43,6 +44,31 @@ pub enum WireError {
         /// The collection's bound.
         bound: i64,
     },
+    /// A raw vector sent to a local collection, or a perturbed report to a central
+    /// one.
+    #[error(
+        "a report in encoding {got:?} cannot go to a {privacy_model:?} collection: raw vectors (ENCODING_RAW_I32_LE) go to central collections only, perturbed reports to local ones"
+    )]
+    ModelMismatch {
+        /// The collection's privacy model.
+        privacy_model: PrivacyModel,
+        /// The report's encoding.
+        got: Encoding,
+    },
+    /// A central report's vector is not inside the unit ball exactly.
+    #[error(
+        "the vector's squared norm is {norm2} units of 2^-30, above the unit ball's 2^30: clip it to the collection's radius before sending"
+    )]
+    OutsideUnitBall {
+        /// `Σ u_i²` in units of `2^−30`.
+        norm2: i64,
+    },
+    /// A coordinate that is NaN or infinite.
+    #[error("coordinate {index} is not a finite number")]
+    NotFinite {
+        /// The first such coordinate.
+        index: usize,
+    },
     /// The report id is not 16 bytes.
     #[error("report id has {0} bytes, expected 16")]
     ReportId(usize),
@@ -77,7 +103,7 @@ impl TryFrom<&[u8]> for ReportId {
 /// Bytes one entry takes in `encoding`.
 pub fn bytes_per_entry(encoding: Encoding) -> Option<usize> {
     match encoding {
-        Encoding::I32Le => Some(4),
+        Encoding::I32Le | Encoding::RawI32Le => Some(4),
         Encoding::I16Le => Some(2),
         Encoding::I8 => Some(1),
         Encoding::Unspecified => None,
@@ -92,7 +118,9 @@ pub fn encode_payload(collection: &Collection, wire_values: &[i32]) -> Vec<u8> {
     let max = collection.wire_max.min(i64::from(i32::MAX)) as i32;
     let clamped = wire_values.iter().map(|v| (*v).clamp(-max, max));
     match collection.encoding {
-        Encoding::I32Le | Encoding::Unspecified => clamped.flat_map(i32::to_le_bytes).collect(),
+        Encoding::I32Le | Encoding::Unspecified | Encoding::RawI32Le => {
+            clamped.flat_map(i32::to_le_bytes).collect()
+        }
         // In range: |v| ≤ wire_max = 32 767 or 127.
         Encoding::I16Le => clamped.flat_map(|v| (v as i16).to_le_bytes()).collect(),
         Encoding::I8 => clamped.map(|v| (v as i8) as u8).collect(),
@@ -113,11 +141,20 @@ pub fn decode_payload(
     } else {
         got
     };
+    if (got == Encoding::RawI32Le) != collection.is_central() {
+        return Err(WireError::ModelMismatch {
+            privacy_model: collection.privacy_model,
+            got,
+        });
+    }
     if got != collection.encoding {
         return Err(WireError::EncodingMismatch {
             expected: collection.encoding,
             got,
         });
+    }
+    if collection.is_central() {
+        return decode_raw(collection, payload);
     }
     let width = bytes_per_entry(got).ok_or(WireError::UnknownEncoding(encoding))?;
     let expected = collection.entries * width;
@@ -175,10 +212,85 @@ pub fn decode_payload(
     Ok(values)
 }
 
+/// `x` clipped into the unit ball and rounded to the grid `2^−k` so that the result is
+/// inside the ball exactly: `x/max(1, ‖x‖)`, each coordinate rounded to the nearest
+/// multiple of `2^−k`, then the largest coordinates moved one step toward zero until
+/// `Σ u_i² ≤ 2^2k` in integers (at most a few steps: rounding adds at most `√p/2`
+/// units to the norm). Refuses non-finite coordinates. `grid_bits` ≤ 15 (the central
+/// grid, [`CENTRAL_COORDINATE_BITS`]).
+pub fn to_grid_unit_ball(x: &[f64], grid_bits: u32) -> Result<Vec<i32>, WireError> {
+    if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+        return Err(WireError::NotFinite { index });
+    }
+    let grid_bits = grid_bits.min(CENTRAL_COORDINATE_BITS);
+    let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let scale = f64::from(1u32 << grid_bits) / norm.max(1.0);
+    let mut u: Vec<i32> = x.iter().map(|v| (v * scale).round() as i32).collect();
+    let unit = 1i128 << (2 * grid_bits);
+    let mut norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
+    while norm2 > unit {
+        // Non-empty: an empty vector has norm 0.
+        let Some((i, _)) = u.iter().enumerate().max_by_key(|(_, v)| v.unsigned_abs()) else {
+            break;
+        };
+        let old = i128::from(u[i]);
+        u[i] -= u[i].signum();
+        norm2 += i128::from(u[i]) * i128::from(u[i]) - old * old;
+    }
+    Ok(u)
+}
+
+/// Serialises a central report: the coordinates `u` (units of `2^−15`, inside the
+/// unit ball exactly, e.g. from `ldpcov_central::to_grid_unit_ball`) as little-endian
+/// i32 ([`Encoding::RawI32Le`]).
+pub fn encode_raw(u: &[i32]) -> Vec<u8> {
+    u.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Decodes a central collection's raw vector and expands it into the entries the
+/// store sums, in units of `2^−30`: the mean block `w·u_i = u_i·2^14` when the
+/// collection has one, then `triu(u·uᵀ)`. Refused unless it has `p` coordinates with
+/// `Σ u_i² ≤ 2^30` exactly (so every product is at most `2^30` in magnitude and the
+/// exact sums have the sensitivity the releases are calibrated to).
+fn decode_raw(collection: &Collection, payload: &[u8]) -> Result<Vec<i32>, WireError> {
+    let p = collection.dim;
+    if payload.len() != 4 * p {
+        return Err(WireError::Length {
+            expected: 4 * p,
+            got: payload.len(),
+            entries: p,
+        });
+    }
+    let u: Vec<i32> = payload
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    // |u_i| ≤ 2^31, u_i² ≤ 2^62: summed in i128, no overflow for any p.
+    let norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
+    let unit = 1i128 << (2 * CENTRAL_COORDINATE_BITS);
+    if norm2 > unit {
+        return Err(WireError::OutsideUnitBall {
+            norm2: i64::try_from(norm2).unwrap_or(i64::MAX),
+        });
+    }
+    let mut entries = Vec::with_capacity(collection.entries);
+    if collection.has_mean() {
+        // w = 1/2: w·u_i·2^30 = u_i·2^14, |u_i| ≤ 2^15.
+        debug_assert_eq!(collection.mean_weight, 0.5);
+        entries.extend(u.iter().map(|&v| v << (CENTRAL_COORDINATE_BITS - 1)));
+    }
+    entries.reserve(triangle_len(p));
+    for i in 0..p {
+        // Inside the ball |u_i·u_j| ≤ ‖u‖² ≤ 2^30: fits an i32.
+        entries.extend(u[i..].iter().map(|&v| u[i] * v));
+    }
+    Ok(entries)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v1::CollectionSpec;
+    use crate::v1::{CollectionSpec, Moments};
 
     // FNV-1a 64 of the 16 bytes, mod 5, computed independently in Python (a 6-line
     // FNV-1a: offset basis 0xcbf29ce484222325, prime 0x100000001b3, xor then multiply).
@@ -411,6 +523,101 @@ mod tests {
         assert_eq!(
             ReportId::try_from(&[0u8; 17][..]),
             Err(WireError::ReportId(17))
+        );
+    }
+
+    /// A central report is expanded exactly (the mean block `u_i·2^14`, then
+    /// `triu(uuᵀ)`), refused outside the unit ball by one unit of `2^−30`, refused at
+    /// the wrong length, and refused by (or sent to) a collection of the other model.
+    #[test]
+    fn raw_vectors_expand_exactly_and_only_into_central_collections() {
+        let spec = |moments: Moments, model: PrivacyModel| CollectionSpec {
+            collection_id: "c".into(),
+            dim: 3,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            moments: moments as i32,
+            privacy_model: model as i32,
+            ..Default::default()
+        };
+        let central =
+            Collection::from_spec(&spec(Moments::SecondMoment, PrivacyModel::Central)).unwrap();
+        assert_eq!(central.encoding, Encoding::RawI32Le);
+        assert_eq!((central.entries, central.grid_bits), (6, 30));
+        // (0.6, −0.8, 0) rounded toward 0 on the grid 2^-15:
+        // 19 660² + 26 214² = 1 073 689 396 ≤ 2^30.
+        let u = [19_660, -26_214, 0];
+        let got = decode_payload(&central, Encoding::RawI32Le as i32, &encode_raw(&u)).unwrap();
+        let want: Vec<i32> = vec![19_660 * 19_660, 19_660 * -26_214, 0, 26_214 * 26_214, 0, 0];
+        assert_eq!(got, want);
+        // The unspecified encoding on a report means the collection's.
+        assert_eq!(decode_payload(&central, 0, &encode_raw(&u)).unwrap(), want);
+        // One unit of 2^-30 outside the ball: 2^15 and 1 → 2^30 + 1.
+        assert_eq!(
+            decode_payload(&central, 4, &encode_raw(&[1 << 15, 1, 0])),
+            Err(WireError::OutsideUnitBall {
+                norm2: (1 << 30) + 1
+            })
+        );
+        // On the sphere exactly is inside.
+        assert!(decode_payload(&central, 4, &encode_raw(&[1 << 15, 0, 0])).is_ok());
+        // i32::MIN does not overflow the norm.
+        assert!(matches!(
+            decode_payload(&central, 4, &encode_raw(&[i32::MIN, 0, 0])),
+            Err(WireError::OutsideUnitBall { .. })
+        ));
+        assert_eq!(
+            decode_payload(&central, 4, &encode_raw(&u[..2])),
+            Err(WireError::Length {
+                expected: 12,
+                got: 8,
+                entries: 3
+            })
+        );
+        // A perturbed report to a central collection, a raw one to a local collection.
+        assert_eq!(
+            decode_payload(&central, Encoding::I32Le as i32, &[0; 24]),
+            Err(WireError::ModelMismatch {
+                privacy_model: PrivacyModel::Central,
+                got: Encoding::I32Le
+            })
+        );
+        let local =
+            Collection::from_spec(&spec(Moments::SecondMoment, PrivacyModel::Local)).unwrap();
+        assert_eq!(
+            decode_payload(&local, Encoding::RawI32Le as i32, &encode_raw(&u)),
+            Err(WireError::ModelMismatch {
+                privacy_model: PrivacyModel::Local,
+                got: Encoding::RawI32Le
+            })
+        );
+        // With the mean block: w·u_i = u_i·2^14 units of 2^-30 first.
+        let joint = Collection::from_spec(&spec(Moments::MeanAndCovariance, PrivacyModel::Central))
+            .unwrap();
+        let got = decode_payload(&joint, 4, &encode_raw(&u)).unwrap();
+        assert_eq!(got.len(), 9);
+        assert_eq!(&got[..3], &[19_660 << 14, -26_214 << 14, 0]);
+        assert_eq!(&got[3..], &want[..]);
+        // A central spec with a local encoding, and the reverse, are refused.
+        let mut bad = spec(Moments::SecondMoment, PrivacyModel::Central);
+        bad.encoding = Encoding::I32Le as i32;
+        assert!(matches!(
+            Collection::from_spec(&bad),
+            Err(crate::SpecError::EncodingForModel { .. })
+        ));
+        let mut bad = spec(Moments::SecondMoment, PrivacyModel::Local);
+        bad.encoding = Encoding::RawI32Le as i32;
+        assert!(matches!(
+            Collection::from_spec(&bad),
+            Err(crate::SpecError::EncodingForModel { .. })
+        ));
+        let mut bad = spec(Moments::SecondMoment, PrivacyModel::Local);
+        bad.privacy_model = 7;
+        assert_eq!(
+            Collection::from_spec(&bad),
+            Err(crate::SpecError::PrivacyModel(7))
         );
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ldpcov_aggregator::{client_config, read_ca};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
-use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding, Moments};
+use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding, Moments, PrivacyModel};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -117,6 +117,8 @@ pub(crate) fn status_json(status: &CollectionStatus) -> serde_json::Value {
         "reports": status.reports,
         "releasable": status.releasable,
         "closed": status.closed,
+        "rho_budget": status.rho_budget,
+        "rho_spent": status.rho_spent,
         "params": status.params.as_ref().map(params_json),
     })
 }
@@ -136,6 +138,7 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "moments": Moments::try_from(spec.moments).map(|m| m.as_str_name()).unwrap_or("unknown"),
         "centre": spec.centre,
         "variable_names": spec.variable_names,
+        "privacy_model": PrivacyModel::try_from(spec.privacy_model).map(|m| m.as_str_name()).unwrap_or("unknown"),
         "entries": p.entries,
         "mean_entries": p.mean_entries,
         "mean_weight": p.mean_weight,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use ldpcov_proto::v1::{CollectionSpec, CreateCollectionRequest, Encoding, Moments};
+use ldpcov_proto::v1::{CollectionSpec, CreateCollectionRequest, Encoding, Moments, PrivacyModel};
 
 use crate::admin::{ServerArgs, params_json, print_json, status_error};
 
@@ -19,10 +19,10 @@ pub(crate) struct Options {
     /// Dimension p of each user's vector.
     #[arg(long, env = "LDPCOV_DIM")]
     dim: u32,
-    /// ε of one report.
+    /// ε of one report (local), or of all releases together (central).
     #[arg(long, env = "LDPCOV_EPSILON")]
     epsilon: f64,
-    /// δ of one report.
+    /// δ of one report (local), or of all releases together (central).
     #[arg(long, env = "LDPCOV_DELTA")]
     delta: f64,
     /// Clip radius R.
@@ -31,9 +31,15 @@ pub(crate) struct Options {
     /// Reports needed before an estimate is released.
     #[arg(long, env = "LDPCOV_MIN_REPORTS")]
     min_reports: u64,
-    /// Wire encoding of reports (i16 and i8 re-quantise the noisy entries).
-    #[arg(long, env = "LDPCOV_ENCODING", value_enum, default_value_t = WireEncoding::I32)]
-    encoding: WireEncoding,
+    /// Wire encoding of reports (local collections; default i32): i16 and i8
+    /// re-quantise the noisy entries.
+    #[arg(long, env = "LDPCOV_ENCODING", value_enum)]
+    encoding: Option<WireEncoding>,
+    /// Who adds the noise. `central`: devices send their clipped vectors and the
+    /// operator SEES them; each estimate is a release that spends the collection's
+    /// budget (ε, δ). Serve such a collection with TLS and a submit token.
+    #[arg(long, env = "LDPCOV_PRIVACY_MODEL", value_enum, default_value_t = PrivacyModelArg::Local)]
+    privacy_model: PrivacyModelArg,
     /// The variables have a natural order (time, position, …): the default estimate
     /// may then try banding and Toeplitz averaging. Off by default.
     #[arg(long, env = "LDPCOV_ORDERED_VARIABLES")]
@@ -109,6 +115,15 @@ fn read_names(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// `--privacy-model`.
+#[derive(Clone, Copy, ValueEnum)]
+enum PrivacyModelArg {
+    /// Each device perturbs its own report (nobody sees a raw vector).
+    Local,
+    /// Trusted curator: raw clipped vectors, noise added once per release.
+    Central,
+}
+
 /// `--encoding`.
 #[derive(Clone, Copy, ValueEnum)]
 enum WireEncoding {
@@ -144,9 +159,14 @@ impl Options {
             clip_radius: self.clip_radius,
             min_reports: self.min_reports,
             encoding: match self.encoding {
-                WireEncoding::I32 => Encoding::I32Le,
-                WireEncoding::I16 => Encoding::I16Le,
-                WireEncoding::I8 => Encoding::I8,
+                None => Encoding::Unspecified,
+                Some(WireEncoding::I32) => Encoding::I32Le,
+                Some(WireEncoding::I16) => Encoding::I16Le,
+                Some(WireEncoding::I8) => Encoding::I8,
+            } as i32,
+            privacy_model: match self.privacy_model {
+                PrivacyModelArg::Local => PrivacyModel::Local,
+                PrivacyModelArg::Central => PrivacyModel::Central,
             } as i32,
             ordered_variables: self.ordered_variables,
             moments: moments as i32,

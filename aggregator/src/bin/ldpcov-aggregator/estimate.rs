@@ -14,9 +14,10 @@ use ldpcov_aggregator::{
 use ldpcov_proto::v1::Estimate;
 use ldpcov_proto::v1::get_estimate_request::Threshold;
 use ldpcov_proto::v1::{
-    AdaptiveThreshold, BulkShrinkage, CrossValidatedThreshold, EstimateTarget, FactorModel,
-    GetEstimateRequest, NoThreshold, PrecisionParams, Seed001Threshold, SpectralLoss,
-    SpectralShrinkage, ThresholdKind, UniversalThreshold,
+    AdaptiveThreshold, BulkShrinkage, CentralMechanism, CentralRelease, CrossValidatedThreshold,
+    EstimateTarget, FactorModel, GetCollectionRequest, GetEstimateRequest, NoThreshold,
+    PrecisionParams, Seed001Threshold, SpectralLoss, SpectralShrinkage, ThresholdKind,
+    UniversalThreshold,
 };
 
 use crate::admin::{ServerArgs, status_error};
@@ -29,9 +30,20 @@ pub(crate) struct Options {
     /// Collection id.
     #[arg(long, env = "LDPCOV_COLLECTION")]
     id: String,
-    /// Threshold rule (cv: K-fold cross-validation, the server's default).
-    #[arg(long, env = "LDPCOV_THRESHOLD", value_enum, default_value_t = Rule::Cv)]
-    threshold: Rule,
+    /// Threshold rule. Default: the server's — K-fold cross-validation for a local
+    /// collection, bulk-shrink (SURE on the release's known noise) for a central one.
+    #[arg(long, env = "LDPCOV_THRESHOLD", value_enum)]
+    threshold: Option<Rule>,
+    /// Central collections: the release to post-process, which spends budget the
+    /// first time it is asked for (the same release with no new report is free).
+    #[arg(long, env = "LDPCOV_RELEASE", value_enum)]
+    release: Option<ReleaseArg>,
+    /// ρ (zCDP) the release spends (gauss-cov, separate-cov).
+    #[arg(long, env = "LDPCOV_RELEASE_RHO", requires = "release")]
+    release_rho: Option<f64>,
+    /// ε (pure DP) the release spends (laplace-cov).
+    #[arg(long, env = "LDPCOV_RELEASE_EPSILON", requires = "release")]
+    release_epsilon: Option<f64>,
     /// Soft instead of hard thresholding (for cv: only soft candidates).
     #[arg(long, env = "LDPCOV_SOFT")]
     soft: bool,
@@ -102,6 +114,17 @@ pub(crate) struct Options {
     /// file the users' data came from; read in the data reader's dialect).
     #[arg(long, env = "LDPCOV_NAMES_FROM")]
     names_from: Option<PathBuf>,
+    /// Also draw this many synthetic rows from the released mean and covariance
+    /// (post-processing: the release's guarantee, no user's values) and write them as
+    /// CSV to --synthetic-out.
+    #[arg(long, env = "LDPCOV_SYNTHETIC_ROWS", requires = "synthetic_out")]
+    synthetic_rows: Option<usize>,
+    /// CSV file of the synthetic rows (header: the variable names, or x0, x1, …).
+    #[arg(long, env = "LDPCOV_SYNTHETIC_OUT", requires = "synthetic_rows")]
+    synthetic_out: Option<PathBuf>,
+    /// Seed of the synthetic rows' generator (default: from the operating system).
+    #[arg(long, env = "LDPCOV_SYNTHETIC_SEED")]
+    synthetic_seed: Option<u64>,
     /// For png: what to draw (default: the released matrix, i.e. the covariance or,
     /// for a precision target, the precision matrix). correlation, second-moment and
     /// mean exist for mean-and-covariance collections. Axis names default to the
@@ -145,6 +168,19 @@ enum Rule {
     BulkShrink,
 }
 
+/// `--release`.
+// The values are seed 002's mechanism names (gauss-cov, separate-cov, laplace-cov).
+#[allow(clippy::enum_variant_names)]
+#[derive(Clone, Copy, ValueEnum)]
+enum ReleaseArg {
+    /// Every entry plus discrete Gaussian noise (--release-rho).
+    GaussCov,
+    /// Noisy eigenvalues with GaussCov's eigenvectors (--release-rho; second moment).
+    SeparateCov,
+    /// Every entry plus discrete Laplace noise, pure DP (--release-epsilon).
+    LaplaceCov,
+}
+
 /// `--target`.
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
 enum Target {
@@ -161,38 +197,49 @@ impl Options {
     fn request(&self) -> GetEstimateRequest {
         let threshold_diagonal = self.threshold_diagonal;
         let threshold = match self.threshold {
-            Rule::Cv => Threshold::CrossValidated(CrossValidatedThreshold {
+            // The server's default, unless a cv flag is given.
+            None if !(threshold_diagonal || self.unordered) => None,
+            None | Some(Rule::Cv) => Some(Threshold::CrossValidated(CrossValidatedThreshold {
                 threshold_diagonal,
                 unordered_variables: self.unordered,
                 ..Default::default()
-            }),
-            Rule::Adaptive => Threshold::Adaptive(AdaptiveThreshold {
+            })),
+            Some(Rule::Adaptive) => Some(Threshold::Adaptive(AdaptiveThreshold {
                 eta: self.eta,
                 threshold_diagonal,
-            }),
-            Rule::Seed001 => Threshold::Seed001(Seed001Threshold {
+            })),
+            Some(Rule::Seed001) => Some(Threshold::Seed001(Seed001Threshold {
                 xi: self.xi,
                 threshold_diagonal,
-            }),
-            Rule::None => Threshold::None(NoThreshold {}),
-            Rule::Universal => Threshold::Universal(UniversalThreshold {
+            })),
+            Some(Rule::None) => Some(Threshold::None(NoThreshold {})),
+            Some(Rule::Universal) => Some(Threshold::Universal(UniversalThreshold {
                 gamma: self.gamma,
                 c: self.c,
                 threshold_diagonal,
-            }),
-            Rule::Spectral => Threshold::Spectral(SpectralShrinkage {
+            })),
+            Some(Rule::Spectral) => Some(Threshold::Spectral(SpectralShrinkage {
                 loss: if self.operator_loss {
                     SpectralLoss::Operator
                 } else {
                     SpectralLoss::Frobenius
                 } as i32,
                 rank: self.rank,
-            }),
-            Rule::Factor => Threshold::Factor(FactorModel { rank: self.rank }),
-            Rule::BulkShrink => Threshold::BulkShrink(BulkShrinkage {
+            })),
+            Some(Rule::Factor) => Some(Threshold::Factor(FactorModel { rank: self.rank })),
+            Some(Rule::BulkShrink) => Some(Threshold::BulkShrink(BulkShrinkage {
                 alphas: self.alphas.clone(),
-            }),
+            })),
         };
+        let release = self.release.map(|r| CentralRelease {
+            mechanism: match r {
+                ReleaseArg::GaussCov => CentralMechanism::GaussCov,
+                ReleaseArg::SeparateCov => CentralMechanism::SeparateCov,
+                ReleaseArg::LaplaceCov => CentralMechanism::LaplaceCov,
+            } as i32,
+            rho: self.release_rho.unwrap_or(0.0),
+            epsilon: self.release_epsilon.unwrap_or(0.0),
+        });
         let target = match self.target {
             Target::Covariance => EstimateTarget::Covariance,
             Target::PrecisionRidge => EstimateTarget::PrecisionRidge,
@@ -200,7 +247,7 @@ impl Options {
         };
         GetEstimateRequest {
             collection_id: self.id.clone(),
-            threshold: Some(threshold),
+            threshold,
             skip_psd_projection: self.no_psd,
             threshold_kind: if self.soft {
                 ThresholdKind::Soft as i32
@@ -215,6 +262,7 @@ impl Options {
                 max_iterations: self.max_iterations,
                 penalize_diagonal: false,
             }),
+            release,
         }
     }
 
@@ -235,14 +283,30 @@ impl Options {
             (None, Some(path)) => Some(read_csv_header(path)?),
             (None, None) => None,
         };
-        let estimate = self
-            .server
-            .connect()
-            .await?
+        let mut client = self.server.connect().await?;
+        let estimate = client
             .get_estimate(self.request())
             .await
             .map_err(status_error)?
             .into_inner();
+        if let (Some(rows), Some(path)) = (self.synthetic_rows, &self.synthetic_out) {
+            // A second-moment collection's rows are drawn about its centre.
+            let mean = if estimate.mean.is_empty() {
+                client
+                    .get_collection(GetCollectionRequest {
+                        collection_id: self.id.clone(),
+                    })
+                    .await
+                    .map_err(status_error)?
+                    .into_inner()
+                    .spec
+                    .map(|s| s.centre)
+                    .unwrap_or_default()
+            } else {
+                estimate.mean.clone()
+            };
+            write_synthetic(&estimate, &mean, rows, self.synthetic_seed, path)?;
+        }
         match (&self.out, self.format) {
             (Some(path), Format::Png) => {
                 let what = match self.what {
@@ -320,6 +384,53 @@ fn draw_png(
     }
     let matrix = matrix_to_plot(estimate, what)?;
     Ok(write_heatmap(path, &matrix, &title, names)?)
+}
+
+/// Draws `rows` synthetic rows of `N(mean, Σ̂)` from the released covariance and
+/// writes them as CSV to `path`.
+fn write_synthetic(
+    estimate: &Estimate,
+    mean: &[f64],
+    rows: usize,
+    seed: Option<u64>,
+    path: &std::path::Path,
+) -> Result<()> {
+    use rand::SeedableRng;
+    let p = estimate.dim as usize;
+    let full = ldpcov_proto::layout::unpack_symmetric(p, &estimate.upper_triangle);
+    let sigma = nalgebra::DMatrix::from_row_slice(p, p, &full);
+    let mut rng = match seed {
+        Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),
+        None => rand_chacha::ChaCha20Rng::from_os_rng(),
+    };
+    let drawn = ldpcov_estimate::synthetic_rows(mean, &sigma, rows, &mut rng)
+        .context("cannot draw synthetic rows from the estimate")?;
+    let mut file = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    let quote = |name: &String| {
+        if name.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", name.replace('"', "\"\""))
+        } else {
+            name.clone()
+        }
+    };
+    let header: Vec<String> = if estimate.variable_names.len() == p {
+        estimate.variable_names.iter().map(quote).collect()
+    } else {
+        (0..p).map(|i| format!("x{i}")).collect()
+    };
+    writeln!(file, "{}", header.join(","))?;
+    for row in &drawn {
+        let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
+        writeln!(file, "{}", line.join(","))?;
+    }
+    file.flush()?;
+    eprintln!(
+        "wrote {rows} synthetic rows ({p} columns, drawn from the released estimate) to {}",
+        path.display()
+    );
+    Ok(())
 }
 
 /// The name of `--format`'s value, for the message after writing a file.

@@ -31,6 +31,8 @@ use ldpcov_estimate::{
     spectral::Shrinker,
 };
 
+mod central;
+
 /// Reports of one stream are handed to the store in batches of at most this many.
 pub const STREAM_BATCH: usize = 256;
 
@@ -77,6 +79,7 @@ pub struct AggregatorService {
     store: Arc<dyn Store>,
     limits: Limits,
     auth: Arc<AuthConfig>,
+    transport_secure: bool,
 }
 
 impl AggregatorService {
@@ -86,7 +89,15 @@ impl AggregatorService {
             store,
             limits,
             auth: Arc::new(AuthConfig::default()),
+            transport_secure: false,
         }
+    }
+
+    /// Records that the server runs behind TLS (default: not). Only used to warn when
+    /// a central collection, whose reports are raw vectors, is served without it.
+    pub fn with_transport_security(mut self, tls: bool) -> Self {
+        self.transport_secure = tls;
+        self
     }
 
     /// Requires the tokens of `auth` (default: open, no tokens). See
@@ -116,11 +127,19 @@ impl AggregatorService {
     async fn status_of(&self, c: &Collection) -> Result<CollectionStatus, Status> {
         let reports = self.store.count(&c.id).await.map_err(store_status)?;
         let closed = self.store.is_closed(&c.id).await.map_err(store_status)?;
+        let (rho_budget, rho_spent) = if c.is_central() {
+            let spent = self.store.budget_spent(&c.id).await.map_err(store_status)?;
+            (c.rho, spent)
+        } else {
+            (0.0, 0.0)
+        };
         Ok(CollectionStatus {
             params: Some(c.params()),
             reports,
             releasable: reports >= c.min_reports,
             closed,
+            rho_budget,
+            rho_spent,
         })
     }
 
@@ -410,8 +429,16 @@ impl Aggregator for AggregatorService {
             .map_err(store_status)?;
         tracing::info!(
             collection = %created.id, dim = created.dim, epsilon = created.epsilon,
-            delta = created.delta, sigma = created.sigma, "collection created"
+            delta = created.delta, sigma = created.sigma, central = created.is_central(),
+            "collection created"
         );
+        if created.is_central() && !(self.transport_secure && self.auth.submit_guarded()) {
+            tracing::warn!(
+                collection = %created.id, tls = self.transport_secure,
+                submit_token = self.auth.submit_guarded(),
+                "central collection served without TLS and a submit token: devices' raw vectors can be read on the network or sent by anyone; serve with --tls-cert/--tls-key and --submit-token-file"
+            );
+        }
         self.refresh_collections_gauge().await;
         Ok(Response::new(created.params()))
     }
@@ -523,22 +550,34 @@ impl Aggregator for AggregatorService {
         let started = Instant::now();
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
-        let (options, target) = options_from_request(&req)?;
+        let (mut options, target) = options_from_request(&req)?;
         let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
+        // A central collection's estimators act on a recorded noisy release; a local
+        // one's on its sums, whose noise the devices added.
+        let (input, release) = if c.is_central() {
+            let r = self
+                .central_input(&c, &req, &mut options, &target, snapshot)
+                .await?;
+            (r.input, Some(r.info))
+        } else {
+            if req.release.is_some() {
+                return Err(invalid(
+                    "release is for central collections: a local collection's reports carry their own noise",
+                ));
+            }
+            (snapshot, None)
+        };
+        let sigma = input.collection.sigma;
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
         let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
             Target::Covariance => {
-                estimate::estimate(&snapshot.collection, &snapshot.acc, &options).map(|r| (r, None))
+                estimate::estimate(&input.collection, &input.acc, &options).map(|r| (r, None))
             }
-            Target::Precision(method, lambda) => estimate_precision(
-                &snapshot.collection,
-                &snapshot.acc,
-                &options,
-                &method,
-                lambda,
-            )
-            .map(|pr| (pr.covariance.clone(), Some(pr))),
+            Target::Precision(method, lambda) => {
+                estimate_precision(&input.collection, &input.acc, &options, &method, lambda)
+                    .map(|pr| (pr.covariance.clone(), Some(pr)))
+            }
         })
         .await
         .map_err(|e| Status::internal(format!("estimator task failed: {e}")))?
@@ -568,7 +607,7 @@ impl Aggregator for AggregatorService {
             dim: c.dim as u32,
             upper_triangle: packed(&result.matrix),
             reports: result.reports,
-            sigma: c.sigma,
+            sigma,
             entry_noise_sd: result.entry_noise_sd,
             threshold: result.threshold,
             threshold_rule: result.rule.clone(),
@@ -589,6 +628,12 @@ impl Aggregator for AggregatorService {
             variable_names: c.variable_names.clone(),
             ..Default::default()
         };
+        if let Some(info) = release {
+            out.release = Some(info.release);
+            out.release_rho_spent = info.rho_spent_now;
+            out.rho_budget = c.rho;
+            out.rho_spent = info.rho_spent_total;
+        }
         if let Some(pr) = precision {
             out.precision_upper_triangle = packed(&pr.theta);
             out.precision_lambda = pr.lambda;

@@ -1,0 +1,259 @@
+//! GetEstimate on a central collection: the release it post-processes.
+//!
+//! A central collection's sums are exact (the devices added no noise), so the
+//! estimators never see them. Instead a request names a release — mechanism and ρ
+//! (or ε) — and the service
+//!
+//! 1. looks it up in the store's ledger under a key made of the mechanism, its
+//!    parameter and the report count (the same release asked again, with no new
+//!    report, is answered from the ledger at no cost);
+//! 2. otherwise draws it with `ldpcov_central::release_sums` (fresh noise from the
+//!    exact samplers, seeded by the operating system) and records it with its ρ in
+//!    one store transaction, refused with `RESOURCE_EXHAUSTED` beyond the budget;
+//! 3. hands the noisy sums to the local estimators as if they were a local
+//!    collection's, with the per-report σ that gives the release's noise per averaged
+//!    entry (`σ_eq = sd_grid/(2^30·√n)`): everything after the release is
+//!    post-processing.
+//!
+//! Rules that need more than the release — cross-validation (fold sums), the adaptive
+//! threshold (sums of squares), a cross-validated precision λ — are refused: a free
+//! look at the exact per-fold statistics would not be private. The default rule is
+//! SURE bulk shrinkage, whose risk estimate uses only the release and its known noise.
+
+use std::sync::Arc;
+
+use ldpcov_central::{Mechanism, ReleaseBudget, release_sums};
+use ldpcov_estimate::{Accumulator, BulkShrinkage, EstimateOptions, ThresholdRule};
+use ldpcov_noise::DiscreteGaussianSampler;
+use ldpcov_proto::Collection;
+use ldpcov_proto::v1::{
+    CentralMechanism, CentralRelease, GetEstimateRequest, StoredCentralRelease,
+    get_estimate_request::Threshold,
+};
+use prost::Message;
+use tonic::Status;
+
+use super::{AggregatorService, Target, estimate_status, invalid, store_status};
+use crate::store::Snapshot;
+
+/// What a central estimate works on, and what its release spent.
+pub(super) struct CentralInput {
+    /// The noisy release as sums, with the collection's σ set to the release's.
+    pub(super) input: Snapshot,
+    /// For the response.
+    pub(super) info: ReleaseInfo,
+}
+
+/// The release fields of a central estimate's response.
+pub(super) struct ReleaseInfo {
+    /// The release, as asked.
+    pub(super) release: CentralRelease,
+    /// ρ spent by this call (0 when the ledger answered).
+    pub(super) rho_spent_now: f64,
+    /// The collection's total ρ spent, this release included.
+    pub(super) rho_spent_total: f64,
+}
+
+/// The mechanism and budget a request's `release` names (INVALID_ARGUMENT otherwise).
+fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget), Status> {
+    let positive = |name: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(invalid(format!(
+                "release {name} = {v} must be a finite number > 0"
+            )))
+        }
+    };
+    match CentralMechanism::try_from(release.mechanism) {
+        Ok(m @ (CentralMechanism::GaussCov | CentralMechanism::SeparateCov)) => {
+            if release.epsilon != 0.0 {
+                return Err(invalid(
+                    "gauss_cov and separate_cov spend a rho: leave release.epsilon unset",
+                ));
+            }
+            let mechanism = if m == CentralMechanism::GaussCov {
+                Mechanism::GaussCov
+            } else {
+                Mechanism::SeparateCov
+            };
+            Ok((mechanism, ReleaseBudget::Rho(positive("rho", release.rho)?)))
+        }
+        Ok(CentralMechanism::LaplaceCov) => {
+            if release.rho != 0.0 {
+                return Err(invalid(
+                    "laplace_cov spends an epsilon (pure DP): leave release.rho unset",
+                ));
+            }
+            Ok((
+                Mechanism::LaplaceCov,
+                ReleaseBudget::Epsilon(positive("epsilon", release.epsilon)?),
+            ))
+        }
+        Ok(CentralMechanism::Unspecified) => Err(invalid(
+            "release.mechanism is unset: name gauss_cov, separate_cov or laplace_cov",
+        )),
+        Err(_) => Err(invalid(format!(
+            "unknown release mechanism {}",
+            release.mechanism
+        ))),
+    }
+}
+
+/// The ledger key of a release: mechanism, its parameter's exact bits, report count.
+fn ledger_key(mechanism: Mechanism, budget: ReleaseBudget, reports: u64) -> Vec<u8> {
+    let (kind, value) = match budget {
+        ReleaseBudget::Rho(r) => ("rho", r),
+        ReleaseBudget::Epsilon(e) => ("epsilon", e),
+    };
+    format!(
+        "central-release/v1/{}/{kind}={:016x}/n={reports}",
+        mechanism.name(),
+        value.to_bits()
+    )
+    .into_bytes()
+}
+
+/// Checks the estimate options against what a release supports, filling in the
+/// central default (SURE bulk shrinkage; none after SeparateCov).
+fn central_options(
+    req: &GetEstimateRequest,
+    mechanism: Mechanism,
+    options: &mut EstimateOptions,
+    target: &Target,
+) -> Result<(), Status> {
+    match &req.threshold {
+        None if mechanism == Mechanism::SeparateCov => options.rule = ThresholdRule::None,
+        None => options.rule = ThresholdRule::BulkShrink(BulkShrinkage::default()),
+        Some(Threshold::CrossValidated(_) | Threshold::Adaptive(_)) => {
+            return Err(invalid(
+                "cross-validation and the adaptive threshold need per-report statistics (fold sums, sums of squares) that a central release does not have: use none, universal, seed001, spectral, factor or bulk_shrink",
+            ));
+        }
+        Some(Threshold::None(_)) => {}
+        Some(_) if mechanism == Mechanism::SeparateCov => {
+            return Err(invalid(
+                "separate_cov's noise is on the eigenvalues, not on each entry: only the `none` rule applies to it",
+            ));
+        }
+        Some(_) => {}
+    }
+    if let Target::Precision(_, None) = target {
+        return Err(invalid(
+            "a cross-validated precision lambda needs fold sums that a central release does not have: give precision.lambda",
+        ));
+    }
+    Ok(())
+}
+
+impl AggregatorService {
+    /// The input of a central collection's estimate: the recorded release the request
+    /// names, drawn and recorded first if it is new (module docs).
+    pub(super) async fn central_input(
+        &self,
+        c: &Arc<Collection>,
+        req: &GetEstimateRequest,
+        options: &mut EstimateOptions,
+        target: &Target,
+        snapshot: Snapshot,
+    ) -> Result<CentralInput, Status> {
+        let release = req.release.ok_or_else(|| {
+            invalid(
+                "a central collection's estimate post-processes a release that spends its budget: set release {mechanism, rho} (or epsilon for laplace_cov)",
+            )
+        })?;
+        let (mechanism, budget) = parse_release(&release)?;
+        central_options(req, mechanism, options, target)?;
+        let n = snapshot.acc.count;
+        if n < c.min_reports {
+            return Err(estimate_status(
+                ldpcov_estimate::EstimateError::BelowMinimum {
+                    have: n,
+                    need: c.min_reports,
+                },
+            ));
+        }
+        let key = ledger_key(mechanism, budget, n);
+        let recorded = match self
+            .store
+            .recorded_release(&c.id, &key)
+            .await
+            .map_err(store_status)?
+        {
+            Some(r) => r,
+            None => {
+                let rho = match budget {
+                    ReleaseBudget::Rho(r) => r,
+                    ReleaseBudget::Epsilon(e) => e * e / 2.0,
+                };
+                // Fail early, before drawing: the ledger below is the authority.
+                let spent = self.store.budget_spent(&c.id).await.map_err(store_status)?;
+                if spent + rho > c.rho {
+                    return Err(store_status(crate::store::StoreError::BudgetExhausted {
+                        id: c.id.clone(),
+                        requested: rho,
+                        spent,
+                        budget: c.rho,
+                    }));
+                }
+                let collection = Arc::clone(c);
+                let sums = snapshot.acc.sums();
+                let noisy = tokio::task::spawn_blocking(move || {
+                    let mut sampler = DiscreteGaussianSampler::from_os_rng().map_err(|e| {
+                        Status::internal(format!("no randomness from the operating system: {e}"))
+                    })?;
+                    release_sums(&collection, n, &sums, mechanism, budget, &mut sampler)
+                        .map_err(|e| invalid(e.to_string()))
+                })
+                .await
+                .map_err(|e| Status::internal(format!("release task failed: {e}")))??;
+                let stored = StoredCentralRelease {
+                    mechanism: release.mechanism,
+                    rho: noisy.rho,
+                    epsilon: release.epsilon,
+                    reports: noisy.count,
+                    noise_sd_grid: noisy.noise_sd_grid,
+                    sums: noisy.sums,
+                };
+                let r = self
+                    .store
+                    .record_release(&c.id, &key, noisy.rho, c.rho, stored.encode_to_vec())
+                    .await
+                    .map_err(store_status)?;
+                tracing::info!(
+                    collection = %c.id, mechanism = mechanism.name(), rho = noisy.rho,
+                    reports = n, spent = r.spent, budget = c.rho, fresh = r.fresh,
+                    "central release recorded"
+                );
+                r
+            }
+        };
+        let stored = StoredCentralRelease::decode(recorded.body.as_slice()).map_err(|e| {
+            Status::internal(format!("the ledger holds an unreadable release: {e}"))
+        })?;
+        if stored.sums.len() != c.entries || stored.reports != n {
+            return Err(Status::internal(
+                "the ledger's release does not match its key (entries or reports)",
+            ));
+        }
+        let mut acc = Accumulator::new(c.entries, 1);
+        acc.count = n;
+        acc.fold_counts[0] = n;
+        acc.fold_sums[0] = stored.sums;
+        let mut collection = (**c).clone();
+        // The per-report σ whose average has the release's noise: σ_eq/√n per entry of
+        // the average equals sd_grid/(2^30·n).
+        collection.sigma = stored.noise_sd_grid / (c.grid_scale() * (n as f64).sqrt());
+        Ok(CentralInput {
+            input: Snapshot {
+                collection: Arc::new(collection),
+                acc,
+            },
+            info: ReleaseInfo {
+                release,
+                rho_spent_now: if recorded.fresh { recorded.rho } else { 0.0 },
+                rho_spent_total: recorded.spent,
+            },
+        })
+    }
+}

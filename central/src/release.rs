@@ -1,0 +1,200 @@
+//! A central collection's release, from the aggregator's exact sums.
+//!
+//! The aggregator keeps, per central collection, the exact integer sums of the
+//! expanded reports `v(u) = (w·u, triu(u·uᵀ))` (or `triu(u·uᵀ)` alone) in units of
+//! `2^−30` (`ldpcov_proto::collection::CENTRAL_GRID_BITS`). A release adds noise once
+//! to those sums. The result has the shape of a local collection's sums with known
+//! per-entry noise, so every estimator of `ldpcov-estimate` applies to it as
+//! post-processing, at no further privacy cost.
+//!
+//! # Sensitivities of the joint sums (replace-one, unit-ball units)
+//!
+//! * ℓ₂: `Δ₀(w) = (2 + w²)/√2` (`ldpcov_proto::collection::joint_base_sensitivity`,
+//!   derived there), `√2` without the mean block (`w = 0`). No rounding term: every
+//!   report is on the grid and inside the unit ball exactly (checked in integers
+//!   when it arrives), and `w·u_i`, `u_i·u_j` are computed exactly.
+//! * ℓ₁: `‖v(u)‖₁ = w‖u‖₁ + (‖u‖₂² + ‖u‖₁²)/2 ≤ w√p + (1 + p)/2` (Cauchy–Schwarz,
+//!   `‖u‖₁ ≤ √p`), so `Δ₁ ≤ 2w√p + p + 1` by the triangle inequality (`p + 1` without
+//!   the mean block, as in [`laplace_cov`](crate::laplace_cov)).
+
+use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
+use crate::{CentralError, CentralStatistics, separate_cov};
+use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
+use ldpcov_proto::Collection;
+use ldpcov_proto::collection::{CENTRAL_GRID_BITS, joint_base_sensitivity};
+use rand::RngCore;
+
+/// The privacy parameter a release spends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReleaseBudget {
+    /// zCDP ρ (GaussCov, SeparateCov).
+    Rho(f64),
+    /// Pure ε-DP (LaplaceCov), recorded as ρ = ε²/2.
+    Epsilon(f64),
+}
+
+/// Noisy sums as a central collection releases them: the collection's grid units
+/// (`2^−30`), the collection's entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoisySums {
+    /// The mechanism.
+    pub mechanism: Mechanism,
+    /// The released sums: exact sums plus noise (SeparateCov: its released matrix
+    /// times n, rounded to the grid).
+    pub sums: Vec<i64>,
+    /// Reports in the release.
+    pub count: u64,
+    /// Noise sd of each released sum entry in grid units (SeparateCov: of each
+    /// eigenvalue of the sum).
+    pub noise_sd_grid: f64,
+    /// The zCDP ρ spent (`ε²/2` for LaplaceCov).
+    pub rho: f64,
+}
+
+/// Adds exact discrete Gaussian noise of sd `Δ₂/√(2ρ)` (grid units) to every sum:
+/// ρ-zCDP for sums whose replace-one ℓ₂ sensitivity is `l2_grid` grid units.
+pub fn gaussian_sums(
+    sums: &[i64],
+    l2_grid: f64,
+    rho: f64,
+    noise: &mut impl NoiseSampler,
+) -> Result<(Vec<i64>, f64), CentralError> {
+    check_budget("rho", rho)?;
+    let sigma = check_sigma(gaussian_sigma(l2_grid, rho))?;
+    let noisy = sums
+        .iter()
+        .map(|&s| add_noise(s, noise.sample_grid(sigma)))
+        .collect::<Result<_, _>>()?;
+    Ok((noisy, sigma))
+}
+
+/// Adds exact discrete Laplace noise of scale `t = ⌈Δ₁/ε⌉` (grid units) to every sum:
+/// ε-DP for sums whose replace-one ℓ₁ sensitivity is `l1_grid` grid units. Returns the
+/// noisy sums and the noise sd, `√(2e^{−1/t})/(1 − e^{−1/t})`.
+pub fn laplace_sums(
+    sums: &[i64],
+    l1_grid: f64,
+    epsilon: f64,
+    rng: &mut impl RngCore,
+) -> Result<(Vec<i64>, f64), CentralError> {
+    check_budget("epsilon", epsilon)?;
+    let t = (l1_grid / epsilon).ceil();
+    if !(1.0..=2f64.powi(52)).contains(&t) {
+        return Err(CentralError::Parameter(format!(
+            "epsilon = {epsilon} gives a Laplace scale of {t} grid units, outside [1, 2^52]"
+        )));
+    }
+    let t = t as u64;
+    let noisy = sums
+        .iter()
+        .map(|&s| add_noise(s, ldpcov_noise::cks20::discrete_laplace(rng, t)))
+        .collect::<Result<_, _>>()?;
+    let q = (-1.0 / t as f64).exp();
+    Ok((noisy, (2.0 * q).sqrt() / (1.0 - q)))
+}
+
+fn add_noise(sum: i64, noise: i64) -> Result<i64, CentralError> {
+    sum.checked_add(noise).ok_or_else(|| {
+        CentralError::Parameter("a noisy sum does not fit 64 bits: the noise is too large".into())
+    })
+}
+
+/// The replace-one ℓ₂ sensitivity of a central collection's sums, grid units:
+/// `Δ₀(w)·2^30` (module docs).
+pub fn collection_l2_sensitivity(collection: &Collection) -> f64 {
+    joint_base_sensitivity(collection.mean_weight) * collection.grid_scale()
+}
+
+/// The replace-one ℓ₁ sensitivity of a central collection's sums, grid units:
+/// `(2w√p + p + 1)·2^30` (module docs).
+pub fn collection_l1_sensitivity(collection: &Collection) -> f64 {
+    let p = collection.dim as f64;
+    (2.0 * collection.mean_weight * p.sqrt() + p + 1.0) * collection.grid_scale()
+}
+
+/// One release of a central collection's exact `sums` over `count` reports.
+///
+/// * GaussCov: [`gaussian_sums`] at [`collection_l2_sensitivity`], spends ρ.
+/// * LaplaceCov: [`laplace_sums`] at [`collection_l1_sensitivity`], spends ε²/2.
+/// * SeparateCov ([`separate_cov`], second-moment collections only): its matrix,
+///   times n, rounded to the grid; spends ρ.
+///
+/// Refuses a local collection, sums of the wrong length, no reports, a budget of the
+/// wrong kind for the mechanism, and ρ or ε out of range; nothing is drawn then.
+pub fn release_sums(
+    collection: &Collection,
+    count: u64,
+    sums: &[i64],
+    mechanism: Mechanism,
+    budget: ReleaseBudget,
+    sampler: &mut DiscreteGaussianSampler,
+) -> Result<NoisySums, CentralError> {
+    if !collection.is_central() || collection.grid_bits != CENTRAL_GRID_BITS {
+        return Err(CentralError::Parameter(format!(
+            "collection {} is not a central collection",
+            collection.id
+        )));
+    }
+    if sums.len() != collection.entries {
+        return Err(CentralError::Length {
+            expected: collection.entries,
+            got: sums.len(),
+        });
+    }
+    if count == 0 {
+        return Err(CentralError::Empty);
+    }
+    let (sums, noise_sd_grid, rho) = match (mechanism, budget) {
+        (Mechanism::GaussCov, ReleaseBudget::Rho(rho)) => {
+            let (noisy, sd) =
+                gaussian_sums(sums, collection_l2_sensitivity(collection), rho, sampler)?;
+            (noisy, sd, rho)
+        }
+        (Mechanism::LaplaceCov, ReleaseBudget::Epsilon(epsilon)) => {
+            let (noisy, sd) = laplace_sums(
+                sums,
+                collection_l1_sensitivity(collection),
+                epsilon,
+                sampler.rng_mut(),
+            )?;
+            (noisy, sd, epsilon * epsilon / 2.0)
+        }
+        (Mechanism::SeparateCov, ReleaseBudget::Rho(rho)) => {
+            if collection.has_mean() {
+                return Err(CentralError::Parameter(
+                    "separate_cov releases the second moment only: use gauss_cov, or a collection of moments SECOND_MOMENT".into(),
+                ));
+            }
+            let stats = CentralStatistics::from_sums(
+                collection.dim,
+                CENTRAL_GRID_BITS / 2,
+                count,
+                sums.to_vec(),
+            )?;
+            let release = separate_cov(&stats, rho, sampler)?;
+            let scale = collection.grid_scale() * count as f64;
+            let packed = ldpcov_proto::layout::triangle_pairs(collection.dim)
+                .map(|(i, j)| (release.matrix[(i, j)] * scale).round() as i64)
+                .collect();
+            (packed, release.noise_sd * scale, rho)
+        }
+        (mechanism, budget) => {
+            return Err(CentralError::Parameter(format!(
+                "{} spends {}, not {budget:?}",
+                mechanism.name(),
+                if mechanism == Mechanism::LaplaceCov {
+                    "an epsilon"
+                } else {
+                    "a rho"
+                }
+            )));
+        }
+    };
+    Ok(NoisySums {
+        mechanism,
+        sums,
+        count,
+        noise_sd_grid,
+        rho,
+    })
+}
