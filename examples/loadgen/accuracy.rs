@@ -104,6 +104,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         clip_radius: collection.clip_radius,
         sigma: collection.sigma,
         sensitivity: collection.sensitivity,
+        central_release_rho: setup.release(args).map(|r| r.rho),
         entry_noise_sd: est.entry_noise_sd,
         model: setup.source.name(),
         threshold: est.threshold,

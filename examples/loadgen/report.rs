@@ -17,6 +17,9 @@ pub(crate) struct Summary {
     pub(crate) clip_radius: f64,
     pub(crate) sigma: f64,
     pub(crate) sensitivity: f64,
+    /// Central collections: the ρ of the release the estimates post-process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) central_release_rho: Option<f64>,
     pub(crate) entry_noise_sd: f64,
     pub(crate) model: String,
     pub(crate) threshold: f64,
@@ -117,10 +120,16 @@ pub(crate) fn print_human(s: &Summary) {
         None => format!("{} data", s.model),
     };
     println!("ldpcov loadgen: {} users, p = {}, {source}", s.users, s.dim);
-    println!(
-        "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian)",
-        s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma
-    );
+    match s.central_release_rho {
+        Some(rho) => println!(
+            "  central (trusted curator): budget ε = {}, δ = {:e} in all; this release ρ = {rho:.6} (GaussCov on the exact sums, Δ = {:.6}), R = {:.3}",
+            s.epsilon, s.delta, s.sensitivity, s.clip_radius
+        ),
+        None => println!(
+            "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian)",
+            s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma
+        ),
+    }
     println!(
         "  sent {} reports in {:.2} s: {:.0} reports/s, {} payload bytes each ({} accepted, {} duplicates)",
         s.users, s.elapsed_sec, s.reports_per_sec, s.bytes_per_report, s.accepted, s.duplicates
