@@ -106,6 +106,8 @@ struct JsonRelease {
     rho_spent_by_this_call: f64,
     rho_budget: f64,
     rho_spent: f64,
+    radius: f64,
+    trace: f64,
 }
 
 #[derive(Serialize)]
@@ -280,6 +282,7 @@ pub fn write_estimate(
                         Ok(CentralMechanism::GaussCov) => "gauss-cov",
                         Ok(CentralMechanism::SeparateCov) => "separate-cov",
                         Ok(CentralMechanism::LaplaceCov) => "laplace-cov",
+                        Ok(CentralMechanism::AdaptiveCov) => "adaptive-cov",
                         _ => "unknown",
                     },
                     rho: r.rho,
@@ -287,6 +290,8 @@ pub fn write_estimate(
                     rho_spent_by_this_call: estimate.release_rho_spent,
                     rho_budget: estimate.rho_budget,
                     rho_spent: estimate.rho_spent,
+                    radius: estimate.release_radius,
+                    trace: estimate.release_trace,
                 }),
                 precision: is_precision.then(|| JsonPrecision {
                     covariance: covariance.chunks(p.max(1)).collect(),

@@ -1839,3 +1839,89 @@ fn central_collection_releases_spend_a_durable_budget() {
     .fails_with("ResourceExhausted");
     close(&status_of(&daemon.url)["rho_spent"], spent);
 }
+
+/// AdaptiveCov through the daemon and the CLI: a central collection with norm bins
+/// releases at a radius 2^-j·R it reports, with its private trace, spending its ρ once;
+/// a collection without bins, and bins on a local collection, are refused.
+#[test]
+fn adaptive_cov_releases_through_the_cli() {
+    let daemon = Daemon::start();
+    let args = |id: &str, model: &str, bins: &str| -> Vec<String> {
+        [
+            "create",
+            "--server",
+            &daemon.url,
+            "--id",
+            id,
+            "--dim",
+            "4",
+            "--epsilon",
+            "2",
+            "--delta",
+            "1e-6",
+            "--clip-radius",
+            "2",
+            "--min-reports",
+            "10",
+            "--moments",
+            "second-moment",
+            "--privacy-model",
+            model,
+            "--norm-bins",
+            bins,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let create_run = |a: Vec<String>| run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    create_run(args("binned-local", "local", "4")).fails_with("norm_bins is for central");
+    let params = create_run(args("binned", "central", "6")).json();
+    assert_eq!(params["norm_bins"], 6);
+    // d = 10 entries, then 6 bins of 2d + 1.
+    assert_eq!(params["entries"], 10 + 6 * 21);
+    create_run(args("plain", "central", "0")).json();
+
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async {
+        let mut client = AggregatorClient::connect(daemon.url.as_str())
+            .await
+            .expect("connect");
+        for id in ["binned", "plain"] {
+            let c = client.collection(id).await.expect("fetch");
+            for k in 0..400 {
+                let a = k as f64 * 0.31;
+                // Norm 0.6 of R = 2 (unit-ball norm 0.3): bin 1.
+                let x = [0.6 * a.cos(), 0.6 * a.sin(), 0.0, 0.0];
+                client
+                    .submit_to_trusted_curator(&c, &x)
+                    .await
+                    .expect("submit");
+            }
+        }
+    });
+    let adaptive = ["--release", "adaptive-cov", "--release-rho", "0.04"];
+    estimate(&daemon.url, "plain", &adaptive).fails_with("norm_bins");
+    let doc = estimate(&daemon.url, "binned", &adaptive).json();
+    let release = &doc["release"];
+    assert_eq!(release["mechanism"], "adaptive-cov");
+    assert_eq!(release["rho_spent_by_this_call"].as_f64(), Some(0.04));
+    let radius = release["radius"].as_f64().expect("radius");
+    let j = (2.0 / radius).log2();
+    assert!(
+        (j - j.round()).abs() < 1e-12 && (0.0..6.0).contains(&j),
+        "radius {radius}"
+    );
+    assert!(release["trace"].as_f64().expect("trace").is_finite());
+    // Asked again: the same release, free.
+    let again = estimate(&daemon.url, "binned", &adaptive).json();
+    assert_eq!(
+        again["release"]["rho_spent_by_this_call"].as_f64(),
+        Some(0.0)
+    );
+    assert_eq!(again["matrix"], doc["matrix"]);
+    assert_eq!(
+        status(&daemon.url, "binned").json()["rho_spent"].as_f64(),
+        Some(0.04)
+    );
+}

@@ -41,6 +41,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod adaptive;
 mod error;
 mod mechanisms;
 mod release;

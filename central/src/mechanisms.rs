@@ -42,6 +42,9 @@ pub enum Mechanism {
     SeparateCov,
     /// The pure ε-DP variant of GaussCov: discrete Laplace noise.
     LaplaceCov,
+    /// Seed 002's AdaptiveCov: private trace, a clipping radius by the sparse vector
+    /// technique, GaussCov of the clipped data (`adaptive` module).
+    AdaptiveCov,
 }
 
 impl Mechanism {
@@ -51,6 +54,7 @@ impl Mechanism {
             Mechanism::GaussCov => "gauss_cov",
             Mechanism::SeparateCov => "separate_cov",
             Mechanism::LaplaceCov => "laplace_cov",
+            Mechanism::AdaptiveCov => "adaptive_cov",
         }
     }
 }

@@ -49,6 +49,12 @@ pub struct NoisySums {
     pub noise_sd_grid: f64,
     /// The zCDP ρ spent (`ε²/2` for LaplaceCov).
     pub rho: f64,
+    /// The clipping radius of the release, unit-ball units (AdaptiveCov's `2^−j`; 1
+    /// for the others).
+    pub radius: f64,
+    /// AdaptiveCov's private trace of the (unclipped) sums, grid units (0 for the
+    /// others).
+    pub trace: f64,
 }
 
 /// Adds exact discrete Gaussian noise of sd `Δ₂/√(2ρ)` (grid units) to every sum:
@@ -144,6 +150,16 @@ pub fn release_sums(
     if count == 0 {
         return Err(CentralError::Empty);
     }
+    if mechanism == Mechanism::AdaptiveCov {
+        let ReleaseBudget::Rho(rho) = budget else {
+            return Err(CentralError::Parameter(
+                "adaptive_cov spends a rho, not an epsilon".into(),
+            ));
+        };
+        return crate::adaptive::adaptive_cov(collection, count, sums, rho, sampler);
+    }
+    // The other mechanisms release the moments, without the norm bins.
+    let sums = &sums[..collection.release_entries()];
     let (sums, noise_sd_grid, rho) = match (mechanism, budget) {
         (Mechanism::GaussCov, ReleaseBudget::Rho(rho)) => {
             let (noisy, sd) =
@@ -196,5 +212,7 @@ pub fn release_sums(
         count,
         noise_sd_grid,
         rho,
+        radius: 1.0,
+        trace: 0.0,
     })
 }

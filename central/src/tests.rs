@@ -365,3 +365,168 @@ fn collection_releases_use_the_joint_sensitivity() {
         .is_err()
     );
 }
+
+/// A central second-moment collection with `bins` norm bins, and the exact sums of
+/// `rows` as the wire decoder expands them.
+fn binned(rows: &[Vec<f64>], bins: u32) -> (ldpcov_proto::Collection, Vec<i64>) {
+    use ldpcov_proto::v1::{CollectionSpec, Moments, PrivacyModel};
+    let collection = ldpcov_proto::Collection::from_spec(&CollectionSpec {
+        collection_id: "a".into(),
+        dim: rows[0].len() as u32,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 1.0,
+        min_reports: 1,
+        moments: Moments::SecondMoment as i32,
+        privacy_model: PrivacyModel::Central as i32,
+        norm_bins: bins,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut sums = vec![0i64; collection.entries];
+    for row in rows {
+        let u = to_grid_unit_ball(row, K).unwrap();
+        let payload = ldpcov_proto::wire::encode_raw(&u);
+        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload).unwrap();
+        for (s, e) in sums.iter_mut().zip(entries) {
+            *s += i64::from(e);
+        }
+    }
+    (collection, sums)
+}
+
+/// The norm bins give the sum of the vectors clipped at any `2^−j` exactly, up to the
+/// rounding of `uuᵀ/‖u‖²` (½ unit of `2^−(30+2j)` per entry and clipped user): checked
+/// against clipping each vector directly.
+#[test]
+fn norm_bins_give_the_clipped_sums() {
+    // Norms 0.9, 0.3, 0.05 and 0: bins 0, 1, 4 (of 5; 0.05 ≤ 2^-4) and the last.
+    let mut rows = Vec::new();
+    for (k, len) in [0.9, 0.3, 0.05, 0.0]
+        .into_iter()
+        .cycle()
+        .take(40)
+        .enumerate()
+    {
+        let a = k as f64 * 0.7;
+        rows.push(vec![
+            len * a.cos(),
+            len * a.sin() * 0.6,
+            len * a.sin() * 0.8,
+        ]);
+    }
+    let (collection, sums) = binned(&rows, 5);
+    assert_eq!(collection.entries, 6 + 5 * 13);
+    for j in 0..5 {
+        let tau = 0.5f64.powi(j as i32);
+        let v = crate::adaptive::clipped_sums(&collection, &sums, j);
+        let mut exact = [0.0f64; 6];
+        let mut clipped_users = 0.0;
+        for row in &rows {
+            let u = to_grid_unit_ball(row, K).unwrap();
+            let u: Vec<f64> = u.iter().map(|&x| f64::from(x) / 32768.0).collect();
+            let norm = u.iter().map(|x| x * x).sum::<f64>().sqrt();
+            let f = if norm > tau { tau / norm } else { 1.0 };
+            clipped_users += f64::from(u8::from(norm > tau));
+            let mut k = 0;
+            for a in 0..3 {
+                for b in a..3 {
+                    exact[k] += f * f * u[a] * u[b];
+                    k += 1;
+                }
+            }
+        }
+        let unit = (1u64 << (30 + 2 * j)) as f64;
+        for (got, want) in v.iter().zip(exact) {
+            let err = (*got as f64 - want * unit).abs();
+            assert!(
+                err <= 0.5 * clipped_users + 1e-6 * unit,
+                "j = {j}: {got} vs {}",
+                want * unit
+            );
+        }
+    }
+}
+
+/// AdaptiveCov at ρ = 10⁴ (SVT noise scales 2·2^30/ε and 4·2^30/ε with ε = √ρ/2 = 50:
+/// 0.04 and 0.08 of one user's largest contribution) on 1000 vectors of norm 0.1.
+/// The query at τ = 1/16 is 1000·(0.01 − 1/256) − 10⁻⁴ ≈ 6.1, about 75 query scales
+/// above the threshold, so the release never clips below 1/8 (probability < e^{−70}).
+/// At τ ≥ 1/8 the bias is 0 and the queries sit a fraction of a scale below the
+/// threshold, so the SVT may stop at any of them; whatever it picks, the noise sd is
+/// that radius's (`(√2·2^30 + √d)/√(2·3ρ/4)/4^j`, pinned), the residuals against the
+/// exact sums are N(0, sd²) (at most 200 × 6 draws: within 5 standard errors) and the
+/// trace is within 6 sd (`2^30/√(ρ/4)`).
+#[test]
+fn adaptive_cov_releases_at_its_radius_with_the_calibrated_noise() {
+    let rows: Vec<Vec<f64>> = (0..1000)
+        .map(|k| {
+            let a = k as f64 * 0.37;
+            vec![0.1 * a.cos(), 0.1 * a.sin(), 0.0]
+        })
+        .collect();
+    let (collection, sums) = binned(&rows, 6);
+    let rho: f64 = 1e4;
+    let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(21);
+    let d = 6.0f64;
+    let mut residuals = Vec::new();
+    let mut radii = std::collections::BTreeMap::new();
+    for _ in 0..200 {
+        let r = release_sums(
+            &collection,
+            1000,
+            &sums,
+            Mechanism::AdaptiveCov,
+            ReleaseBudget::Rho(rho),
+            &mut sampler,
+        )
+        .unwrap();
+        assert_eq!((r.rho, r.sums.len()), (rho, 6));
+        let j = (-r.radius.log2()).round() as i32;
+        *radii.entry(j).or_insert(0) += 1;
+        let want_sd = (std::f64::consts::SQRT_2 * (1u64 << 30) as f64 + d.sqrt())
+            / (2.0 * 0.75 * rho).sqrt()
+            / 4f64.powi(j);
+        assert!((r.noise_sd_grid / want_sd - 1.0).abs() < 1e-12, "j = {j}");
+        // Every vector is inside any radius ≥ 1/8: the exact sums are the unclipped ones.
+        if j <= 3 {
+            for (got, want) in r.sums.iter().zip(&sums[..6]) {
+                residuals.push((got - want) as f64 / want_sd);
+            }
+        }
+        // The trace's noise: sd 2^30/√(ρ/4) = 2^30/50 grid units; 6 sd.
+        let exact_trace = (sums[0] + sums[3] + sums[5]) as f64;
+        assert!((r.trace - exact_trace).abs() < 6.0 * (1u64 << 30) as f64 / 50.0);
+    }
+    // The radius is never below the data's norm by more than the SVT allows: 1/16
+    // clips every vector (bias 6.1 ≫ the noise scale 0.08), so it is never chosen.
+    assert!(radii.keys().all(|&j| j <= 3), "{radii:?}");
+    let (mean, var) = moments(&residuals);
+    let n = residuals.len() as f64;
+    assert!(mean.abs() < 5.0 / n.sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 5.0 * (2.0 / n).sqrt(), "variance {var}");
+    // Without norm bins, or with an epsilon: refused.
+    let (plain, plain_sums) = binned(&rows[..10], 0);
+    assert!(
+        release_sums(
+            &plain,
+            10,
+            &plain_sums,
+            Mechanism::AdaptiveCov,
+            ReleaseBudget::Rho(1.0),
+            &mut sampler
+        )
+        .is_err()
+    );
+    assert!(
+        release_sums(
+            &collection,
+            1000,
+            &sums,
+            Mechanism::AdaptiveCov,
+            ReleaseBudget::Epsilon(1.0),
+            &mut sampler
+        )
+        .is_err()
+    );
+}

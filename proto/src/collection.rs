@@ -90,6 +90,8 @@ pub const CENTRAL_COORDINATE_BITS: u32 = 15;
 /// The grid of a central collection's stored entries: `2^−30`, the grid of the
 /// products of two coordinates.
 pub const CENTRAL_GRID_BITS: u32 = 2 * CENTRAL_COORDINATE_BITS;
+/// Most dyadic norm bins a central collection may keep (`CollectionSpec.norm_bins`).
+pub const MAX_NORM_BINS: u32 = 15;
 /// Name of the calibration recorded for a central collection: no noise in reports,
 /// a zCDP budget spent by the releases.
 pub const CENTRAL_CALIBRATION_NAME: &str = "central/zcdp-budget";
@@ -217,6 +219,10 @@ pub struct Collection {
     /// total release budget and the entries are on the grid `2^−30`
     /// ([`CENTRAL_GRID_BITS`]).
     pub privacy_model: PrivacyModel,
+    /// Dyadic norm bins kept by a central second-moment collection (0: none): each
+    /// adds `2d + 1` entries after the second moment (see
+    /// [`wire::decode_payload`](crate::wire::decode_payload)).
+    pub norm_bins: usize,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -339,14 +345,24 @@ impl Collection {
             wire_max: 0,
             ordered_variables: spec.ordered_variables,
             privacy_model,
+            norm_bins: 0,
         };
+        if spec.norm_bins > 0 && !(central && moments == Moments::SecondMoment) {
+            return Err(SpecError::NormBinsModel);
+        }
+        if spec.norm_bins > MAX_NORM_BINS {
+            return Err(SpecError::NormBins(spec.norm_bins));
+        }
         if central {
             // Reports carry no noise; the exact sums' replace-one sensitivity is Δ₀
             // (√2, or Δ₀(w) with the mean block) with no rounding term, since every
             // report is on the grid and inside the unit ball exactly (docs/PRIVACY.md,
             // "Central collections"). The budget is the ρ whose (ε, δ)-DP conversion
             // meets the spec.
+            let norm_bins = spec.norm_bins as usize;
             return Ok(Collection {
+                entries: entries + norm_bins * (2 * triangle_len(dim) + 1),
+                norm_bins,
                 grid_bits: CENTRAL_GRID_BITS,
                 sensitivity: base_sensitivity,
                 rho: zcdp_rho_for_epsilon(epsilon, delta),
@@ -444,6 +460,7 @@ impl Collection {
             centre: self.centre.clone(),
             variable_names: self.variable_names.clone(),
             privacy_model: self.privacy_model as i32,
+            norm_bins: self.norm_bins as u32,
         }
     }
 
@@ -484,6 +501,12 @@ impl Collection {
         } else {
             self.entries * crate::wire::bytes_per_entry(self.encoding).unwrap_or(4)
         }
+    }
+
+    /// Entries of the moments a release covers: the mean block (if any) and the
+    /// second moment, without a central collection's norm bins.
+    pub fn release_entries(&self) -> usize {
+        self.mean_entries() + self.second_moment_entries()
     }
 
     /// Whether reports carry the mean block ([`Moments::MeanAndCovariance`]).

@@ -93,6 +93,12 @@ pub enum SpecError {
         /// The collection's privacy model.
         privacy_model: v1::PrivacyModel,
     },
+    /// Norm bins on a collection that cannot keep them.
+    #[error("norm_bins is for central collections of moments SECOND_MOMENT only")]
+    NormBinsModel,
+    /// Too many norm bins.
+    #[error("norm_bins {0} must be at most {max}", max = collection::MAX_NORM_BINS)]
+    NormBins(u32),
     /// Unknown moments value.
     #[error("unknown moments {0} (1 = second moment, 2 = mean and covariance, 0 = the default)")]
     Moments(i32),

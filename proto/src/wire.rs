@@ -284,7 +284,47 @@ fn decode_raw(collection: &Collection, payload: &[u8]) -> Result<Vec<i32>, WireE
         // Inside the ball |u_i·u_j| ≤ ‖u‖² ≤ 2^30: fits an i32.
         entries.extend(u[i..].iter().map(|&v| u[i] * v));
     }
+    if collection.norm_bins > 0 {
+        // ≤ 2^30 (checked above).
+        expand_norm_bins(collection.norm_bins, &u, norm2 as i64, &mut entries);
+    }
     Ok(entries)
+}
+
+/// The norm bin of a vector of squared norm `norm2` (units of `2^−30`): the largest
+/// `l < bins` with `‖u‖ ≤ 2^−l`, i.e. `norm2 ≤ 2^(30 − 2l)` (0 for the unit sphere,
+/// `bins − 1` for every short vector and for 0).
+pub fn norm_bin(norm2: i64, bins: usize) -> usize {
+    (0..bins)
+        .rev()
+        .find(|&l| norm2 <= 1i64 << (2 * CENTRAL_COORDINATE_BITS as usize - 2 * l))
+        .unwrap_or(0)
+}
+
+/// Appends the norm-bin blocks of a central report (`CollectionSpec.norm_bins`): for
+/// each bin `l`, `triu(u·uᵀ)` (d entries), `triu(u·uᵀ)/‖u‖²` rounded to the grid
+/// `2^−30` (d entries; 0 for u = 0) and a count, all zero but in the vector's own bin
+/// ([`norm_bin`]). Every entry is at most `2^30` in magnitude (`|u_iu_j| ≤ ‖u‖²`).
+fn expand_norm_bins(bins: usize, u: &[i32], norm2: i64, entries: &mut Vec<i32>) {
+    let p = u.len();
+    let d = triangle_len(p);
+    let base = entries.len();
+    entries.resize(base + bins * (2 * d + 1), 0);
+    let start = base + norm_bin(norm2, bins) * (2 * d + 1);
+    let mut k = 0;
+    for i in 0..p {
+        for j in i..p {
+            let a = i64::from(u[i]) * i64::from(u[j]);
+            entries[start + k] = a as i32;
+            if norm2 > 0 {
+                // round(a·2^30/‖u‖²), half away from zero: |a|·2^30 ≤ 2^60.
+                let scaled = (a.abs() << (2 * CENTRAL_COORDINATE_BITS)) + norm2 / 2;
+                entries[start + d + k] = (a.signum() * (scaled / norm2)) as i32;
+            }
+            k += 1;
+        }
+    }
+    entries[start + 2 * d] = 1;
 }
 
 #[cfg(test)]
@@ -613,6 +653,39 @@ mod tests {
             Collection::from_spec(&bad),
             Err(crate::SpecError::EncodingForModel { .. })
         ));
+        // Norm bins: ‖u‖ ≤ 2^-l ⟺ Σu² ≤ 2^(30−2l); the last bin takes the rest.
+        assert_eq!(norm_bin(1 << 30, 5), 0);
+        assert_eq!(norm_bin((1 << 28) + 1, 5), 0);
+        assert_eq!(norm_bin(1 << 28, 5), 1);
+        assert_eq!(norm_bin(1 << 22, 5), 4);
+        assert_eq!(norm_bin(1, 5), 4);
+        assert_eq!(norm_bin(0, 5), 4);
+        let mut binned = spec(Moments::SecondMoment, PrivacyModel::Central);
+        binned.norm_bins = 2;
+        let binned = Collection::from_spec(&binned).unwrap();
+        assert_eq!(binned.entries, 6 + 2 * 13);
+        let got = decode_payload(&binned, 4, &encode_raw(&u)).unwrap();
+        // ‖u‖² ≈ 0.99995: bin 0 holds uuᵀ, round(uuᵀ·2^30/‖u‖²) and the count 1.
+        let norm2 = 19_660i64 * 19_660 + 26_214 * 26_214;
+        assert_eq!(&got[..6], &want[..]);
+        assert_eq!(&got[6..12], &want[..]);
+        let scaled = |a: i64| (a.signum() * ((a.abs() << 30) + norm2 / 2) / norm2) as i32;
+        let t: Vec<i32> = want.iter().map(|&a| scaled(i64::from(a))).collect();
+        assert_eq!(&got[12..18], &t[..]);
+        assert_eq!(got[18], 1);
+        assert!(got[19..].iter().all(|&v| v == 0));
+        let mut bad = spec(Moments::MeanAndCovariance, PrivacyModel::Central);
+        bad.norm_bins = 2;
+        assert_eq!(
+            Collection::from_spec(&bad),
+            Err(crate::SpecError::NormBinsModel)
+        );
+        let mut bad = spec(Moments::SecondMoment, PrivacyModel::Central);
+        bad.norm_bins = 16;
+        assert_eq!(
+            Collection::from_spec(&bad),
+            Err(crate::SpecError::NormBins(16))
+        );
         let mut bad = spec(Moments::SecondMoment, PrivacyModel::Local);
         bad.privacy_model = 7;
         assert_eq!(

@@ -52,6 +52,10 @@ pub(super) struct ReleaseInfo {
     pub(super) rho_spent_now: f64,
     /// The collection's total ρ spent, this release included.
     pub(super) rho_spent_total: f64,
+    /// The release's clipping radius, data units (R, or AdaptiveCov's R·2^−j).
+    pub(super) radius: f64,
+    /// AdaptiveCov's private trace of the second moment, data units (0 otherwise).
+    pub(super) trace: f64,
 }
 
 /// The mechanism and budget a request's `release` names (INVALID_ARGUMENT otherwise).
@@ -66,16 +70,20 @@ fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget),
         }
     };
     match CentralMechanism::try_from(release.mechanism) {
-        Ok(m @ (CentralMechanism::GaussCov | CentralMechanism::SeparateCov)) => {
+        Ok(
+            m @ (CentralMechanism::GaussCov
+            | CentralMechanism::SeparateCov
+            | CentralMechanism::AdaptiveCov),
+        ) => {
             if release.epsilon != 0.0 {
                 return Err(invalid(
-                    "gauss_cov and separate_cov spend a rho: leave release.epsilon unset",
+                    "gauss_cov, separate_cov and adaptive_cov spend a rho: leave release.epsilon unset",
                 ));
             }
-            let mechanism = if m == CentralMechanism::GaussCov {
-                Mechanism::GaussCov
-            } else {
-                Mechanism::SeparateCov
+            let mechanism = match m {
+                CentralMechanism::GaussCov => Mechanism::GaussCov,
+                CentralMechanism::SeparateCov => Mechanism::SeparateCov,
+                _ => Mechanism::AdaptiveCov,
             };
             Ok((mechanism, ReleaseBudget::Rho(positive("rho", release.rho)?)))
         }
@@ -91,7 +99,7 @@ fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget),
             ))
         }
         Ok(CentralMechanism::Unspecified) => Err(invalid(
-            "release.mechanism is unset: name gauss_cov, separate_cov or laplace_cov",
+            "release.mechanism is unset: name gauss_cov, separate_cov, laplace_cov or adaptive_cov",
         )),
         Err(_) => Err(invalid(format!(
             "unknown release mechanism {}",
@@ -214,6 +222,8 @@ impl AggregatorService {
                     reports: noisy.count,
                     noise_sd_grid: noisy.noise_sd_grid,
                     sums: noisy.sums,
+                    radius: noisy.radius,
+                    trace: noisy.trace,
                 };
                 let r = self
                     .store
@@ -231,16 +241,19 @@ impl AggregatorService {
         let stored = StoredCentralRelease::decode(recorded.body.as_slice()).map_err(|e| {
             Status::internal(format!("the ledger holds an unreadable release: {e}"))
         })?;
-        if stored.sums.len() != c.entries || stored.reports != n {
+        if stored.sums.len() != c.release_entries() || stored.reports != n {
             return Err(Status::internal(
                 "the ledger's release does not match its key (entries or reports)",
             ));
         }
-        let mut acc = Accumulator::new(c.entries, 1);
+        let mut acc = Accumulator::new(c.release_entries(), 1);
         acc.count = n;
         acc.fold_counts[0] = n;
         acc.fold_sums[0] = stored.sums;
         let mut collection = (**c).clone();
+        // The estimators see the released moments only, never the norm bins.
+        collection.entries = c.release_entries();
+        collection.norm_bins = 0;
         // The per-report σ whose average has the release's noise: σ_eq/√n per entry of
         // the average equals sd_grid/(2^30·n).
         collection.sigma = stored.noise_sd_grid / (c.grid_scale() * (n as f64).sqrt());
@@ -251,6 +264,8 @@ impl AggregatorService {
             },
             info: ReleaseInfo {
                 release,
+                radius: c.clip_radius * stored.radius,
+                trace: c.clip_radius * c.clip_radius * stored.trace / (c.grid_scale() * n as f64),
                 rho_spent_now: if recorded.fresh { recorded.rho } else { 0.0 },
                 rho_spent_total: recorded.spent,
             },

@@ -633,6 +633,8 @@ impl Aggregator for AggregatorService {
             out.release_rho_spent = info.rho_spent_now;
             out.rho_budget = c.rho;
             out.rho_spent = info.rho_spent_total;
+            out.release_radius = info.radius;
+            out.release_trace = info.trace;
         }
         if let Some(pr) = precision {
             out.precision_upper_triangle = packed(&pr.theta);

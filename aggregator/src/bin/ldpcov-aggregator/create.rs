@@ -40,6 +40,10 @@ pub(crate) struct Options {
     /// budget (ε, δ). Serve such a collection with TLS and a submit token.
     #[arg(long, env = "LDPCOV_PRIVACY_MODEL", value_enum, default_value_t = PrivacyModelArg::Local)]
     privacy_model: PrivacyModelArg,
+    /// Central second-moment collections: dyadic norm bins to keep for
+    /// `estimate --release adaptive-cov` (0: none; at most 15).
+    #[arg(long, env = "LDPCOV_NORM_BINS", default_value_t = 0)]
+    norm_bins: u32,
     /// The variables have a natural order (time, position, …): the default estimate
     /// may then try banding and Toeplitz averaging. Off by default.
     #[arg(long, env = "LDPCOV_ORDERED_VARIABLES")]
@@ -168,6 +172,7 @@ impl Options {
                 PrivacyModelArg::Local => PrivacyModel::Local,
                 PrivacyModelArg::Central => PrivacyModel::Central,
             } as i32,
+            norm_bins: self.norm_bins,
             ordered_variables: self.ordered_variables,
             moments: moments as i32,
             centre,

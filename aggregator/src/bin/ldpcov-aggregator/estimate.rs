@@ -179,6 +179,9 @@ enum ReleaseArg {
     SeparateCov,
     /// Every entry plus discrete Laplace noise, pure DP (--release-epsilon).
     LaplaceCov,
+    /// Private trace, a clipping radius by the sparse vector technique, GaussCov of
+    /// the clipped data (--release-rho; collections created with --norm-bins).
+    AdaptiveCov,
 }
 
 /// `--target`.
@@ -236,6 +239,7 @@ impl Options {
                 ReleaseArg::GaussCov => CentralMechanism::GaussCov,
                 ReleaseArg::SeparateCov => CentralMechanism::SeparateCov,
                 ReleaseArg::LaplaceCov => CentralMechanism::LaplaceCov,
+                ReleaseArg::AdaptiveCov => CentralMechanism::AdaptiveCov,
             } as i32,
             rho: self.release_rho.unwrap_or(0.0),
             epsilon: self.release_epsilon.unwrap_or(0.0),

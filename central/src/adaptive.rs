@@ -1,0 +1,159 @@
+//! Seed 002's AdaptiveCov on a central collection's norm bins.
+//!
+//! The collection keeps, per dyadic norm bin `l` (`2^−(l+1) < ‖u‖ ≤ 2^−l`, the last
+//! bin taking every shorter vector), `S_l = Σ triu(uuᵀ)`, `T_l = Σ round(triu(uuᵀ)/‖u‖²)`
+//! and the count `c_l` (`ldpcov_proto::wire::decode_payload`). Clipping every vector at
+//! `τ = 2^−j` leaves the bins `l ≥ j` alone and scales those `l < j` to length τ, so
+//! the clipped sum is exactly `Σ_{l≥j} S_l + τ²·Σ_{l<j} T_l` (up to the rounding of T,
+//! counted in the sensitivity). The release spends ρ in three parts:
+//!
+//! 1. **Trace, ρ/8.** `Σ‖u‖²` (the trace of the sums) plus discrete Gaussian noise;
+//!    replace-one sensitivity 1 (`|‖u‖² − ‖w‖²| ≤ 1`), i.e. `2^30` grid units. It is
+//!    released with the estimate (data units: `R²·trace/n`). The paper also uses it to
+//!    choose SeparateCov over GaussCov when SeparateCov's bound is smaller; here the
+//!    last step is always GaussCov (not implemented: SeparateCov on clipped sums).
+//! 2. **Radius, ρ/8, sparse vector technique.** For `j = 1, 2, …` (τ halving) the
+//!    query `q_j = bias_j − noise_j` compares what clipping at `τ_j` removes,
+//!    `bias_j = Σ_i (‖u_i‖² − τ_j²)₊ = Σ_{l<j} (tr S_l − τ_j²·c_l)` (an upper bound on
+//!    the Frobenius norm of the clipping bias of the sum; sensitivity 1, each user's
+//!    term lies in [0, 1)), with the Frobenius norm of the GaussCov noise it would
+//!    save, `noise_j = τ_j²·p/√ρ_r` (`σ = 1/√ρ_r` per entry in sum units at
+//!    `ρ_r = 3ρ/4`, p² entries in the full matrix; public). `AboveThreshold` (Dwork &
+//!    Roth 2014, Alg. 1) with threshold 0, `ε_svt = √(2·ρ/8) = √ρ/2`, discrete Laplace
+//!    noise of scale `2Δ/ε_svt` on the threshold and `4Δ/ε_svt` on each query, halts
+//!    at the first `j` whose noisy query is above the noisy threshold (the bias starts
+//!    to exceed the noise it saves) and clips at `τ_{j−1}`; the smallest radius if none
+//!    does. ε_svt-DP, so `ε_svt²/2 = ρ/8`-zCDP.
+//! 3. **GaussCov at τ, 3ρ/4.** `V = 2^{2j}·Σ_{l≥j} S_l + Σ_{l<j} T_l` (integers, the
+//!    clipped sum in units of `τ²·2^−30`) plus discrete Gaussian noise of sd
+//!    `(√2·2^30 + √d)/√(2ρ_r)`: each user's term is `triu(vvᵀ)` with `‖v‖ ≤ τ` scaled
+//!    by `2^{30+2j}`, so two of them differ by at most `√2·2^30`, and the rounding of
+//!    `T` moves a term by at most `√d/2` (twice: `√d`). Rounded back to the grid
+//!    `2^−30` (post-processing), the noise sd there is `that/2^{2j}`: clipping at
+//!    `2^−j` divides the noise by `4^j`.
+//!
+//! Composition: ρ/8 + ρ/8 + 3ρ/4 = ρ.
+
+use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
+use crate::{CentralError, NoisySums};
+use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
+use ldpcov_proto::Collection;
+use ldpcov_proto::layout::{triangle_len, triangle_pairs};
+
+/// The radius the sparse vector technique chose, and the release at it.
+pub(crate) fn adaptive_cov(
+    collection: &Collection,
+    count: u64,
+    sums: &[i64],
+    rho: f64,
+    sampler: &mut DiscreteGaussianSampler,
+) -> Result<NoisySums, CentralError> {
+    check_budget("rho", rho)?;
+    let bins = collection.norm_bins;
+    if bins == 0 || collection.has_mean() {
+        return Err(CentralError::Parameter(
+            "adaptive_cov needs a central second-moment collection created with norm_bins".into(),
+        ));
+    }
+    let p = collection.dim;
+    let d = triangle_len(p);
+    let unit = collection.grid_scale(); // 2^30
+    let diagonal: Vec<usize> = triangle_pairs(p)
+        .enumerate()
+        .filter(|(_, (i, j))| i == j)
+        .map(|(k, _)| k)
+        .collect();
+    let trace = |block: &[i64]| -> i128 { diagonal.iter().map(|&k| i128::from(block[k])).sum() };
+    let block = |l: usize| {
+        let start = d + l * (2 * d + 1);
+        (
+            &sums[start..start + d],
+            &sums[start + d..start + 2 * d],
+            sums[start + 2 * d],
+        )
+    };
+
+    // 1. The trace, ρ/8: sensitivity 2^30 grid units.
+    let sigma_trace = check_sigma(gaussian_sigma(unit, rho / 8.0))?;
+    let noisy_trace = trace(&sums[..d]) + i128::from(sampler.sample_grid(sigma_trace));
+
+    // 2. The radius, ρ/8: AboveThreshold with Δ = 2^30 grid units.
+    let rho_release = 0.75 * rho;
+    let epsilon_svt = rho.sqrt() / 2.0;
+    let laplace_scale = |factor: f64| -> Result<u64, CentralError> {
+        let t = (factor * unit / epsilon_svt).ceil();
+        if (1.0..=2f64.powi(60)).contains(&t) {
+            Ok(t as u64)
+        } else {
+            Err(CentralError::Parameter(format!(
+                "rho = {rho} gives a sparse-vector noise scale of {t} grid units: out of range"
+            )))
+        }
+    };
+    let (t_threshold, t_query) = (laplace_scale(2.0)?, laplace_scale(4.0)?);
+    let threshold = ldpcov_noise::cks20::discrete_laplace(sampler.rng_mut(), t_threshold) as f64;
+    let mut chosen = bins - 1;
+    for j in 1..bins {
+        // Σ_{l<j} (tr S_l − 2^(30−2j)·c_l), grid units, exact.
+        let bias: i128 = (0..j)
+            .map(|l| {
+                let (s, _, c) = block(l);
+                trace(s) - i128::from(c) * (1i128 << (30 - 2 * j))
+            })
+            .sum();
+        let tau2 = 4f64.powi(-(j as i32));
+        let noise = tau2 * p as f64 / rho_release.sqrt() * unit;
+        let nu = ldpcov_noise::cks20::discrete_laplace(sampler.rng_mut(), t_query) as f64;
+        if bias as f64 - noise + nu >= threshold {
+            chosen = j - 1;
+            break;
+        }
+    }
+
+    // 3. GaussCov of the sums clipped at 2^−chosen, 3ρ/4.
+    let j = chosen;
+    let scale = 1i128 << (2 * j);
+    let v = clipped_sums(collection, sums, j);
+    let l2 = std::f64::consts::SQRT_2 * unit + (d as f64).sqrt();
+    let sigma = check_sigma(gaussian_sigma(l2, rho_release))?;
+    let released = v
+        .into_iter()
+        .map(|x| {
+            let noisy = x + i128::from(sampler.sample_grid(sigma));
+            // Back to the grid 2^−30: round(noisy / 4^j), post-processing.
+            let rounded = (noisy + noisy.signum() * scale / 2) / scale;
+            i64::try_from(rounded)
+                .map_err(|_| CentralError::Parameter("a released sum does not fit 64 bits".into()))
+        })
+        .collect::<Result<Vec<i64>, _>>()?;
+    Ok(NoisySums {
+        mechanism: Mechanism::AdaptiveCov,
+        sums: released,
+        count,
+        noise_sd_grid: sigma / scale as f64,
+        rho,
+        radius: 0.5f64.powi(j as i32),
+        trace: noisy_trace as f64,
+    })
+}
+
+/// `V = 2^{2j}·Σ_{l≥j} S_l + Σ_{l<j} T_l`: the sum of the vectors clipped at `2^−j`, in
+/// units of `2^{−(30+2j)}` (exact but for the rounding of `T`, at most ½ per entry and
+/// clipped user). `sums` must be a central collection's, with its norm bins.
+pub(crate) fn clipped_sums(collection: &Collection, sums: &[i64], j: usize) -> Vec<i128> {
+    let d = triangle_len(collection.dim);
+    let scale = 1i128 << (2 * j);
+    let mut v: Vec<i128> = vec![0; d];
+    for l in 0..collection.norm_bins {
+        let start = d + l * (2 * d + 1);
+        let (s, t) = (&sums[start..start + d], &sums[start + d..start + 2 * d]);
+        for (k, out) in v.iter_mut().enumerate() {
+            *out += if l >= j {
+                scale * i128::from(s[k])
+            } else {
+                i128::from(t[k])
+            };
+        }
+    }
+    v
+}
