@@ -283,6 +283,9 @@ pub fn write_estimate(
                         Ok(CentralMechanism::SeparateCov) => "separate-cov",
                         Ok(CentralMechanism::LaplaceCov) => "laplace-cov",
                         Ok(CentralMechanism::AdaptiveCov) => "adaptive-cov",
+                        Ok(CentralMechanism::CompressedNotDp) => {
+                            "compressed (NOT differentially private)"
+                        }
                         _ => "unknown",
                     },
                     rho: r.rho,

@@ -1924,4 +1924,41 @@ fn adaptive_cov_releases_through_the_cli() {
         status(&daemon.url, "binned").json()["rho_spent"].as_f64(),
         Some(0.04)
     );
+    // Seed 004's compressed release: opt-in at creation, labelled, spends nothing.
+    let mut local = args("compressed-local", "local", "0");
+    local.push("--allow-compressed-release".into());
+    create_run(local).fails_with("allow_compressed_release is for central");
+    let mut compressed = args("compressed", "central", "0");
+    compressed.push("--allow-compressed-release".into());
+    assert_eq!(
+        create_run(compressed).json()["allow_compressed_release"],
+        true
+    );
+    let ask = ["--release", "compressed-not-dp", "--compressed-rows", "30"];
+    estimate(&daemon.url, "plain", &ask).fails_with("allow_compressed_release");
+    // No report yet: below the minimum, nothing recorded.
+    estimate(&daemon.url, "compressed", &ask).fails_with("FailedPrecondition");
+    runtime.block_on(async {
+        let mut client = AggregatorClient::connect(daemon.url.as_str())
+            .await
+            .expect("connect");
+        let c = client.collection("compressed").await.expect("fetch");
+        for k in 0..50 {
+            let x = [0.1 * k as f64 / 50.0, 0.3, -0.2, 0.0];
+            client
+                .submit_to_trusted_curator(&c, &x)
+                .await
+                .expect("submit");
+        }
+    });
+    let doc = estimate(&daemon.url, "compressed", &ask).json();
+    assert_eq!(
+        doc["release"]["mechanism"],
+        "compressed (NOT differentially private)"
+    );
+    assert_eq!(doc["release"]["rho_spent_by_this_call"].as_f64(), Some(0.0));
+    assert_eq!(
+        status(&daemon.url, "compressed").json()["rho_spent"].as_f64(),
+        Some(0.0)
+    );
 }

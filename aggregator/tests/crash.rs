@@ -357,6 +357,7 @@ fn release_request(round: u64) -> GetEstimateRequest {
             mechanism: CentralMechanism::GaussCov as i32,
             rho: release_rho(round),
             epsilon: 0.0,
+            ..Default::default()
         }),
         ..Default::default()
     }

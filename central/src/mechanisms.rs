@@ -45,6 +45,8 @@ pub enum Mechanism {
     /// Seed 002's AdaptiveCov: private trace, a clipping radius by the sparse vector
     /// technique, GaussCov of the clipped data (`adaptive` module).
     AdaptiveCov,
+    /// Seed 004's compressed release — NOT differentially private (`release` module).
+    CompressedNotDp,
 }
 
 impl Mechanism {
@@ -55,6 +57,7 @@ impl Mechanism {
             Mechanism::SeparateCov => "separate_cov",
             Mechanism::LaplaceCov => "laplace_cov",
             Mechanism::AdaptiveCov => "adaptive_cov",
+            Mechanism::CompressedNotDp => "compressed_not_dp",
         }
     }
 }

@@ -31,6 +31,8 @@ pub enum ReleaseBudget {
     Rho(f64),
     /// Pure ε-DP (LaplaceCov), recorded as ρ = ε²/2.
     Epsilon(f64),
+    /// The m rows of the compressed release (not DP: spends no ρ).
+    CompressedRows(u32),
 }
 
 /// Noisy sums as a central collection releases them: the collection's grid units
@@ -150,6 +152,14 @@ pub fn release_sums(
     if count == 0 {
         return Err(CentralError::Empty);
     }
+    if mechanism == Mechanism::CompressedNotDp {
+        let ReleaseBudget::CompressedRows(rows) = budget else {
+            return Err(CentralError::Parameter(
+                "compressed_not_dp takes a number of rows, not a rho or an epsilon".into(),
+            ));
+        };
+        return compressed_not_dp(collection, count, sums, rows, sampler);
+    }
     if mechanism == Mechanism::AdaptiveCov {
         let ReleaseBudget::Rho(rho) = budget else {
             return Err(CentralError::Parameter(
@@ -212,6 +222,68 @@ pub fn release_sums(
         count,
         noise_sd_grid,
         rho,
+        radius: 1.0,
+        trace: 0.0,
+    })
+}
+
+/// Most rows of a compressed release.
+pub const MAX_COMPRESSED_ROWS: u32 = 1_000_000;
+
+/// Seed 004's compressed release, **not differentially private**: `Y = ΦX` for a
+/// secret `Φ` with i.i.d. `N(0, 1/n)` entries. Given the data, the rows of `ΦX` are
+/// i.i.d. `N(0, XᵀX/n)` (each is `Σ_i φ_i x_iᵀ`, a Gaussian with covariance
+/// `Σ_i x_i x_iᵀ/n`), so they are drawn from the exact second moment of the sums
+/// ([`ldpcov_estimate::synthetic_rows`], from the sampler's ChaCha20 stream) and no row
+/// of X is needed. The release is the Gram matrix `YᵀY/m`, returned as sums over `n`
+/// (`round(n·YᵀY/m)` on the grid); it spends ρ = 0 and its noise is data-dependent
+/// (Wishart: `Var = (M_ij² + M_ii·M_jj)/m`), so `noise_sd_grid` is 0. The paper's
+/// rejection step (redraw Φ while the compressed Gram strays from a public reference)
+/// is not implemented. Only for collections created with `allow_compressed_release`.
+fn compressed_not_dp(
+    collection: &Collection,
+    count: u64,
+    sums: &[i64],
+    rows: u32,
+    sampler: &mut DiscreteGaussianSampler,
+) -> Result<NoisySums, CentralError> {
+    if !collection.allow_compressed_release || collection.has_mean() {
+        return Err(CentralError::Parameter(
+            "the compressed release (not differentially private) needs a central second-moment collection created with allow_compressed_release".into(),
+        ));
+    }
+    if !(1..=MAX_COMPRESSED_ROWS).contains(&rows) {
+        return Err(CentralError::Parameter(format!(
+            "compressed_rows = {rows} must be between 1 and {MAX_COMPRESSED_ROWS}"
+        )));
+    }
+    let p = collection.dim;
+    let unit = collection.grid_scale();
+    let n = count as f64;
+    let packed: Vec<f64> = sums[..collection.second_moment_entries()]
+        .iter()
+        .map(|&s| s as f64 / (unit * n))
+        .collect();
+    let second = nalgebra::DMatrix::from_row_slice(
+        p,
+        p,
+        &ldpcov_proto::layout::unpack_symmetric(p, &packed),
+    );
+    let y = ldpcov_estimate::synthetic_rows(&[], &second, rows as usize, sampler.rng_mut())
+        .map_err(CentralError::Eigen)?;
+    let m = f64::from(rows);
+    let gram: Vec<i64> = ldpcov_proto::layout::triangle_pairs(p)
+        .map(|(i, j)| {
+            let g = y.iter().map(|r| r[i] * r[j]).sum::<f64>() / m;
+            (g * unit * n).round() as i64
+        })
+        .collect();
+    Ok(NoisySums {
+        mechanism: Mechanism::CompressedNotDp,
+        sums: gram,
+        count,
+        noise_sd_grid: 0.0,
+        rho: 0.0,
         radius: 1.0,
         trace: 0.0,
     })

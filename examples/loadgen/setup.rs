@@ -105,6 +105,7 @@ impl Setup {
             mechanism: CentralMechanism::GaussCov as i32,
             rho: args.release_rho.unwrap_or(self.collection.rho),
             epsilon: 0.0,
+            ..Default::default()
         })
     }
 

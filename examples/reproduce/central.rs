@@ -5,17 +5,22 @@
 //!   and 2, p = 20, R = √(2p), δ = 10⁻⁶) at equal (ε, δ, n): the local default (5-fold
 //!   CV) and none + PSD against central GaussCov + PSD and SeparateCov + PSD at the ρ
 //!   whose zCDP-to-(ε, δ) conversion gives ε, ρ + 2√(ρ·ln(1/δ)) = ε.
-//! * `--experiment seed002`: seed 002's trend of the error with n and ρ for GaussCov and
-//!   SeparateCov, on its data generator as we read it (rows `G·U`, G standard Gaussian,
-//!   U uniform on [0, 1]^{d×d}, centred, each row rescaled to norm `2^−b` with
-//!   `P(b) ∝ (b + 1)^−3` over 10 bins), error in Frobenius norm against the exact
-//!   `XᵀX/n` of the clipped rows, as the paper measures it.
+//! * `--experiment seed002`: seed 002's trend of the error with n and ρ for GaussCov,
+//!   SeparateCov and AdaptiveCov, on its data generator as we read it (rows `G·U`, G
+//!   standard Gaussian, U uniform on [0, 1]^{d×d}, centred, each row rescaled to norm
+//!   `2^−b` with `P(b) ∝ (b + 1)^−s` over `--zipf-bins` bins), error in Frobenius norm
+//!   against the exact `XᵀX/n` of the rows, as the paper measures it. The sums are a
+//!   central collection's (with 15 norm bins), built by the daemon's own expansion
+//!   (`ldpcov_proto::wire::add_raw_vector`), and released by `release_sums`.
 //!
 //! Simulation only: the noise is seeded, nothing produced here is private.
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, gauss_cov, separate_cov};
+use ldpcov::central::{
+    CENTRAL_GRID_BITS, CentralStatistics, Mechanism, ReleaseBudget, gauss_cov, release_sums,
+    separate_cov,
+};
 use ldpcov::client::DiscreteGaussianSampler;
 use ldpcov::estimate::{Accumulator, EstimateOptions, ThresholdRule, estimate, project_psd};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
@@ -47,6 +52,13 @@ pub(crate) struct Args {
     /// Dimension of the seed 002 generator.
     #[arg(long, default_value_t = 50)]
     dim: usize,
+    /// Norm bins of the seed 002 generator (the norm skew: rows get norm 2^−b,
+    /// b < N); one table block per value.
+    #[arg(long, value_delimiter = ',', default_value = "10")]
+    zipf_bins: Vec<usize>,
+    /// Zipf exponent s of the seed 002 generator, `P(b) ∝ (b + 1)^−s`.
+    #[arg(long, default_value_t = 3.0)]
+    zipf_exponent: f64,
     /// Seed 001 tables to run (seed001).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6")]
     tables: Vec<u8>,
@@ -55,8 +67,7 @@ pub(crate) struct Args {
 /// The largest ρ whose conversion `ρ + 2√(ρ·ln(1/δ))` is at most ε (Bun & Steinke 2016,
 /// Prop. 1.3): `ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²`.
 pub(crate) fn rho_for(epsilon: f64, delta: f64) -> f64 {
-    let l = (1.0 / delta).ln();
-    ((l + epsilon).sqrt() - l.sqrt()).powi(2)
+    ldpcov::proto::calibration::zcdp_rho_for_epsilon(epsilon, delta)
 }
 
 /// The PSD projection of a released second moment, in data units.
@@ -190,52 +201,101 @@ fn seed002_row<R: Rng>(u: &DMatrix<f64>, zipf: &[f64], rng: &mut R) -> Vec<f64> 
 
 fn seed002(args: &Args, out: Out) -> Result<()> {
     let d = args.dim;
-    // Cumulative Zipf(s = 3) over 10 bins.
-    let weights: Vec<f64> = (0..10).map(|b| (b as f64 + 1.0).powi(-3)).collect();
-    let total: f64 = weights.iter().sum();
-    let zipf: Vec<f64> = weights
-        .iter()
-        .scan(0.0, |acc, w| {
-            *acc += w / total;
-            Some(*acc)
-        })
-        .collect();
     out.text(format!(
-        "# seed 002 trend: d = {d}, {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units)",
-        args.reps
+        "# seed 002 trend: d = {d}, Zipf exponent {}, {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units); AdaptiveCov's radius 2^−j (mean j)",
+        args.zipf_exponent, args.reps
     ));
-    out.text("| n | ρ | GaussCov | SeparateCov | tr(XᵀX/n) |");
-    out.text("|---|---|---|---|---|");
+    out.text("| N bins | n | ρ | GaussCov | SeparateCov | AdaptiveCov (j) | tr(XᵀX/n) |");
+    out.text("|---|---|---|---|---|---|---|");
     let mut urng = rand_chacha::ChaCha8Rng::seed_from_u64(2002);
     let u = DMatrix::from_fn(d, d, |_, _| urng.random::<f64>());
-    for &n in &args.ns {
-        for &rho in &args.rhos {
-            let reps = sim::parallel_reps(args.reps, out.threads, |rep| {
-                let seed = seed_of(&[71, n, rep as u64, rho.to_bits()]);
-                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                let mut stats = CentralStatistics::new(d, CENTRAL_GRID_BITS).expect("dimension");
-                for _ in 0..n {
-                    stats
-                        .add_vector(&seed002_row(&u, &zipf, &mut rng))
-                        .expect("finite row");
-                }
-                let exact = stats.exact_second_moment().expect("n > 0");
-                let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 3);
-                let g = gauss_cov(&stats, rho, &mut noise).expect("gauss_cov");
-                let s = separate_cov(&stats, rho, &mut noise).expect("separate_cov");
-                (
-                    (&g.matrix - &exact).norm(),
-                    (&s.matrix - &exact).norm(),
-                    exact.trace(),
-                )
-            });
-            let k = reps.len() as f64;
-            let g = reps.iter().map(|r| r.0).sum::<f64>() / k;
-            let s = reps.iter().map(|r| r.1).sum::<f64>() / k;
-            let tr = reps.iter().map(|r| r.2).sum::<f64>() / k;
-            out.row(json!({"experiment": "seed002", "n": n, "rho": rho, "d": d,
-                "gauss_cov": g, "separate_cov": s, "trace": tr}));
-            out.text(format!("| {n} | {rho} | {g:.5} | {s:.5} | {tr:.4} |"));
+    // The collection the daemon would keep: central, second moment, 15 norm bins.
+    let collection = ldpcov::proto::Collection::from_spec(&ldpcov::proto::v1::CollectionSpec {
+        collection_id: "seed002".into(),
+        dim: d as u32,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 1.0,
+        min_reports: 1,
+        moments: ldpcov::proto::v1::Moments::SecondMoment as i32,
+        privacy_model: ldpcov::proto::v1::PrivacyModel::Central as i32,
+        norm_bins: ldpcov::proto::collection::MAX_NORM_BINS,
+        ..Default::default()
+    })?;
+    let tri = d * (d + 1) / 2;
+    for &bins in &args.zipf_bins {
+        // Cumulative Zipf(s) over `bins` bins.
+        let weights: Vec<f64> = (0..bins.max(1))
+            .map(|b| (b as f64 + 1.0).powf(-args.zipf_exponent))
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let zipf: Vec<f64> = weights
+            .iter()
+            .scan(0.0, |acc, w| {
+                *acc += w / total;
+                Some(*acc)
+            })
+            .collect();
+        for &n in &args.ns {
+            for &rho in &args.rhos {
+                let reps = sim::parallel_reps(args.reps, out.threads, |rep| {
+                    let seed = seed_of(&[71, n, rep as u64, rho.to_bits(), bins as u64]);
+                    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+                    let mut sums = vec![0i64; collection.entries];
+                    for _ in 0..n {
+                        let row = seed002_row(&u, &zipf, &mut rng);
+                        let grid = ldpcov::proto::wire::to_grid_unit_ball(&row, CENTRAL_GRID_BITS)
+                            .expect("finite row");
+                        ldpcov::proto::wire::add_raw_vector(&collection, &grid, &mut sums)
+                            .expect("inside the unit ball");
+                    }
+                    let stats =
+                        CentralStatistics::from_sums(d, CENTRAL_GRID_BITS, n, sums[..tri].to_vec())
+                            .expect("sums");
+                    let exact = stats.exact_second_moment().expect("n > 0");
+                    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 3);
+                    let g = gauss_cov(&stats, rho, &mut noise).expect("gauss_cov");
+                    let s = separate_cov(&stats, rho, &mut noise).expect("separate_cov");
+                    let a = release_sums(
+                        &collection,
+                        n,
+                        &sums,
+                        Mechanism::AdaptiveCov,
+                        ReleaseBudget::Rho(rho),
+                        &mut noise,
+                    )
+                    .expect("adaptive_cov");
+                    let scale = 1.0 / (collection.grid_scale() * n as f64);
+                    let packed: Vec<f64> = a.sums.iter().map(|&v| v as f64 * scale).collect();
+                    let full = ldpcov::proto::layout::unpack_symmetric(d, &packed);
+                    let adaptive = DMatrix::from_row_slice(d, d, &full);
+                    (
+                        (&g.matrix - &exact).norm(),
+                        (&s.matrix - &exact).norm(),
+                        (&adaptive - &exact).norm(),
+                        -a.radius.log2(),
+                        exact.trace(),
+                    )
+                });
+                let k = reps.len() as f64;
+                let mean =
+                    |f: fn(&(f64, f64, f64, f64, f64)) -> f64| reps.iter().map(f).sum::<f64>() / k;
+                let (g, s, a, j, tr) = (
+                    mean(|r| r.0),
+                    mean(|r| r.1),
+                    mean(|r| r.2),
+                    mean(|r| r.3),
+                    mean(|r| r.4),
+                );
+                out.row(
+                    json!({"experiment": "seed002", "zipf_bins": bins, "n": n, "rho": rho,
+                    "d": d, "gauss_cov": g, "separate_cov": s, "adaptive_cov": a,
+                    "adaptive_radius_exponent": j, "trace": tr}),
+                );
+                out.text(format!(
+                    "| {bins} | {n} | {rho} | {g:.5} | {s:.5} | {a:.5} ({j:.1}) | {tr:.4} |"
+                ));
+            }
         }
     }
     Ok(())

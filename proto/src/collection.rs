@@ -223,6 +223,9 @@ pub struct Collection {
     /// adds `2d + 1` entries after the second moment (see
     /// [`wire::decode_payload`](crate::wire::decode_payload)).
     pub norm_bins: usize,
+    /// Central second-moment collections, opt-in: seed 004's compressed release,
+    /// which is NOT differentially private, may be asked for.
+    pub allow_compressed_release: bool,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -346,7 +349,11 @@ impl Collection {
             ordered_variables: spec.ordered_variables,
             privacy_model,
             norm_bins: 0,
+            allow_compressed_release: spec.allow_compressed_release,
         };
+        if spec.allow_compressed_release && !(central && moments == Moments::SecondMoment) {
+            return Err(SpecError::CompressedModel);
+        }
         if spec.norm_bins > 0 && !(central && moments == Moments::SecondMoment) {
             return Err(SpecError::NormBinsModel);
         }
@@ -461,6 +468,7 @@ impl Collection {
             variable_names: self.variable_names.clone(),
             privacy_model: self.privacy_model as i32,
             norm_bins: self.norm_bins as u32,
+            allow_compressed_release: self.allow_compressed_release,
         }
     }
 

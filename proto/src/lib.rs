@@ -96,6 +96,9 @@ pub enum SpecError {
     /// Norm bins on a collection that cannot keep them.
     #[error("norm_bins is for central collections of moments SECOND_MOMENT only")]
     NormBinsModel,
+    /// The compressed release on a collection that cannot offer it.
+    #[error("allow_compressed_release is for central collections of moments SECOND_MOMENT only")]
+    CompressedModel,
     /// Too many norm bins.
     #[error("norm_bins {0} must be at most {max}", max = collection::MAX_NORM_BINS)]
     NormBins(u32),

@@ -265,30 +265,97 @@ fn decode_raw(collection: &Collection, payload: &[u8]) -> Result<Vec<i32>, WireE
         .chunks_exact(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
+    let norm2 = check_unit_ball(&u)?;
+    let mut entries = vec![0i32; collection.entries];
+    expand_raw(collection, &u, norm2, |k, v| entries[k] = v);
+    Ok(entries)
+}
+
+/// `Σ u_i²` in units of `2^−30` if `u` (grid `2^−15`) is inside the unit ball exactly;
+/// [`WireError::OutsideUnitBall`] otherwise.
+fn check_unit_ball(u: &[i32]) -> Result<i64, WireError> {
     // |u_i| ≤ 2^31, u_i² ≤ 2^62: summed in i128, no overflow for any p.
     let norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
-    let unit = 1i128 << (2 * CENTRAL_COORDINATE_BITS);
-    if norm2 > unit {
+    if norm2 > 1i128 << (2 * CENTRAL_COORDINATE_BITS) {
         return Err(WireError::OutsideUnitBall {
             norm2: i64::try_from(norm2).unwrap_or(i64::MAX),
         });
     }
-    let mut entries = Vec::with_capacity(collection.entries);
+    // ≤ 2^30.
+    Ok(norm2 as i64)
+}
+
+/// Adds the central report of the vector `u` (grid `2^−15`) to a central collection's
+/// exact `sums` in place: the same entries [`decode_payload`] expands it into, without
+/// building them (simulations keep collection sums this way at any size). Refused,
+/// with `sums` unchanged, for a local collection, sums or a vector of the wrong length,
+/// and a vector outside the unit ball.
+pub fn add_raw_vector(
+    collection: &Collection,
+    u: &[i32],
+    sums: &mut [i64],
+) -> Result<(), WireError> {
+    if !collection.is_central() {
+        return Err(WireError::ModelMismatch {
+            privacy_model: collection.privacy_model,
+            got: Encoding::RawI32Le,
+        });
+    }
+    if u.len() != collection.dim || sums.len() != collection.entries {
+        return Err(WireError::Length {
+            expected: collection.dim,
+            got: u.len(),
+            entries: collection.entries,
+        });
+    }
+    let norm2 = check_unit_ball(u)?;
+    expand_raw(collection, u, norm2, |k, v| sums[k] += i64::from(v));
+    Ok(())
+}
+
+/// The non-zero part of a central report's expansion, in units of `2^−30`, handed to
+/// `visit(index, value)`: the mean block `w·u_i = u_i·2^14` when the collection has
+/// one, then `triu(u·uᵀ)`, then (with norm bins) in the vector's own bin
+/// ([`norm_bin`]) `triu(u·uᵀ)`, `triu(u·uᵀ)/‖u‖²` rounded half away from zero (0 for
+/// u = 0) and the count 1; the other bins are 0. Every value is at most `2^30` in
+/// magnitude (`|u_i·u_j| ≤ ‖u‖² ≤ 2^30`). `u` must be inside the unit ball, `norm2` its
+/// squared norm.
+fn expand_raw(collection: &Collection, u: &[i32], norm2: i64, mut visit: impl FnMut(usize, i32)) {
+    let p = u.len();
+    let d = triangle_len(p);
+    let mut k = 0;
     if collection.has_mean() {
         // w = 1/2: w·u_i·2^30 = u_i·2^14, |u_i| ≤ 2^15.
         debug_assert_eq!(collection.mean_weight, 0.5);
-        entries.extend(u.iter().map(|&v| v << (CENTRAL_COORDINATE_BITS - 1)));
+        for &v in u {
+            visit(k, v << (CENTRAL_COORDINATE_BITS - 1));
+            k += 1;
+        }
     }
-    entries.reserve(triangle_len(p));
     for i in 0..p {
-        // Inside the ball |u_i·u_j| ≤ ‖u‖² ≤ 2^30: fits an i32.
-        entries.extend(u[i..].iter().map(|&v| u[i] * v));
+        for &v in &u[i..] {
+            visit(k, u[i] * v);
+            k += 1;
+        }
     }
-    if collection.norm_bins > 0 {
-        // ≤ 2^30 (checked above).
-        expand_norm_bins(collection.norm_bins, &u, norm2 as i64, &mut entries);
+    if collection.norm_bins == 0 {
+        return;
     }
-    Ok(entries)
+    let start = k + norm_bin(norm2, collection.norm_bins) * (2 * d + 1);
+    let mut k = 0;
+    for i in 0..p {
+        for j in i..p {
+            let a = i64::from(u[i]) * i64::from(u[j]);
+            visit(start + k, a as i32);
+            if norm2 > 0 {
+                // round(a·2^30/‖u‖²), half away from zero: |a|·2^30 ≤ 2^60.
+                let scaled = (a.abs() << (2 * CENTRAL_COORDINATE_BITS)) + norm2 / 2;
+                visit(start + d + k, (a.signum() * (scaled / norm2)) as i32);
+            }
+            k += 1;
+        }
+    }
+    visit(start + 2 * d, 1);
 }
 
 /// The norm bin of a vector of squared norm `norm2` (units of `2^−30`): the largest
@@ -299,32 +366,6 @@ pub fn norm_bin(norm2: i64, bins: usize) -> usize {
         .rev()
         .find(|&l| norm2 <= 1i64 << (2 * CENTRAL_COORDINATE_BITS as usize - 2 * l))
         .unwrap_or(0)
-}
-
-/// Appends the norm-bin blocks of a central report (`CollectionSpec.norm_bins`): for
-/// each bin `l`, `triu(u·uᵀ)` (d entries), `triu(u·uᵀ)/‖u‖²` rounded to the grid
-/// `2^−30` (d entries; 0 for u = 0) and a count, all zero but in the vector's own bin
-/// ([`norm_bin`]). Every entry is at most `2^30` in magnitude (`|u_iu_j| ≤ ‖u‖²`).
-fn expand_norm_bins(bins: usize, u: &[i32], norm2: i64, entries: &mut Vec<i32>) {
-    let p = u.len();
-    let d = triangle_len(p);
-    let base = entries.len();
-    entries.resize(base + bins * (2 * d + 1), 0);
-    let start = base + norm_bin(norm2, bins) * (2 * d + 1);
-    let mut k = 0;
-    for i in 0..p {
-        for j in i..p {
-            let a = i64::from(u[i]) * i64::from(u[j]);
-            entries[start + k] = a as i32;
-            if norm2 > 0 {
-                // round(a·2^30/‖u‖²), half away from zero: |a|·2^30 ≤ 2^60.
-                let scaled = (a.abs() << (2 * CENTRAL_COORDINATE_BITS)) + norm2 / 2;
-                entries[start + d + k] = (a.signum() * (scaled / norm2)) as i32;
-            }
-            k += 1;
-        }
-    }
-    entries[start + 2 * d] = 1;
 }
 
 #[cfg(test)]

@@ -98,8 +98,26 @@ fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget),
                 ReleaseBudget::Epsilon(positive("epsilon", release.epsilon)?),
             ))
         }
+        Ok(CentralMechanism::CompressedNotDp) => {
+            if release.rho != 0.0 || release.epsilon != 0.0 {
+                return Err(invalid(
+                    "compressed_not_dp spends no rho or epsilon (it is not differentially private): set release.compressed_rows only",
+                ));
+            }
+            if !(1..=ldpcov_central::MAX_COMPRESSED_ROWS).contains(&release.compressed_rows) {
+                return Err(invalid(format!(
+                    "release.compressed_rows = {} must be between 1 and {}",
+                    release.compressed_rows,
+                    ldpcov_central::MAX_COMPRESSED_ROWS
+                )));
+            }
+            Ok((
+                Mechanism::CompressedNotDp,
+                ReleaseBudget::CompressedRows(release.compressed_rows),
+            ))
+        }
         Ok(CentralMechanism::Unspecified) => Err(invalid(
-            "release.mechanism is unset: name gauss_cov, separate_cov, laplace_cov or adaptive_cov",
+            "release.mechanism is unset: name gauss_cov, separate_cov, laplace_cov, adaptive_cov or compressed_not_dp",
         )),
         Err(_) => Err(invalid(format!(
             "unknown release mechanism {}",
@@ -113,6 +131,7 @@ fn ledger_key(mechanism: Mechanism, budget: ReleaseBudget, reports: u64) -> Vec<
     let (kind, value) = match budget {
         ReleaseBudget::Rho(r) => ("rho", r),
         ReleaseBudget::Epsilon(e) => ("epsilon", e),
+        ReleaseBudget::CompressedRows(m) => ("rows", f64::from(m)),
     };
     format!(
         "central-release/v1/{}/{kind}={:016x}/n={reports}",
@@ -131,7 +150,13 @@ fn central_options(
     target: &Target,
 ) -> Result<(), Status> {
     match &req.threshold {
-        None if mechanism == Mechanism::SeparateCov => options.rule = ThresholdRule::None,
+        None if matches!(
+            mechanism,
+            Mechanism::SeparateCov | Mechanism::CompressedNotDp
+        ) =>
+        {
+            options.rule = ThresholdRule::None
+        }
         None => options.rule = ThresholdRule::BulkShrink(BulkShrinkage::default()),
         Some(Threshold::CrossValidated(_) | Threshold::Adaptive(_)) => {
             return Err(invalid(
@@ -142,6 +167,11 @@ fn central_options(
         Some(_) if mechanism == Mechanism::SeparateCov => {
             return Err(invalid(
                 "separate_cov's noise is on the eigenvalues, not on each entry: only the `none` rule applies to it",
+            ));
+        }
+        Some(_) if mechanism == Mechanism::CompressedNotDp => {
+            return Err(invalid(
+                "the compressed release's error is data-dependent (Wishart), not a known noise: only the `none` rule applies to it",
             ));
         }
         Some(_) => {}
@@ -193,6 +223,13 @@ impl AggregatorService {
                 let rho = match budget {
                     ReleaseBudget::Rho(r) => r,
                     ReleaseBudget::Epsilon(e) => e * e / 2.0,
+                    ReleaseBudget::CompressedRows(_) => {
+                        tracing::warn!(
+                            collection = %c.id,
+                            "compressed release (seed 004): NOT differentially private; the collection allows it"
+                        );
+                        0.0
+                    }
                 };
                 // Fail early, before drawing: the ledger below is the authority.
                 let spent = self.store.budget_spent(&c.id).await.map_err(store_status)?;

@@ -189,10 +189,12 @@ pub(crate) fn check_lengths(
     }
 }
 
-/// Refuses a release whose ρ or budget is not a finite number > 0 (a caller bug: the
-/// service validates requests), before anything is read or written.
+/// Refuses a release whose ρ is not a finite number ≥ 0 (0: a release that is not
+/// differentially private and spends nothing, recorded so that it is answered once) or
+/// whose budget is not a finite number > 0 (a caller bug: the service validates
+/// requests), before anything is read or written.
 pub(crate) fn check_release(rho: f64, budget: f64) -> Result<(), StoreError> {
-    if rho.is_finite() && rho > 0.0 && budget.is_finite() && budget > 0.0 {
+    if rho.is_finite() && rho >= 0.0 && budget.is_finite() && budget > 0.0 {
         Ok(())
     } else {
         Err(StoreError::internal(Cause::BadRelease { rho, budget }))

@@ -140,6 +140,7 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "variable_names": spec.variable_names,
         "privacy_model": PrivacyModel::try_from(spec.privacy_model).map(|m| m.as_str_name()).unwrap_or("unknown"),
         "norm_bins": spec.norm_bins,
+        "allow_compressed_release": spec.allow_compressed_release,
         "entries": p.entries,
         "mean_entries": p.mean_entries,
         "mean_weight": p.mean_weight,

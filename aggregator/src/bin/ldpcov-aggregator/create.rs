@@ -44,6 +44,10 @@ pub(crate) struct Options {
     /// `estimate --release adaptive-cov` (0: none; at most 15).
     #[arg(long, env = "LDPCOV_NORM_BINS", default_value_t = 0)]
     norm_bins: u32,
+    /// Central second-moment collections: allow seed 004's compressed release, which
+    /// is NOT differentially private (every device sees this flag).
+    #[arg(long, env = "LDPCOV_ALLOW_COMPRESSED_RELEASE")]
+    allow_compressed_release: bool,
     /// The variables have a natural order (time, position, …): the default estimate
     /// may then try banding and Toeplitz averaging. Off by default.
     #[arg(long, env = "LDPCOV_ORDERED_VARIABLES")]
@@ -173,6 +177,7 @@ impl Options {
                 PrivacyModelArg::Central => PrivacyModel::Central,
             } as i32,
             norm_bins: self.norm_bins,
+            allow_compressed_release: self.allow_compressed_release,
             ordered_variables: self.ordered_variables,
             moments: moments as i32,
             centre,

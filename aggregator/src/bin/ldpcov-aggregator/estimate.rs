@@ -44,6 +44,9 @@ pub(crate) struct Options {
     /// ε (pure DP) the release spends (laplace-cov).
     #[arg(long, env = "LDPCOV_RELEASE_EPSILON", requires = "release")]
     release_epsilon: Option<f64>,
+    /// m, the rows of the compressed release (compressed-not-dp).
+    #[arg(long, env = "LDPCOV_COMPRESSED_ROWS", requires = "release")]
+    compressed_rows: Option<u32>,
     /// Soft instead of hard thresholding (for cv: only soft candidates).
     #[arg(long, env = "LDPCOV_SOFT")]
     soft: bool,
@@ -182,6 +185,9 @@ enum ReleaseArg {
     /// Private trace, a clipping radius by the sparse vector technique, GaussCov of
     /// the clipped data (--release-rho; collections created with --norm-bins).
     AdaptiveCov,
+    /// Seed 004's compressed release ΦX, NOT differentially private
+    /// (--compressed-rows; collections created with --allow-compressed-release).
+    CompressedNotDp,
 }
 
 /// `--target`.
@@ -240,9 +246,11 @@ impl Options {
                 ReleaseArg::SeparateCov => CentralMechanism::SeparateCov,
                 ReleaseArg::LaplaceCov => CentralMechanism::LaplaceCov,
                 ReleaseArg::AdaptiveCov => CentralMechanism::AdaptiveCov,
+                ReleaseArg::CompressedNotDp => CentralMechanism::CompressedNotDp,
             } as i32,
             rho: self.release_rho.unwrap_or(0.0),
             epsilon: self.release_epsilon.unwrap_or(0.0),
+            compressed_rows: self.compressed_rows.unwrap_or(0),
         });
         let target = match self.target {
             Target::Covariance => EstimateTarget::Covariance,
