@@ -273,7 +273,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                         (&g.matrix - &exact).norm(),
                         (&s.matrix - &exact).norm(),
                         (&adaptive - &exact).norm(),
-                        -a.radius.log2(),
+                        a.radius.recip().log2(),
                         exact.trace(),
                     )
                 });
