@@ -280,6 +280,7 @@ pub fn write_estimate(
                 release: estimate.release.as_ref().map(|r| JsonRelease {
                     mechanism: match CentralMechanism::try_from(r.mechanism) {
                         Ok(CentralMechanism::GaussCov) => "gauss-cov",
+                        Ok(CentralMechanism::GaussCovFolds) => "gauss-cov-folds",
                         Ok(CentralMechanism::SeparateCov) => "separate-cov",
                         Ok(CentralMechanism::LaplaceCov) => "laplace-cov",
                         Ok(CentralMechanism::AdaptiveCov) => "adaptive-cov",

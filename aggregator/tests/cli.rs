@@ -1924,6 +1924,33 @@ fn adaptive_cov_releases_through_the_cli() {
         status(&daemon.url, "binned").json()["rho_spent"].as_f64(),
         Some(0.04)
     );
+    // Private cross-validation: the folds released at ρ together (parallel
+    // composition), the default rule (CV) then runs on them; spent once.
+    let folds = ["--release", "gauss-cov-folds", "--release-rho", "0.02"];
+    let cv = estimate(&daemon.url, "binned", &folds).json();
+    assert_eq!(cv["release"]["mechanism"], "gauss-cov-folds");
+    assert_eq!(cv["release"]["rho_spent_by_this_call"].as_f64(), Some(0.02));
+    assert!(
+        cv["threshold_rule"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("cv"),
+        "{}",
+        cv["threshold_rule"]
+    );
+    // √K = √5 times GaussCov's entry noise at the same ρ: R²·√5/(n√ρ).
+    let sd = cv["entry_noise_sd"].as_f64().expect("sd");
+    let want = 4.0 * 5f64.sqrt() / (400.0 * 0.02f64.sqrt());
+    assert!((sd / want - 1.0).abs() < 1e-12, "{sd} vs {want}");
+    // The adaptive threshold would need sums of squares: refused, nothing spent.
+    let mut adaptive_rule = folds.to_vec();
+    adaptive_rule.extend(["--threshold", "adaptive"]);
+    estimate(&daemon.url, "binned", &adaptive_rule).fails_with("sums of squares");
+    let spent = status(&daemon.url, "binned").json()["rho_spent"]
+        .as_f64()
+        .expect("spent");
+    assert!((spent - 0.06).abs() < 1e-15, "{spent}");
+
     // Seed 004's compressed release: opt-in at creation, labelled, spends nothing.
     let mut local = args("compressed-local", "local", "0");
     local.push("--allow-compressed-release".into());

@@ -55,7 +55,7 @@ pub use mechanisms::{
     separate_cov,
 };
 pub use release::{
-    MAX_COMPRESSED_ROWS, NoisySums, ReleaseBudget, collection_l1_sensitivity,
-    collection_l2_sensitivity, gaussian_sums, laplace_sums, release_sums,
+    MAX_COMPRESSED_ROWS, NoisyFolds, NoisySums, ReleaseBudget, collection_l1_sensitivity,
+    collection_l2_sensitivity, gauss_cov_folds, gaussian_sums, laplace_sums, release_sums,
 };
 pub use statistics::{CENTRAL_GRID_BITS, CentralStatistics, to_grid_unit_ball};

@@ -47,6 +47,8 @@ pub enum Mechanism {
     AdaptiveCov,
     /// Seed 004's compressed release — NOT differentially private (`release` module).
     CompressedNotDp,
+    /// GaussCov of every cross-validation fold's sums (`release` module).
+    GaussCovFolds,
 }
 
 impl Mechanism {
@@ -58,6 +60,7 @@ impl Mechanism {
             Mechanism::LaplaceCov => "laplace_cov",
             Mechanism::AdaptiveCov => "adaptive_cov",
             Mechanism::CompressedNotDp => "compressed_not_dp",
+            Mechanism::GaussCovFolds => "gauss_cov_folds",
         }
     }
 }

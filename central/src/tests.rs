@@ -574,3 +574,38 @@ fn the_compressed_release_is_a_wishart_draw_around_the_second_moment() {
         }
     }
 }
+
+/// GaussCov of the folds: each fold's sums get noise of sd `Δ₀·2^30/√(2ρ)` (the same
+/// as one GaussCov at ρ, since the folds compose in parallel), so the total carries
+/// √K times that. 200 releases × 5 folds × 6 entries of `(noisy − exact)/sd`: sample
+/// variance within 5·√(2/6000) = 0.091 of 1 (sensitivity 1 instead of √2 gives 0.5).
+#[test]
+fn fold_releases_have_gauss_cov_noise_on_every_fold() {
+    let rows = random_rows(200, 3, 40);
+    let (collection, _) = binned(&rows, 0);
+    // Five folds of 40 users each, their exact sums.
+    let mut fold_sums = vec![vec![0i64; 6]; 5];
+    for (k, row) in rows.iter().enumerate() {
+        let u = to_grid_unit_ball(row, K).unwrap();
+        ldpcov_proto::wire::add_raw_vector(&collection, &u, &mut fold_sums[k % 5]).unwrap();
+    }
+    let counts = vec![40u64; 5];
+    let rho: f64 = 0.5;
+    let sd = std::f64::consts::SQRT_2 * (1u64 << 30) as f64 / (2.0 * rho).sqrt();
+    let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(41);
+    let mut residuals = Vec::new();
+    for _ in 0..200 {
+        let r = gauss_cov_folds(&collection, &counts, &fold_sums, rho, &mut sampler).unwrap();
+        assert!((r.noise_sd_grid / sd - 1.0).abs() < 1e-12);
+        assert_eq!((r.rho, r.fold_counts.len()), (rho, 5));
+        for (noisy, exact) in r.fold_sums.iter().zip(&fold_sums) {
+            for (a, b) in noisy.iter().zip(exact) {
+                residuals.push((a - b) as f64 / sd);
+            }
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    assert!(mean.abs() < 5.0 / 6000f64.sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.091, "variance {var}");
+    assert!(gauss_cov_folds(&collection, &[0; 5], &fold_sums, rho, &mut sampler).is_err());
+}

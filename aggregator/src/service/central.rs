@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use ldpcov_central::{Mechanism, ReleaseBudget, release_sums};
+use ldpcov_central::{Mechanism, ReleaseBudget, gauss_cov_folds, release_sums};
 use ldpcov_estimate::{Accumulator, BulkShrinkage, EstimateOptions, ThresholdRule};
 use ldpcov_noise::DiscreteGaussianSampler;
 use ldpcov_proto::Collection;
@@ -73,16 +73,18 @@ fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget),
         Ok(
             m @ (CentralMechanism::GaussCov
             | CentralMechanism::SeparateCov
-            | CentralMechanism::AdaptiveCov),
+            | CentralMechanism::AdaptiveCov
+            | CentralMechanism::GaussCovFolds),
         ) => {
             if release.epsilon != 0.0 {
                 return Err(invalid(
-                    "gauss_cov, separate_cov and adaptive_cov spend a rho: leave release.epsilon unset",
+                    "gauss_cov, gauss_cov_folds, separate_cov and adaptive_cov spend a rho: leave release.epsilon unset",
                 ));
             }
             let mechanism = match m {
                 CentralMechanism::GaussCov => Mechanism::GaussCov,
                 CentralMechanism::SeparateCov => Mechanism::SeparateCov,
+                CentralMechanism::GaussCovFolds => Mechanism::GaussCovFolds,
                 _ => Mechanism::AdaptiveCov,
             };
             Ok((mechanism, ReleaseBudget::Rho(positive("rho", release.rho)?)))
@@ -149,6 +151,16 @@ fn central_options(
     options: &mut EstimateOptions,
     target: &Target,
 ) -> Result<(), Status> {
+    // Cross-validation on the released fold sums is post-processing of a private
+    // release: the default rule there, as for a local collection.
+    if mechanism == Mechanism::GaussCovFolds {
+        if let Some(Threshold::Adaptive(_)) = &req.threshold {
+            return Err(invalid(
+                "the adaptive threshold needs per-report sums of squares that a central release does not have",
+            ));
+        }
+        return Ok(());
+    }
     match &req.threshold {
         None if matches!(
             mechanism,
@@ -242,33 +254,28 @@ impl AggregatorService {
                     }));
                 }
                 let collection = Arc::clone(c);
-                let sums = snapshot.acc.sums();
-                let noisy = tokio::task::spawn_blocking(move || {
+                let acc = snapshot.acc.clone();
+                let stored = tokio::task::spawn_blocking(move || {
                     let mut sampler = DiscreteGaussianSampler::from_os_rng().map_err(|e| {
                         Status::internal(format!("no randomness from the operating system: {e}"))
                     })?;
-                    release_sums(&collection, n, &sums, mechanism, budget, &mut sampler)
+                    draw_release(&collection, &acc, mechanism, budget, &mut sampler)
                         .map_err(|e| invalid(e.to_string()))
                 })
                 .await
                 .map_err(|e| Status::internal(format!("release task failed: {e}")))??;
                 let stored = StoredCentralRelease {
                     mechanism: release.mechanism,
-                    rho: noisy.rho,
                     epsilon: release.epsilon,
-                    reports: noisy.count,
-                    noise_sd_grid: noisy.noise_sd_grid,
-                    sums: noisy.sums,
-                    radius: noisy.radius,
-                    trace: noisy.trace,
+                    ..stored
                 };
                 let r = self
                     .store
-                    .record_release(&c.id, &key, noisy.rho, c.rho, stored.encode_to_vec())
+                    .record_release(&c.id, &key, stored.rho, c.rho, stored.encode_to_vec())
                     .await
                     .map_err(store_status)?;
                 tracing::info!(
-                    collection = %c.id, mechanism = mechanism.name(), rho = noisy.rho,
+                    collection = %c.id, mechanism = mechanism.name(), rho = stored.rho,
                     reports = n, spent = r.spent, budget = c.rho, fresh = r.fresh,
                     "central release recorded"
                 );
@@ -283,17 +290,40 @@ impl AggregatorService {
                 "the ledger's release does not match its key (entries or reports)",
             ));
         }
-        let mut acc = Accumulator::new(c.release_entries(), 1);
-        acc.count = n;
-        acc.fold_counts[0] = n;
-        acc.fold_sums[0] = stored.sums;
+        let entries = c.release_entries();
+        let folds = stored.fold_counts.len();
+        let (acc, total_sd_grid) = if folds == 0 {
+            let mut acc = Accumulator::new(entries, 1);
+            acc.count = n;
+            acc.fold_counts[0] = n;
+            acc.fold_sums[0] = stored.sums;
+            (acc, stored.noise_sd_grid)
+        } else {
+            if stored.fold_sums.len() != folds * entries {
+                return Err(Status::internal(
+                    "the ledger's fold release does not match its collection",
+                ));
+            }
+            let mut acc = Accumulator::new(entries, folds);
+            acc.count = n;
+            acc.fold_counts = stored.fold_counts;
+            acc.fold_sums = stored
+                .fold_sums
+                .chunks(entries)
+                .map(<[i64]>::to_vec)
+                .collect();
+            // The total of K fold sums carries √K times one fold's noise sd.
+            (acc, stored.noise_sd_grid * (folds as f64).sqrt())
+        };
         let mut collection = (**c).clone();
         // The estimators see the released moments only, never the norm bins.
-        collection.entries = c.release_entries();
+        collection.entries = entries;
         collection.norm_bins = 0;
         // The per-report σ whose average has the release's noise: σ_eq/√n per entry of
-        // the average equals sd_grid/(2^30·n).
-        collection.sigma = stored.noise_sd_grid / (c.grid_scale() * (n as f64).sqrt());
+        // the average equals sd_grid/(2^30·n). (With folds of about n/K reports each,
+        // a fold's average then has its own noise sd/(2^30·n_k) too, up to the folds'
+        // balance.)
+        collection.sigma = total_sd_grid / (c.grid_scale() * (n as f64).sqrt());
         Ok(CentralInput {
             input: Snapshot {
                 collection: Arc::new(collection),
@@ -308,4 +338,57 @@ impl AggregatorService {
             },
         })
     }
+}
+
+/// Draws the release a request names from the collection's exact accumulators: the
+/// ledger record, without the request's own fields (mechanism, ε).
+fn draw_release(
+    collection: &Collection,
+    acc: &Accumulator,
+    mechanism: Mechanism,
+    budget: ReleaseBudget,
+    sampler: &mut DiscreteGaussianSampler,
+) -> Result<StoredCentralRelease, ldpcov_central::CentralError> {
+    if mechanism == Mechanism::GaussCovFolds {
+        let ReleaseBudget::Rho(rho) = budget else {
+            return Err(ldpcov_central::CentralError::Parameter(
+                "gauss_cov_folds spends a rho".into(),
+            ));
+        };
+        let folds = gauss_cov_folds(collection, &acc.fold_counts, &acc.fold_sums, rho, sampler)?;
+        let entries = collection.release_entries();
+        let mut total = vec![0i64; entries];
+        for fold in &folds.fold_sums {
+            for (t, v) in total.iter_mut().zip(fold) {
+                *t += v;
+            }
+        }
+        return Ok(StoredCentralRelease {
+            rho,
+            reports: acc.count,
+            noise_sd_grid: folds.noise_sd_grid,
+            sums: total,
+            radius: 1.0,
+            fold_sums: folds.fold_sums.concat(),
+            fold_counts: folds.fold_counts,
+            ..Default::default()
+        });
+    }
+    let noisy = release_sums(
+        collection,
+        acc.count,
+        &acc.sums(),
+        mechanism,
+        budget,
+        sampler,
+    )?;
+    Ok(StoredCentralRelease {
+        rho: noisy.rho,
+        reports: noisy.count,
+        noise_sd_grid: noisy.noise_sd_grid,
+        sums: noisy.sums,
+        radius: noisy.radius,
+        trace: noisy.trace,
+        ..Default::default()
+    })
 }

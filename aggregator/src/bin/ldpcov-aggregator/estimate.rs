@@ -178,6 +178,9 @@ enum Rule {
 enum ReleaseArg {
     /// Every entry plus discrete Gaussian noise (--release-rho).
     GaussCov,
+    /// GaussCov of each cross-validation fold at --release-rho (parallel composition):
+    /// K× the noise variance, but cross-validation (then the default rule) is private.
+    GaussCovFolds,
     /// Noisy eigenvalues with GaussCov's eigenvectors (--release-rho; second moment).
     SeparateCov,
     /// Every entry plus discrete Laplace noise, pure DP (--release-epsilon).
@@ -243,6 +246,7 @@ impl Options {
         let release = self.release.map(|r| CentralRelease {
             mechanism: match r {
                 ReleaseArg::GaussCov => CentralMechanism::GaussCov,
+                ReleaseArg::GaussCovFolds => CentralMechanism::GaussCovFolds,
                 ReleaseArg::SeparateCov => CentralMechanism::SeparateCov,
                 ReleaseArg::LaplaceCov => CentralMechanism::LaplaceCov,
                 ReleaseArg::AdaptiveCov => CentralMechanism::AdaptiveCov,
