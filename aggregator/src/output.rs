@@ -284,6 +284,8 @@ pub fn write_estimate(
                         Ok(CentralMechanism::SeparateCov) => "separate-cov",
                         Ok(CentralMechanism::LaplaceCov) => "laplace-cov",
                         Ok(CentralMechanism::AdaptiveCov) => "adaptive-cov",
+                        Ok(CentralMechanism::SeparateCovLaplace) => "separate-cov-laplace",
+                        Ok(CentralMechanism::AdaptiveCovLaplace) => "adaptive-cov-laplace",
                         Ok(CentralMechanism::CompressedNotDp) => {
                             "compressed (NOT differentially private)"
                         }

@@ -1950,6 +1950,42 @@ fn adaptive_cov_releases_through_the_cli() {
         .as_f64()
         .expect("spent");
     assert!((spent - 0.06).abs() < 1e-15, "{spent}");
+    // The pure-DP variants spend ρ = ε²/2: 0.005 and 0.00125.
+    let lap = estimate(
+        &daemon.url,
+        "binned",
+        &[
+            "--release",
+            "adaptive-cov-laplace",
+            "--release-epsilon",
+            "0.1",
+        ],
+    )
+    .json();
+    assert_eq!(lap["release"]["mechanism"], "adaptive-cov-laplace");
+    let sep = estimate(
+        &daemon.url,
+        "binned",
+        &[
+            "--release",
+            "separate-cov-laplace",
+            "--release-epsilon",
+            "0.05",
+        ],
+    )
+    .json();
+    assert_eq!(sep["release"]["mechanism"], "separate-cov-laplace");
+    let spent = status(&daemon.url, "binned").json()["rho_spent"]
+        .as_f64()
+        .expect("spent");
+    assert!((spent - 0.06625).abs() < 1e-15, "{spent}");
+    // Nothing left for another: refused, nothing spent.
+    estimate(
+        &daemon.url,
+        "binned",
+        &["--release", "laplace-cov", "--release-epsilon", "0.1"],
+    )
+    .fails_with("ResourceExhausted");
 
     // Seed 004's compressed release: opt-in at creation, labelled, spends nothing.
     let mut local = args("compressed-local", "local", "0");

@@ -32,7 +32,8 @@
 //!    `2^−30` (post-processing), the noise sd there is `that/2^{2j}`: clipping at
 //!    `2^−j` divides the noise by `4^j`.
 //!
-//! Composition: ρ/8 + ρ/8 + 3ρ/4 = ρ.
+//! Composition: ρ/8 + ρ/8 + 3ρ/4 = ρ. The pure-DP variant (seed 002's) splits ε the
+//! same way with discrete Laplace noise throughout ([`AdaptiveBudget::Epsilon`]).
 
 use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, NoisySums};
@@ -40,15 +41,35 @@ use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::{triangle_len, triangle_pairs};
 
+/// Which calibration an AdaptiveCov release uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum AdaptiveBudget {
+    /// ρ-zCDP: discrete Gaussian trace and release, SVT at `ε_svt = √ρ/2`.
+    Rho(f64),
+    /// Pure ε-DP (seed 002's variant): ε/8 on a discrete Laplace trace, ε/8 on the SVT,
+    /// 3ε/4 on a discrete Laplace release of the clipped sums (ℓ₁ sensitivity
+    /// `(p + 1)·τ²` plus the rounding, `d·2^−30·τ²`). Recorded as ρ = ε²/2.
+    Epsilon(f64),
+}
+
 /// The radius the sparse vector technique chose, and the release at it.
 pub(crate) fn adaptive_cov(
     collection: &Collection,
     count: u64,
     sums: &[i64],
-    rho: f64,
+    budget: AdaptiveBudget,
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<NoisySums, CentralError> {
-    check_budget("rho", rho)?;
+    let (mechanism, rho) = match budget {
+        AdaptiveBudget::Rho(rho) => {
+            check_budget("rho", rho)?;
+            (Mechanism::AdaptiveCov, rho)
+        }
+        AdaptiveBudget::Epsilon(epsilon) => {
+            check_budget("epsilon", epsilon)?;
+            (Mechanism::AdaptiveCovLaplace, epsilon * epsilon / 2.0)
+        }
+    };
     let bins = collection.norm_bins;
     if bins == 0 || collection.has_mean() {
         return Err(CentralError::Parameter(
@@ -64,45 +85,54 @@ pub(crate) fn adaptive_cov(
         .map(|(k, _)| k)
         .collect();
     let trace = |block: &[i64]| -> i128 { diagonal.iter().map(|&k| i128::from(block[k])).sum() };
-    let block = |l: usize| {
-        let start = d + l * (2 * d + 1);
-        (
-            &sums[start..start + d],
-            &sums[start + d..start + 2 * d],
-            sums[start + 2 * d],
-        )
-    };
-
-    // 1. The trace, ρ/8: sensitivity 2^30 grid units.
-    let sigma_trace = check_sigma(gaussian_sigma(unit, rho / 8.0))?;
-    let noisy_trace = trace(&sums[..d]) + i128::from(sampler.sample_grid(sigma_trace));
-
-    // 2. The radius, ρ/8: AboveThreshold with Δ = 2^30 grid units.
-    let rho_release = 0.75 * rho;
-    let epsilon_svt = rho.sqrt() / 2.0;
-    let laplace_scale = |factor: f64| -> Result<u64, CentralError> {
-        let t = (factor * unit / epsilon_svt).ceil();
+    let laplace_scale = |what: &str, scale: f64| -> Result<u64, CentralError> {
+        let t = scale.ceil();
         if (1.0..=2f64.powi(60)).contains(&t) {
             Ok(t as u64)
         } else {
             Err(CentralError::Parameter(format!(
-                "rho = {rho} gives a sparse-vector noise scale of {t} grid units: out of range"
+                "the budget gives a {what} noise scale of {t} grid units: out of range"
             )))
         }
     };
-    let (t_threshold, t_query) = (laplace_scale(2.0)?, laplace_scale(4.0)?);
+
+    // 1. The trace (ρ/8 or ε/8), sensitivity 2^30 grid units (ℓ₁ = ℓ₂: one number).
+    let trace_noise = match budget {
+        AdaptiveBudget::Rho(rho) => {
+            sampler.sample_grid(check_sigma(gaussian_sigma(unit, rho / 8.0))?)
+        }
+        AdaptiveBudget::Epsilon(epsilon) => ldpcov_noise::cks20::discrete_laplace(
+            sampler.rng_mut(),
+            laplace_scale("trace", unit / (epsilon / 8.0))?,
+        ),
+    };
+    let noisy_trace = trace(&sums[..d]) + i128::from(trace_noise);
+
+    // 2. The radius (ρ/8 or ε/8): AboveThreshold with Δ = 2^30 grid units. Each query
+    // compares the clipping bias with the Frobenius norm of the release noise saved:
+    // σ·p for the Gaussian (σ = Δ₂/√(2ρ_r), Δ₂ = √2·τ²), √2·b·p for the Laplace
+    // (b = Δ₁/ε_r, Δ₁ = (p + 1)·τ²).
+    let (epsilon_svt, noise_per_tau2) = match budget {
+        AdaptiveBudget::Rho(rho) => (rho.sqrt() / 2.0, p as f64 / (0.75 * rho).sqrt()),
+        AdaptiveBudget::Epsilon(epsilon) => (
+            epsilon / 8.0,
+            std::f64::consts::SQRT_2 * (p as f64 + 1.0) / (0.75 * epsilon) * p as f64,
+        ),
+    };
+    let t_threshold = laplace_scale("sparse-vector", 2.0 * unit / epsilon_svt)?;
+    let t_query = laplace_scale("sparse-vector", 4.0 * unit / epsilon_svt)?;
     let threshold = ldpcov_noise::cks20::discrete_laplace(sampler.rng_mut(), t_threshold) as f64;
     let mut chosen = bins - 1;
     for j in 1..bins {
         // Σ_{l<j} (tr S_l − 2^(30−2j)·c_l), grid units, exact.
         let bias: i128 = (0..j)
             .map(|l| {
-                let (s, _, c) = block(l);
+                let start = d + l * (2 * d + 1);
+                let (s, c) = (&sums[start..start + d], sums[start + 2 * d]);
                 trace(s) - i128::from(c) * (1i128 << (30 - 2 * j))
             })
             .sum();
-        let tau2 = 4f64.powi(-(j as i32));
-        let noise = tau2 * p as f64 / rho_release.sqrt() * unit;
+        let noise = 4f64.powi(-(j as i32)) * noise_per_tau2 * unit;
         let nu = ldpcov_noise::cks20::discrete_laplace(sampler.rng_mut(), t_query) as f64;
         if bias as f64 - noise + nu >= threshold {
             chosen = j - 1;
@@ -110,16 +140,40 @@ pub(crate) fn adaptive_cov(
         }
     }
 
-    // 3. GaussCov of the sums clipped at 2^−chosen, 3ρ/4.
+    // 3. The release of the sums clipped at 2^−chosen (3ρ/4 or 3ε/4), in units of
+    // 2^−(30+2j): ℓ₂ sensitivity √2·2^30 + √d, ℓ₁ (p + 1)·2^30 + d (module docs).
     let j = chosen;
     let scale = 1i128 << (2 * j);
     let v = clipped_sums(collection, sums, j);
-    let l2 = std::f64::consts::SQRT_2 * unit + (d as f64).sqrt();
-    let sigma = check_sigma(gaussian_sigma(l2, rho_release))?;
+    let mut draw: Box<dyn FnMut(&mut DiscreteGaussianSampler) -> i64> = match budget {
+        AdaptiveBudget::Rho(rho) => {
+            let l2 = std::f64::consts::SQRT_2 * unit + (d as f64).sqrt();
+            let sigma = check_sigma(gaussian_sigma(l2, 0.75 * rho))?;
+            Box::new(move |s: &mut DiscreteGaussianSampler| s.sample_grid(sigma))
+        }
+        AdaptiveBudget::Epsilon(epsilon) => {
+            let l1 = (p as f64 + 1.0) * unit + d as f64;
+            let t = laplace_scale("release", l1 / (0.75 * epsilon))?;
+            Box::new(move |s: &mut DiscreteGaussianSampler| {
+                ldpcov_noise::cks20::discrete_laplace(s.rng_mut(), t)
+            })
+        }
+    };
+    let noise_sd = match budget {
+        AdaptiveBudget::Rho(rho) => gaussian_sigma(
+            std::f64::consts::SQRT_2 * unit + (d as f64).sqrt(),
+            0.75 * rho,
+        ),
+        AdaptiveBudget::Epsilon(epsilon) => {
+            let t = (((p as f64 + 1.0) * unit + d as f64) / (0.75 * epsilon)).ceil();
+            let q = (-1.0 / t).exp();
+            (2.0 * q).sqrt() / (1.0 - q)
+        }
+    };
     let released = v
         .into_iter()
         .map(|x| {
-            let noisy = x + i128::from(sampler.sample_grid(sigma));
+            let noisy = x + i128::from(draw(sampler));
             // Back to the grid 2^−30: round(noisy / 4^j), post-processing.
             let rounded = (noisy + noisy.signum() * scale / 2) / scale;
             i64::try_from(rounded)
@@ -127,10 +181,10 @@ pub(crate) fn adaptive_cov(
         })
         .collect::<Result<Vec<i64>, _>>()?;
     Ok(NoisySums {
-        mechanism: Mechanism::AdaptiveCov,
+        mechanism,
         sums: released,
         count,
-        noise_sd_grid: sigma / scale as f64,
+        noise_sd_grid: noise_sd / scale as f64,
         rho,
         radius: 0.5f64.powi(j as i32),
         trace: noisy_trace as f64,

@@ -51,8 +51,8 @@ mod tests;
 
 pub use error::CentralError;
 pub use mechanisms::{
-    CentralRelease, Mechanism, eigenvalue_sensitivity, gauss_cov, gaussian_sigma, laplace_cov,
-    separate_cov,
+    CentralRelease, Mechanism, eigenvalue_l1_sensitivity, eigenvalue_sensitivity, gauss_cov,
+    gaussian_sigma, laplace_cov, separate_cov, separate_cov_laplace,
 };
 pub use release::{
     MAX_COMPRESSED_ROWS, NoisyFolds, NoisySums, ReleaseBudget, collection_l1_sensitivity,

@@ -49,6 +49,11 @@ pub enum Mechanism {
     CompressedNotDp,
     /// GaussCov of every cross-validation fold's sums (`release` module).
     GaussCovFolds,
+    /// The pure ε-DP SeparateCov: discrete Laplace eigenvalues (ε/2) with the
+    /// eigenvectors of a LaplaceCov release (ε/2).
+    SeparateCovLaplace,
+    /// The pure ε-DP AdaptiveCov (`adaptive` module).
+    AdaptiveCovLaplace,
 }
 
 impl Mechanism {
@@ -61,6 +66,8 @@ impl Mechanism {
             Mechanism::AdaptiveCov => "adaptive_cov",
             Mechanism::CompressedNotDp => "compressed_not_dp",
             Mechanism::GaussCovFolds => "gauss_cov_folds",
+            Mechanism::SeparateCovLaplace => "separate_cov_laplace",
+            Mechanism::AdaptiveCovLaplace => "adaptive_cov_laplace",
         }
     }
 }
@@ -176,29 +183,85 @@ pub fn separate_cov(
     for l in &mut lambda {
         *l = l.round() + noise.sample_grid(sigma) as f64;
     }
-    lambda.sort_by(|a, b| b.total_cmp(a));
-    // Eigenvectors of a GaussCov release at ρ/2, by signed eigenvalue, descending.
+    // Eigenvectors of a GaussCov release at ρ/2.
     let directions = gauss_cov(stats, rho / 2.0, noise)?;
+    Ok(CentralRelease {
+        mechanism: Mechanism::SeparateCov,
+        matrix: pair_eigenvalues(lambda, &directions.matrix, unit * n)?,
+        noise_sd: sigma / (unit * n),
+        rho,
+        count: stats.count(),
+    })
+}
+
+/// `P̃·diag(λ̃)·P̃ᵀ/scale`: the i-th largest of the noisy eigenvalues `lambda` with the
+/// eigenvector of the i-th largest *signed* eigenvalue of `directions` (SeparateCov's
+/// assembly, post-processing of its two releases).
+fn pair_eigenvalues(
+    mut lambda: Vec<f64>,
+    directions: &DMatrix<f64>,
+    scale: f64,
+) -> Result<DMatrix<f64>, CentralError> {
+    lambda.sort_by(|a, b| b.total_cmp(a));
     let (values, vectors) =
-        ldpcov_estimate::symmetric_eigen(&directions.matrix).map_err(CentralError::Eigen)?;
+        ldpcov_estimate::symmetric_eigen(directions).map_err(CentralError::Eigen)?;
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
-    let p = stats.dim();
+    let p = directions.nrows();
     let mut m = DMatrix::zeros(p, p);
     for (rank, &col) in order.iter().enumerate() {
-        let l = lambda[rank] / (unit * n);
+        let l = lambda[rank] / scale;
         for i in 0..p {
             for j in 0..p {
                 m[(i, j)] += l * vectors[(i, col)] * vectors[(j, col)];
             }
         }
     }
-    let m = (&m + m.transpose()) * 0.5;
+    Ok((&m + m.transpose()) * 0.5)
+}
+
+/// The ℓ₁ sensitivity, in grid units, of the eigenvalues of `S` as
+/// [`separate_cov_laplace`] computes and rounds them: `2·2^2k` (Lidskii: the
+/// eigenvalue change is at most the nuclear norm of `uuᵀ − wwᵀ`, at most
+/// `‖u‖² + ‖w‖² ≤ 2`), plus `p` for the rounding (½ per eigenvalue of each neighbour),
+/// plus `√p` times the ℓ₂ eigensolver term of [`eigenvalue_sensitivity`].
+pub fn eigenvalue_l1_sensitivity(stats: &CentralStatistics) -> f64 {
+    let p = stats.dim() as f64;
+    let unit = stats.unit() as f64;
+    2.0 * unit + p + p.sqrt() * 2.0 * p * (stats.count() as f64) * unit * 2f64.powi(-40)
+}
+
+/// The pure ε-DP SeparateCov (seed 002's variant): half of ε on the eigenvalues of the
+/// exact `S` (rounded) plus discrete Laplace noise of scale
+/// `⌈Δ₁_λ/(ε/2)⌉` ([`eigenvalue_l1_sensitivity`]), half on the eigenvectors of a
+/// [`laplace_cov`] release at ε/2. ε-DP, recorded as ρ = ε²/2; `noise_sd` is each
+/// averaged eigenvalue's.
+pub fn separate_cov_laplace(
+    stats: &CentralStatistics,
+    epsilon: f64,
+    rng: &mut impl RngCore,
+) -> Result<CentralRelease, CentralError> {
+    check_budget("epsilon", epsilon)?;
+    let n = check_release(stats)?;
+    let unit = stats.unit() as f64;
+    let exact = stats.unpack(&stats.sums_f64(), 1.0 / unit);
+    let (mut lambda, _) = ldpcov_estimate::symmetric_eigen(&exact).map_err(CentralError::Eigen)?;
+    let t = (eigenvalue_l1_sensitivity(stats) / (epsilon / 2.0)).ceil();
+    if !(1.0..=2f64.powi(52)).contains(&t) {
+        return Err(CentralError::Parameter(format!(
+            "epsilon = {epsilon} gives an eigenvalue Laplace scale of {t} grid units, outside [1, 2^52]"
+        )));
+    }
+    for l in &mut lambda {
+        *l = l.round() + ldpcov_noise::cks20::discrete_laplace(rng, t as u64) as f64;
+    }
+    let directions = laplace_cov(stats, epsilon / 2.0, rng)?;
+    let q = (-1.0 / t).exp();
     Ok(CentralRelease {
-        mechanism: Mechanism::SeparateCov,
-        matrix: m,
-        noise_sd: sigma / (unit * n),
-        rho,
+        mechanism: Mechanism::SeparateCovLaplace,
+        matrix: pair_eigenvalues(lambda, &directions.matrix, unit * n)?,
+        noise_sd: (2.0 * q).sqrt() / (1.0 - q) / (unit * n),
+        rho: epsilon * epsilon / 2.0,
         count: stats.count(),
     })
 }

@@ -160,13 +160,16 @@ pub fn release_sums(
         };
         return compressed_not_dp(collection, count, sums, rows, sampler);
     }
-    if mechanism == Mechanism::AdaptiveCov {
-        let ReleaseBudget::Rho(rho) = budget else {
-            return Err(CentralError::Parameter(
-                "adaptive_cov spends a rho, not an epsilon".into(),
-            ));
-        };
-        return crate::adaptive::adaptive_cov(collection, count, sums, rho, sampler);
+    match (mechanism, budget) {
+        (Mechanism::AdaptiveCov, ReleaseBudget::Rho(rho)) => {
+            let budget = crate::adaptive::AdaptiveBudget::Rho(rho);
+            return crate::adaptive::adaptive_cov(collection, count, sums, budget, sampler);
+        }
+        (Mechanism::AdaptiveCovLaplace, ReleaseBudget::Epsilon(epsilon)) => {
+            let budget = crate::adaptive::AdaptiveBudget::Epsilon(epsilon);
+            return crate::adaptive::adaptive_cov(collection, count, sums, budget, sampler);
+        }
+        _ => {}
     }
     // The other mechanisms release the moments, without the norm bins.
     let sums = &sums[..collection.release_entries()];
@@ -184,6 +187,25 @@ pub fn release_sums(
                 sampler.rng_mut(),
             )?;
             (noisy, sd, epsilon * epsilon / 2.0)
+        }
+        (Mechanism::SeparateCovLaplace, ReleaseBudget::Epsilon(epsilon)) => {
+            if collection.has_mean() {
+                return Err(CentralError::Parameter(
+                    "separate_cov releases the second moment only: use laplace_cov, or a collection of moments SECOND_MOMENT".into(),
+                ));
+            }
+            let stats = CentralStatistics::from_sums(
+                collection.dim,
+                CENTRAL_GRID_BITS / 2,
+                count,
+                sums.to_vec(),
+            )?;
+            let release = crate::separate_cov_laplace(&stats, epsilon, sampler.rng_mut())?;
+            let scale = collection.grid_scale() * count as f64;
+            let packed = ldpcov_proto::layout::triangle_pairs(collection.dim)
+                .map(|(i, j)| (release.matrix[(i, j)] * scale).round() as i64)
+                .collect();
+            (packed, release.noise_sd * scale, release.rho)
         }
         (Mechanism::SeparateCov, ReleaseBudget::Rho(rho)) => {
             if collection.has_mean() {
@@ -208,7 +230,12 @@ pub fn release_sums(
             return Err(CentralError::Parameter(format!(
                 "{} spends {}, not {budget:?}",
                 mechanism.name(),
-                if mechanism == Mechanism::LaplaceCov {
+                if matches!(
+                    mechanism,
+                    Mechanism::LaplaceCov
+                        | Mechanism::SeparateCovLaplace
+                        | Mechanism::AdaptiveCovLaplace
+                ) {
                     "an epsilon"
                 } else {
                     "a rho"

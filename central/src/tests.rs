@@ -609,3 +609,89 @@ fn fold_releases_have_gauss_cov_noise_on_every_fold() {
     assert!((var - 1.0).abs() < 0.091, "variance {var}");
     assert!(gauss_cov_folds(&collection, &[0; 5], &fold_sums, rho, &mut sampler).is_err());
 }
+
+/// The pure-DP SeparateCov: eigenvalue noise is discrete Laplace of scale
+/// `⌈Δ₁_λ/(ε/2)⌉`, so `(λ(released) − λ(exact))/noise_sd` has variance 1 with
+/// kurtosis 6: 300 releases × 4 eigenvalues within 5·√(5/1200) = 0.32 of 1. The same
+/// well-separated spectrum as the Gaussian test (no swaps at this noise).
+#[test]
+fn separate_cov_laplace_eigenvalue_noise_has_the_calibrated_scale() {
+    let mut rows = Vec::new();
+    for (axis, (len, count)) in [(0.9, 1000), (0.6, 500), (0.4, 300), (0.2, 200)]
+        .into_iter()
+        .enumerate()
+    {
+        for k in 0..count {
+            let mut x = vec![0.0; 4];
+            x[axis] = if k % 2 == 0 { len } else { -len };
+            rows.push(x);
+        }
+    }
+    let s = stats_from(&rows);
+    let exact = sorted_eigenvalues(&s.exact_second_moment().unwrap());
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(50);
+    let epsilon = 4.0;
+    let unit = (1u64 << (2 * K)) as f64;
+    let t = (eigenvalue_l1_sensitivity(&s) / (epsilon / 2.0)).ceil();
+    // Δ₁_λ is 2·2^2k plus the rounding and eigensolver terms (tiny here).
+    assert!((eigenvalue_l1_sensitivity(&s) / (2.0 * unit) - 1.0).abs() < 1e-6);
+    let q = (-1.0 / t).exp();
+    let want_sd = (2.0 * q).sqrt() / (1.0 - q) / (unit * 2000.0);
+    let mut residuals = Vec::new();
+    for _ in 0..300 {
+        let r = separate_cov_laplace(&s, epsilon, &mut rng).unwrap();
+        assert_eq!((r.mechanism, r.rho), (Mechanism::SeparateCovLaplace, 8.0));
+        assert!((r.noise_sd / want_sd - 1.0).abs() < 1e-12);
+        for (got, want) in sorted_eigenvalues(&r.matrix).iter().zip(&exact) {
+            residuals.push((got - want) / want_sd);
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    assert!(mean.abs() < 5.0 * (2.0 / 1200f64).sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.32, "variance {var}");
+}
+
+/// The pure-DP AdaptiveCov at a large ε (SVT ε/8 = 500: noise scales 0.004 and 0.008
+/// of one user's largest contribution) on 1000 vectors of norm 0.1: it never clips
+/// below 1/8 (the query at 1/16 is ≈ 6 users' worth above the threshold), its noise
+/// sd is the discrete Laplace's at `⌈((p + 1)·2^30 + d)/(3ε/4)⌉` over `4^j`, the
+/// residuals at the chosen radius have variance 1 (kurtosis 6: within 5·√(5/N)), and
+/// it spends ρ = ε²/2.
+#[test]
+fn adaptive_cov_laplace_releases_at_its_radius_with_the_calibrated_noise() {
+    let rows: Vec<Vec<f64>> = (0..1000)
+        .map(|k| {
+            let a = k as f64 * 0.37;
+            vec![0.1 * a.cos(), 0.1 * a.sin(), 0.0]
+        })
+        .collect();
+    let (collection, sums) = binned(&rows, 6);
+    let epsilon: f64 = 4000.0;
+    let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(51);
+    let mut residuals = Vec::new();
+    for _ in 0..200 {
+        let r = release_sums(
+            &collection,
+            1000,
+            &sums,
+            Mechanism::AdaptiveCovLaplace,
+            ReleaseBudget::Epsilon(epsilon),
+            &mut sampler,
+        )
+        .unwrap();
+        assert_eq!(r.rho, epsilon * epsilon / 2.0);
+        let j = r.radius.recip().log2().round() as i32;
+        assert!(j <= 3, "clipped below the data at 2^-{j}");
+        let t = ((4.0 * (1u64 << 30) as f64 + 6.0) / (0.75 * epsilon)).ceil();
+        let q = (-1.0 / t).exp();
+        let want_sd = (2.0 * q).sqrt() / (1.0 - q) / 4f64.powi(j);
+        assert!((r.noise_sd_grid / want_sd - 1.0).abs() < 1e-12, "j = {j}");
+        for (got, want) in r.sums.iter().zip(&sums[..6]) {
+            residuals.push((got - want) as f64 / want_sd);
+        }
+    }
+    let (mean, var) = moments(&residuals);
+    let n = residuals.len() as f64;
+    assert!(mean.abs() < 5.0 * (2.0 / n).sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 5.0 * (5.0 / n).sqrt(), "variance {var}");
+}

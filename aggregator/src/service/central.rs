@@ -89,14 +89,23 @@ fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget),
             };
             Ok((mechanism, ReleaseBudget::Rho(positive("rho", release.rho)?)))
         }
-        Ok(CentralMechanism::LaplaceCov) => {
+        Ok(
+            m @ (CentralMechanism::LaplaceCov
+            | CentralMechanism::SeparateCovLaplace
+            | CentralMechanism::AdaptiveCovLaplace),
+        ) => {
             if release.rho != 0.0 {
                 return Err(invalid(
-                    "laplace_cov spends an epsilon (pure DP): leave release.rho unset",
+                    "the pure-DP mechanisms spend an epsilon: leave release.rho unset",
                 ));
             }
+            let mechanism = match m {
+                CentralMechanism::LaplaceCov => Mechanism::LaplaceCov,
+                CentralMechanism::SeparateCovLaplace => Mechanism::SeparateCovLaplace,
+                _ => Mechanism::AdaptiveCovLaplace,
+            };
             Ok((
-                Mechanism::LaplaceCov,
+                mechanism,
                 ReleaseBudget::Epsilon(positive("epsilon", release.epsilon)?),
             ))
         }
@@ -164,7 +173,7 @@ fn central_options(
     match &req.threshold {
         None if matches!(
             mechanism,
-            Mechanism::SeparateCov | Mechanism::CompressedNotDp
+            Mechanism::SeparateCov | Mechanism::SeparateCovLaplace | Mechanism::CompressedNotDp
         ) =>
         {
             options.rule = ThresholdRule::None
@@ -176,7 +185,12 @@ fn central_options(
             ));
         }
         Some(Threshold::None(_)) => {}
-        Some(_) if mechanism == Mechanism::SeparateCov => {
+        Some(_)
+            if matches!(
+                mechanism,
+                Mechanism::SeparateCov | Mechanism::SeparateCovLaplace
+            ) =>
+        {
             return Err(invalid(
                 "separate_cov's noise is on the eigenvalues, not on each entry: only the `none` rule applies to it",
             ));

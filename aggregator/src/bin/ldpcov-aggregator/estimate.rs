@@ -188,6 +188,11 @@ enum ReleaseArg {
     /// Private trace, a clipping radius by the sparse vector technique, GaussCov of
     /// the clipped data (--release-rho; collections created with --norm-bins).
     AdaptiveCov,
+    /// Pure-DP SeparateCov: Laplace eigenvalues and LaplaceCov eigenvectors
+    /// (--release-epsilon; second moment).
+    SeparateCovLaplace,
+    /// Pure-DP AdaptiveCov (--release-epsilon; collections created with --norm-bins).
+    AdaptiveCovLaplace,
     /// Seed 004's compressed release ΦX, NOT differentially private
     /// (--compressed-rows; collections created with --allow-compressed-release).
     CompressedNotDp,
@@ -251,6 +256,8 @@ impl Options {
                 ReleaseArg::LaplaceCov => CentralMechanism::LaplaceCov,
                 ReleaseArg::AdaptiveCov => CentralMechanism::AdaptiveCov,
                 ReleaseArg::CompressedNotDp => CentralMechanism::CompressedNotDp,
+                ReleaseArg::SeparateCovLaplace => CentralMechanism::SeparateCovLaplace,
+                ReleaseArg::AdaptiveCovLaplace => CentralMechanism::AdaptiveCovLaplace,
             } as i32,
             rho: self.release_rho.unwrap_or(0.0),
             epsilon: self.release_epsilon.unwrap_or(0.0),
