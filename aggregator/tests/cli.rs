@@ -1812,7 +1812,21 @@ fn central_collection_releases_spend_a_durable_budget() {
     let lap_sd = R * R * (2.0 * q).sqrt() / (1.0 - q) / (unit * CN as f64);
     let got = lap["entry_noise_sd"].as_f64().expect("sd");
     assert!((got - lap_sd).abs() < 1e-9 * lap_sd, "{got} vs {lap_sd}");
-    let spent = 0.05 + 0.005;
+    // SeparateCov through the daemon: its noise is on the eigenvalues, sd
+    // Δ_λ/√(2·ρ/2) grid units over 2^30·n, times R² (Δ_λ ≈ √2·2^30: the rounding and
+    // eigensolver terms are below 10⁻⁶ of it here).
+    let sep = estimate(
+        &daemon.url,
+        "curated",
+        &["--release", "separate-cov", "--release-rho", "0.01"],
+    )
+    .json();
+    assert_eq!(sep["release"]["mechanism"], "separate-cov");
+    close(&sep["release"]["rho_spent_by_this_call"], 0.01);
+    let sep_sd = sep["entry_noise_sd"].as_f64().expect("sd");
+    let want = R * R * std::f64::consts::SQRT_2 / (2.0 * 0.005f64).sqrt() / CN as f64;
+    assert!((sep_sd / want - 1.0).abs() < 1e-5, "{sep_sd} vs {want}");
+    let spent = 0.05 + 0.005 + 0.01;
     close(&status_of(&daemon.url)["rho_spent"], spent);
 
     // Restart on the same file: the budget and the recorded release survive.
