@@ -92,6 +92,11 @@ pub const CENTRAL_COORDINATE_BITS: u32 = 15;
 pub const CENTRAL_GRID_BITS: u32 = 2 * CENTRAL_COORDINATE_BITS;
 /// Most dyadic norm bins a central collection may keep (`CollectionSpec.norm_bins`).
 pub const MAX_NORM_BINS: u32 = 15;
+/// Most entries a collection's sums may have: those of a local joint report at
+/// [`MAX_DIM`] (`p + p(p+1)/2`, about 8.4 M). Norm bins multiply a central
+/// collection's entries by `1 + 2·norm_bins`, so they are refused beyond it (the sums
+/// and each expanded report would not fit what a server is sized for).
+pub const MAX_ENTRIES: usize = MAX_DIM + triangle_len(MAX_DIM);
 /// Name of the calibration recorded for a central collection: no noise in reports,
 /// a zCDP budget spent by the releases.
 pub const CENTRAL_CALIBRATION_NAME: &str = "central/zcdp-budget";
@@ -367,8 +372,15 @@ impl Collection {
             // "Central collections"). The budget is the ρ whose (ε, δ)-DP conversion
             // meets the spec.
             let norm_bins = spec.norm_bins as usize;
+            let total = entries + norm_bins * (2 * triangle_len(dim) + 1);
+            if total > MAX_ENTRIES {
+                return Err(SpecError::TooManyEntries {
+                    entries: total,
+                    max: MAX_ENTRIES,
+                });
+            }
             return Ok(Collection {
-                entries: entries + norm_bins * (2 * triangle_len(dim) + 1),
+                entries: total,
                 norm_bins,
                 grid_bits: CENTRAL_GRID_BITS,
                 sensitivity: base_sensitivity,

@@ -99,6 +99,16 @@ pub enum SpecError {
     /// The compressed release on a collection that cannot offer it.
     #[error("allow_compressed_release is for central collections of moments SECOND_MOMENT only")]
     CompressedModel,
+    /// Norm bins that would make the sums too large.
+    #[error(
+        "{entries} entries per report with these norm bins; at most {max} are allowed: use fewer norm_bins or a smaller dim"
+    )]
+    TooManyEntries {
+        /// Entries the spec asks for.
+        entries: usize,
+        /// The limit, [`collection::MAX_ENTRIES`].
+        max: usize,
+    },
     /// Too many norm bins.
     #[error("norm_bins {0} must be at most {max}", max = collection::MAX_NORM_BINS)]
     NormBins(u32),

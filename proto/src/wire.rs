@@ -721,6 +721,14 @@ mod tests {
             Collection::from_spec(&bad),
             Err(crate::SpecError::NormBinsModel)
         );
+        // 15 bins at p = 1000 would be 31·500 500 + 15 entries per report: refused.
+        let mut bad = spec(Moments::SecondMoment, PrivacyModel::Central);
+        bad.dim = 1000;
+        bad.norm_bins = 15;
+        assert!(matches!(
+            Collection::from_spec(&bad),
+            Err(crate::SpecError::TooManyEntries { .. })
+        ));
         let mut bad = spec(Moments::SecondMoment, PrivacyModel::Central);
         bad.norm_bins = 16;
         assert_eq!(
