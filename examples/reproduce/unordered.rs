@@ -58,8 +58,8 @@ pub(crate) struct Args {
     /// written by `python3 docs/experiments/write_real_data.py DIR`.
     #[arg(long = "data")]
     data: Vec<String>,
-    /// Also run the selection variants (mean rule between families, thresholds
-    /// only, SURE bulk shrinkage alone, the default on a collection that wrongly
+    /// Also run the selection variants (mean rule between families, the smallest
+    /// mean loss within the thresholds, thresholds only, SURE bulk shrinkage alone, the default on a collection that wrongly
     /// declares ordered variables, the refit-free SURE selection at every p).
     #[arg(long)]
     variants: bool,
@@ -246,6 +246,13 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
             "cv mean rule",
             rule(ThresholdRule::CrossValidated(CrossValidation {
                 spectral_one_standard_error: false,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv smallest-mean threshold",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                threshold_one_standard_error: false,
                 ..Default::default()
             })),
         ));

@@ -112,7 +112,9 @@ impl Candidate {
 /// only if its fold-wise losses are lower by more than one standard error of the paired
 /// difference (the one-standard-error rule, applied between the families: a structure
 /// assumes an order of the variables, and among many candidates the smallest mean loss
-/// alone picks one by chance when the order carries no information).
+/// alone picks one by chance when the order carries no information). When a threshold
+/// wins, the one applied is the simplest threshold within one standard error of the
+/// best ([`CrossValidation::threshold_one_standard_error`]).
 ///
 /// The chosen candidate is applied to the full average. The
 /// candidates are parameterised by scale-free constants (c, η) multiplying a quantity
@@ -162,6 +164,13 @@ pub struct CrossValidation {
     /// by more than one standard error of the paired differences (`true`, the
     /// default), or whenever its mean loss is lower (`false`).
     pub spectral_one_standard_error: bool,
+    /// Within the thresholds: take the simplest candidate (the fewest kept degrees of
+    /// freedom: non-zero off-diagonal entries plus the diagonal's) whose held-out loss
+    /// is within one standard error of the best (`true`, the default), or the best
+    /// (`false`). See docs/ALGORITHMS.md §3 for why: held-out Frobenius loss cannot tell
+    /// apart thresholds that differ by a few kept noise entries, which cost little in
+    /// Frobenius norm and a lot in spectral norm.
+    pub threshold_one_standard_error: bool,
     /// Bandwidths for banding and Toeplitz averaging; empty means
     /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
     pub bandwidths: Vec<usize>,
@@ -191,6 +200,7 @@ impl Default for CrossValidation {
             spectral: true,
             refit_free_above_dim: 200,
             spectral_one_standard_error: true,
+            threshold_one_standard_error: true,
             bandwidths: Vec::new(),
         }
     }

@@ -16,7 +16,8 @@ use nalgebra::DMatrix;
 /// The outcome of a cross-validation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CvOutcome {
-    /// The candidate with the smallest mean held-out loss.
+    /// The candidate chosen (see [`CrossValidation`] for the rules between and within
+    /// the families).
     pub chosen: Candidate,
     /// The diagonal shrinkage weight chosen with it.
     pub diagonal_shrinkage: f64,
@@ -74,8 +75,11 @@ pub fn cross_validate(
     let with_spectral = candidates
         .iter()
         .any(|(c, _)| matches!(c, Candidate::Spectral(_)));
-    // Per candidate, the loss of every usable fold (for the paired comparison below).
+    // Per candidate, the loss of every usable fold (for the paired comparison below),
+    // and the degrees of freedom it kept, summed over the folds (the complexity the
+    // within-family one-standard-error rule orders the thresholds by).
     let mut losses: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    let mut kept_dof: Vec<f64> = vec![0.0; candidates.len()];
     let mut folds_used = 0;
     for (fold_sums, &n_k) in acc.fold_sums.iter().zip(&acc.fold_counts) {
         let n_train = acc.count.saturating_sub(n_k);
@@ -93,7 +97,9 @@ pub fn cross_validate(
         } else {
             [f64::INFINITY; 3]
         };
-        for (loss, (candidate, beta)) in losses.iter_mut().zip(&candidates) {
+        for ((loss, dof), (candidate, beta)) in
+            losses.iter_mut().zip(&mut kept_dof).zip(&candidates)
+        {
             if let Candidate::Spectral(s) = candidate {
                 loss.push(spectral_losses[*s as usize]);
                 continue;
@@ -114,6 +120,7 @@ pub fn cross_validate(
                     }
                 })
                 .collect();
+            *dof += threshold_dof(p, &kept, *beta);
             let kept = if project {
                 match project_packed(p, &kept) {
                     Some(v) => v,
@@ -157,7 +164,8 @@ pub fn cross_validate(
             .map(|(i, _)| i)
     };
     // Thresholds first; a structure, then a spectral estimate, replaces the choice so
-    // far only if it earns its place (one standard error of the paired differences).
+    // far only if it earns its place (one standard error of the paired differences),
+    // always measured against the family bests.
     let mut chosen_index: Option<usize> = None;
     for f in [Family::Threshold, Family::Structure, Family::Spectral] {
         let Some(i) = best_of(f) else { continue };
@@ -174,7 +182,23 @@ pub fn cross_validate(
             }
         };
     }
-    let chosen_index = chosen_index?;
+    let mut chosen_index = chosen_index?;
+    // A threshold won: release the simplest one within one standard error of the best
+    // (the fewest degrees of freedom kept, then the smaller mean loss).
+    if cv.threshold_one_standard_error && family(&candidates[chosen_index].0) == Family::Threshold {
+        let best = chosen_index;
+        chosen_index = (0..candidates.len())
+            .filter(|&i| {
+                family(&candidates[i].0) == Family::Threshold
+                    && (i == best || within_one_standard_error(&losses[i], &losses[best]))
+            })
+            .min_by(|&a, &b| {
+                kept_dof[a]
+                    .total_cmp(&kept_dof[b])
+                    .then(mean(&losses[a]).total_cmp(&mean(&losses[b])))
+            })
+            .unwrap_or(best);
+    }
     let (chosen, diagonal_shrinkage) = candidates[chosen_index];
     let all: Vec<((Candidate, f64), f64)> = candidates
         .into_iter()
@@ -224,6 +248,42 @@ fn spectral_losses(p: usize, train: &[f64], test: &[f64], sigma_n: f64) -> [f64;
     }
 }
 
+/// Degrees of freedom of a thresholded packed estimate with diagonal shrinkage β: its
+/// non-zero off-diagonal entries plus the diagonal's `p(1 − β) + β` (the trace of the
+/// linear map `d ↦ (1 − β)d + β·mean d`, as in the SURE of the `sure` module; for a
+/// soft threshold the off-diagonal count is exactly its divergence too).
+fn threshold_dof(p: usize, kept: &[f64], beta: f64) -> f64 {
+    let off = triangle_pairs(p)
+        .zip(kept)
+        .filter(|((i, j), v)| i != j && **v != 0.0)
+        .count();
+    let pf = p as f64;
+    off as f64 + pf * (1.0 - beta) + beta
+}
+
+/// Whether a candidate with fold-wise losses `candidate` is within one standard error
+/// of the best, `best` (same folds, same order): the mean paired difference is at
+/// most one standard error of it. The within-family counterpart of
+/// [`earns_its_place`] (Breiman et al.'s one-standard-error rule, with the paired
+/// standard error: the test folds' noise is common to both and cancels).
+pub(crate) fn within_one_standard_error(candidate: &[f64], best: &[f64]) -> bool {
+    let (mean, se) = paired_difference(candidate, best);
+    mean <= se
+}
+
+/// The mean of the paired differences `a − b` and its standard error (infinite with
+/// fewer than two pairs).
+fn paired_difference(a: &[f64], b: &[f64]) -> (f64, f64) {
+    let diff: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+    let k = diff.len() as f64;
+    let mean = diff.iter().sum::<f64>() / k.max(1.0);
+    if diff.len() < 2 {
+        return (mean, f64::INFINITY);
+    }
+    let se = (diff.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (k - 1.0) / k).sqrt();
+    (mean, se)
+}
+
 /// The one-standard-error rule between the families: whether a candidate with
 /// fold-wise losses `challenger` replaces the choice so far with losses `incumbent`
 /// (same folds, same order). True only when the mean paired difference plus one
@@ -232,16 +292,6 @@ fn spectral_losses(p: usize, train: &[f64], test: &[f64], sigma_n: f64) -> [f64;
 /// over-selects them by chance; the same guard keeps a spectral estimate from
 /// replacing a threshold that is as good.
 pub(crate) fn earns_its_place(challenger: &[f64], incumbent: &[f64]) -> bool {
-    let diff: Vec<f64> = challenger
-        .iter()
-        .zip(incumbent)
-        .map(|(a, b)| a - b)
-        .collect();
-    let k = diff.len() as f64;
-    if diff.len() < 2 {
-        return false;
-    }
-    let mean = diff.iter().sum::<f64>() / k;
-    let se = (diff.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (k - 1.0) / k).sqrt();
+    let (mean, se) = paired_difference(challenger, incumbent);
     mean + se < 0.0
 }

@@ -7,7 +7,8 @@
 //! ordered variables, two structural regularisers, banding and Toeplitz band averaging
 //! ([`Structure`](crate::Structure)), against the thresholds on the same held-out
 //! folds: it picks whichever predicts held-out users best, a structure or a spectral
-//! estimate only when it beats the thresholds by one standard error
+//! estimate only when it beats the thresholds by one standard error, and a threshold
+//! as the simplest one within one standard error of the best
 //! (`estimate --unordered` / `unordered_variables` turns the structures off for one
 //! estimate). Above `CrossValidation::refit_free_above_dim` the choice is made without
 //! refits, by Stein's unbiased risk estimate on the full average (module `sure`).
