@@ -189,41 +189,17 @@ pub fn release_sums(
             (noisy, sd, epsilon * epsilon / 2.0)
         }
         (Mechanism::SeparateCovLaplace, ReleaseBudget::Epsilon(epsilon)) => {
-            if collection.has_mean() {
-                return Err(CentralError::Parameter(
-                    "separate_cov releases the second moment only: use laplace_cov, or a collection of moments SECOND_MOMENT".into(),
-                ));
-            }
-            let stats = CentralStatistics::from_sums(
-                collection.dim,
-                CENTRAL_GRID_BITS / 2,
-                count,
-                sums.to_vec(),
-            )?;
+            let stats = second_moment_statistics(collection, count, sums, "laplace_cov")?;
             let release = crate::separate_cov_laplace(&stats, epsilon, sampler.rng_mut())?;
             let scale = collection.grid_scale() * count as f64;
-            let packed = ldpcov_proto::layout::triangle_pairs(collection.dim)
-                .map(|(i, j)| (release.matrix[(i, j)] * scale).round() as i64)
-                .collect();
+            let packed = grid_sums(collection, &release.matrix, scale);
             (packed, release.noise_sd * scale, release.rho)
         }
         (Mechanism::SeparateCov, ReleaseBudget::Rho(rho)) => {
-            if collection.has_mean() {
-                return Err(CentralError::Parameter(
-                    "separate_cov releases the second moment only: use gauss_cov, or a collection of moments SECOND_MOMENT".into(),
-                ));
-            }
-            let stats = CentralStatistics::from_sums(
-                collection.dim,
-                CENTRAL_GRID_BITS / 2,
-                count,
-                sums.to_vec(),
-            )?;
+            let stats = second_moment_statistics(collection, count, sums, "gauss_cov")?;
             let release = separate_cov(&stats, rho, sampler)?;
             let scale = collection.grid_scale() * count as f64;
-            let packed = ldpcov_proto::layout::triangle_pairs(collection.dim)
-                .map(|(i, j)| (release.matrix[(i, j)] * scale).round() as i64)
-                .collect();
+            let packed = grid_sums(collection, &release.matrix, scale);
             (packed, release.noise_sd * scale, rho)
         }
         (mechanism, budget) => {
@@ -377,4 +353,28 @@ pub fn gauss_cov_folds(
         noise_sd_grid: sd,
         rho,
     })
+}
+
+/// The exact statistics SeparateCov releases from: the second moment's sums of a
+/// collection without a mean block (`instead` names the mechanism to use otherwise).
+fn second_moment_statistics(
+    collection: &Collection,
+    count: u64,
+    sums: &[i64],
+    instead: &str,
+) -> Result<CentralStatistics, CentralError> {
+    if collection.has_mean() {
+        return Err(CentralError::Parameter(format!(
+            "separate_cov releases the second moment only: use {instead}, or a collection of moments SECOND_MOMENT"
+        )));
+    }
+    CentralStatistics::from_sums(collection.dim, CENTRAL_GRID_BITS / 2, count, sums.to_vec())
+}
+
+/// A released matrix (data units) back as packed sums on the collection's grid, `scale`
+/// being `grid_scale·count`.
+fn grid_sums(collection: &Collection, matrix: &nalgebra::DMatrix<f64>, scale: f64) -> Vec<i64> {
+    ldpcov_proto::layout::triangle_pairs(collection.dim)
+        .map(|(i, j)| (matrix[(i, j)] * scale).round() as i64)
+        .collect()
 }
