@@ -146,16 +146,8 @@ impl CentralStatistics {
     /// A symmetric matrix from packed values in units of `2^−2k`, divided by `n`.
     pub(crate) fn unpack(&self, packed: &[f64], n: f64) -> DMatrix<f64> {
         let scale = 1.0 / (self.unit() as f64 * n);
-        let mut m = DMatrix::zeros(self.dim, self.dim);
-        let mut k = 0;
-        for i in 0..self.dim {
-            for j in i..self.dim {
-                m[(i, j)] = packed[k] * scale;
-                m[(j, i)] = packed[k] * scale;
-                k += 1;
-            }
-        }
-        m
+        let full = ldpcov_proto::layout::unpack_symmetric(self.dim, packed);
+        DMatrix::from_row_slice(self.dim, self.dim, &full) * scale
     }
 }
 

@@ -10,7 +10,7 @@ use crate::moments::packed_covariance;
 use crate::psd::project_packed;
 use crate::spectral::CvFits;
 use ldpcov_proto::Collection;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::layout::{triangle_pairs, unpack_symmetric};
 use nalgebra::DMatrix;
 
 /// The outcome of a cross-validation.
@@ -234,14 +234,7 @@ enum Family {
 /// `sigma_n`) against packed `test`: one eigendecomposition of the training average.
 /// Infinite when the eigensolver fails (the candidates then cannot be chosen).
 fn spectral_losses(p: usize, train: &[f64], test: &[f64], sigma_n: f64) -> [f64; 3] {
-    let full = |packed: &[f64]| {
-        let mut m = DMatrix::zeros(p, p);
-        for ((i, j), &v) in triangle_pairs(p).zip(packed) {
-            m[(i, j)] = v;
-            m[(j, i)] = v;
-        }
-        m
-    };
+    let full = |packed: &[f64]| DMatrix::from_row_slice(p, p, &unpack_symmetric(p, packed));
     match CvFits::new(&full(train), sigma_n) {
         Ok(fits) => fits.losses(&full(test)),
         Err(_) => [f64::INFINITY; 3],
