@@ -183,6 +183,93 @@ async fn default_rule_adaptive_and_precision_targets() {
     server.shutdown().await.unwrap();
 }
 
+/// The rule within the thresholds is the request's: on Model 2 (weak off-diagonal
+/// entries, ε = 2, so that thresholds keeping more or fewer of them score alike) the
+/// default releases the simplest threshold within one
+/// standard error of the best, `smallest_mean_threshold` the best itself. The simplest
+/// keeps at most as many entries on the training folds as the best (it is chosen, by
+/// fewest kept entries, among candidates that include the best), so on the full average
+/// it keeps no more off-diagonal entries unless the two orders disagree there (a
+/// fixed seed; it would take entry-adaptive thresholds crossing between folds and full
+/// data). The rule names say which rule was applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_validation_takes_the_threshold_rule_of_the_request() {
+    let p = 12;
+    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
+    let url = server.url();
+    let mut cl = AggregatorClient::connect(url.clone())
+        .await
+        .unwrap()
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            31,
+        )));
+    cl.create_collection(CollectionSpec {
+        collection_id: "rule".into(),
+        dim: p as u32,
+        epsilon: 2.0,
+        delta: 1e-6,
+        clip_radius: 2.0,
+        min_reports: 100,
+        encoding: Encoding::I32Le as i32,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let collection = cl.collection("rule").await.unwrap();
+    let sampler = Sampler::gaussian(&Model::Tridiagonal2.covariance(p)).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(37);
+    let reports: Vec<_> = (0..20_000)
+        .map(|_| {
+            cl.prepare_report(&collection, &sampler.sample(&mut rng))
+                .unwrap()
+        })
+        .collect();
+    for chunk in reports.chunks(1000) {
+        cl.submit_stream(chunk.to_vec()).await.unwrap();
+    }
+    let mut raw = RawClient::connect(url).await.unwrap();
+    let ask = |smallest_mean_threshold: bool| GetEstimateRequest {
+        collection_id: "rule".into(),
+        threshold: Some(get_estimate_request::Threshold::CrossValidated(
+            CrossValidatedThreshold {
+                // Thresholds only, so that a threshold is what wins.
+                no_spectral: true,
+                smallest_mean_threshold,
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    };
+    let simplest = raw.get_estimate(ask(false)).await.unwrap().into_inner();
+    let smallest = raw.get_estimate(ask(true)).await.unwrap().into_inner();
+    assert!(
+        simplest
+            .threshold_rule
+            .starts_with("cv(diagonal=exempt, threshold=simplest within 1 SE) → "),
+        "{}",
+        simplest.threshold_rule
+    );
+    assert!(
+        smallest
+            .threshold_rule
+            .starts_with("cv(diagonal=exempt, threshold=smallest mean) → "),
+        "{}",
+        smallest.threshold_rule
+    );
+    // On this seed the two rules release different thresholds, so the flag is seen to
+    // reach the selection itself, not only the rule's name.
+    let chosen = |e: &Estimate| e.threshold_rule.split(" → ").nth(1).map(str::to_string);
+    assert_ne!(chosen(&simplest), chosen(&smallest));
+    let off_diagonal = |e: &Estimate| e.surviving_entries.saturating_sub(p as u64);
+    assert!(
+        off_diagonal(&simplest) <= off_diagonal(&smallest),
+        "{} vs {}",
+        simplest.threshold_rule,
+        smallest.threshold_rule
+    );
+    server.shutdown().await.unwrap();
+}
+
 /// Cross-validation grids given in the request are the ones searched: each request
 /// gives one family a single value found in no default grid, so the choice names
 /// that value only if the request was honoured.

@@ -614,6 +614,14 @@ fn create_status_submit_and_estimate_in_every_format() {
     );
     let rule = doc["threshold_rule"].as_str().expect("rule");
     assert!(rule.starts_with("cv("), "{doc}");
+    assert!(rule.contains("threshold=simplest within 1 SE"), "{doc}");
+    // --smallest-mean-threshold reaches the server's cross-validation.
+    let (smallest, _) = check_estimate_json(&estimate(url, id, &["--smallest-mean-threshold"]));
+    let rule = smallest["threshold_rule"].as_str().expect("rule");
+    assert!(
+        rule.starts_with("cv(") && rule.contains("threshold=smallest mean"),
+        "{smallest}"
+    );
     // --unordered: cross-validation without banding and Toeplitz candidates.
     let (unordered, _) = check_estimate_json(&estimate(url, id, &["--unordered"]));
     let rule = unordered["threshold_rule"].as_str().expect("rule");

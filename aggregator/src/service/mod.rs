@@ -314,6 +314,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             banding: !c.unordered_variables,
             toeplitz: !c.unordered_variables,
             spectral: !c.no_spectral,
+            threshold_one_standard_error: !c.smallest_mean_threshold,
             bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
             ..d
         })

@@ -169,7 +169,8 @@ pub struct CrossValidation {
     /// is within one standard error of the best (`true`, the default), or the best
     /// (`false`). See docs/ALGORITHMS.md §3 for why: held-out Frobenius loss cannot tell
     /// apart thresholds that differ by a few kept noise entries, which cost little in
-    /// Frobenius norm and a lot in spectral norm.
+    /// Frobenius norm and a lot in spectral norm. Over gRPC
+    /// `CrossValidatedThreshold.smallest_mean_threshold` sets it to `false`.
     pub threshold_one_standard_error: bool,
     /// Bandwidths for banding and Toeplitz averaging; empty means
     /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.

@@ -156,7 +156,15 @@ impl ThresholdRule {
                 )
             }
             ThresholdRule::CrossValidated(cv) => {
-                format!("cv(diagonal={})", diag(cv.threshold_diagonal))
+                format!(
+                    "cv(diagonal={}, threshold={})",
+                    diag(cv.threshold_diagonal),
+                    if cv.threshold_one_standard_error {
+                        "simplest within 1 SE"
+                    } else {
+                        "smallest mean"
+                    }
+                )
             }
             ThresholdRule::Spectral(s) => format!(
                 "spectral(loss={}, rank={})",

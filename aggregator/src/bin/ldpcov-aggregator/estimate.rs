@@ -84,6 +84,10 @@ pub(crate) struct Options {
     /// Toeplitz band averaging).
     #[arg(long, env = "LDPCOV_UNORDERED")]
     unordered: bool,
+    /// For cv: when a threshold wins, release the one with the smallest mean held-out
+    /// loss instead of the simplest within one standard error of it.
+    #[arg(long, env = "LDPCOV_SMALLEST_MEAN_THRESHOLD")]
+    smallest_mean_threshold: bool,
     /// For spectral and factor: the number of spikes (< dim; default: those above the
     /// noise bulk edge).
     #[arg(long, env = "LDPCOV_RANK")]
@@ -215,10 +219,11 @@ impl Options {
         let threshold_diagonal = self.threshold_diagonal;
         let threshold = match self.threshold {
             // The server's default, unless a cv flag is given.
-            None if !(threshold_diagonal || self.unordered) => None,
+            None if !(threshold_diagonal || self.unordered || self.smallest_mean_threshold) => None,
             None | Some(Rule::Cv) => Some(Threshold::CrossValidated(CrossValidatedThreshold {
                 threshold_diagonal,
                 unordered_variables: self.unordered,
+                smallest_mean_threshold: self.smallest_mean_threshold,
                 ..Default::default()
             })),
             Some(Rule::Adaptive) => Some(Threshold::Adaptive(AdaptiveThreshold {
