@@ -189,9 +189,12 @@ async fn default_rule_adaptive_and_precision_targets() {
 /// standard error of the best, `smallest_mean_threshold` the best itself. The simplest
 /// keeps at most as many entries on the training folds as the best (it is chosen, by
 /// fewest kept entries, among candidates that include the best), so on the full average
-/// it keeps no more off-diagonal entries unless the two orders disagree there (a
-/// fixed seed; it would take entry-adaptive thresholds crossing between folds and full
-/// data). The rule names say which rule was applied.
+/// it keeps no more off-diagonal entries unless the two orders disagree there (it would
+/// take entry-adaptive thresholds crossing between the folds and the full data). The
+/// rule's name is built from the same setting the selection reads, so it says which
+/// rule was applied. (Which thresholds win varies from run to run: the client draws
+/// each report's id, hence its fold, from the OS; in most runs the two differ, e.g.
+/// noise(c = 2.83, hard) against adaptive(η = 1, soft).)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_validation_takes_the_threshold_rule_of_the_request() {
     let p = 12;
@@ -256,10 +259,6 @@ async fn cross_validation_takes_the_threshold_rule_of_the_request() {
         "{}",
         smallest.threshold_rule
     );
-    // On this seed the two rules release different thresholds, so the flag is seen to
-    // reach the selection itself, not only the rule's name.
-    let chosen = |e: &Estimate| e.threshold_rule.split(" → ").nth(1).map(str::to_string);
-    assert_ne!(chosen(&simplest), chosen(&smallest));
     let off_diagonal = |e: &Estimate| e.surviving_entries.saturating_sub(p as u64);
     assert!(
         off_diagonal(&simplest) <= off_diagonal(&smallest),
