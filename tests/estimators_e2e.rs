@@ -36,32 +36,29 @@ fn precision_matrix(e: &Estimate) -> DMatrix<f64> {
     DMatrix::from_row_slice(p, p, &unpack_symmetric(p, &e.precision_upper_triangle))
 }
 
-/// A server with one collection "est" of 6 000 Model 2 reports (p = 6, R = 3, ε = 4).
-async fn populated() -> (EmbeddedServer, String) {
+/// A server with the collection `spec` holding `count` reports of users drawn from
+/// N(0, `sigma`): the devices' noise seeded by `noise_seed`, the users by `data_seed`.
+async fn server_with_reports(
+    spec: CollectionSpec,
+    sigma: &DMatrix<f64>,
+    count: usize,
+    noise_seed: u64,
+    data_seed: u64,
+) -> (EmbeddedServer, String) {
     let server = EmbeddedServer::start(Limits::default()).await.unwrap();
     let url = server.url();
     let mut cl = AggregatorClient::connect(url.clone())
         .await
         .unwrap()
         .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            3,
+            noise_seed,
         )));
-    cl.create_collection(CollectionSpec {
-        collection_id: "est".into(),
-        dim: P as u32,
-        epsilon: 4.0,
-        delta: 1e-6,
-        clip_radius: 3.0,
-        min_reports: 100,
-        encoding: Encoding::I32Le as i32,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let collection = cl.collection("est").await.unwrap();
-    let sampler = Sampler::gaussian(&Model::Tridiagonal2.covariance(P)).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
-    let reports: Vec<_> = (0..6_000)
+    let id = spec.collection_id.clone();
+    cl.create_collection(spec).await.unwrap();
+    let collection = cl.collection(&id).await.unwrap();
+    let sampler = Sampler::gaussian(sigma).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(data_seed);
+    let reports: Vec<_> = (0..count)
         .map(|_| {
             cl.prepare_report(&collection, &sampler.sample(&mut rng))
                 .unwrap()
@@ -71,6 +68,21 @@ async fn populated() -> (EmbeddedServer, String) {
         cl.submit_stream(chunk.to_vec()).await.unwrap();
     }
     (server, url)
+}
+
+/// A server with one collection "est" of 6 000 Model 2 reports (p = 6, R = 3, ε = 4).
+async fn populated() -> (EmbeddedServer, String) {
+    let spec = CollectionSpec {
+        collection_id: "est".into(),
+        dim: P as u32,
+        epsilon: 4.0,
+        delta: 1e-6,
+        clip_radius: 3.0,
+        min_reports: 100,
+        encoding: Encoding::I32Le as i32,
+        ..Default::default()
+    };
+    server_with_reports(spec, &Model::Tridiagonal2.covariance(P), 6_000, 3, 17).await
 }
 
 fn request() -> GetEstimateRequest {
@@ -198,15 +210,7 @@ async fn default_rule_adaptive_and_precision_targets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_validation_takes_the_threshold_rule_of_the_request() {
     let p = 12;
-    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
-    let url = server.url();
-    let mut cl = AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            31,
-        )));
-    cl.create_collection(CollectionSpec {
+    let spec = CollectionSpec {
         collection_id: "rule".into(),
         dim: p as u32,
         epsilon: 2.0,
@@ -215,21 +219,9 @@ async fn cross_validation_takes_the_threshold_rule_of_the_request() {
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
         ..Default::default()
-    })
-    .await
-    .unwrap();
-    let collection = cl.collection("rule").await.unwrap();
-    let sampler = Sampler::gaussian(&Model::Tridiagonal2.covariance(p)).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(37);
-    let reports: Vec<_> = (0..20_000)
-        .map(|_| {
-            cl.prepare_report(&collection, &sampler.sample(&mut rng))
-                .unwrap()
-        })
-        .collect();
-    for chunk in reports.chunks(1000) {
-        cl.submit_stream(chunk.to_vec()).await.unwrap();
-    }
+    };
+    let (server, url) =
+        server_with_reports(spec, &Model::Tridiagonal2.covariance(p), 20_000, 31, 37).await;
     let mut raw = RawClient::connect(url).await.unwrap();
     let ask = |smallest_mean_threshold: bool| GetEstimateRequest {
         collection_id: "rule".into(),
@@ -298,15 +290,7 @@ async fn cross_validation_takes_the_threshold_rule_of_the_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_validation_searches_the_grids_of_the_request() {
     let p = 12;
-    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
-    let url = server.url();
-    let mut cl = AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            23,
-        )));
-    cl.create_collection(CollectionSpec {
+    let spec = CollectionSpec {
         collection_id: "grids".into(),
         dim: p as u32,
         epsilon: 10.0,
@@ -320,21 +304,8 @@ async fn cross_validation_searches_the_grids_of_the_request() {
         // moment's; the joint report's Δ is 12.5 % larger.
         moments: Moments::SecondMoment as i32,
         ..Default::default()
-    })
-    .await
-    .unwrap();
-    let collection = cl.collection("grids").await.unwrap();
-    let sampler = Sampler::gaussian(&DMatrix::identity(p, p)).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
-    let reports: Vec<_> = (0..25_000)
-        .map(|_| {
-            cl.prepare_report(&collection, &sampler.sample(&mut rng))
-                .unwrap()
-        })
-        .collect();
-    for chunk in reports.chunks(1000) {
-        cl.submit_stream(chunk.to_vec()).await.unwrap();
-    }
+    };
+    let (server, url) = server_with_reports(spec, &DMatrix::identity(p, p), 25_000, 23, 29).await;
     let mut raw = RawClient::connect(url).await.unwrap();
     let ask = |noise: f64, adaptive: f64, bandwidth: Option<u32>| {
         let mut req = GetEstimateRequest {

@@ -633,18 +633,15 @@ fn oracle_choice(rule: &str) -> String {
         return short_choice(rule);
     }
     let name = rule.split(" → ").next().unwrap_or(rule);
-    let rank = rule
-        .split("rank ")
-        .nth(1)
-        .and_then(|r| r.split([',', ' ', ')']).next())
-        .map(|r| format!(" rank {r}"))
-        .unwrap_or_default();
-    let alpha = rule
-        .split("alpha ")
-        .nth(1)
-        .and_then(|a| a.split([',', ' ', ')']).next())
-        .map(|a| format!(" α={a}"))
-        .unwrap_or_default();
+    // The word after `key` in the rule, as `label` + word (empty when absent).
+    let field = |key: &str, label: &str| {
+        rule.split(key)
+            .nth(1)
+            .and_then(|v| v.split([',', ' ', ')']).next())
+            .map(|v| format!("{label}{v}"))
+            .unwrap_or_default()
+    };
+    let (rank, alpha) = (field("rank ", " rank "), field("alpha ", " α="));
     let operator = if rule.contains("operator") {
         " operator"
     } else {
