@@ -437,11 +437,22 @@ async fn spectral_rules_are_named_and_bad_parameters_refused() {
             "alpha above 1",
             with(Threshold::BulkShrink(BulkShrinkage {
                 alphas: vec![0.5, 1.5],
+                taus: vec![],
             })),
         ),
         (
             "negative alpha",
-            with(Threshold::BulkShrink(BulkShrinkage { alphas: vec![-0.1] })),
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![-0.1],
+                taus: vec![],
+            })),
+        ),
+        (
+            "tau above 2",
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![],
+                taus: vec![1.0, 2.5],
+            })),
         ),
         (
             "spectral rank = p",
@@ -486,9 +497,10 @@ async fn spectral_rules_are_named_and_bad_parameters_refused() {
             with(Threshold::Factor(FactorModel { rank: None })),
         ),
         (
-            "bulk-shrink(alphas=[0.0, 1.0]) → rank ",
+            "bulk-shrink(alphas=[0.0, 1.0], taus=[1.0, 1.5, 2.0]) → rank ",
             with(Threshold::BulkShrink(BulkShrinkage {
                 alphas: vec![0.0, 1.0],
+                taus: vec![],
             })),
         ),
     ];

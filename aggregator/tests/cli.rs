@@ -681,6 +681,26 @@ fn create_status_submit_and_estimate_in_every_format() {
     // A bad threshold parameter is the server's InvalidArgument, one line.
     estimate(url, id, &["--threshold", "universal", "--c=-1"]).fails_with("InvalidArgument");
 
+    // Bulk shrinkage with the grids given on the command line: the rule reports them
+    // and its choice; a τ above 2 is refused by the server.
+    let bulk = [
+        "--threshold",
+        "bulk-shrink",
+        "--alphas",
+        "0,0.5",
+        "--taus",
+        "1,2",
+    ];
+    let (doc, _) = check_estimate_json(&estimate(url, id, &bulk));
+    let rule = doc["threshold_rule"].as_str().expect("rule");
+    assert!(
+        rule.starts_with("bulk-shrink(alphas=[0.0, 0.5], taus=[1.0, 2.0])")
+            && rule.contains(", tau "),
+        "{doc}"
+    );
+    estimate(url, id, &["--threshold", "bulk-shrink", "--taus", "2.5"])
+        .fails_with("InvalidArgument");
+
     // Environment variables instead of flags.
     let r = run_with_env(
         &["status"],

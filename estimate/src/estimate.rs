@@ -199,8 +199,12 @@ fn apply_spectral(
             (spectral::factor(y, sigma_n, &options)?, String::new())
         }
         ThresholdRule::BulkShrink(b) => {
-            let (alpha, risk, estimate) = spectral::bulk_shrink_sure(y, sigma_n, &b.alphas)?;
-            (estimate, format!(", alpha {alpha} (SURE {risk:.6e})"))
+            let (choice, estimate) = spectral::bulk_shrink_sure(y, sigma_n, &b.alphas, &b.taus)?;
+            let spectral::BulkChoice { alpha, tau, risk } = choice;
+            (
+                estimate,
+                format!(", alpha {alpha}, tau {tau} (SURE {risk:.6e})"),
+            )
         }
         _ => return Ok((y.clone(), String::new())),
     };
@@ -284,10 +288,18 @@ mod tests {
             rule,
             ..Default::default()
         };
-        // α outside [0, 1] and a rank ≥ p are parameter errors (INVALID_ARGUMENT).
+        // α outside [0, 1], τ outside [0, 2], an empty grid and a rank ≥ p are
+        // parameter errors (INVALID_ARGUMENT).
+        let bulk = |alphas: Vec<f64>, taus: Vec<f64>| {
+            ThresholdRule::BulkShrink(BulkShrinkage { alphas, taus })
+        };
         for rule in [
-            ThresholdRule::BulkShrink(BulkShrinkage { alphas: vec![1.5] }),
-            ThresholdRule::BulkShrink(BulkShrinkage { alphas: vec![-0.5] }),
+            bulk(vec![1.5], vec![2.0]),
+            bulk(vec![-0.5], vec![2.0]),
+            bulk(vec![0.5], vec![2.5]),
+            bulk(vec![0.5], vec![-1.0]),
+            bulk(vec![0.5], vec![]),
+            bulk(vec![], vec![2.0]),
             ThresholdRule::Factor(FactorModel { rank: Some(3) }),
             ThresholdRule::Spectral(SpectralShrinkage {
                 rank: Some(4),
@@ -316,7 +328,11 @@ mod tests {
             &with(ThresholdRule::BulkShrink(BulkShrinkage::default())),
         )
         .unwrap();
-        assert!(e.rule.contains(", alpha "), "{}", e.rule);
+        assert!(
+            e.rule.contains(", alpha ") && e.rule.contains(", tau "),
+            "{}",
+            e.rule
+        );
     }
 
     #[test]

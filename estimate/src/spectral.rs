@@ -47,10 +47,12 @@
 //!
 //! Real correlation spectra decay gradually instead of sitting on a flat floor, and
 //! flattening the bulk to its mean throws that structure away. [`bulk_shrink`] keeps a
-//! fraction `α` of each bulk eigenvalue's distance to the mean and hands over
-//! continuously to the Frobenius shrinker above the edge (`√(x² − 4pσ_n²) = θc²`);
-//! [`bulk_shrink_sure`] picks `α` by Stein's unbiased risk estimate, exact for this
-//! continuous family, from one eigendecomposition.
+//! fraction `α` of each bulk eigenvalue's distance to the mean, soft-thresholds the
+//! eigenvalues near the edge at `τσ_n√p` (a signal below the detection threshold still
+//! lifts the top sample eigenvalues), and hands over continuously to the Frobenius
+//! shrinker above the edge (`√(x² − 4pσ_n²) = θc²`); [`bulk_shrink_sure`] picks `α`
+//! and `τ` by Stein's unbiased risk estimate, exact for this continuous family, from
+//! one eigendecomposition.
 //!
 //! # Rank
 //!
@@ -480,28 +482,40 @@ impl SureBasis {
 
 /// The eigenvalue map of [`bulk_shrink`] and its derivative at `lambda`: with
 /// `x = λ − ψ` (`ψ = level`) and `a = pσ_n²`,
-/// `h(λ) = max(0, ψ + max(αx, √(x² − 4a)))` for `x > 2√a` and
-/// `h(λ) = max(0, ψ + αx)` otherwise.
+/// `h(λ) = max(0, ψ + max(αx, x − τ√a, √(x² − 4a)))` for `x > 0` (the root read as 0
+/// below the edge `2√a`) and `h(λ) = max(0, ψ + αx)` otherwise.
 ///
 /// Above the edge `√(x² − 4a)` is the Frobenius shrinker `θc² = θ − a/θ` of
 /// [`shrunk_eigenvalue`] (`x = θ + a/θ` gives `x² − 4a = (θ − a/θ)²`); it is 0 at the
-/// edge and below the line `αx` until `x = 2√(a/(1 − α²))`, so `h` is continuous and
+/// edge and below the line `αx` until `x = 2√(a/(1 − α²))`. The soft piece `x − τ√a`
+/// (slope 1, the eigenvalue soft threshold: the proximal map of the nuclear norm)
+/// serves the eigenvalues near the edge, where a signal below the detection threshold
+/// `√a` still lifts the top sample eigenvalues; it crosses the line at
+/// `x = τ√a/(1 − α)` and the root at `x = (τ² + 4)√a/(2τ)`, beyond which the root is
+/// larger (their difference grows), so the root still takes over for strong spikes.
+/// `τ = 2` never beats the root (`x − 2√a ≤ √(x² − 4a)` for `x ≥ 2√a`): the map
+/// without a soft piece. A maximum of continuous pieces, `h` is continuous and
 /// piecewise differentiable: Stein's identity, hence [`sure_spectral`], applies to it
-/// (with `ψ` held fixed). `α = 0` flattens the bulk to `ψ` (the shrinker of [`shrink`]
-/// without the margin); `α = 1` gives `max(λ, 0)`, the PSD projection.
+/// (with `ψ` held fixed). `α = 0, τ = 2` flattens the bulk to `ψ` (the shrinker of
+/// [`shrink`] without the margin); `α = 1` gives `max(λ, 0)`, the PSD projection.
 pub fn bulk_shrunk_eigenvalue(
     lambda: f64,
     level: f64,
     p: usize,
     sigma_n: f64,
     alpha: f64,
+    tau: f64,
 ) -> (f64, f64) {
     let a = p as f64 * sigma_n * sigma_n;
     let x = lambda - level;
     let (mut value, mut slope) = (level + alpha * x, alpha);
     if x > 0.0 {
+        let soft = x - tau * a.sqrt();
+        if soft > value - level {
+            (value, slope) = (level + soft, 1.0);
+        }
         let root = (x * x - 4.0 * a).max(0.0).sqrt();
-        if root > alpha * x {
+        if root > value - level {
             (value, slope) = (level + root, x / root);
         }
     }
@@ -524,9 +538,38 @@ fn check_alpha(alpha: f64) -> Result<(), EstimateError> {
     }
 }
 
+fn check_tau(tau: f64) -> Result<(), EstimateError> {
+    if (0.0..=2.0).contains(&tau) {
+        Ok(())
+    } else {
+        Err(EstimateError::Parameter {
+            name: "tau",
+            value: tau,
+            requirement: "in [0, 2]",
+        })
+    }
+}
+
+/// Checks a non-empty grid of one parameter of the bulk map.
+fn check_grid(
+    name: &'static str,
+    grid: &[f64],
+    check: fn(f64) -> Result<(), EstimateError>,
+) -> Result<(), EstimateError> {
+    if grid.is_empty() {
+        return Err(EstimateError::Parameter {
+            name,
+            value: 0.0,
+            requirement: "non-empty",
+        });
+    }
+    grid.iter().try_for_each(|&v| check(v))
+}
+
 /// Spikes over a bulk shrunk toward its mean: `U·diag(h(λ))·Uᵀ` with `h` the map of
-/// [`bulk_shrunk_eigenvalue`] at weight `alpha ∈ [0, 1]` and level `ψ̂` the bulk level
-/// of [`shrink`] (default margin). Where the bulk carries structure (a correlation
+/// [`bulk_shrunk_eigenvalue`] at weight `alpha ∈ [0, 1]`, edge soft threshold
+/// `tau ∈ [0, 2]` (in units of `σ_n√p`; 2: none) and level `ψ̂` the bulk level of
+/// [`shrink`] (default margin). Where the bulk carries structure (a correlation
 /// spectrum decaying gradually, not a flat floor) `α > 0` keeps a fraction `α` of it
 /// instead of replacing it by its mean. PSD by construction. `rank` and `spikes`
 /// report the eigenvalues on the spike branch.
@@ -534,93 +577,120 @@ pub fn bulk_shrink(
     y: &DMatrix<f64>,
     sigma_n: f64,
     alpha: f64,
+    tau: f64,
 ) -> Result<SpectralEstimate, EstimateError> {
     check_alpha(alpha)?;
+    check_tau(tau)?;
     let (values, vectors, level) = bulk_fit(y, sigma_n)?;
-    Ok(bulk_estimate(&values, &vectors, level, sigma_n, alpha))
+    Ok(bulk_estimate(&values, &vectors, level, sigma_n, alpha, tau))
 }
 
 /// The default candidate weights of [`bulk_shrink_sure`]: 0, 0.1, …, 1.
 pub const DEFAULT_BULK_ALPHAS: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 
-/// [`bulk_shrink`] with `alpha` chosen among `alphas` by the smallest
-/// [`sure_spectral`] risk (level held fixed), from one eigendecomposition: each
-/// candidate costs `O(p²)` beyond the `O(p³)` decomposition and `M = (U∘U)ᵀ(U∘U)`.
-/// Returns the weight, its risk estimate and the estimate.
+/// The default candidate edge soft thresholds of [`bulk_shrink_sure`], in units of
+/// `σ_n√p`: 1, 1.5 and 2 (no soft piece). Chosen by measurement on the `unordered`
+/// reproduction (docs/REPRODUCTION.md §6): finer or wider grids (0.5 to 2 by 0.25)
+/// gained nothing over these three.
+pub const DEFAULT_BULK_TAUS: [f64; 3] = [1.0, 1.5, 2.0];
+
+/// The bulk map [`bulk_shrink_sure`] chose and its risk estimate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BulkChoice {
+    /// The weight α kept of each bulk eigenvalue's distance to the level.
+    pub alpha: f64,
+    /// The edge soft threshold τ, in units of `σ_n√p` (2: no soft piece).
+    pub tau: f64,
+    /// SURE of the estimate at (α, τ): an unbiased estimate of its squared Frobenius
+    /// error, up to the level's own fluctuation (held fixed).
+    pub risk: f64,
+}
+
+/// [`bulk_shrink`] with `(alpha, tau)` chosen on the grid `alphas × taus` by the
+/// smallest [`sure_spectral`] risk (level held fixed), from one eigendecomposition:
+/// each candidate costs `O(p²)` beyond the `O(p³)` decomposition and
+/// `M = (U∘U)ᵀ(U∘U)`. Returns the choice and the estimate.
 pub fn bulk_shrink_sure(
     y: &DMatrix<f64>,
     sigma_n: f64,
     alphas: &[f64],
-) -> Result<(f64, f64, SpectralEstimate), EstimateError> {
-    if alphas.is_empty() {
-        return Err(EstimateError::Parameter {
-            name: "alphas",
-            value: 0.0,
-            requirement: "non-empty",
-        });
-    }
-    for &alpha in alphas {
-        check_alpha(alpha)?;
-    }
+    taus: &[f64],
+) -> Result<(BulkChoice, SpectralEstimate), EstimateError> {
+    check_grid("alphas", alphas, check_alpha)?;
+    check_grid("taus", taus, check_tau)?;
     let (values, vectors, level) = bulk_fit(y, sigma_n)?;
     let basis = SureBasis::new(values, &vectors);
-    let (alpha, risk) = basis.best_bulk_alpha(level, sigma_n, alphas);
-    Ok((
-        alpha,
-        risk,
-        bulk_estimate(&basis.values, &vectors, level, sigma_n, alpha),
-    ))
+    let choice = basis.best_bulk(level, sigma_n, alphas, taus);
+    let estimate = bulk_estimate(
+        &basis.values,
+        &vectors,
+        level,
+        sigma_n,
+        choice.alpha,
+        choice.tau,
+    );
+    Ok((choice, estimate))
 }
 
-/// SURE of [`bulk_shrink`] at every weight of `alphas` on `y` (one
-/// eigendecomposition), each with its weight, in the order given.
-pub(crate) fn bulk_shrink_risks(
+/// [`bulk_shrink_sure`]'s choice without the estimate (one eigendecomposition, no
+/// reconstruction).
+pub(crate) fn bulk_shrink_choice(
     y: &DMatrix<f64>,
     sigma_n: f64,
     alphas: &[f64],
-) -> Result<Vec<(f64, f64)>, EstimateError> {
-    for &alpha in alphas {
-        check_alpha(alpha)?;
-    }
+    taus: &[f64],
+) -> Result<BulkChoice, EstimateError> {
+    check_grid("alphas", alphas, check_alpha)?;
+    check_grid("taus", taus, check_tau)?;
     let (values, vectors, level) = bulk_fit(y, sigma_n)?;
-    let basis = SureBasis::new(values, &vectors);
-    Ok(alphas
-        .iter()
-        .map(|&alpha| (alpha, basis.bulk_risk(level, sigma_n, alpha)))
-        .collect())
+    Ok(SureBasis::new(values, &vectors).best_bulk(level, sigma_n, alphas, taus))
 }
 
 impl SureBasis {
-    /// The weight among `alphas` (non-empty) whose bulk shrinkage at `level` has the
-    /// smallest SURE, and that risk; ties go to the earlier weight.
-    fn best_bulk_alpha(&self, level: f64, sigma_n: f64, alphas: &[f64]) -> (f64, f64) {
-        let p = self.values.len();
-        let mut best = (f64::INFINITY, alphas[0]);
-        for &alpha in alphas {
-            let risk = self.bulk_risk(level, sigma_n, alpha);
-            if risk < best.0 {
-                best = (risk, alpha);
+    /// The `(α, τ)` on the grid `alphas × taus` (both non-empty) whose bulk shrinkage
+    /// at `level` has the smallest SURE, and that risk; ties go to the earlier τ, then
+    /// the earlier α.
+    fn best_bulk(&self, level: f64, sigma_n: f64, alphas: &[f64], taus: &[f64]) -> BulkChoice {
+        let mut best = BulkChoice {
+            alpha: alphas[0],
+            tau: taus[0],
+            risk: f64::INFINITY,
+        };
+        for &tau in taus {
+            for &alpha in alphas {
+                let risk = self.bulk_risk(level, sigma_n, alpha, tau);
+                if risk < best.risk {
+                    best = BulkChoice { alpha, tau, risk };
+                }
             }
         }
-        let (risk, alpha) = best;
-        tracing::debug!(p, alpha, risk, "bulk shrinkage weight chosen by SURE");
-        (alpha, risk)
+        let p = self.values.len();
+        tracing::debug!(
+            p,
+            alpha = best.alpha,
+            tau = best.tau,
+            risk = best.risk,
+            "bulk shrinkage chosen by SURE"
+        );
+        best
     }
 
-    /// SURE of the bulk shrinkage at weight `alpha` and bulk level `level`.
-    fn bulk_risk(&self, level: f64, sigma_n: f64, alpha: f64) -> f64 {
+    /// SURE of the bulk shrinkage at weight `alpha`, edge threshold `tau` and bulk
+    /// level `level`.
+    fn bulk_risk(&self, level: f64, sigma_n: f64, alpha: f64, tau: f64) -> f64 {
         let p = self.values.len();
         let (hv, dv): (Vec<f64>, Vec<f64>) = self
             .values
             .iter()
-            .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha))
+            .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha, tau))
             .unzip();
         self.risk(sigma_n, &hv, &dv)
     }
 }
 
 /// The three spectral cross-validation candidates — [`shrink`] (Frobenius, detected
-/// rank), [`factor`] and [`bulk_shrink_sure`] on [`DEFAULT_BULK_ALPHAS`] — fitted to
+/// rank), [`factor`] and [`bulk_shrink_sure`] on [`DEFAULT_BULK_ALPHAS`] ×
+/// [`DEFAULT_BULK_TAUS`] — fitted to
 /// one training average from a single eigendecomposition, kept in eigen form so that
 /// their held-out losses cost `O(p²)` each beyond one product with the test matrix
 /// ([`CvFits::losses`]).
@@ -637,7 +707,7 @@ pub(crate) struct CvFits {
     factor_low: Vec<f64>,
     factor_low_diagonal: Vec<f64>,
     factor_diagonal: Vec<f64>,
-    /// New eigenvalues of [`bulk_shrink`] at the SURE-chosen α.
+    /// New eigenvalues of [`bulk_shrink`] at the SURE-chosen α and τ.
     bulk: Vec<f64>,
 }
 
@@ -656,11 +726,12 @@ impl CvFits {
         // `bulk_fit`'s level is `fit`'s (same default rank rule, clamped at 0).
         let p = fit.values.len();
         let basis = SureBasis::new(fit.values, &fit.vectors);
-        let (alpha, _) = basis.best_bulk_alpha(fit.level, sigma_n, &DEFAULT_BULK_ALPHAS);
+        let BulkChoice { alpha, tau, .. } =
+            basis.best_bulk(fit.level, sigma_n, &DEFAULT_BULK_ALPHAS, &DEFAULT_BULK_TAUS);
         let bulk = basis
             .values
             .iter()
-            .map(|&l| bulk_shrunk_eigenvalue(l, fit.level, p, sigma_n, alpha).0)
+            .map(|&l| bulk_shrunk_eigenvalue(l, fit.level, p, sigma_n, alpha, tau).0)
             .collect();
         Ok(CvFits {
             vectors: fit.vectors,
@@ -722,20 +793,23 @@ fn bulk_estimate(
     level: f64,
     sigma_n: f64,
     alpha: f64,
+    tau: f64,
 ) -> SpectralEstimate {
     let p = values.len();
     let hv: Vec<f64> = values
         .iter()
-        .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha).0)
+        .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha, tau).0)
         .collect();
-    // The spike branch: above the edge and above the line (ascending, so the top).
+    // The spike branch: above the edge, where the root beats the line and the soft
+    // piece (ascending, so the top).
+    let a = p as f64 * sigma_n * sigma_n;
     let spikes: Vec<Spike> = values
         .iter()
         .rev()
         .map(|&l| l - level)
         .take_while(|&x| {
-            x > bulk_edge(p, sigma_n)
-                && (x * x - 4.0 * p as f64 * sigma_n * sigma_n).sqrt() > alpha * x
+            let root = (x * x - 4.0 * a).sqrt();
+            x > bulk_edge(p, sigma_n) && root > alpha * x && root >= x - tau * a.sqrt()
         })
         .map(|excess| {
             let (signal, overlap) = debias(excess, p, sigma_n);
@@ -955,11 +1029,17 @@ mod tests {
         let y = &u * u.transpose() * (3.0 * s * (p as f64).sqrt()) + noise(p, s, &mut rng);
         let (psd, clamped) = crate::psd::project_psd(&y).unwrap();
         assert!(clamped > 0);
-        let one = bulk_shrink(&y, s, 1.0).unwrap();
-        let gap = (&one.matrix - &psd).amax();
-        assert!(gap < 1e-9, "α = 1 differs from the PSD projection by {gap}");
+        // Whatever τ: the soft piece and the root never exceed x.
+        for tau in [1.0, 2.0] {
+            let one = bulk_shrink(&y, s, 1.0, tau).unwrap();
+            let gap = (&one.matrix - &psd).amax();
+            assert!(
+                gap < 1e-9,
+                "α = 1, τ = {tau} differs from the PSD projection by {gap}"
+            );
+        }
         // α = 0: the spike gets ψ̂ + θ̂c² as in `shrink` (same level, same shrinker).
-        let zero = bulk_shrink(&y, s, 0.0).unwrap();
+        let zero = bulk_shrink(&y, s, 0.0, 2.0).unwrap();
         let flat = shrink(&y, s, &detect()).unwrap();
         assert_eq!(flat.rank, 1);
         assert_eq!(zero.spikes[0], flat.spikes[0]);
@@ -967,11 +1047,50 @@ mod tests {
         let (level, alpha) = (0.7, 0.6);
         let a = p as f64 * s * s;
         let x = 2.0 * (a / (1.0 - alpha * alpha)).sqrt();
-        let below = bulk_shrunk_eigenvalue(level + x - 1e-9, level, p, s, alpha).0;
-        let above = bulk_shrunk_eigenvalue(level + x + 1e-9, level, p, s, alpha).0;
-        assert!((below - above).abs() < 1e-6, "{below} vs {above}");
-        assert!(bulk_shrink(&y, s, 1.5).is_err());
-        assert!(bulk_shrink_sure(&y, s, &[]).is_err());
+        let h = |x: f64, tau: f64| bulk_shrunk_eigenvalue(level + x, level, p, s, alpha, tau).0;
+        let continuous_at = |x: f64, tau: f64| {
+            let (below, above) = (h(x - 1e-9, tau), h(x + 1e-9, tau));
+            assert!(
+                (below - above).abs() < 1e-6,
+                "τ = {tau}, x = {x}: {below} vs {above}"
+            );
+        };
+        continuous_at(x, 2.0);
+        // τ = 1.2, α = 0.2: the soft piece takes over from the line at
+        // x = τ√a/(1 − α) = 1.5√a and hands over to the root at x = (τ² + 4)√a/(2τ)
+        // ≈ 2.27√a, with slope 1 in between (at α = 0.6 the line would reach the root
+        // first, 3√a > 2.27√a, and the soft piece would never be taken).
+        let (tau, soft_alpha) = (1.2, 0.2);
+        let soft_h = |x: f64| bulk_shrunk_eigenvalue(level + x, level, p, s, soft_alpha, tau);
+        let (from, to) = (
+            tau * a.sqrt() / (1.0 - soft_alpha),
+            (tau * tau + 4.0) * a.sqrt() / (2.0 * tau),
+        );
+        for x in [from, to] {
+            let (below, above) = (soft_h(x - 1e-9).0, soft_h(x + 1e-9).0);
+            assert!((below - above).abs() < 1e-6, "x = {x}: {below} vs {above}");
+        }
+        let mid = 0.5 * (from + to);
+        let (value, slope) = soft_h(mid);
+        assert!((value - (level + mid - tau * a.sqrt())).abs() < 1e-12 && slope == 1.0);
+        assert!(soft_h(from - 0.1).1 == soft_alpha && soft_h(to + 0.1).1 > 1.0);
+        // τ = 2 is the map without a soft piece: max(αx, √(x² − 4a)) everywhere.
+        for k in 0..200 {
+            let x = -5.0 + 0.1 * k as f64;
+            let shrunk = if x > 2.0 * a.sqrt() {
+                (alpha * x).max((x * x - 4.0 * a).sqrt())
+            } else {
+                alpha * x
+            };
+            let want = (level + shrunk).max(0.0);
+            assert!((h(x, 2.0) - want).abs() < 1e-12, "x = {x}");
+        }
+        assert!(bulk_shrink(&y, s, 1.5, 2.0).is_err());
+        assert!(bulk_shrink(&y, s, 0.5, 2.5).is_err());
+        assert!(bulk_shrink(&y, s, 0.5, -0.1).is_err());
+        assert!(bulk_shrink_sure(&y, s, &[], &DEFAULT_BULK_TAUS).is_err());
+        assert!(bulk_shrink_sure(&y, s, &DEFAULT_BULK_ALPHAS, &[]).is_err());
+        assert!(bulk_shrink_sure(&y, s, &DEFAULT_BULK_ALPHAS, &[3.0]).is_err());
     }
 
     #[test]
@@ -987,8 +1106,25 @@ mod tests {
         let (p, s) = (20, 1.0);
         let mut rng = ChaCha8Rng::seed_from_u64(18);
         let sigma = spread_spectrum(p, 3.0 * s * (p as f64).sqrt(), &mut rng);
-        let h = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.5).0;
-        let dh = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.5).1;
+        let h = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.5, 2.0).0;
+        let dh = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.5, 2.0).1;
+        assert_sure_unbiased(&sigma, s, h, dh, &mut rng);
+    }
+
+    #[test]
+    fn sure_of_bulk_shrinker_with_soft_edge_is_unbiased_by_monte_carlo() {
+        // The same spectrum with the edge soft threshold τ = 1 and α = 0.2: the soft
+        // piece (slope 1) serves x ∈ [√a/0.8, 2.5√a] = [5.6, 11.2] at √a = √20, where
+        // the spread spectrum puts several eigenvalues. Still a maximum of continuous
+        // pieces, so E[SURE] = E[loss] exactly; same 4-standard-error bound. Reading the
+        // soft piece's slope as α instead of 1 lowers SURE by about
+        // 2σ²·Σ_a (2 − M_aa)(1 − α) over its eigenvalues, ≈ 2·2·0.8 ≈ 3σ² each
+        // (measured with that mistake: −15.7 ± 2.1, caught at 7.6 standard errors).
+        let (p, s) = (20, 1.0);
+        let mut rng = ChaCha8Rng::seed_from_u64(21);
+        let sigma = spread_spectrum(p, 3.0 * s * (p as f64).sqrt(), &mut rng);
+        let h = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.2, 1.0).0;
+        let dh = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.2, 1.0).1;
         assert_sure_unbiased(&sigma, s, h, dh, &mut rng);
     }
 
@@ -1007,10 +1143,12 @@ mod tests {
         let sigma = spread_spectrum(p, 3.0 * s * (p as f64).sqrt(), &mut rng);
         let y = &sigma + noise(p, s, &mut rng);
         let alphas = [0.0, 0.25, 0.5, 0.75, 1.0];
-        let (alpha, _, est) = bulk_shrink_sure(&y, s, &alphas).unwrap();
+        // τ = 2 only: the map these expectations are derived for.
+        let (choice, est) = bulk_shrink_sure(&y, s, &alphas, &[2.0]).unwrap();
+        let alpha = choice.alpha;
         assert!(alpha > 0.0 && alpha < 1.0, "chosen α = {alpha}");
         let loss = (&est.matrix - &sigma).norm_squared();
-        let flat = (&bulk_shrink(&y, s, 0.0).unwrap().matrix - &sigma).norm_squared();
+        let flat = (&bulk_shrink(&y, s, 0.0, 2.0).unwrap().matrix - &sigma).norm_squared();
         let (psd, _) = crate::psd::project_psd(&y).unwrap();
         let none = (&psd - &sigma).norm_squared();
         assert!(
@@ -1042,9 +1180,9 @@ mod tests {
         let want = [
             (&shrink(&y, s, &detect()).unwrap().matrix - &t).norm_squared(),
             (&factor(&y, s, &detect()).unwrap().matrix - &t).norm_squared(),
-            (&bulk_shrink_sure(&y, s, &DEFAULT_BULK_ALPHAS)
+            (&bulk_shrink_sure(&y, s, &DEFAULT_BULK_ALPHAS, &DEFAULT_BULK_TAUS)
                 .unwrap()
-                .2
+                .1
                 .matrix
                 - &t)
                 .norm_squared(),

@@ -21,7 +21,7 @@ use ldpcov::data::DataSet;
 use ldpcov::estimate::{
     BulkShrinkage, CrossValidation, EstimateOptions, FactorModel, SpectralShrinkage, ThresholdKind,
     ThresholdRule, UniversalThreshold, estimate, log_grid,
-    spectral::{DEFAULT_BULK_ALPHAS, Shrinker},
+    spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, Shrinker},
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model};
@@ -219,10 +219,13 @@ fn oracle_candidates() -> Vec<EstimateOptions> {
         })));
     }
     out.push(rule(ThresholdRule::Factor(FactorModel::default())));
-    for alpha in DEFAULT_BULK_ALPHAS {
-        out.push(rule(ThresholdRule::BulkShrink(BulkShrinkage {
-            alphas: vec![alpha],
-        })));
+    for tau in DEFAULT_BULK_TAUS {
+        for alpha in DEFAULT_BULK_ALPHAS {
+            out.push(rule(ThresholdRule::BulkShrink(BulkShrinkage {
+                alphas: vec![alpha],
+                taus: vec![tau],
+            })));
+        }
     }
     out
 }
@@ -318,16 +321,30 @@ fn short_choice(rule: &str) -> String {
         }
     }
     let chosen = chosen.split(',').next().unwrap_or(chosen);
-    // Spectral: "bulk-shrink (3 folds)" then "rank r, bulk level …, alpha a (SURE …)".
+    // Spectral: "bulk-shrink (3 folds)" then "rank r, bulk level …, alpha a, tau t
+    // (SURE …)".
     let detail = parts.next().unwrap_or("");
     let rank = detail.split(',').next().unwrap_or("").trim();
-    let alpha = detail
-        .split(", alpha ")
+    format!("{chosen} {rank}{}", bulk_map_label(detail))
+        .trim()
+        .to_string()
+}
+
+/// The word after `key` in `rule`, as `label` + word (empty when absent).
+fn labelled_word(rule: &str, key: &str, label: &str) -> String {
+    rule.split(key)
         .nth(1)
-        .and_then(|a| a.split_whitespace().next())
-        .map(|a| format!(" α={a}"))
-        .unwrap_or_default();
-    format!("{chosen} {rank}{alpha}").trim().to_string()
+        .and_then(|v| v.split([',', ' ', ')']).next())
+        .map(|v| format!("{label}{v}"))
+        .unwrap_or_default()
+}
+
+/// The bulk map a bulk-shrink rule string reports: " α=a τ=t" (τ only when it has a
+/// soft piece, τ < 2), empty for other rules.
+fn bulk_map_label(rule: &str) -> String {
+    let tau = labelled_word(rule, "tau ", " τ=");
+    let tau = if tau == " τ=2" { String::new() } else { tau };
+    format!("{}{tau}", labelled_word(rule, "alpha ", " α="))
 }
 
 fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<PointResult> {
@@ -633,19 +650,11 @@ fn oracle_choice(rule: &str) -> String {
         return short_choice(rule);
     }
     let name = rule.split(" → ").next().unwrap_or(rule);
-    // The word after `key` in the rule, as `label` + word (empty when absent).
-    let field = |key: &str, label: &str| {
-        rule.split(key)
-            .nth(1)
-            .and_then(|v| v.split([',', ' ', ')']).next())
-            .map(|v| format!("{label}{v}"))
-            .unwrap_or_default()
-    };
-    let (rank, alpha) = (field("rank ", " rank "), field("alpha ", " α="));
+    let rank = labelled_word(rule, "rank ", " rank ");
     let operator = if rule.contains("operator") {
         " operator"
     } else {
         ""
     };
-    format!("{name}{operator}{rank}{alpha}")
+    format!("{name}{operator}{rank}{}", bulk_map_label(rule))
 }

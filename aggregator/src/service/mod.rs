@@ -348,13 +348,20 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
         Some(Threshold::Factor(f)) => ThresholdRule::Factor(FactorModel {
             rank: f.rank.map(|k| k as usize),
         }),
-        Some(Threshold::BulkShrink(b)) => ThresholdRule::BulkShrink(if b.alphas.is_empty() {
-            BulkShrinkage::default()
-        } else {
-            BulkShrinkage {
-                alphas: b.alphas.clone(),
-            }
-        }),
+        Some(Threshold::BulkShrink(b)) => {
+            let default = BulkShrinkage::default();
+            let or_default = |given: &[f64], default: Vec<f64>| {
+                if given.is_empty() {
+                    default
+                } else {
+                    given.to_vec()
+                }
+            };
+            ThresholdRule::BulkShrink(BulkShrinkage {
+                alphas: or_default(&b.alphas, default.alphas),
+                taus: or_default(&b.taus, default.taus),
+            })
+        }
     };
     let options = EstimateOptions {
         rule,

@@ -83,18 +83,22 @@ pub struct FactorModel {
     pub rank: Option<usize>,
 }
 
-/// Spikes over a bulk shrunk toward its mean with weight α chosen by SURE
-/// ([`spectral::bulk_shrink_sure`](crate::spectral::bulk_shrink_sure)).
+/// Spikes over a bulk shrunk toward its mean with weight α and edge soft threshold τ
+/// chosen by SURE ([`spectral::bulk_shrink_sure`](crate::spectral::bulk_shrink_sure)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BulkShrinkage {
     /// The candidate weights α ∈ [0, 1] (non-empty).
     pub alphas: Vec<f64>,
+    /// The candidate edge soft thresholds τ ∈ [0, 2], in units of `σ_n√p` (non-empty;
+    /// 2: no soft piece).
+    pub taus: Vec<f64>,
 }
 
 impl Default for BulkShrinkage {
     fn default() -> Self {
         BulkShrinkage {
             alphas: crate::spectral::DEFAULT_BULK_ALPHAS.to_vec(),
+            taus: crate::spectral::DEFAULT_BULK_TAUS.to_vec(),
         }
     }
 }
@@ -175,7 +179,9 @@ impl ThresholdRule {
                 rank_name(s.rank)
             ),
             ThresholdRule::Factor(f) => format!("factor(rank={})", rank_name(f.rank)),
-            ThresholdRule::BulkShrink(b) => format!("bulk-shrink(alphas={:?})", b.alphas),
+            ThresholdRule::BulkShrink(b) => {
+                format!("bulk-shrink(alphas={:?}, taus={:?})", b.alphas, b.taus)
+            }
         }
     }
 
@@ -212,11 +218,17 @@ impl ThresholdRule {
                 )
                 .collect(),
             ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) => vec![],
-            // α ∈ [0, 1]: one above 1 is reported negated so the check refuses it.
+            // α ∈ [0, 1], τ ∈ [0, 2]: one above its bound is reported negated so the
+            // check refuses it.
             ThresholdRule::BulkShrink(b) => b
                 .alphas
                 .iter()
                 .map(|&v| ("alphas", if v <= 1.0 { v } else { -v }))
+                .chain(
+                    b.taus
+                        .iter()
+                        .map(|&v| ("taus", if v <= 2.0 { v } else { -v })),
+                )
                 .collect(),
         }
     }

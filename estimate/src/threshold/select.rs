@@ -129,9 +129,10 @@ fn refit_free(
             ),
             ..unthresholded
         },
-        SureChoice::Bulk { alpha } => Resolved {
+        SureChoice::Bulk { alpha, tau } => Resolved {
             spectral: Some(ThresholdRule::BulkShrink(BulkShrinkage {
                 alphas: vec![alpha],
+                taus: vec![tau],
             })),
             name: format!(
                 "bulk-shrink (SURE {risk:.6e}, refit-free above p = {})",

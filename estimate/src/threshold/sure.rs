@@ -4,8 +4,9 @@
 //!
 //! Candidates: "none", the soft thresholds of the noise form `c·σ_n√(log p)` with
 //! every diagonal shrinkage β, and the bulk shrinkage ([`spectral::bulk_shrink`]) at
-//! every weight of [`DEFAULT_BULK_ALPHAS`] (α = 1 is the PSD projection of the raw
-//! average, α = 0 flat spikes over a flat bulk). Each has an exact SURE under the
+//! every weight of [`DEFAULT_BULK_ALPHAS`] and edge threshold of [`DEFAULT_BULK_TAUS`]
+//! (α = 1 is the PSD projection of the raw average, α = 0 with τ = 2 flat spikes over
+//! a flat bulk). Each has an exact SURE under the
 //! noise model of [`spectral`] (every packed entry iid `N(0, σ_n²)`, Frobenius weights
 //! 1 on the diagonal and 2 off it), so their risks are comparable:
 //!
@@ -26,10 +27,11 @@
 //! [`spectral::bulk_shrink`]: crate::spectral::bulk_shrink
 //! [`spectral::sure_spectral`]: crate::spectral::sure_spectral
 //! [`DEFAULT_BULK_ALPHAS`]: crate::spectral::DEFAULT_BULK_ALPHAS
+//! [`DEFAULT_BULK_TAUS`]: crate::spectral::DEFAULT_BULK_TAUS
 
 use super::{CrossValidation, ThresholdKind};
 use crate::error::EstimateError;
-use crate::spectral::{DEFAULT_BULK_ALPHAS, bulk_shrink_risks};
+use crate::spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, bulk_shrink_choice};
 use nalgebra::DMatrix;
 
 /// What the SURE selection chose.
@@ -43,10 +45,12 @@ pub(crate) enum SureChoice {
         /// The diagonal shrinkage weight β.
         beta: f64,
     },
-    /// The bulk shrinkage at weight α.
+    /// The bulk shrinkage at weight α and edge threshold τ.
     Bulk {
         /// The weight α.
         alpha: f64,
+        /// The edge soft threshold τ.
+        tau: f64,
     },
 }
 
@@ -106,9 +110,14 @@ pub(crate) fn sure_select(
         }
     }
     if cv.spectral && p >= 2 {
-        for (alpha, risk) in bulk_shrink_risks(y, sigma_n, &DEFAULT_BULK_ALPHAS)? {
-            consider(SureChoice::Bulk { alpha }, risk);
-        }
+        let bulk = bulk_shrink_choice(y, sigma_n, &DEFAULT_BULK_ALPHAS, &DEFAULT_BULK_TAUS)?;
+        consider(
+            SureChoice::Bulk {
+                alpha: bulk.alpha,
+                tau: bulk.tau,
+            },
+            bulk.risk,
+        );
     }
     tracing::debug!(p, choice = ?best.0, risk = best.1, "refit-free selection by SURE");
     Ok(best)

@@ -99,6 +99,10 @@ pub(crate) struct Options {
     /// 0, 0.1, …, 1), chosen by Stein's unbiased risk estimate.
     #[arg(long, env = "LDPCOV_ALPHAS", value_delimiter = ',')]
     alphas: Vec<f64>,
+    /// For bulk-shrink: candidate edge soft thresholds τ ∈ [0, 2] in units of σ_n√p,
+    /// comma-separated (default: 1, 1.5, 2; 2 is none), chosen with α.
+    #[arg(long, env = "LDPCOV_TAUS", value_delimiter = ',')]
+    taus: Vec<f64>,
     /// Skip the PSD projection.
     #[arg(long, env = "LDPCOV_NO_PSD")]
     no_psd: bool,
@@ -251,6 +255,7 @@ impl Options {
             Some(Rule::Factor) => Some(Threshold::Factor(FactorModel { rank: self.rank })),
             Some(Rule::BulkShrink) => Some(Threshold::BulkShrink(BulkShrinkage {
                 alphas: self.alphas.clone(),
+                taus: self.taus.clone(),
             })),
         };
         let release = self.release.map(|r| CentralRelease {
