@@ -616,11 +616,7 @@ pub fn bulk_shrink_sure(
     alphas: &[f64],
     taus: &[f64],
 ) -> Result<(BulkChoice, SpectralEstimate), EstimateError> {
-    check_grid("alphas", alphas, check_alpha)?;
-    check_grid("taus", taus, check_tau)?;
-    let (values, vectors, level) = bulk_fit(y, sigma_n)?;
-    let basis = SureBasis::new(values, &vectors);
-    let choice = basis.best_bulk(level, sigma_n, alphas, taus);
+    let (choice, basis, vectors, level) = fit_bulk_choice(y, sigma_n, alphas, taus)?;
     let estimate = bulk_estimate(
         &basis.values,
         &vectors,
@@ -640,10 +636,23 @@ pub(crate) fn bulk_shrink_choice(
     alphas: &[f64],
     taus: &[f64],
 ) -> Result<BulkChoice, EstimateError> {
+    Ok(fit_bulk_choice(y, sigma_n, alphas, taus)?.0)
+}
+
+/// The grids checked, then [`bulk_fit`] and the SURE choice on `alphas × taus`, with
+/// the basis, eigenvectors and level the estimate is built from.
+fn fit_bulk_choice(
+    y: &DMatrix<f64>,
+    sigma_n: f64,
+    alphas: &[f64],
+    taus: &[f64],
+) -> Result<(BulkChoice, SureBasis, faer::Mat<f64>, f64), EstimateError> {
     check_grid("alphas", alphas, check_alpha)?;
     check_grid("taus", taus, check_tau)?;
     let (values, vectors, level) = bulk_fit(y, sigma_n)?;
-    Ok(SureBasis::new(values, &vectors).best_bulk(level, sigma_n, alphas, taus))
+    let basis = SureBasis::new(values, &vectors);
+    let choice = basis.best_bulk(level, sigma_n, alphas, taus);
+    Ok((choice, basis, vectors, level))
 }
 
 impl SureBasis {
@@ -800,17 +809,13 @@ fn bulk_estimate(
         .iter()
         .map(|&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha, tau).0)
         .collect();
-    // The spike branch: above the edge, where the root beats the line and the soft
-    // piece (ascending, so the top).
-    let a = p as f64 * sigma_n * sigma_n;
+    // The spike branch: where the map takes the root, the only piece with slope
+    // above 1 (the line has α ≤ 1, the soft piece 1); ascending, so the top.
     let spikes: Vec<Spike> = values
         .iter()
         .rev()
+        .take_while(|&&l| bulk_shrunk_eigenvalue(l, level, p, sigma_n, alpha, tau).1 > 1.0)
         .map(|&l| l - level)
-        .take_while(|&x| {
-            let root = (x * x - 4.0 * a).sqrt();
-            x > bulk_edge(p, sigma_n) && root > alpha * x && root >= x - tau * a.sqrt()
-        })
         .map(|excess| {
             let (signal, overlap) = debias(excess, p, sigma_n);
             Spike {
@@ -1048,14 +1053,11 @@ mod tests {
         let a = p as f64 * s * s;
         let x = 2.0 * (a / (1.0 - alpha * alpha)).sqrt();
         let h = |x: f64, tau: f64| bulk_shrunk_eigenvalue(level + x, level, p, s, alpha, tau).0;
-        let continuous_at = |x: f64, tau: f64| {
-            let (below, above) = (h(x - 1e-9, tau), h(x + 1e-9, tau));
-            assert!(
-                (below - above).abs() < 1e-6,
-                "τ = {tau}, x = {x}: {below} vs {above}"
-            );
+        let continuous_at = |f: &dyn Fn(f64) -> f64, x: f64| {
+            let (below, above) = (f(x - 1e-9), f(x + 1e-9));
+            assert!((below - above).abs() < 1e-6, "x = {x}: {below} vs {above}");
         };
-        continuous_at(x, 2.0);
+        continuous_at(&|x| h(x, 2.0), x);
         // τ = 1.2, α = 0.2: the soft piece takes over from the line at
         // x = τ√a/(1 − α) = 1.5√a and hands over to the root at x = (τ² + 4)√a/(2τ)
         // ≈ 2.27√a, with slope 1 in between (at α = 0.6 the line would reach the root
@@ -1067,8 +1069,7 @@ mod tests {
             (tau * tau + 4.0) * a.sqrt() / (2.0 * tau),
         );
         for x in [from, to] {
-            let (below, above) = (soft_h(x - 1e-9).0, soft_h(x + 1e-9).0);
-            assert!((below - above).abs() < 1e-6, "x = {x}: {below} vs {above}");
+            continuous_at(&|x| soft_h(x).0, x);
         }
         let mid = 0.5 * (from + to);
         let (value, slope) = soft_h(mid);
@@ -1095,37 +1096,28 @@ mod tests {
 
     #[test]
     fn sure_of_bulk_shrinker_is_unbiased_by_monte_carlo() {
-        // A spread spectrum (no flat bulk) at p = 20, α = 0.5, level fixed at 1: h is
-        // continuous and piecewise differentiable, so E[SURE] = E[loss] exactly
-        // (Stein's identity). Mean of N = 400 differences within 4 standard errors (false
-        // alarm 6e-5). Dropping the line's slope from h' (dh = 0 below the shrinker)
-        // lowers SURE by 2σ²·Σ_a (2 − M_aa)·α ≈ 2σ²·2α·m over the m eigenvalues on the
-        // line (about 10 here): ≈ −20σ², ten standard errors (measured −20.6 ± 1.8).
-        // The GOE weighting (divergence 2·tr(Df)) omits 2σ²Σ_ab M_abΓ_ab ≈ 2σ²·Σ_a h'
-        // ≈ +20σ² (measured +29).
+        // A spread spectrum (no flat bulk) at p = 20, level fixed at 1: h is continuous
+        // and piecewise differentiable, so E[SURE] = E[loss] exactly (Stein's
+        // identity). Mean of N = 400 differences within 4 standard errors (false alarm
+        // 6e-5). Two maps:
+        // * α = 0.5, τ = 2 (no soft piece). Dropping the line's slope from h' (dh = 0
+        //   below the shrinker) lowers SURE by 2σ²·Σ_a (2 − M_aa)·α ≈ 2σ²·2α·m over the
+        //   m eigenvalues on the line (about 10 here): ≈ −20σ², ten standard errors
+        //   (measured −20.6 ± 1.8). The GOE weighting (divergence 2·tr(Df)) omits
+        //   2σ²Σ_ab M_abΓ_ab ≈ 2σ²·Σ_a h' ≈ +20σ² (measured +29).
+        // * α = 0.2, τ = 1: the soft piece (slope 1) serves x ∈ [√a/0.8, 2.5√a] =
+        //   [5.6, 11.2] at √a = √20, where the spread spectrum puts several
+        //   eigenvalues. Reading its slope as α instead of 1 lowers SURE by about
+        //   2σ²·Σ_a (2 − M_aa)(1 − α) over its eigenvalues, ≈ 2·2·0.8 ≈ 3σ² each
+        //   (measured with that mistake: −15.7 ± 2.1, caught at 7.6 standard errors).
         let (p, s) = (20, 1.0);
-        let mut rng = ChaCha8Rng::seed_from_u64(18);
-        let sigma = spread_spectrum(p, 3.0 * s * (p as f64).sqrt(), &mut rng);
-        let h = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.5, 2.0).0;
-        let dh = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.5, 2.0).1;
-        assert_sure_unbiased(&sigma, s, h, dh, &mut rng);
-    }
-
-    #[test]
-    fn sure_of_bulk_shrinker_with_soft_edge_is_unbiased_by_monte_carlo() {
-        // The same spectrum with the edge soft threshold τ = 1 and α = 0.2: the soft
-        // piece (slope 1) serves x ∈ [√a/0.8, 2.5√a] = [5.6, 11.2] at √a = √20, where
-        // the spread spectrum puts several eigenvalues. Still a maximum of continuous
-        // pieces, so E[SURE] = E[loss] exactly; same 4-standard-error bound. Reading the
-        // soft piece's slope as α instead of 1 lowers SURE by about
-        // 2σ²·Σ_a (2 − M_aa)(1 − α) over its eigenvalues, ≈ 2·2·0.8 ≈ 3σ² each
-        // (measured with that mistake: −15.7 ± 2.1, caught at 7.6 standard errors).
-        let (p, s) = (20, 1.0);
-        let mut rng = ChaCha8Rng::seed_from_u64(21);
-        let sigma = spread_spectrum(p, 3.0 * s * (p as f64).sqrt(), &mut rng);
-        let h = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.2, 1.0).0;
-        let dh = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, 0.2, 1.0).1;
-        assert_sure_unbiased(&sigma, s, h, dh, &mut rng);
+        for (seed, alpha, tau) in [(18, 0.5, 2.0), (21, 0.2, 1.0)] {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let sigma = spread_spectrum(p, 3.0 * s * (p as f64).sqrt(), &mut rng);
+            let h = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, alpha, tau).0;
+            let dh = |l: f64| bulk_shrunk_eigenvalue(l, 1.0, p, s, alpha, tau).1;
+            assert_sure_unbiased(&sigma, s, h, dh, &mut rng);
+        }
     }
 
     #[test]
