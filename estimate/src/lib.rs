@@ -75,7 +75,8 @@ pub use structure::{Structure, bandwidth_grid};
 pub use synthetic::synthetic_rows;
 pub use threshold::{
     AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
-    Seed001Threshold, SpectralCandidate, SpectralShrinkage, ThresholdKind, ThresholdRule,
-    Thresholds, UniversalThreshold, apply_threshold, cross_validate, entry_variances, log_grid,
-    noise_threshold, seed001_threshold, universal_threshold,
+    OFF_DIAGONAL_SIGNAL_Z, Seed001Threshold, SpectralCandidate, SpectralShrinkage, ThresholdKind,
+    ThresholdRule, Thresholds, UniversalThreshold, apply_threshold, cross_validate,
+    entry_variances, log_grid, noise_threshold, off_diagonal_signal_z, seed001_threshold,
+    universal_threshold,
 };

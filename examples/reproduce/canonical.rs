@@ -200,8 +200,11 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                             relative_frobenius_error(&est.matrix, &truth),
                         ));
                         if *name == "cv default" {
+                            // The candidate and its β, without the per-run
+                            // "(5 folds, off-diagonal signal z = …)".
+                            let chosen = est.rule.split('→').nth(1).unwrap_or("");
                             choices
-                                .push(est.rule.split('→').nth(1).unwrap_or("").trim().to_string());
+                                .push(chosen.split(" (").next().unwrap_or("").trim().to_string());
                         }
                     }
                     for opts in &floors {

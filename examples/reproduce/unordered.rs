@@ -249,9 +249,16 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
     ];
     if variants {
         out.push((
-            "cv mean rule",
+            "cv spectral 1-SE guard",
             rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral_one_standard_error: false,
+                spectral_one_standard_error: true,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv 1 SE whatever the signal",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                threshold_one_standard_error_max_z: f64::INFINITY,
                 ..Default::default()
             })),
         ));
@@ -300,6 +307,10 @@ struct PointResult {
     choices: Vec<String>,
     /// Per replicate, the oracle candidate with the smallest spectral error.
     oracle_spectral_choices: Vec<String>,
+    /// The largest |eigenvalue| of `M − ψI` (ψ: M's mean diagonal) over the detection
+    /// threshold `σ_n√p` of the full average: below 1 no direction of the signal can
+    /// be told from the noise's bulk.
+    detectability: f64,
 }
 
 /// The candidate name in a CV rule string (`cv(…) → noise(c=1.000, soft), …` →
@@ -426,10 +437,15 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         sums[last + 1].1 += joint.1;
     }
     let k = reps.max(1) as f64;
+    let psi = truth.m.trace() / pt.p as f64;
+    let centred = &truth.m - DMatrix::identity(pt.p, pt.p) * psi;
+    let top = centred.symmetric_eigenvalues().amax();
+    let detectability = top / (c.mean_entry_noise_sd(pt.n) * (pt.p as f64).sqrt());
     Ok(PointResult {
         errors: sums.into_iter().map(|(s, f)| (s / k, f / k)).collect(),
         choices,
         oracle_spectral_choices,
+        detectability,
     })
 }
 
@@ -473,11 +489,12 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     });
     let secs = started.elapsed().as_secs_f64();
     let idx = |n: &str| names.iter().position(|x| *x == n).expect("known rule");
-    let (none, uni, def, ora) = (
+    let (none, uni, def, ora, joint) = (
         idx("none+psd"),
         idx("universal(c=4)"),
         idx("default"),
         idx("oracle"),
+        idx("joint oracle"),
     );
     out.text(format!(
         "# unordered grid: {} points, {} reps each, δ = 1e-6, population fast path; {secs:.0} s",
@@ -494,12 +511,13 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         header.push_str(&format!(" {name} ratio |"));
         rule_line.push_str("---|");
     }
-    header.push_str(" default chose | oracle chose (spectral) |");
-    rule_line.push_str("---|---|");
+    header.push_str(" default chose | oracle chose (spectral) | ≤ 0.9 in both? |");
+    rule_line.push_str("---|---|---|");
     out.text(&header);
     out.text(&rule_line);
     // (model name, default ratio s/f, oracle ratio s/f, default/oracle s/f, variant ratios)
     let mut rows = Vec::new();
+    let mut verdicts: Vec<String> = Vec::new();
     for (pt, res) in points.iter().zip(results) {
         let res = res?;
         let e = &res.errors;
@@ -533,8 +551,10 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             line.push_str(&format!(" {:.2} / {:.2} |", r.0, r.1));
             variant_ratios.push((name.to_string(), r));
         }
-        line.push_str(&format!(" {chose} | {oracle_chose} |"));
+        let verdict = target_verdict(rd, ratio(joint), res.detectability);
+        line.push_str(&format!(" {chose} | {oracle_chose} | {verdict} |"));
         out.text(line);
+        verdicts.push(verdict.clone());
         out.row(json!({
             "experiment": "unordered", "model": model, "p": pt.p, "n": pt.n,
             "epsilon": pt.epsilon, "reps": args.reps,
@@ -542,11 +562,45 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             "ratio_spectral": rd.0, "ratio_frobenius": rd.1,
             "oracle_ratio_spectral": ro.0, "oracle_ratio_frobenius": ro.1,
             "default_chose": chose, "oracle_chose_spectral": oracle_chose,
+            "detectability": res.detectability, "target": verdict,
         }));
         rows.push((model.clone(), rd, ro, variant_ratios));
     }
     summarize(&rows, out);
+    let count = |f: &dyn Fn(&str) -> bool| verdicts.iter().filter(|v| f(v)).count();
+    out.text(format!(
+        "\nPer-point target (≤ 0.9 in both norms): met at {}; unreachable at {} (no single candidate meets it in hindsight; {} of them with the signal below the detection threshold); missed by the selection at {}.",
+        count(&|v| v == "yes"),
+        count(&|v| v.starts_with("no: unreachable")),
+        count(&|v| v.contains("below detection")),
+        count(&|v| v.starts_with("no: selection")),
+    ));
     Ok(())
+}
+
+/// Whether the default meets the per-point target (≤ 0.9 of the better
+/// baseline in both norms) and, if not, why: no single candidate does it in
+/// hindsight (the joint oracle, ratio `joint`), sometimes because the signal is below
+/// the detection threshold (`detectability` < 1), or the selection missed one that did.
+fn target_verdict(default: (f64, f64), joint: (f64, f64), detectability: f64) -> String {
+    if default.0 <= 0.9 && default.1 <= 0.9 {
+        return "yes".into();
+    }
+    if joint.0 > 0.9 || joint.1 > 0.9 {
+        let why = if detectability < 1.0 {
+            format!("signal below detection, top spike {detectability:.2}·σ_n√p")
+        } else {
+            format!("top spike {detectability:.1}·σ_n√p")
+        };
+        return format!(
+            "no: unreachable, the best single release is {:.2} / {:.2} ({why})",
+            joint.0, joint.1
+        );
+    }
+    format!(
+        "no: selection, the best single release is {:.2} / {:.2}",
+        joint.0, joint.1
+    )
 }
 
 /// `a ×2; b` for the choices of the replicates.

@@ -112,9 +112,12 @@ impl Candidate {
 /// only if its fold-wise losses are lower by more than one standard error of the paired
 /// difference (the one-standard-error rule, applied between the families: a structure
 /// assumes an order of the variables, and among many candidates the smallest mean loss
-/// alone picks one by chance when the order carries no information). When a threshold
+/// alone picks one by chance when the order carries no information). The best spectral
+/// estimate then replaces the choice so far if its mean loss is lower
+/// ([`CrossValidation::spectral_one_standard_error`]). When a threshold
 /// wins, the one applied is the simplest threshold within one standard error of the
-/// best ([`CrossValidation::threshold_one_standard_error`]).
+/// best when the data show no off-diagonal signal
+/// ([`CrossValidation::threshold_one_standard_error`]).
 ///
 /// The chosen candidate is applied to the full average. The
 /// candidates are parameterised by scale-free constants (c, η) multiplying a quantity
@@ -160,18 +163,27 @@ pub struct CrossValidation {
     /// `usize::MAX` never switches.
     pub refit_free_above_dim: usize,
     /// Between-family rule for the spectral estimators: the best one replaces the
-    /// choice among thresholds (and structures) only if its fold-wise losses are lower
-    /// by more than one standard error of the paired differences (`true`, the
-    /// default), or whenever its mean loss is lower (`false`).
+    /// choice among thresholds (and structures) whenever its mean loss is lower
+    /// (`false`, the default), or only if its fold-wise losses are lower by more than
+    /// one standard error of the paired differences (`true`).
     pub spectral_one_standard_error: bool,
-    /// Within the thresholds: take the simplest candidate (the fewest kept degrees of
-    /// freedom: non-zero off-diagonal entries plus the diagonal's) whose held-out loss
-    /// is within one standard error of the best (`true`, the default), or the best
-    /// (`false`). See docs/ALGORITHMS.md §3 for why: held-out Frobenius loss cannot tell
-    /// apart thresholds that differ by a few kept noise entries, which cost little in
-    /// Frobenius norm and a lot in spectral norm. Over gRPC
+    /// Within the thresholds, when the full average shows no off-diagonal signal
+    /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z) at most
+    /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)):
+    /// take the simplest
+    /// candidate (the fewest kept degrees of freedom: non-zero off-diagonal entries
+    /// plus the diagonal's) whose held-out loss is within one standard error of the
+    /// best (`true`, the default), or the best (`false`, and always when the signal
+    /// is significant). See docs/ALGORITHMS.md §3 for why: held-out Frobenius loss
+    /// cannot tell apart thresholds that differ by a few kept noise entries, which
+    /// cost little in Frobenius norm and a lot in spectral norm when the off-diagonal
+    /// truth is below the noise. Over gRPC
     /// `CrossValidatedThreshold.smallest_mean_threshold` sets it to `false`.
     pub threshold_one_standard_error: bool,
+    /// The largest off-diagonal signal z at which the within-threshold
+    /// one-standard-error rule applies ([`OFF_DIAGONAL_SIGNAL_Z`](super::OFF_DIAGONAL_SIGNAL_Z)
+    /// by default; `f64::INFINITY` applies it whatever the signal).
+    pub threshold_one_standard_error_max_z: f64,
     /// Bandwidths for banding and Toeplitz averaging; empty means
     /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
     pub bandwidths: Vec<usize>,
@@ -200,8 +212,9 @@ impl Default for CrossValidation {
             toeplitz: true,
             spectral: true,
             refit_free_above_dim: 200,
-            spectral_one_standard_error: true,
+            spectral_one_standard_error: false,
             threshold_one_standard_error: true,
+            threshold_one_standard_error_max_z: super::OFF_DIAGONAL_SIGNAL_Z,
             bandwidths: Vec::new(),
         }
     }

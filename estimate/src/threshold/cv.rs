@@ -26,6 +26,41 @@ pub struct CvOutcome {
     pub losses: Vec<(Candidate, f64)>,
     /// Folds used (those with reports on both sides).
     pub folds_used: usize,
+    /// The standardised off-diagonal signal energy of the full average
+    /// ([`off_diagonal_signal_z`]), which decides whether the within-threshold
+    /// one-standard-error rule applies.
+    pub off_diagonal_signal_z: f64,
+    /// Whether the released threshold was chosen by that rule (the simplest within one
+    /// standard error) rather than as the smallest mean.
+    pub simplest_within_one_standard_error: bool,
+}
+
+/// The default of [`CrossValidation::threshold_one_standard_error_max_z`]: above this
+/// [`off_diagonal_signal_z`] the data show off-diagonal signal and the
+/// within-threshold one-standard-error rule is not applied (the smallest mean wins):
+/// a one-sided test at about the 0.1 % level under the null of no off-diagonal
+/// signal (docs/ALGORITHMS.md §3 has the reason and the measurement).
+pub const OFF_DIAGONAL_SIGNAL_Z: f64 = 3.0;
+
+/// The off-diagonal signal energy of a packed `p × p` average with independent
+/// Gaussian entry noise of sd `sigma`, standardised under the null of no
+/// off-diagonal signal: with `m = p(p − 1)/2` off-diagonal entries,
+/// `z = (Σ_{i<j} y_ij² − m·σ²) / (√(2m)·σ²)`. Under the null `Σ y_ij²/σ²` is `χ²_m`
+/// (mean m, variance 2m), so z has mean 0 and sd 1 (close to normal for m ≳ 30);
+/// with off-diagonal truth s its mean is `Σ_{i<j} s_ij² / (√(2m)·σ²)`. 0 when there
+/// is no off-diagonal entry or no noise to standardise by.
+pub fn off_diagonal_signal_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
+    let m = (p * p.saturating_sub(1) / 2) as f64;
+    let var = sigma * sigma;
+    if m == 0.0 || var <= 0.0 || !var.is_finite() {
+        return 0.0;
+    }
+    let energy: f64 = triangle_pairs(p)
+        .zip(packed)
+        .filter(|((i, j), _)| i != j)
+        .map(|(_, v)| v * v)
+        .sum();
+    (energy - m * var) / ((2.0 * m).sqrt() * var)
 }
 
 /// Runs the K-fold cross-validation of [`CrossValidation`] on the accumulators.
@@ -183,9 +218,20 @@ pub fn cross_validate(
         };
     }
     let mut chosen_index = chosen_index?;
-    // A threshold won: release the simplest one within one standard error of the best
-    // (the fewest degrees of freedom kept, then the smaller mean loss).
-    if cv.threshold_one_standard_error && family(&candidates[chosen_index].0) == Family::Threshold {
+    // A threshold won and the full average shows no off-diagonal signal: release the
+    // simplest threshold within one standard error of the best (the fewest degrees of
+    // freedom kept, then the smaller mean loss). With signal, the best: the fold
+    // losses' spread is mostly the held-out noise energy, common to every candidate, so
+    // one standard error of it spans thresholds that drop true entries.
+    let signal_z = off_diagonal_signal_z(
+        p,
+        &packed_covariance(collection, &total, acc.count),
+        collection.mean_entry_noise_sd(acc.count),
+    );
+    let simplify = cv.threshold_one_standard_error
+        && signal_z <= cv.threshold_one_standard_error_max_z
+        && family(&candidates[chosen_index].0) == Family::Threshold;
+    if simplify {
         let best = chosen_index;
         chosen_index = (0..candidates.len())
             .filter(|&i| {
@@ -218,6 +264,8 @@ pub fn cross_validate(
         diagonal_shrinkage,
         losses,
         folds_used,
+        off_diagonal_signal_z: signal_z,
+        simplest_within_one_standard_error: simplify,
     })
 }
 

@@ -164,9 +164,16 @@ impl ThresholdRule {
                     "cv(diagonal={}, threshold={})",
                     diag(cv.threshold_diagonal),
                     if cv.threshold_one_standard_error {
-                        "simplest within 1 SE"
+                        if cv.threshold_one_standard_error_max_z == f64::INFINITY {
+                            "simplest within 1 SE".to_string()
+                        } else {
+                            format!(
+                                "simplest within 1 SE if z ≤ {}",
+                                cv.threshold_one_standard_error_max_z
+                            )
+                        }
                     } else {
-                        "smallest mean"
+                        "smallest mean".to_string()
                     }
                 )
             }

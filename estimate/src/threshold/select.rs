@@ -178,11 +178,17 @@ fn resolve_cv(
                     _ => None,
                 },
                 name: format!(
-                    "{} → {}, diagonal shrinkage {} ({} folds)",
+                    "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}{})",
                     rule.name(),
                     outcome.chosen.name(),
                     outcome.diagonal_shrinkage,
-                    outcome.folds_used
+                    outcome.folds_used,
+                    outcome.off_diagonal_signal_z,
+                    if outcome.simplest_within_one_standard_error {
+                        ", simplest within 1 SE"
+                    } else {
+                        ""
+                    }
                 ),
             }
         }

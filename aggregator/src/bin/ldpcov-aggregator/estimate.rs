@@ -85,7 +85,8 @@ pub(crate) struct Options {
     #[arg(long, env = "LDPCOV_UNORDERED")]
     unordered: bool,
     /// For cv: when a threshold wins, release the one with the smallest mean held-out
-    /// loss instead of the simplest within one standard error of it.
+    /// loss instead of the simplest within one standard error of it (the default when
+    /// the data show no off-diagonal signal, z ≤ 3).
     #[arg(long, env = "LDPCOV_SMALLEST_MEAN_THRESHOLD")]
     smallest_mean_threshold: bool,
     /// For spectral and factor: the number of spikes (< dim; default: those above the
