@@ -47,7 +47,8 @@ pub(crate) struct Args {
     /// Privacy levels ε.
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
     epsilons: Vec<f64>,
-    /// Synthetic models: factor1, factor3, factor5, block, sparse000, model1, model2.
+    /// Synthetic models: factor1, factor3, factor5, block, sparse000, model1, model2
+    /// (`''`: none, for the real data alone).
     #[arg(
         long,
         value_delimiter = ',',
@@ -58,7 +59,8 @@ pub(crate) struct Args {
     /// written by `python3 docs/experiments/write_real_data.py DIR`.
     #[arg(long = "data")]
     data: Vec<String>,
-    /// Also run the selection variants (mean rule between families, the smallest
+    /// Also run the selection variants (the one-standard-error guard for the spectral
+    /// family, the threshold rule whatever the signal, the smallest
     /// mean loss within the thresholds, thresholds only, SURE bulk shrinkage alone, the default on a collection that wrongly
     /// declares ordered variables, the refit-free SURE selection at every p).
     #[arg(long)]
@@ -452,7 +454,8 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
 /// Runs the grid and prints the table and the summary.
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let mut truths: Vec<(Truth, Vec<usize>)> = Vec::new();
-    for name in &args.models {
+    // `--models ''` runs the real data sets alone.
+    for name in args.models.iter().filter(|m| !m.is_empty()) {
         for &p in &args.ps {
             truths.push((synthetic(name, p)?, vec![p]));
         }
