@@ -526,28 +526,31 @@ pub fn bulk_shrunk_eigenvalue(
     }
 }
 
-fn check_alpha(alpha: f64) -> Result<(), EstimateError> {
-    if (0.0..=1.0).contains(&alpha) {
+/// Checks that `value` of the bulk map's parameter `name` lies in `[0, max]`
+/// (`requirement` says so in the error).
+fn check_bulk_parameter(
+    name: &'static str,
+    value: f64,
+    max: f64,
+    requirement: &'static str,
+) -> Result<(), EstimateError> {
+    if (0.0..=max).contains(&value) {
         Ok(())
     } else {
         Err(EstimateError::Parameter {
-            name: "alpha",
-            value: alpha,
-            requirement: "in [0, 1]",
+            name,
+            value,
+            requirement,
         })
     }
 }
 
+fn check_alpha(alpha: f64) -> Result<(), EstimateError> {
+    check_bulk_parameter("alpha", alpha, 1.0, "in [0, 1]")
+}
+
 fn check_tau(tau: f64) -> Result<(), EstimateError> {
-    if (0.0..=2.0).contains(&tau) {
-        Ok(())
-    } else {
-        Err(EstimateError::Parameter {
-            name: "tau",
-            value: tau,
-            requirement: "in [0, 2]",
-        })
-    }
+    check_bulk_parameter("tau", tau, 2.0, "in [0, 2]")
 }
 
 /// Checks a non-empty grid of one parameter of the bulk map.
