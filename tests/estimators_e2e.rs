@@ -513,6 +513,21 @@ async fn spectral_rules_are_named_and_bad_parameters_refused() {
             })),
         ),
         (
+            // An unset loss is the balanced shrinker, the default.
+            "spectral(loss=balanced, rank=detected) → rank ",
+            with(Threshold::Spectral(SpectralShrinkage {
+                loss: SpectralLoss::Unspecified as i32,
+                rank: None,
+            })),
+        ),
+        (
+            "spectral(loss=frobenius, rank=1) → rank 1",
+            with(Threshold::Spectral(SpectralShrinkage {
+                loss: SpectralLoss::Frobenius as i32,
+                rank: Some(1),
+            })),
+        ),
+        (
             "factor(rank=detected) → rank ",
             with(Threshold::Factor(FactorModel { rank: None })),
         ),

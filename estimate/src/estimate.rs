@@ -194,7 +194,7 @@ fn apply_spectral(
         ThresholdRule::Factor(f) => {
             let options = SpectralOptions {
                 rank: rank_rule(f.rank),
-                shrinker: Shrinker::Frobenius,
+                shrinker: Shrinker::default(),
             };
             (spectral::factor(y, sigma_n, &options)?, String::new())
         }

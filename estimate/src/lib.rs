@@ -22,9 +22,9 @@
 //!   graphical lasso ([`glasso`]), λ by held-out likelihood
 //!   ([`cross_validate_lambda`]).
 //! * [`spectral`] — estimators built on the known noise level σ_n: spike de-biasing
-//!   above the noise edge with Frobenius/operator shrinkers, low rank plus diagonal,
-//!   bulk shrinkage with its α chosen by SURE. A module of its own (its function names
-//!   — `shrink`, `factor` — need the `spectral::` prefix to read well).
+//!   above the noise edge with balanced/Frobenius/operator shrinkers, low rank plus
+//!   diagonal, bulk shrinkage with its α chosen by SURE. A module of its own (its
+//!   function names — `shrink`, `factor` — need the `spectral::` prefix to read well).
 //!
 //! Every error is an [`EstimateError`].
 //!

@@ -214,7 +214,7 @@ fn oracle_candidates() -> Vec<EstimateOptions> {
     out.push(rule(
         ThresholdRule::Universal(UniversalThreshold::default()),
     ));
-    for shrinker in [Shrinker::Frobenius, Shrinker::Operator] {
+    for shrinker in [Shrinker::Balanced, Shrinker::Frobenius, Shrinker::Operator] {
         out.push(rule(ThresholdRule::Spectral(SpectralShrinkage {
             shrinker,
             rank: None,

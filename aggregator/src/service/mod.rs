@@ -339,7 +339,8 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
         Some(Threshold::CrossValidated(c)) => cv(c),
         Some(Threshold::Spectral(s)) => ThresholdRule::Spectral(SpectralShrinkage {
             shrinker: match SpectralLoss::try_from(s.loss) {
-                Ok(SpectralLoss::Unspecified | SpectralLoss::Frobenius) => Shrinker::Frobenius,
+                Ok(SpectralLoss::Unspecified | SpectralLoss::Balanced) => Shrinker::Balanced,
+                Ok(SpectralLoss::Frobenius) => Shrinker::Frobenius,
                 Ok(SpectralLoss::Operator) => Shrinker::Operator,
                 Err(_) => return Err(invalid(format!("unknown spectral loss {}", s.loss))),
             },

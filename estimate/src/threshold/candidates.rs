@@ -34,13 +34,13 @@ pub enum Candidate {
 }
 
 /// The spectral estimators a cross-validation may choose: the rules
-/// [`ThresholdRule::Spectral`](super::ThresholdRule::Spectral) (Frobenius shrinker,
+/// [`ThresholdRule::Spectral`](super::ThresholdRule::Spectral) (balanced shrinker,
 /// detected rank), [`ThresholdRule::Factor`](super::ThresholdRule::Factor) (detected
 /// rank) and [`ThresholdRule::BulkShrink`](super::ThresholdRule::BulkShrink) (α by
 /// SURE on the default grid) with their defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpectralCandidate {
-    /// Frobenius-shrunk spikes over a flat bulk ([`spectral::shrink`](crate::spectral::shrink)).
+    /// Shrunk spikes over a flat bulk ([`spectral::shrink`](crate::spectral::shrink)).
     Shrink,
     /// Shrunk spikes plus a fitted diagonal ([`spectral::factor`](crate::spectral::factor)).
     Factor,

@@ -180,6 +180,7 @@ impl ThresholdRule {
             ThresholdRule::Spectral(s) => format!(
                 "spectral(loss={}, rank={})",
                 match s.shrinker {
+                    Shrinker::Balanced => "balanced",
                     Shrinker::Frobenius => "frobenius",
                     Shrinker::Operator => "operator",
                 },
