@@ -63,9 +63,9 @@
 //! fraction `α` of each bulk eigenvalue's distance to the mean, soft-thresholds the
 //! eigenvalues near the edge at `τσ_n√p` (a signal below the detection threshold still
 //! lifts the top sample eigenvalues), and hands over continuously to the balanced
-//! shrinker above the edge; [`bulk_shrink_sure`] picks `α`
-//! and `τ` by Stein's unbiased risk estimate, exact for this continuous family, from
-//! one eigendecomposition.
+//! shrinker above the edge; [`bulk_shrink_sure`] picks `α` and `τ` by Stein's
+//! unbiased risk estimate, exact for this continuous family, from one
+//! eigendecomposition.
 //!
 //! # Rank
 //!
@@ -438,8 +438,7 @@ pub fn factor(
 ///
 /// Unbiased when `h` is continuous and piecewise differentiable, e.g. the balanced or
 /// Frobenius shrinker over a fixed level (both are 0 at the edge) or `max(λ, 0)`; a
-/// jump in `h`
-/// (the operator shrinker, a margin) adds a term this omits.
+/// jump in `h` (the operator shrinker, a margin) adds a term this omits.
 pub fn sure_spectral(
     y: &DMatrix<f64>,
     sigma_n: f64,
@@ -517,12 +516,11 @@ impl SureBasis {
 /// `x − τ√a` (slope 1, the eigenvalue soft threshold: the proximal map of the nuclear
 /// norm) serves the eigenvalues near the edge, where a signal below the detection
 /// threshold `√a` still lifts the top sample eigenvalues; it crosses the line at
-/// `x = τ√a/(1 − α)`, and `η` overtakes it for strong spikes (`x − η(x)` falls from
-/// `x` towards `a/θ → 0`). `τ = 2` never beats the spike piece
+/// `x = τ√a/(1 − α)`, and `η` overtakes it for strong spikes (`x − η(x)` falls
+/// towards 0 as θ grows). `τ = 2` never beats the spike piece
 /// (`x − 2√a ≤ √(x² − 4a) ≤ η(x)` for `x ≥ 2√a`): the map without a soft piece. A
-/// maximum of continuous pieces, `h` is continuous and
-/// piecewise differentiable: Stein's identity, hence [`sure_spectral`], applies to it
-/// (with `ψ` held fixed). `α = 0, τ = 2` flattens the bulk to `ψ` (the shrinker of
+/// maximum of continuous pieces, `h` is continuous and piecewise differentiable:
+/// Stein's identity, hence [`sure_spectral`], applies to it (with `ψ` held fixed). `α = 0, τ = 2` flattens the bulk to `ψ` (the shrinker of
 /// [`shrink`] without the margin); `α = 1` gives `max(λ, 0)`, the PSD projection.
 pub fn bulk_shrunk_eigenvalue(
     lambda: f64,
