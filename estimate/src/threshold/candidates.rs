@@ -221,8 +221,8 @@ impl Default for CrossValidation {
 }
 
 impl CrossValidation {
-    /// The candidates for a `p × p` matrix in the order they are tried (ties go to the
-    /// earlier one). Banding and Toeplitz averaging are included only for `ordered`
+    /// The candidates for a `p × p` matrix in the order they are tried (ties of held-out
+    /// loss go to the larger threshold, then to the earlier candidate). Banding and Toeplitz averaging are included only for `ordered`
     /// variables: on variables without an order their bands mean nothing.
     pub fn candidates(&self, with_adaptive: bool, p: usize, ordered: bool) -> Vec<Candidate> {
         let mut out = Vec::new();

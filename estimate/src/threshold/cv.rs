@@ -183,16 +183,24 @@ pub fn cross_validate(
         Candidate::Spectral(_) => Family::Spectral,
         _ => Family::Threshold,
     };
+    // Exact ties (candidates that kept the same entries in every fold) go to the
+    // larger threshold ([`threshold_scale`]), otherwise to the earlier candidate.
     let best_of = |f: Family| {
         candidates
             .iter()
             .zip(&losses)
             .enumerate()
             .filter(|(_, ((c, _), _))| family(c) == f)
-            .fold(None::<(usize, f64)>, |best, (i, (_, l))| {
+            .fold(None::<(usize, f64)>, |best, (i, ((c, _), l))| {
                 let l = mean(l);
                 match best {
-                    Some((_, bl)) if bl <= l => best,
+                    Some((b, bl))
+                        if bl < l
+                            || (bl == l
+                                && threshold_scale(&candidates[b].0) >= threshold_scale(c)) =>
+                    {
+                        best
+                    }
                     _ => Some((i, l)),
                 }
             })
@@ -220,7 +228,8 @@ pub fn cross_validate(
     let mut chosen_index = chosen_index?;
     // A threshold won and the full average shows no off-diagonal signal: release the
     // simplest threshold within one standard error of the best (the fewest degrees of
-    // freedom kept, then the smaller mean loss). With signal, the best: the fold
+    // freedom kept, then the smaller mean loss, then the larger threshold). With
+    // signal, the best: the fold
     // losses' spread is mostly the held-out noise energy, common to every candidate, so
     // one standard error of it spans thresholds that drop true entries.
     let signal_z = off_diagonal_signal_z(
@@ -242,6 +251,10 @@ pub fn cross_validate(
                 kept_dof[a]
                     .total_cmp(&kept_dof[b])
                     .then(mean(&losses[a]).total_cmp(&mean(&losses[b])))
+                    .then(
+                        threshold_scale(&candidates[b].0)
+                            .total_cmp(&threshold_scale(&candidates[a].0)),
+                    )
             })
             .unwrap_or(best);
     }
@@ -267,6 +280,23 @@ pub fn cross_validate(
         off_diagonal_signal_z: signal_z,
         simplest_within_one_standard_error: simplify,
     })
+}
+
+/// The scale of a threshold candidate (c or η; 0 for "none" and the other families),
+/// which breaks exact ties of held-out loss towards the larger threshold. Thresholds
+/// that keep the same entries in every fold have identical fold losses, so the folds
+/// cannot tell them apart; on the full average the smallest of them is the likeliest
+/// to keep a pure-noise entry. (At p = 100 and c = 2, given that no training fold
+/// kept it, a pure-noise entry survives in about 1.4 % of releases — a Monte Carlo of
+/// the five-fold design; 9 % without the condition — and one such entry of 4.3σ_n
+/// costs more in spectral norm than the whole signal when the noise edge is far above
+/// it; at the grid's largest c = 5.66 none does.)
+fn threshold_scale(candidate: &Candidate) -> f64 {
+    match *candidate {
+        Candidate::Noise { c, .. } => c,
+        Candidate::Adaptive { eta, .. } => eta,
+        _ => 0.0,
+    }
 }
 
 /// The candidate families the one-standard-error rule arbitrates between.
