@@ -229,9 +229,9 @@ pub fn cross_validate(
     // A threshold won and the full average shows no off-diagonal signal: release the
     // simplest threshold within one standard error of the best (the fewest degrees of
     // freedom kept, then the smaller mean loss, then the larger threshold). With
-    // signal, the best: the fold
-    // losses' spread is mostly the held-out noise energy, common to every candidate, so
-    // one standard error of it spans thresholds that drop true entries.
+    // signal, the best: the fold losses' spread is mostly the held-out noise energy,
+    // common to every candidate, so one standard error of it spans thresholds that
+    // drop true entries.
     let signal_z = off_diagonal_signal_z(
         p,
         &packed_covariance(collection, &total, acc.count),
