@@ -291,7 +291,7 @@ pub fn cross_validate(
 /// the five-fold design; 9 % without the condition — and one such entry of 4.3σ_n
 /// costs more in spectral norm than the whole signal when the noise edge is far above
 /// it; at the grid's largest c = 5.66 none does.)
-fn threshold_scale(candidate: &Candidate) -> f64 {
+pub(crate) fn threshold_scale(candidate: &Candidate) -> f64 {
     match *candidate {
         Candidate::Noise { c, .. } => c,
         Candidate::Adaptive { eta, .. } => eta,

@@ -1,4 +1,4 @@
-use super::cv::{earns_its_place, within_one_standard_error};
+use super::cv::{earns_its_place, threshold_scale, within_one_standard_error};
 use super::*;
 use crate::accumulator::Accumulator;
 use crate::structure::Structure;
@@ -505,6 +505,41 @@ fn a_simpler_threshold_is_kept_within_one_standard_error() {
     assert!(!within_one_standard_error(&[11.0], &[10.0]));
 }
 
+/// The pure-noise setting of the tests below: Σ = s·I with s = 0.25, p = 30, ε = 1,
+/// R = √(2·tr Σ) = √15, n = 10⁴, so σ_n ≈ 0.9 ≈ 3.6s (checked).
+struct PureNoise {
+    p: usize,
+    s: f64,
+    c: Collection,
+    n: u64,
+    sd: f64,
+    sigma: DMatrix<f64>,
+}
+
+fn pure_noise() -> PureNoise {
+    let (p, s) = (30, 0.25);
+    let c = collection(p as u32, 1.0, (2.0 * s * p as f64).sqrt());
+    let n = 10_000;
+    let sd = c.mean_entry_noise_sd(n);
+    assert!((0.8..1.0).contains(&sd), "σ_n = {sd}");
+    let sigma = DMatrix::identity(p, p) * s;
+    PureNoise {
+        p,
+        s,
+        c,
+        n,
+        sd,
+        sigma,
+    }
+}
+
+/// The number of non-zero off-diagonal entries of the upper triangle of `m`.
+fn off_diagonal_kept(m: &DMatrix<f64>) -> usize {
+    triangle_pairs(m.nrows())
+        .filter(|&(i, j)| i != j && m[(i, j)] != 0.0)
+        .count()
+}
+
 #[test]
 fn cv_keeps_fewer_noise_entries_when_the_off_diagonal_is_pure_noise() {
     // Σ = s·I with s = 0.25 (seed 000's sparse model without its ±0.005 entries), p = 30,
@@ -527,13 +562,14 @@ fn cv_keeps_fewer_noise_entries_when_the_off_diagonal_is_pure_noise() {
     // asserted ≤ 0.5 (a paired-se rule gives 0.56 and fails it, the smallest mean 1), and at
     // least as many seeds with no entry kept. Each seed's diagonal is within 4.5σ_n of s
     // (30 entries of sd ≤ σ_n whatever β: P(any beyond) ≈ 2·10⁻⁴).
-    let p = 30;
-    let s = 0.25;
-    let c = collection(p as u32, 1.0, (2.0 * s * p as f64).sqrt());
-    let n = 10_000;
-    let sd = c.mean_entry_noise_sd(n);
-    assert!((0.8..1.0).contains(&sd), "σ_n = {sd}");
-    let sigma = DMatrix::identity(p, p) * s;
+    let PureNoise {
+        p,
+        s,
+        c,
+        n,
+        sd,
+        sigma,
+    } = pure_noise();
     let smallest_mean = CrossValidation {
         threshold_one_standard_error: false,
         ..Default::default()
@@ -544,10 +580,7 @@ fn cv_keeps_fewer_noise_entries_when_the_off_diagonal_is_pure_noise() {
         let acc = population_accumulator(&c, &sigma, n, seed);
         for (k, cv) in rules.iter().enumerate() {
             let m = estimate_with(&c, &acc, cv);
-            let kept = triangle_pairs(p)
-                .filter(|&(i, j)| i != j && m[(i, j)] != 0.0)
-                .count();
-            if kept == 0 {
+            if off_diagonal_kept(&m) == 0 {
                 nothing_kept[k] += 1;
             }
             error[k] += (&m - &sigma).symmetric_eigen().eigenvalues.amax();
@@ -988,21 +1021,10 @@ fn cv_breaks_exact_ties_towards_the_larger_threshold() {
     // asserted on every seed (no candidate with exactly the chosen loss has a larger
     // scale; the earlier candidate order released the smallest, so this fails without
     // the tie-break), with a real tie on every seed and no off-diagonal entry kept.
-    let p = 30;
-    let s = 0.25;
-    let c = collection(p as u32, 1.0, (2.0 * s * p as f64).sqrt());
-    let n = 10_000;
-    let sd = c.mean_entry_noise_sd(n);
-    assert!((0.8..1.0).contains(&sd), "σ_n = {sd}");
-    let sigma = DMatrix::identity(p, p) * s;
+    let PureNoise { c, n, sigma, .. } = pure_noise();
     let cv = CrossValidation {
         spectral: false,
         ..Default::default()
-    };
-    let scale = |candidate: &Candidate| match *candidate {
-        Candidate::Noise { c, .. } => c,
-        Candidate::Adaptive { eta, .. } => eta,
-        _ => 0.0,
     };
     for seed in 51..91 {
         let acc = population_accumulator(&c, &sigma, n, seed);
@@ -1021,14 +1043,12 @@ fn cv_breaks_exact_ties_towards_the_larger_threshold() {
             .collect();
         assert!(tied.len() > 1, "seed {seed}: no tie");
         assert!(
-            tied.iter().all(|t| scale(t) <= scale(&outcome.chosen)),
+            tied.iter()
+                .all(|t| threshold_scale(t) <= threshold_scale(&outcome.chosen)),
             "seed {seed}: chose {:?} among {tied:?}",
             outcome.chosen
         );
-        let m = estimate_with(&c, &acc, &cv);
-        let kept = triangle_pairs(p)
-            .filter(|&(i, j)| i != j && m[(i, j)] != 0.0)
-            .count();
+        let kept = off_diagonal_kept(&estimate_with(&c, &acc, &cv));
         assert_eq!(kept, 0, "seed {seed}");
     }
 }
