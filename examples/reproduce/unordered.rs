@@ -612,12 +612,11 @@ fn target_verdict(
     if default.0 <= 0.9 && default.1 <= 0.9 {
         return "yes".into();
     }
+    let below_detection = (detectability < 1.0)
+        .then(|| format!("signal below detection, top spike {detectability:.2}·σ_n√p"));
     if joint.0 > 0.9 || joint.1 > 0.9 {
-        let mut why = if detectability < 1.0 {
-            format!("signal below detection, top spike {detectability:.2}·σ_n√p")
-        } else {
-            format!("top spike {detectability:.1}·σ_n√p")
-        };
+        let mut why =
+            below_detection.unwrap_or_else(|| format!("top spike {detectability:.1}·σ_n√p"));
         if floor.0.max(floor.1) > 0.0 {
             why.push_str(&format!(
                 "; clipping bias alone {:.2} / {:.2} of the baseline",
@@ -637,11 +636,7 @@ fn target_verdict(
     } else {
         ""
     };
-    let detection = if detectability < 1.0 {
-        format!("; signal below detection, top spike {detectability:.2}·σ_n√p")
-    } else {
-        String::new()
-    };
+    let detection = below_detection.map_or(String::new(), |d| format!("; {d}"));
     format!(
         "no: selection, the best single release is {:.2} / {:.2}{trade_off}{detection}",
         joint.0, joint.1
