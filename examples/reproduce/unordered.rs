@@ -12,8 +12,9 @@
 //! privacy noise is drawn per fold, so each fold average carries noise sd `σ_n√5` as
 //! the aggregator keeps it. For the synthetic models `M = Σ` (clipping at
 //! `R = √(2·tr Σ)` is rare and left out); for a data set, M is the mean of the
-//! clipped `xxᵀ` of its standardized rows at `R = √(2p)` and the target is its
-//! correlation matrix, so the clipping bias counts against every estimator.
+//! clipped `xxᵀ` of its standardized rows at `R = √(k·p)` (`--data-clip-factor k`,
+//! default 2) and the target is its correlation matrix, so the clipping bias counts
+//! against every estimator.
 
 use crate::{Out, seed_of};
 use anyhow::{Context, Result};
@@ -59,6 +60,10 @@ pub(crate) struct Args {
     /// written by `python3 docs/experiments/write_real_data.py DIR`.
     #[arg(long = "data")]
     data: Vec<String>,
+    /// The data sets' clip radius as a multiple of the standardized rows' mean squared
+    /// norm: `R = √(k·p)` (the experiment used k = 2).
+    #[arg(long, default_value_t = 2.0, value_parser = positive_clip_factor)]
+    data_clip_factor: f64,
     /// Also run the selection variants (the one-standard-error guard for the spectral
     /// family, the threshold rule whatever the signal, the smallest
     /// mean loss within the thresholds, thresholds only, SURE bulk shrinkage alone, the default on a collection that wrongly
@@ -147,16 +152,24 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
     })
 }
 
+/// `--data-clip-factor`: a finite number > 0.
+fn positive_clip_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(k) if k.is_finite() && k > 0.0 => Ok(k),
+        _ => Err(format!("{s}: expected a finite number > 0")),
+    }
+}
+
 /// A data set from `NAME=PATH`: target its correlation matrix, M the mean clipped
-/// `xxᵀ` of its standardized rows at `R = √(2p)`.
-fn real(spec: &str) -> Result<Truth> {
+/// `xxᵀ` of its standardized rows at `R = √(k·p)` (`k = clip_factor`).
+fn real(spec: &str, clip_factor: f64) -> Result<Truth> {
     let (name, path) = spec
         .split_once('=')
         .with_context(|| format!("--data {spec}: expected NAME=PATH"))?;
     let data = DataSet::read(&PathBuf::from(path)).with_context(|| format!("--data {spec}"))?;
     let z = data.standardized()?;
     let p = z.cols;
-    let r = (2.0 * p as f64).sqrt();
+    let r = (clip_factor * p as f64).sqrt();
     let mut m = DMatrix::<f64>::zeros(p, p);
     for row in z.iter_rows() {
         let x = nalgebra::DVector::from_column_slice(row);
@@ -317,6 +330,8 @@ struct PointResult {
     /// moment every estimator targets, against the target: the clipping bias no
     /// estimator can remove (0 for the synthetic models).
     clipping_floor: (f64, f64),
+    /// The full average's entry noise sd `σ_n = R²σ/√n`.
+    noise_sd: f64,
 }
 
 /// The candidate name in a CV rule string (`cv(…) → noise(c=1.000, soft), …` →
@@ -446,7 +461,8 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
     let psi = truth.m.trace() / pt.p as f64;
     let centred = &truth.m - DMatrix::identity(pt.p, pt.p) * psi;
     let top = centred.symmetric_eigenvalues().amax();
-    let detectability = top / (c.mean_entry_noise_sd(pt.n) * (pt.p as f64).sqrt());
+    let noise_sd = c.mean_entry_noise_sd(pt.n);
+    let detectability = top / (noise_sd * (pt.p as f64).sqrt());
     let clipping_floor = (
         relative_spectral_error(&truth.m, &truth.target),
         relative_frobenius_error(&truth.m, &truth.target),
@@ -457,6 +473,7 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         oracle_spectral_choices,
         detectability,
         clipping_floor,
+        noise_sd,
     })
 }
 
@@ -470,7 +487,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         }
     }
     for spec in &args.data {
-        let t = real(spec)?;
+        let t = real(spec, args.data_clip_factor)?;
         let p = t.target.nrows();
         truths.push((t, vec![p]));
     }
@@ -577,6 +594,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             "default_chose": chose, "oracle_chose_spectral": oracle_chose,
             "detectability": res.detectability, "target": verdict,
             "clipping_floor_ratio_spectral": floor.0, "clipping_floor_ratio_frobenius": floor.1,
+            "clip_radius": truths[pt.model].0.clip_radius, "noise_sd": res.noise_sd,
         }));
         rows.push((model.clone(), rd, ro, variant_ratios));
     }
@@ -755,7 +773,15 @@ fn oracle_choice(rule: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::target_verdict;
+    use super::{positive_clip_factor, target_verdict};
+
+    #[test]
+    fn the_clip_factor_must_be_a_finite_positive_number() {
+        assert_eq!(positive_clip_factor("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "nan", "inf", "two", ""] {
+            assert!(positive_clip_factor(bad).is_err(), "{bad} was accepted");
+        }
+    }
 
     #[test]
     fn verdicts_name_why_a_point_misses_the_target() {
