@@ -32,8 +32,17 @@ pub fn relative_l1_error(estimate: &DMatrix<f64>, truth: &DMatrix<f64>) -> f64 {
 
 /// The full symmetric matrix of a released estimate.
 pub fn estimate_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
-    let p = estimate.dim as usize;
-    let full = ldpcov_proto::layout::unpack_symmetric(p, &estimate.upper_triangle);
+    packed_matrix(estimate.dim as usize, &estimate.upper_triangle)
+}
+
+/// The full correlation matrix a released estimate carries (its `correlation` field).
+pub fn estimate_correlation_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
+    packed_matrix(estimate.dim as usize, &estimate.correlation)
+}
+
+/// The full symmetric `p × p` matrix of a packed upper triangle.
+fn packed_matrix(p: usize, packed: &[f64]) -> DMatrix<f64> {
+    let full = ldpcov_proto::layout::unpack_symmetric(p, packed);
     DMatrix::from_row_slice(p, p, &full)
 }
 
@@ -49,5 +58,23 @@ mod tests {
         assert!((relative_spectral_error(&(&i * 1.5), &i) - 0.5).abs() < 1e-12);
         assert!((relative_frobenius_error(&(&i * 1.5), &i) - 0.5).abs() < 1e-12);
         assert!((relative_l1_error(&(&i * 0.5), &i) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_estimates_matrices_are_unpacked_from_their_own_fields() {
+        // Packed row-major upper triangle of [[4, 2], [2, 9]] and its correlation.
+        let estimate = ldpcov_proto::v1::Estimate {
+            dim: 2,
+            upper_triangle: vec![4.0, 2.0, 9.0],
+            correlation: vec![1.0, 2.0 / 6.0, 1.0],
+            ..Default::default()
+        };
+        let m = estimate_matrix(&estimate);
+        assert_eq!(m, DMatrix::from_row_slice(2, 2, &[4.0, 2.0, 2.0, 9.0]));
+        let r = estimate_correlation_matrix(&estimate);
+        assert_eq!(
+            r,
+            DMatrix::from_row_slice(2, 2, &[1.0, 2.0 / 6.0, 2.0 / 6.0, 1.0])
+        );
     }
 }

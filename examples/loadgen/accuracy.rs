@@ -10,7 +10,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::data_users::CENTRED_TOLERANCE;
 use ldpcov::metrics::{
-    estimate_matrix, relative_frobenius_error, relative_spectral_error, spectral_norm_symmetric,
+    estimate_correlation_matrix, estimate_matrix, relative_frobenius_error,
+    relative_spectral_error, spectral_norm_symmetric,
 };
 use ldpcov::proto::v1::{GetEstimateRequest, NoThreshold, get_estimate_request};
 use rand::SeedableRng;
@@ -70,6 +71,11 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         Source::Model { .. } => None,
         Source::Data { path, users, .. } => {
             let second = users.second_moment();
+            // With standardized rows the truth is a correlation matrix: score the one
+            // the estimate returns too.
+            let correlation = users
+                .standardized()
+                .then(|| estimate_correlation_matrix(&est));
             Some(DataSummary {
                 file: path.clone(),
                 rows: users.rows(),
@@ -91,6 +97,12 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
                 rel_frobenius_error_vs_second_moment_no_threshold: relative_frobenius_error(
                     &m_raw, second,
                 ),
+                rel_spectral_error_of_correlation: correlation
+                    .as_ref()
+                    .map(|r| relative_spectral_error(r, truth)),
+                rel_frobenius_error_of_correlation: correlation
+                    .as_ref()
+                    .map(|r| relative_frobenius_error(r, truth)),
             })
         }
     };

@@ -62,6 +62,12 @@ pub(crate) struct DataSummary {
     pub(crate) rel_frobenius_error_vs_second_moment: f64,
     pub(crate) rel_spectral_error_vs_second_moment_no_threshold: f64,
     pub(crate) rel_frobenius_error_vs_second_moment_no_threshold: f64,
+    /// With `--standardize`: the relative spectral error of the correlation matrix
+    /// the estimate returns with it (`correlation`) against the file's. Clipping
+    /// shrinks the covariance; normalising by its own diagonal cancels most of that.
+    pub(crate) rel_spectral_error_of_correlation: Option<f64>,
+    /// The same in Frobenius norm.
+    pub(crate) rel_frobenius_error_of_correlation: Option<f64>,
 }
 
 /// The load test's result (`--json` prints it as one object).
@@ -159,6 +165,14 @@ pub(crate) fn print_human(s: &Summary) {
             d.rel_spectral_error_vs_second_moment_no_threshold,
             d.rel_frobenius_error_vs_second_moment_no_threshold
         );
+        if let (Some(spectral), Some(frobenius)) = (
+            d.rel_spectral_error_of_correlation,
+            d.rel_frobenius_error_of_correlation,
+        ) {
+            println!(
+                "  its correlation matrix (the estimate's `correlation`) vs the file's: spectral {spectral:.4}, Frobenius {frobenius:.4}"
+            );
+        }
         println!(
             "  data: {} rows, {}centred (max |mean|/sd = {:.3}, tolerance {}), {:.2}% of rows clipped",
             d.rows,

@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use ldpcov::data::DataSet;
 use ldpcov::estimate::{
     BulkShrinkage, CrossValidation, EstimateOptions, FactorModel, SpectralShrinkage, ThresholdKind,
-    ThresholdRule, UniversalThreshold, estimate, log_grid,
+    ThresholdRule, UniversalThreshold, correlation, estimate, log_grid,
     spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, Shrinker},
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
@@ -64,6 +64,12 @@ pub(crate) struct Args {
     /// norm: `R = √(k·p)` (the experiment used k = 2).
     #[arg(long, default_value_t = 2.0, value_parser = positive_clip_factor)]
     data_clip_factor: f64,
+    /// Score the data sets' estimates by the correlation matrix `GetEstimate` returns
+    /// with each (`D^(−1/2)·A·D^(−1/2)` of the released `A`), the matrix a user whose
+    /// target is a correlation matrix reads, instead of `A` itself. Every rule, the
+    /// oracle and the clipping floor are scored the same way.
+    #[arg(long)]
+    data_correlation: bool,
     /// Also run the selection variants (the one-standard-error guard for the spectral
     /// family, the threshold rule whatever the signal, the smallest
     /// mean loss within the thresholds, thresholds only, SURE bulk shrinkage alone, the default on a collection that wrongly
@@ -79,6 +85,24 @@ struct Truth {
     target: DMatrix<f64>,
     m: DMatrix<f64>,
     clip_radius: f64,
+    /// Score each estimate by its correlation matrix (`--data-correlation`).
+    score_correlation: bool,
+}
+
+impl Truth {
+    /// The relative (spectral, Frobenius) error of `estimate` against the target:
+    /// of its correlation matrix when the truth is scored so.
+    fn errors(&self, estimate: &DMatrix<f64>) -> (f64, f64) {
+        let scored = if self.score_correlation {
+            correlation(estimate)
+        } else {
+            estimate.clone()
+        };
+        (
+            relative_spectral_error(&scored, &self.target),
+            relative_frobenius_error(&scored, &self.target),
+        )
+    }
 }
 
 /// `b·bᵀ + diag(1 − ‖b_i‖²)` with `b` (`p × k`) rows of random direction and squared
@@ -149,6 +173,7 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         clip_radius: (2.0 * target.trace()).sqrt(),
         m: target.clone(),
         target,
+        score_correlation: false,
     })
 }
 
@@ -161,8 +186,9 @@ fn positive_clip_factor(s: &str) -> Result<f64, String> {
 }
 
 /// A data set from `NAME=PATH`: target its correlation matrix, M the mean clipped
-/// `xxᵀ` of its standardized rows at `R = √(k·p)` (`k = clip_factor`).
-fn real(spec: &str, clip_factor: f64) -> Result<Truth> {
+/// `xxᵀ` of its standardized rows at `R = √(k·p)` (`k = clip_factor`), estimates
+/// scored by their correlation matrices if `score_correlation`.
+fn real(spec: &str, clip_factor: f64, score_correlation: bool) -> Result<Truth> {
     let (name, path) = spec
         .split_once('=')
         .with_context(|| format!("--data {spec}: expected NAME=PATH"))?;
@@ -183,6 +209,7 @@ fn real(spec: &str, clip_factor: f64) -> Result<Truth> {
         target: data.correlation()?,
         m,
         clip_radius: r,
+        score_correlation,
     })
 }
 
@@ -400,11 +427,8 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         let acc = sim::add_noise(&c, &signal, seed);
         let errors = |opts: &EstimateOptions| -> Result<(f64, f64, String)> {
             let est = estimate(&c, &acc, opts)?;
-            Ok((
-                relative_spectral_error(&est.matrix, &truth.target),
-                relative_frobenius_error(&est.matrix, &truth.target),
-                est.rule,
-            ))
+            let (s, f) = truth.errors(&est.matrix);
+            Ok((s, f, est.rule))
         };
         // The same reports to a collection that (wrongly) declares ordered variables:
         // what banding and Toeplitz averaging cost when the order means nothing.
@@ -414,11 +438,8 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         for (k, (name, opts)) in rules.iter().enumerate() {
             let (s, f, rule) = if *name == "cv as if ordered" {
                 let est = estimate(&as_if_ordered, &acc, opts)?;
-                (
-                    relative_spectral_error(&est.matrix, &truth.target),
-                    relative_frobenius_error(&est.matrix, &truth.target),
-                    est.rule,
-                )
+                let (s, f) = truth.errors(&est.matrix);
+                (s, f, est.rule)
             } else {
                 errors(opts)?
             };
@@ -463,10 +484,7 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
     let top = centred.symmetric_eigenvalues().amax();
     let noise_sd = c.mean_entry_noise_sd(pt.n);
     let detectability = top / (noise_sd * (pt.p as f64).sqrt());
-    let clipping_floor = (
-        relative_spectral_error(&truth.m, &truth.target),
-        relative_frobenius_error(&truth.m, &truth.target),
-    );
+    let clipping_floor = truth.errors(&truth.m);
     Ok(PointResult {
         errors: sums.into_iter().map(|(s, f)| (s / k, f / k)).collect(),
         choices,
@@ -487,7 +505,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         }
     }
     for spec in &args.data {
-        let t = real(spec, args.data_clip_factor)?;
+        let t = real(spec, args.data_clip_factor, args.data_correlation)?;
         let p = t.target.nrows();
         truths.push((t, vec![p]));
     }
