@@ -71,7 +71,8 @@ pub(crate) struct Args {
     #[arg(long)]
     data_correlation: bool,
     /// Also run the selection variants (the one-standard-error guard for the spectral
-    /// family, the threshold rule whatever the signal, the smallest
+    /// family, the spectral family's best by the smallest mean loss alone (the rule
+    /// before 2026-11-26), the threshold rule whatever the signal, the smallest
     /// mean loss within the thresholds, thresholds only, SURE bulk shrinkage alone, the default on a collection that wrongly
     /// declares ordered variables, the refit-free SURE selection at every p).
     #[arg(long)]
@@ -294,6 +295,13 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
             "cv spectral 1-SE guard",
             rule(ThresholdRule::CrossValidated(CrossValidation {
                 spectral_one_standard_error: true,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv spectral family by smallest mean",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                spectral_prefer_bulk_shrink: false,
                 ..Default::default()
             })),
         ));

@@ -112,9 +112,10 @@ impl Candidate {
 /// only if its fold-wise losses are lower by more than one standard error of the paired
 /// difference (the one-standard-error rule, applied between the families: a structure
 /// assumes an order of the variables, and among many candidates the smallest mean loss
-/// alone picks one by chance when the order carries no information). The best spectral
-/// estimate then replaces the choice so far if its mean loss is lower
-/// ([`CrossValidation::spectral_one_standard_error`]). When a threshold
+/// alone picks one by chance when the order carries no information). Within the
+/// spectral family the bulk shrinkage is the best unless another beats it by that rule
+/// ([`CrossValidation::spectral_prefer_bulk_shrink`]); it then replaces the choice so
+/// far if its mean loss is lower ([`CrossValidation::spectral_one_standard_error`]). When a threshold
 /// wins, the one applied is the simplest threshold within one standard error of the
 /// best when the data show no off-diagonal signal
 /// ([`CrossValidation::threshold_one_standard_error`]).
@@ -167,6 +168,11 @@ pub struct CrossValidation {
     /// (`false`, the default), or only if its fold-wise losses are lower by more than
     /// one standard error of the paired differences (`true`).
     pub spectral_one_standard_error: bool,
+    /// Within the spectral family: the SURE bulk shrinkage is the family's best unless
+    /// the one with the smallest mean loss beats it by more than one standard error of
+    /// the paired differences (`true`, the default), or the smallest mean loss wins
+    /// (`false`). See docs/ALGORITHMS.md §3.
+    pub spectral_prefer_bulk_shrink: bool,
     /// Within the thresholds, when the full average shows no off-diagonal signal
     /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z) at most
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)):
@@ -213,6 +219,7 @@ impl Default for CrossValidation {
             spectral: true,
             refit_free_above_dim: 200,
             spectral_one_standard_error: false,
+            spectral_prefer_bulk_shrink: true,
             threshold_one_standard_error: true,
             threshold_one_standard_error_max_z: super::OFF_DIAGONAL_SIGNAL_Z,
             bandwidths: Vec::new(),

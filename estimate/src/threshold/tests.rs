@@ -1,4 +1,4 @@
-use super::cv::{earns_its_place, threshold_scale, within_one_standard_error};
+use super::cv::{earns_its_place, prefer_bulk_shrink, threshold_scale, within_one_standard_error};
 use super::*;
 use crate::accumulator::Accumulator;
 use crate::structure::Structure;
@@ -483,6 +483,30 @@ fn a_structure_must_win_by_one_standard_error() {
     assert!(!earns_its_place(&[11.0; 5], &t));
     // Fewer than two folds: no standard error, no structure.
     assert!(!earns_its_place(&[1.0], &[10.0]));
+}
+
+#[test]
+fn the_spectral_family_keeps_the_bulk_shrinkage_unless_beaten_by_one_standard_error() {
+    let spectral = |s| (Candidate::Spectral(s), 0.0);
+    let candidates = [
+        spectral(SpectralCandidate::Shrink),
+        spectral(SpectralCandidate::Factor),
+        spectral(SpectralCandidate::BulkShrink),
+    ];
+    let bulk = vec![10.0; 5];
+    // `spectral` has the smallest mean (9) but its paired differences 1.4, −3.4, 1.4,
+    // −3.4, −1 have se ≈ 1.07 > 1 (as in the structure test above): the bulk stays.
+    let losses = vec![vec![11.4, 6.6, 11.4, 6.6, 9.0], vec![10.5; 5], bulk.clone()];
+    assert_eq!(prefer_bulk_shrink(&candidates, &losses, 0), 2);
+    // Differences 1, −3, 1, −3, −1: se ≈ 0.89 < 1, so `spectral` earns its place.
+    let losses = vec![vec![11.0, 7.0, 11.0, 7.0, 9.0], vec![10.5; 5], bulk.clone()];
+    assert_eq!(prefer_bulk_shrink(&candidates, &losses, 0), 0);
+    // The factor model, uniformly better: chosen.
+    let losses = vec![vec![10.5; 5], vec![9.5; 5], bulk];
+    assert_eq!(prefer_bulk_shrink(&candidates, &losses, 1), 1);
+    // The bulk shrinkage already the best, or not a candidate: the best is kept.
+    assert_eq!(prefer_bulk_shrink(&candidates, &losses, 2), 2);
+    assert_eq!(prefer_bulk_shrink(&candidates[..2], &losses[..2], 1), 1);
 }
 
 #[test]
