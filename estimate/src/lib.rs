@@ -77,6 +77,6 @@ pub use threshold::{
     AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
     OFF_DIAGONAL_SIGNAL_Z, Seed001Threshold, SpectralCandidate, SpectralShrinkage, ThresholdKind,
     ThresholdRule, Thresholds, UniversalThreshold, apply_threshold, cross_validate,
-    entry_variances, log_grid, noise_threshold, off_diagonal_signal_z, seed001_threshold,
-    universal_threshold,
+    diagonal_spread_z, entry_variances, log_grid, noise_threshold, off_diagonal_signal_z,
+    seed001_threshold, universal_threshold,
 };

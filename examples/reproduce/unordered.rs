@@ -49,7 +49,8 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
     epsilons: Vec<f64>,
     /// Synthetic models: factor1, factor3, factor5, block, sparse000, model1, model2
-    /// (`''`: none, for the real data alone).
+    /// (the grid), and scaled-factor3, scaled-factor5 (the factor models with unequal
+    /// variances, not in the grid by default); `''`: none, for the real data alone.
     #[arg(
         long,
         value_delimiter = ',',
@@ -124,6 +125,18 @@ fn factor_model(p: usize, k: usize, seed: u64) -> DMatrix<f64> {
     sigma
 }
 
+/// `D^(1/2)·F·D^(1/2)`: the factor model `F` of [`factor_model`] with variances `D_ii`
+/// log-uniform in [e^(−1.6), e^(1.6)] ≈ [0.2, 5] — variables in different units, the
+/// case a fitted diagonal (the `factor` estimate) is for.
+fn scaled_factor_model(p: usize, k: usize, seed: u64) -> DMatrix<f64> {
+    let f = factor_model(p, k, seed);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x5ca1ed);
+    let sd: Vec<f64> = (0..p)
+        .map(|_| (0.5 * rng.random_range(-1.6f64..1.6)).exp())
+        .collect();
+    DMatrix::from_fn(p, p, |i, j| f[(i, j)] * sd[i] * sd[j])
+}
+
 /// Four equicorrelation blocks (ρ = 0.7, 0.5, 0.4, 0.3; sizes as equal as possible),
 /// unit diagonal, variables permuted.
 fn block_model(p: usize, seed: u64) -> DMatrix<f64> {
@@ -157,6 +170,8 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         "factor1" => factor_model(p, 1, seed_of(&[10, 1, p as u64])),
         "factor3" => factor_model(p, 3, seed_of(&[10, 3, p as u64])),
         "factor5" => factor_model(p, 5, seed_of(&[10, 5, p as u64])),
+        "scaled-factor3" => scaled_factor_model(p, 3, seed_of(&[12, 3, p as u64])),
+        "scaled-factor5" => scaled_factor_model(p, 5, seed_of(&[12, 5, p as u64])),
         "block" => block_model(p, seed_of(&[11, p as u64])),
         "sparse000" => Model::SparseSeed000 {
             sparsity: 0.1,
@@ -166,7 +181,7 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         "model1" => permuted(Model::BandedGeometric),
         "model2" => permuted(Model::Tridiagonal2),
         other => anyhow::bail!(
-            "unknown model {other} (factor1, factor3, factor5, block, sparse000, model1, model2)"
+            "unknown model {other} (factor1, factor3, factor5, scaled-factor3, scaled-factor5, block, sparse000, model1, model2)"
         ),
     };
     Ok(Truth {

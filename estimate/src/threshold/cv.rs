@@ -33,6 +33,10 @@ pub struct CvOutcome {
     /// Whether the released threshold was chosen by that rule (the simplest within one
     /// standard error) rather than as the smallest mean.
     pub simplest_within_one_standard_error: bool,
+    /// The standardised spread of the full average's diagonal
+    /// ([`diagonal_spread_z`]): above the rule's z limit the variances differ, and the
+    /// rule does not pool the diagonal more than the best threshold did.
+    pub diagonal_spread_z: f64,
 }
 
 /// The default of [`CrossValidation::threshold_one_standard_error_max_z`]: above this
@@ -61,6 +65,28 @@ pub fn off_diagonal_signal_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
         .map(|(_, v)| v * v)
         .sum();
     (energy - m * var) / ((2.0 * m).sqrt() * var)
+}
+
+/// The spread of the diagonal of a packed `p × p` average with independent Gaussian
+/// entry noise of sd `sigma`, standardised under the null of equal variances: with
+/// `ȳ` the mean diagonal entry, `z = (Σ_i (y_ii − ȳ)² − (p − 1)·σ²) / (√(2(p − 1))·σ²)`.
+/// Under the null `Σ_i (y_ii − ȳ)²/σ²` is `χ²_{p−1}` (mean p − 1, variance 2(p − 1)),
+/// so z has mean 0 and sd 1; with variances `s_ii` its mean grows by
+/// `Σ_i (s_ii − s̄)² / (√(2(p − 1))·σ²)`. 0 for p < 2 or no noise to standardise by.
+pub fn diagonal_spread_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
+    let var = sigma * sigma;
+    if p < 2 || var <= 0.0 || !var.is_finite() {
+        return 0.0;
+    }
+    let diagonal: Vec<f64> = triangle_pairs(p)
+        .zip(packed)
+        .filter(|((i, j), _)| i == j)
+        .map(|(_, v)| *v)
+        .collect();
+    let mean = diagonal.iter().sum::<f64>() / p as f64;
+    let spread: f64 = diagonal.iter().map(|v| (v - mean) * (v - mean)).sum();
+    let k = (p - 1) as f64;
+    (spread - k * var) / ((2.0 * k).sqrt() * var)
 }
 
 /// Runs the K-fold cross-validation of [`CrossValidation`] on the accumulators.
@@ -235,19 +261,27 @@ pub fn cross_validate(
     // signal, the best: the fold losses' spread is mostly the held-out noise energy,
     // common to every candidate, so one standard error of it spans thresholds that
     // drop true entries.
-    let signal_z = off_diagonal_signal_z(
-        p,
-        &packed_covariance(collection, &total, acc.count),
-        collection.mean_entry_noise_sd(acc.count),
-    );
+    let full_average = packed_covariance(collection, &total, acc.count);
+    let full_sd = collection.mean_entry_noise_sd(acc.count);
+    let signal_z = off_diagonal_signal_z(p, &full_average, full_sd);
+    let spread_z = diagonal_spread_z(p, &full_average, full_sd);
     let simplify = cv.threshold_one_standard_error
         && signal_z <= cv.threshold_one_standard_error_max_z
         && family(&candidates[chosen_index].0) == Family::Threshold;
     if simplify {
+        // Pooling the diagonal counts as simpler (fewer degrees of freedom), but not
+        // when the full average shows that the variances differ: then no more pooling
+        // than the best threshold's.
         let best = chosen_index;
+        let max_pooling = if spread_z > cv.threshold_one_standard_error_max_z {
+            candidates[best].1
+        } else {
+            f64::INFINITY
+        };
         chosen_index = (0..candidates.len())
             .filter(|&i| {
                 family(&candidates[i].0) == Family::Threshold
+                    && candidates[i].1 <= max_pooling
                     && (i == best || within_one_standard_error(&losses[i], &losses[best]))
             })
             .min_by(|&a, &b| {
@@ -282,6 +316,7 @@ pub fn cross_validate(
         folds_used,
         off_diagonal_signal_z: signal_z,
         simplest_within_one_standard_error: simplify,
+        diagonal_spread_z: spread_z,
     })
 }
 

@@ -53,7 +53,9 @@ pub use apply::{ThresholdKind, Thresholds, apply_threshold};
 pub(crate) use apply::{shrink_diagonal, shrink_packed_diagonal};
 pub use candidates::{Candidate, CrossValidation, SpectralCandidate, log_grid};
 pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
-pub use cv::{CvOutcome, OFF_DIAGONAL_SIGNAL_Z, cross_validate, off_diagonal_signal_z};
+pub use cv::{
+    CvOutcome, OFF_DIAGONAL_SIGNAL_Z, cross_validate, diagonal_spread_z, off_diagonal_signal_z,
+};
 pub use rules::{
     AdaptiveThreshold, BulkShrinkage, FactorModel, Seed001Threshold, SpectralShrinkage,
     ThresholdRule, UniversalThreshold, noise_threshold, seed001_threshold, universal_threshold,

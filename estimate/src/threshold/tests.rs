@@ -980,6 +980,105 @@ fn off_diagonal_signal_z_is_standard_under_the_null_and_centred_on_the_energy() 
 }
 
 #[test]
+fn diagonal_spread_z_is_standard_under_the_null_and_centred_on_the_spread() {
+    // p = 20 diagonal entries y_ii = v_i + N(0, σ²) (the off-diagonal entries, set to
+    // 5, must be ignored). Under the null (equal v_i) Σ(y_ii − ȳ)²/σ² is χ²_19, so z
+    // has mean 0 and variance 1 (excess kurtosis 12/19); over N = 2000 draws the
+    // sample mean has sd 1/√N ≈ 0.022 and the sample variance sd ≈ √((2 + 0.63)/N) ≈
+    // 0.036: asserted within 4 sd (0.09 and 0.15). With v_i = ±a alternating (a =
+    // 0.3σ) the sum is noncentral χ²_19 with λ = Σ(v_i − v̄)²/σ² = 20·0.09 = 1.8, so
+    // z has mean λ/√38 ≈ 0.292 and sd √(2(19 + 2λ)/38) ≈ 1.09: the sample mean is
+    // within 4·1.09/√N ≈ 0.098 of it.
+    let p = 20;
+    let sigma = 0.7;
+    let noise = Normal::new(0.0, sigma).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2027);
+    let n = 2000;
+    let mut draw = |a: f64| -> f64 {
+        let packed: Vec<f64> = triangle_pairs(p)
+            .map(|(i, j)| {
+                if i != j {
+                    5.0
+                } else if i % 2 == 0 {
+                    a + noise.sample(&mut rng)
+                } else {
+                    -a + noise.sample(&mut rng)
+                }
+            })
+            .collect();
+        diagonal_spread_z(p, &packed, sigma)
+    };
+    let null: Vec<f64> = (0..n).map(|_| draw(0.0)).collect();
+    let mean = null.iter().sum::<f64>() / n as f64;
+    let var = null.iter().map(|z| (z - mean) * (z - mean)).sum::<f64>() / (n - 1) as f64;
+    assert!(mean.abs() <= 0.09, "null mean {mean}");
+    assert!((var - 1.0).abs() <= 0.15, "null variance {var}");
+    let expected = 20.0 * 0.09 / 38f64.sqrt();
+    let spread = (0..n).map(|_| draw(0.3 * sigma)).sum::<f64>() / n as f64;
+    assert!(
+        (spread - expected).abs() <= 0.098,
+        "{spread} against {expected}"
+    );
+    // Nothing to test or nothing to standardise by: 0.
+    assert_eq!(diagonal_spread_z(1, &[3.0], 1.0), 0.0);
+    assert_eq!(diagonal_spread_z(2, &[1.0, 2.0, 1.0], 0.0), 0.0);
+}
+
+#[test]
+fn cv_does_not_pool_a_diagonal_whose_variances_differ() {
+    // Σ = diag(3 ± 2.1) alternating at p = 20: no off-diagonal signal, so the
+    // simplest-within-one-standard-error rule applies, and it counts a pooled diagonal
+    // (β = 1) as simplest. n is set so that λ = Σ(Σ_ii − Σ̄)²/σ_n² = 20·2.1²/σ_n² = 50.
+    // Then the diagonal's spread z has mean λ/√38 ≈ 8.1 and sd √(2(19 + 2λ)/38) ≈ 2.5
+    // (asserted above 3 on every seed, about 2 sd below its mean). Pooling costs
+    // λσ_n² = 50σ_n² of squared Frobenius risk against the raw diagonal's pσ_n² =
+    // 20σ_n², a difference well inside one fold standard error of the loss (about
+    // 5σ_n²·√(2p + 8·190)/√5 ≈ 88σ_n² at p = 20), so without the diagonal gate the rule
+    // pools beyond the best (checked: the assertion below then fails on the first seed,
+    // β = 1 released against the best's 0.5). With it, the released β is never above
+    // the smallest-mean threshold's.
+    let p = 20;
+    let a = 2.1;
+    let sigma = DMatrix::<f64>::from_fn(p, p, |i, j| {
+        if i != j {
+            0.0
+        } else if i % 2 == 0 {
+            3.0 + a
+        } else {
+            3.0 - a
+        }
+    });
+    let r = (2.0 * sigma.trace()).sqrt();
+    let c = collection(p as u32, 1.0, r);
+    let target_sd = (p as f64 * a * a / 50.0).sqrt();
+    let n = ((r * r * c.sigma / target_sd).powi(2) / 5.0).round() as u64 * 5;
+    let thresholds_only = CrossValidation {
+        spectral: false,
+        ..Default::default()
+    };
+    let smallest_mean = CrossValidation {
+        threshold_one_standard_error: false,
+        ..thresholds_only.clone()
+    };
+    for seed in 1..21 {
+        let acc = population_accumulator(&c, &sigma, n, seed);
+        let released = cross_validate(&c, &acc, &thresholds_only).unwrap();
+        let best = cross_validate(&c, &acc, &smallest_mean).unwrap();
+        assert!(
+            released.diagonal_spread_z > 3.0,
+            "seed {seed}: {released:?}"
+        );
+        assert!(released.simplest_within_one_standard_error, "seed {seed}");
+        assert!(
+            released.diagonal_shrinkage <= best.diagonal_shrinkage,
+            "seed {seed}: released β = {} above the best's {}",
+            released.diagonal_shrinkage,
+            best.diagonal_shrinkage
+        );
+    }
+}
+
+#[test]
 fn cv_takes_the_smallest_mean_threshold_when_the_off_diagonal_shows_signal() {
     // Σ_ij = 0.6^|i−j| at p = 10 (seed 001's Model 1, the README's main job), ε = 1,
     // R = √20, n = 10⁶: σ_n ≈ 0.12 (checked below to lie in 0.1–0.14). The off-diagonal
