@@ -183,8 +183,11 @@ pub struct CrossValidation {
     /// is significant). See docs/ALGORITHMS.md §3 for why: held-out Frobenius loss
     /// cannot tell apart thresholds that differ by a few kept noise entries, which
     /// cost little in Frobenius norm and a lot in spectral norm when the off-diagonal
-    /// truth is below the noise. Over gRPC
-    /// `CrossValidatedThreshold.smallest_mean_threshold` sets it to `false`.
+    /// truth is below the noise. When the diagonal's spread
+    /// ([`diagonal_spread_z`](super::diagonal_spread_z)) exceeds the same limit, the
+    /// variances differ and no candidate pooling the diagonal more than the best is
+    /// taken. Over gRPC `CrossValidatedThreshold.smallest_mean_threshold` sets it to
+    /// `false`.
     pub threshold_one_standard_error: bool,
     /// The largest off-diagonal signal z at which the within-threshold
     /// one-standard-error rule applies ([`OFF_DIAGONAL_SIGNAL_Z`](super::OFF_DIAGONAL_SIGNAL_Z)
