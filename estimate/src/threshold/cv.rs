@@ -64,7 +64,12 @@ pub fn off_diagonal_signal_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
         .filter(|((i, j), _)| i != j)
         .map(|(_, v)| v * v)
         .sum();
-    (energy - m * var) / ((2.0 * m).sqrt() * var)
+    standardised_chi_square(energy / var, m)
+}
+
+/// `(x − k)/√(2k)`: a `χ²_k` draw `x` standardised to mean 0 and sd 1.
+fn standardised_chi_square(x: f64, k: f64) -> f64 {
+    (x - k) / (2.0 * k).sqrt()
 }
 
 /// The spread of the diagonal of a packed `p × p` average with independent Gaussian
@@ -85,8 +90,7 @@ pub fn diagonal_spread_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
         .collect();
     let mean = diagonal.iter().sum::<f64>() / p as f64;
     let spread: f64 = diagonal.iter().map(|v| (v - mean) * (v - mean)).sum();
-    let k = (p - 1) as f64;
-    (spread - k * var) / ((2.0 * k).sqrt() * var)
+    standardised_chi_square(spread / var, (p - 1) as f64)
 }
 
 /// Runs the K-fold cross-validation of [`CrossValidation`] on the accumulators.

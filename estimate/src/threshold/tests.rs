@@ -936,6 +936,14 @@ fn refit_free_selection_on_clear_cases() {
     assert!(r.name.contains("refit-free"), "{}", r.name);
 }
 
+/// The sample mean and variance (divisor n − 1) of `n` draws.
+fn sample_moments(n: usize, mut draw: impl FnMut() -> f64) -> (f64, f64) {
+    let z: Vec<f64> = (0..n).map(|_| draw()).collect();
+    let mean = z.iter().sum::<f64>() / n as f64;
+    let var = z.iter().map(|z| (z - mean) * (z - mean)).sum::<f64>() / (n - 1) as f64;
+    (mean, var)
+}
+
 #[test]
 fn off_diagonal_signal_z_is_standard_under_the_null_and_centred_on_the_energy() {
     // p = 20: m = 190 off-diagonal entries, each N(s, σ²) independently (the diagonal,
@@ -962,14 +970,12 @@ fn off_diagonal_signal_z_is_standard_under_the_null_and_centred_on_the_energy() 
             .collect();
         off_diagonal_signal_z(p, &packed, sigma)
     };
-    let null: Vec<f64> = (0..n).map(|_| draw(0.0)).collect();
-    let mean = null.iter().sum::<f64>() / n as f64;
-    let var = null.iter().map(|z| (z - mean) * (z - mean)).sum::<f64>() / (n - 1) as f64;
+    let (mean, var) = sample_moments(n, || draw(0.0));
     assert!(mean.abs() <= 0.09, "null mean {mean}");
     assert!((var - 1.0).abs() <= 0.13, "null variance {var}");
     let s = 0.3 * sigma;
     let expected = 190.0 * s * s / (380f64.sqrt() * sigma * sigma);
-    let signal = (0..n).map(|_| draw(s)).sum::<f64>() / n as f64;
+    let signal = sample_moments(n, || draw(s)).0;
     assert!(
         (signal - expected).abs() <= 0.097,
         "{signal} against {expected}"
@@ -1008,13 +1014,11 @@ fn diagonal_spread_z_is_standard_under_the_null_and_centred_on_the_spread() {
             .collect();
         diagonal_spread_z(p, &packed, sigma)
     };
-    let null: Vec<f64> = (0..n).map(|_| draw(0.0)).collect();
-    let mean = null.iter().sum::<f64>() / n as f64;
-    let var = null.iter().map(|z| (z - mean) * (z - mean)).sum::<f64>() / (n - 1) as f64;
+    let (mean, var) = sample_moments(n, || draw(0.0));
     assert!(mean.abs() <= 0.09, "null mean {mean}");
     assert!((var - 1.0).abs() <= 0.15, "null variance {var}");
     let expected = 20.0 * 0.09 / 38f64.sqrt();
-    let spread = (0..n).map(|_| draw(0.3 * sigma)).sum::<f64>() / n as f64;
+    let spread = sample_moments(n, || draw(0.3 * sigma)).0;
     assert!(
         (spread - expected).abs() <= 0.098,
         "{spread} against {expected}"
