@@ -699,3 +699,129 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
     );
     server.shutdown().await.unwrap();
 }
+
+/// The stacking of the two families through the real server. Four equicorrelated
+/// blocks of 5 variables (ρ = 0.7, 0.5, 0.4, 0.3, unit variances, p = 20), 20 000
+/// users, ε = 8, R = √40, with seeded device noise, users and report ids (hence folds):
+/// the data show off-diagonal signal (z ≈ 7), the cross-validation chooses an
+/// entry-adaptive threshold and mixes in the bulk shrinkage at a weight of about one
+/// half, found by running this configuration. `no_stacking` must release the chosen
+/// candidate alone, and the default must be exactly the convex combination
+/// `(1 − w)·A + w·B` of that release A and the bulk shrinkage B requested by name (both
+/// PSD, so the final projection changes nothing), up to the printed three decimals of
+/// w. By convexity its Frobenius error is then at most the larger of theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_validation_stacks_the_families_unless_asked_not_to() {
+    let p = 20usize;
+    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
+    let url = server.url();
+    let mut cl = AggregatorClient::connect(url.clone())
+        .await
+        .unwrap()
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            71,
+        )));
+    cl.create_collection(CollectionSpec {
+        collection_id: "blocks".into(),
+        dim: p as u32,
+        epsilon: 8.0,
+        delta: 1e-6,
+        clip_radius: (2.0 * p as f64).sqrt(),
+        min_reports: 100,
+        encoding: Encoding::I32Le as i32,
+        moments: Moments::SecondMoment as i32,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let rhos = [0.7, 0.5, 0.4, 0.3];
+    let sigma = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            1.0
+        } else if i / 5 == j / 5 {
+            rhos[i / 5]
+        } else {
+            0.0
+        }
+    });
+    let sampler = Sampler::gaussian(&sigma).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(72);
+    let collection = cl.collection("blocks").await.unwrap();
+    let mut ids = rand::rngs::StdRng::seed_from_u64(73);
+    let reports: Vec<_> = (0..20_000)
+        .map(|_| {
+            let mut report = cl
+                .prepare_report(&collection, &sampler.sample(&mut rng))
+                .unwrap();
+            report.report_id = ldpcov::sim::simulated_report_id(&mut ids).0.to_vec();
+            report
+        })
+        .collect();
+    for chunk in reports.chunks(2000) {
+        cl.submit_stream(chunk.to_vec()).await.unwrap();
+    }
+    let mut raw = RawClient::connect(url).await.unwrap();
+    let ask = |threshold| GetEstimateRequest {
+        collection_id: "blocks".into(),
+        threshold,
+        ..Default::default()
+    };
+    let stacked = raw.get_estimate(ask(None)).await.unwrap().into_inner();
+    let alone = raw
+        .get_estimate(ask(Some(get_estimate_request::Threshold::CrossValidated(
+            CrossValidatedThreshold {
+                no_stacking: true,
+                ..Default::default()
+            },
+        ))))
+        .await
+        .unwrap()
+        .into_inner();
+    let bulk = raw
+        .get_estimate(ask(Some(get_estimate_request::Threshold::BulkShrink(
+            BulkShrinkage::default(),
+        ))))
+        .await
+        .unwrap()
+        .into_inner();
+    let rule = &stacked.threshold_rule;
+    let (chosen, mixed) = rule
+        .split_once("; stacked with weight ")
+        .unwrap_or_else(|| panic!("not stacked: {rule}"));
+    let (weight, other) = mixed.split_once(": ").unwrap();
+    let w: f64 = weight.parse().unwrap();
+    assert!(w > 0.0 && w <= 1.0, "{rule}");
+    assert!(
+        chosen.contains("→ adaptive(") && other.starts_with("bulk-shrink,"),
+        "{rule}"
+    );
+    // Asked not to stack: the chosen candidate alone, under the same name.
+    assert!(
+        !alone.threshold_rule.contains("stacked"),
+        "{}",
+        alone.threshold_rule
+    );
+    assert!(
+        alone
+            .threshold_rule
+            .ends_with(chosen.split(" → ").nth(1).unwrap())
+    );
+    for e in [&stacked, &alone, &bulk] {
+        support::assert_packed_psd(&e.upper_triangle, p, 0.0);
+    }
+    let (s, a, b) = (
+        estimate_matrix(&stacked),
+        estimate_matrix(&alone),
+        estimate_matrix(&bulk),
+    );
+    let expected = &a * (1.0 - w) + &b * w;
+    let gap = (&s - &expected).amax();
+    assert!(
+        gap <= 6e-4 * (&b - &a).amax() + 1e-9,
+        "{rule}: gap {gap} against ‖B − A‖_max {}",
+        (&b - &a).amax()
+    );
+    let err = |m: &DMatrix<f64>| (m - &sigma).norm();
+    assert!(err(&s) <= err(&a).max(err(&b)) + 1e-9, "{rule}");
+    server.shutdown().await.unwrap();
+}

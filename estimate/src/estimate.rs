@@ -11,7 +11,9 @@ use crate::error::EstimateError;
 use crate::moments::{MomentsEstimate, moments, packed_covariance};
 use crate::psd::project_psd_floor;
 use crate::spectral::{self, RankRule, Shrinker, SpectralOptions};
-use crate::threshold::{ThresholdKind, ThresholdRule, apply_threshold, resolve, shrink_diagonal};
+use crate::threshold::{
+    Resolved, ThresholdKind, ThresholdRule, apply_threshold, resolve, shrink_diagonal,
+};
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
@@ -132,29 +134,39 @@ pub fn estimate(
         });
     }
     let moments = moments(collection, &acc.sums(), n)?;
-    let mut matrix = unpack(collection.dim, &moments.covariance);
+    let average = unpack(collection.dim, &moments.covariance);
     let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
-    let mut resolved = resolve(&options.rule, options.kind, collection, acc);
-    shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
-    resolved.structure.apply(&mut matrix);
-    let surviving_entries = if let Some(rule) = &resolved.spectral {
-        let (spectral, chosen) = apply_spectral(rule, &matrix, entry_noise_sd)?;
-        matrix = spectral;
-        resolved.name = if options.rule.is_spectral() {
-            format!("{}{chosen}", rule.name())
-        } else {
-            // The cross-validation's name already says which candidate it chose.
-            format!("{}{chosen}", resolved.name)
-        };
-        nonzero_packed(&matrix)
+    let resolved = resolve(&options.rule, options.kind, collection, acc);
+    let (mut matrix, mut surviving_entries, chosen) =
+        apply_resolved(&resolved, &average, entry_noise_sd)?;
+    let mut name = if options.rule.is_spectral() {
+        resolved
+            .spectral
+            .as_ref()
+            .map_or_else(|| resolved.name.clone(), |rule| rule.name())
     } else {
-        apply_threshold(
-            &mut matrix,
-            &resolved.thresholds,
-            resolved.kind,
-            resolved.include_diagonal,
-        )
-    };
+        // The cross-validation's name already says which candidate it chose.
+        resolved.name.clone()
+    } + &chosen;
+    if let Some((other, weight)) = &resolved.stacked {
+        // Each part as the folds scored it (a threshold's estimate PSD-projected), so
+        // the convex combination is PSD before the final projection's floor.
+        let (other_matrix, _, other_chosen) = apply_resolved(other, &average, entry_noise_sd)?;
+        let as_scored = |m: DMatrix<f64>, part: &Resolved| -> Result<_, EstimateError> {
+            Ok(if part.spectral.is_none() {
+                project_psd_floor(&m, 0.0)?.0
+            } else {
+                m
+            })
+        };
+        matrix = as_scored(matrix, &resolved)? * (1.0 - weight)
+            + as_scored(other_matrix, other)? * *weight;
+        surviving_entries = nonzero_packed(&matrix);
+        name = format!(
+            "{name}; stacked with weight {weight:.3}: {}{other_chosen}",
+            other.name
+        );
+    }
     let (matrix, clamped_eigenvalues) = if options.skip_psd_projection {
         (matrix, 0)
     } else {
@@ -165,13 +177,39 @@ pub fn estimate(
         reports: n,
         entry_noise_sd,
         threshold: resolved.thresholds.summary(collection.dim),
-        rule: resolved.name,
+        rule: name,
         kind: resolved.kind,
         surviving_entries,
         clamped_eigenvalues,
         psd_projected: !options.skip_psd_projection,
         moments,
     })
+}
+
+/// Applies one resolved release to the average `y` (entry noise sd `sigma_n`):
+/// diagonal shrinkage, structure, then the spectral rule or the threshold. Returns the
+/// matrix (not yet PSD-projected), its non-zero packed entries and what a spectral
+/// rule chose, as a suffix for the rule's name.
+fn apply_resolved(
+    resolved: &Resolved,
+    y: &DMatrix<f64>,
+    sigma_n: f64,
+) -> Result<(DMatrix<f64>, u64, String), EstimateError> {
+    let mut matrix = y.clone();
+    shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
+    resolved.structure.apply(&mut matrix);
+    if let Some(rule) = &resolved.spectral {
+        let (spectral, chosen) = apply_spectral(rule, &matrix, sigma_n)?;
+        let surviving = nonzero_packed(&spectral);
+        return Ok((spectral, surviving, chosen));
+    }
+    let surviving = apply_threshold(
+        &mut matrix,
+        &resolved.thresholds,
+        resolved.kind,
+        resolved.include_diagonal,
+    );
+    Ok((matrix, surviving, String::new()))
 }
 
 /// Applies a spectral rule to the average `y` (entry noise sd `sigma_n`): the estimate

@@ -780,6 +780,23 @@ impl CvFits {
         })
     }
 
+    /// The estimate of the candidate at `index` in [`CvFits::losses`]' order (0 the
+    /// flat-bulk shrinkage, 1 the factor model, 2 the bulk shrinkage): exactly what
+    /// the named rule returns on the training average.
+    pub(crate) fn estimate(&self, index: usize) -> DMatrix<f64> {
+        match index {
+            0 => from_eigen(&self.vectors, self.shrink.iter().copied()),
+            1 => {
+                let mut m = from_eigen(&self.vectors, self.factor_low.iter().copied());
+                for (i, d) in self.factor_diagonal.iter().enumerate() {
+                    m[(i, i)] += d;
+                }
+                m
+            }
+            _ => from_eigen(&self.vectors, self.bulk.iter().copied()),
+        }
+    }
+
     /// Squared Frobenius distances `‖f(Y) − T‖_F²` of the shrink, factor and bulk
     /// estimates to the symmetric test matrix `t`. With `d_a = u_aᵀTu_a`, a spectral
     /// estimate `U·diag(h)·Uᵀ` is at `Σ h_a² − 2Σ h_a d_a + ‖T‖²`; the factor estimate

@@ -307,6 +307,13 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
     ];
     if variants {
         out.push((
+            "cv without stacking",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                stack_families: false,
+                ..Default::default()
+            })),
+        ));
+        out.push((
             "cv spectral 1-SE guard",
             rule(ThresholdRule::CrossValidated(CrossValidation {
                 spectral_one_standard_error: true,
@@ -385,8 +392,20 @@ struct PointResult {
 }
 
 /// The candidate name in a CV rule string (`cv(…) → noise(c=1.000, soft), …` →
-/// `noise(c=1.000, soft) β=0.5`; spectral choices keep what they chose).
+/// `noise(c=1.000, soft) β=0.5`; spectral choices keep what they chose; a stacked
+/// release as `chosen + w×other`).
 fn short_choice(rule: &str) -> String {
+    if let Some((chosen, stacked)) = rule.split_once("; stacked with weight ") {
+        let (weight, other) = stacked.split_once(": ").unwrap_or((stacked, ""));
+        let weight = weight
+            .parse::<f64>()
+            .map_or(weight.to_string(), |w| format!("{w:.2}"));
+        return format!(
+            "{} + {weight}×{}",
+            short_choice(chosen),
+            short_choice(&format!("stacked → {other}"))
+        );
+    }
     let mut parts = rule.split(" → ");
     let _ = parts.next();
     let chosen = parts.next().unwrap_or(rule);

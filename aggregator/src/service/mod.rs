@@ -315,6 +315,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             toeplitz: !c.unordered_variables,
             spectral: !c.no_spectral,
             threshold_one_standard_error: !c.smallest_mean_threshold,
+            stack_families: !c.no_stacking,
             bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
             ..d
         })

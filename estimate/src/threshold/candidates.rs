@@ -189,6 +189,21 @@ pub struct CrossValidation {
     /// taken. Over gRPC `CrossValidatedThreshold.smallest_mean_threshold` sets it to
     /// `false`.
     pub threshold_one_standard_error: bool,
+    /// When the full average shows off-diagonal signal
+    /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z) above
+    /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)),
+    /// release the convex combination `(1 − w)·chosen + w·other` of the chosen
+    /// candidate and the other family's best (the spectral family's best when a
+    /// threshold or structure was chosen, the choice it replaced when a spectral
+    /// estimate was), with the stacking weight `w ∈ [0, 1]` that minimises the summed
+    /// held-out loss over the folds (`true`, the default), provided the mixture earns
+    /// its place: scored on each fold at the weight fitted on the others, it must beat
+    /// the chosen candidate alone by one standard error of the paired differences, the
+    /// rule between the families. `false` releases the chosen candidate alone.
+    /// Without signal the simplest threshold stands unmixed. See
+    /// docs/ALGORITHMS.md §3. Over gRPC `CrossValidatedThreshold.no_stacking` sets it
+    /// to `false`.
+    pub stack_families: bool,
     /// The largest off-diagonal signal z at which the within-threshold
     /// one-standard-error rule applies ([`OFF_DIAGONAL_SIGNAL_Z`](super::OFF_DIAGONAL_SIGNAL_Z)
     /// by default; `f64::INFINITY` applies it whatever the signal).
@@ -224,6 +239,7 @@ impl Default for CrossValidation {
             spectral_one_standard_error: false,
             spectral_prefer_bulk_shrink: true,
             threshold_one_standard_error: true,
+            stack_families: true,
             threshold_one_standard_error_max_z: super::OFF_DIAGONAL_SIGNAL_Z,
             bandwidths: Vec::new(),
         }

@@ -37,6 +37,23 @@ pub struct CvOutcome {
     /// ([`diagonal_spread_z`]): above the rule's z limit the variances differ, and the
     /// rule does not pool the diagonal more than the best threshold did.
     pub diagonal_spread_z: f64,
+    /// The other family's best, mixed into the release with its stacking weight
+    /// ([`CrossValidation::stack_families`]); `None` when the folds gave it weight 0,
+    /// the mixture did not earn its place, or the stacking did not apply.
+    pub stacked: Option<StackedRelease>,
+}
+
+/// A second candidate mixed into the cross-validation's release: the release is
+/// `(1 − weight)·chosen + weight·candidate`, a convex combination, so it is PSD when
+/// both parts are and its error in any norm is at most the weighted mean of theirs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StackedRelease {
+    /// The other family's best candidate.
+    pub candidate: Candidate,
+    /// Its diagonal shrinkage weight β.
+    pub diagonal_shrinkage: f64,
+    /// Its weight in the release, in (0, 1].
+    pub weight: f64,
 }
 
 /// The default of [`CrossValidation::threshold_one_standard_error_max_z`]: above this
@@ -146,6 +163,9 @@ pub fn cross_validate(
     let mut losses: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
     let mut kept_dof: Vec<f64> = vec![0.0; candidates.len()];
     let mut folds_used = 0;
+    // What the stacking of the families needs again after the choice (kept only when
+    // it may run).
+    let mut folds: Vec<Fold> = Vec::new();
     for (fold_sums, &n_k) in acc.fold_sums.iter().zip(&acc.fold_counts) {
         let n_train = acc.count.saturating_sub(n_k);
         if n_k == 0 || n_train == 0 {
@@ -156,11 +176,14 @@ pub fn cross_validate(
         // Each side's Σ̂ from its own blocks (the plain average for the second moment).
         let train = packed_covariance(collection, &train_sums, n_train);
         let test = packed_covariance(collection, fold_sums, n_k);
-        let project = p <= cv.project_in_loss_max_dim;
-        let spectral_losses = if with_spectral {
-            spectral_losses(p, &train, &test, collection.mean_entry_noise_sd(n_train))
+        let spectral_fits = if with_spectral {
+            spectral_fits(p, &train, collection.mean_entry_noise_sd(n_train))
         } else {
-            [f64::INFINITY; 3]
+            None
+        };
+        let spectral_losses = match &spectral_fits {
+            Some(fits) => fits.losses(&full_matrix(p, &test)),
+            None => [f64::INFINITY; 3],
         };
         for ((loss, dof), (candidate, beta)) in
             losses.iter_mut().zip(&mut kept_dof).zip(&candidates)
@@ -169,38 +192,25 @@ pub fn cross_validate(
                 loss.push(spectral_losses[*s as usize]);
                 continue;
             }
-            let thresholds = candidate_thresholds(candidate, collection, &variances, n_train);
-            let kind = candidate_kind(candidate);
-            let mut shrunk = train.clone();
-            shrink_packed_diagonal(p, &mut shrunk, *beta);
-            candidate_structure(candidate).apply_packed(p, &mut shrunk);
-            let train = &shrunk;
-            let kept: Vec<f64> = triangle_pairs(p)
-                .enumerate()
-                .map(|(k, (i, j))| {
-                    if i != j || cv.threshold_diagonal {
-                        kind.apply(train[k], thresholds.at(k))
-                    } else {
-                        train[k]
-                    }
-                })
-                .collect();
-            *dof += threshold_dof(p, &kept, *beta);
-            let kept = if project {
-                match project_packed(p, &kept) {
-                    Some(v) => v,
-                    None => kept,
-                }
-            } else {
-                kept
+            let fold = FoldInput {
+                collection,
+                cv,
+                variances: &variances,
+                train: &train,
+                n_train,
             };
-            loss.push(
-                kept.iter()
-                    .zip(&test)
-                    .zip(&weights)
-                    .map(|((a, b), w)| w * (a - b) * (a - b))
-                    .sum::<f64>(),
-            );
+            let kept = fold.threshold_estimate(candidate, *beta);
+            *dof += threshold_dof(p, &kept, *beta);
+            let kept = fold.project_as_scored(kept);
+            loss.push(weighted_squared_distance(&kept, &test, &weights));
+        }
+        if cv.stack_families {
+            folds.push(Fold {
+                train,
+                test,
+                n_train,
+                spectral_fits,
+            });
         }
     }
     if folds_used < 2 {
@@ -240,10 +250,18 @@ pub fn cross_validate(
     // far only if it earns its place (one standard error of the paired differences),
     // always measured against the family bests.
     let mut chosen_index: Option<usize> = None;
+    // The families' choice before the spectral one, and the spectral family's best:
+    // the two the stacking mixes.
+    let mut before_spectral: Option<usize> = None;
+    let mut spectral_best: Option<usize> = None;
     for f in [Family::Threshold, Family::Structure, Family::Spectral] {
         let Some(mut i) = best_of(f) else { continue };
-        if f == Family::Spectral && cv.spectral_prefer_bulk_shrink {
-            i = prefer_bulk_shrink(&candidates, &losses, i);
+        if f == Family::Spectral {
+            if cv.spectral_prefer_bulk_shrink {
+                i = prefer_bulk_shrink(&candidates, &losses, i);
+            }
+            before_spectral = chosen_index;
+            spectral_best = Some(i);
         }
         chosen_index = match chosen_index {
             None => Some(i),
@@ -299,6 +317,33 @@ pub fn cross_validate(
             })
             .unwrap_or(best);
     }
+    // With off-diagonal signal, mix in the other family's best at the weight the
+    // folds choose (the two families are the spectral one and the rest).
+    let stacked = if cv.stack_families && signal_z > cv.threshold_one_standard_error_max_z {
+        let other = if Some(chosen_index) == spectral_best {
+            before_spectral
+        } else {
+            spectral_best
+        };
+        other.and_then(|other| {
+            let weight = stacking_weight_on_folds(
+                collection,
+                cv,
+                &variances,
+                &folds,
+                &weights,
+                candidates[chosen_index],
+                candidates[other],
+            )?;
+            (weight > 0.0).then_some(StackedRelease {
+                candidate: candidates[other].0,
+                diagonal_shrinkage: candidates[other].1,
+                weight,
+            })
+        })
+    } else {
+        None
+    };
     let (chosen, diagonal_shrinkage) = candidates[chosen_index];
     let all: Vec<((Candidate, f64), f64)> = candidates
         .into_iter()
@@ -321,7 +366,196 @@ pub fn cross_validate(
         off_diagonal_signal_z: signal_z,
         simplest_within_one_standard_error: simplify,
         diagonal_spread_z: spread_z,
+        stacked,
     })
+}
+
+/// One usable fold, kept for the stacking weight after the choice: the training and
+/// held-out averages (packed) and the spectral candidates fitted to the training one.
+struct Fold {
+    train: Vec<f64>,
+    test: Vec<f64>,
+    n_train: u64,
+    spectral_fits: Option<CvFits>,
+}
+
+/// What a threshold candidate's estimate on one training average depends on.
+struct FoldInput<'a> {
+    collection: &'a Collection,
+    cv: &'a CrossValidation,
+    variances: &'a [f64],
+    train: &'a [f64],
+    n_train: u64,
+}
+
+impl FoldInput<'_> {
+    /// A threshold (or structure) candidate with diagonal shrinkage `beta` on the
+    /// training average, packed, before any PSD projection: what the rule would apply
+    /// to the full average, at the training size's thresholds.
+    fn threshold_estimate(&self, candidate: &Candidate, beta: f64) -> Vec<f64> {
+        let p = self.collection.dim;
+        let thresholds =
+            candidate_thresholds(candidate, self.collection, self.variances, self.n_train);
+        let kind = candidate_kind(candidate);
+        let mut shrunk = self.train.to_vec();
+        shrink_packed_diagonal(p, &mut shrunk, beta);
+        candidate_structure(candidate).apply_packed(p, &mut shrunk);
+        triangle_pairs(p)
+            .enumerate()
+            .map(|(k, (i, j))| {
+                if i != j || self.cv.threshold_diagonal {
+                    kind.apply(shrunk[k], thresholds.at(k))
+                } else {
+                    shrunk[k]
+                }
+            })
+            .collect()
+    }
+
+    /// `kept` projected onto the PSD cone when the loss scores the projection
+    /// ([`CrossValidation::project_in_loss_max_dim`]), unchanged otherwise or if the
+    /// eigensolver fails.
+    fn project_as_scored(&self, kept: Vec<f64>) -> Vec<f64> {
+        let p = self.collection.dim;
+        if p > self.cv.project_in_loss_max_dim {
+            return kept;
+        }
+        project_packed(p, &kept).unwrap_or(kept)
+    }
+}
+
+/// The weighted squared distance of two packed matrices (`weights` 1 on the diagonal,
+/// 2 off it: the squared Frobenius distance of the full matrices).
+fn weighted_squared_distance(a: &[f64], b: &[f64], weights: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .zip(weights)
+        .map(|((a, b), w)| w * (a - b) * (a - b))
+        .sum()
+}
+
+/// A candidate's estimate on one fold's training average, packed, as the loss scored
+/// it (`None` if the spectral fit failed on that fold).
+fn scored_fold_estimate(
+    collection: &Collection,
+    cv: &CrossValidation,
+    variances: &[f64],
+    fold: &Fold,
+    (candidate, beta): (Candidate, f64),
+) -> Option<Vec<f64>> {
+    let p = collection.dim;
+    if let Candidate::Spectral(s) = candidate {
+        let m = fold.spectral_fits.as_ref()?.estimate(s as usize);
+        return Some(triangle_pairs(p).map(|(i, j)| m[(i, j)]).collect());
+    }
+    let input = FoldInput {
+        collection,
+        cv,
+        variances,
+        train: &fold.train,
+        n_train: fold.n_train,
+    };
+    Some(input.project_as_scored(input.threshold_estimate(&candidate, beta)))
+}
+
+/// The stacking weight of `other` against `chosen` on the kept folds
+/// ([`weight_from_terms`]), or 0 unless the mixture earns its place
+/// ([`stacking_earns_its_place`]); `None` when a spectral fit failed on one of them.
+fn stacking_weight_on_folds(
+    collection: &Collection,
+    cv: &CrossValidation,
+    variances: &[f64],
+    folds: &[Fold],
+    weights: &[f64],
+    chosen: (Candidate, f64),
+    other: (Candidate, f64),
+) -> Option<f64> {
+    let estimates = folds
+        .iter()
+        .map(|fold| {
+            let c = scored_fold_estimate(collection, cv, variances, fold, chosen)?;
+            let o = scored_fold_estimate(collection, cv, variances, fold, other)?;
+            Some((c, o, fold.test.as_slice()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let terms = stacking_terms(&estimates, weights);
+    Some(if stacking_earns_its_place(&terms) {
+        weight_from_terms(&terms)
+    } else {
+        0.0
+    })
+}
+
+/// Per fold of packed estimates `c_k` (the chosen candidate), `o_k` (the other) and
+/// held-out average `t_k`, the two terms of the loss of the mixture at weight w,
+/// `L_k(w) = ‖(1 − w)·c_k + w·o_k − t_k‖² = ‖c_k − t_k‖² − 2w·a_k + w²·s_k`:
+/// `a_k = ⟨t_k − c_k, o_k − c_k⟩` and `s_k = ‖o_k − c_k‖²` (`weights` make the packed
+/// sums Frobenius norms).
+pub(crate) fn stacking_terms(
+    folds: &[(Vec<f64>, Vec<f64>, &[f64])],
+    weights: &[f64],
+) -> Vec<(f64, f64)> {
+    folds
+        .iter()
+        .map(|(c, o, t)| {
+            let (mut along, mut spread) = (0.0, 0.0);
+            for (((c, o), t), w) in c.iter().zip(o).zip(t.iter()).zip(weights) {
+                along += w * (t - c) * (o - c);
+                spread += w * (o - c) * (o - c);
+            }
+            (along, spread)
+        })
+        .collect()
+}
+
+/// The stacking weight (Breiman 1996) from the fold terms of [`stacking_terms`]: the
+/// minimiser `Σa_k / Σs_k` of the quadratic summed loss `Σ_k L_k(w)`, clamped to
+/// [0, 1] (0 when the two estimates agree on every fold).
+pub(crate) fn weight_from_terms(terms: &[(f64, f64)]) -> f64 {
+    let (along, spread) = terms
+        .iter()
+        .fold((0.0, 0.0), |(a, s), (ak, sk)| (a + ak, s + sk));
+    if spread > 0.0 && along.is_finite() && spread.is_finite() {
+        (along / spread).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Whether the stacked release earns its place against the chosen candidate alone,
+/// by the rule between the families ([`earns_its_place`]) on cross-fitted fold
+/// losses: fold k is scored at the weight fitted on the other folds, `w₋ₖ`, so that
+/// the comparison does not see the weight's own fit to the held-out noise (a weight
+/// fitted on all folds always looks at least as good as 0 there). The paired
+/// difference on fold k is `L_k(w₋ₖ) − L_k(0) = −2w₋ₖ·a_k + w₋ₖ²·s_k`.
+pub(crate) fn stacking_earns_its_place(terms: &[(f64, f64)]) -> bool {
+    let differences: Vec<f64> = terms
+        .iter()
+        .enumerate()
+        .map(|(k, &(along, spread))| {
+            let others: Vec<(f64, f64)> = terms
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != k)
+                .map(|(_, t)| *t)
+                .collect();
+            let w = weight_from_terms(&others);
+            -2.0 * w * along + w * w * spread
+        })
+        .collect();
+    earns_its_place(&differences, &vec![0.0; differences.len()])
+}
+
+/// The full symmetric matrix of a packed upper triangle.
+fn full_matrix(p: usize, packed: &[f64]) -> DMatrix<f64> {
+    DMatrix::from_row_slice(p, p, &unpack_symmetric(p, packed))
+}
+
+/// The spectral candidates fitted to packed `train` (noise sd `sigma_n`): one
+/// eigendecomposition. `None` when the eigensolver fails (the candidates then get an
+/// infinite loss and cannot be chosen).
+fn spectral_fits(p: usize, train: &[f64], sigma_n: f64) -> Option<CvFits> {
+    CvFits::new(&full_matrix(p, train), sigma_n).ok()
 }
 
 /// The scale of a threshold candidate (c or η; 0 for "none" and the other families),
@@ -369,18 +603,6 @@ enum Family {
     Threshold,
     Structure,
     Spectral,
-}
-
-/// The spectral candidates' held-out losses (shrink, factor, bulk shrinkage, in
-/// [`SpectralCandidate`](super::SpectralCandidate) order) for packed `train` (noise sd
-/// `sigma_n`) against packed `test`: one eigendecomposition of the training average.
-/// Infinite when the eigensolver fails (the candidates then cannot be chosen).
-fn spectral_losses(p: usize, train: &[f64], test: &[f64], sigma_n: f64) -> [f64; 3] {
-    let full = |packed: &[f64]| DMatrix::from_row_slice(p, p, &unpack_symmetric(p, packed));
-    match CvFits::new(&full(train), sigma_n) {
-        Ok(fits) => fits.losses(&full(test)),
-        Err(_) => [f64::INFINITY; 3],
-    }
 }
 
 /// Degrees of freedom of a thresholded packed estimate with diagonal shrinkage β: its

@@ -42,7 +42,7 @@ mod apply;
 mod candidates;
 mod cv;
 mod rules;
-mod select;
+pub(crate) mod select;
 mod sure;
 #[cfg(test)]
 mod tests;
@@ -54,10 +54,11 @@ pub(crate) use apply::{shrink_diagonal, shrink_packed_diagonal};
 pub use candidates::{Candidate, CrossValidation, SpectralCandidate, log_grid};
 pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
 pub use cv::{
-    CvOutcome, OFF_DIAGONAL_SIGNAL_Z, cross_validate, diagonal_spread_z, off_diagonal_signal_z,
+    CvOutcome, OFF_DIAGONAL_SIGNAL_Z, StackedRelease, cross_validate, diagonal_spread_z,
+    off_diagonal_signal_z,
 };
 pub use rules::{
     AdaptiveThreshold, BulkShrinkage, FactorModel, Seed001Threshold, SpectralShrinkage,
     ThresholdRule, UniversalThreshold, noise_threshold, seed001_threshold, universal_threshold,
 };
-pub(crate) use select::resolve;
+pub(crate) use select::{Resolved, resolve};

@@ -31,6 +31,9 @@ pub(crate) struct Resolved {
     pub spectral: Option<ThresholdRule>,
     /// The rule's name, with the cross-validation's choice.
     pub name: String,
+    /// The cross-validation's stacked second release and its weight w: the estimate
+    /// is `(1 − w)·this + w·that` ([`CrossValidation::stack_families`]).
+    pub stacked: Option<(Box<Resolved>, f64)>,
 }
 
 /// Resolves a rule on the accumulators (running the cross-validation if asked).
@@ -53,6 +56,7 @@ pub(crate) fn resolve(
         structure: Structure::Unstructured,
         spectral: None,
         name: format!("{}, {}", rule.name(), kind.name()),
+        stacked: None,
     };
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
@@ -117,6 +121,7 @@ fn refit_free(
         structure: Structure::Unstructured,
         spectral: None,
         name: String::new(),
+        stacked: None,
     };
     Some(match choice {
         SureChoice::Soft { c, beta } => Resolved {
@@ -161,35 +166,54 @@ fn resolve_cv(
             structure: Structure::Unstructured,
             spectral: None,
             name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
+            stacked: None,
         },
         Some(outcome) => {
-            let variances = match outcome.chosen {
-                Candidate::Adaptive { .. } => entry_variances(collection, acc),
-                _ => Vec::new(),
+            let candidate = |c: Candidate, beta: f64, name: String| {
+                let variances = match c {
+                    Candidate::Adaptive { .. } => entry_variances(collection, acc),
+                    _ => Vec::new(),
+                };
+                Resolved {
+                    thresholds: candidate_thresholds(&c, collection, &variances, n),
+                    kind: candidate_kind(&c),
+                    include_diagonal: diag,
+                    diagonal_shrinkage: beta,
+                    structure: candidate_structure(&c),
+                    spectral: match c {
+                        Candidate::Spectral(s) => Some(s.rule()),
+                        _ => None,
+                    },
+                    name,
+                    stacked: None,
+                }
             };
+            let name = format!(
+                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}{})",
+                rule.name(),
+                outcome.chosen.name(),
+                outcome.diagonal_shrinkage,
+                outcome.folds_used,
+                outcome.off_diagonal_signal_z,
+                if outcome.simplest_within_one_standard_error {
+                    ", simplest within 1 SE"
+                } else {
+                    ""
+                }
+            );
             Resolved {
-                thresholds: candidate_thresholds(&outcome.chosen, collection, &variances, n),
-                kind: candidate_kind(&outcome.chosen),
-                include_diagonal: diag,
-                diagonal_shrinkage: outcome.diagonal_shrinkage,
-                structure: candidate_structure(&outcome.chosen),
-                spectral: match outcome.chosen {
-                    Candidate::Spectral(s) => Some(s.rule()),
-                    _ => None,
-                },
-                name: format!(
-                    "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}{})",
-                    rule.name(),
-                    outcome.chosen.name(),
-                    outcome.diagonal_shrinkage,
-                    outcome.folds_used,
-                    outcome.off_diagonal_signal_z,
-                    if outcome.simplest_within_one_standard_error {
-                        ", simplest within 1 SE"
-                    } else {
-                        ""
-                    }
-                ),
+                stacked: outcome.stacked.map(|s| {
+                    let name = format!(
+                        "{}, diagonal shrinkage {}",
+                        s.candidate.name(),
+                        s.diagonal_shrinkage
+                    );
+                    (
+                        Box::new(candidate(s.candidate, s.diagonal_shrinkage, name)),
+                        s.weight,
+                    )
+                }),
+                ..candidate(outcome.chosen, outcome.diagonal_shrinkage, name)
             }
         }
     }

@@ -89,6 +89,10 @@ pub(crate) struct Options {
     /// the data show no off-diagonal signal, z ≤ 3).
     #[arg(long, env = "LDPCOV_SMALLEST_MEAN_THRESHOLD")]
     smallest_mean_threshold: bool,
+    /// For cv: release the chosen candidate alone instead of stacking it with the other
+    /// family's best (the default when the data show off-diagonal signal, z > 3).
+    #[arg(long, env = "LDPCOV_NO_STACKING")]
+    no_stacking: bool,
     /// For spectral and factor: the number of spikes (< dim; default: those above the
     /// noise bulk edge).
     #[arg(long, env = "LDPCOV_RANK")]
@@ -235,11 +239,18 @@ impl Options {
         let threshold_diagonal = self.threshold_diagonal;
         let threshold = match self.threshold {
             // The server's default, unless a cv flag is given.
-            None if !(threshold_diagonal || self.unordered || self.smallest_mean_threshold) => None,
+            None if !(threshold_diagonal
+                || self.unordered
+                || self.smallest_mean_threshold
+                || self.no_stacking) =>
+            {
+                None
+            }
             None | Some(Rule::Cv) => Some(Threshold::CrossValidated(CrossValidatedThreshold {
                 threshold_diagonal,
                 unordered_variables: self.unordered,
                 smallest_mean_threshold: self.smallest_mean_threshold,
+                no_stacking: self.no_stacking,
                 ..Default::default()
             })),
             Some(Rule::Adaptive) => Some(Threshold::Adaptive(AdaptiveThreshold {
