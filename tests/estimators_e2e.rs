@@ -795,7 +795,13 @@ async fn cross_validation_stacks_the_families_unless_asked_not_to() {
         chosen.contains("→ adaptive(") && other.starts_with("bulk-shrink,"),
         "{rule}"
     );
-    // Asked not to stack: the chosen candidate alone, under the same name.
+    // Asked not to stack: the chosen candidate alone, under the same name, and the
+    // rule's name says that stacking was off.
+    assert!(
+        alone.threshold_rule.contains(", no stacking) → "),
+        "{}",
+        alone.threshold_rule
+    );
     assert!(
         !alone.threshold_rule.contains("stacked"),
         "{}",

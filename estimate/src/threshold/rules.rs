@@ -161,7 +161,7 @@ impl ThresholdRule {
             }
             ThresholdRule::CrossValidated(cv) => {
                 format!(
-                    "cv(diagonal={}, threshold={})",
+                    "cv(diagonal={}, threshold={}{})",
                     diag(cv.threshold_diagonal),
                     if cv.threshold_one_standard_error {
                         if cv.threshold_one_standard_error_max_z == f64::INFINITY {
@@ -174,6 +174,11 @@ impl ThresholdRule {
                         }
                     } else {
                         "smallest mean".to_string()
+                    },
+                    if cv.stack_families {
+                        ""
+                    } else {
+                        ", no stacking"
                     }
                 )
             }
