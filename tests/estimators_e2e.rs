@@ -6,8 +6,7 @@
 mod support;
 
 use ldpcov::aggregator::EmbeddedServer;
-use ldpcov::aggregator::Limits;
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
+use ldpcov::client::AggregatorClient;
 use ldpcov::metrics::estimate_matrix;
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::layout::unpack_symmetric;
@@ -45,14 +44,7 @@ async fn server_with_reports(
     noise_seed: u64,
     data_seed: u64,
 ) -> (EmbeddedServer, String) {
-    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
-    let url = server.url();
-    let mut cl = AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            noise_seed,
-        )));
+    let (server, url, mut cl) = support::seeded_server(noise_seed).await;
     let id = spec.collection_id.clone();
     cl.create_collection(spec).await.unwrap();
     let collection = cl.collection(&id).await.unwrap();
@@ -68,6 +60,31 @@ async fn server_with_reports(
         cl.submit_stream(chunk.to_vec()).await.unwrap();
     }
     (server, url)
+}
+
+/// Submits one report per user to collection `id`, in chunks of 2000, with report ids
+/// drawn from a generator seeded by `ids_seed`: seeded ids, hence seeded folds (the
+/// client draws ids from the OS, and the cross-validation's choice depends on which
+/// users share a fold).
+async fn submit_with_seeded_ids(
+    cl: &mut AggregatorClient,
+    id: &str,
+    users: &[Vec<f64>],
+    ids_seed: u64,
+) {
+    let collection = cl.collection(id).await.unwrap();
+    let mut ids = rand::rngs::StdRng::seed_from_u64(ids_seed);
+    let reports: Vec<_> = users
+        .iter()
+        .map(|x| {
+            let mut report = cl.prepare_report(&collection, x).unwrap();
+            report.report_id = ldpcov::sim::simulated_report_id(&mut ids).0.to_vec();
+            report
+        })
+        .collect();
+    for chunk in reports.chunks(2000) {
+        cl.submit_stream(chunk.to_vec()).await.unwrap();
+    }
 }
 
 /// A server with one collection "est" of 6 000 Model 2 reports (p = 6, R = 3, ε = 4).
@@ -572,14 +589,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
     // tries a structure. Observed through `threshold_rule`, which names the chosen
     // candidate.
     let p = 10usize;
-    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
-    let url = server.url();
-    let mut cl = AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            61,
-        )));
+    let (server, url, mut cl) = support::seeded_server(61).await;
     for (id, ordered) in [("plain", false), ("ordered", true)] {
         cl.create_collection(CollectionSpec {
             collection_id: id.into(),
@@ -615,21 +625,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
     let mut rng = rand::rngs::StdRng::seed_from_u64(62);
     let users: Vec<Vec<f64>> = (0..20_000).map(|_| sampler.sample(&mut rng)).collect();
     for id in ["plain", "ordered"] {
-        let collection = cl.collection(id).await.unwrap();
-        // Seeded report ids, hence seeded folds: the client draws ids from the OS, and
-        // the cross-validation's choice depends on which users share a fold.
-        let mut ids = rand::rngs::StdRng::seed_from_u64(63);
-        let reports: Vec<_> = users
-            .iter()
-            .map(|x| {
-                let mut report = cl.prepare_report(&collection, x).unwrap();
-                report.report_id = ldpcov::sim::simulated_report_id(&mut ids).0.to_vec();
-                report
-            })
-            .collect();
-        for chunk in reports.chunks(2000) {
-            cl.submit_stream(chunk.to_vec()).await.unwrap();
-        }
+        submit_with_seeded_ids(&mut cl, id, &users, 63).await;
     }
     let ask = |id: &str, threshold| GetEstimateRequest {
         collection_id: id.into(),
@@ -713,14 +709,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_validation_stacks_the_families_unless_asked_not_to() {
     let p = 20usize;
-    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
-    let url = server.url();
-    let mut cl = AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            71,
-        )));
+    let (server, url, mut cl) = support::seeded_server(71).await;
     cl.create_collection(CollectionSpec {
         collection_id: "blocks".into(),
         dim: p as u32,
@@ -746,20 +735,8 @@ async fn cross_validation_stacks_the_families_unless_asked_not_to() {
     });
     let sampler = Sampler::gaussian(&sigma).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(72);
-    let collection = cl.collection("blocks").await.unwrap();
-    let mut ids = rand::rngs::StdRng::seed_from_u64(73);
-    let reports: Vec<_> = (0..20_000)
-        .map(|_| {
-            let mut report = cl
-                .prepare_report(&collection, &sampler.sample(&mut rng))
-                .unwrap();
-            report.report_id = ldpcov::sim::simulated_report_id(&mut ids).0.to_vec();
-            report
-        })
-        .collect();
-    for chunk in reports.chunks(2000) {
-        cl.submit_stream(chunk.to_vec()).await.unwrap();
-    }
+    let users: Vec<Vec<f64>> = (0..20_000).map(|_| sampler.sample(&mut rng)).collect();
+    submit_with_seeded_ids(&mut cl, "blocks", &users, 73).await;
     let mut raw = RawClient::connect(url).await.unwrap();
     let ask = |threshold| GetEstimateRequest {
         collection_id: "blocks".into(),

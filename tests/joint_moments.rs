@@ -130,14 +130,7 @@ fn frob(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mean_and_covariance_of_non_centred_data_through_the_server() {
-    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
-    let url = server.url();
-    let mut cl = AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            41,
-        )));
+    let (server, url, mut cl) = support::seeded_server(41).await;
     // x ~ N(3·1, Model 1): ‖x‖² ≈ p(3² + 1) = 60. R = 9 clips few users, and the exact
     // statistics below are of the clipped data anyway. The centred collection uses the
     // public centre c = 3·1 and R = 3 (‖x − c‖² ≈ p = 6). ε = 10 keeps the 10⁻⁹ bounds

@@ -71,3 +71,27 @@ pub(crate) async fn assert_specs_refused(
         }
     }
 }
+
+/// An embedded server on 127.0.0.1:0, its URL, and a client connected to it whose
+/// device noise is drawn from a seeded sampler (`noise_seed`), so that a test's
+/// reports are reproducible.
+#[allow(dead_code)] // each test crate compiles this module; not all start a server
+pub(crate) async fn seeded_server(
+    noise_seed: u64,
+) -> (
+    ldpcov::aggregator::EmbeddedServer,
+    String,
+    ldpcov::client::AggregatorClient,
+) {
+    let server = ldpcov::aggregator::EmbeddedServer::start(ldpcov::aggregator::Limits::default())
+        .await
+        .unwrap();
+    let url = server.url();
+    let client = ldpcov::client::AggregatorClient::connect(url.clone())
+        .await
+        .unwrap()
+        .with_noise_sampler(Box::new(
+            ldpcov::client::DiscreteGaussianSampler::from_seed_for_simulation(noise_seed),
+        ));
+    (server, url, client)
+}

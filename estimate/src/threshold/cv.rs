@@ -512,9 +512,19 @@ pub(crate) fn stacking_terms(
 /// minimiser `Σa_k / Σs_k` of the quadratic summed loss `Σ_k L_k(w)`, clamped to
 /// [0, 1] (0 when the two estimates agree on every fold).
 pub(crate) fn weight_from_terms(terms: &[(f64, f64)]) -> f64 {
-    let (along, spread) = terms
+    let (along, spread) = summed_terms(terms);
+    clamped_weight(along, spread)
+}
+
+/// `(Σa_k, Σs_k)`.
+fn summed_terms(terms: &[(f64, f64)]) -> (f64, f64) {
+    terms
         .iter()
-        .fold((0.0, 0.0), |(a, s), (ak, sk)| (a + ak, s + sk));
+        .fold((0.0, 0.0), |(a, s), (ak, sk)| (a + ak, s + sk))
+}
+
+/// `along / spread` clamped to [0, 1]; 0 when `spread` is 0 or either is not finite.
+fn clamped_weight(along: f64, spread: f64) -> f64 {
     if spread > 0.0 && along.is_finite() && spread.is_finite() {
         (along / spread).clamp(0.0, 1.0)
     } else {
@@ -529,17 +539,11 @@ pub(crate) fn weight_from_terms(terms: &[(f64, f64)]) -> f64 {
 /// fitted on all folds always looks at least as good as 0 there). The paired
 /// difference on fold k is `L_k(w₋ₖ) − L_k(0) = −2w₋ₖ·a_k + w₋ₖ²·s_k`.
 pub(crate) fn stacking_earns_its_place(terms: &[(f64, f64)]) -> bool {
+    let (total_along, total_spread) = summed_terms(terms);
     let differences: Vec<f64> = terms
         .iter()
-        .enumerate()
-        .map(|(k, &(along, spread))| {
-            let others: Vec<(f64, f64)> = terms
-                .iter()
-                .enumerate()
-                .filter(|&(j, _)| j != k)
-                .map(|(_, t)| *t)
-                .collect();
-            let w = weight_from_terms(&others);
+        .map(|&(along, spread)| {
+            let w = clamped_weight(total_along - along, total_spread - spread);
             -2.0 * w * along + w * w * spread
         })
         .collect();

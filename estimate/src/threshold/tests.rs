@@ -947,6 +947,31 @@ fn sample_moments(n: usize, mut draw: impl FnMut() -> f64) -> (f64, f64) {
     (mean, var)
 }
 
+/// Asserts, over `n` draws each, that a z statistic `draw(0)` is standard under the
+/// null (sample mean within 0.09 of 0, sample variance within `variance_tolerance` of
+/// 1) and that `draw(signal)` has its sample mean within `signal_tolerance` of
+/// `expected` (each caller derives its bounds).
+fn assert_standard_then_centred(
+    n: usize,
+    mut draw: impl FnMut(f64) -> f64,
+    variance_tolerance: f64,
+    signal: f64,
+    expected: f64,
+    signal_tolerance: f64,
+) {
+    let (mean, var) = sample_moments(n, || draw(0.0));
+    assert!(mean.abs() <= 0.09, "null mean {mean}");
+    assert!(
+        (var - 1.0).abs() <= variance_tolerance,
+        "null variance {var}"
+    );
+    let centred = sample_moments(n, || draw(signal)).0;
+    assert!(
+        (centred - expected).abs() <= signal_tolerance,
+        "{centred} against {expected}"
+    );
+}
+
 #[test]
 fn off_diagonal_signal_z_is_standard_under_the_null_and_centred_on_the_energy() {
     // p = 20: m = 190 off-diagonal entries, each N(s, σ²) independently (the diagonal,
@@ -961,7 +986,7 @@ fn off_diagonal_signal_z_is_standard_under_the_null_and_centred_on_the_energy() 
     let noise = Normal::new(0.0, sigma).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2026);
     let n = 2000;
-    let mut draw = |s: f64| -> f64 {
+    let draw = |s: f64| -> f64 {
         let packed: Vec<f64> = triangle_pairs(p)
             .map(|(i, j)| {
                 if i == j {
@@ -973,16 +998,9 @@ fn off_diagonal_signal_z_is_standard_under_the_null_and_centred_on_the_energy() 
             .collect();
         off_diagonal_signal_z(p, &packed, sigma)
     };
-    let (mean, var) = sample_moments(n, || draw(0.0));
-    assert!(mean.abs() <= 0.09, "null mean {mean}");
-    assert!((var - 1.0).abs() <= 0.13, "null variance {var}");
     let s = 0.3 * sigma;
     let expected = 190.0 * s * s / (380f64.sqrt() * sigma * sigma);
-    let signal = sample_moments(n, || draw(s)).0;
-    assert!(
-        (signal - expected).abs() <= 0.097,
-        "{signal} against {expected}"
-    );
+    assert_standard_then_centred(n, draw, 0.13, s, expected, 0.097);
     // Nothing to test or nothing to standardise by: 0.
     assert_eq!(off_diagonal_signal_z(1, &[3.0], 1.0), 0.0);
     assert_eq!(off_diagonal_signal_z(2, &[1.0, 2.0, 1.0], 0.0), 0.0);
@@ -1003,7 +1021,7 @@ fn diagonal_spread_z_is_standard_under_the_null_and_centred_on_the_spread() {
     let noise = Normal::new(0.0, sigma).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2027);
     let n = 2000;
-    let mut draw = |a: f64| -> f64 {
+    let draw = |a: f64| -> f64 {
         let packed: Vec<f64> = triangle_pairs(p)
             .map(|(i, j)| {
                 if i != j {
@@ -1017,15 +1035,8 @@ fn diagonal_spread_z_is_standard_under_the_null_and_centred_on_the_spread() {
             .collect();
         diagonal_spread_z(p, &packed, sigma)
     };
-    let (mean, var) = sample_moments(n, || draw(0.0));
-    assert!(mean.abs() <= 0.09, "null mean {mean}");
-    assert!((var - 1.0).abs() <= 0.15, "null variance {var}");
     let expected = 20.0 * 0.09 / 38f64.sqrt();
-    let spread = sample_moments(n, || draw(0.3 * sigma)).0;
-    assert!(
-        (spread - expected).abs() <= 0.098,
-        "{spread} against {expected}"
-    );
+    assert_standard_then_centred(n, draw, 0.15, 0.3 * sigma, expected, 0.098);
     // Nothing to test or nothing to standardise by: 0.
     assert_eq!(diagonal_spread_z(1, &[3.0], 1.0), 0.0);
     assert_eq!(diagonal_spread_z(2, &[1.0, 2.0, 1.0], 0.0), 0.0);
