@@ -949,7 +949,7 @@ fn sample_moments(n: usize, mut draw: impl FnMut() -> f64) -> (f64, f64) {
 
 /// Asserts, over `n` draws each, that a z statistic `draw(0)` is standard under the
 /// null (sample mean within 0.09 of 0, sample variance within `variance_tolerance` of
-/// 1) and that `draw(signal)` has its sample mean within `signal_tolerance` of
+/// one) and that `draw(signal)` has its sample mean within `signal_tolerance` of
 /// `expected` (each caller derives its bounds).
 fn assert_standard_then_centred(
     n: usize,
