@@ -257,9 +257,9 @@ async fn cross_validation_takes_the_threshold_rule_of_the_request() {
     let simplest = raw.get_estimate(ask(false)).await.unwrap().into_inner();
     let smallest = raw.get_estimate(ask(true)).await.unwrap().into_inner();
     assert!(
-        simplest
-            .threshold_rule
-            .starts_with("cv(diagonal=exempt, threshold=simplest within 1 SE if z ≤ 3) → "),
+        simplest.threshold_rule.starts_with(
+            "cv(diagonal=exempt, threshold=simplest within 1 SE if z ≤ 3 and top z ≤ 2) → "
+        ),
         "{}",
         simplest.threshold_rule
     );
@@ -270,24 +270,34 @@ async fn cross_validation_takes_the_threshold_rule_of_the_request() {
         "{}",
         smallest.threshold_rule
     );
-    // "… (5 folds, off-diagonal signal z = 0.7, simplest within 1 SE)": z, and whether
-    // the simplification was applied.
-    let signal = |e: &Estimate| -> (f64, bool) {
-        let z: f64 = e
-            .threshold_rule
-            .split("off-diagonal signal z = ")
-            .nth(1)
-            .and_then(|rest| rest.split([',', ')']).next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no z in {}", e.threshold_rule));
-        (z, e.threshold_rule.contains(", simplest within 1 SE)"))
+    // "… (5 folds, off-diagonal signal z = 0.7, top z = -1.2, simplest within 1 SE)":
+    // the two signal statistics, and whether the simplification was applied.
+    let signal = |e: &Estimate| -> (f64, f64, bool) {
+        let read = |key: &str| -> f64 {
+            e.threshold_rule
+                .split(key)
+                .nth(1)
+                .and_then(|rest| rest.split([',', ')']).next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {key} in {}", e.threshold_rule))
+        };
+        (
+            read("off-diagonal signal z = "),
+            read("top z = "),
+            e.threshold_rule.contains(", simplest within 1 SE)"),
+        )
     };
-    let (z, simplified) = signal(&simplest);
-    // z is printed to one decimal: at 3.0 either side may be the truth.
-    if (z - 3.0).abs() > 0.05 {
-        assert_eq!(simplified, z < 3.0, "{}", simplest.threshold_rule);
+    let (z, top, simplified) = signal(&simplest);
+    // Both are printed to one decimal: at 3.0 (2.0) either side may be the truth.
+    if (z - 3.0).abs() > 0.05 && (top - 2.0).abs() > 0.05 {
+        assert_eq!(
+            simplified,
+            z < 3.0 && top < 2.0,
+            "{}",
+            simplest.threshold_rule
+        );
     }
-    assert!(!signal(&smallest).1, "{}", smallest.threshold_rule);
+    assert!(!signal(&smallest).2, "{}", smallest.threshold_rule);
     let off_diagonal = |e: &Estimate| e.surviving_entries.saturating_sub(p as u64);
     assert!(
         off_diagonal(&simplest) <= off_diagonal(&smallest),

@@ -75,8 +75,9 @@ pub use structure::{Structure, bandwidth_grid};
 pub use synthetic::synthetic_rows;
 pub use threshold::{
     AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
-    OFF_DIAGONAL_SIGNAL_Z, Seed001Threshold, SpectralCandidate, SpectralShrinkage, StackedRelease,
-    ThresholdKind, ThresholdRule, Thresholds, UniversalThreshold, apply_threshold, cross_validate,
-    diagonal_spread_z, entry_variances, log_grid, noise_threshold, off_diagonal_signal_z,
-    seed001_threshold, universal_threshold,
+    OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z, Seed001Threshold, SpectralCandidate, SpectralGuard,
+    SpectralShrinkage, StackedRelease, ThresholdKind, ThresholdRule, Thresholds,
+    UniversalThreshold, apply_threshold, cross_validate, diagonal_spread_z, entry_variances,
+    log_grid, noise_threshold, off_diagonal_signal_z, off_diagonal_top_z, seed001_threshold,
+    universal_threshold,
 };

@@ -20,8 +20,8 @@ use crate::{Out, seed_of};
 use anyhow::{Context, Result};
 use ldpcov::data::DataSet;
 use ldpcov::estimate::{
-    BulkShrinkage, CrossValidation, EstimateOptions, FactorModel, SpectralShrinkage, ThresholdKind,
-    ThresholdRule, UniversalThreshold, correlation, estimate, log_grid,
+    BulkShrinkage, CrossValidation, EstimateOptions, FactorModel, SpectralGuard, SpectralShrinkage,
+    ThresholdKind, ThresholdRule, UniversalThreshold, average, correlation, estimate, log_grid,
     spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, Shrinker},
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
@@ -49,8 +49,10 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
     epsilons: Vec<f64>,
     /// Synthetic models: factor1, factor3, factor5, block, sparse000, model1, model2
-    /// (the grid), and scaled-factor3, scaled-factor5 (the factor models with unequal
-    /// variances, not in the grid by default); `''`: none, for the real data alone.
+    /// (the grid), and, not in the grid by default, scaled-factor3, scaled-factor5 (the
+    /// factor models with unequal variances), independent (Σ = I) and
+    /// scaled-independent (a diagonal Σ, variances in [0.2, 5]): no off-diagonal
+    /// signal at all; `''`: none, for the real data alone.
     #[arg(
         long,
         value_delimiter = ',',
@@ -71,11 +73,14 @@ pub(crate) struct Args {
     /// oracle and the clipping floor are scored the same way.
     #[arg(long)]
     data_correlation: bool,
-    /// Also run the selection variants (the one-standard-error guard for the spectral
-    /// family, the spectral family's best by the smallest mean loss alone (the rule
+    /// Also run the selection variants (the default before the spectral guard and the
+    /// eigenvalue test, the spectral guard always and never, the energy test alone,
+    /// the spectral family's best by the smallest mean loss alone (the rule
     /// before 2026-11-26), the threshold rule whatever the signal, the smallest
-    /// mean loss within the thresholds, thresholds only, SURE bulk shrinkage alone, the default on a collection that wrongly
-    /// declares ordered variables, the refit-free SURE selection at every p).
+    /// mean loss within the thresholds, thresholds only, the bulk shrinkage at the fixed
+    /// α = 0.1, τ = 1.5 the oracle most often picks where the selection misses, SURE
+    /// bulk shrinkage alone, the default on a collection that wrongly declares ordered
+    /// variables, the refit-free SURE selection at every p).
     #[arg(long)]
     variants: bool,
 }
@@ -137,6 +142,19 @@ fn scaled_factor_model(p: usize, k: usize, seed: u64) -> DMatrix<f64> {
     DMatrix::from_fn(p, p, |i, j| f[(i, j)] * sd[i] * sd[j])
 }
 
+/// Independent variables in different units: `diag(d)` with `d_i` log-uniform in
+/// [e^(−1.6), e^(1.6)] ≈ [0.2, 5], no off-diagonal signal at all.
+fn scaled_diagonal(p: usize, seed: u64) -> DMatrix<f64> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            rng.random_range(-1.6f64..1.6).exp()
+        } else {
+            0.0
+        }
+    })
+}
+
 /// Four equicorrelation blocks (ρ = 0.7, 0.5, 0.4, 0.3; sizes as equal as possible),
 /// unit diagonal, variables permuted.
 fn block_model(p: usize, seed: u64) -> DMatrix<f64> {
@@ -173,6 +191,8 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         "scaled-factor3" => scaled_factor_model(p, 3, seed_of(&[12, 3, p as u64])),
         "scaled-factor5" => scaled_factor_model(p, 5, seed_of(&[12, 5, p as u64])),
         "block" => block_model(p, seed_of(&[11, p as u64])),
+        "independent" => DMatrix::identity(p, p),
+        "scaled-independent" => scaled_diagonal(p, seed_of(&[13, p as u64])),
         "sparse000" => Model::SparseSeed000 {
             sparsity: 0.1,
             seed: 0,
@@ -181,7 +201,7 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         "model1" => permuted(Model::BandedGeometric),
         "model2" => permuted(Model::Tridiagonal2),
         other => anyhow::bail!(
-            "unknown model {other} (factor1, factor3, factor5, scaled-factor3, scaled-factor5, block, sparse000, model1, model2)"
+            "unknown model {other} (factor1, factor3, factor5, scaled-factor3, scaled-factor5, block, sparse000, model1, model2, independent, scaled-independent)"
         ),
     };
     Ok(Truth {
@@ -314,9 +334,31 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
             })),
         ));
         out.push((
-            "cv spectral 1-SE guard",
+            "cv before the spectral guard and the eigenvalue test",
             rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral_one_standard_error: true,
+                spectral_guard: SpectralGuard::Never,
+                off_diagonal_top_max_z: f64::INFINITY,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv spectral guard always",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                spectral_guard: SpectralGuard::Always,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv spectral guard never",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                spectral_guard: SpectralGuard::Never,
+                ..Default::default()
+            })),
+        ));
+        out.push((
+            "cv energy test only",
+            rule(ThresholdRule::CrossValidated(CrossValidation {
+                off_diagonal_top_max_z: f64::INFINITY,
                 ..Default::default()
             })),
         ));
@@ -331,6 +373,7 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
             "cv 1 SE whatever the signal",
             rule(ThresholdRule::CrossValidated(CrossValidation {
                 threshold_one_standard_error_max_z: f64::INFINITY,
+                off_diagonal_top_max_z: f64::INFINITY,
                 ..Default::default()
             })),
         ));
@@ -346,6 +389,13 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
             rule(ThresholdRule::CrossValidated(CrossValidation {
                 spectral: false,
                 ..Default::default()
+            })),
+        ));
+        out.push((
+            "fixed soft bulk (α=0.1, τ=1.5)",
+            rule(ThresholdRule::BulkShrink(BulkShrinkage {
+                alphas: vec![0.1],
+                taus: vec![1.5],
             })),
         ));
         out.push((
@@ -389,6 +439,10 @@ struct PointResult {
     clipping_floor: (f64, f64),
     /// The full average's entry noise sd `σ_n = R²σ/√n`.
     noise_sd: f64,
+    /// Per replicate the selection missed ([`held_out_z_of`]'s condition), the
+    /// held-out evidence for the best single release in hindsight over the default,
+    /// and that release's rule.
+    held_out_z: Vec<(f64, String)>,
 }
 
 /// The candidate name in a CV rule string (`cv(…) → noise(c=1.000, soft), …` →
@@ -457,6 +511,11 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
     let mut sums = vec![(0.0, 0.0); rules.len() + 2];
     let mut choices = Vec::new();
     let mut oracle_spectral_choices = Vec::new();
+    let mut held_out_z = Vec::new();
+    let def = rules
+        .iter()
+        .position(|(name, _)| *name == "default")
+        .context("the default rule")?;
     for rep in 0..reps {
         let seed = seed_of(&[
             20,
@@ -500,7 +559,8 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         let (mut best_s, mut best_f) = (f64::INFINITY, f64::INFINITY);
         let mut best_s_rule = String::new();
         let (mut joint, mut joint_worst) = ((f64::INFINITY, f64::INFINITY), f64::INFINITY);
-        for opts in &oracle {
+        let (mut joint_index, mut joint_rule) = (0, String::new());
+        for (o, opts) in oracle.iter().enumerate() {
             let (s, f, rule) = errors(opts)?;
             if s < best_s {
                 best_s = s;
@@ -511,7 +571,17 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
             if worst < joint_worst {
                 joint_worst = worst;
                 joint = (s, f);
+                joint_index = o;
+                joint_rule = oracle_choice(&rule);
             }
+        }
+        // A replicate the selection misses: the default is above 0.9 of the baseline in
+        // a norm where a single release in hindsight is not. Could the held-out data
+        // have shown that release better?
+        let default_worst = (rep_errors[def].0 / base.0).max(rep_errors[def].1 / base.1);
+        if default_worst > 0.9 && joint_worst <= 0.9 {
+            let z = held_out_z_of(&c, &acc, &rules[def].1, &oracle[joint_index])?;
+            held_out_z.push((z, joint_rule));
         }
         oracle_spectral_choices.push(best_s_rule);
         let last = rules.len();
@@ -534,7 +604,50 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         detectability,
         clipping_floor,
         noise_sd,
+        held_out_z,
     })
+}
+
+/// The held-out evidence for rule `b` over rule `a` on the folds of `acc`: for each
+/// fold k, both rules run on the other folds' reports and are scored by their squared
+/// Frobenius distance to fold k's average; returns the mean of the paired differences
+/// `loss_a − loss_b` over its standard error (positive: `b` looked better). The
+/// distance to an independent average is the squared error plus the average's noise
+/// energy, the same for both rules, so the difference estimates theirs at the
+/// training size. (The sums of squares the adaptive thresholds read are the full
+/// collection's; they estimate a per-report variance, not the held-out fold.) 0 with
+/// fewer than two folds or no spread.
+fn held_out_z_of(
+    c: &ldpcov::proto::Collection,
+    acc: &ldpcov::estimate::Accumulator,
+    a: &EstimateOptions,
+    b: &EstimateOptions,
+) -> Result<f64> {
+    let mut diffs = Vec::new();
+    for k in 0..acc.fold_counts.len() {
+        let nk = acc.fold_counts[k];
+        if nk == 0 || nk == acc.count {
+            continue;
+        }
+        let mut train = acc.clone();
+        train.fold_sums[k].iter_mut().for_each(|v| *v = 0);
+        train.fold_counts[k] = 0;
+        train.count -= nk;
+        let held_out = average(c, &acc.fold_sums[k], nk)?;
+        let loss = |opts: &EstimateOptions| -> Result<f64> {
+            let est = estimate(c, &train, opts)?;
+            Ok((&est.matrix - &held_out).norm_squared())
+        };
+        diffs.push(loss(a)? - loss(b)?);
+    }
+    let k = diffs.len() as f64;
+    if k < 2.0 {
+        return Ok(0.0);
+    }
+    let mean = diffs.iter().sum::<f64>() / k;
+    let var = diffs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (k - 1.0);
+    let se = (var / k).sqrt();
+    Ok(if se > 0.0 { mean / se } else { 0.0 })
 }
 
 /// Runs the grid and prints the table and the summary.
@@ -641,7 +754,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             variant_ratios.push((name.to_string(), r));
         }
         let floor = (res.clipping_floor.0 / base.0, res.clipping_floor.1 / base.1);
-        let verdict = target_verdict(rd, ratio(joint), res.detectability, floor);
+        let verdict = target_verdict(rd, ratio(joint), res.detectability, floor, &res.held_out_z);
         line.push_str(&format!(" {chose} | {oracle_chose} | {verdict} |"));
         out.text(line);
         verdicts.push(verdict.clone());
@@ -655,6 +768,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             "detectability": res.detectability, "target": verdict,
             "clipping_floor_ratio_spectral": floor.0, "clipping_floor_ratio_frobenius": floor.1,
             "clip_radius": truths[pt.model].0.clip_radius, "noise_sd": res.noise_sd,
+            "held_out_z": res.held_out_z.iter().map(|(z, rule)| json!({"z": z, "release": rule})).collect::<Vec<_>>(),
         }));
         rows.push((model.clone(), rd, ro, variant_ratios));
     }
@@ -669,6 +783,10 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         count(&|v| v.contains("trade-off")),
         count(&|v| v.starts_with("no: selection") && v.contains("below detection")),
     ));
+    out.text(format!(
+        "Of the selection misses, {} are where the held-out data showed the better release by more than one standard error in every replicate that missed (z > 1); at the others the folds could not tell it from the one chosen.",
+        count(&|v| v.starts_with("no: selection") && v.contains(HELD_OUT_SHOWN)),
+    ));
     Ok(())
 }
 
@@ -681,11 +799,17 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
 /// an unreachable point also reports `floor`, the clipping bias: M's own error over
 /// the baseline's, a bias that no post-processing of the released average can see or
 /// remove.
+///
+/// A selection miss also reports `held_out_z` ([`held_out_z_of`], per replicate that
+/// missed): where every z is above 1 the held-out data showed the better release
+/// ([`HELD_OUT_SHOWN`]); otherwise the folds could not tell the two apart in some
+/// replicate, and no rule that chooses by held-out loss could be expected to.
 fn target_verdict(
     default: (f64, f64),
     joint: (f64, f64),
     detectability: f64,
     floor: (f64, f64),
+    held_out_z: &[(f64, String)],
 ) -> String {
     if default.0 <= 0.9 && default.1 <= 0.9 {
         return "yes".into();
@@ -715,11 +839,32 @@ fn target_verdict(
         ""
     };
     let detection = below_detection.map_or(String::new(), |d| format!("; {d}"));
+    let evidence = if held_out_z.is_empty() {
+        String::new()
+    } else {
+        let zs = held_out_z
+            .iter()
+            .map(|(z, rule)| format!("{z:.1} ({rule})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let shown = held_out_z.iter().all(|(z, _)| *z > 1.0);
+        format!(
+            "; held-out z {zs}: {}",
+            if shown {
+                HELD_OUT_SHOWN
+            } else {
+                "the folds could not tell it from the release chosen"
+            }
+        )
+    };
     format!(
-        "no: selection, the best single release is {:.2} / {:.2}{trade_off}{detection}",
+        "no: selection, the best single release is {:.2} / {:.2}{trade_off}{detection}{evidence}",
         joint.0, joint.1
     )
 }
+
+/// The verdict's words for a selection miss the held-out data showed.
+const HELD_OUT_SHOWN: &str = "the folds showed it better";
 
 /// `a ×2; b` for the choices of the replicates.
 fn tally(choices: &[String]) -> String {
@@ -833,7 +978,10 @@ fn oracle_choice(rule: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{positive_clip_factor, target_verdict};
+    use super::{HELD_OUT_SHOWN, held_out_z_of, positive_clip_factor, target_verdict};
+    use ldpcov::estimate::{EstimateOptions, ThresholdRule, UniversalThreshold};
+    use ldpcov::sim;
+    use nalgebra::DMatrix;
 
     #[test]
     fn the_clip_factor_must_be_a_finite_positive_number() {
@@ -846,20 +994,64 @@ mod tests {
     #[test]
     fn verdicts_name_why_a_point_misses_the_target() {
         let none = (0.0, 0.0);
-        assert_eq!(target_verdict((0.9, 0.5), (0.8, 0.5), 2.0, none), "yes");
-        let unreachable = target_verdict((1.0, 0.8), (0.95, 0.8), 0.5, none);
+        assert_eq!(
+            target_verdict((0.9, 0.5), (0.8, 0.5), 2.0, none, &[]),
+            "yes"
+        );
+        let unreachable = target_verdict((1.0, 0.8), (0.95, 0.8), 0.5, none, &[]);
         assert!(unreachable.starts_with("no: unreachable"));
         assert!(unreachable.contains("signal below detection, top spike 0.50"));
         // The release that meets the target is worse in Frobenius than the default's:
         // a trade-off the held-out loss cannot see.
-        let trade_off = target_verdict((1.0, 0.8), (0.85, 0.85), 3.0, none);
+        let trade_off = target_verdict((1.0, 0.8), (0.85, 0.85), 3.0, none, &[]);
         assert!(trade_off.starts_with("no: selection"));
         assert!(trade_off.contains("trade-off"));
         assert!(!trade_off.contains("below detection"));
         // Better in both norms: a plain miss.
-        let miss = target_verdict((0.95, 0.9), (0.85, 0.85), 0.7, none);
+        let miss = target_verdict((0.95, 0.9), (0.85, 0.85), 0.7, none, &[]);
         assert!(miss.starts_with("no: selection"));
         assert!(!miss.contains("trade-off"));
         assert!(miss.contains("below detection"));
+        // The held-out evidence: shown only when every replicate that missed showed it.
+        let z = |zs: &[f64]| -> Vec<(f64, String)> {
+            zs.iter().map(|&z| (z, "r".to_string())).collect()
+        };
+        let shown = target_verdict((0.95, 0.9), (0.85, 0.85), 2.0, none, &z(&[2.5, 1.2]));
+        assert!(shown.contains("held-out z 2.5 (r), 1.2 (r)") && shown.contains(HELD_OUT_SHOWN));
+        let unseen = target_verdict((0.95, 0.9), (0.85, 0.85), 2.0, none, &z(&[2.5, 0.4]));
+        assert!(!unseen.contains(HELD_OUT_SHOWN), "{unseen}");
+    }
+
+    #[test]
+    fn held_out_evidence_prefers_the_rule_closer_to_the_truth() {
+        // Σ = I at p = 20: the raw average ("none", no projection) keeps every
+        // off-diagonal noise entry, the universal threshold removes nearly all. On a
+        // training set of 4 folds with entry noise sd s, "none" is farther from the
+        // held-out fold by about its off-diagonal noise energy p(p − 1)s² (mean of
+        // the paired difference), while that difference varies from fold to fold by
+        // about 2·(2s)·p·s (the inner product of the two rules' gap, norm ≈ p·s, with
+        // the held-out noise of sd 2s) plus √(2p(p − 1))·s² (the energy's own
+        // spread). Mean over sd is then ≈ p(p − 1)/(4p + √(2p(p − 1))) ≈ 3.9 per
+        // fold, z ≈ 3.9·√5 ≈ 8.7 over 5 folds; we ask for 3, well clear of chance
+        // (|z| > 3 has a t₄ probability of about 4 %) and of the bound.
+        let p = 20;
+        let c = sim::collection(p, 1.0, 1e-6, (2.0 * p as f64).sqrt()).unwrap();
+        let signal = sim::SignalSums::population(&c, &DMatrix::identity(p, p), 100_000);
+        let acc = sim::add_noise(&c, &signal, 7);
+        let none = EstimateOptions {
+            rule: ThresholdRule::None,
+            skip_psd_projection: true,
+            ..Default::default()
+        };
+        let universal = EstimateOptions {
+            rule: ThresholdRule::Universal(UniversalThreshold::default()),
+            ..Default::default()
+        };
+        let z = held_out_z_of(&c, &acc, &none, &universal).unwrap();
+        assert!(z > 3.0, "z = {z}");
+        let reversed = held_out_z_of(&c, &acc, &universal, &none).unwrap();
+        assert!((z + reversed).abs() < 1e-9, "{z} vs {reversed}");
+        // A rule against itself: no difference, no evidence.
+        assert_eq!(held_out_z_of(&c, &acc, &none, &none).unwrap(), 0.0);
     }
 }

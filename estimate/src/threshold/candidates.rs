@@ -115,10 +115,13 @@ impl Candidate {
 /// alone picks one by chance when the order carries no information). Within the
 /// spectral family the bulk shrinkage is the best unless another beats it by that rule
 /// ([`CrossValidation::spectral_prefer_bulk_shrink`]); it then replaces the choice so
-/// far if its mean loss is lower ([`CrossValidation::spectral_one_standard_error`]). When a threshold
+/// far if its mean loss is lower when the data show off-diagonal signal, and only by
+/// that rule when they do not ([`CrossValidation::spectral_guard`]). When a threshold
 /// wins, the one applied is the simplest threshold within one standard error of the
 /// best when the data show no off-diagonal signal
-/// ([`CrossValidation::threshold_one_standard_error`]).
+/// ([`CrossValidation::threshold_one_standard_error`]). The data show off-diagonal
+/// signal when either test on the full average rejects the null of none
+/// ([`CrossValidation::shows_off_diagonal_signal`]).
 ///
 /// The chosen candidate is applied to the full average. The
 /// candidates are parameterised by scale-free constants (c, η) multiplying a quantity
@@ -163,11 +166,12 @@ pub struct CrossValidation {
     /// `sure` module; docs/ALGORITHMS.md §3 has the measurement behind the switch).
     /// `usize::MAX` never switches.
     pub refit_free_above_dim: usize,
-    /// Between-family rule for the spectral estimators: the best one replaces the
-    /// choice among thresholds (and structures) whenever its mean loss is lower
-    /// (`false`, the default), or only if its fold-wise losses are lower by more than
-    /// one standard error of the paired differences (`true`).
-    pub spectral_one_standard_error: bool,
+    /// Between-family rule for the spectral estimators: when the best one must earn
+    /// its place against the choice among thresholds (and structures) by one standard
+    /// error of the paired fold-wise differences, instead of a lower mean loss. See
+    /// [`SpectralGuard`]; the default guards only when the data show no off-diagonal
+    /// signal.
+    pub spectral_guard: SpectralGuard,
     /// Within the spectral family: the SURE bulk shrinkage is the family's best unless
     /// the one with the smallest mean loss beats it by more than one standard error of
     /// the paired differences (`true`, the default), or the smallest mean loss wins
@@ -204,10 +208,17 @@ pub struct CrossValidation {
     /// docs/ALGORITHMS.md §3. Over gRPC `CrossValidatedThreshold.no_stacking` sets it
     /// to `false`.
     pub stack_families: bool,
-    /// The largest off-diagonal signal z at which the within-threshold
-    /// one-standard-error rule applies ([`OFF_DIAGONAL_SIGNAL_Z`](super::OFF_DIAGONAL_SIGNAL_Z)
-    /// by default; `f64::INFINITY` applies it whatever the signal).
+    /// The largest off-diagonal signal z ([`off_diagonal_signal_z`](super::off_diagonal_signal_z))
+    /// that shows no off-diagonal signal ([`OFF_DIAGONAL_SIGNAL_Z`](super::OFF_DIAGONAL_SIGNAL_Z)
+    /// by default; with `f64::INFINITY` and an infinite
+    /// [`off_diagonal_top_max_z`](Self::off_diagonal_top_max_z) the data never show
+    /// signal, so the within-threshold rule applies whatever the signal). Also the
+    /// limit of the diagonal's spread z.
     pub threshold_one_standard_error_max_z: f64,
+    /// The largest top-eigenvalue z ([`off_diagonal_top_z`](super::off_diagonal_top_z))
+    /// that shows no off-diagonal signal ([`OFF_DIAGONAL_TOP_Z`](super::OFF_DIAGONAL_TOP_Z)
+    /// by default; `f64::INFINITY` leaves the energy test alone).
+    pub off_diagonal_top_max_z: f64,
     /// Bandwidths for banding and Toeplitz averaging; empty means
     /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
     pub bandwidths: Vec<usize>,
@@ -236,17 +247,50 @@ impl Default for CrossValidation {
             toeplitz: true,
             spectral: true,
             refit_free_above_dim: 200,
-            spectral_one_standard_error: false,
+            spectral_guard: SpectralGuard::WithoutSignal,
             spectral_prefer_bulk_shrink: true,
             threshold_one_standard_error: true,
             stack_families: true,
             threshold_one_standard_error_max_z: super::OFF_DIAGONAL_SIGNAL_Z,
+            off_diagonal_top_max_z: super::OFF_DIAGONAL_TOP_Z,
             bandwidths: Vec::new(),
         }
     }
 }
 
+/// When the spectral family's best must earn its place against the thresholds (and
+/// structures) by one standard error of the paired fold-wise differences
+/// ([`CrossValidation::spectral_guard`]) rather than by a lower mean loss.
+///
+/// Without off-diagonal signal the held-out Frobenius loss barely sees a spectral
+/// estimate's worst error: one noise eigenvalue kept as a spike costs about its own
+/// square in a fold loss of order `p²σ_n²`, but its whole size in spectral norm. On
+/// independent variables (Σ diagonal) that was a released direction up to six times
+/// the variances' scale in about one release in thirty (docs/ALGORITHMS.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpectralGuard {
+    /// A lower mean loss always suffices.
+    Never,
+    /// One standard error when the data show no off-diagonal signal
+    /// ([`CrossValidation::shows_off_diagonal_signal`]); a lower mean otherwise. The
+    /// default.
+    WithoutSignal,
+    /// One standard error always.
+    Always,
+}
+
 impl CrossValidation {
+    /// Whether the full average shows off-diagonal signal: its off-diagonal energy z
+    /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z)) is above
+    /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)
+    /// or its top off-diagonal eigenvalue z ([`off_diagonal_top_z`](super::off_diagonal_top_z))
+    /// above [`off_diagonal_top_max_z`](Self::off_diagonal_top_max_z). The energy test
+    /// sees signal spread over many entries, the eigenvalue test a few strong
+    /// directions; each is a test at about 0.1 % and 1 % under the null.
+    pub fn shows_off_diagonal_signal(&self, energy_z: f64, top_z: f64) -> bool {
+        energy_z > self.threshold_one_standard_error_max_z || top_z > self.off_diagonal_top_max_z
+    }
+
     /// The candidates for a `p × p` matrix in the order they are tried (ties of held-out
     /// loss go to the larger threshold, then to the earlier candidate). Banding and Toeplitz averaging are included only for `ordered`
     /// variables: on variables without an order their bands mean nothing.

@@ -2,12 +2,13 @@
 //! candidate, the best of each family, and the one-standard-error rule between them.
 
 use super::{
-    Candidate, CrossValidation, SpectralCandidate, candidate_kind, candidate_structure,
-    candidate_thresholds, entry_variances, has_sum_squares, shrink_packed_diagonal,
+    Candidate, CrossValidation, SpectralCandidate, SpectralGuard, candidate_kind,
+    candidate_structure, candidate_thresholds, entry_variances, has_sum_squares,
+    shrink_packed_diagonal,
 };
 use crate::accumulator::Accumulator;
 use crate::moments::packed_covariance;
-use crate::psd::project_packed;
+use crate::psd::{project_packed, symmetric_eigen};
 use crate::spectral::CvFits;
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::{triangle_pairs, unpack_symmetric};
@@ -27,9 +28,18 @@ pub struct CvOutcome {
     /// Folds used (those with reports on both sides).
     pub folds_used: usize,
     /// The standardised off-diagonal signal energy of the full average
-    /// ([`off_diagonal_signal_z`]), which decides whether the within-threshold
-    /// one-standard-error rule applies.
+    /// ([`off_diagonal_signal_z`]); with [`off_diagonal_top_z`](Self::off_diagonal_top_z)
+    /// it decides whether the data show off-diagonal signal
+    /// ([`CrossValidation::shows_off_diagonal_signal`]), on which the
+    /// within-threshold one-standard-error rule, the spectral guard and the stacking
+    /// depend.
     pub off_diagonal_signal_z: f64,
+    /// The full average's largest off-diagonal eigenvalue on the Tracy–Widom scale
+    /// ([`off_diagonal_top_z`]): the test for a few strong directions, which the
+    /// energy misses at small p.
+    pub off_diagonal_top_z: f64,
+    /// Whether the data showed off-diagonal signal by either statistic.
+    pub off_diagonal_signal: bool,
     /// Whether the released threshold was chosen by that rule (the simplest within one
     /// standard error) rather than as the smallest mean.
     pub simplest_within_one_standard_error: bool,
@@ -82,6 +92,38 @@ pub fn off_diagonal_signal_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
         .map(|(_, v)| v * v)
         .sum();
     standardised_chi_square(energy / var, m)
+}
+
+/// The default of [`CrossValidation::off_diagonal_top_max_z`]: above this
+/// [`off_diagonal_top_z`] the data show off-diagonal signal. It is the Tracy–Widom
+/// (β = 1) distribution's 99 % quantile, 2.02, rounded; at finite p the statistic's null
+/// quantiles are lower (docs/ALGORITHMS.md §3), so the test's level is at most about
+/// 1 % at every p.
+pub const OFF_DIAGONAL_TOP_Z: f64 = 2.0;
+
+/// The largest eigenvalue of the off-diagonal part of a packed `p × p` average with
+/// independent Gaussian entry noise of sd `sigma`, on the Tracy–Widom scale:
+/// `t = (λ₁(Y − diag Y) − 2σ√p) / (σ·p^(−1/6))`. Without off-diagonal signal the
+/// off-diagonal part is a Wigner matrix with a zero diagonal, whose top eigenvalue sits
+/// at the edge `2σ√p` with fluctuations of order `σ·p^(−1/6)` (t tends to the
+/// Tracy–Widom law as p grows); the diagonal, signal or noise, does not enter. A
+/// low-rank signal `θuuᵀ` with a delocalised u and `θ > σ√p` lifts it to about
+/// `θ + pσ²/θ` (`t ≈ p^(2/3)·(θ/σ√p + σ√p/θ − 2)`), so t sees a single strong
+/// direction that the off-diagonal energy ([`off_diagonal_signal_z`]), spread over
+/// `p(p − 1)/2` entries, misses at small p. 0 for p < 2, no noise to standardise by,
+/// or an eigensolver failure.
+pub fn off_diagonal_top_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
+    if p < 2 || !(sigma > 0.0 && sigma.is_finite()) {
+        return 0.0;
+    }
+    let mut m = full_matrix(p, packed);
+    m.fill_diagonal(0.0);
+    let Ok((values, _)) = symmetric_eigen(&m) else {
+        return 0.0;
+    };
+    let top = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let pf = p as f64;
+    (top - 2.0 * sigma * pf.sqrt()) / (sigma * pf.powf(-1.0 / 6.0))
 }
 
 /// `(x − k)/√(2k)`: a `χ²_k` draw `x` standardised to mean 0 and sd 1.
@@ -246,9 +288,19 @@ pub fn cross_validate(
             })
             .map(|(i, _)| i)
     };
-    // Thresholds first; a structure, then a spectral estimate, replaces the choice so
-    // far only if it earns its place (one standard error of the paired differences),
-    // always measured against the family bests.
+    // Whether the full average shows off-diagonal signal: the within-threshold rule,
+    // the spectral guard and the stacking depend on it.
+    let full_average = packed_covariance(collection, &total, acc.count);
+    let full_sd = collection.mean_entry_noise_sd(acc.count);
+    let signal_z = off_diagonal_signal_z(p, &full_average, full_sd);
+    let top_z = off_diagonal_top_z(p, &full_average, full_sd);
+    let spread_z = diagonal_spread_z(p, &full_average, full_sd);
+    let signal = cv.shows_off_diagonal_signal(signal_z, top_z);
+    // Thresholds first; a structure replaces the choice so far only if it earns its
+    // place (one standard error of the paired differences), a spectral estimate if its
+    // mean loss is lower — or, under the spectral guard (by default: without
+    // off-diagonal signal), if it earns its place too; always measured against the
+    // family bests.
     let mut chosen_index: Option<usize> = None;
     // The families' choice before the spectral one, and the spectral family's best:
     // the two the stacking mixes.
@@ -266,10 +318,13 @@ pub fn cross_validate(
         chosen_index = match chosen_index {
             None => Some(i),
             Some(current) => {
+                let guarded = match cv.spectral_guard {
+                    SpectralGuard::Never => false,
+                    SpectralGuard::WithoutSignal => !signal,
+                    SpectralGuard::Always => true,
+                };
                 let replaces = match f {
-                    Family::Spectral if !cv.spectral_one_standard_error => {
-                        mean(&losses[i]) < mean(&losses[current])
-                    }
+                    Family::Spectral if !guarded => mean(&losses[i]) < mean(&losses[current]),
                     _ => earns_its_place(&losses[i], &losses[current]),
                 };
                 Some(if replaces { i } else { current })
@@ -283,12 +338,8 @@ pub fn cross_validate(
     // signal, the best: the fold losses' spread is mostly the held-out noise energy,
     // common to every candidate, so one standard error of it spans thresholds that
     // drop true entries.
-    let full_average = packed_covariance(collection, &total, acc.count);
-    let full_sd = collection.mean_entry_noise_sd(acc.count);
-    let signal_z = off_diagonal_signal_z(p, &full_average, full_sd);
-    let spread_z = diagonal_spread_z(p, &full_average, full_sd);
     let simplify = cv.threshold_one_standard_error
-        && signal_z <= cv.threshold_one_standard_error_max_z
+        && !signal
         && family(&candidates[chosen_index].0) == Family::Threshold;
     if simplify {
         // Pooling the diagonal counts as simpler (fewer degrees of freedom), but not
@@ -319,7 +370,7 @@ pub fn cross_validate(
     }
     // With off-diagonal signal, mix in the other family's best at the weight the
     // folds choose (the two families are the spectral one and the rest).
-    let stacked = if cv.stack_families && signal_z > cv.threshold_one_standard_error_max_z {
+    let stacked = if cv.stack_families && signal {
         let other = if Some(chosen_index) == spectral_best {
             before_spectral
         } else {
@@ -364,6 +415,8 @@ pub fn cross_validate(
         losses,
         folds_used,
         off_diagonal_signal_z: signal_z,
+        off_diagonal_top_z: top_z,
+        off_diagonal_signal: signal,
         simplest_within_one_standard_error: simplify,
         diagonal_spread_z: spread_z,
         stacked,

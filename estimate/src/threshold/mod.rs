@@ -51,11 +51,11 @@ pub use adaptive::entry_variances;
 pub(crate) use adaptive::{adaptive_thresholds, has_sum_squares};
 pub use apply::{ThresholdKind, Thresholds, apply_threshold};
 pub(crate) use apply::{shrink_diagonal, shrink_packed_diagonal};
-pub use candidates::{Candidate, CrossValidation, SpectralCandidate, log_grid};
+pub use candidates::{Candidate, CrossValidation, SpectralCandidate, SpectralGuard, log_grid};
 pub(crate) use candidates::{candidate_kind, candidate_structure, candidate_thresholds};
 pub use cv::{
-    CvOutcome, OFF_DIAGONAL_SIGNAL_Z, StackedRelease, cross_validate, diagonal_spread_z,
-    off_diagonal_signal_z,
+    CvOutcome, OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z, StackedRelease, cross_validate,
+    diagonal_spread_z, off_diagonal_signal_z, off_diagonal_top_z,
 };
 pub use rules::{
     AdaptiveThreshold, BulkShrinkage, FactorModel, Seed001Threshold, SpectralShrinkage,

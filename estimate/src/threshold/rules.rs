@@ -164,12 +164,14 @@ impl ThresholdRule {
                     "cv(diagonal={}, threshold={}{})",
                     diag(cv.threshold_diagonal),
                     if cv.threshold_one_standard_error {
-                        if cv.threshold_one_standard_error_max_z == f64::INFINITY {
+                        if cv.threshold_one_standard_error_max_z == f64::INFINITY
+                            && cv.off_diagonal_top_max_z == f64::INFINITY
+                        {
                             "simplest within 1 SE".to_string()
                         } else {
                             format!(
-                                "simplest within 1 SE if z ≤ {}",
-                                cv.threshold_one_standard_error_max_z
+                                "simplest within 1 SE if z ≤ {} and top z ≤ {}",
+                                cv.threshold_one_standard_error_max_z, cv.off_diagonal_top_max_z
                             )
                         }
                     } else {

@@ -189,12 +189,13 @@ fn resolve_cv(
                 }
             };
             let name = format!(
-                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}{})",
+                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}, top z = {:.1}{})",
                 rule.name(),
                 outcome.chosen.name(),
                 outcome.diagonal_shrinkage,
                 outcome.folds_used,
                 outcome.off_diagonal_signal_z,
+                outcome.off_diagonal_top_z,
                 if outcome.simplest_within_one_standard_error {
                     ", simplest within 1 SE"
                 } else {
