@@ -783,9 +783,10 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         count(&|v| v.contains("trade-off")),
         count(&|v| v.starts_with("no: selection") && v.contains("below detection")),
     ));
+    let shown = count(&|v| v.starts_with("no: selection") && v.contains(HELD_OUT_SHOWN));
     out.text(format!(
-        "Of the selection misses, {} are where the held-out data showed the better release by more than one standard error in every replicate that missed (z > 1); at the others the folds could not tell it from the one chosen.",
-        count(&|v| v.starts_with("no: selection") && v.contains(HELD_OUT_SHOWN)),
+        "Held-out evidence at the selection misses: the folds showed the better release by more than one standard error in every replicate that missed (z > 1) at {shown}; at the other {} they could not tell it from the one chosen.",
+        count(&|v| v.starts_with("no: selection")) - shown,
     ));
     Ok(())
 }
