@@ -296,6 +296,11 @@ pub fn cross_validate(
     let top_z = off_diagonal_top_z(p, &full_average, full_sd);
     let spread_z = diagonal_spread_z(p, &full_average, full_sd);
     let signal = cv.shows_off_diagonal_signal(signal_z, top_z);
+    let spectral_guarded = match cv.spectral_guard {
+        SpectralGuard::Never => false,
+        SpectralGuard::WithoutSignal => !signal,
+        SpectralGuard::Always => true,
+    };
     // Thresholds first; a structure replaces the choice so far only if it earns its
     // place (one standard error of the paired differences), a spectral estimate if its
     // mean loss is lower — or, under the spectral guard (by default: without
@@ -318,13 +323,10 @@ pub fn cross_validate(
         chosen_index = match chosen_index {
             None => Some(i),
             Some(current) => {
-                let guarded = match cv.spectral_guard {
-                    SpectralGuard::Never => false,
-                    SpectralGuard::WithoutSignal => !signal,
-                    SpectralGuard::Always => true,
-                };
                 let replaces = match f {
-                    Family::Spectral if !guarded => mean(&losses[i]) < mean(&losses[current]),
+                    Family::Spectral if !spectral_guarded => {
+                        mean(&losses[i]) < mean(&losses[current])
+                    }
                     _ => earns_its_place(&losses[i], &losses[current]),
                 };
                 Some(if replaces { i } else { current })
