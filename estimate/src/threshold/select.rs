@@ -112,7 +112,23 @@ fn refit_free(
     let n = acc.count;
     let y = average(collection, &acc.sums(), n).ok()?;
     let sigma_n = collection.mean_entry_noise_sd(n.max(1));
-    let (choice, risk) = sure_select(&y, sigma_n, cv).ok()?;
+    let selection = sure_select(&y, sigma_n, cv).ok()?;
+    let risk = selection.risk;
+    // "…, off-diagonal signal z = 0.4[, top z = -1.3][, simplest within 1 SE]": the
+    // signal tests (the second only when the first shows no signal), and whether the
+    // rule without signal chose.
+    let signal = format!(
+        "off-diagonal signal z = {:.1}{}{}",
+        selection.signal_z,
+        selection
+            .top_z
+            .map_or(String::new(), |t| format!(", top z = {t:.1}")),
+        if selection.signal {
+            ""
+        } else {
+            ", simplest within 1 SE"
+        }
+    );
     let unthresholded = Resolved {
         thresholds: Thresholds::Uniform(0.0),
         kind: ThresholdKind::Hard,
@@ -123,13 +139,13 @@ fn refit_free(
         name: String::new(),
         stacked: None,
     };
-    Some(match choice {
+    Some(match selection.choice {
         SureChoice::Soft { c, beta } => Resolved {
             thresholds: Thresholds::Uniform(noise_threshold(collection, n, c)),
             kind: SURE_KIND,
             diagonal_shrinkage: beta,
             name: format!(
-                "noise(c={c:.3}, soft), diagonal shrinkage {beta} (SURE {risk:.6e}, refit-free above p = {})",
+                "noise(c={c:.3}, soft), diagonal shrinkage {beta} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
                 cv.refit_free_above_dim
             ),
             ..unthresholded
@@ -140,7 +156,7 @@ fn refit_free(
                 taus: vec![tau],
             })),
             name: format!(
-                "bulk-shrink (SURE {risk:.6e}, refit-free above p = {})",
+                "bulk-shrink (SURE {risk:.6e}, {signal}, refit-free above p = {})",
                 cv.refit_free_above_dim
             ),
             ..unthresholded

@@ -16,6 +16,14 @@
 //!   `∂f_i/∂d_i = 1 − β + β/p`: `Σ_i (f_i − d_i)² − pσ_n² + 2pσ_n²(1 − β + β/p)`;
 //! * the bulk shrinkage's SURE is [`spectral::sure_spectral`]'s.
 //!
+//! Without off-diagonal signal ([`CrossValidation::shows_off_diagonal_signal`] on the
+//! full average, the tests the cross-validation uses) the selection is the one the
+//! cross-validation makes then: the bulk shrinkage is not a candidate (with no spike
+//! above the noise edge it has nothing to keep but noise directions, which SURE, a
+//! Frobenius risk, barely sees), and among the soft thresholds the simplest — the
+//! fewest degrees of freedom — whose SURE exceeds the smallest by at most one standard
+//! error of the smallest is released ([`simplest_within_one_standard_error`]).
+//!
 //! Hard thresholds (a jump), the entry-adaptive form (its λ reads the data's sums of
 //! squares), the factor model (its diagonal fit is not a spectral function) and the
 //! structures have no SURE of this kind and are left to the cross-validation. The
@@ -28,9 +36,10 @@
 //! [`spectral::sure_spectral`]: crate::spectral::sure_spectral
 //! [`DEFAULT_BULK_ALPHAS`]: crate::spectral::DEFAULT_BULK_ALPHAS
 
-use super::{CrossValidation, ThresholdKind};
+use super::{CrossValidation, ThresholdKind, off_diagonal_signal_z, off_diagonal_top_z};
 use crate::error::EstimateError;
 use crate::spectral::{DEFAULT_BULK_ALPHAS, bulk_shrink_choice};
+use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
 /// The edge soft thresholds τ the refit-free selection scores: 2 alone, no soft
@@ -64,72 +73,189 @@ pub(crate) enum SureChoice {
     },
 }
 
-/// SURE of a soft threshold λ off the diagonal with diagonal shrinkage β on the
-/// symmetric `y` (entry noise sd `sigma_n`).
-pub(crate) fn soft_threshold_risk(y: &DMatrix<f64>, sigma_n: f64, lambda: f64, beta: f64) -> f64 {
-    let p = y.nrows();
-    let s2 = sigma_n * sigma_n;
-    let (lambda2, mut off) = (lambda * lambda, 0.0);
-    for j in 0..p {
-        for i in 0..j {
-            let v = y[(i, j)];
-            let kept = if v.abs() > lambda { 2.0 * s2 } else { 0.0 };
-            off += (v * v).min(lambda2) - s2 + kept;
+/// A soft threshold candidate of the SURE selection: `λ = c·σ_n√(log p)` off the
+/// diagonal and diagonal shrinkage β.
+#[derive(Debug, Clone, Copy)]
+struct SoftCandidate {
+    c: f64,
+    lambda: f64,
+    beta: f64,
+}
+
+impl SoftCandidate {
+    /// Its SURE term for one entry of `y`: an off-diagonal `v` (weight 2) contributes
+    /// `2·(min(v², λ²) − σ_n² + 2σ_n²·1[|v| > λ])`; a diagonal `d` (the diagonal's
+    /// mean `mean`) contributes `(β(mean − d))² − σ_n² + 2σ_n²(1 − β + β/p)`.
+    fn term(&self, i: usize, j: usize, v: f64, mean: f64, p: usize, s2: f64) -> f64 {
+        if i == j {
+            let moved = self.beta * (mean - v);
+            let divergence = 1.0 - self.beta + self.beta / p as f64;
+            moved * moved - s2 + 2.0 * s2 * divergence
+        } else {
+            let kept = if v.abs() > self.lambda { 2.0 * s2 } else { 0.0 };
+            2.0 * ((v * v).min(self.lambda * self.lambda) - s2 + kept)
         }
     }
-    let mean = y.trace() / p as f64;
-    let diag: f64 = (0..p)
-        .map(|i| {
-            let d = y[(i, i)];
-            let moved = beta * (mean - d);
-            moved * moved
-        })
-        .sum();
-    let pf = p as f64;
-    2.0 * off + diag - pf * s2 + 2.0 * pf * s2 * (1.0 - beta + beta / pf)
+
+    /// Its degrees of freedom on `y`: the off-diagonal entries it keeps plus the
+    /// diagonal's `p(1 − β) + β` (its divergence, as in the cross-validation's rule).
+    fn dof(&self, y: &DMatrix<f64>) -> f64 {
+        let p = y.nrows();
+        let kept = triangle_pairs(p)
+            .filter(|&(i, j)| i != j && y[(i, j)].abs() > self.lambda)
+            .count();
+        kept as f64 + p as f64 * (1.0 - self.beta) + self.beta
+    }
+}
+
+/// Calls `f(i, j, v)` for every entry `(i ≤ j)` of the upper triangle of `y`.
+fn for_each_entry(y: &DMatrix<f64>, mut f: impl FnMut(usize, usize, f64)) {
+    for (i, j) in triangle_pairs(y.nrows()) {
+        f(i, j, y[(i, j)]);
+    }
+}
+
+/// SURE of a soft threshold λ off the diagonal with diagonal shrinkage β on the
+/// symmetric `y` (entry noise sd `sigma_n`): the sum of [`SoftCandidate::term`] over
+/// the upper triangle.
+pub(crate) fn soft_threshold_risk(y: &DMatrix<f64>, sigma_n: f64, lambda: f64, beta: f64) -> f64 {
+    let candidate = SoftCandidate {
+        c: 0.0,
+        lambda,
+        beta,
+    };
+    let (p, s2, mean) = (y.nrows(), sigma_n * sigma_n, y.trace() / y.nrows() as f64);
+    let mut risk = 0.0;
+    for_each_entry(y, |i, j, v| risk += candidate.term(i, j, v, mean, p, s2));
+    risk
+}
+
+/// Among `candidates` with SUREs `risks`, the simplest (fewest degrees of freedom,
+/// then the smaller SURE) whose SURE exceeds the smallest by at most one standard
+/// error of the smallest: the sd of the best candidate's SURE, a sum of independent
+/// entry terms, estimated by their spread times their number (exact when the entries'
+/// truths are equal, as without off-diagonal signal). This is the cross-validation's
+/// within-threshold rule with SURE in place of the held-out loss; as there, the
+/// standard error of the difference would be too narrow: two thresholds that keep
+/// nearly the same entries have nearly equal terms, and among thirty candidates the
+/// smallest SURE of pure noise beat the simplest by more than that in 4 of the 24
+/// seeds of the unit test `refit_free_selection_without_signal_keeps_no_noise_entry`
+/// (a few kept noise entries, cheap in Frobenius norm, dear in spectral norm).
+fn simplest_within_one_standard_error(
+    y: &DMatrix<f64>,
+    sigma_n: f64,
+    candidates: &[SoftCandidate],
+    risks: &[f64],
+) -> usize {
+    let best = (0..risks.len())
+        .min_by(|&a, &b| risks[a].total_cmp(&risks[b]))
+        .unwrap_or(0);
+    let (p, s2, mean) = (y.nrows(), sigma_n * sigma_n, y.trace() / y.nrows() as f64);
+    let (mut count, mut sum, mut squares) = (0.0, 0.0, 0.0);
+    for_each_entry(y, |i, j, v| {
+        let t = candidates[best].term(i, j, v, mean, p, s2);
+        count += 1.0;
+        sum += t;
+        squares += t * t;
+    });
+    let variance = (squares - sum * sum / count).max(0.0) / (count - 1.0).max(1.0);
+    let standard_error = (variance * count).sqrt();
+    (0..candidates.len())
+        .filter(|&k| risks[k] - risks[best] <= standard_error)
+        .map(|k| (k, candidates[k].dof(y)))
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(risks[a.0].total_cmp(&risks[b.0])))
+        .map_or(best, |(k, _)| k)
+}
+
+/// What the SURE selection chose and why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SureSelection {
+    /// The choice.
+    pub choice: SureChoice,
+    /// Its SURE.
+    pub risk: f64,
+    /// The full average's off-diagonal energy z.
+    pub signal_z: f64,
+    /// Its top-eigenvalue z, computed only when the energy alone does not show signal
+    /// (it costs an eigendecomposition, a third of the selection at large p).
+    pub top_z: Option<f64>,
+    /// Whether the data showed off-diagonal signal; without it the simplest soft
+    /// threshold within one standard error was released.
+    pub signal: bool,
 }
 
 /// Chooses by SURE among the candidates above, on the full average `y` with entry
 /// noise sd `sigma_n`; `cv` supplies the grids of c and β (only soft thresholds are
-/// scored, whatever `cv.kinds` says). Returns the choice and its SURE.
+/// scored, whatever `cv.kinds` says) and the signal tests' limits.
 pub(crate) fn sure_select(
     y: &DMatrix<f64>,
     sigma_n: f64,
     cv: &CrossValidation,
-) -> Result<(SureChoice, f64), EstimateError> {
+) -> Result<SureSelection, EstimateError> {
     let p = y.nrows();
     let root_log_p = (p as f64).ln().sqrt();
+    let packed: Vec<f64> = triangle_pairs(p).map(|(i, j)| y[(i, j)]).collect();
+    let signal_z = off_diagonal_signal_z(p, &packed, sigma_n);
+    let top_z = (signal_z <= cv.threshold_one_standard_error_max_z)
+        .then(|| off_diagonal_top_z(p, &packed, sigma_n));
+    let signal = cv.shows_off_diagonal_signal(signal_z, top_z.unwrap_or(f64::NEG_INFINITY));
     let betas: &[f64] = if cv.diagonal_shrinkage.is_empty() {
         &[0.0]
     } else {
         &cv.diagonal_shrinkage
     };
-    let mut best = (SureChoice::Soft { c: 0.0, beta: 0.0 }, f64::INFINITY);
-    let mut consider = |choice: SureChoice, risk: f64| {
-        if risk < best.1 {
-            best = (choice, risk);
-        }
-    };
-    let scales = std::iter::once(0.0)
+    let candidates: Vec<SoftCandidate> = std::iter::once(0.0)
         .filter(|_| cv.include_none)
-        .chain(cv.noise_scales.iter().copied());
-    for c in scales {
-        for &beta in betas {
-            let risk = soft_threshold_risk(y, sigma_n, c * sigma_n * root_log_p, beta);
-            consider(SureChoice::Soft { c, beta }, risk);
-        }
+        .chain(cv.noise_scales.iter().copied())
+        .flat_map(|c| {
+            betas.iter().map(move |&beta| SoftCandidate {
+                c,
+                lambda: c * sigma_n * root_log_p,
+                beta,
+            })
+        })
+        .collect();
+    let risks: Vec<f64> = candidates
+        .iter()
+        .map(|k| soft_threshold_risk(y, sigma_n, k.lambda, k.beta))
+        .collect();
+    let selection = |k: usize, risk: f64| SureSelection {
+        choice: SureChoice::Soft {
+            c: candidates[k].c,
+            beta: candidates[k].beta,
+        },
+        risk,
+        signal_z,
+        top_z,
+        signal,
+    };
+    if !signal && !candidates.is_empty() {
+        let k = simplest_within_one_standard_error(y, sigma_n, &candidates, &risks);
+        tracing::debug!(p, signal_z, top_z, choice = ?candidates[k], "refit-free selection without signal");
+        return Ok(selection(k, risks[k]));
     }
+    let mut best = match (0..risks.len()).min_by(|&a, &b| risks[a].total_cmp(&risks[b])) {
+        Some(k) => selection(k, risks[k]),
+        // No soft threshold to score: the bulk shrinkage below, if any.
+        None => SureSelection {
+            choice: SureChoice::Soft { c: 0.0, beta: 0.0 },
+            risk: f64::INFINITY,
+            signal_z,
+            top_z,
+            signal,
+        },
+    };
     if cv.spectral && p >= 2 {
         let bulk = bulk_shrink_choice(y, sigma_n, &DEFAULT_BULK_ALPHAS, &REFIT_FREE_BULK_TAUS)?;
-        consider(
-            SureChoice::Bulk {
+        if bulk.risk < best.risk {
+            best.choice = SureChoice::Bulk {
                 alpha: bulk.alpha,
                 tau: bulk.tau,
-            },
-            bulk.risk,
-        );
+            };
+            best.risk = bulk.risk;
+        }
     }
-    tracing::debug!(p, choice = ?best.0, risk = best.1, "refit-free selection by SURE");
+    tracing::debug!(p, choice = ?best.choice, risk = best.risk, "refit-free selection by SURE");
     Ok(best)
 }
 
