@@ -1510,8 +1510,8 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
     // n = 10⁶: σ_n ≈ 1.1–1.2 against unit variances (checked). With the refit-free
     // selection forced, SURE's smallest value among thirty soft thresholds of pure
     // noise often belongs to one that keeps a few noise entries, cheap in Frobenius
-    // norm and dear in spectral norm: with the signal tests switched off (both limits
-    // −∞, so the data always "show signal" and the plain minimum is released) some
+    // norm and dear in spectral norm: with the energy test's limit at −∞ (the data
+    // always "show signal", so the plain minimum is released) some
     // seed's relative spectral error is above 1 (asserted, so that the test can fail;
     // 6.2 on one of these seeds). Without signal the simplest soft threshold within
     // one standard error keeps none, and the error is the pooled variance's,
@@ -1530,7 +1530,6 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
         };
         let plain = CrossValidation {
             threshold_one_standard_error_max_z: f64::NEG_INFINITY,
-            off_diagonal_top_max_z: f64::NEG_INFINITY,
             ..gated.clone()
         };
         let error = |m: &DMatrix<f64>| (m - &sigma).symmetric_eigenvalues().amax();
