@@ -36,7 +36,9 @@
 //! [`spectral::sure_spectral`]: crate::spectral::sure_spectral
 //! [`DEFAULT_BULK_ALPHAS`]: crate::spectral::DEFAULT_BULK_ALPHAS
 
-use super::{CrossValidation, ThresholdKind, off_diagonal_signal_z, off_diagonal_top_z};
+use super::{
+    CrossValidation, ThresholdKind, diagonal_spread_z, off_diagonal_signal_z, off_diagonal_top_z,
+};
 use crate::error::EstimateError;
 use crate::spectral::{DEFAULT_BULK_ALPHAS, bulk_shrink_choice};
 use ldpcov_proto::layout::triangle_pairs;
@@ -151,11 +153,16 @@ pub(crate) fn soft_threshold_risk(y: &DMatrix<f64>, sigma_n: f64, lambda: f64, b
 /// smallest SURE of pure noise beat the simplest by more than that in 4 of the 24
 /// seeds of the unit test `refit_free_selection_without_signal_keeps_no_noise_entry`
 /// (a few kept noise entries, cheap in Frobenius norm, dear in spectral norm).
+///
+/// As in the cross-validation's rule, pooling the diagonal counts as simpler, but not
+/// when the variances differ (`max_pooling`: the best's β when the diagonal's spread z
+/// is above its limit, else ∞): no candidate pools more than the best.
 fn simplest_within_one_standard_error(
     y: &DMatrix<f64>,
     sigma_n: f64,
     candidates: &[SoftCandidate],
     risks: &[f64],
+    variances_differ: bool,
 ) -> usize {
     let best = (0..risks.len())
         .min_by(|&a, &b| risks[a].total_cmp(&risks[b]))
@@ -170,8 +177,13 @@ fn simplest_within_one_standard_error(
     });
     let variance = (squares - sum * sum / count).max(0.0) / (count - 1.0).max(1.0);
     let standard_error = (variance * count).sqrt();
+    let max_pooling = if variances_differ {
+        candidates[best].beta
+    } else {
+        f64::INFINITY
+    };
     (0..candidates.len())
-        .filter(|&k| risks[k] - risks[best] <= standard_error)
+        .filter(|&k| candidates[k].beta <= max_pooling && risks[k] - risks[best] <= standard_error)
         .map(|k| (k, candidates[k].dof(y)))
         .min_by(|a, b| a.1.total_cmp(&b.1).then(risks[a.0].total_cmp(&risks[b.0])))
         .map_or(best, |(k, _)| k)
@@ -241,7 +253,10 @@ pub(crate) fn sure_select(
         signal,
     };
     if !signal && !candidates.is_empty() {
-        let k = simplest_within_one_standard_error(y, sigma_n, &candidates, &risks);
+        let variances_differ =
+            diagonal_spread_z(p, &packed, sigma_n) > cv.threshold_one_standard_error_max_z;
+        let k =
+            simplest_within_one_standard_error(y, sigma_n, &candidates, &risks, variances_differ);
         tracing::debug!(p, signal_z, top_z, choice = ?candidates[k], "refit-free selection without signal");
         return Ok(selection(k, risks[k]));
     }

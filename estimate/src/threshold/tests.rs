@@ -1552,4 +1552,48 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
         }
     }
     assert!(plain_worst > 1.0, "{plain_worst}");
+    // Independent variables with variances that differ by a little more than the
+    // noise shows: d_i = 1 + a·u_i, u_i evenly in [−1, 1], a = 2.74σ_n, so that
+    // Σ(d_i − d̄)² ≈ a²p/3 ≈ 2.5pσ_n². The diagonal's spread z is then about
+    // (2.5p − p)/√(2p) ≈ 7.5 at p = 50, above its limit 3: the variances differ. Yet
+    // pooling them costs only about 2.5pσ_n² − 2pσ_n² = 0.5pσ_n² in SURE, well inside
+    // one standard error of the smallest SURE (≈ 2.8σ_n²·√(p(p − 1)/2) ≈ 2pσ_n²), so
+    // the simplest candidate within it would pool; the rule may not pool more than the
+    // smallest SURE does (the cross-validation's spread gate). Lifting the limit (∞,
+    // which also lifts the energy test's) lets it pool (asserted, so that the test can
+    // fail).
+    let p = 50;
+    let c = collection(p as u32, 2.0, 10.0);
+    let n = 10_000_000;
+    let a = 2.74 * c.mean_entry_noise_sd(n);
+    assert!(a < 0.9, "a = {a}");
+    let spread = DMatrix::from_fn(p, p, |i, j| {
+        if i == j {
+            1.0 + a * (2.0 * i as f64 / (p - 1) as f64 - 1.0)
+        } else {
+            0.0
+        }
+    });
+    let gated = CrossValidation {
+        refit_free_above_dim: 0,
+        ..Default::default()
+    };
+    let unlimited = CrossValidation {
+        threshold_one_standard_error_max_z: f64::INFINITY,
+        ..gated.clone()
+    };
+    let acc = population_accumulator(&c, &spread, n, 5);
+    let resolved = |cv: &CrossValidation| {
+        resolve(
+            &ThresholdRule::CrossValidated(cv.clone()),
+            ThresholdKind::Hard,
+            &c,
+            &acc,
+        )
+    };
+    let kept = resolved(&gated);
+    assert!(kept.name.contains("simplest within 1 SE"), "{}", kept.name);
+    assert_eq!(kept.diagonal_shrinkage, 0.0, "{}", kept.name);
+    let pooled = resolved(&unlimited);
+    assert!(pooled.diagonal_shrinkage > 0.0, "{}", pooled.name);
 }
