@@ -326,90 +326,95 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
         ("default", EstimateOptions::default()),
     ];
     if variants {
-        out.push((
-            "cv without stacking",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                stack_families: false,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv before the spectral guard and the eigenvalue test",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral_guard: SpectralGuard::Never,
-                off_diagonal_top_max_z: f64::INFINITY,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv spectral guard always",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral_guard: SpectralGuard::Always,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv spectral guard never",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral_guard: SpectralGuard::Never,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv energy test only",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                off_diagonal_top_max_z: f64::INFINITY,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv spectral family by smallest mean",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral_prefer_bulk_shrink: false,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv 1 SE whatever the signal",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                threshold_one_standard_error_max_z: f64::INFINITY,
-                off_diagonal_top_max_z: f64::INFINITY,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv smallest-mean threshold",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                threshold_one_standard_error: false,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "cv thresholds only",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                spectral: false,
-                ..Default::default()
-            })),
-        ));
-        out.push((
-            "fixed soft bulk (α=0.1, τ=1.5)",
-            rule(ThresholdRule::BulkShrink(BulkShrinkage {
-                alphas: vec![0.1],
-                taus: vec![1.5],
-            })),
-        ));
-        out.push((
-            "bulk-shrink (SURE)",
-            rule(ThresholdRule::BulkShrink(BulkShrinkage::default())),
-        ));
-        out.push(("cv as if ordered", EstimateOptions::default()));
-        out.push((
-            "refit-free (SURE)",
-            rule(ThresholdRule::CrossValidated(CrossValidation {
-                refit_free_above_dim: 0,
-                ..Default::default()
-            })),
-        ));
+        // A cross-validation that differs from the default in the fields given.
+        let cv = |c: CrossValidation| rule(ThresholdRule::CrossValidated(c));
+        let default = CrossValidation::default;
+        out.extend([
+            (
+                "cv without stacking",
+                cv(CrossValidation {
+                    stack_families: false,
+                    ..default()
+                }),
+            ),
+            (
+                "cv before the spectral guard and the eigenvalue test",
+                cv(CrossValidation {
+                    spectral_guard: SpectralGuard::Never,
+                    off_diagonal_top_max_z: f64::INFINITY,
+                    ..default()
+                }),
+            ),
+            (
+                "cv spectral guard always",
+                cv(CrossValidation {
+                    spectral_guard: SpectralGuard::Always,
+                    ..default()
+                }),
+            ),
+            (
+                "cv spectral guard never",
+                cv(CrossValidation {
+                    spectral_guard: SpectralGuard::Never,
+                    ..default()
+                }),
+            ),
+            (
+                "cv energy test only",
+                cv(CrossValidation {
+                    off_diagonal_top_max_z: f64::INFINITY,
+                    ..default()
+                }),
+            ),
+            (
+                "cv spectral family by smallest mean",
+                cv(CrossValidation {
+                    spectral_prefer_bulk_shrink: false,
+                    ..default()
+                }),
+            ),
+            (
+                "cv 1 SE whatever the signal",
+                cv(CrossValidation {
+                    threshold_one_standard_error_max_z: f64::INFINITY,
+                    off_diagonal_top_max_z: f64::INFINITY,
+                    ..default()
+                }),
+            ),
+            (
+                "cv smallest-mean threshold",
+                cv(CrossValidation {
+                    threshold_one_standard_error: false,
+                    ..default()
+                }),
+            ),
+            (
+                "cv thresholds only",
+                cv(CrossValidation {
+                    spectral: false,
+                    ..default()
+                }),
+            ),
+            (
+                "fixed soft bulk (α=0.1, τ=1.5)",
+                rule(ThresholdRule::BulkShrink(BulkShrinkage {
+                    alphas: vec![0.1],
+                    taus: vec![1.5],
+                })),
+            ),
+            (
+                "bulk-shrink (SURE)",
+                rule(ThresholdRule::BulkShrink(BulkShrinkage::default())),
+            ),
+            ("cv as if ordered", EstimateOptions::default()),
+            (
+                "refit-free (SURE)",
+                cv(CrossValidation {
+                    refit_free_above_dim: 0,
+                    ..default()
+                }),
+            ),
+        ]);
     }
     out
 }

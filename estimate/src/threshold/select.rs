@@ -1,6 +1,6 @@
 //! Resolving a rule on the accumulators into what is applied to the full average.
 
-use super::sure::{REFIT_FREE_TOP_Z, SURE_KIND, SureChoice, sure_select};
+use super::sure::{SURE_KIND, SureChoice, refit_free_top_limit, sure_select};
 use super::{
     BulkShrinkage, Candidate, CrossValidation, ThresholdKind, ThresholdRule, Thresholds,
     adaptive_thresholds, candidate_kind, candidate_structure, candidate_thresholds, cross_validate,
@@ -121,10 +121,7 @@ fn refit_free(
         "off-diagonal signal z = {:.1}{}{}",
         selection.signal_z,
         selection.top_z.map_or(String::new(), |t| {
-            format!(
-                ", top z = {t:.1} (limit {} here)",
-                cv.off_diagonal_top_max_z.max(REFIT_FREE_TOP_Z)
-            )
+            format!(", top z = {t:.1} (limit {} here)", refit_free_top_limit(cv))
         }),
         if selection.signal {
             ""

@@ -65,6 +65,12 @@ pub(crate) const REFIT_FREE_BULK_TAUS: [f64; 1] = [2.0];
 /// eigenvalue as a spike (relative spectral error 11.8; docs/ALGORITHMS.md §3).
 pub(crate) const REFIT_FREE_TOP_Z: f64 = 3.3;
 
+/// The top-eigenvalue limit the refit-free selection applies under `cv`: the CV's
+/// limit, raised to at least [`REFIT_FREE_TOP_Z`].
+pub(crate) fn refit_free_top_limit(cv: &CrossValidation) -> f64 {
+    cv.off_diagonal_top_max_z.max(REFIT_FREE_TOP_Z)
+}
+
 /// What the SURE selection chose.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum SureChoice {
@@ -221,7 +227,7 @@ pub(crate) fn sure_select(
     let top_z = (signal_z <= cv.threshold_one_standard_error_max_z)
         .then(|| off_diagonal_top_z(p, &packed, sigma_n));
     let signal = signal_z > cv.threshold_one_standard_error_max_z
-        || top_z.is_some_and(|t| t > cv.off_diagonal_top_max_z.max(REFIT_FREE_TOP_Z));
+        || top_z.is_some_and(|t| t > refit_free_top_limit(cv));
     let betas: &[f64] = if cv.diagonal_shrinkage.is_empty() {
         &[0.0]
     } else {

@@ -1517,6 +1517,14 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
     // one standard error keeps none, and the error is the pooled variance's,
     // |ψ̂ − 1| with sd σ_n/√p ≤ 0.17: below 0.6 (3.5 sd) on every seed.
     let sigma_of = |p: usize| DMatrix::<f64>::identity(p, p);
+    let gated = CrossValidation {
+        refit_free_above_dim: 0,
+        ..Default::default()
+    };
+    let plain = CrossValidation {
+        threshold_one_standard_error_max_z: f64::NEG_INFINITY,
+        ..gated.clone()
+    };
     let mut plain_worst: f64 = 0.0;
     for (p, epsilon) in [(50usize, 0.5), (100, 1.0)] {
         let c = collection(p as u32, epsilon, (2.0 * p as f64).sqrt());
@@ -1524,14 +1532,6 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
         let sd = c.mean_entry_noise_sd(n);
         assert!((1.0..1.3).contains(&sd), "σ_n = {sd}");
         let sigma = sigma_of(p);
-        let gated = CrossValidation {
-            refit_free_above_dim: 0,
-            ..Default::default()
-        };
-        let plain = CrossValidation {
-            threshold_one_standard_error_max_z: f64::NEG_INFINITY,
-            ..gated.clone()
-        };
         let error = |m: &DMatrix<f64>| (m - &sigma).symmetric_eigenvalues().amax();
         for seed in 0..12 {
             let acc = population_accumulator(&c, &sigma, n, seed);
@@ -1574,10 +1574,6 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
             0.0
         }
     });
-    let gated = CrossValidation {
-        refit_free_above_dim: 0,
-        ..Default::default()
-    };
     let unlimited = CrossValidation {
         threshold_one_standard_error_max_z: f64::INFINITY,
         ..gated.clone()
