@@ -26,9 +26,9 @@ use crate::store::{Store, StoreError, ValidReport};
 use crate::telemetry;
 use ldpcov_estimate::{
     self as estimate, AdaptiveThreshold, BulkShrinkage, CrossValidation, EstimateError,
-    EstimateOptions, FactorModel, GlassoOptions, PrecisionMethod, Seed001Threshold,
-    SpectralShrinkage, ThresholdKind, ThresholdRule, UniversalThreshold, estimate_precision,
-    spectral::Shrinker,
+    EstimateOptions, EstimationInput, FactorModel, GlassoOptions, LdpNoiseThreshold,
+    PrecisionMethod, RegularisationRule, SpectralShrinkage, ThresholdKind, UniversalThreshold,
+    estimate_precision, spectral::Shrinker,
 };
 
 mod central;
@@ -305,7 +305,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
                 given.to_vec()
             }
         };
-        ThresholdRule::CrossValidated(CrossValidation {
+        RegularisationRule::CrossValidated(CrossValidation {
             noise_scales: or_default(&c.noise_scales, &d.noise_scales),
             adaptive_scales: or_default(&c.adaptive_scales, &d.adaptive_scales),
             diagonal_shrinkage: or_default(&c.diagonal_shrinkage, &d.diagonal_shrinkage),
@@ -323,22 +323,22 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
     use get_estimate_request::Threshold;
     let rule = match &req.threshold {
         None => cv(&CrossValidatedThreshold::default()),
-        Some(Threshold::None(_)) => ThresholdRule::None,
-        Some(Threshold::Universal(u)) => ThresholdRule::Universal(UniversalThreshold {
+        Some(Threshold::None(_)) => RegularisationRule::None,
+        Some(Threshold::Universal(u)) => RegularisationRule::Universal(UniversalThreshold {
             gamma: u.gamma,
             c: if u.c == 0.0 { 4.0 } else { u.c },
             threshold_diagonal: u.threshold_diagonal,
         }),
-        Some(Threshold::Seed001(s)) => ThresholdRule::Seed001(Seed001Threshold {
+        Some(Threshold::Seed001(s)) => RegularisationRule::LdpNoise(LdpNoiseThreshold {
             xi: s.xi,
             threshold_diagonal: s.threshold_diagonal,
         }),
-        Some(Threshold::Adaptive(a)) => ThresholdRule::Adaptive(AdaptiveThreshold {
+        Some(Threshold::Adaptive(a)) => RegularisationRule::Adaptive(AdaptiveThreshold {
             eta: if a.eta == 0.0 { 2.0 } else { a.eta },
             threshold_diagonal: a.threshold_diagonal,
         }),
         Some(Threshold::CrossValidated(c)) => cv(c),
-        Some(Threshold::Spectral(s)) => ThresholdRule::Spectral(SpectralShrinkage {
+        Some(Threshold::Spectral(s)) => RegularisationRule::Spectral(SpectralShrinkage {
             shrinker: match SpectralLoss::try_from(s.loss) {
                 Ok(SpectralLoss::Unspecified | SpectralLoss::Balanced) => Shrinker::Balanced,
                 Ok(SpectralLoss::Frobenius) => Shrinker::Frobenius,
@@ -347,7 +347,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
             },
             rank: s.rank.map(|k| k as usize),
         }),
-        Some(Threshold::Factor(f)) => ThresholdRule::Factor(FactorModel {
+        Some(Threshold::Factor(f)) => RegularisationRule::Factor(FactorModel {
             rank: f.rank.map(|k| k as usize),
         }),
         Some(Threshold::BulkShrink(b)) => {
@@ -359,7 +359,7 @@ pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions
                     given.to_vec()
                 }
             };
-            ThresholdRule::BulkShrink(BulkShrinkage {
+            RegularisationRule::BulkShrink(BulkShrinkage {
                 alphas: or_default(&b.alphas, default.alphas),
                 taus: or_default(&b.taus, default.taus),
             })
@@ -564,28 +564,26 @@ impl Aggregator for AggregatorService {
         let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
         // A central collection's estimators act on a recorded noisy release; a local
         // one's on its sums, whose noise the devices added.
-        let (input, release) = if c.is_central() {
+        let (input, acc, release) = if c.is_central() {
             let r = self
                 .central_input(&c, &req, &mut options, &target, snapshot)
                 .await?;
-            (r.input, Some(r.info))
+            (r.input, r.acc, Some(r.info))
         } else {
             if req.release.is_some() {
                 return Err(invalid(
                     "release is for central collections: a local collection's reports carry their own noise",
                 ));
             }
-            (snapshot, None)
+            (EstimationInput::from_collection(&c), snapshot.acc, None)
         };
-        let sigma = input.collection.sigma;
+        let sigma = input.noise().per_report_sd();
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
         let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
-            Target::Covariance => {
-                estimate::estimate(&input.collection, &input.acc, &options).map(|r| (r, None))
-            }
+            Target::Covariance => estimate::estimate(&input, &acc, &options).map(|r| (r, None)),
             Target::Precision(method, lambda) => {
-                estimate_precision(&input.collection, &input.acc, &options, &method, lambda)
+                estimate_precision(&input, &acc, &options, &method, lambda)
                     .map(|pr| (pr.covariance.clone(), Some(pr)))
             }
         })
