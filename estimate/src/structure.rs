@@ -36,7 +36,8 @@
 //! assert_eq!(m[(2, 2)], 3.0);
 //! ```
 
-use ldpcov_proto::layout::{triangle_index, triangle_pairs};
+use crate::packed::{matrix_to_packed, packed_to_matrix};
+use ldpcov_proto::layout::triangle_index;
 use nalgebra::DMatrix;
 
 /// A structural regulariser of a symmetric matrix. The diagonal is never changed
@@ -111,12 +112,9 @@ impl Structure {
             return;
         }
         let p = m.nrows();
-        let mut packed: Vec<f64> = triangle_pairs(p).map(|(i, j)| m[(i, j)]).collect();
+        let mut packed = matrix_to_packed(m);
         self.apply_packed(p, &mut packed);
-        for ((i, j), v) in triangle_pairs(p).zip(packed) {
-            m[(i, j)] = v;
-            m[(j, i)] = v;
-        }
+        *m = packed_to_matrix(p, &packed);
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use ldpcov_proto::layout::triangle_pairs;
+use crate::packed::matrix_to_packed;
 use nalgebra::DMatrix;
 
 #[test]
@@ -59,12 +59,12 @@ fn diagonal_shrinkage_pools_toward_the_mean_variance() {
     // Diagonal (1, 2, 6): mean 3. β = 0.5 → (2, 2.5, 4.5); β = 1 → 3·I on the
     // diagonal; off-diagonal entries untouched; packed and full forms agree.
     let mut m = DMatrix::from_row_slice(3, 3, &[1.0, 0.4, 0.0, 0.4, 2.0, 0.1, 0.0, 0.1, 6.0]);
-    let mut packed: Vec<f64> = triangle_pairs(3).map(|(i, j)| m[(i, j)]).collect();
+    let mut packed = matrix_to_packed(&m);
     shrink_diagonal(&mut m, 0.5);
     shrink_packed_diagonal(3, &mut packed, 0.5);
     assert_eq!((m[(0, 0)], m[(1, 1)], m[(2, 2)]), (2.0, 2.5, 4.5));
     assert_eq!(m[(0, 1)], 0.4);
-    let again: Vec<f64> = triangle_pairs(3).map(|(i, j)| m[(i, j)]).collect();
+    let again = matrix_to_packed(&m);
     assert_eq!(packed, again);
     shrink_diagonal(&mut m, 1.0);
     assert_eq!((m[(0, 0)], m[(1, 1)], m[(2, 2)]), (3.0, 3.0, 3.0));
