@@ -67,7 +67,7 @@ pub struct CovarianceEstimate {
 /// The matrix the estimators act on, symmetric, in data units, from the grid-unit
 /// sums of `n` reports: the average `S̃ = (R²/n)·Σ report` for a second-moment
 /// collection; for a mean-and-covariance collection the de-biased covariance
-/// `R²·(M̂ − μ̂μ̂ᵀ + τ²I)` of its two blocks (see [`moments`](crate::moments())).
+/// `R²·(M̂ − μ̂μ̂ᵀ + τ²I)` of its two blocks (see [`MomentsEstimate`](crate::MomentsEstimate)).
 pub fn average(
     input: &EstimationInput,
     sums: &[i64],

@@ -74,7 +74,8 @@ pub struct CrossValidation {
     /// Try Toeplitz band averaging at every bandwidth k of the grid, when the
     /// collection declares ordered variables.
     pub toeplitz: bool,
-    /// Try the spectral estimators ([`SpectralCandidate`]) on the same folds.
+    /// Try the spectral estimators (`SpectralCandidate`: the spectral shrinkage, the factor model and the bulk
+    /// shrinkage, with their defaults) on the same folds.
     pub spectral: bool,
     /// Above this dimension the folds are not refitted: the choice is made by Stein's
     /// unbiased risk estimate on the full average among "none", the soft thresholds
@@ -94,7 +95,7 @@ pub struct CrossValidation {
     /// (`false`). See docs/ALGORITHMS.md §3.
     pub spectral_prefer_bulk_shrink: bool,
     /// Within the thresholds, when the full average shows no off-diagonal signal
-    /// ([`off_diagonal_signal_z`](crate::off_diagonal_signal_z) at most
+    /// (`off_diagonal_signal_z` at most
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)):
     /// take the simplest
     /// candidate (the fewest kept degrees of freedom: non-zero off-diagonal entries
@@ -104,13 +105,13 @@ pub struct CrossValidation {
     /// cannot tell apart thresholds that differ by a few kept noise entries, which
     /// cost little in Frobenius norm and a lot in spectral norm when the off-diagonal
     /// truth is below the noise. When the diagonal's spread
-    /// ([`diagonal_spread_z`](crate::diagonal_spread_z)) exceeds the same limit, the
+    /// (`diagonal_spread_z`) exceeds the same limit, the
     /// variances differ and no candidate pooling the diagonal more than the best is
     /// taken. Over gRPC `CrossValidatedThreshold.smallest_mean_threshold` sets it to
     /// `false`.
     pub threshold_one_standard_error: bool,
     /// When the full average shows off-diagonal signal
-    /// ([`off_diagonal_signal_z`](crate::off_diagonal_signal_z) above
+    /// (`off_diagonal_signal_z` above
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)),
     /// release the convex combination `(1 − w)·chosen + w·other` of the chosen
     /// candidate and the other family's best (the spectral family's best when a
@@ -124,19 +125,19 @@ pub struct CrossValidation {
     /// docs/ALGORITHMS.md §3. Over gRPC `CrossValidatedThreshold.no_stacking` sets it
     /// to `false`.
     pub stack_families: bool,
-    /// The largest off-diagonal signal z ([`off_diagonal_signal_z`](crate::off_diagonal_signal_z))
-    /// that shows no off-diagonal signal ([`OFF_DIAGONAL_SIGNAL_Z`](crate::OFF_DIAGONAL_SIGNAL_Z)
+    /// The largest off-diagonal signal z (`off_diagonal_signal_z`)
+    /// that shows no off-diagonal signal (`OFF_DIAGONAL_SIGNAL_Z`
     /// by default; with `f64::INFINITY` and an infinite
     /// [`off_diagonal_top_max_z`](Self::off_diagonal_top_max_z) the data never show
     /// signal, so the within-threshold rule applies whatever the signal). Also the
     /// limit of the diagonal's spread z.
     pub threshold_one_standard_error_max_z: f64,
-    /// The largest top-eigenvalue z ([`off_diagonal_top_z`](crate::off_diagonal_top_z))
-    /// that shows no off-diagonal signal ([`OFF_DIAGONAL_TOP_Z`](crate::OFF_DIAGONAL_TOP_Z)
+    /// The largest top-eigenvalue z (`off_diagonal_top_z`)
+    /// that shows no off-diagonal signal (`OFF_DIAGONAL_TOP_Z`
     /// by default; `f64::INFINITY` leaves the energy test alone).
     pub off_diagonal_top_max_z: f64,
     /// Bandwidths for banding and Toeplitz averaging; empty means
-    /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
+    /// `bandwidth_grid(p)` (every k up to 8, then a ×1.25 grid up to p − 1). Values ≥ p act as p − 1.
     pub bandwidths: Vec<usize>,
 }
 
@@ -197,13 +198,13 @@ pub enum SpectralGuard {
 
 impl CrossValidation {
     /// Whether the full average shows off-diagonal signal: its off-diagonal energy z
-    /// ([`off_diagonal_signal_z`](crate::off_diagonal_signal_z)) is above
+    /// (`off_diagonal_signal_z`) is above
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)
-    /// or its top off-diagonal eigenvalue z ([`off_diagonal_top_z`](crate::off_diagonal_top_z))
+    /// or its top off-diagonal eigenvalue z (`off_diagonal_top_z`)
     /// above [`off_diagonal_top_max_z`](Self::off_diagonal_top_max_z). The energy test
     /// sees signal spread over many entries, the eigenvalue test a few strong
     /// directions; each is a test at about 0.1 % and 1 % under the null.
-    pub(crate) fn shows_off_diagonal_signal(&self, energy_z: f64, top_z: f64) -> bool {
+    pub fn shows_off_diagonal_signal(&self, energy_z: f64, top_z: f64) -> bool {
         energy_z > self.threshold_one_standard_error_max_z || top_z > self.off_diagonal_top_max_z
     }
 
