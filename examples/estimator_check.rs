@@ -26,8 +26,8 @@
 use anyhow::Result;
 use clap::Parser;
 use ldpcov::estimate::{
-    AdaptiveThreshold, CrossValidation, EstimateOptions, ThresholdKind, ThresholdRule,
-    UniversalThreshold, estimate,
+    AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput, RegularisationRule,
+    ThresholdKind, UniversalThreshold, estimate,
 };
 use ldpcov::metrics::relative_spectral_error;
 use ldpcov::models::{Model, Sampler};
@@ -58,28 +58,28 @@ fn main() -> Result<()> {
         (
             "none+psd",
             EstimateOptions {
-                rule: ThresholdRule::None,
+                rule: RegularisationRule::None,
                 ..Default::default()
             },
         ),
         (
             "univ c=4",
             EstimateOptions {
-                rule: ThresholdRule::Universal(UniversalThreshold::default()),
+                rule: RegularisationRule::Universal(UniversalThreshold::default()),
                 ..Default::default()
             },
         ),
         (
             "adapt η=2",
             EstimateOptions {
-                rule: ThresholdRule::Adaptive(AdaptiveThreshold::default()),
+                rule: RegularisationRule::Adaptive(AdaptiveThreshold::default()),
                 ..Default::default()
             },
         ),
         (
             "cv hard",
             EstimateOptions {
-                rule: ThresholdRule::CrossValidated(CrossValidation {
+                rule: RegularisationRule::CrossValidated(CrossValidation {
                     kinds: vec![ThresholdKind::Hard],
                     ..Default::default()
                 }),
@@ -121,7 +121,7 @@ fn main() -> Result<()> {
                     let acc =
                         sim::add_noise(c, sim::signal_for(&signals, c), seed * 31 + ei as u64);
                     for (k, (_, opts)) in estimators.iter().enumerate() {
-                        let est = estimate(c, &acc, opts)?;
+                        let est = estimate(&EstimationInput::from_collection(c), &acc, opts)?;
                         errors[ei][k].push(relative_spectral_error(&est.matrix, &truth));
                         if k + 1 == estimators.len() {
                             choices[ei] = est.rule.clone();

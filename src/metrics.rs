@@ -1,5 +1,6 @@
 //! Error measures of the seed papers.
 
+use ldpcov_estimate::packed_to_matrix;
 use nalgebra::DMatrix;
 
 /// Spectral norm of a symmetric matrix (largest |eigenvalue|).
@@ -32,18 +33,12 @@ pub fn relative_l1_error(estimate: &DMatrix<f64>, truth: &DMatrix<f64>) -> f64 {
 
 /// The full symmetric matrix of a released estimate.
 pub fn estimate_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
-    packed_matrix(estimate.dim as usize, &estimate.upper_triangle)
+    packed_to_matrix(estimate.dim as usize, &estimate.upper_triangle)
 }
 
 /// The full correlation matrix a released estimate carries (its `correlation` field).
 pub fn estimate_correlation_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
-    packed_matrix(estimate.dim as usize, &estimate.correlation)
-}
-
-/// The full symmetric `p × p` matrix of a packed upper triangle.
-fn packed_matrix(p: usize, packed: &[f64]) -> DMatrix<f64> {
-    let full = ldpcov_proto::layout::unpack_symmetric(p, packed);
-    DMatrix::from_row_slice(p, p, &full)
+    packed_to_matrix(estimate.dim as usize, &estimate.correlation)
 }
 
 #[cfg(test)]

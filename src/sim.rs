@@ -416,7 +416,7 @@ mod tests {
         let signal = SignalSums::population(&c, &m, 7);
         assert_eq!(signal.fold_counts, vec![2, 2, 1, 1, 1]);
         let acc = signal.noise_free();
-        let avg = ldpcov_estimate::average(&c, &acc.sums(), acc.count).unwrap();
+        let avg = ldpcov_estimate::average(&(&c).into(), &acc.sums(), acc.count).unwrap();
         let tol = 4.0 / c.grid_scale();
         assert!((&avg - &m).amax() <= tol, "{avg} vs {m}");
     }
@@ -569,12 +569,12 @@ mod tests {
                 add_noise(&c, signal, 50 + r),
             ];
             for (i, acc) in accs.iter().enumerate() {
-                let est = estimate(&c, acc, &EstimateOptions::default()).unwrap();
+                let est = estimate(&(&c).into(), acc, &EstimateOptions::default()).unwrap();
                 errs[i].push(crate::metrics::relative_frobenius_error(
                     &est.matrix,
                     &truth,
                 ));
-                theta[i].push(entry_variances(&c, acc)[1]);
+                theta[i].push(entry_variances(&(&c).into(), acc)[1]);
             }
         }
         for (name, pair) in [("error", &errs), ("theta", &theta)] {

@@ -26,8 +26,8 @@
 
 use criterion::{BenchmarkId, Criterion};
 use ldpcov_estimate::{
-    Accumulator, CrossValidation, EstimateOptions, ThresholdRule, UniversalThreshold, average,
-    estimate, symmetric_eigen,
+    Accumulator, CrossValidation, EstimateOptions, EstimationInput, RegularisationRule,
+    UniversalThreshold, average, estimate, symmetric_eigen,
 };
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
@@ -78,20 +78,21 @@ fn finalize(c: &mut Criterion) {
     for p in [500usize, 1000, 2000] {
         let col = collection(p);
         let acc = accumulator(&col, p as u64);
-        let m = average(&col, &acc.sums(), acc.count).expect("sums fit");
+        let input = EstimationInput::from_collection(&col);
+        let m = average(&input, &acc.sums(), acc.count).expect("sums fit");
         group.bench_with_input(BenchmarkId::new("eigh", p), &m, |b, m| {
             b.iter(|| symmetric_eigen(black_box(m)).expect("converges"))
         });
         let rules = [
-            ("none", ThresholdRule::None),
+            ("none", RegularisationRule::None),
             (
                 "universal",
-                ThresholdRule::Universal(UniversalThreshold::default()),
+                RegularisationRule::Universal(UniversalThreshold::default()),
             ),
-            ("cv", ThresholdRule::default()),
+            ("cv", RegularisationRule::default()),
             (
                 "cv-refits",
-                ThresholdRule::CrossValidated(CrossValidation {
+                RegularisationRule::CrossValidated(CrossValidation {
                     refit_free_above_dim: usize::MAX,
                     ..Default::default()
                 }),
@@ -110,7 +111,7 @@ fn finalize(c: &mut Criterion) {
             group.bench_with_input(
                 BenchmarkId::new(format!("estimate/{name}"), p),
                 &options,
-                |b, o| b.iter(|| estimate(&col, black_box(&acc), o).expect("estimate")),
+                |b, o| b.iter(|| estimate(&input, black_box(&acc), o).expect("estimate")),
             );
         }
     }
@@ -136,20 +137,21 @@ fn stacking(c: &mut Criterion) {
             let same_block = i / 10 == j / 10;
             (if i == j { 1.0 } else { 0.0 } + if same_block && i != j { 0.3 } else { 0.0 }) / pf
         });
+        let input = EstimationInput::from_collection(&col);
         for (name, stack_families) in [("cv", true), ("cv-no-stacking", false)] {
             let options = EstimateOptions {
-                rule: ThresholdRule::CrossValidated(CrossValidation {
+                rule: RegularisationRule::CrossValidated(CrossValidation {
                     stack_families,
                     ..Default::default()
                 }),
                 ..Default::default()
             };
-            let rule = estimate(&col, &acc, &options).expect("estimate").rule;
+            let rule = estimate(&input, &acc, &options).expect("estimate").rule;
             println!("finalize-stacking/estimate/{name}/{p}: {rule}");
             group.bench_with_input(
                 BenchmarkId::new(format!("estimate/{name}"), p),
                 &options,
-                |b, o| b.iter(|| estimate(&col, black_box(&acc), o).expect("estimate")),
+                |b, o| b.iter(|| estimate(&input, black_box(&acc), o).expect("estimate")),
             );
         }
     }

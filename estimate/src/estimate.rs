@@ -1,20 +1,23 @@
 //! From exact integer sums to a released covariance estimate: average, rescale (for
 //! a mean-and-covariance collection, form Σ̂ = M̂ − μ̂μ̂ᵀ + τ²I: the `moments` module),
-//! threshold (the rules of the `threshold` module), project onto the PSD cone
+//! regularise (the rule the `select` module resolves, applied with the operators of
+//! the `threshold`, `structure` and `spectral` modules), project onto the PSD cone
 //! (clamping eigenvalues at 0, or at a floor ε_floor > 0 for an invertible result).
+//! The full average is computed once per request ([`FullAverage`]) and handed down.
 //!
 //! Everything here is post-processing of the noisy sums, so none of it costs privacy.
 //! The module knows nothing about gRPC or storage.
 
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
-use crate::moments::{MomentsEstimate, moments, packed_covariance};
+use crate::full_average::FullAverage;
+use crate::input::EstimationInput;
+use crate::moments::{MomentsEstimate, check_sums, packed_covariance};
+use crate::packed::packed_to_matrix;
 use crate::psd::project_psd_floor;
+use crate::select::{RegularisationRule, Resolved, resolve};
 use crate::spectral::{self, RankRule, Shrinker, SpectralOptions};
-use crate::threshold::{
-    Resolved, ThresholdKind, ThresholdRule, apply_threshold, resolve, shrink_diagonal,
-};
-use ldpcov_proto::Collection;
+use crate::threshold::{ThresholdKind, apply_threshold, shrink_diagonal};
 use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
@@ -22,13 +25,13 @@ use nalgebra::DMatrix;
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EstimateOptions {
     /// The threshold rule (default: cross-validation).
-    pub rule: ThresholdRule,
+    pub rule: RegularisationRule,
     /// Hard or soft thresholding for the fixed rules (cross-validation chooses its own
     /// among [`CrossValidation::kinds`](crate::CrossValidation::kinds)).
     pub kind: ThresholdKind,
     /// Skip the PSD projection (return the thresholded average as is).
     pub skip_psd_projection: bool,
-    /// Eigenvalue floor of the projection: 0 projects onto the PSD cone (seed 000),
+    /// Eigenvalue floor of the projection: 0 projects onto the PSD cone (as Wang & Xu do),
     /// ε_floor > 0 onto `{A ⪰ ε_floor·I}` for an invertible (positive definite) result.
     pub psd_floor: f64,
 }
@@ -64,32 +67,17 @@ pub struct CovarianceEstimate {
 /// The matrix the estimators act on, symmetric, in data units, from the grid-unit
 /// sums of `n` reports: the average `S̃ = (R²/n)·Σ report` for a second-moment
 /// collection; for a mean-and-covariance collection the de-biased covariance
-/// `R²·(M̂ − μ̂μ̂ᵀ + τ²I)` of its two blocks (see [`moments`](crate::moments())).
+/// `R²·(M̂ − μ̂μ̂ᵀ + τ²I)` of its two blocks (see [`MomentsEstimate`](crate::MomentsEstimate)).
 pub fn average(
-    collection: &Collection,
+    input: &EstimationInput,
     sums: &[i64],
     n: u64,
 ) -> Result<DMatrix<f64>, EstimateError> {
-    if sums.len() != collection.entries {
-        return Err(EstimateError::SumLength {
-            expected: collection.entries,
-            got: sums.len(),
-        });
-    }
-    Ok(unpack(
-        collection.dim,
-        &packed_covariance(collection, sums, n),
+    check_sums(input, sums)?;
+    Ok(packed_to_matrix(
+        input.dim(),
+        &packed_covariance(input, sums, n),
     ))
-}
-
-/// The symmetric `p × p` matrix of a packed upper triangle.
-fn unpack(p: usize, packed: &[f64]) -> DMatrix<f64> {
-    let mut m = DMatrix::zeros(p, p);
-    for ((i, j), &v) in triangle_pairs(p).zip(packed) {
-        m[(i, j)] = v;
-        m[(j, i)] = v;
-    }
-    m
 }
 
 /// Checks the options' numeric parameters.
@@ -115,30 +103,30 @@ pub fn validate_options(options: &EstimateOptions) -> Result<(), EstimateError> 
 ///
 /// Refuses below the collection's minimum number of reports and on invalid options.
 pub fn estimate(
-    collection: &Collection,
+    input: &EstimationInput,
     acc: &Accumulator,
     options: &EstimateOptions,
 ) -> Result<CovarianceEstimate, EstimateError> {
     let n = acc.count;
-    if n < collection.min_reports {
+    if n < input.min_reports() {
         return Err(EstimateError::BelowMinimum {
             have: n,
-            need: collection.min_reports,
+            need: input.min_reports(),
         });
     }
     validate_options(options)?;
-    if acc.entries() != collection.entries {
+    if acc.entries() != input.entries() {
         return Err(EstimateError::SumLength {
-            expected: collection.entries,
+            expected: input.entries(),
             got: acc.entries(),
         });
     }
-    let moments = moments(collection, &acc.sums(), n)?;
-    let average = unpack(collection.dim, &moments.covariance);
-    let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
-    let resolved = resolve(&options.rule, options.kind, collection, acc);
+    let full = FullAverage::new(input, acc)?;
+    let average = full.matrix();
+    let entry_noise_sd = full.entry_noise_sd();
+    let resolved = resolve(&options.rule, options.kind, &full);
     let (mut matrix, mut surviving_entries, chosen) =
-        apply_resolved(&resolved, &average, entry_noise_sd)?;
+        apply_resolved(&resolved, average, entry_noise_sd)?;
     let mut name = if options.rule.is_spectral() {
         resolved
             .spectral
@@ -151,7 +139,7 @@ pub fn estimate(
     if let Some((other, weight)) = &resolved.stacked {
         // Each part as the folds scored it (a threshold's estimate PSD-projected), so
         // the convex combination is PSD before the final projection's floor.
-        let (other_matrix, _, other_chosen) = apply_resolved(other, &average, entry_noise_sd)?;
+        let (other_matrix, _, other_chosen) = apply_resolved(other, average, entry_noise_sd)?;
         let as_scored = |m: DMatrix<f64>, part: &Resolved| -> Result<_, EstimateError> {
             Ok(if part.spectral.is_none() {
                 project_psd_floor(&m, 0.0)?.0
@@ -176,13 +164,13 @@ pub fn estimate(
         matrix,
         reports: n,
         entry_noise_sd,
-        threshold: resolved.thresholds.summary(collection.dim),
+        threshold: resolved.thresholds.summary(input.dim()),
         rule: name,
         kind: resolved.kind,
         surviving_entries,
         clamped_eigenvalues,
         psd_projected: !options.skip_psd_projection,
-        moments,
+        moments: full.into_moments(),
     })
 }
 
@@ -216,27 +204,27 @@ fn apply_resolved(
 /// and what it chose (rank, spikes' bulk level, SURE's α) as a suffix for the rule's
 /// name. The identity for a non-spectral rule.
 fn apply_spectral(
-    rule: &ThresholdRule,
+    rule: &RegularisationRule,
     y: &DMatrix<f64>,
     sigma_n: f64,
 ) -> Result<(DMatrix<f64>, String), EstimateError> {
     let rank_rule = |rank: Option<usize>| rank.map_or_else(RankRule::default, RankRule::Fixed);
     let (estimate, chosen) = match rule {
-        ThresholdRule::Spectral(s) => {
+        RegularisationRule::Spectral(s) => {
             let options = SpectralOptions {
                 rank: rank_rule(s.rank),
                 shrinker: s.shrinker,
             };
             (spectral::shrink(y, sigma_n, &options)?, String::new())
         }
-        ThresholdRule::Factor(f) => {
+        RegularisationRule::Factor(f) => {
             let options = SpectralOptions {
                 rank: rank_rule(f.rank),
                 shrinker: Shrinker::default(),
             };
             (spectral::factor(y, sigma_n, &options)?, String::new())
         }
-        ThresholdRule::BulkShrink(b) => {
+        RegularisationRule::BulkShrink(b) => {
             let (choice, estimate) = spectral::bulk_shrink_sure(y, sigma_n, &b.alphas, &b.taus)?;
             let spectral::BulkChoice { alpha, tau, risk } = choice;
             (
@@ -263,11 +251,15 @@ fn nonzero_packed(m: &DMatrix<f64>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::threshold::UniversalThreshold;
+    use crate::select::UniversalThreshold;
     use ldpcov_proto::v1::CollectionSpec;
 
-    fn collection(dim: u32, min_reports: u64) -> Collection {
-        Collection::from_spec(&CollectionSpec {
+    fn collection(dim: u32, min_reports: u64) -> EstimationInput {
+        EstimationInput::from_collection(&collection_spec(dim, min_reports))
+    }
+
+    fn collection_spec(dim: u32, min_reports: u64) -> ldpcov_proto::Collection {
+        ldpcov_proto::Collection::from_spec(&CollectionSpec {
             collection_id: "t".into(),
             dim,
             epsilon: 1.0,
@@ -316,7 +308,7 @@ mod tests {
 
     #[test]
     fn spectral_rules_refuse_bad_parameters_and_report_their_choice() {
-        use crate::threshold::{BulkShrinkage, FactorModel, SpectralShrinkage};
+        use crate::select::{BulkShrinkage, FactorModel, SpectralShrinkage};
         let c = collection(3, 1);
         let g: i32 = 1 << 10;
         let mut acc = Accumulator::new(6, 2);
@@ -329,7 +321,7 @@ mod tests {
         // α outside [0, 1], τ outside [0, 2], an empty grid and a rank ≥ p are
         // parameter errors (INVALID_ARGUMENT).
         let bulk = |alphas: Vec<f64>, taus: Vec<f64>| {
-            ThresholdRule::BulkShrink(BulkShrinkage { alphas, taus })
+            RegularisationRule::BulkShrink(BulkShrinkage { alphas, taus })
         };
         for rule in [
             bulk(vec![1.5], vec![2.0]),
@@ -338,8 +330,8 @@ mod tests {
             bulk(vec![0.5], vec![-1.0]),
             bulk(vec![0.5], vec![]),
             bulk(vec![], vec![2.0]),
-            ThresholdRule::Factor(FactorModel { rank: Some(3) }),
-            ThresholdRule::Spectral(SpectralShrinkage {
+            RegularisationRule::Factor(FactorModel { rank: Some(3) }),
+            RegularisationRule::Spectral(SpectralShrinkage {
                 rank: Some(4),
                 ..Default::default()
             }),
@@ -356,14 +348,14 @@ mod tests {
         let e = estimate(
             &c,
             &acc,
-            &with(ThresholdRule::Factor(FactorModel { rank: Some(1) })),
+            &with(RegularisationRule::Factor(FactorModel { rank: Some(1) })),
         )
         .unwrap();
         assert!(e.rule.starts_with("factor(rank=1) → rank 1"), "{}", e.rule);
         let e = estimate(
             &c,
             &acc,
-            &with(ThresholdRule::BulkShrink(BulkShrinkage::default())),
+            &with(RegularisationRule::BulkShrink(BulkShrinkage::default())),
         )
         .unwrap();
         assert!(
@@ -385,7 +377,7 @@ mod tests {
             Err(EstimateError::BelowMinimum { have: 4, need: 5 })
         );
         let bad = EstimateOptions {
-            rule: ThresholdRule::Universal(UniversalThreshold {
+            rule: RegularisationRule::Universal(UniversalThreshold {
                 gamma: f64::NAN,
                 ..Default::default()
             }),

@@ -5,33 +5,40 @@
 //!
 //! * [`Accumulator`] — the exact per-fold i64 sums and u128 sums of squares the
 //!   estimators read ([`FOLDS`] cross-validation folds).
-//! * [`moments()`] — the mean, the second moment and the de-biased covariance
-//!   `Σ̂ = M̂ − μ̂μ̂ᵀ + τ²I` of a mean-and-covariance collection's average (the matrix
-//!   the estimators act on), and [`correlation`] of a released matrix.
-//! * [`estimate`] — the covariance pipeline: [`average`], diagonal shrinkage, a
-//!   [`Structure`] (banding / Toeplitz averaging), a threshold, then
-//!   [`project_psd_floor`]; what to do is an [`EstimateOptions`], the result a
-//!   [`CovarianceEstimate`].
-//! * Threshold rules ([`ThresholdRule`]): none, seed 000's [`UniversalThreshold`],
-//!   seed 001's [`Seed001Threshold`] (with `1/√n` restored), Cai & Liu's
-//!   [`AdaptiveThreshold`], and K-fold [`CrossValidation`] (the default), each
-//!   [`ThresholdKind::Hard`] or [`ThresholdKind::Soft`].
-//! * [`project_psd`] / [`project_psd_floor`] — the projection onto the PSD cone (or
-//!   `{A ⪰ floor·I}`), the only place the eigensolver runs ([`symmetric_eigen`]).
-//! * Precision matrices ([`estimate_precision`]): ridge ([`ridge_precision`]) and the
-//!   graphical lasso ([`glasso`]), λ by held-out likelihood
-//!   ([`cross_validate_lambda`]).
-//! * [`spectral`] — estimators built on the known noise level σ_n: spike de-biasing
-//!   above the noise edge with balanced/Frobenius/operator shrinkers, low rank plus
-//!   diagonal, bulk shrinkage with its α chosen by SURE. A module of its own (its
-//!   function names — `shrink`, `factor` — need the `spectral::` prefix to read well).
+//! * [`EstimationInput`] — what the estimators know besides the sums: dimension,
+//!   report layout, units, minimum reports and the [`NoiseModel`]; built from a local
+//!   collection or from a central release.
+//! * [`estimate`] — the covariance pipeline: [`average`] (for a mean-and-covariance
+//!   collection the de-biased covariance `Σ̂ = M̂ − μ̂μ̂ᵀ + τ²I`, released with its
+//!   [`MomentsEstimate`]), a [`RegularisationRule`] resolved on it, then the projection
+//!   onto `{A ⪰ floor·I}`; what to do is an [`EstimateOptions`], the result a
+//!   [`CovarianceEstimate`]; [`correlation`] of a released matrix.
+//! * Selection (module `select`): the rules — none, Wang & Xu's
+//!   [`UniversalThreshold`], the heavy-tailed [`LdpNoiseThreshold`] (with `1/√n`
+//!   restored), Cai & Liu's [`AdaptiveThreshold`], the spectral estimators
+//!   ([`SpectralShrinkage`], [`FactorModel`], [`BulkShrinkage`]) — and K-fold
+//!   [`CrossValidation`] (the default) with its refit-free SURE selection at large p,
+//!   its signal tests and the stacking of its families.
+//! * Operators: thresholds ([`apply_threshold`], [`ThresholdKind::Hard`] or
+//!   [`ThresholdKind::Soft`], [`entry_variances`] for the adaptive λ), banding and
+//!   Toeplitz averaging, [`spectral`] (estimators built on the known noise level
+//!   σ_n: spike de-biasing above the noise edge, low rank plus diagonal, bulk
+//!   shrinkage with its α chosen by SURE; a module of its own, its function names —
+//!   `shrink`, `factor` — need the `spectral::` prefix to read well), the PSD
+//!   projection ([`project_psd`]; the only place the eigensolver runs,
+//!   [`symmetric_eigen`]).
+//! * Precision matrices ([`estimate_precision`]): ridge (ROPE) and the graphical lasso
+//!   ([`PrecisionMethod`]), λ by held-out likelihood ([`cross_validate_lambda`]).
+//! * [`packed_to_matrix`] / [`matrix_to_packed`] — the packed upper triangle of
+//!   reports and releases to and from a symmetric matrix.
+//! * [`synthetic_rows`] — synthetic rows drawn from a released estimate.
 //!
 //! Every error is an [`EstimateError`].
 //!
 //! # Example
 //!
 //! ```
-//! use ldpcov_estimate::{Accumulator, EstimateOptions, ThresholdRule, estimate};
+//! use ldpcov_estimate::{Accumulator, EstimateOptions, RegularisationRule, estimate};
 //! use ldpcov_proto::{v1::CollectionSpec, Collection};
 //!
 //! let c = Collection::from_spec(&CollectionSpec {
@@ -43,7 +50,7 @@
 //! let mut acc = Accumulator::new(c.entries, 2);
 //! acc.add(0, &[g, g / 2, 0]);
 //! acc.add(1, &[0, 0, g]);
-//! let opts = EstimateOptions { rule: ThresholdRule::None, ..Default::default() };
+//! let opts = EstimateOptions { rule: RegularisationRule::None, ..Default::default() };
 //! let est = estimate(&c, &acc, &opts)?;
 //! assert_eq!(est.matrix[(0, 1)], 0.25);
 //! assert_eq!(est.clamped_eigenvalues, 0);
@@ -53,9 +60,13 @@
 mod accumulator;
 mod error;
 mod estimate;
+mod full_average;
+mod input;
 mod moments;
+mod packed;
 mod precision;
 mod psd;
+mod select;
 pub mod spectral;
 mod structure;
 mod synthetic;
@@ -64,20 +75,17 @@ mod threshold;
 pub use accumulator::{Accumulator, FOLDS};
 pub use error::EstimateError;
 pub use estimate::{CovarianceEstimate, EstimateOptions, average, estimate, validate_options};
-pub use moments::{MomentsEstimate, correlation, mean_noise_sd, moments, packed_correlation};
+pub use input::{EstimationInput, NoiseModel};
+pub use moments::{MomentsEstimate, correlation};
+pub use packed::{matrix_to_packed, packed_to_matrix};
 pub use precision::{
     GlassoOptions, GlassoResult, LambdaCv, PrecisionEstimate, PrecisionMethod,
-    cross_validate_lambda, estimate_precision, glasso, lambda_grid, neg_log_likelihood, precision,
-    ridge_precision, validate_glasso,
+    cross_validate_lambda, estimate_precision, lambda_grid, precision, validate_glasso,
 };
-pub use psd::{project_psd, project_psd_floor, symmetric_eigen};
-pub use structure::{Structure, bandwidth_grid};
+pub use psd::{project_psd, symmetric_eigen};
+pub use select::{
+    AdaptiveThreshold, BulkShrinkage, CrossValidation, FactorModel, LdpNoiseThreshold,
+    RegularisationRule, SpectralGuard, SpectralShrinkage, UniversalThreshold, log_grid,
+};
 pub use synthetic::synthetic_rows;
-pub use threshold::{
-    AdaptiveThreshold, BulkShrinkage, Candidate, CrossValidation, CvOutcome, FactorModel,
-    OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z, Seed001Threshold, SpectralCandidate, SpectralGuard,
-    SpectralShrinkage, StackedRelease, ThresholdKind, ThresholdRule, Thresholds,
-    UniversalThreshold, apply_threshold, cross_validate, diagonal_spread_z, entry_variances,
-    log_grid, noise_threshold, off_diagonal_signal_z, off_diagonal_top_z, seed001_threshold,
-    universal_threshold,
-};
+pub use threshold::{ThresholdKind, Thresholds, apply_threshold, entry_variances};

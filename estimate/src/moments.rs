@@ -23,8 +23,8 @@
 //! its own `τ²` (at the fold's n).
 
 use crate::error::EstimateError;
-use ldpcov_proto::Collection;
-use ldpcov_proto::layout::{triangle_index, triangle_pairs};
+use crate::input::EstimationInput;
+use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
 /// The moments of a collection's average, in data units (see the module docs).
@@ -42,73 +42,67 @@ pub struct MomentsEstimate {
 }
 
 /// The moments of the average of `n` reports whose per-entry grid-unit sums are `sums`
-/// (`collection.entries` of them).
-pub fn moments(
-    collection: &Collection,
+/// (`input.entries()` of them).
+pub(crate) fn moments(
+    input: &EstimationInput,
     sums: &[i64],
     n: u64,
 ) -> Result<MomentsEstimate, EstimateError> {
-    if sums.len() != collection.entries {
-        return Err(EstimateError::SumLength {
-            expected: collection.entries,
-            got: sums.len(),
-        });
-    }
-    let r = collection.clip_radius;
-    let (mean_u, second_u) = unit_blocks(collection, sums, n);
+    check_sums(input, sums)?;
+    let r = input.clip_radius();
+    let (mean_u, second_u) = unit_blocks(input, sums, n);
     let second_moment: Vec<f64> = second_u.iter().map(|v| v * r * r).collect();
-    let covariance = packed_covariance(collection, sums, n);
+    let covariance = packed_covariance(input, sums, n);
     let mean = mean_u.map(|m| {
         m.iter()
             .enumerate()
-            .map(|(i, v)| collection.centre.get(i).copied().unwrap_or(0.0) + r * v)
+            .map(|(i, v)| input.centre().get(i).copied().unwrap_or(0.0) + r * v)
             .collect()
     });
     Ok(MomentsEstimate {
         mean,
-        mean_noise_sd: mean_noise_sd(collection, n),
+        mean_noise_sd: input.mean_noise_sd(n),
         second_moment,
         covariance,
     })
 }
 
-/// Noise sd of each coordinate of the released mean over `n` reports, data units:
-/// `R·σ/(w·√n)`; 0 for a collection without a mean block.
-pub fn mean_noise_sd(collection: &Collection, n: u64) -> f64 {
-    if collection.has_mean() {
-        collection.clip_radius * collection.sigma
-            / (collection.mean_weight * (n.max(1) as f64).sqrt())
-    } else {
-        0.0
+/// Refuses sums that are not `input.entries()` long.
+pub(crate) fn check_sums(input: &EstimationInput, sums: &[i64]) -> Result<(), EstimateError> {
+    if sums.len() != input.entries() {
+        return Err(EstimateError::SumLength {
+            expected: input.entries(),
+            got: sums.len(),
+        });
     }
+    Ok(())
 }
 
 /// The mean of `u` (`a[..p]/w`, None without a mean block) and the packed second
 /// moment of `u` (`a[p..]`), unit-ball units, from grid-unit sums of `n` reports.
-/// `sums` must have `collection.entries` values.
-fn unit_blocks(collection: &Collection, sums: &[i64], n: u64) -> (Option<Vec<f64>>, Vec<f64>) {
-    let scale = 1.0 / (collection.grid_scale() * n.max(1) as f64);
-    let (first, second) = sums.split_at(collection.mean_entries());
+/// `sums` must have `input.entries()` values.
+fn unit_blocks(input: &EstimationInput, sums: &[i64], n: u64) -> (Option<Vec<f64>>, Vec<f64>) {
+    let scale = 1.0 / (input.grid_scale() * n.max(1) as f64);
+    let (first, second) = sums.split_at(input.mean_entries());
     let second: Vec<f64> = second.iter().map(|&s| s as f64 * scale).collect();
-    let mean = collection.has_mean().then(|| {
+    let mean = input.has_mean().then(|| {
         first
             .iter()
-            .map(|&s| s as f64 * scale / collection.mean_weight)
+            .map(|&s| s as f64 * scale / input.mean_weight())
             .collect()
     });
     (mean, second)
 }
 
 /// The packed matrix the estimators act on, data units, from grid-unit sums of `n`
-/// reports (`collection.entries` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + τ²I)`,
+/// reports (`input.entries()` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + τ²I)`,
 /// `τ² = σ²/(w²n)`, for a collection with a mean block; `R²·M̂` otherwise.
-pub(crate) fn packed_covariance(collection: &Collection, sums: &[i64], n: u64) -> Vec<f64> {
-    let r2 = collection.clip_radius * collection.clip_radius;
-    let (mean, mut m) = unit_blocks(collection, sums, n);
+pub(crate) fn packed_covariance(input: &EstimationInput, sums: &[i64], n: u64) -> Vec<f64> {
+    let r2 = input.clip_radius() * input.clip_radius();
+    let (mean, mut m) = unit_blocks(input, sums, n);
     if let Some(mu) = mean {
-        let w = collection.mean_weight;
-        let tau2 = collection.sigma * collection.sigma / (w * w * n.max(1) as f64);
-        for (v, (i, j)) in m.iter_mut().zip(triangle_pairs(collection.dim)) {
+        let tau2 = input.mean_block_variance(n);
+        for (v, (i, j)) in m.iter_mut().zip(triangle_pairs(input.dim())) {
             *v -= mu[i] * mu[j];
             if i == j {
                 *v += tau2;
@@ -143,17 +137,11 @@ pub fn correlation(a: &DMatrix<f64>) -> DMatrix<f64> {
     })
 }
 
-/// The packed correlation of a packed symmetric matrix of dimension `dim` (see
-/// [`correlation`]).
-pub fn packed_correlation(dim: usize, packed: &[f64]) -> Vec<f64> {
-    let a = DMatrix::from_fn(dim, dim, |i, j| packed[triangle_index(dim, i, j)]);
-    let c = correlation(&a);
-    triangle_pairs(dim).map(|(i, j)| c[(i, j)]).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ldpcov_proto::Collection;
+    use ldpcov_proto::layout::triangle_index;
     use ldpcov_proto::v1::{CollectionSpec, Moments};
 
     fn joint(dim: u32, clip_radius: f64, centre: Vec<f64>) -> Collection {
@@ -179,7 +167,7 @@ mod tests {
         // Grid-unit sums of two reports: the mean block averages to (¼, −⅛), so
         // μ̂ = (½, −¼) after dividing by w = ½; the triangle averages to M̂ = (½, −⅛, ⅛).
         let sums = [g / 2, -g / 4, g, -g / 4, g / 4];
-        let m = moments(&c, &sums, 2).unwrap();
+        let m = moments(&(&c).into(), &sums, 2).unwrap();
         let mu = [0.5, -0.25];
         let mhat = [0.5, -0.125, 0.125];
         let tau2 = c.sigma * c.sigma / (0.25 * 2.0);
@@ -198,7 +186,7 @@ mod tests {
             assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
         }
         assert!((m.mean_noise_sd - 2.0 * c.sigma / (0.5 * 2f64.sqrt())).abs() < 1e-12);
-        assert!(moments(&c, &sums[..4], 2).is_err());
+        assert!(moments(&(&c).into(), &sums[..4], 2).is_err());
     }
 
     #[test]
@@ -210,7 +198,7 @@ mod tests {
         })
         .unwrap();
         let g = c.grid_scale() as i64;
-        let m = moments(&c, &[2 * g, g, g / 2], 2).unwrap();
+        let m = moments(&(&c).into(), &[2 * g, g, g / 2], 2).unwrap();
         assert_eq!(m.mean, None);
         assert_eq!(m.mean_noise_sd, 0.0);
         assert_eq!(m.second_moment, vec![4.0, 2.0, 1.0]);
@@ -228,6 +216,7 @@ mod tests {
         use rand::SeedableRng;
         use rand_distr::{Distribution, StandardNormal};
         let c = joint(3, 1.0, Vec::new());
+        let input = EstimationInput::from_collection(&c);
         let n = 100u64;
         let sg = c.sigma_grid() * (n as f64).sqrt();
         let tau2 = c.sigma * c.sigma / (0.25 * n as f64);
@@ -240,7 +229,7 @@ mod tests {
                     (sg * Distribution::<f64>::sample(&StandardNormal, &mut rng)).round() as i64
                 })
                 .collect();
-            let cov = packed_covariance(&c, &sums, n);
+            let cov = packed_covariance(&input, &sums, n);
             diag += (0..3).map(|i| cov[triangle_index(3, i, i)]).sum::<f64>();
         }
         let mean_diag = diag / (3 * reps) as f64;
@@ -270,6 +259,5 @@ mod tests {
             correlation(&c),
             DMatrix::from_row_slice(2, 2, &[0.0, 0.0, 0.0, 1.0])
         );
-        assert_eq!(packed_correlation(2, &[4.0, 1.0, 1.0]), vec![1.0, 0.5, 1.0]);
     }
 }

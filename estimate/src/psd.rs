@@ -4,7 +4,7 @@
 //! precision matrices all go through it.
 
 use crate::error::EstimateError;
-use ldpcov_proto::layout::triangle_pairs;
+use crate::packed::{matrix_to_packed, packed_to_matrix};
 use nalgebra::DMatrix;
 
 /// Projects a symmetric matrix onto the PSD cone in Frobenius norm: eigendecompose
@@ -18,7 +18,7 @@ pub fn project_psd(m: &DMatrix<f64>) -> Result<(DMatrix<f64>, u32), EstimateErro
 /// eigenvalue below `floor` to `floor`. `floor = 0` is the PSD projection; `floor > 0`
 /// gives a positive definite (invertible) result. Returns the projection and how many
 /// eigenvalues were raised; an input already above the floor is returned as is.
-pub fn project_psd_floor(
+pub(crate) fn project_psd_floor(
     m: &DMatrix<f64>,
     floor: f64,
 ) -> Result<(DMatrix<f64>, u32), EstimateError> {
@@ -61,13 +61,8 @@ pub(crate) fn from_eigen(
 
 /// PSD projection of a packed symmetric matrix (None if the eigensolver fails).
 pub(crate) fn project_packed(p: usize, packed: &[f64]) -> Option<Vec<f64>> {
-    let mut m = DMatrix::zeros(p, p);
-    for ((i, j), &v) in triangle_pairs(p).zip(packed) {
-        m[(i, j)] = v;
-        m[(j, i)] = v;
-    }
-    let (out, _) = project_psd(&m).ok()?;
-    Some(triangle_pairs(p).map(|(i, j)| out[(i, j)]).collect())
+    let (out, _) = project_psd(&packed_to_matrix(p, packed)).ok()?;
+    Some(matrix_to_packed(&out))
 }
 
 #[cfg(test)]

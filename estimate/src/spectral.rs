@@ -6,7 +6,7 @@
 //!
 //! The released average is `Y = Σ + W` with `W` symmetric and every packed
 //! upper-triangle entry (diagonal included) independent `N(0, σ_n²)`, where
-//! `σ_n = R²σ/√n` is public (see `Collection::mean_entry_noise_sd`). This differs from
+//! `σ_n = R²σ/√n` is public (see `EstimationInput::mean_entry_noise_sd`). This differs from
 //! the GOE, whose diagonal has variance `2σ_n²`:
 //!
 //! * the semicircle law, its edge `2σ_n√p` and the spike location below depend only

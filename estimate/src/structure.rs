@@ -36,13 +36,14 @@
 //! assert_eq!(m[(2, 2)], 3.0);
 //! ```
 
-use ldpcov_proto::layout::{triangle_index, triangle_pairs};
+use crate::packed::{matrix_to_packed, packed_to_matrix};
+use ldpcov_proto::layout::triangle_index;
 use nalgebra::DMatrix;
 
 /// A structural regulariser of a symmetric matrix. The diagonal is never changed
 /// (diagonal shrinkage is a separate, orthogonal choice).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Structure {
+pub(crate) enum Structure {
     /// Leave the matrix as it is.
     #[default]
     Unstructured,
@@ -61,7 +62,7 @@ pub enum Structure {
 
 impl Structure {
     /// A short name such as `toeplitz(bandwidth=3)`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             Structure::Unstructured => "unstructured".to_string(),
             Structure::Banded { bandwidth } => format!("banded(bandwidth={bandwidth})"),
@@ -75,7 +76,7 @@ impl Structure {
     /// # Panics
     ///
     /// If `packed` does not have `p(p+1)/2` entries.
-    pub fn apply_packed(&self, p: usize, packed: &mut [f64]) {
+    pub(crate) fn apply_packed(&self, p: usize, packed: &mut [f64]) {
         assert_eq!(packed.len(), p * (p + 1) / 2, "packed length");
         match *self {
             Structure::Unstructured => {}
@@ -106,17 +107,14 @@ impl Structure {
 
     /// Applies the regulariser to a symmetric matrix (reads the upper triangle, writes
     /// both): the same arithmetic as [`Structure::apply_packed`].
-    pub fn apply(&self, m: &mut DMatrix<f64>) {
+    pub(crate) fn apply(&self, m: &mut DMatrix<f64>) {
         if *self == Structure::Unstructured {
             return;
         }
         let p = m.nrows();
-        let mut packed: Vec<f64> = triangle_pairs(p).map(|(i, j)| m[(i, j)]).collect();
+        let mut packed = matrix_to_packed(m);
         self.apply_packed(p, &mut packed);
-        for ((i, j), v) in triangle_pairs(p).zip(packed) {
-            m[(i, j)] = v;
-            m[(j, i)] = v;
-        }
+        *m = packed_to_matrix(p, &packed);
     }
 }
 
@@ -124,7 +122,7 @@ impl Structure {
 /// `min(8, p − 1)`, then a ×1.25 geometric grid up to `p − 1` (included), so
 /// `O(log p)` values: 20 for p = 20 … 30 for p = 1000. Bandwidth `p − 1` keeps every
 /// band (for Toeplitz: the full stationary average).
-pub fn bandwidth_grid(p: usize) -> Vec<usize> {
+pub(crate) fn bandwidth_grid(p: usize) -> Vec<usize> {
     if p == 0 {
         return Vec::new();
     }

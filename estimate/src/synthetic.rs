@@ -8,7 +8,7 @@
 //! (local or central), and none of their values is a user's. They reproduce the
 //! estimate's first two moments, not the data's higher-order structure.
 
-use crate::EstimateError;
+use crate::error::EstimateError;
 use crate::psd::symmetric_eigen;
 use nalgebra::DMatrix;
 use rand::Rng;

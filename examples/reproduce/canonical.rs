@@ -6,8 +6,8 @@
 use crate::{Out, seed_of};
 use anyhow::Result;
 use ldpcov::estimate::{
-    Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, Seed001Threshold,
-    ThresholdKind, ThresholdRule, UniversalThreshold, estimate,
+    Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput,
+    LdpNoiseThreshold, RegularisationRule, ThresholdKind, UniversalThreshold, estimate,
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model, Sampler};
@@ -42,32 +42,32 @@ pub(crate) struct Args {
 /// The estimators compared, in output order. The last two are computed on the same
 /// users' noise-free accumulator (non-private floor).
 pub(crate) fn estimators() -> Vec<(&'static str, EstimateOptions)> {
-    let opts = |rule: ThresholdRule, kind: ThresholdKind| EstimateOptions {
+    let opts = |rule: RegularisationRule, kind: ThresholdKind| EstimateOptions {
         rule,
         kind,
         ..Default::default()
     };
     use ThresholdKind::{Hard, Soft};
     vec![
-        ("none+psd", opts(ThresholdRule::None, Hard)),
+        ("none+psd", opts(RegularisationRule::None, Hard)),
         (
             "universal(c=4)",
             opts(
-                ThresholdRule::Universal(UniversalThreshold::default()),
+                RegularisationRule::Universal(UniversalThreshold::default()),
                 Hard,
             ),
         ),
         (
             "universal(c=4) soft",
             opts(
-                ThresholdRule::Universal(UniversalThreshold::default()),
+                RegularisationRule::Universal(UniversalThreshold::default()),
                 Soft,
             ),
         ),
         (
             "seed001(xi=2)",
             opts(
-                ThresholdRule::Seed001(Seed001Threshold {
+                RegularisationRule::LdpNoise(LdpNoiseThreshold {
                     xi: 2.0,
                     threshold_diagonal: false,
                 }),
@@ -76,16 +76,22 @@ pub(crate) fn estimators() -> Vec<(&'static str, EstimateOptions)> {
         ),
         (
             "adaptive(eta=2)",
-            opts(ThresholdRule::Adaptive(AdaptiveThreshold::default()), Hard),
+            opts(
+                RegularisationRule::Adaptive(AdaptiveThreshold::default()),
+                Hard,
+            ),
         ),
         (
             "adaptive(eta=2) soft",
-            opts(ThresholdRule::Adaptive(AdaptiveThreshold::default()), Soft),
+            opts(
+                RegularisationRule::Adaptive(AdaptiveThreshold::default()),
+                Soft,
+            ),
         ),
         (
             "cv hard-only",
             opts(
-                ThresholdRule::CrossValidated(CrossValidation {
+                RegularisationRule::CrossValidated(CrossValidation {
                     kinds: vec![Hard],
                     ..Default::default()
                 }),
@@ -95,7 +101,7 @@ pub(crate) fn estimators() -> Vec<(&'static str, EstimateOptions)> {
         (
             "cv unordered",
             opts(
-                ThresholdRule::CrossValidated(CrossValidation {
+                RegularisationRule::CrossValidated(CrossValidation {
                     banding: false,
                     toeplitz: false,
                     ..Default::default()
@@ -113,11 +119,11 @@ pub(crate) const FLOORS: [&str; 2] = ["nonprivate raw+psd", "nonprivate adaptive
 fn floor_options() -> [EstimateOptions; 2] {
     [
         EstimateOptions {
-            rule: ThresholdRule::None,
+            rule: RegularisationRule::None,
             ..Default::default()
         },
         EstimateOptions {
-            rule: ThresholdRule::Adaptive(AdaptiveThreshold::default()),
+            rule: RegularisationRule::Adaptive(AdaptiveThreshold::default()),
             ..Default::default()
         },
     ]
@@ -194,7 +200,8 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                     let free = signal.noise_free();
                     let mut row = Vec::new();
                     for (name, opts) in &ests {
-                        let est = estimate(c, &acc, opts).expect("estimate");
+                        let est = estimate(&EstimationInput::from_collection(c), &acc, opts)
+                            .expect("estimate");
                         row.push((
                             relative_spectral_error(&est.matrix, &truth),
                             relative_frobenius_error(&est.matrix, &truth),
@@ -208,7 +215,8 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                         }
                     }
                     for opts in &floors {
-                        let est = estimate(c, &free, opts).expect("estimate");
+                        let est = estimate(&EstimationInput::from_collection(c), &free, opts)
+                            .expect("estimate");
                         row.push((
                             relative_spectral_error(&est.matrix, &truth),
                             relative_frobenius_error(&est.matrix, &truth),

@@ -22,7 +22,9 @@ use ldpcov::central::{
     separate_cov,
 };
 use ldpcov::client::DiscreteGaussianSampler;
-use ldpcov::estimate::{Accumulator, EstimateOptions, ThresholdRule, estimate, project_psd};
+use ldpcov::estimate::{
+    Accumulator, EstimateOptions, EstimationInput, RegularisationRule, estimate, project_psd,
+};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler};
 use ldpcov::sim;
@@ -110,12 +112,13 @@ fn local_vs_central(args: &Args, out: Out) -> Result<()> {
                     // Local: the sum-of-noise path (users' grid signal, noise per fold).
                     let signals = sim::simulate_signal(&[&c], &sampler, n, seed);
                     let acc: Accumulator = sim::add_noise(&c, &signals[0], seed ^ 1);
-                    let local = estimate(&c, &acc, &EstimateOptions::default());
+                    let input = EstimationInput::from_collection(&c);
+                    let local = estimate(&input, &acc, &EstimateOptions::default());
                     let none = estimate(
-                        &c,
+                        &input,
                         &acc,
                         &EstimateOptions {
-                            rule: ThresholdRule::None,
+                            rule: RegularisationRule::None,
                             ..Default::default()
                         },
                     );

@@ -7,7 +7,7 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::estimate::{EstimateOptions, estimate};
+use ldpcov::estimate::{EstimateOptions, EstimationInput, estimate};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler};
 use ldpcov::proto::Collection;
@@ -115,8 +115,12 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             let signals = sim::simulate_signal(&[&row.collection], sampler, args.n, seed);
             let noise_seed = seed_of(&[8, args.n, rep as u64, k as u64]);
             let acc = sim::add_noise(&row.collection, &signals[0], noise_seed);
-            let est =
-                estimate(&row.collection, &acc, &EstimateOptions::default()).expect("estimate");
+            let est = estimate(
+                &EstimationInput::from_collection(&row.collection),
+                &acc,
+                &EstimateOptions::default(),
+            )
+            .expect("estimate");
             let want = if row.shifted { args.shift } else { 0.0 };
             let mean_err = est
                 .moments

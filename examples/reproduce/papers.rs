@@ -28,8 +28,8 @@ use crate::{Out, seed_of};
 use anyhow::Result;
 use ldpcov::client::{FloatGaussianNotPrivate, Perturber};
 use ldpcov::estimate::{
-    Accumulator, AdaptiveThreshold, EstimateOptions, FOLDS, ThresholdKind, ThresholdRule,
-    Thresholds, apply_threshold, estimate, project_psd,
+    Accumulator, AdaptiveThreshold, EstimateOptions, EstimationInput, FOLDS, RegularisationRule,
+    ThresholdKind, Thresholds, apply_threshold, estimate, project_psd,
 };
 use ldpcov::models::{Model, Sampler, Tails};
 use ldpcov::proto::layout::triangle_pairs;
@@ -324,14 +324,19 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
         (
             "adaptive(eta=2) (product)",
             EstimateOptions {
-                rule: ThresholdRule::Adaptive(AdaptiveThreshold::default()),
+                rule: RegularisationRule::Adaptive(AdaptiveThreshold::default()),
                 ..Default::default()
             },
         ),
     ];
-    let product_ests = product
-        .iter()
-        .map(|(name, o)| (*name, estimate(&c, &acc, o).expect("estimate").matrix));
+    let product_ests = product.iter().map(|(name, o)| {
+        (
+            *name,
+            estimate(&EstimationInput::from_collection(&c), &acc, o)
+                .expect("estimate")
+                .matrix,
+        )
+    });
     for (name, m) in ests.into_iter().chain(product_ests) {
         let e = &m - &truth;
         out.push((

@@ -11,7 +11,9 @@
 
 use crate::{Out, plot, seed_of};
 use anyhow::Result;
-use ldpcov::estimate::{EstimateOptions, ThresholdRule, UniversalThreshold, estimate};
+use ldpcov::estimate::{
+    EstimateOptions, EstimationInput, RegularisationRule, UniversalThreshold, estimate,
+};
 use ldpcov::metrics::{relative_l1_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler};
 use ldpcov::sim::{self, Path};
@@ -47,7 +49,7 @@ struct Point {
 
 fn estimators() -> Vec<(&'static str, EstimateOptions)> {
     let universal = |diag: bool| EstimateOptions {
-        rule: ThresholdRule::Universal(UniversalThreshold {
+        rule: RegularisationRule::Universal(UniversalThreshold {
             gamma: 0.0,
             c: 4.0,
             threshold_diagonal: diag,
@@ -60,7 +62,7 @@ fn estimators() -> Vec<(&'static str, EstimateOptions)> {
         (
             "none+psd",
             EstimateOptions {
-                rule: ThresholdRule::None,
+                rule: RegularisationRule::None,
                 ..Default::default()
             },
         ),
@@ -149,7 +151,9 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                     let acc = sim::add_noise(&c, &signals[0], seed ^ (pt.epsilon * 1e3) as u64);
                     ests.iter()
                         .map(|(_, o)| {
-                            let m = estimate(&c, &acc, o).expect("estimate").matrix;
+                            let m = estimate(&EstimationInput::from_collection(&c), &acc, o)
+                                .expect("estimate")
+                                .matrix;
                             (
                                 relative_spectral_error(&m, &truth),
                                 relative_l1_error(&m, &truth),

@@ -32,8 +32,8 @@ use anyhow::Result;
 use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, gauss_cov};
 use ldpcov::client::{DiscreteGaussianSampler, FloatGaussianNotPrivate, Perturber};
 use ldpcov::estimate::{
-    Accumulator, EstimateOptions, FOLDS, GlassoOptions, PrecisionMethod, ThresholdRule, average,
-    cross_validate_lambda, lambda_grid, precision, project_psd,
+    Accumulator, EstimateOptions, EstimationInput, FOLDS, GlassoOptions, PrecisionMethod,
+    RegularisationRule, average, cross_validate_lambda, lambda_grid, precision, project_psd,
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_l1_error, relative_spectral_error};
 use ldpcov::proto::layout::triangle_pairs;
@@ -232,14 +232,20 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                     free.add(fold, &perturber.perturb(x, &mut sim::ZeroNoise)?);
                 }
                 let raw_opts = EstimateOptions {
-                    rule: ThresholdRule::None,
+                    rule: RegularisationRule::None,
                     ..Default::default()
                 };
                 let s_pilot = sample_cov(&pilot, p);
                 let grid = lambda_grid(&method, &s_pilot);
-                let lambda = cross_validate_lambda(&pilot_c, &free, &raw_opts, &method, &grid)?
-                    .map(|cv| cv.lambda)
-                    .unwrap_or(grid[grid.len() / 2]);
+                let lambda = cross_validate_lambda(
+                    &EstimationInput::from_collection(&pilot_c),
+                    &free,
+                    &raw_opts,
+                    &method,
+                    &grid,
+                )?
+                .map(|cv| cv.lambda)
+                .unwrap_or(grid[grid.len() / 2]);
                 for &epsilon in &args.epsilons {
                     let delta = 1.0 / n as f64;
                     let c = sim::collection(p, epsilon, delta, 1.0)?;
@@ -269,7 +275,12 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                             let fold = sim::simulated_report_id(&mut rng).fold(FOLDS);
                             acc.add(fold, &perturber.perturb(x, &mut noise).expect("finite"));
                         }
-                        let s_local = average(&c, &acc.sums(), acc.count).expect("sums");
+                        let s_local = average(
+                            &EstimationInput::from_collection(&c),
+                            &acc.sums(),
+                            acc.count,
+                        )
+                        .expect("sums");
                         // Paper-faithful central Analyze Gauss (NOT PRIVATE as run).
                         let sd = (2.0 * (1.25 / delta).ln()).sqrt() / epsilon / n as f64;
                         let normal = Normal::new(0.0, sd).expect("finite sd");

@@ -20,8 +20,9 @@ use crate::{Out, seed_of};
 use anyhow::{Context, Result};
 use ldpcov::data::DataSet;
 use ldpcov::estimate::{
-    BulkShrinkage, CrossValidation, EstimateOptions, FactorModel, SpectralGuard, SpectralShrinkage,
-    ThresholdKind, ThresholdRule, UniversalThreshold, average, correlation, estimate, log_grid,
+    BulkShrinkage, CrossValidation, EstimateOptions, EstimationInput, FactorModel,
+    RegularisationRule, SpectralGuard, SpectralShrinkage, ThresholdKind, UniversalThreshold,
+    average, correlation, estimate, log_grid,
     spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, Shrinker},
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
@@ -254,7 +255,7 @@ fn real(spec: &str, clip_factor: f64, score_correlation: bool) -> Result<Truth> 
 /// of one).
 fn single_threshold(c: f64, kind: ThresholdKind, beta: f64) -> EstimateOptions {
     EstimateOptions {
-        rule: ThresholdRule::CrossValidated(CrossValidation {
+        rule: RegularisationRule::CrossValidated(CrossValidation {
             include_none: false,
             noise_scales: vec![c],
             adaptive_scales: Vec::new(),
@@ -273,7 +274,7 @@ fn single_threshold(c: f64, kind: ThresholdKind, beta: f64) -> EstimateOptions {
 /// bulk weight.
 fn oracle_candidates() -> Vec<EstimateOptions> {
     let mut out = vec![EstimateOptions {
-        rule: ThresholdRule::None,
+        rule: RegularisationRule::None,
         ..Default::default()
     }];
     for kind in [ThresholdKind::Hard, ThresholdKind::Soft] {
@@ -287,19 +288,19 @@ fn oracle_candidates() -> Vec<EstimateOptions> {
         rule,
         ..Default::default()
     };
-    out.push(rule(
-        ThresholdRule::Universal(UniversalThreshold::default()),
-    ));
+    out.push(rule(RegularisationRule::Universal(
+        UniversalThreshold::default(),
+    )));
     for shrinker in [Shrinker::Balanced, Shrinker::Frobenius, Shrinker::Operator] {
-        out.push(rule(ThresholdRule::Spectral(SpectralShrinkage {
+        out.push(rule(RegularisationRule::Spectral(SpectralShrinkage {
             shrinker,
             rank: None,
         })));
     }
-    out.push(rule(ThresholdRule::Factor(FactorModel::default())));
+    out.push(rule(RegularisationRule::Factor(FactorModel::default())));
     for tau in DEFAULT_BULK_TAUS {
         for alpha in DEFAULT_BULK_ALPHAS {
-            out.push(rule(ThresholdRule::BulkShrink(BulkShrinkage {
+            out.push(rule(RegularisationRule::BulkShrink(BulkShrinkage {
                 alphas: vec![alpha],
                 taus: vec![tau],
             })));
@@ -318,16 +319,16 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
         ..Default::default()
     };
     let mut out = vec![
-        ("none+psd", rule(ThresholdRule::None)),
+        ("none+psd", rule(RegularisationRule::None)),
         (
             "universal(c=4)",
-            rule(ThresholdRule::Universal(UniversalThreshold::default())),
+            rule(RegularisationRule::Universal(UniversalThreshold::default())),
         ),
         ("default", EstimateOptions::default()),
     ];
     if variants {
         // A cross-validation that differs from the default in the fields given.
-        let cv = |c: CrossValidation| rule(ThresholdRule::CrossValidated(c));
+        let cv = |c: CrossValidation| rule(RegularisationRule::CrossValidated(c));
         let default = CrossValidation::default;
         out.extend([
             (
@@ -397,14 +398,14 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
             ),
             (
                 "fixed soft bulk (α=0.1, τ=1.5)",
-                rule(ThresholdRule::BulkShrink(BulkShrinkage {
+                rule(RegularisationRule::BulkShrink(BulkShrinkage {
                     alphas: vec![0.1],
                     taus: vec![1.5],
                 })),
             ),
             (
                 "bulk-shrink (SURE)",
-                rule(ThresholdRule::BulkShrink(BulkShrinkage::default())),
+                rule(RegularisationRule::BulkShrink(BulkShrinkage::default())),
             ),
             ("cv as if ordered", EstimateOptions::default()),
             (
@@ -532,7 +533,7 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         ]);
         let acc = sim::add_noise(&c, &signal, seed);
         let errors = |opts: &EstimateOptions| -> Result<(f64, f64, String)> {
-            let est = estimate(&c, &acc, opts)?;
+            let est = estimate(&EstimationInput::from_collection(&c), &acc, opts)?;
             let (s, f) = truth.errors(&est.matrix);
             Ok((s, f, est.rule))
         };
@@ -543,7 +544,11 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         let mut rep_errors = Vec::with_capacity(rules.len());
         for (k, (name, opts)) in rules.iter().enumerate() {
             let (s, f, rule) = if *name == "cv as if ordered" {
-                let est = estimate(&as_if_ordered, &acc, opts)?;
+                let est = estimate(
+                    &EstimationInput::from_collection(&as_if_ordered),
+                    &acc,
+                    opts,
+                )?;
                 let (s, f) = truth.errors(&est.matrix);
                 (s, f, est.rule)
             } else {
@@ -638,9 +643,9 @@ fn held_out_z_of(
         train.fold_sums[k].iter_mut().for_each(|v| *v = 0);
         train.fold_counts[k] = 0;
         train.count -= nk;
-        let held_out = average(c, &acc.fold_sums[k], nk)?;
+        let held_out = average(&EstimationInput::from_collection(c), &acc.fold_sums[k], nk)?;
         let loss = |opts: &EstimateOptions| -> Result<f64> {
-            let est = estimate(c, &train, opts)?;
+            let est = estimate(&EstimationInput::from_collection(c), &train, opts)?;
             Ok((&est.matrix - &held_out).norm_squared())
         };
         diffs.push(loss(a)? - loss(b)?);
@@ -985,7 +990,7 @@ fn oracle_choice(rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::{HELD_OUT_SHOWN, held_out_z_of, positive_clip_factor, target_verdict};
-    use ldpcov::estimate::{EstimateOptions, ThresholdRule, UniversalThreshold};
+    use ldpcov::estimate::{EstimateOptions, RegularisationRule, UniversalThreshold};
     use ldpcov::sim;
     use nalgebra::DMatrix;
 
@@ -1045,12 +1050,12 @@ mod tests {
         let signal = sim::SignalSums::population(&c, &DMatrix::identity(p, p), 100_000);
         let acc = sim::add_noise(&c, &signal, 7);
         let none = EstimateOptions {
-            rule: ThresholdRule::None,
+            rule: RegularisationRule::None,
             skip_psd_projection: true,
             ..Default::default()
         };
         let universal = EstimateOptions {
-            rule: ThresholdRule::Universal(UniversalThreshold::default()),
+            rule: RegularisationRule::Universal(UniversalThreshold::default()),
             ..Default::default()
         };
         let z = held_out_z_of(&c, &acc, &none, &universal).unwrap();

@@ -10,10 +10,11 @@
 //! 2. otherwise draws it with `ldpcov_central::release_sums` (fresh noise from the
 //!    exact samplers, seeded by the operating system) and records it with its ρ in
 //!    one store transaction, refused with `RESOURCE_EXHAUSTED` beyond the budget;
-//! 3. hands the noisy sums to the local estimators as if they were a local
-//!    collection's, with the per-report σ that gives the release's noise per averaged
-//!    entry (`σ_eq = sd_grid/(2^30·√n)`): everything after the release is
-//!    post-processing.
+//! 3. hands the noisy sums to the local estimators with an
+//!    [`EstimationInput`] built from the release
+//!    ([`EstimationInput::from_central_release`]: the release's entries and the
+//!    per-report σ that gives its noise per averaged entry,
+//!    `σ_eq = sd_grid/(2^30·√n)`): everything after the release is post-processing.
 //!
 //! Rules that need more than the release — cross-validation (fold sums), the adaptive
 //! threshold (sums of squares), a cross-validated precision λ — are refused: a free
@@ -23,7 +24,9 @@
 use std::sync::Arc;
 
 use ldpcov_central::{Mechanism, ReleaseBudget, gauss_cov_folds, release_sums};
-use ldpcov_estimate::{Accumulator, BulkShrinkage, EstimateOptions, ThresholdRule};
+use ldpcov_estimate::{
+    Accumulator, BulkShrinkage, EstimateOptions, EstimationInput, RegularisationRule,
+};
 use ldpcov_noise::DiscreteGaussianSampler;
 use ldpcov_proto::Collection;
 use ldpcov_proto::v1::{
@@ -39,8 +42,10 @@ use crate::store::Snapshot;
 
 /// What a central estimate works on, and what its release spent.
 pub(super) struct CentralInput {
-    /// The noisy release as sums, with the collection's σ set to the release's.
-    pub(super) input: Snapshot,
+    /// What the estimators know about the release: its entries and its noise.
+    pub(super) input: EstimationInput,
+    /// The noisy release as sums.
+    pub(super) acc: Accumulator,
     /// For the response.
     pub(super) info: ReleaseInfo,
 }
@@ -163,9 +168,9 @@ fn central_options(
             Mechanism::SeparateCov | Mechanism::SeparateCovLaplace | Mechanism::CompressedNotDp
         ) =>
         {
-            options.rule = ThresholdRule::None
+            options.rule = RegularisationRule::None
         }
-        None => options.rule = ThresholdRule::BulkShrink(BulkShrinkage::default()),
+        None => options.rule = RegularisationRule::BulkShrink(BulkShrinkage::default()),
         Some(Threshold::CrossValidated(_) | Threshold::Adaptive(_)) => {
             return Err(invalid(
                 "cross-validation and the adaptive threshold need per-report statistics (fold sums, sums of squares) that a central release does not have: use none, universal, seed001, spectral, factor or bulk_shrink",
@@ -316,20 +321,12 @@ impl AggregatorService {
             // The total of K fold sums carries √K times one fold's noise sd.
             (acc, stored.noise_sd_grid * (folds as f64).sqrt())
         };
-        let mut collection = (**c).clone();
-        // The estimators see the released moments only, never the norm bins.
-        collection.entries = entries;
-        collection.norm_bins = 0;
-        // The per-report σ whose average has the release's noise: σ_eq/√n per entry of
-        // the average equals sd_grid/(2^30·n). (With folds of about n/K reports each,
-        // a fold's average then has its own noise sd/(2^30·n_k) too, up to the folds'
-        // balance.)
-        collection.sigma = total_sd_grid / (c.grid_scale() * (n as f64).sqrt());
+        // The estimators see the released moments only, never the norm bins, with the
+        // per-report σ whose average has the release's noise.
+        let input = EstimationInput::from_central_release(c, entries, total_sd_grid, n);
         Ok(CentralInput {
-            input: Snapshot {
-                collection: Arc::new(collection),
-                acc,
-            },
+            input,
+            acc,
             info: ReleaseInfo {
                 release,
                 radius: c.clip_radius * stored.radius,

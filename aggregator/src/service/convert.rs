@@ -6,7 +6,7 @@
 use ldpcov_estimate::{
     self as estimate, AdaptiveThreshold, BulkShrinkage, CovarianceEstimate, CrossValidation,
     EstimateOptions, FactorModel, GlassoOptions, PrecisionEstimate, PrecisionMethod,
-    Seed001Threshold, SpectralShrinkage, ThresholdKind, ThresholdRule, UniversalThreshold,
+    LdpNoiseThreshold, SpectralShrinkage, ThresholdKind, RegularisationRule, UniversalThreshold,
     spectral::Shrinker,
 };
 use ldpcov_proto::Collection;
@@ -67,7 +67,7 @@ pub(crate) fn options_from_request(
                 given.to_vec()
             }
         };
-        ThresholdRule::CrossValidated(CrossValidation {
+        RegularisationRule::CrossValidated(CrossValidation {
             noise_scales: or_default(&c.noise_scales, &d.noise_scales),
             adaptive_scales: or_default(&c.adaptive_scales, &d.adaptive_scales),
             diagonal_shrinkage: or_default(&c.diagonal_shrinkage, &d.diagonal_shrinkage),
@@ -85,22 +85,22 @@ pub(crate) fn options_from_request(
     use get_estimate_request::Threshold;
     let rule = match &req.threshold {
         None => cv(&CrossValidatedThreshold::default()),
-        Some(Threshold::None(_)) => ThresholdRule::None,
-        Some(Threshold::Universal(u)) => ThresholdRule::Universal(UniversalThreshold {
+        Some(Threshold::None(_)) => RegularisationRule::None,
+        Some(Threshold::Universal(u)) => RegularisationRule::Universal(UniversalThreshold {
             gamma: u.gamma,
             c: if u.c == 0.0 { 4.0 } else { u.c },
             threshold_diagonal: u.threshold_diagonal,
         }),
-        Some(Threshold::Seed001(s)) => ThresholdRule::Seed001(Seed001Threshold {
+        Some(Threshold::Seed001(s)) => RegularisationRule::LdpNoise(LdpNoiseThreshold {
             xi: s.xi,
             threshold_diagonal: s.threshold_diagonal,
         }),
-        Some(Threshold::Adaptive(a)) => ThresholdRule::Adaptive(AdaptiveThreshold {
+        Some(Threshold::Adaptive(a)) => RegularisationRule::Adaptive(AdaptiveThreshold {
             eta: if a.eta == 0.0 { 2.0 } else { a.eta },
             threshold_diagonal: a.threshold_diagonal,
         }),
         Some(Threshold::CrossValidated(c)) => cv(c),
-        Some(Threshold::Spectral(s)) => ThresholdRule::Spectral(SpectralShrinkage {
+        Some(Threshold::Spectral(s)) => RegularisationRule::Spectral(SpectralShrinkage {
             shrinker: match SpectralLoss::try_from(s.loss) {
                 Ok(SpectralLoss::Unspecified | SpectralLoss::Balanced) => Shrinker::Balanced,
                 Ok(SpectralLoss::Frobenius) => Shrinker::Frobenius,
@@ -109,7 +109,7 @@ pub(crate) fn options_from_request(
             },
             rank: s.rank.map(|k| k as usize),
         }),
-        Some(Threshold::Factor(f)) => ThresholdRule::Factor(FactorModel {
+        Some(Threshold::Factor(f)) => RegularisationRule::Factor(FactorModel {
             rank: f.rank.map(|k| k as usize),
         }),
         Some(Threshold::BulkShrink(b)) => {
@@ -121,7 +121,7 @@ pub(crate) fn options_from_request(
                     given.to_vec()
                 }
             };
-            ThresholdRule::BulkShrink(BulkShrinkage {
+            RegularisationRule::BulkShrink(BulkShrinkage {
                 alphas: or_default(&b.alphas, default.alphas),
                 taus: or_default(&b.taus, default.taus),
             })

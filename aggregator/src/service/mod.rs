@@ -22,7 +22,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth::{AuthConfig, Right};
 use crate::store::{Store, StoreError, ValidReport};
 use crate::telemetry;
-use ldpcov_estimate::{self as estimate, estimate_precision};
+use ldpcov_estimate::{self as estimate, EstimationInput, estimate_precision};
 
 mod central;
 mod convert;
@@ -400,28 +400,28 @@ impl Aggregator for AggregatorService {
         let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
         // A central collection's estimators act on a recorded noisy release; a local
         // one's on its sums, whose noise the devices added.
-        let (input, release) = if c.is_central() {
+        let (input, acc, release) = if c.is_central() {
             let r = self
                 .central_input(&c, &req, &mut options, &target, snapshot)
                 .await?;
-            (r.input, Some(r.info))
+            (r.input, r.acc, Some(r.info))
         } else {
             if req.release.is_some() {
                 return Err(invalid(
                     "release is for central collections: a local collection's reports carry their own noise",
                 ));
             }
-            (snapshot, None)
+            (EstimationInput::from_collection(&c), snapshot.acc, None)
         };
-        let sigma = input.collection.sigma;
+        let sigma = input.noise().per_report_sd();
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
         let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
             Target::Covariance => {
-                estimate::estimate(&input.collection, &input.acc, &options).map(|r| (r, None))
+                estimate::estimate(&input, &acc, &options).map(|r| (r, None))
             }
             Target::Precision(method, lambda) => {
-                estimate_precision(&input.collection, &input.acc, &options, &method, lambda)
+                estimate_precision(&input, &acc, &options, &method, lambda)
                     .map(|pr| (pr.covariance.clone(), Some(pr)))
             }
         })

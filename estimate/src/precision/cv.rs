@@ -5,13 +5,13 @@ use super::{PrecisionMethod, precision};
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
 use crate::estimate::{EstimateOptions, average, estimate};
+use crate::input::EstimationInput;
 use crate::psd::project_psd;
-use ldpcov_proto::Collection;
 use nalgebra::DMatrix;
 
 /// `−log det Θ + tr(SΘ)`, the Gaussian negative log-likelihood up to constants, or
 /// `None` when Θ is not positive definite.
-pub fn neg_log_likelihood(theta: &DMatrix<f64>, s: &DMatrix<f64>) -> Option<f64> {
+pub(crate) fn neg_log_likelihood(theta: &DMatrix<f64>, s: &DMatrix<f64>) -> Option<f64> {
     let chol = theta.clone().cholesky()?;
     let log_det = 2.0 * chol.l().diagonal().iter().map(|v| v.ln()).sum::<f64>();
     Some(-log_det + theta.component_mul(s).sum())
@@ -70,7 +70,7 @@ pub struct LambdaCv {
 /// (clamped at 0; the likelihood needs a PSD S). `grid` defaults to [`lambda_grid`] of
 /// the full estimate `full`. Returns `None` with fewer than two usable folds.
 pub fn cross_validate_lambda(
-    collection: &Collection,
+    input: &EstimationInput,
     acc: &Accumulator,
     cov_options: &EstimateOptions,
     method: &PrecisionMethod,
@@ -79,6 +79,9 @@ pub fn cross_validate_lambda(
     let mut losses = vec![0.0; grid.len()];
     let mut folds_used = 0;
     let n = acc.count;
+    // The training estimates may sit below min_reports: CV is internal, nothing is
+    // released from them.
+    let training_input = input.with_min_reports(0);
     for k in 0..acc.fold_sums.len() {
         let n_k = acc.fold_counts[k];
         let n_train = n.saturating_sub(n_k);
@@ -103,12 +106,8 @@ pub fn cross_validate_lambda(
             .iter()
             .map(|&q| (q as f64 * frac) as u128)
             .collect();
-        // The training estimate may sit below min_reports: CV is internal, nothing is
-        // released from it.
-        let mut c = collection.clone();
-        c.min_reports = 0;
-        let s_train = estimate(&c, &train, cov_options)?.matrix;
-        let raw = average(collection, &acc.fold_sums[k], n_k)?;
+        let s_train = estimate(&training_input, &train, cov_options)?.matrix;
+        let raw = average(input, &acc.fold_sums[k], n_k)?;
         let (s_test, _) = project_psd(&raw)?;
         for (loss, &lambda) in losses.iter_mut().zip(grid) {
             let l = match precision(method, &s_train, lambda) {

@@ -8,7 +8,7 @@ use nalgebra::DMatrix;
 /// Settings of the graphical-lasso ADMM (Boyd et al. 2011, §6.5).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GlassoOptions {
-    /// Initial augmented-Lagrangian parameter ρ (seed 003 uses 100).
+    /// Initial augmented-Lagrangian parameter ρ (Su, Guo & Zhang use 100).
     pub rho: f64,
     /// Adapt ρ by residual balancing (Boyd et al. §3.4.1: ×2 when the primal residual
     /// exceeds 10× the dual one, ÷2 in the opposite case), which makes convergence
@@ -96,7 +96,7 @@ pub fn validate_glasso(lambda: f64, opts: &GlassoOptions) -> Result<(), Estimate
 /// `penalize_diagonal`); `U += Θ − Z`. Stops when `‖Θ − Z‖_F ≤ p·abs + rel·max(‖Θ‖_F,
 /// ‖Z‖_F)` and `ρ‖Z − Z_prev‖_F ≤ p·abs + rel·ρ‖U‖_F`, or at the iteration cap
 /// (`converged = false`).
-pub fn glasso(
+pub(crate) fn glasso(
     s: &DMatrix<f64>,
     lambda: f64,
     opts: &GlassoOptions,

@@ -1,4 +1,5 @@
-//! Precision matrices from the private covariance estimate (seed 003): ridge (ROPE,
+//! Precision matrices from the private covariance estimate (after Su, Guo & Zhang,
+//! "Differentially Private Precision Matrix Estimation"): ridge (ROPE,
 //! closed form) and the graphical lasso by ADMM, with λ chosen by K-fold
 //! cross-validation on the held-out Gaussian negative log-likelihood.
 //!
@@ -22,14 +23,17 @@ mod ridge;
 #[cfg(test)]
 mod tests;
 
-pub use cv::{LambdaCv, cross_validate_lambda, lambda_grid, neg_log_likelihood};
-pub use glasso::{GlassoOptions, GlassoResult, glasso, validate_glasso};
-pub use ridge::ridge_precision;
+#[cfg(test)]
+use cv::neg_log_likelihood;
+pub use cv::{LambdaCv, cross_validate_lambda, lambda_grid};
+pub(crate) use glasso::glasso;
+pub use glasso::{GlassoOptions, GlassoResult, validate_glasso};
+pub(crate) use ridge::ridge_precision;
 
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
 use crate::estimate::{CovarianceEstimate, EstimateOptions, estimate};
-use ldpcov_proto::Collection;
+use crate::input::EstimationInput;
 use nalgebra::DMatrix;
 
 /// Which precision estimator.
@@ -76,7 +80,7 @@ pub struct PrecisionEstimate {
 /// is `None` (falling back to the grid's middle value when fewer than two folds have
 /// reports on both sides).
 pub fn estimate_precision(
-    collection: &Collection,
+    input: &EstimationInput,
     acc: &Accumulator,
     cov_options: &EstimateOptions,
     method: &PrecisionMethod,
@@ -85,12 +89,12 @@ pub fn estimate_precision(
     if let PrecisionMethod::Glasso(opts) = method {
         validate_glasso(lambda.unwrap_or(0.0), opts)?;
     }
-    let covariance = estimate(collection, acc, cov_options)?;
+    let covariance = estimate(input, acc, cov_options)?;
     let (lambda, cv) = match lambda {
         Some(l) => (l, false),
         None => {
             let grid = lambda_grid(method, &covariance.matrix);
-            match cross_validate_lambda(collection, acc, cov_options, method, &grid)? {
+            match cross_validate_lambda(input, acc, cov_options, method, &grid)? {
                 Some(cv) => (cv.lambda, true),
                 None => (grid[grid.len() / 2], false),
             }

@@ -6,7 +6,10 @@ use nalgebra::DMatrix;
 
 /// The ridge (ROPE) precision `M diag(2/(φ + √(φ² + 8λ))) Mᵀ` of a symmetric `s`.
 /// `lambda` must be finite and > 0.
-pub fn ridge_precision(s: &DMatrix<f64>, lambda: f64) -> Result<DMatrix<f64>, EstimateError> {
+pub(crate) fn ridge_precision(
+    s: &DMatrix<f64>,
+    lambda: f64,
+) -> Result<DMatrix<f64>, EstimateError> {
     if !(lambda.is_finite() && lambda > 0.0) {
         return Err(EstimateError::Parameter {
             name: "lambda",

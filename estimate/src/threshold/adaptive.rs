@@ -3,7 +3,7 @@
 
 use super::Thresholds;
 use crate::accumulator::Accumulator;
-use ldpcov_proto::Collection;
+use crate::input::EstimationInput;
 
 /// Per-entry variance across reports in data units,
 /// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)` (clamped at 0 against rounding), packed: one
@@ -14,18 +14,26 @@ use ldpcov_proto::Collection;
 /// `uᵢuⱼ` (noise included), not of `(uᵢ − μᵢ)(uⱼ − μⱼ)`: the noise dominates both at
 /// the noise levels of local privacy, and the sums of squares of the centred products
 /// are not observable.
-pub fn entry_variances(collection: &Collection, acc: &Accumulator) -> Vec<f64> {
+pub fn entry_variances(input: &EstimationInput, acc: &Accumulator) -> Vec<f64> {
+    entry_variances_of_sums(input, acc, &acc.sums())
+}
+
+/// [`entry_variances`] with the sums over all folds, `sums`, already computed.
+pub(crate) fn entry_variances_of_sums(
+    input: &EstimationInput,
+    acc: &Accumulator,
+    sums: &[i64],
+) -> Vec<f64> {
     let n = acc.count;
-    let skip = collection.mean_entries();
+    let skip = input.mean_entries();
     if n == 0 {
         return vec![0.0; acc.entries().saturating_sub(skip)];
     }
-    let r2 = collection.clip_radius * collection.clip_radius;
-    let g = collection.grid_scale();
+    let r2 = input.clip_radius() * input.clip_radius();
+    let g = input.grid_scale();
     let scale = r2 * r2 / (g * g);
     let nf = n as f64;
-    acc.sums()
-        .iter()
+    sums.iter()
         .zip(&acc.sum_squares)
         .skip(skip)
         .map(|(&s, &q)| {

@@ -1,15 +1,15 @@
-//! Resolving a rule on the accumulators into what is applied to the full average.
+//! Resolving a rule on the full average into what is applied to it: the fixed rules'
+//! thresholds, or the choice of the cross-validation (or of its refit-free SURE
+//! selection above `CrossValidation::refit_free_above_dim`).
 
+use super::candidates::{Candidate, candidate_kind, candidate_structure, candidate_thresholds};
+use super::cv::cross_validate;
+use super::rules::{BulkShrinkage, RegularisationRule, ldp_noise_threshold, universal_threshold};
+use super::settings::CrossValidation;
 use super::sure::{SURE_KIND, SureChoice, refit_free_top_limit, sure_select};
-use super::{
-    BulkShrinkage, Candidate, CrossValidation, ThresholdKind, ThresholdRule, Thresholds,
-    adaptive_thresholds, candidate_kind, candidate_structure, candidate_thresholds, cross_validate,
-    entry_variances, noise_threshold, seed001_threshold, universal_threshold,
-};
-use crate::accumulator::Accumulator;
-use crate::estimate::average;
+use crate::full_average::FullAverage;
 use crate::structure::Structure;
-use ldpcov_proto::Collection;
+use crate::threshold::{ThresholdKind, Thresholds, adaptive_thresholds, noise_threshold};
 
 /// What a rule applies to the full average: thresholds, kind, whether the diagonal
 /// is thresholded, the diagonal shrinkage, and a name for the estimate.
@@ -28,7 +28,7 @@ pub(crate) struct Resolved {
     pub structure: Structure,
     /// A spectral rule applied instead of the threshold (the named spectral rules, or
     /// the cross-validation's spectral choice).
-    pub spectral: Option<ThresholdRule>,
+    pub spectral: Option<RegularisationRule>,
     /// The rule's name, with the cross-validation's choice.
     pub name: String,
     /// The cross-validation's stacked second release and its weight w: the estimate
@@ -36,17 +36,17 @@ pub(crate) struct Resolved {
     pub stacked: Option<(Box<Resolved>, f64)>,
 }
 
-/// Resolves a rule on the accumulators (running the cross-validation if asked).
+/// Resolves a rule on the full average (running the cross-validation if asked).
 ///
 /// `kind` is used by the fixed rules; cross-validation uses the kind it chose.
 pub(crate) fn resolve(
-    rule: &ThresholdRule,
+    rule: &RegularisationRule,
     kind: ThresholdKind,
-    collection: &Collection,
-    acc: &Accumulator,
+    full: &FullAverage<'_>,
 ) -> Resolved {
-    let n = acc.count;
-    let p = collection.dim;
+    let input = full.input();
+    let n = full.reports();
+    let p = input.dim();
     let diag = rule.threshold_diagonal();
     let fixed = |thresholds: Thresholds| Resolved {
         thresholds,
@@ -61,58 +61,49 @@ pub(crate) fn resolve(
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
         // this leaves unchanged.
-        ThresholdRule::None => Resolved {
+        RegularisationRule::None => Resolved {
             name: rule.name(),
             ..fixed(Thresholds::Uniform(0.0))
         },
-        ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) | ThresholdRule::BulkShrink(_) => {
-            Resolved {
-                name: rule.name(),
-                spectral: Some(rule.clone()),
-                ..fixed(Thresholds::Uniform(0.0))
-            }
-        }
-        ThresholdRule::Universal(u) => fixed(Thresholds::Uniform(universal_threshold(
+        RegularisationRule::Spectral(_)
+        | RegularisationRule::Factor(_)
+        | RegularisationRule::BulkShrink(_) => Resolved {
+            name: rule.name(),
+            spectral: Some(rule.clone()),
+            ..fixed(Thresholds::Uniform(0.0))
+        },
+        RegularisationRule::Universal(u) => fixed(Thresholds::Uniform(universal_threshold(
             u,
             p,
             n,
-            collection.mean_entry_noise_sd(n.max(1)),
+            full.entry_noise_sd(),
         ))),
-        ThresholdRule::Seed001(s) => {
-            fixed(Thresholds::Uniform(seed001_threshold(s, collection, n)))
+        RegularisationRule::LdpNoise(s) => {
+            fixed(Thresholds::Uniform(ldp_noise_threshold(s, input, n)))
         }
-        ThresholdRule::Adaptive(a) => fixed(adaptive_thresholds(
-            &entry_variances(collection, acc),
-            p,
-            n,
-            a.eta,
-        )),
-        ThresholdRule::CrossValidated(cv) if p > cv.refit_free_above_dim => {
-            match refit_free(collection, acc, cv) {
+        RegularisationRule::Adaptive(a) => {
+            fixed(adaptive_thresholds(full.variances(), p, n, a.eta))
+        }
+        RegularisationRule::CrossValidated(cv) if p > cv.refit_free_above_dim => {
+            match refit_free(full, cv) {
                 Some(resolved) => Resolved {
                     include_diagonal: diag,
                     name: format!("{} → {}", rule.name(), resolved.name),
                     ..resolved
                 },
                 // The eigensolver failed: the cross-validation still works.
-                None => resolve_cv(rule, cv, diag, collection, acc),
+                None => resolve_cv(rule, cv, diag, full),
             }
         }
-        ThresholdRule::CrossValidated(cv) => resolve_cv(rule, cv, diag, collection, acc),
+        RegularisationRule::CrossValidated(cv) => resolve_cv(rule, cv, diag, full),
     }
 }
 
 /// The refit-free choice of [`sure_select`] on the full average (None if the
 /// eigensolver fails).
-fn refit_free(
-    collection: &Collection,
-    acc: &Accumulator,
-    cv: &CrossValidation,
-) -> Option<Resolved> {
-    let n = acc.count;
-    let y = average(collection, &acc.sums(), n).ok()?;
-    let sigma_n = collection.mean_entry_noise_sd(n.max(1));
-    let selection = sure_select(&y, sigma_n, cv).ok()?;
+fn refit_free(full: &FullAverage<'_>, cv: &CrossValidation) -> Option<Resolved> {
+    let n = full.reports();
+    let selection = sure_select(full, cv).ok()?;
     let risk = selection.risk;
     // "…, off-diagonal signal z = 0.4[, top z = -1.3][, simplest within 1 SE]": the
     // signal tests (the second only when the first shows no signal), and whether the
@@ -141,7 +132,7 @@ fn refit_free(
     };
     Some(match selection.choice {
         SureChoice::Soft { c, beta } => Resolved {
-            thresholds: Thresholds::Uniform(noise_threshold(collection, n, c)),
+            thresholds: Thresholds::Uniform(noise_threshold(full.input(), n, c)),
             kind: SURE_KIND,
             diagonal_shrinkage: beta,
             name: format!(
@@ -151,7 +142,7 @@ fn refit_free(
             ..unthresholded
         },
         SureChoice::Bulk { alpha, tau } => Resolved {
-            spectral: Some(ThresholdRule::BulkShrink(BulkShrinkage {
+            spectral: Some(RegularisationRule::BulkShrink(BulkShrinkage {
                 alphas: vec![alpha],
                 taus: vec![tau],
             })),
@@ -166,14 +157,13 @@ fn refit_free(
 
 /// The K-fold cross-validation's choice.
 fn resolve_cv(
-    rule: &ThresholdRule,
+    rule: &RegularisationRule,
     cv: &CrossValidation,
     diag: bool,
-    collection: &Collection,
-    acc: &Accumulator,
+    full: &FullAverage<'_>,
 ) -> Resolved {
-    let n = acc.count;
-    match cross_validate(collection, acc, cv) {
+    let n = full.reports();
+    match cross_validate(full, cv) {
         None => Resolved {
             thresholds: Thresholds::Uniform(0.0),
             kind: ThresholdKind::Hard,
@@ -187,17 +177,17 @@ fn resolve_cv(
         Some(outcome) => {
             let candidate = |c: Candidate, beta: f64, name: String| {
                 let variances = match c {
-                    Candidate::Adaptive { .. } => entry_variances(collection, acc),
-                    _ => Vec::new(),
+                    Candidate::Adaptive { .. } => full.variances(),
+                    _ => &[],
                 };
                 Resolved {
-                    thresholds: candidate_thresholds(&c, collection, &variances, n),
+                    thresholds: candidate_thresholds(&c, full.input(), variances, n),
                     kind: candidate_kind(&c),
                     include_diagonal: diag,
                     diagonal_shrinkage: beta,
                     structure: candidate_structure(&c),
                     spectral: match c {
-                        Candidate::Spectral(s) => Some(s.rule()),
+                        Candidate::Spectral(s) => Some(s.into()),
                         _ => None,
                     },
                     name,

@@ -36,11 +36,12 @@
 //! [`spectral::sure_spectral`]: crate::spectral::sure_spectral
 //! [`DEFAULT_BULK_ALPHAS`]: crate::spectral::DEFAULT_BULK_ALPHAS
 
-use super::{
-    CrossValidation, ThresholdKind, diagonal_spread_z, off_diagonal_signal_z, off_diagonal_top_z,
-};
+use super::settings::CrossValidation;
+use super::signal::{diagonal_spread_z, off_diagonal_signal_z, off_diagonal_top_z};
 use crate::error::EstimateError;
+use crate::full_average::FullAverage;
 use crate::spectral::{DEFAULT_BULK_ALPHAS, bulk_shrink_choice};
+use crate::threshold::ThresholdKind;
 use ldpcov_proto::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
@@ -49,7 +50,7 @@ use nalgebra::DMatrix;
 /// p (docs/REPRODUCTION.md §6): adding τ ∈ {1, 1.5} (the cross-validation's grid,
 /// [`DEFAULT_BULK_TAUS`](crate::spectral::DEFAULT_BULK_TAUS)) took it from 0.740 /
 /// 0.648 to 0.753 / 0.656 mean ratio and its worst point from 1.28 to 1.69 in spectral
-/// norm, all of it on seed 000's sparse model, where the noise edge is far above the
+/// norm, all of it on Wang & Xu's sparse model, where the noise edge is far above the
 /// signal and the smallest of 33 SURE values, each with its own noise, keeps pure-noise
 /// directions. The cross-validation, which checks the chosen τ on held-out folds,
 /// gains from it; the selection by SURE alone does not.
@@ -58,7 +59,7 @@ pub(crate) const REFIT_FREE_BULK_TAUS: [f64; 1] = [2.0];
 /// The least top-eigenvalue z ([`off_diagonal_top_z`]) at which the refit-free
 /// selection sees off-diagonal signal: TW₁'s 99.9 % quantile, 3.27, rounded up — the
 /// energy test's level — where the cross-validation uses the 99 % one
-/// ([`OFF_DIAGONAL_TOP_Z`](super::OFF_DIAGONAL_TOP_Z)). A false alarm costs more
+/// (`OFF_DIAGONAL_TOP_Z`). A false alarm costs more
 /// here: the cross-validation still checks a spectral estimate on held-out folds,
 /// while with signal this selection releases SURE's minimum, and on independent
 /// variables at p = 300 a top z of 2.9 (a 0.5 % event there) let it release a noise
@@ -212,20 +213,19 @@ pub(crate) struct SureSelection {
     pub signal: bool,
 }
 
-/// Chooses by SURE among the candidates above, on the full average `y` with entry
-/// noise sd `sigma_n`; `cv` supplies the grids of c and β (only soft thresholds are
+/// Chooses by SURE among the candidates above, on the full average (with its entry
+/// noise sd); `cv` supplies the grids of c and β (only soft thresholds are
 /// scored, whatever `cv.kinds` says) and the signal tests' limits.
 pub(crate) fn sure_select(
-    y: &DMatrix<f64>,
-    sigma_n: f64,
+    full: &FullAverage<'_>,
     cv: &CrossValidation,
 ) -> Result<SureSelection, EstimateError> {
+    let (y, packed, sigma_n) = (full.matrix(), full.packed(), full.entry_noise_sd());
     let p = y.nrows();
     let root_log_p = (p as f64).ln().sqrt();
-    let packed: Vec<f64> = triangle_pairs(p).map(|(i, j)| y[(i, j)]).collect();
-    let signal_z = off_diagonal_signal_z(p, &packed, sigma_n);
+    let signal_z = off_diagonal_signal_z(p, packed, sigma_n);
     let top_z = (signal_z <= cv.threshold_one_standard_error_max_z)
-        .then(|| off_diagonal_top_z(p, &packed, sigma_n));
+        .then(|| off_diagonal_top_z(p, packed, sigma_n));
     let signal = signal_z > cv.threshold_one_standard_error_max_z
         || top_z.is_some_and(|t| t > refit_free_top_limit(cv));
     let betas: &[f64] = if cv.diagonal_shrinkage.is_empty() {
@@ -260,7 +260,7 @@ pub(crate) fn sure_select(
     };
     if !signal && !candidates.is_empty() {
         let variances_differ =
-            diagonal_spread_z(p, &packed, sigma_n) > cv.threshold_one_standard_error_max_z;
+            diagonal_spread_z(p, packed, sigma_n) > cv.threshold_one_standard_error_max_z;
         let k =
             simplest_within_one_standard_error(y, sigma_n, &candidates, &risks, variances_differ);
         tracing::debug!(p, signal_z, top_z, choice = ?candidates[k], "refit-free selection without signal");

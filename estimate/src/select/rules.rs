@@ -1,13 +1,22 @@
-//! The fixed-form rules (seed 000's universal threshold, seed 001's LDP threshold,
-//! Cai & Liu's entry-adaptive threshold), the [`ThresholdRule`] that names one of them
-//! or the cross-validation, and the formulas of their λ.
+//! The rules a release is made by: the [`RegularisationRule`] that names a fixed-form
+//! threshold (Wang & Xu's universal threshold, the heavy-tailed LDP threshold, Cai &
+//! Liu's entry-adaptive threshold), the cross-validation, or a spectral estimator;
+//! the parameters of each, and the formulas of the fixed thresholds' λ.
+//!
+//! `RegularisationRule` rather than a "threshold rule": three of its rules (the
+//! spectral estimators) threshold nothing, and the cross-validation may choose a
+//! structure or a spectral estimate.
 
-use super::CrossValidation;
+use super::candidates::SpectralCandidate;
+use super::settings::CrossValidation;
+use crate::input::EstimationInput;
 use crate::spectral::Shrinker;
-use ldpcov_proto::Collection;
+use crate::threshold::noise_threshold;
 
-/// Seed 000's universal threshold `λ = γ·√(log p / n) + c·σ_n·√(log p)`, with
-/// `σ_n = R²σ/√n` the noise sd of one averaged entry.
+/// The universal threshold of Wang & Xu, "Differentially Private High Dimensional
+/// Sparse Covariance Matrix Estimation" (CISS 2019):
+/// `λ = γ·√(log p / n) + c·σ_n·√(log p)`, with `σ_n = R²σ/√n` the noise sd of one
+/// averaged entry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UniversalThreshold {
     /// γ, the sub-Gaussian constant of the data (0 leaves only the noise term).
@@ -28,14 +37,16 @@ impl Default for UniversalThreshold {
     }
 }
 
-/// Seed 001's LDP threshold with the missing `1/√n` restored:
+/// The local-DP threshold of the follow-up to Wang & Xu on sparse covariance
+/// estimation under DP and LDP for heavy-tailed data (a bounded `4 + ε` moment; its
+/// Algorithm 2), with the missing `1/√n` restored:
 /// `λ = ξ·√(log p / n) + 4·(R²σ/√n)·√(log p)`.
 ///
 /// The paper prints `4σ₂√(log p)` (no `1/√n`), which does not shrink with n and would
 /// zero every off-diagonal entry at any realistic n; the noise of an averaged entry is
 /// `σ₂/√n` (in data units `R²σ/√n`), so that is what the threshold scales.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Seed001Threshold {
+pub struct LdpNoiseThreshold {
     /// ξ, the data term's constant (the paper tunes it by cross-validation).
     pub xi: f64,
     /// Threshold the diagonal too, as the paper prints; by default it is exempt.
@@ -103,16 +114,18 @@ impl Default for BulkShrinkage {
     }
 }
 
-/// Which entries of the average are kept, and how the threshold is chosen; or, for the
-/// spectral rules, which spectral estimator replaces the threshold.
+/// How the released matrix is regularised: which entries of the average are kept and
+/// how the threshold is chosen; or, for the spectral rules, which spectral estimator
+/// replaces the threshold; or the cross-validation that chooses among all of them.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ThresholdRule {
+pub enum RegularisationRule {
     /// Keep every entry.
     None,
-    /// Seed 000's universal threshold.
+    /// Wang & Xu's universal threshold.
     Universal(UniversalThreshold),
-    /// Seed 001's LDP threshold (with the `1/√n` erratum fixed).
-    Seed001(Seed001Threshold),
+    /// The heavy-tailed LDP threshold (with the `1/√n` erratum fixed); named
+    /// `seed001` in the rule names and on the wire.
+    LdpNoise(LdpNoiseThreshold),
     /// Cai & Liu's entry-adaptive threshold.
     Adaptive(AdaptiveThreshold),
     /// Chosen by K-fold cross-validation from the fold sums.
@@ -127,39 +140,39 @@ pub enum ThresholdRule {
 
 /// The default is cross-validation with [`CrossValidation::default`]: it falls back to
 /// "no threshold" when the data are dense and thresholds hard when they are sparse,
-/// where any fixed rule is right for one and wrong for the other (seed 000's c = 4
+/// where any fixed rule is right for one and wrong for the other (Wang & Xu's c = 4
 /// zeroes true entries whenever `4σ_n√(log p)` exceeds them).
-impl Default for ThresholdRule {
+impl Default for RegularisationRule {
     fn default() -> Self {
-        ThresholdRule::CrossValidated(CrossValidation::default())
+        RegularisationRule::CrossValidated(CrossValidation::default())
     }
 }
 
-impl ThresholdRule {
+impl RegularisationRule {
     /// A short name for logs and the estimate message.
     pub fn name(&self) -> String {
         let diag = |t: bool| if t { "thresholded" } else { "exempt" };
         match self {
-            ThresholdRule::None => "none".to_string(),
-            ThresholdRule::Universal(u) => format!(
+            RegularisationRule::None => "none".to_string(),
+            RegularisationRule::Universal(u) => format!(
                 "universal(gamma={}, c={}, diagonal={})",
                 u.gamma,
                 u.c,
                 diag(u.threshold_diagonal)
             ),
-            ThresholdRule::Seed001(s) => format!(
+            RegularisationRule::LdpNoise(s) => format!(
                 "seed001(xi={}, diagonal={})",
                 s.xi,
                 diag(s.threshold_diagonal)
             ),
-            ThresholdRule::Adaptive(a) => {
+            RegularisationRule::Adaptive(a) => {
                 format!(
                     "adaptive(eta={}, diagonal={})",
                     a.eta,
                     diag(a.threshold_diagonal)
                 )
             }
-            ThresholdRule::CrossValidated(cv) => {
+            RegularisationRule::CrossValidated(cv) => {
                 format!(
                     "cv(diagonal={}, threshold={}{})",
                     diag(cv.threshold_diagonal),
@@ -184,7 +197,7 @@ impl ThresholdRule {
                     }
                 )
             }
-            ThresholdRule::Spectral(s) => format!(
+            RegularisationRule::Spectral(s) => format!(
                 "spectral(loss={}, rank={})",
                 match s.shrinker {
                     Shrinker::Balanced => "balanced",
@@ -193,8 +206,8 @@ impl ThresholdRule {
                 },
                 rank_name(s.rank)
             ),
-            ThresholdRule::Factor(f) => format!("factor(rank={})", rank_name(f.rank)),
-            ThresholdRule::BulkShrink(b) => {
+            RegularisationRule::Factor(f) => format!("factor(rank={})", rank_name(f.rank)),
+            RegularisationRule::BulkShrink(b) => {
                 format!("bulk-shrink(alphas={:?}, taus={:?})", b.alphas, b.taus)
             }
         }
@@ -203,25 +216,25 @@ impl ThresholdRule {
     /// Whether the rule thresholds the diagonal.
     pub fn threshold_diagonal(&self) -> bool {
         match self {
-            ThresholdRule::None => false,
-            ThresholdRule::Universal(u) => u.threshold_diagonal,
-            ThresholdRule::Seed001(s) => s.threshold_diagonal,
-            ThresholdRule::Adaptive(a) => a.threshold_diagonal,
-            ThresholdRule::CrossValidated(cv) => cv.threshold_diagonal,
-            ThresholdRule::Spectral(_)
-            | ThresholdRule::Factor(_)
-            | ThresholdRule::BulkShrink(_) => false,
+            RegularisationRule::None => false,
+            RegularisationRule::Universal(u) => u.threshold_diagonal,
+            RegularisationRule::LdpNoise(s) => s.threshold_diagonal,
+            RegularisationRule::Adaptive(a) => a.threshold_diagonal,
+            RegularisationRule::CrossValidated(cv) => cv.threshold_diagonal,
+            RegularisationRule::Spectral(_)
+            | RegularisationRule::Factor(_)
+            | RegularisationRule::BulkShrink(_) => false,
         }
     }
 
     /// Every numeric parameter with its name, for validation.
     pub fn parameters(&self) -> Vec<(&'static str, f64)> {
         match self {
-            ThresholdRule::None => vec![],
-            ThresholdRule::Universal(u) => vec![("gamma", u.gamma), ("c", u.c)],
-            ThresholdRule::Seed001(s) => vec![("xi", s.xi)],
-            ThresholdRule::Adaptive(a) => vec![("eta", a.eta)],
-            ThresholdRule::CrossValidated(cv) => cv
+            RegularisationRule::None => vec![],
+            RegularisationRule::Universal(u) => vec![("gamma", u.gamma), ("c", u.c)],
+            RegularisationRule::LdpNoise(s) => vec![("xi", s.xi)],
+            RegularisationRule::Adaptive(a) => vec![("eta", a.eta)],
+            RegularisationRule::CrossValidated(cv) => cv
                 .noise_scales
                 .iter()
                 .map(|&v| ("noise_scales", v))
@@ -232,10 +245,10 @@ impl ThresholdRule {
                         .map(|&v| ("diagonal_shrinkage", if v <= 1.0 { v } else { -v })),
                 )
                 .collect(),
-            ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) => vec![],
+            RegularisationRule::Spectral(_) | RegularisationRule::Factor(_) => vec![],
             // α ∈ [0, 1], τ ∈ [0, 2]: one above its bound is reported negated so the
             // check refuses it.
-            ThresholdRule::BulkShrink(b) => b
+            RegularisationRule::BulkShrink(b) => b
                 .alphas
                 .iter()
                 .map(|&v| ("alphas", if v <= 1.0 { v } else { -v }))
@@ -252,22 +265,34 @@ impl ThresholdRule {
     pub fn is_spectral(&self) -> bool {
         matches!(
             self,
-            ThresholdRule::Spectral(_) | ThresholdRule::Factor(_) | ThresholdRule::BulkShrink(_)
+            RegularisationRule::Spectral(_)
+                | RegularisationRule::Factor(_)
+                | RegularisationRule::BulkShrink(_)
         )
     }
 }
 
+/// The named rule a spectral candidate of the cross-validation is (applied to the full
+/// average when chosen).
+impl From<SpectralCandidate> for RegularisationRule {
+    fn from(candidate: SpectralCandidate) -> Self {
+        match candidate {
+            SpectralCandidate::Shrink => RegularisationRule::Spectral(SpectralShrinkage::default()),
+            SpectralCandidate::Factor => RegularisationRule::Factor(FactorModel::default()),
+            SpectralCandidate::BulkShrink => {
+                RegularisationRule::BulkShrink(BulkShrinkage::default())
+            }
+        }
+    }
+}
+
+/// `detected` or the fixed rank.
 fn rank_name(rank: Option<usize>) -> String {
     rank.map_or_else(|| "detected".to_string(), |k| k.to_string())
 }
 
-/// `c·σ_n·√(log p)` for `σ_n` the averaged-entry noise sd at n reports (data units).
-pub fn noise_threshold(collection: &Collection, n: u64, c: f64) -> f64 {
-    c * collection.mean_entry_noise_sd(n.max(1)) * (collection.dim as f64).ln().sqrt()
-}
-
-/// Seed 000's universal threshold `γ√(log p/n) + c·σ_n√(log p)` at n reports.
-pub fn universal_threshold(
+/// Wang & Xu's universal threshold `γ√(log p/n) + c·σ_n√(log p)` at n reports.
+pub(crate) fn universal_threshold(
     rule: &UniversalThreshold,
     p: usize,
     n: u64,
@@ -277,8 +302,12 @@ pub fn universal_threshold(
     rule.gamma * (log_p / n.max(1) as f64).sqrt() + rule.c * entry_noise_sd * log_p.sqrt()
 }
 
-/// Seed 001's LDP threshold `ξ√(log p/n) + 4(R²σ/√n)√(log p)` at n reports.
-pub fn seed001_threshold(rule: &Seed001Threshold, collection: &Collection, n: u64) -> f64 {
-    let log_p = (collection.dim as f64).ln();
-    rule.xi * (log_p / n.max(1) as f64).sqrt() + noise_threshold(collection, n, 4.0)
+/// The heavy-tailed LDP threshold `ξ√(log p/n) + 4(R²σ/√n)√(log p)` at n reports.
+pub(crate) fn ldp_noise_threshold(
+    rule: &LdpNoiseThreshold,
+    input: &EstimationInput,
+    n: u64,
+) -> f64 {
+    let log_p = (input.dim() as f64).ln();
+    rule.xi * (log_p / n.max(1) as f64).sqrt() + noise_threshold(input, n, 4.0)
 }

@@ -1,94 +1,10 @@
-//! What a cross-validation chooses among: the [`CrossValidation`] settings, the
-//! [`Candidate`]s they span, and what each candidate applies (thresholds, kind,
-//! structure, or a spectral estimator in place of all three).
+//! The settings of the K-fold cross-validation ([`CrossValidation`]), the default
+//! rule, and the candidates they span.
 
-use super::{ThresholdKind, Thresholds, adaptive_thresholds, noise_threshold};
+use super::candidates::{Candidate, SpectralCandidate};
+use super::signal::{OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z};
 use crate::structure::{Structure, bandwidth_grid};
-use ldpcov_proto::Collection;
-
-/// One threshold a cross-validation may choose.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Candidate {
-    /// Keep every entry.
-    None,
-    /// The noise form `λ = c·σ_n·√(log p)` (seed 000 with γ = 0, seed 001 with ξ = 0).
-    Noise {
-        /// c, the multiple of `σ_n·√(log p)`.
-        c: f64,
-        /// Hard or soft.
-        kind: ThresholdKind,
-    },
-    /// The entry-adaptive form `λ_ij = η·√(θ̂_ij·log p / n)`.
-    Adaptive {
-        /// η.
-        eta: f64,
-        /// Hard or soft.
-        kind: ThresholdKind,
-    },
-    /// A structural regulariser instead of a threshold: banding or Toeplitz band
-    /// averaging ([`Structure`](crate::Structure)).
-    Structured(Structure),
-    /// A spectral estimator built on the known noise level instead of a threshold
-    /// ([`spectral`](crate::spectral)); no diagonal shrinkage.
-    Spectral(SpectralCandidate),
-}
-
-/// The spectral estimators a cross-validation may choose: the rules
-/// [`ThresholdRule::Spectral`](super::ThresholdRule::Spectral) (balanced shrinker,
-/// detected rank), [`ThresholdRule::Factor`](super::ThresholdRule::Factor) (detected
-/// rank) and [`ThresholdRule::BulkShrink`](super::ThresholdRule::BulkShrink) (α by
-/// SURE on the default grid) with their defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpectralCandidate {
-    /// Shrunk spikes over a flat bulk ([`spectral::shrink`](crate::spectral::shrink)).
-    Shrink,
-    /// Shrunk spikes plus a fitted diagonal ([`spectral::factor`](crate::spectral::factor)).
-    Factor,
-    /// Spikes over a bulk shrunk toward its mean, α chosen by SURE on each training
-    /// set ([`spectral::bulk_shrink_sure`](crate::spectral::bulk_shrink_sure)).
-    BulkShrink,
-}
-
-impl SpectralCandidate {
-    /// Every spectral candidate, in the order they are tried.
-    pub const ALL: [SpectralCandidate; 3] = [
-        SpectralCandidate::Shrink,
-        SpectralCandidate::Factor,
-        SpectralCandidate::BulkShrink,
-    ];
-
-    /// The named rule this candidate is (applied to the full average when chosen).
-    pub fn rule(&self) -> super::ThresholdRule {
-        use super::{BulkShrinkage, FactorModel, SpectralShrinkage, ThresholdRule};
-        match self {
-            SpectralCandidate::Shrink => ThresholdRule::Spectral(SpectralShrinkage::default()),
-            SpectralCandidate::Factor => ThresholdRule::Factor(FactorModel::default()),
-            SpectralCandidate::BulkShrink => ThresholdRule::BulkShrink(BulkShrinkage::default()),
-        }
-    }
-
-    /// `spectral`, `factor` or `bulk-shrink`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            SpectralCandidate::Shrink => "spectral",
-            SpectralCandidate::Factor => "factor",
-            SpectralCandidate::BulkShrink => "bulk-shrink",
-        }
-    }
-}
-
-impl Candidate {
-    /// A short name such as `noise(c=1.41, soft)`.
-    pub fn name(&self) -> String {
-        match self {
-            Candidate::None => "none".to_string(),
-            Candidate::Noise { c, kind } => format!("noise(c={c:.3}, {})", kind.name()),
-            Candidate::Adaptive { eta, kind } => format!("adaptive(eta={eta:.3}, {})", kind.name()),
-            Candidate::Structured(s) => s.name(),
-            Candidate::Spectral(s) => s.name().to_string(),
-        }
-    }
-}
+use crate::threshold::ThresholdKind;
 
 /// K-fold cross-validation of the threshold from the fold sums.
 ///
@@ -153,12 +69,13 @@ pub struct CrossValidation {
     /// they differ, the held-out loss keeps β = 0.
     pub diagonal_shrinkage: Vec<f64>,
     /// Try banding (keep `|i − j| ≤ k`) at every bandwidth k of the grid, when the
-    /// collection declares ordered variables (`Collection::ordered_variables`).
+    /// collection declares ordered variables (`EstimationInput::ordered_variables`).
     pub banding: bool,
     /// Try Toeplitz band averaging at every bandwidth k of the grid, when the
     /// collection declares ordered variables.
     pub toeplitz: bool,
-    /// Try the spectral estimators ([`SpectralCandidate`]) on the same folds.
+    /// Try the spectral estimators (`SpectralCandidate`: the spectral shrinkage, the factor model and the bulk
+    /// shrinkage, with their defaults) on the same folds.
     pub spectral: bool,
     /// Above this dimension the folds are not refitted: the choice is made by Stein's
     /// unbiased risk estimate on the full average among "none", the soft thresholds
@@ -178,7 +95,7 @@ pub struct CrossValidation {
     /// (`false`). See docs/ALGORITHMS.md §3.
     pub spectral_prefer_bulk_shrink: bool,
     /// Within the thresholds, when the full average shows no off-diagonal signal
-    /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z) at most
+    /// (`off_diagonal_signal_z` at most
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)):
     /// take the simplest
     /// candidate (the fewest kept degrees of freedom: non-zero off-diagonal entries
@@ -188,13 +105,13 @@ pub struct CrossValidation {
     /// cannot tell apart thresholds that differ by a few kept noise entries, which
     /// cost little in Frobenius norm and a lot in spectral norm when the off-diagonal
     /// truth is below the noise. When the diagonal's spread
-    /// ([`diagonal_spread_z`](super::diagonal_spread_z)) exceeds the same limit, the
+    /// (`diagonal_spread_z`) exceeds the same limit, the
     /// variances differ and no candidate pooling the diagonal more than the best is
     /// taken. Over gRPC `CrossValidatedThreshold.smallest_mean_threshold` sets it to
     /// `false`.
     pub threshold_one_standard_error: bool,
     /// When the full average shows off-diagonal signal
-    /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z) above
+    /// (`off_diagonal_signal_z` above
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)),
     /// release the convex combination `(1 − w)·chosen + w·other` of the chosen
     /// candidate and the other family's best (the spectral family's best when a
@@ -208,19 +125,19 @@ pub struct CrossValidation {
     /// docs/ALGORITHMS.md §3. Over gRPC `CrossValidatedThreshold.no_stacking` sets it
     /// to `false`.
     pub stack_families: bool,
-    /// The largest off-diagonal signal z ([`off_diagonal_signal_z`](super::off_diagonal_signal_z))
-    /// that shows no off-diagonal signal ([`OFF_DIAGONAL_SIGNAL_Z`](super::OFF_DIAGONAL_SIGNAL_Z)
+    /// The largest off-diagonal signal z (`off_diagonal_signal_z`)
+    /// that shows no off-diagonal signal (`OFF_DIAGONAL_SIGNAL_Z`
     /// by default; with `f64::INFINITY` and an infinite
     /// [`off_diagonal_top_max_z`](Self::off_diagonal_top_max_z) the data never show
     /// signal, so the within-threshold rule applies whatever the signal). Also the
     /// limit of the diagonal's spread z.
     pub threshold_one_standard_error_max_z: f64,
-    /// The largest top-eigenvalue z ([`off_diagonal_top_z`](super::off_diagonal_top_z))
-    /// that shows no off-diagonal signal ([`OFF_DIAGONAL_TOP_Z`](super::OFF_DIAGONAL_TOP_Z)
+    /// The largest top-eigenvalue z (`off_diagonal_top_z`)
+    /// that shows no off-diagonal signal (`OFF_DIAGONAL_TOP_Z`
     /// by default; `f64::INFINITY` leaves the energy test alone).
     pub off_diagonal_top_max_z: f64,
     /// Bandwidths for banding and Toeplitz averaging; empty means
-    /// [`bandwidth_grid`]`(p)`. Values ≥ p act as p − 1.
+    /// `bandwidth_grid(p)` (every k up to 8, then a ×1.25 grid up to p − 1). Values ≥ p act as p − 1.
     pub bandwidths: Vec<usize>,
 }
 
@@ -251,8 +168,8 @@ impl Default for CrossValidation {
             spectral_prefer_bulk_shrink: true,
             threshold_one_standard_error: true,
             stack_families: true,
-            threshold_one_standard_error_max_z: super::OFF_DIAGONAL_SIGNAL_Z,
-            off_diagonal_top_max_z: super::OFF_DIAGONAL_TOP_Z,
+            threshold_one_standard_error_max_z: OFF_DIAGONAL_SIGNAL_Z,
+            off_diagonal_top_max_z: OFF_DIAGONAL_TOP_Z,
             bandwidths: Vec::new(),
         }
     }
@@ -281,9 +198,9 @@ pub enum SpectralGuard {
 
 impl CrossValidation {
     /// Whether the full average shows off-diagonal signal: its off-diagonal energy z
-    /// ([`off_diagonal_signal_z`](super::off_diagonal_signal_z)) is above
+    /// (`off_diagonal_signal_z`) is above
     /// [`threshold_one_standard_error_max_z`](Self::threshold_one_standard_error_max_z)
-    /// or its top off-diagonal eigenvalue z ([`off_diagonal_top_z`](super::off_diagonal_top_z))
+    /// or its top off-diagonal eigenvalue z (`off_diagonal_top_z`)
     /// above [`off_diagonal_top_max_z`](Self::off_diagonal_top_max_z). The energy test
     /// sees signal spread over many entries, the eigenvalue test a few strong
     /// directions; each is a test at about 0.1 % and 1 % under the null.
@@ -294,7 +211,12 @@ impl CrossValidation {
     /// The candidates for a `p × p` matrix in the order they are tried (ties of held-out
     /// loss go to the larger threshold, then to the earlier candidate). Banding and Toeplitz averaging are included only for `ordered`
     /// variables: on variables without an order their bands mean nothing.
-    pub fn candidates(&self, with_adaptive: bool, p: usize, ordered: bool) -> Vec<Candidate> {
+    pub(crate) fn candidates(
+        &self,
+        with_adaptive: bool,
+        p: usize,
+        ordered: bool,
+    ) -> Vec<Candidate> {
         let mut out = Vec::new();
         if self.include_none {
             out.push(Candidate::None);
@@ -339,38 +261,5 @@ impl CrossValidation {
             out.extend(SpectralCandidate::ALL.map(Candidate::Spectral));
         }
         out
-    }
-}
-
-/// The thresholds of a cross-validation candidate at n reports (None: zero).
-pub(crate) fn candidate_thresholds(
-    candidate: &Candidate,
-    collection: &Collection,
-    variances: &[f64],
-    n: u64,
-) -> Thresholds {
-    match candidate {
-        Candidate::None | Candidate::Structured(_) | Candidate::Spectral(_) => {
-            Thresholds::Uniform(0.0)
-        }
-        Candidate::Noise { c, .. } => Thresholds::Uniform(noise_threshold(collection, n, *c)),
-        Candidate::Adaptive { eta, .. } => adaptive_thresholds(variances, collection.dim, n, *eta),
-    }
-}
-
-/// The kind a candidate applies (hard for "none", the structures and the spectral
-/// estimators, which zero nothing).
-pub(crate) fn candidate_kind(candidate: &Candidate) -> ThresholdKind {
-    match candidate {
-        Candidate::None | Candidate::Structured(_) | Candidate::Spectral(_) => ThresholdKind::Hard,
-        Candidate::Noise { kind, .. } | Candidate::Adaptive { kind, .. } => *kind,
-    }
-}
-
-/// The structure a candidate applies (unstructured for the thresholds).
-pub(crate) fn candidate_structure(candidate: &Candidate) -> Structure {
-    match candidate {
-        Candidate::Structured(s) => *s,
-        _ => Structure::Unstructured,
     }
 }

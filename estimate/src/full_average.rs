@@ -1,0 +1,97 @@
+//! The full average and what else is derived from the sums over all folds, computed
+//! once per request and handed to the selection, the cross-validation, SURE and the
+//! signal tests (which used to rebuild it each).
+
+use crate::accumulator::Accumulator;
+use crate::error::EstimateError;
+use crate::input::EstimationInput;
+use crate::moments::{MomentsEstimate, moments};
+use crate::packed::packed_to_matrix;
+use crate::threshold::entry_variances_of_sums;
+use nalgebra::DMatrix;
+use std::cell::OnceCell;
+
+/// One request's input, accumulators, and what is derived from their sums over all
+/// folds: the total sums, the moments of the full average (its packed covariance is
+/// the matrix the estimators act on), that matrix in full, its entry noise sd, and
+/// (on first use) the per-entry variances of the entry-adaptive rule.
+#[derive(Debug)]
+pub(crate) struct FullAverage<'a> {
+    input: &'a EstimationInput,
+    acc: &'a Accumulator,
+    sums: Vec<i64>,
+    moments: MomentsEstimate,
+    matrix: DMatrix<f64>,
+    entry_noise_sd: f64,
+    variances: OnceCell<Vec<f64>>,
+}
+
+impl<'a> FullAverage<'a> {
+    /// Sums the folds and averages them (refused when the sums do not have
+    /// `input.entries()` values).
+    pub(crate) fn new(
+        input: &'a EstimationInput,
+        acc: &'a Accumulator,
+    ) -> Result<Self, EstimateError> {
+        let n = acc.count;
+        let sums = acc.sums();
+        let moments = moments(input, &sums, n)?;
+        let matrix = packed_to_matrix(input.dim(), &moments.covariance);
+        Ok(FullAverage {
+            input,
+            acc,
+            sums,
+            moments,
+            matrix,
+            entry_noise_sd: input.mean_entry_noise_sd(n.max(1)),
+            variances: OnceCell::new(),
+        })
+    }
+
+    /// The request's input.
+    pub(crate) fn input(&self) -> &'a EstimationInput {
+        self.input
+    }
+
+    /// The request's accumulators.
+    pub(crate) fn acc(&self) -> &'a Accumulator {
+        self.acc
+    }
+
+    /// Reports averaged.
+    pub(crate) fn reports(&self) -> u64 {
+        self.acc.count
+    }
+
+    /// The per-entry sums over all folds, grid units.
+    pub(crate) fn sums(&self) -> &[i64] {
+        &self.sums
+    }
+
+    /// The packed matrix the estimators act on (the moments' covariance), data units.
+    pub(crate) fn packed(&self) -> &[f64] {
+        &self.moments.covariance
+    }
+
+    /// The same matrix in full.
+    pub(crate) fn matrix(&self) -> &DMatrix<f64> {
+        &self.matrix
+    }
+
+    /// Noise sd of one of its entries, data units.
+    pub(crate) fn entry_noise_sd(&self) -> f64 {
+        self.entry_noise_sd
+    }
+
+    /// The per-entry variances across reports ([`entry_variances`](crate::threshold::entry_variances)), computed on
+    /// first use.
+    pub(crate) fn variances(&self) -> &[f64] {
+        self.variances
+            .get_or_init(|| entry_variances_of_sums(self.input, self.acc, &self.sums))
+    }
+
+    /// The moments of the full average, for the release.
+    pub(crate) fn into_moments(self) -> MomentsEstimate {
+        self.moments
+    }
+}
