@@ -216,10 +216,12 @@ impl Collection {
         validate_centre(&spec.centre, dim)?;
         validate_names(&spec.variable_names, dim)?;
         let has_mean = moments == Moments::MeanAndCovariance;
-        if spec.allow_compressed_release && !(central && !has_mean) {
+        // Norm bins and the compressed release: central second-moment collections only.
+        let central_second_moment = central && !has_mean;
+        if spec.allow_compressed_release && !central_second_moment {
             return Err(SpecError::CompressedModel);
         }
-        if spec.norm_bins > 0 && !(central && !has_mean) {
+        if spec.norm_bins > 0 && !central_second_moment {
             return Err(SpecError::NormBinsModel);
         }
         if spec.norm_bins > MAX_NORM_BINS {
