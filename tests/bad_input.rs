@@ -6,6 +6,7 @@
 
 mod support;
 
+use ldpcov_fixtures as fixtures;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,17 +34,10 @@ use tonic::{Code, Status};
 /// A second-moment collection: the hand-made payloads below have its d entries (the
 /// mean-and-covariance default's refusals are in `tests/joint_moments.rs`).
 fn spec(id: &str, dim: u32) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        encoding: Encoding::I32Le as i32,
-        moments: Moments::SecondMoment as i32,
-        ..Default::default()
-    }
+    fixtures::spec(id, dim)
+        .encoding(Encoding::I32Le)
+        .moments(Moments::SecondMoment)
+        .build()
 }
 
 fn estimate_request(id: &str) -> GetEstimateRequest {

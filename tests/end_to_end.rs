@@ -14,6 +14,7 @@ use ldpcov::proto::v1::{
     Moments, NoThreshold, Report, UniversalThreshold, get_estimate_request,
 };
 use ldpcov::proto::{Collection, layout::triangle_pairs};
+use ldpcov_fixtures as fixtures;
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use tonic::Code;
@@ -22,17 +23,13 @@ use tonic::Code;
 /// √2 sensitivity and the noise bounds derived from them); the mean-and-covariance
 /// default has its own tests in `tests/joint_moments.rs`.
 fn spec(id: &str, dim: u32, epsilon: f64, clip_radius: f64, min_reports: u64) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim,
-        epsilon,
-        delta: 1e-6,
-        clip_radius,
-        min_reports,
-        encoding: Encoding::I32Le as i32,
-        moments: Moments::SecondMoment as i32,
-        ..Default::default()
-    }
+    fixtures::spec(id, dim)
+        .epsilon(epsilon)
+        .clip_radius(clip_radius)
+        .min_reports(min_reports)
+        .encoding(Encoding::I32Le)
+        .moments(Moments::SecondMoment)
+        .build()
 }
 
 fn request(

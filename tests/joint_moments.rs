@@ -17,6 +17,7 @@ use ldpcov::proto::v1::{
     CollectionSpec, Encoding, GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, Report,
     get_estimate_request,
 };
+use ldpcov_fixtures as fixtures;
 use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
 use tonic::Code;
@@ -25,16 +26,12 @@ const P: usize = 6;
 const SHIFT: f64 = 3.0;
 
 fn spec(id: &str, clip_radius: f64) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim: P as u32,
-        epsilon: 10.0,
-        delta: 1e-6,
-        clip_radius,
-        min_reports: 1000,
-        encoding: Encoding::I32Le as i32,
-        ..Default::default()
-    }
+    fixtures::spec(id, P as u32)
+        .epsilon(10.0)
+        .clip_radius(clip_radius)
+        .min_reports(1000)
+        .encoding(Encoding::I32Le)
+        .build()
 }
 
 fn no_threshold(id: &str) -> GetEstimateRequest {

@@ -4,6 +4,7 @@
 //! scratch, unknown ids refused). Health after a failed commit is tested in the
 //! aggregator's unit tests, where the commit-failure hooks are reachable.
 
+use ldpcov_fixtures as fixtures;
 use std::time::Duration;
 
 use ldpcov::aggregator::{EmbeddedServer, Limits};
@@ -25,18 +26,10 @@ use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
 
 fn spec(id: &str, dim: u32) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        encoding: 0,
-        // Reports below are d = p(p+1)/2 entries long: the second-moment layout.
-        moments: Moments::SecondMoment as i32,
-        ..Default::default()
-    }
+    // Reports below are d = p(p+1)/2 entries long: the second-moment layout.
+    fixtures::spec(id, dim)
+        .moments(Moments::SecondMoment)
+        .build()
 }
 
 async fn channel(url: &str) -> Channel {

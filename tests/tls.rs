@@ -1,6 +1,7 @@
 //! TLS end to end: a self-signed certificate made in the test (rcgen), the real
 //! server with rustls, the client trusting that certificate as its CA.
 
+use ldpcov_fixtures as fixtures;
 use std::sync::Arc;
 
 use ldpcov::aggregator::Limits;
@@ -27,16 +28,7 @@ fn self_signed() -> SelfSigned {
 }
 
 fn spec(id: &str) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim: 3,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        encoding: Encoding::I32Le as i32,
-        ..Default::default()
-    }
+    fixtures::spec(id, 3).encoding(Encoding::I32Le).build()
 }
 
 const ADMIN: &str = "tls-admin-token-0123456789";

@@ -31,23 +31,12 @@ use ldpcov_estimate::{
 };
 use ldpcov_proto::Collection;
 use ldpcov_proto::layout::triangle_pairs;
-use ldpcov_proto::v1::CollectionSpec;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use std::hint::black_box;
 
 fn collection(p: usize) -> Collection {
-    Collection::from_spec(&CollectionSpec {
-        collection_id: "bench".into(),
-        dim: p as u32,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        encoding: 0,
-        ..Default::default()
-    })
-    .expect("valid spec")
+    ldpcov_fixtures::spec("bench", p as u32).collection()
 }
 
 /// Five folds of 200 reports each: sums of `2^k/p·δ_ij + N(0, σ_grid²)` per report.

@@ -8,18 +8,17 @@
 //! * TLS (rustls) for the daemon and the CLI: [`ServerTls`], [`client_config`];
 //! * the `ldpcov.v1.Aggregator` gRPC service (validation, status codes):
 //!   [`AggregatorService`], [`Limits`];
-//! * storage: the [`Store`] trait, [`MemoryStore`], and the durable store
-//!   [`DurableStore`] (redb, group commit), and [`PostgresStore`] (PostgreSQL, shared by
+//! * storage: the [`Store`] trait and its backend-neutral errors ([`StoreError`],
+//!   [`Cause`]), [`MemoryStore`], and the backends under it: the durable store
+//!   [`DurableStore`] (redb, group commit) and [`PostgresStore`] (PostgreSQL, shared by
 //!   any number of aggregator replicas);
 //! * serving on a listener ([`serve`], [`serve_with`], [`ServeOptions`]) or embedded
 //!   in-process ([`EmbeddedServer`]);
-//! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
-//!   matrix or a vector ([`write_heatmap`], [`write_vector`]; the matrix an estimate's
-//!   picture shows: [`matrix_to_plot`]);
-//! * the CSV dialect of data files, shared with the root package's data reader
-//!   ([`CsvDialect`], [`read_csv_header`] for a heatmap's axis names).
+//! * metrics: [`install_prometheus_exporter`].
 //!
-//! The daemon and admin CLI are the `ldpcov-aggregator` binary.
+//! This library is the server. The daemon and admin CLI (the `ldpcov-aggregator`
+//! binary) and the presentation of estimates (JSON, CSV, NPY, PNG) are the
+//! `ldpcov-cli` crate.
 //!
 //! ```
 //! use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, Store};
@@ -46,11 +45,6 @@
 //! ```
 
 mod auth;
-mod csv_dialect;
-mod durable;
-mod heatmap;
-mod output;
-mod postgres;
 mod server;
 mod service;
 mod store;
@@ -58,25 +52,15 @@ mod telemetry;
 mod tls;
 
 pub use auth::{AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token};
-pub use csv_dialect::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
-pub use durable::{
-    CodecError, Corruption, DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore,
-    FORMAT_VERSION,
-};
-pub use heatmap::{
-    FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
-};
-pub use output::{Format, Plotted, matrix_to_plot, plot_title, vector_to_plot, write_estimate};
-pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use server::{
     COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions,
     TransportLimits, serve, serve_with,
 };
-pub use service::{
-    AggregatorService, Limits, STREAM_BATCH, Target, options_from_request, store_status,
-};
+pub use service::{AggregatorService, Limits, STREAM_BATCH};
 pub use store::{
-    Accumulator, BatchOutcome, Cause, FOLDS, MemoryStore, RecordedRelease, Snapshot, Store,
+    Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, DB_FILE,
+    DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FOLDS, FORMAT_VERSION,
+    MemoryStore, PostgresConfig, PostgresError, PostgresStore, RecordedRelease, Snapshot, Store,
     StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};

@@ -18,17 +18,12 @@ const DIM: u32 = 5;
 const REPORTS: usize = 120;
 
 fn spec() -> CollectionSpec {
-    CollectionSpec {
-        collection_id: ID.into(),
-        dim: DIM,
-        epsilon: 2.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 50,
-        encoding: Encoding::I32Le as i32,
-        // The default moments: mean and covariance, p + d entries per report.
-        ..Default::default()
-    }
+    // The default moments: mean and covariance, p + d entries per report.
+    ldpcov_fixtures::spec(ID, DIM)
+        .epsilon(2.0)
+        .min_reports(50)
+        .encoding(Encoding::I32Le)
+        .build()
 }
 
 async fn client(url: String) -> AggregatorClient {

@@ -33,6 +33,7 @@ use ldpcov_proto::v1::{
 use prost::Message;
 use tonic::Status;
 
+use super::convert::ReleaseInfo;
 use super::{AggregatorService, Target, estimate_status, invalid, store_status};
 use crate::store::Snapshot;
 
@@ -42,20 +43,6 @@ pub(super) struct CentralInput {
     pub(super) input: Snapshot,
     /// For the response.
     pub(super) info: ReleaseInfo,
-}
-
-/// The release fields of a central estimate's response.
-pub(super) struct ReleaseInfo {
-    /// The release, as asked.
-    pub(super) release: CentralRelease,
-    /// ρ spent by this call (0 when the ledger answered).
-    pub(super) rho_spent_now: f64,
-    /// The collection's total ρ spent, this release included.
-    pub(super) rho_spent_total: f64,
-    /// The release's clipping radius, data units (R, or AdaptiveCov's R·2^−j).
-    pub(super) radius: f64,
-    /// AdaptiveCov's private trace of the second moment, data units (0 otherwise).
-    pub(super) trace: f64,
 }
 
 /// The mechanism and budget a request's `release` names (INVALID_ARGUMENT otherwise).

@@ -1,5 +1,7 @@
 //! The `ldpcov.v1.Aggregator` gRPC service: validation, status codes, and the glue
-//! between the wire, the [`Store`] and the [`ldpcov_estimate`] crate.
+//! between the wire, the [`Store`] and the [`ldpcov_estimate`] crate (the mapping
+//! between messages and estimator options and results is `convert`; the statuses of
+//! errors are `status`; central collections' releases are `central`).
 //!
 //! Every request is validated completely before the store is touched, so a rejected
 //! request changes nothing.
@@ -7,31 +9,28 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
-    CrossValidatedThreshold, DeleteCollectionRequest, DeleteCollectionResponse, Edge, Estimate,
-    EstimateTarget, GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Report,
-    SpectralLoss, SubmitReportResponse, SubmitReportsResponse, ThresholdKind as WireKind,
-    get_estimate_request,
+    DeleteCollectionRequest, DeleteCollectionResponse, Estimate, GetCollectionRequest,
+    GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse, SubmitReportsResponse,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
-use nalgebra::DMatrix;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{AuthConfig, Right};
 use crate::store::{Store, StoreError, ValidReport};
 use crate::telemetry;
-use ldpcov_estimate::{
-    self as estimate, AdaptiveThreshold, BulkShrinkage, CrossValidation, EstimateError,
-    EstimateOptions, FactorModel, GlassoOptions, PrecisionMethod, Seed001Threshold,
-    SpectralShrinkage, ThresholdKind, ThresholdRule, UniversalThreshold, estimate_precision,
-    spectral::Shrinker,
-};
+use ldpcov_estimate::{self as estimate, estimate_precision};
 
 mod central;
+mod convert;
+mod status;
+
+use convert::{Target, estimate_response, options_from_request};
+pub(crate) use status::store_status;
+use status::{estimate_status, invalid};
 
 /// Reports of one stream are handed to the store in batches of at most this many.
 pub const STREAM_BATCH: usize = 256;
@@ -248,169 +247,6 @@ impl AggregatorService {
     }
 }
 
-/// Maps a store error to its gRPC status.
-pub fn store_status(e: StoreError) -> Status {
-    match e {
-        StoreError::NotFound(_) => Status::not_found(e.to_string()),
-        StoreError::AlreadyExists(_) => Status::already_exists(e.to_string()),
-        StoreError::Closed(_) => Status::failed_precondition(e.to_string()),
-        StoreError::Internal(_) => Status::internal(e.to_string()),
-        StoreError::Unavailable(_) => Status::unavailable(e.to_string()),
-        StoreError::BudgetExhausted { .. } => Status::resource_exhausted(e.to_string()),
-    }
-}
-
-fn estimate_status(e: EstimateError) -> Status {
-    match e {
-        EstimateError::BelowMinimum { .. } => Status::failed_precondition(e.to_string()),
-        EstimateError::ThresholdParameter { .. } | EstimateError::Parameter { .. } => {
-            Status::invalid_argument(e.to_string())
-        }
-        EstimateError::SumLength { .. } | EstimateError::Eigen => Status::internal(e.to_string()),
-    }
-}
-
-/// What a validated GetEstimate request asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Target {
-    /// The covariance estimate.
-    Covariance,
-    /// A precision matrix by `method`, at λ or (None) at the cross-validated λ.
-    Precision(PrecisionMethod, Option<f64>),
-}
-
-fn invalid(msg: impl Into<String>) -> Status {
-    Status::invalid_argument(msg.into())
-}
-
-/// Translates and validates a GetEstimate request (INVALID_ARGUMENT on bad values).
-pub fn options_from_request(req: &GetEstimateRequest) -> Result<(EstimateOptions, Target), Status> {
-    let kind = match WireKind::try_from(req.threshold_kind) {
-        Ok(WireKind::Unspecified) => None,
-        Ok(WireKind::Hard) => Some(ThresholdKind::Hard),
-        Ok(WireKind::Soft) => Some(ThresholdKind::Soft),
-        Err(_) => {
-            return Err(invalid(format!(
-                "unknown threshold_kind {}",
-                req.threshold_kind
-            )));
-        }
-    };
-    let cv = |c: &CrossValidatedThreshold| {
-        let d = CrossValidation::default();
-        let or_default = |given: &[f64], default: &[f64]| {
-            if given.is_empty() {
-                default.to_vec()
-            } else {
-                given.to_vec()
-            }
-        };
-        ThresholdRule::CrossValidated(CrossValidation {
-            noise_scales: or_default(&c.noise_scales, &d.noise_scales),
-            adaptive_scales: or_default(&c.adaptive_scales, &d.adaptive_scales),
-            diagonal_shrinkage: or_default(&c.diagonal_shrinkage, &d.diagonal_shrinkage),
-            kinds: kind.map(|k| vec![k]).unwrap_or(d.kinds),
-            threshold_diagonal: c.threshold_diagonal,
-            banding: !c.unordered_variables,
-            toeplitz: !c.unordered_variables,
-            spectral: !c.no_spectral,
-            threshold_one_standard_error: !c.smallest_mean_threshold,
-            stack_families: !c.no_stacking,
-            bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
-            ..d
-        })
-    };
-    use get_estimate_request::Threshold;
-    let rule = match &req.threshold {
-        None => cv(&CrossValidatedThreshold::default()),
-        Some(Threshold::None(_)) => ThresholdRule::None,
-        Some(Threshold::Universal(u)) => ThresholdRule::Universal(UniversalThreshold {
-            gamma: u.gamma,
-            c: if u.c == 0.0 { 4.0 } else { u.c },
-            threshold_diagonal: u.threshold_diagonal,
-        }),
-        Some(Threshold::Seed001(s)) => ThresholdRule::Seed001(Seed001Threshold {
-            xi: s.xi,
-            threshold_diagonal: s.threshold_diagonal,
-        }),
-        Some(Threshold::Adaptive(a)) => ThresholdRule::Adaptive(AdaptiveThreshold {
-            eta: if a.eta == 0.0 { 2.0 } else { a.eta },
-            threshold_diagonal: a.threshold_diagonal,
-        }),
-        Some(Threshold::CrossValidated(c)) => cv(c),
-        Some(Threshold::Spectral(s)) => ThresholdRule::Spectral(SpectralShrinkage {
-            shrinker: match SpectralLoss::try_from(s.loss) {
-                Ok(SpectralLoss::Unspecified | SpectralLoss::Balanced) => Shrinker::Balanced,
-                Ok(SpectralLoss::Frobenius) => Shrinker::Frobenius,
-                Ok(SpectralLoss::Operator) => Shrinker::Operator,
-                Err(_) => return Err(invalid(format!("unknown spectral loss {}", s.loss))),
-            },
-            rank: s.rank.map(|k| k as usize),
-        }),
-        Some(Threshold::Factor(f)) => ThresholdRule::Factor(FactorModel {
-            rank: f.rank.map(|k| k as usize),
-        }),
-        Some(Threshold::BulkShrink(b)) => {
-            let default = BulkShrinkage::default();
-            let or_default = |given: &[f64], default: Vec<f64>| {
-                if given.is_empty() {
-                    default
-                } else {
-                    given.to_vec()
-                }
-            };
-            ThresholdRule::BulkShrink(BulkShrinkage {
-                alphas: or_default(&b.alphas, default.alphas),
-                taus: or_default(&b.taus, default.taus),
-            })
-        }
-    };
-    let options = EstimateOptions {
-        rule,
-        kind: kind.unwrap_or_default(),
-        skip_psd_projection: req.skip_psd_projection,
-        psd_floor: req.psd_floor,
-    };
-    estimate::validate_options(&options).map_err(estimate_status)?;
-    let params = req.precision.unwrap_or_default();
-    let lambda = params.lambda;
-    let target = match EstimateTarget::try_from(req.target) {
-        Ok(EstimateTarget::Unspecified | EstimateTarget::Covariance) => Target::Covariance,
-        Ok(EstimateTarget::PrecisionRidge) => {
-            if let Some(l) = lambda
-                && !(l.is_finite() && l > 0.0)
-            {
-                return Err(invalid(format!(
-                    "ridge lambda = {l} must be a finite number > 0"
-                )));
-            }
-            Target::Precision(PrecisionMethod::Ridge, lambda)
-        }
-        Ok(EstimateTarget::PrecisionGlasso) => {
-            let d = GlassoOptions::default();
-            let opts = GlassoOptions {
-                rho: if params.rho == 0.0 { d.rho } else { params.rho },
-                max_iterations: if params.max_iterations == 0 {
-                    d.max_iterations
-                } else {
-                    params.max_iterations
-                },
-                penalize_diagonal: params.penalize_diagonal,
-                ..d
-            };
-            estimate::validate_glasso(lambda.unwrap_or(0.0), &opts).map_err(estimate_status)?;
-            Target::Precision(PrecisionMethod::Glasso(opts), lambda)
-        }
-        Err(_) => return Err(invalid(format!("unknown target {}", req.target))),
-    };
-    if req.skip_psd_projection && target != Target::Covariance {
-        return Err(invalid(
-            "skip_psd_projection is only for the covariance target (precision estimators need the projected estimate)",
-        ));
-    }
-    Ok((options, target))
-}
-
 #[tonic::async_trait]
 impl Aggregator for AggregatorService {
     async fn create_collection(
@@ -604,66 +440,9 @@ impl Aggregator for AggregatorService {
             },
             started.elapsed(),
         );
-        let packed = |m: &DMatrix<f64>| -> Vec<f64> {
-            triangle_pairs(c.dim).map(|(i, j)| m[(i, j)]).collect()
-        };
-        let wire_target = match &target {
-            Target::Covariance => EstimateTarget::Covariance,
-            Target::Precision(PrecisionMethod::Ridge, _) => EstimateTarget::PrecisionRidge,
-            Target::Precision(PrecisionMethod::Glasso(_), _) => EstimateTarget::PrecisionGlasso,
-        };
-        let mut out = Estimate {
-            collection_id: c.id.clone(),
-            dim: c.dim as u32,
-            upper_triangle: packed(&result.matrix),
-            reports: result.reports,
-            sigma,
-            entry_noise_sd: result.entry_noise_sd,
-            threshold: result.threshold,
-            threshold_rule: result.rule.clone(),
-            surviving_entries: result.surviving_entries,
-            clamped_eigenvalues: result.clamped_eigenvalues,
-            psd_projected: result.psd_projected,
-            target: wire_target as i32,
-            threshold_kind: result.kind.name().to_string(),
-            moments: c.moments as i32,
-            mean: result.moments.mean.clone().unwrap_or_default(),
-            mean_noise_sd: result.moments.mean_noise_sd,
-            second_moment: if c.has_mean() {
-                result.moments.second_moment.clone()
-            } else {
-                Vec::new()
-            },
-            correlation: packed(&estimate::correlation(&result.matrix)),
-            variable_names: c.variable_names.clone(),
-            ..Default::default()
-        };
-        if let Some(info) = release {
-            out.release = Some(info.release);
-            out.release_rho_spent = info.rho_spent_now;
-            out.rho_budget = c.rho;
-            out.rho_spent = info.rho_spent_total;
-            out.release_radius = info.radius;
-            out.release_trace = info.trace;
-        }
-        if let Some(pr) = precision {
-            out.precision_upper_triangle = packed(&pr.theta);
-            out.precision_lambda = pr.lambda;
-            out.precision_lambda_cross_validated = pr.lambda_cross_validated;
-            if let Some(g) = pr.glasso {
-                out.graph = g
-                    .edges
-                    .iter()
-                    .map(|&(i, j)| Edge {
-                        i: i as u32,
-                        j: j as u32,
-                    })
-                    .collect();
-                out.precision_iterations = g.iterations;
-                out.precision_converged = g.converged;
-            }
-        }
-        Ok(Response::new(out))
+        Ok(Response::new(estimate_response(
+            &c, &target, sigma, &result, precision, release,
+        )))
     }
 }
 

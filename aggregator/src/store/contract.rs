@@ -1,5 +1,6 @@
-//! The contract every [`Store`] keeps, as test functions generic over the store, run
-//! against [`MemoryStore`], `DurableStore` and `PostgresStore` (a fresh store per case).
+//! The contract every [`Store`] keeps, as test functions generic over the store:
+//! [`run_all`] runs them on a fresh store per case. [`MemoryStore`] is checked here; each
+//! backend checks itself in its own tests (`redb/tests.rs`, `postgres/tests.rs`).
 //!
 //! Each case asserts what the trait documents: a report id counts at most once per
 //! collection (within a batch, across batches, across concurrent tasks); creating is
@@ -15,8 +16,6 @@ use rand_chacha::ChaCha8Rng;
 
 use super::tests::collection;
 use super::*;
-use crate::durable::{DurableConfig, DurableStore};
-use crate::postgres::{PostgresConfig, PostgresStore};
 
 /// A report of `entries` entries, all `v`, with id `id`.
 fn report(id: u32, v: i32, entries: usize) -> ValidReport {
@@ -41,7 +40,7 @@ fn expected(entries: usize, reports: &[ValidReport]) -> Accumulator {
 }
 
 /// Runs every case, each on a store from `fresh(case name)`.
-async fn run_all<S, F, Fut>(mut fresh: F)
+pub(crate) async fn run_all<S, F, Fut>(mut fresh: F)
 where
     S: Store,
     F: FnMut(&'static str) -> Fut,
@@ -355,36 +354,4 @@ async fn concurrent_submits_count_every_report_once<S: Store>(s: Arc<S>) {
 #[tokio::test]
 async fn memory_store_keeps_the_contract() {
     run_all(|_| async { Arc::new(MemoryStore::new()) }).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn durable_store_keeps_the_contract() {
-    let dir = tempfile::tempdir().unwrap();
-    run_all(|case| {
-        let path = dir.path().join(case);
-        async move {
-            let config = DurableConfig {
-                batch_delay: std::time::Duration::from_millis(2),
-                ..DurableConfig::default()
-            };
-            Arc::new(DurableStore::open(&path, config).unwrap())
-        }
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_store_keeps_the_contract() {
-    let pg = ldpcov_pg_cluster::PgCluster::start_or_panic();
-    run_all(|case| {
-        let url = pg.database_or_panic(case);
-        async move {
-            let config = PostgresConfig {
-                batch_delay: std::time::Duration::from_millis(2),
-                ..PostgresConfig::default()
-            };
-            Arc::new(PostgresStore::open(&url, config).await.unwrap())
-        }
-    })
-    .await;
 }

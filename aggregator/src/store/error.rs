@@ -1,12 +1,18 @@
 //! Store errors: what the caller is told ([`StoreError`], mapped to a gRPC status by
 //! the service) and, for failures of the store itself, why ([`Cause`], kept as the
 //! error's [`source`](std::error::Error::source)).
+//!
+//! Both are backend-neutral: an error of a backend's database or driver is kept as a
+//! boxed [`std::error::Error`] ([`Cause::Backend`]), so this module names no backend.
 
 use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::durable::{Corruption, DurableError};
+use super::codec::Corruption;
+
+/// A backend's own error, kept as the source of a [`Cause`].
+pub type BackendError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, Error)]
@@ -94,30 +100,20 @@ impl StoreError {
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum Cause {
-    /// A database error.
-    #[error("database: {0}")]
-    Database(#[from] redb::Error),
-    /// A write or read transaction could not be started.
-    #[error("transaction: {0}")]
-    Transaction(#[from] redb::TransactionError),
-    /// A write transaction could not be made durable.
-    #[error("durability: {0}")]
-    Durability(#[from] redb::SetDurabilityError),
-    /// A table could not be opened.
-    #[error("table: {0}")]
-    Table(#[from] redb::TableError),
-    /// Reading or writing a table failed.
-    #[error("storage: {0}")]
-    Storage(#[from] redb::StorageError),
-    /// The commit failed: redb cannot say whether the transaction became durable.
-    #[error("commit: {0}")]
-    Commit(#[from] redb::CommitError),
+    /// An error of the storage backend (its database, driver or connection pool):
+    /// `what` says what failed ("database", "commit", "PostgreSQL", ...), `source` is
+    /// the backend's error.
+    #[error("{what}: {source}")]
+    Backend {
+        /// What failed, as the message's prefix.
+        what: &'static str,
+        /// The backend's error.
+        #[source]
+        source: BackendError,
+    },
     /// An I/O error outside the database.
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
-    /// The database was closed after a failed commit and could not be reopened.
-    #[error("cannot reopen the database: {0}")]
-    Reopen(#[source] Box<DurableError>),
     /// The stored data cannot be read.
     #[error("{0}")]
     Corrupt(#[from] Corruption),
@@ -159,12 +155,6 @@ pub enum Cause {
     /// The in-memory state disagrees with what was just committed.
     #[error("inconsistent in-memory state: {0}")]
     Mirror(String),
-    /// A PostgreSQL error (PostgreSQL store).
-    #[error("PostgreSQL: {0}")]
-    Postgres(#[from] tokio_postgres::Error),
-    /// No connection to PostgreSQL could be had from the pool (PostgreSQL store).
-    #[error("PostgreSQL connection pool: {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
     /// The connection failed while a commit was in flight: the batch may or may not
     /// have been committed. Retrying with the same report ids is safe (a report that was
     /// counted comes back as a duplicate).
@@ -174,8 +164,17 @@ pub enum Cause {
     /// count column that disagrees with its blob, a negative count, ...).
     #[error("inconsistent stored data: {0}")]
     Inconsistent(String),
-    /// A commit failure injected by a test.
-    #[cfg(test)]
-    #[error("injected commit failure")]
-    Injected,
+    /// Any other failure, told as its own message (a test's injected commit failure).
+    #[error("{0}")]
+    Other(#[source] BackendError),
+}
+
+impl Cause {
+    /// [`Cause::Backend`]: `source`, a backend's error, with what failed.
+    pub fn backend(what: &'static str, source: impl Into<BackendError>) -> Self {
+        Cause::Backend {
+            what,
+            source: source.into(),
+        }
+    }
 }

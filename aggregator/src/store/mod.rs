@@ -1,23 +1,47 @@
 //! Where collections and their exact integer accumulators live.
 //!
-//! [`Store`] is the seam a durable store plugs into; [`MemoryStore`] keeps everything
-//! in memory. A store receives only reports that were already validated, and applies
-//! a batch atomically: after an error nothing of the batch is counted.
+//! [`Store`] is the seam a backend plugs into; its errors ([`StoreError`], [`Cause`])
+//! name no backend. [`MemoryStore`] keeps everything in memory; the persistent backends
+//! live in submodules, each importing only this module and [`codec`] (what they store
+//! and how it reads back), never each other:
+//!
+//! * `redb`: [`DurableStore`], one redb file with group commit;
+//! * `postgres`: [`PostgresStore`], PostgreSQL shared by any number of replicas.
+//!
+//! A store receives only reports that were already validated, and applies a batch
+//! atomically: after an error nothing of the batch is counted.
 
+mod codec;
 #[cfg(test)]
 mod contract;
 mod error;
 mod memory;
+mod postgres;
+mod redb;
 #[cfg(test)]
 pub(crate) mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ldpcov_proto::{Collection, ReportId};
 
-pub use error::{Cause, StoreError};
+pub use codec::{CodecError, Corruption};
+pub use error::{BackendError, Cause, StoreError};
 pub use ldpcov_estimate::{Accumulator, FOLDS};
 pub use memory::MemoryStore;
+pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
+pub use redb::{
+    DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,
+};
+
+/// The backends' group-commit default: a batch is committed once it holds this many
+/// reports.
+pub(crate) const DEFAULT_BATCH_SIZE: usize = 1024;
+
+/// The backends' group-commit default: a batch is committed at most this long after
+/// its first report arrived.
+pub(crate) const DEFAULT_BATCH_DELAY: Duration = Duration::from_millis(5);
 
 /// A report that passed validation: its id and grid-unit entries.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,21 +2,10 @@
 //! included, is checked in `contract.rs`).
 
 use super::*;
-use ldpcov_proto::v1::CollectionSpec;
 
-/// A small valid collection for store tests.
+/// A small valid collection for store tests (the shared fixture spec).
 pub(crate) fn collection(id: &str, dim: u32) -> Collection {
-    Collection::from_spec(&CollectionSpec {
-        collection_id: id.into(),
-        dim,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        encoding: 0,
-        ..Default::default()
-    })
-    .unwrap()
+    ldpcov_fixtures::spec(id, dim).collection()
 }
 
 fn report(id: u8, v: i32) -> ValidReport {

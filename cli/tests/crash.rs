@@ -11,9 +11,7 @@
 //! privacy budget spent must stay exactly the sum of the recorded releases, and every
 //! acknowledged release must still be there.
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::ffi::OsStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,125 +23,19 @@ use ldpcov_client::proto::v1::{
     GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, PrivacyModel, Report,
     get_estimate_request::Threshold,
 };
-use ldpcov_client::proto::wire::decode_payload;
-use ldpcov_client::{
-    AggregatorClient, ClientError, Collection, DiscreteGaussianSampler, RetryPolicy,
-};
+use ldpcov_client::{AggregatorClient, Collection};
 use ldpcov_client::{ReportId, proto::v1::aggregator_client::AggregatorClient as RawClient};
 use ldpcov_estimate::{Accumulator, FOLDS};
 use rand::{Rng, SeedableRng};
-use tonic::Code;
+
+use support::crash::{free_port, kill, run_client, spawn_serve, wait_ready};
+
+mod support;
 
 const KILLS: usize = 22;
 const CLIENTS: usize = 6;
 const DIM: u32 = 4;
 const COLLECTION: &str = "crash";
-
-fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr")
-}
-
-fn spawn_daemon(addr: SocketAddr, data: &Path, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("open daemon log");
-    Command::new(env!("CARGO_BIN_EXE_ldpcov-aggregator"))
-        .args(["--log", "info", "serve", "--listen"])
-        .arg(addr.to_string())
-        .arg("--data-dir")
-        .arg(data)
-        .args(["--batch-delay-ms", "2", "--batch-size", "64"])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn the daemon")
-}
-
-async fn wait_ready(url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if RawClient::connect(url.to_string()).await.is_ok() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "daemon did not come up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn kill(child: &mut Child) {
-    child.kill().expect("SIGKILL the daemon");
-    child.wait().expect("reap the daemon");
-}
-
-/// Errors a restart explains; anything else is a bug.
-fn transient(e: &ClientError) -> bool {
-    match e {
-        ClientError::Transport(_) => true,
-        ClientError::Status(s) => matches!(
-            s.code(),
-            Code::Unavailable | Code::Unknown | Code::DeadlineExceeded | Code::Cancelled
-        ),
-        _ => false,
-    }
-}
-
-/// One simulated device pool: sends reports (unary or in small streams) and resends
-/// each until acknowledged; returns the acknowledged reports.
-async fn run_client(
-    url: String,
-    collection: Collection,
-    seed: u64,
-    stop: Arc<AtomicBool>,
-    acked_total: Arc<AtomicU64>,
-) -> Vec<(ReportId, Vec<i32>)> {
-    let mut client = AggregatorClient::connect_lazy(url)
-        .expect("client")
-        .with_retry(RetryPolicy::no_retries())
-        .with_timeout(Duration::from_secs(5))
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            seed,
-        )));
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut acked = Vec::new();
-    let mut pending: Vec<Report> = Vec::new();
-    loop {
-        if pending.is_empty() {
-            if stop.load(Ordering::SeqCst) {
-                return acked;
-            }
-            let n = if rng.random_bool(0.25) { 8 } else { 1 };
-            for _ in 0..n {
-                let x: Vec<f64> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
-                pending.push(client.prepare_report(&collection, &x).expect("prepare"));
-            }
-        }
-        let result = if pending.len() == 1 {
-            client.submit_report(pending[0].clone()).await.map(|_| ())
-        } else {
-            client.submit_stream(pending.clone()).await.map(|r| {
-                assert_eq!(r.accepted + r.duplicates, pending.len() as u64);
-            })
-        };
-        match result {
-            Ok(()) => {
-                for r in pending.drain(..) {
-                    let id = ReportId::try_from(r.report_id.as_slice()).expect("id");
-                    let entries =
-                        decode_payload(&collection, r.encoding, &r.payload).expect("payload");
-                    acked.push((id, entries));
-                }
-                acked_total.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) if transient(&e) => tokio::time::sleep(Duration::from_millis(5)).await,
-            Err(e) => panic!("non-transient failure: {e}"),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_loses_nothing_and_counts_nothing_twice() {
@@ -154,7 +46,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
     let url = format!("http://{addr}");
     let started = Instant::now();
 
-    let mut daemon = spawn_daemon(addr, &data, &log);
+    let mut daemon = spawn_serve(addr, &[OsStr::new("--data-dir"), data.as_os_str()], &log);
     wait_ready(&url).await;
     let mut admin = AggregatorClient::connect(url.clone())
         .await
@@ -179,11 +71,12 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|c| {
             tokio::spawn(run_client(
-                url.clone(),
+                vec![url.clone()],
                 collection.clone(),
                 1000 + c as u64,
                 stop.clone(),
                 acks.clone(),
+                Arc::default(),
             ))
         })
         .collect();
@@ -194,7 +87,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
         let delay = Duration::from_millis(rng.random_range(0..400));
         tokio::time::sleep(delay).await;
         kill(&mut daemon);
-        daemon = spawn_daemon(addr, &data, &log);
+        daemon = spawn_serve(addr, &[OsStr::new("--data-dir"), data.as_os_str()], &log);
         if rng.random_bool(0.7) {
             wait_ready(&url).await;
         }
@@ -259,7 +152,7 @@ async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
             ..Default::default()
         };
         let collection = Collection::from_spec(&spec).expect("spec");
-        let mut daemon = spawn_daemon(addr, &data, &log);
+        let mut daemon = spawn_serve(addr, &[OsStr::new("--data-dir"), data.as_os_str()], &log);
         wait_ready(&url).await;
         let mut admin = AggregatorClient::connect(url.clone())
             .await
@@ -377,7 +270,7 @@ async fn central_releases_racing_sigkill_keep_the_budget_exact() {
     let addr = free_port();
     let url = format!("http://{addr}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xb0d9e7);
-    let mut daemon = spawn_daemon(addr, &data, &log);
+    let mut daemon = spawn_serve(addr, &[OsStr::new("--data-dir"), data.as_os_str()], &log);
     wait_ready(&url).await;
     let mut client = AggregatorClient::connect(url.clone())
         .await
@@ -422,7 +315,7 @@ async fn central_releases_racing_sigkill_keep_the_budget_exact() {
         if let Ok(answer) = call.await.expect("estimate task") {
             acknowledged.push((round, answer.into_inner().upper_triangle));
         }
-        daemon = spawn_daemon(addr, &data, &log);
+        daemon = spawn_serve(addr, &[OsStr::new("--data-dir"), data.as_os_str()], &log);
         wait_ready(&url).await;
     }
     // Every acknowledged release is still recorded: asked again, it is free and the

@@ -4,14 +4,11 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
-use ldpcov_proto::Collection;
-use ldpcov_proto::v1::CollectionSpec;
-use prost::Message;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::codec::decode_accumulator;
-use super::{Corruption, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
-use ldpcov_estimate::{Accumulator, FOLDS};
+use super::{DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
+use crate::store::codec::{Corruption, decode_accumulators, decode_collection};
+use ldpcov_estimate::FOLDS;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(super) const COLLECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("collections");
@@ -59,7 +56,13 @@ pub(super) fn open_db(
                 meta.insert("format", FORMAT_VERSION).map_err(db_err)?;
             }
             Some(FORMAT_VERSION) => {}
-            Some(found) => return Err(Corruption::Format { found }.into()),
+            Some(found) => {
+                return Err(Corruption::Format {
+                    found,
+                    expected: FORMAT_VERSION,
+                }
+                .into());
+            }
         }
         txn.open_table(COLLECTIONS).map_err(db_err)?;
         txn.open_table(ACCUMULATORS).map_err(db_err)?;
@@ -118,33 +121,4 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
         }
     }
     Ok(mirror)
-}
-
-/// The collection whose spec is stored under `id`, read on the stored path
-/// ([`Collection::from_spec`], never `create`): a spec written before the `moments`
-/// field existed decodes with 0 and keeps meaning the second moment.
-pub(crate) fn decode_collection(id: &str, spec: &[u8]) -> Result<Collection, Corruption> {
-    let spec = CollectionSpec::decode(spec).map_err(|source| Corruption::SpecDecode {
-        id: id.to_string(),
-        source,
-    })?;
-    Collection::from_spec(&spec).map_err(|source| Corruption::Spec {
-        id: id.to_string(),
-        source,
-    })
-}
-
-/// The accumulators stored for collection `id` (`blob`), or empty ones if none are.
-pub(crate) fn decode_accumulators(
-    id: &str,
-    collection: &Collection,
-    blob: Option<&[u8]>,
-) -> Result<Accumulator, Corruption> {
-    match blob {
-        Some(blob) => decode_accumulator(blob).map_err(|source| Corruption::Blob {
-            id: id.to_string(),
-            source,
-        }),
-        None => Ok(Accumulator::new(collection.entries, FOLDS)),
-    }
 }

@@ -11,24 +11,21 @@
 //! nothing lost, nothing counted twice — whatever replica counted a report, and even
 //! when a commit's answer was lost with the replica or the database.
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ldpcov_aggregator::{PostgresConfig, PostgresStore, Store};
-use ldpcov_client::proto::v1::{CollectionSpec, Encoding, Report};
-use ldpcov_client::proto::wire::decode_payload;
-use ldpcov_client::{
-    AggregatorClient, ClientError, Collection, DiscreteGaussianSampler, RetryPolicy,
-};
-use ldpcov_client::{ReportId, proto::v1::aggregator_client::AggregatorClient as RawClient};
+use ldpcov_client::AggregatorClient;
+use ldpcov_client::proto::v1::{CollectionSpec, Encoding};
 use ldpcov_estimate::{Accumulator, FOLDS};
 use ldpcov_pg_cluster::PgCluster;
 use rand::{Rng, SeedableRng};
-use tonic::Code;
+
+use support::crash::{free_port, kill_if_running, run_client, spawn_serve, wait_ready};
+
+mod support;
 
 const REPLICAS: usize = 3;
 const KILLS: usize = 30;
@@ -37,129 +34,6 @@ const DATABASE_CRASH_AT: usize = 12;
 const CLIENTS: usize = 6;
 const DIM: u32 = 4;
 const COLLECTION: &str = "replicas";
-
-fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr")
-}
-
-fn spawn_replica(addr: SocketAddr, db: &str, log: &Path) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .expect("open replica log");
-    Command::new(env!("CARGO_BIN_EXE_ldpcov-aggregator"))
-        .args(["--log", "info", "serve", "--listen"])
-        .arg(addr.to_string())
-        .args(["--store", db])
-        .args(["--batch-delay-ms", "2", "--batch-size", "64"])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn a replica")
-}
-
-/// Waits until `url` accepts connections (a replica opens its store before it listens).
-async fn wait_ready(url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if RawClient::connect(url.to_string()).await.is_ok() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "replica {url} did not come up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn kill(child: &mut Child) {
-    // The child may have exited by itself (it cannot start while the database is down).
-    let _ = child.kill();
-    child.wait().expect("reap the replica");
-}
-
-/// Errors a dead replica or database explains; anything else is a bug.
-fn transient(e: &ClientError) -> bool {
-    match e {
-        ClientError::Transport(_) => true,
-        ClientError::Status(s) => matches!(
-            s.code(),
-            Code::Unavailable | Code::Unknown | Code::DeadlineExceeded | Code::Cancelled
-        ),
-        _ => false,
-    }
-}
-
-/// One simulated device pool: sends reports (unary or in small streams) to one replica
-/// and, on a transient failure, resends them to the next; returns the acknowledged
-/// reports.
-async fn run_client(
-    urls: Vec<String>,
-    collection: Collection,
-    seed: u64,
-    stop: Arc<AtomicBool>,
-    acked_total: Arc<AtomicU64>,
-    failovers: Arc<AtomicU64>,
-) -> Vec<(ReportId, Vec<i32>)> {
-    // Builds the reports (no network: `prepare_report` only perturbs).
-    let mut maker = AggregatorClient::connect_lazy(urls[0].clone())
-        .expect("client")
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            seed,
-        )));
-    let mut clients: Vec<AggregatorClient> = urls
-        .iter()
-        .map(|url| {
-            AggregatorClient::connect_lazy(url.clone())
-                .expect("client")
-                .with_retry(RetryPolicy::no_retries())
-                .with_timeout(Duration::from_secs(5))
-        })
-        .collect();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut target = (seed as usize) % clients.len();
-    let mut acked = Vec::new();
-    let mut pending: Vec<Report> = Vec::new();
-    loop {
-        if pending.is_empty() {
-            if stop.load(Ordering::SeqCst) {
-                return acked;
-            }
-            let n = if rng.random_bool(0.25) { 8 } else { 1 };
-            for _ in 0..n {
-                let x: Vec<f64> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
-                pending.push(maker.prepare_report(&collection, &x).expect("prepare"));
-            }
-        }
-        let client = &mut clients[target];
-        let result = if pending.len() == 1 {
-            client.submit_report(pending[0].clone()).await.map(|_| ())
-        } else {
-            client.submit_stream(pending.clone()).await.map(|r| {
-                assert_eq!(r.accepted + r.duplicates, pending.len() as u64);
-            })
-        };
-        match result {
-            Ok(()) => {
-                for r in pending.drain(..) {
-                    let id = ReportId::try_from(r.report_id.as_slice()).expect("id");
-                    let entries =
-                        decode_payload(&collection, r.encoding, &r.payload).expect("payload");
-                    acked.push((id, entries));
-                }
-                acked_total.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) if transient(&e) => {
-                failovers.fetch_add(1, Ordering::Relaxed);
-                target = (target + 1) % urls.len();
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            Err(e) => panic!("non-transient failure: {e}"),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() {
@@ -172,10 +46,10 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
     let started = Instant::now();
 
     // The first replica applies the migrations; the others then find them applied.
-    let mut replicas = vec![spawn_replica(addrs[0], &db, &log)];
+    let mut replicas = vec![spawn_serve(addrs[0], &["--store", db.as_str()], &log)];
     wait_ready(&urls[0]).await;
     for addr in &addrs[1..] {
-        replicas.push(spawn_replica(*addr, &db, &log));
+        replicas.push(spawn_serve(*addr, &["--store", db.as_str()], &log));
     }
     for url in &urls[1..] {
         wait_ready(url).await;
@@ -235,8 +109,8 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
             cluster.restart().expect("restart PostgreSQL");
         }
         let r = rng.random_range(0..REPLICAS);
-        kill(&mut replicas[r]);
-        replicas[r] = spawn_replica(addrs[r], &db, &log);
+        kill_if_running(&mut replicas[r]);
+        replicas[r] = spawn_serve(addrs[r], &["--store", db.as_str()], &log);
         if rng.random_bool(0.5) {
             wait_ready(&urls[r]).await;
         }
@@ -244,7 +118,7 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
     // Every replica up (one started while the database was down exits: start it again).
     for (r, replica) in replicas.iter_mut().enumerate() {
         if replica.try_wait().expect("try_wait").is_some() {
-            *replica = spawn_replica(addrs[r], &db, &log);
+            *replica = spawn_serve(addrs[r], &["--store", db.as_str()], &log);
         }
         wait_ready(&urls[r]).await;
     }
@@ -255,7 +129,7 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
         acked.extend(t.await.expect("client task"));
     }
     for replica in &mut replicas {
-        kill(replica);
+        kill_if_running(replica);
     }
 
     let mut expected = Accumulator::new(collection.entries, FOLDS);

@@ -10,6 +10,7 @@ use ldpcov_pg_cluster::PgCluster;
 use ldpcov_proto::ReportId;
 
 use super::*;
+use crate::store::contract;
 use crate::store::tests::collection;
 use ldpcov_estimate::{Accumulator, FOLDS};
 
@@ -482,4 +483,20 @@ async fn replicas_recording_releases_never_overspend_together() {
     assert_eq!(recorded, 4);
     assert_eq!(b.budget_spent("c").await, Ok(1.0));
     assert_eq!(a.budget_spent("c").await, Ok(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_keeps_the_contract() {
+    let pg = PgCluster::start_or_panic();
+    contract::run_all(|case| {
+        let url = pg.database_or_panic(case);
+        async move {
+            let config = PostgresConfig {
+                batch_delay: std::time::Duration::from_millis(2),
+                ..PostgresConfig::default()
+            };
+            Arc::new(PostgresStore::open(&url, config).await.unwrap())
+        }
+    })
+    .await;
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use ldpcov_aggregator::{
+use ldpcov_cli::{
     Format, Plotted, matrix_to_plot, plot_title, read_csv_header, vector_to_plot, write_estimate,
     write_heatmap, write_vector,
 };
@@ -418,7 +418,7 @@ fn draw_png(
     what: Plotted,
     path: &std::path::Path,
     names: Option<&[String]>,
-) -> Result<ldpcov_aggregator::Layout> {
+) -> Result<ldpcov_cli::Layout> {
     let p = estimate.dim as usize;
     if let Some(names) = names
         && names.len() != p

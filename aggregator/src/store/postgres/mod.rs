@@ -26,10 +26,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 
-use crate::durable::{Corruption, DurableConfig, decode_collection};
-use crate::store::{
-    BatchOutcome, Cause, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
-    check_release,
+use super::codec::{Corruption, decode_collection};
+use super::{
+    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, RecordedRelease, Snapshot, Store,
+    StoreError, ValidReport, check_lengths, check_release,
 };
 
 use commit::{Committer, Submission};
@@ -60,15 +60,14 @@ pub struct PostgresConfig {
 }
 
 impl Default for PostgresConfig {
-    /// 8 connections, 10 s to connect; the durable store's group-commit defaults
+    /// 8 connections, 10 s to connect; the stores' group-commit defaults
     /// (1024 reports or 5 ms); a fold of at most 64 deltas every second.
     fn default() -> Self {
-        let durable = DurableConfig::default();
         PostgresConfig {
             pool_size: 8,
             connect_timeout: Duration::from_secs(10),
-            batch_size: durable.batch_size,
-            batch_delay: durable.batch_delay,
+            batch_size: DEFAULT_BATCH_SIZE,
+            batch_delay: DEFAULT_BATCH_DELAY,
             fold_interval: Duration::from_secs(1),
             fold_batch: 64,
             cache_ttl: Duration::from_secs(5),
@@ -425,9 +424,9 @@ impl Drop for PostgresStore {
 /// otherwise.
 pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
     if transient(&e) {
-        StoreError::unavailable(Cause::Postgres(e))
+        StoreError::unavailable(Cause::backend("PostgreSQL", e))
     } else {
-        StoreError::internal(Cause::Postgres(e))
+        StoreError::internal(Cause::backend("PostgreSQL", e))
     }
 }
 
@@ -435,10 +434,15 @@ pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
 pub(crate) fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
     use deadpool_postgres::PoolError;
     match &e {
-        PoolError::Backend(b) if !transient(b) => StoreError::internal(Cause::Pool(e)),
+        PoolError::Backend(b) if !transient(b) => StoreError::internal(pool_cause(e)),
         PoolError::Closed => StoreError::unavailable(Cause::ShuttingDown),
-        _ => StoreError::unavailable(Cause::Pool(e)),
+        _ => StoreError::unavailable(pool_cause(e)),
     }
+}
+
+/// The cause of a failure to get a connection from the pool.
+fn pool_cause(e: deadpool_postgres::PoolError) -> Cause {
+    Cause::backend("PostgreSQL connection pool", e)
 }
 
 /// Whether `e` may go away when retried: no connection (I/O, closed), or an error

@@ -18,10 +18,10 @@
 //!
 //! let m = DMatrix::from_row_slice(2, 2, &[1.0, -0.5, -0.5, 2.0]);
 //! let names = ["height".to_string(), "weight".to_string()];
-//! let layout = ldpcov_aggregator::write_heatmap(
+//! let layout = ldpcov_cli::write_heatmap(
 //!     Path::new("cov.png"), &m, "covariance", Some(&names))?;
 //! assert_eq!(layout.rows, 2);
-//! # Ok::<(), ldpcov_aggregator::PlotError>(())
+//! # Ok::<(), ldpcov_cli::PlotError>(())
 //! ```
 
 use nalgebra::DMatrix;

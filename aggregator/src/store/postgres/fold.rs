@@ -16,7 +16,7 @@ use tokio_postgres::IsolationLevel;
 use tokio_postgres::types::ToSql;
 
 use super::{corrupt, db_error, pool_error, to_u64};
-use crate::durable::{Corruption, decode_accumulators, decode_collection, encode_accumulator};
+use crate::store::codec::{Corruption, decode_accumulators, decode_collection, encode_accumulator};
 use crate::store::{Cause, StoreError};
 use ldpcov_estimate::{Accumulator, FOLDS};
 

@@ -10,14 +10,13 @@ use ldpcov_proto::Collection;
 use prost::Message;
 use redb::{Database, ReadableDatabase};
 
-use super::codec::encode_accumulator;
-#[cfg(test)]
 use super::hooks::Event;
 use super::tables::{
     ACCUMULATORS, CLOSED, COLLECTIONS, META, RELEASES, ReleaseKey, ReleaseValue, SEEN,
-    begin_durable, decode_accumulators, decode_collection, open_db,
+    begin_durable, open_db,
 };
-use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared};
+use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared, reopen_failed};
+use crate::store::codec::{decode_accumulators, decode_collection, encode_accumulator};
 use crate::store::{
     BatchOutcome, Cause, RecordedRelease, Snapshot, StoreError, ValidReport, check_lengths,
 };
@@ -144,7 +143,7 @@ impl Committer {
             Some(db) => db,
             None => {
                 let (db, mirror) = open_db(&self.path, self.config.cache_size, &self.shared)
-                    .map_err(|e| Cause::Reopen(Box::new(e)))?;
+                    .map_err(reopen_failed)?;
                 let mut map = self
                     .shared
                     .mirror
@@ -178,7 +177,6 @@ impl Committer {
     }
 
     fn add(&mut self, batch: &mut Batch, command: Command) {
-        #[cfg(test)]
         if !matches!(command, Command::ReadCommitted { .. }) {
             self.shared.hooks.record(Event::Added);
         }
@@ -387,22 +385,19 @@ impl Committer {
             Some(e) => Err(e),
             None => write_accumulators(&txn, &pending, self.commits + 1),
         };
-        #[cfg(test)]
-        let injected = self.shared.hooks.take_failure();
+        let injected = self.shared.hooks.injected_failure();
         // The flag says whether the database must be reopened: after any real storage
         // error (redb may refuse further writes), not after an injected failure.
         // A transaction that is not committed is aborted when dropped.
-        let result = match prepared {
-            Err(e) => Err((e, true)),
-            #[cfg(test)]
-            Ok(()) if injected => Err((Cause::Injected, false)),
+        let result = match (prepared, injected) {
+            (Err(e), _) => Err((e, true)),
+            (Ok(()), Some(e)) => Err((e, false)),
             // Durability::Immediate (begin_durable): the data is fsynced once this returns.
-            Ok(()) => txn.commit().map_err(|e| (Cause::from(e), true)),
+            (Ok(()), None) => txn.commit().map_err(|e| (Cause::from(e), true)),
         };
         crate::telemetry::commit("redb", reports, started.elapsed(), result.is_ok());
         match result {
             Ok(()) => {
-                #[cfg(test)]
                 self.shared.hooks.record(Event::Committed);
                 self.commits += 1;
                 self.set_write_health(true);
@@ -419,7 +414,6 @@ impl Committer {
                 );
                 // Only now, after the commit, are the callers answered.
                 for w in waiting {
-                    #[cfg(test)]
                     self.shared.hooks.record(Event::Answered);
                     match w {
                         Waiting::Submit(reply, outcome) => {
@@ -593,17 +587,14 @@ impl Committer {
             }
             Ok(txn)
         })();
-        #[cfg(test)]
-        let injected = self.shared.hooks.take_failure();
-        let result = match written {
-            Err(e) => Err((e, true)),
-            #[cfg(test)]
-            Ok(_) if injected => Err((Cause::Injected, false)),
-            Ok(txn) => txn.commit().map_err(|e| (Cause::from(e), true)),
+        let injected = self.shared.hooks.injected_failure();
+        let result = match (written, injected) {
+            (Err(e), _) => Err((e, true)),
+            (Ok(_), Some(e)) => Err((e, false)),
+            (Ok(txn), None) => txn.commit().map_err(|e| (Cause::from(e), true)),
         };
         match result {
             Ok(()) => {
-                #[cfg(test)]
                 self.shared.hooks.record(Event::Committed);
                 self.commits = commit;
                 self.set_write_health(true);

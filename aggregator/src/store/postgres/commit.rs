@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{db_error, pool_error};
-use crate::durable::encode_accumulator;
+use crate::store::codec::encode_accumulator;
 use crate::store::{BatchOutcome, Cause, StoreError, ValidReport};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
@@ -119,7 +119,10 @@ async fn commit_group(
         }
     }
     txn.commit().await.map_err(|e| {
-        StoreError::unavailable(Cause::CommitOutcomeUnknown(Box::new(Cause::Postgres(e))))
+        StoreError::unavailable(Cause::CommitOutcomeUnknown(Box::new(Cause::backend(
+            "PostgreSQL",
+            e,
+        ))))
     })?;
     Ok(answers)
 }

@@ -1,13 +1,26 @@
 //! Tests of the durable store.
 
-use super::codec::{decode_accumulator, encode_accumulator};
-use super::hooks::Event;
+use super::hooks::{Event, TestHooks};
 use super::*;
 use crate::store::MemoryStore;
-use ldpcov_estimate::FOLDS;
+use crate::store::contract;
 use ldpcov_proto::ReportId;
 
 use crate::store::tests::collection;
+
+/// The unit tests' handles on the commit thread's hooks.
+impl DurableStore {
+    /// Makes the next `n` batch commits fail (the transaction is aborted just before
+    /// its commit), to test failure handling.
+    fn fail_next_commits(&self, n: u32) {
+        self.shared.hooks.fail_next_commits(n);
+    }
+
+    /// The commit thread's test hooks.
+    fn hooks(&self) -> &TestHooks {
+        &self.shared.hooks
+    }
+}
 
 fn report(id: u32, v: i32, entries: usize) -> ValidReport {
     let mut rid = [0u8; 16];
@@ -78,23 +91,6 @@ fn quick() -> DurableConfig {
         // A tiny page cache: the tests also exercise redb's eviction.
         cache_size: 64 * 1024,
     }
-}
-
-#[test]
-fn blob_round_trips_and_rejects_damage() {
-    let mut acc = Accumulator::new(3, FOLDS);
-    acc.add(0, &[i32::MAX, -7, 0]);
-    acc.add(4, &[-i32::MAX, 5, 1]);
-    let blob = encode_accumulator(&acc);
-    assert_eq!(blob.len(), 32 + 8 * FOLDS + 3 * (8 * FOLDS + 16));
-    assert_eq!(decode_accumulator(&blob).unwrap(), acc);
-    assert!(decode_accumulator(&blob[..blob.len() - 1]).is_err());
-    let mut bad = blob.clone();
-    bad[0] = b'X';
-    assert!(decode_accumulator(&bad).is_err());
-    let mut bad = blob;
-    bad[24] ^= 1; // count no longer equals the sum of the fold counts
-    assert!(decode_accumulator(&bad).is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -806,4 +802,20 @@ async fn the_release_ledger_survives_a_restart() {
         s.record_release("c", b"key2", 0.75, 1.0, vec![]).await,
         Err(StoreError::BudgetExhausted { .. })
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    contract::run_all(|case| {
+        let path = dir.path().join(case);
+        async move {
+            let config = DurableConfig {
+                batch_delay: std::time::Duration::from_millis(2),
+                ..DurableConfig::default()
+            };
+            Arc::new(DurableStore::open(&path, config).unwrap())
+        }
+    })
+    .await;
 }

@@ -1,9 +1,7 @@
-//! The durable store: [`DurableStore`] (its docs hold the design: tables, one
-//! transaction per batch, failure handling, write amplification, memory).
+//! The redb backend, the durable store: [`DurableStore`] (its docs hold the design:
+//! tables, one transaction per batch, failure handling, write amplification, memory).
 
-mod codec;
 mod commit;
-#[cfg(test)]
 mod hooks;
 mod tables;
 #[cfg(test)]
@@ -20,17 +18,16 @@ use ldpcov_proto::Collection;
 use thiserror::Error;
 use tokio::sync::oneshot;
 
-use crate::store::{
-    BatchOutcome, Cause, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
-    check_release,
+use super::codec::Corruption;
+use super::{
+    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, RecordedRelease, Snapshot, Store,
+    StoreError, ValidReport, check_lengths, check_release,
 };
 use ldpcov_estimate::Accumulator;
 
-pub use codec::CodecError;
-pub(crate) use codec::encode_accumulator;
 use commit::Committer;
+use hooks::TestHooks;
 use tables::open_db;
-pub(crate) use tables::{decode_accumulators, decode_collection};
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "ldpcov.redb";
@@ -58,8 +55,8 @@ impl Default for DurableConfig {
     /// 1024 reports or 5 ms, whichever comes first; a 64 MiB page cache.
     fn default() -> Self {
         DurableConfig {
-            batch_size: 1024,
-            batch_delay: Duration::from_millis(5),
+            batch_size: DEFAULT_BATCH_SIZE,
+            batch_delay: DEFAULT_BATCH_DELAY,
             cache_size: DEFAULT_CACHE_SIZE,
         }
     }
@@ -87,68 +84,30 @@ pub enum DurableError {
     Thread(std::io::Error),
 }
 
-/// What a database holds that this version cannot read.
-#[derive(Debug, Error)]
-pub enum Corruption {
-    /// Another table layout or blob format.
-    #[error("store format {found}, this version reads {}", FORMAT_VERSION)]
-    Format {
-        /// The stored format version.
-        found: u64,
-    },
-    /// A stored collection spec is not valid protobuf.
-    #[error("spec of collection {id:?}: {source}")]
-    SpecDecode {
-        /// The collection.
-        id: String,
-        /// The decoding error.
-        source: prost::DecodeError,
-    },
-    /// A stored collection spec is refused by [`Collection::from_spec`].
-    #[error("spec of collection {id:?}: {source}")]
-    Spec {
-        /// The collection.
-        id: String,
-        /// Why the spec is refused.
-        source: ldpcov_proto::SpecError,
-    },
-    /// A collection is stored under another collection's id.
-    #[error("collection stored under {id:?} is {found:?}")]
-    IdMismatch {
-        /// The key.
-        id: String,
-        /// The id in the stored spec.
-        found: String,
-    },
-    /// A collection's accumulator blob cannot be read.
-    #[error("collection {id:?}: {source}")]
-    Blob {
-        /// The collection.
-        id: String,
-        /// Why the blob cannot be read.
-        source: CodecError,
-    },
-    /// A collection's accumulators do not match its dimension.
-    #[error(
-        "collection {id:?}: accumulators of {entries} entries × {folds} folds, expected {expected} × {}",
-        ldpcov_estimate::FOLDS
-    )]
-    Shape {
-        /// The collection.
-        id: String,
-        /// Entries of the stored accumulators.
-        entries: usize,
-        /// Folds of the stored accumulators.
-        folds: usize,
-        /// Entries of the collection.
-        expected: usize,
-    },
-    /// A closed flag for a collection that does not exist.
-    #[error("unknown collection {id:?} is marked closed")]
-    UnknownClosed {
-        /// The id.
-        id: String,
-    },
+/// redb's errors as store causes, each with the prefix that says what failed.
+macro_rules! redb_causes {
+    ($($error:ty => $what:literal),* $(,)?) => {$(
+        impl From<$error> for Cause {
+            fn from(e: $error) -> Self {
+                Cause::backend($what, e)
+            }
+        }
+    )*};
+}
+
+redb_causes! {
+    redb::Error => "database",
+    redb::TransactionError => "transaction",
+    redb::SetDurabilityError => "durability",
+    redb::TableError => "table",
+    redb::StorageError => "storage",
+    redb::CommitError => "commit",
+}
+
+/// The cause of a database that was closed after a failed commit and could not be
+/// reopened.
+fn reopen_failed(e: DurableError) -> Cause {
+    Cause::backend("cannot reopen the database", e)
 }
 
 /// One collection in the in-memory mirror.
@@ -167,8 +126,8 @@ struct Shared {
     /// Whether the last write transaction committed ([`Store::write_health`]); written
     /// by the commit thread only.
     write_healthy: tokio::sync::watch::Sender<bool>,
-    #[cfg(test)]
-    hooks: Arc<hooks::Hooks>,
+    /// The commit thread's test hooks (no-ops outside the unit tests).
+    hooks: Arc<TestHooks>,
 }
 
 impl Shared {
@@ -179,10 +138,7 @@ impl Shared {
         builder: &redb::Builder,
         path: &Path,
     ) -> Result<redb::Database, redb::DatabaseError> {
-        #[cfg(test)]
-        return builder.create_with_backend(hooks::SyncProbe::open(path, self.hooks.clone())?);
-        #[cfg(not(test))]
-        builder.create(path)
+        self.hooks.create_db(builder, path)
     }
 
     fn entry(&self, id: &str) -> Result<Arc<Entry>, StoreError> {
@@ -373,7 +329,6 @@ impl DurableStore {
         let mut shared = Shared {
             mirror: RwLock::new(Mirror::new()),
             write_healthy: tokio::sync::watch::channel(true).0,
-            #[cfg(test)]
             hooks: Arc::default(),
         };
         let (db, mirror) = open_db(&path, config.cache_size, &shared)?;
@@ -444,19 +399,6 @@ impl DurableStore {
             reply,
         })?;
         receive(rx).await
-    }
-
-    /// Makes the next `n` batch commits fail (the transaction is aborted just before
-    /// its commit), to test failure handling.
-    #[cfg(test)]
-    fn fail_next_commits(&self, n: u32) {
-        self.shared.hooks.fail_next_commits(n);
-    }
-
-    /// The commit thread's test hooks.
-    #[cfg(test)]
-    fn hooks(&self) -> &hooks::Hooks {
-        &self.shared.hooks
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {

@@ -26,12 +26,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_initial",
-        sql: include_str!("../../migrations/0001_initial.sql"),
+        sql: include_str!("../../../migrations/0001_initial.sql"),
     },
     Migration {
         version: 2,
         name: "0002_releases",
-        sql: include_str!("../../migrations/0002_releases.sql"),
+        sql: include_str!("../../../migrations/0002_releases.sql"),
     },
 ];
 

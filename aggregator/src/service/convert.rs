@@ -1,0 +1,246 @@
+//! The mapping between the wire and the estimators: a `GetEstimate` request into
+//! [`EstimateOptions`] and a [`Target`] ([`options_from_request`], validated with
+//! `INVALID_ARGUMENT` on bad values), and an estimator's result into the `Estimate`
+//! message ([`estimate_response`]).
+
+use ldpcov_estimate::{
+    self as estimate, AdaptiveThreshold, BulkShrinkage, CovarianceEstimate, CrossValidation,
+    EstimateOptions, FactorModel, GlassoOptions, PrecisionEstimate, PrecisionMethod,
+    Seed001Threshold, SpectralShrinkage, ThresholdKind, ThresholdRule, UniversalThreshold,
+    spectral::Shrinker,
+};
+use ldpcov_proto::Collection;
+use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::v1::{
+    CentralRelease, CrossValidatedThreshold, Edge, Estimate, EstimateTarget, GetEstimateRequest,
+    SpectralLoss, ThresholdKind as WireKind, get_estimate_request,
+};
+use nalgebra::DMatrix;
+use tonic::Status;
+
+use super::status::{estimate_status, invalid};
+
+/// What a validated GetEstimate request asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Target {
+    /// The covariance estimate.
+    Covariance,
+    /// A precision matrix by `method`, at λ or (None) at the cross-validated λ.
+    Precision(PrecisionMethod, Option<f64>),
+}
+
+/// The release fields of a central estimate's response.
+pub(super) struct ReleaseInfo {
+    /// The release, as asked.
+    pub(super) release: CentralRelease,
+    /// ρ spent by this call (0 when the ledger answered).
+    pub(super) rho_spent_now: f64,
+    /// The collection's total ρ spent, this release included.
+    pub(super) rho_spent_total: f64,
+    /// The release's clipping radius, data units (R, or AdaptiveCov's R·2^−j).
+    pub(super) radius: f64,
+    /// AdaptiveCov's private trace of the second moment, data units (0 otherwise).
+    pub(super) trace: f64,
+}
+
+/// Translates and validates a GetEstimate request (INVALID_ARGUMENT on bad values).
+pub(crate) fn options_from_request(
+    req: &GetEstimateRequest,
+) -> Result<(EstimateOptions, Target), Status> {
+    let kind = match WireKind::try_from(req.threshold_kind) {
+        Ok(WireKind::Unspecified) => None,
+        Ok(WireKind::Hard) => Some(ThresholdKind::Hard),
+        Ok(WireKind::Soft) => Some(ThresholdKind::Soft),
+        Err(_) => {
+            return Err(invalid(format!(
+                "unknown threshold_kind {}",
+                req.threshold_kind
+            )));
+        }
+    };
+    let cv = |c: &CrossValidatedThreshold| {
+        let d = CrossValidation::default();
+        let or_default = |given: &[f64], default: &[f64]| {
+            if given.is_empty() {
+                default.to_vec()
+            } else {
+                given.to_vec()
+            }
+        };
+        ThresholdRule::CrossValidated(CrossValidation {
+            noise_scales: or_default(&c.noise_scales, &d.noise_scales),
+            adaptive_scales: or_default(&c.adaptive_scales, &d.adaptive_scales),
+            diagonal_shrinkage: or_default(&c.diagonal_shrinkage, &d.diagonal_shrinkage),
+            kinds: kind.map(|k| vec![k]).unwrap_or(d.kinds),
+            threshold_diagonal: c.threshold_diagonal,
+            banding: !c.unordered_variables,
+            toeplitz: !c.unordered_variables,
+            spectral: !c.no_spectral,
+            threshold_one_standard_error: !c.smallest_mean_threshold,
+            stack_families: !c.no_stacking,
+            bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
+            ..d
+        })
+    };
+    use get_estimate_request::Threshold;
+    let rule = match &req.threshold {
+        None => cv(&CrossValidatedThreshold::default()),
+        Some(Threshold::None(_)) => ThresholdRule::None,
+        Some(Threshold::Universal(u)) => ThresholdRule::Universal(UniversalThreshold {
+            gamma: u.gamma,
+            c: if u.c == 0.0 { 4.0 } else { u.c },
+            threshold_diagonal: u.threshold_diagonal,
+        }),
+        Some(Threshold::Seed001(s)) => ThresholdRule::Seed001(Seed001Threshold {
+            xi: s.xi,
+            threshold_diagonal: s.threshold_diagonal,
+        }),
+        Some(Threshold::Adaptive(a)) => ThresholdRule::Adaptive(AdaptiveThreshold {
+            eta: if a.eta == 0.0 { 2.0 } else { a.eta },
+            threshold_diagonal: a.threshold_diagonal,
+        }),
+        Some(Threshold::CrossValidated(c)) => cv(c),
+        Some(Threshold::Spectral(s)) => ThresholdRule::Spectral(SpectralShrinkage {
+            shrinker: match SpectralLoss::try_from(s.loss) {
+                Ok(SpectralLoss::Unspecified | SpectralLoss::Balanced) => Shrinker::Balanced,
+                Ok(SpectralLoss::Frobenius) => Shrinker::Frobenius,
+                Ok(SpectralLoss::Operator) => Shrinker::Operator,
+                Err(_) => return Err(invalid(format!("unknown spectral loss {}", s.loss))),
+            },
+            rank: s.rank.map(|k| k as usize),
+        }),
+        Some(Threshold::Factor(f)) => ThresholdRule::Factor(FactorModel {
+            rank: f.rank.map(|k| k as usize),
+        }),
+        Some(Threshold::BulkShrink(b)) => {
+            let default = BulkShrinkage::default();
+            let or_default = |given: &[f64], default: Vec<f64>| {
+                if given.is_empty() {
+                    default
+                } else {
+                    given.to_vec()
+                }
+            };
+            ThresholdRule::BulkShrink(BulkShrinkage {
+                alphas: or_default(&b.alphas, default.alphas),
+                taus: or_default(&b.taus, default.taus),
+            })
+        }
+    };
+    let options = EstimateOptions {
+        rule,
+        kind: kind.unwrap_or_default(),
+        skip_psd_projection: req.skip_psd_projection,
+        psd_floor: req.psd_floor,
+    };
+    estimate::validate_options(&options).map_err(estimate_status)?;
+    let params = req.precision.unwrap_or_default();
+    let lambda = params.lambda;
+    let target = match EstimateTarget::try_from(req.target) {
+        Ok(EstimateTarget::Unspecified | EstimateTarget::Covariance) => Target::Covariance,
+        Ok(EstimateTarget::PrecisionRidge) => {
+            if let Some(l) = lambda
+                && !(l.is_finite() && l > 0.0)
+            {
+                return Err(invalid(format!(
+                    "ridge lambda = {l} must be a finite number > 0"
+                )));
+            }
+            Target::Precision(PrecisionMethod::Ridge, lambda)
+        }
+        Ok(EstimateTarget::PrecisionGlasso) => {
+            let d = GlassoOptions::default();
+            let opts = GlassoOptions {
+                rho: if params.rho == 0.0 { d.rho } else { params.rho },
+                max_iterations: if params.max_iterations == 0 {
+                    d.max_iterations
+                } else {
+                    params.max_iterations
+                },
+                penalize_diagonal: params.penalize_diagonal,
+                ..d
+            };
+            estimate::validate_glasso(lambda.unwrap_or(0.0), &opts).map_err(estimate_status)?;
+            Target::Precision(PrecisionMethod::Glasso(opts), lambda)
+        }
+        Err(_) => return Err(invalid(format!("unknown target {}", req.target))),
+    };
+    if req.skip_psd_projection && target != Target::Covariance {
+        return Err(invalid(
+            "skip_psd_projection is only for the covariance target (precision estimators need the projected estimate)",
+        ));
+    }
+    Ok((options, target))
+}
+
+/// The `Estimate` message of collection `c`'s estimate: the covariance `result` (with
+/// the per-report `sigma` it was computed with), the precision estimate if `target`
+/// asked for one, and a central collection's release fields.
+pub(super) fn estimate_response(
+    c: &Collection,
+    target: &Target,
+    sigma: f64,
+    result: &CovarianceEstimate,
+    precision: Option<PrecisionEstimate>,
+    release: Option<ReleaseInfo>,
+) -> Estimate {
+    let packed =
+        |m: &DMatrix<f64>| -> Vec<f64> { triangle_pairs(c.dim).map(|(i, j)| m[(i, j)]).collect() };
+    let wire_target = match target {
+        Target::Covariance => EstimateTarget::Covariance,
+        Target::Precision(PrecisionMethod::Ridge, _) => EstimateTarget::PrecisionRidge,
+        Target::Precision(PrecisionMethod::Glasso(_), _) => EstimateTarget::PrecisionGlasso,
+    };
+    let mut out = Estimate {
+        collection_id: c.id.clone(),
+        dim: c.dim as u32,
+        upper_triangle: packed(&result.matrix),
+        reports: result.reports,
+        sigma,
+        entry_noise_sd: result.entry_noise_sd,
+        threshold: result.threshold,
+        threshold_rule: result.rule.clone(),
+        surviving_entries: result.surviving_entries,
+        clamped_eigenvalues: result.clamped_eigenvalues,
+        psd_projected: result.psd_projected,
+        target: wire_target as i32,
+        threshold_kind: result.kind.name().to_string(),
+        moments: c.moments as i32,
+        mean: result.moments.mean.clone().unwrap_or_default(),
+        mean_noise_sd: result.moments.mean_noise_sd,
+        second_moment: if c.has_mean() {
+            result.moments.second_moment.clone()
+        } else {
+            Vec::new()
+        },
+        correlation: packed(&estimate::correlation(&result.matrix)),
+        variable_names: c.variable_names.clone(),
+        ..Default::default()
+    };
+    if let Some(info) = release {
+        out.release = Some(info.release);
+        out.release_rho_spent = info.rho_spent_now;
+        out.rho_budget = c.rho;
+        out.rho_spent = info.rho_spent_total;
+        out.release_radius = info.radius;
+        out.release_trace = info.trace;
+    }
+    if let Some(pr) = precision {
+        out.precision_upper_triangle = packed(&pr.theta);
+        out.precision_lambda = pr.lambda;
+        out.precision_lambda_cross_validated = pr.lambda_cross_validated;
+        if let Some(g) = pr.glasso {
+            out.graph = g
+                .edges
+                .iter()
+                .map(|&(i, j)| Edge {
+                    i: i as u32,
+                    j: j as u32,
+                })
+                .collect();
+            out.precision_iterations = g.iterations;
+            out.precision_converged = g.converged;
+        }
+    }
+    out
+}

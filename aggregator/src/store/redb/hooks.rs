@@ -1,0 +1,238 @@
+//! The commit thread's test hooks, behind one type, [`TestHooks`]: the commit thread
+//! calls them unconditionally, and only the type's definition depends on the build.
+//!
+//! * In the crate's unit tests they inject commit failures and keep a log of what the
+//!   commit thread did, in order, including every fsync of the database file (recorded
+//!   by the storage backend itself, [`SyncProbe`]).
+//! * Everywhere else [`TestHooks`] is an empty type whose methods do nothing: no
+//!   failure is injected, nothing is recorded, the database file is opened as redb
+//!   opens it.
+
+use super::super::Cause;
+
+/// Something the commit thread (or the database under it) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Event {
+    /// A command joined the open batch.
+    Added,
+    /// The database file was synced to disk (`sync_data`: fsync/fdatasync).
+    #[cfg_attr(
+        not(test),
+        allow(dead_code, reason = "recorded by the tests' backend only")
+    )]
+    Synced,
+    /// `WriteTransaction::commit` returned `Ok`.
+    Committed,
+    /// A caller of a committed batch was sent its answer.
+    Answered,
+}
+
+pub(super) use imp::TestHooks;
+
+/// The unit tests' hooks: failures to inject and the event log.
+#[cfg(test)]
+mod imp {
+    use std::fs::OpenOptions;
+    use std::io;
+    use std::ops::Bound;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    use redb::backends::FileBackend;
+    use redb::{BackendError, DatabaseError, StorageBackend};
+    use tokio::sync::watch;
+
+    use super::{Cause, Event};
+
+    /// An injected commit failure (its message is the cause's).
+    #[derive(Debug, thiserror::Error)]
+    #[error("injected commit failure")]
+    struct InjectedFailure;
+
+    /// The hooks of one store.
+    #[derive(Debug)]
+    pub(in super::super) struct TestHooks {
+        /// Commits still to fail on purpose.
+        fail_commits: AtomicU32,
+        events: watch::Sender<Vec<Event>>,
+    }
+
+    impl Default for TestHooks {
+        fn default() -> Self {
+            TestHooks {
+                fail_commits: AtomicU32::new(0),
+                events: watch::channel(Vec::new()).0,
+            }
+        }
+    }
+
+    impl TestHooks {
+        /// Makes the next `n` batch commits fail (the transaction is aborted just before
+        /// its commit).
+        pub(in super::super) fn fail_next_commits(&self, n: u32) {
+            self.fail_commits.store(n, Ordering::SeqCst);
+        }
+
+        /// The failure this commit is to fail with, if it is to fail (counts it down).
+        pub(in super::super) fn injected_failure(&self) -> Option<Cause> {
+            self.fail_commits
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+                .then(|| Cause::Other(Box::new(InjectedFailure)))
+        }
+
+        /// Appends `event` to the log.
+        pub(in super::super) fn record(&self, event: Event) {
+            self.events.send_modify(|events| events.push(event));
+        }
+
+        /// Everything recorded so far, in order.
+        pub(in super::super) fn events(&self) -> Vec<Event> {
+            self.events.borrow().clone()
+        }
+
+        /// Waits until `ready` holds for the events recorded so far (at most a minute, so a
+        /// broken test fails instead of hanging).
+        pub(in super::super) async fn wait_for(
+            &self,
+            what: &str,
+            mut ready: impl FnMut(&[Event]) -> bool,
+        ) {
+            let mut rx = self.events.subscribe();
+            tokio::time::timeout(Duration::from_secs(60), rx.wait_for(|e| ready(e)))
+                .await
+                .unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", self.events()))
+                .expect("the sender lives in the hooks");
+        }
+
+        /// Opens (or creates) the database file through a backend that records every fsync.
+        pub(in super::super) fn create_db(
+            self: &Arc<Self>,
+            builder: &redb::Builder,
+            path: &Path,
+        ) -> Result<redb::Database, DatabaseError> {
+            builder.create_with_backend(SyncProbe::open(path, self.clone())?)
+        }
+    }
+
+    /// redb's file backend, recording every `sync_data` in the hooks.
+    #[derive(Debug)]
+    struct SyncProbe {
+        file: FileBackend,
+        hooks: Arc<TestHooks>,
+    }
+
+    impl SyncProbe {
+        /// Opens `path` the way `redb::Builder::create` does.
+        fn open(path: &Path, hooks: Arc<TestHooks>) -> Result<Self, DatabaseError> {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            Ok(SyncProbe {
+                file: FileBackend::new(file)?,
+                hooks,
+            })
+        }
+    }
+
+    impl StorageBackend for SyncProbe {
+        fn len(&self) -> Result<u64, io::Error> {
+            self.file.len()
+        }
+
+        fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+            self.file.read(offset, out)
+        }
+
+        fn set_len(&self, len: u64) -> Result<(), io::Error> {
+            self.file.set_len(len)
+        }
+
+        fn sync_data(&self) -> Result<(), io::Error> {
+            self.file.sync_data()?;
+            self.hooks.record(Event::Synced);
+            Ok(())
+        }
+
+        fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+            self.file.write(offset, data)
+        }
+
+        fn close(&self) -> Result<(), io::Error> {
+            self.file.close()
+        }
+
+        fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+            self.file.try_lock_range(start, end)
+        }
+
+        fn try_lock_shared_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<bool, BackendError> {
+            self.file.try_lock_shared_range(start, end)
+        }
+
+        fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+            self.file.lock_range(start, end)
+        }
+
+        fn lock_shared_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<(), BackendError> {
+            self.file.lock_shared_range(start, end)
+        }
+
+        fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+            self.file.unlock_range(start, end)
+        }
+
+        fn query_lock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> Result<bool, BackendError> {
+            self.file.query_lock_range(start, end)
+        }
+    }
+}
+
+/// Outside the unit tests: no hooks.
+#[cfg(not(test))]
+mod imp {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::{Cause, Event};
+
+    /// No hooks: every method does nothing.
+    #[derive(Debug, Default)]
+    pub(in super::super) struct TestHooks;
+
+    impl TestHooks {
+        /// Never a failure.
+        pub(in super::super) fn injected_failure(&self) -> Option<Cause> {
+            None
+        }
+
+        /// Records nothing.
+        pub(in super::super) fn record(&self, _event: Event) {}
+
+        /// Opens (or creates) the database file as redb does.
+        pub(in super::super) fn create_db(
+            self: &Arc<Self>,
+            builder: &redb::Builder,
+            path: &Path,
+        ) -> Result<redb::Database, redb::DatabaseError> {
+            builder.create(path)
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The ldpcov command line: the `ldpcov-aggregator` binary (the daemon, `serve`, and
+//! the admin commands), and the presentation of what it fetches, as a library:
+//!
+//! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
+//!   matrix or a vector ([`write_heatmap`], [`write_vector`]; the matrix an estimate's
+//!   picture shows: [`matrix_to_plot`]);
+//! * the CSV dialect of data files, shared with the root package's data reader
+//!   ([`CsvDialect`], [`read_csv_header`] for a heatmap's axis names).
+//!
+//! The server itself is the `ldpcov-aggregator` library; this crate only talks to it.
+//!
+//! ```
+//! use ldpcov_cli::{CsvDialect, is_csv_header};
+//!
+//! let dialect = CsvDialect::detect("a;b;c");
+//! let cells = dialect.split("height;weight;age");
+//! assert!(is_csv_header(&cells));
+//! ```
+
+mod csv_dialect;
+mod heatmap;
+mod output;
+
+pub use csv_dialect::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
+pub use heatmap::{
+    FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
+};
+pub use output::{Format, Plotted, matrix_to_plot, plot_title, vector_to_plot, write_estimate};

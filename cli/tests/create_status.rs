@@ -1,0 +1,111 @@
+//! End-to-end tests of `create` and `status` against a real daemon: bad specs are
+//! refused and create nothing, the spec's moments, centre and names, no server.
+
+use support::admin::*;
+use support::daemon::*;
+
+mod support;
+
+#[test]
+fn bad_specs_are_refused_and_create_nothing() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    for (i, (flag, value)) in [
+        ("--epsilon", "0"),
+        ("--epsilon", "-1"),
+        ("--dim", "0"),
+        ("--delta", "1"),
+        ("--delta", "0"),
+        ("--clip-radius", "0"),
+        ("--min-reports", "0"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("bad-{i}");
+        create_with(url, &id, flag, value).fails_with("InvalidArgument");
+        status(url, &id).fails_with("NotFound");
+    }
+    // A bad id.
+    create(url, "bad id!", &[]).fails_with("InvalidArgument");
+    // The daemon is still healthy.
+    let params = create(url, "good", &[]).json();
+    assert_eq!(params["collection_id"], "good");
+}
+
+/// `create --moments/--centre/--names` (inline and from files) reach the spec and come
+/// back in `create` and `status`; bad values are one-line errors that create nothing.
+#[test]
+fn create_takes_moments_centre_and_names() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    let p = create(
+        url,
+        "joint-c",
+        &["--centre", "-1.5,2,0,1e3", "--names", "a,b,c,d"],
+    )
+    .json();
+    assert_eq!(p["moments"], "MOMENTS_MEAN_AND_COVARIANCE");
+    assert_eq!(p["centre"], serde_json::json!([-1.5, 2.0, 0.0, 1000.0]));
+    assert_eq!(p["variable_names"], serde_json::json!(["a", "b", "c", "d"]));
+    let st = status(url, "joint-c").json();
+    assert_eq!(st["params"], p, "{st}");
+    let p = create(url, "second", &["--moments", "second-moment"]).json();
+    assert_eq!(p["moments"], "MOMENTS_SECOND_MOMENT");
+    assert_eq!(
+        (p["entries"].as_u64(), p["mean_entries"].as_u64()),
+        (Some(10), Some(0))
+    );
+    // Files: numbers separated by commas, spaces or newlines; one name per line.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let centre = dir.path().join("centre.txt");
+    std::fs::write(&centre, "1, 2\n3 4\n").expect("write");
+    let names = dir.path().join("names.txt");
+    std::fs::write(&names, "x, with a comma\ny\nz\nw\n").expect("write");
+    let (c, n) = (
+        centre.to_str().expect("utf-8"),
+        names.to_str().expect("utf-8"),
+    );
+    let p = create(url, "files", &["--centre-file", c, "--names-file", n]).json();
+    assert_eq!(p["centre"], serde_json::json!([1.0, 2.0, 3.0, 4.0]));
+    assert_eq!(p["variable_names"][0], "x, with a comma");
+    // Refusals: the server's precise message, nothing created.
+    for (i, (extra, needle)) in [
+        (vec!["--centre", "1,2,3"], "centre has 3 values"),
+        (
+            vec!["--centre", "1,2,NaN,4"],
+            "centre[2] = NaN must be a finite number",
+        ),
+        (vec!["--names", "a,b,a,c"], "appears twice"),
+        (vec!["--names", "a,b,c"], "3 variable names given"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("bad-joint-{i}");
+        let line = create(url, &id, &extra).fails_with("InvalidArgument");
+        assert!(line.contains(needle), "{line}");
+        status(url, &id).fails_with("NotFound");
+    }
+    std::fs::write(&centre, "1, 2, x, 4").expect("write");
+    let line = create(url, "bad-file", &["--centre-file", c]).fails_with("not a number");
+    assert!(line.contains("value 3"), "{line}");
+    // An unknown --moments is a usage error of clap's (exit 2, with the choices).
+    let r = create(url, "bad-moments", &["--moments", "third"]);
+    assert_eq!(r.status.code(), Some(2), "{}", r.describe());
+    assert!(r.stderr.contains("mean-and-covariance"), "{}", r.describe());
+    status(url, "bad-file").fails_with("NotFound");
+}
+
+#[test]
+fn create_without_a_server_fails_with_one_line() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("local addr").port()
+    };
+    let server = format!("http://127.0.0.1:{port}");
+    let line = create(&server, "nobody-home", &[]).fails_with("cannot connect");
+    assert!(line.contains(&server), "{line}");
+    status(&server, "nobody-home").fails_with("cannot connect");
+}
