@@ -70,14 +70,14 @@ pub fn average(
     sums: &[i64],
     n: u64,
 ) -> Result<DMatrix<f64>, EstimateError> {
-    if sums.len() != collection.entries {
+    if sums.len() != collection.entries() {
         return Err(EstimateError::SumLength {
-            expected: collection.entries,
+            expected: collection.entries(),
             got: sums.len(),
         });
     }
     Ok(unpack(
-        collection.dim,
+        collection.dim(),
         &packed_covariance(collection, sums, n),
     ))
 }
@@ -120,21 +120,21 @@ pub fn estimate(
     options: &EstimateOptions,
 ) -> Result<CovarianceEstimate, EstimateError> {
     let n = acc.count;
-    if n < collection.min_reports {
+    if n < collection.min_reports() {
         return Err(EstimateError::BelowMinimum {
             have: n,
-            need: collection.min_reports,
+            need: collection.min_reports(),
         });
     }
     validate_options(options)?;
-    if acc.entries() != collection.entries {
+    if acc.entries() != collection.entries() {
         return Err(EstimateError::SumLength {
-            expected: collection.entries,
+            expected: collection.entries(),
             got: acc.entries(),
         });
     }
     let moments = moments(collection, &acc.sums(), n)?;
-    let average = unpack(collection.dim, &moments.covariance);
+    let average = unpack(collection.dim(), &moments.covariance);
     let entry_noise_sd = collection.mean_entry_noise_sd(n.max(1));
     let resolved = resolve(&options.rule, options.kind, collection, acc);
     let (mut matrix, mut surviving_entries, chosen) =
@@ -176,7 +176,7 @@ pub fn estimate(
         matrix,
         reports: n,
         entry_noise_sd,
-        threshold: resolved.thresholds.summary(collection.dim),
+        threshold: resolved.thresholds.summary(collection.dim()),
         rule: name,
         kind: resolved.kind,
         surviving_entries,

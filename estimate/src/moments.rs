@@ -42,26 +42,26 @@ pub struct MomentsEstimate {
 }
 
 /// The moments of the average of `n` reports whose per-entry grid-unit sums are `sums`
-/// (`collection.entries` of them).
+/// (`collection.entries()` of them).
 pub fn moments(
     collection: &Collection,
     sums: &[i64],
     n: u64,
 ) -> Result<MomentsEstimate, EstimateError> {
-    if sums.len() != collection.entries {
+    if sums.len() != collection.entries() {
         return Err(EstimateError::SumLength {
-            expected: collection.entries,
+            expected: collection.entries(),
             got: sums.len(),
         });
     }
-    let r = collection.clip_radius;
+    let r = collection.clip_radius();
     let (mean_u, second_u) = unit_blocks(collection, sums, n);
     let second_moment: Vec<f64> = second_u.iter().map(|v| v * r * r).collect();
     let covariance = packed_covariance(collection, sums, n);
     let mean = mean_u.map(|m| {
         m.iter()
             .enumerate()
-            .map(|(i, v)| collection.centre.get(i).copied().unwrap_or(0.0) + r * v)
+            .map(|(i, v)| collection.centre().get(i).copied().unwrap_or(0.0) + r * v)
             .collect()
     });
     Ok(MomentsEstimate {
@@ -76,8 +76,8 @@ pub fn moments(
 /// `R·σ/(w·√n)`; 0 for a collection without a mean block.
 pub fn mean_noise_sd(collection: &Collection, n: u64) -> f64 {
     if collection.has_mean() {
-        collection.clip_radius * collection.sigma
-            / (collection.mean_weight * (n.max(1) as f64).sqrt())
+        collection.clip_radius() * collection.sigma()
+            / (collection.mean_weight() * (n.max(1) as f64).sqrt())
     } else {
         0.0
     }
@@ -85,7 +85,7 @@ pub fn mean_noise_sd(collection: &Collection, n: u64) -> f64 {
 
 /// The mean of `u` (`a[..p]/w`, None without a mean block) and the packed second
 /// moment of `u` (`a[p..]`), unit-ball units, from grid-unit sums of `n` reports.
-/// `sums` must have `collection.entries` values.
+/// `sums` must have `collection.entries()` values.
 fn unit_blocks(collection: &Collection, sums: &[i64], n: u64) -> (Option<Vec<f64>>, Vec<f64>) {
     let scale = 1.0 / (collection.grid_scale() * n.max(1) as f64);
     let (first, second) = sums.split_at(collection.mean_entries());
@@ -93,22 +93,22 @@ fn unit_blocks(collection: &Collection, sums: &[i64], n: u64) -> (Option<Vec<f64
     let mean = collection.has_mean().then(|| {
         first
             .iter()
-            .map(|&s| s as f64 * scale / collection.mean_weight)
+            .map(|&s| s as f64 * scale / collection.mean_weight())
             .collect()
     });
     (mean, second)
 }
 
 /// The packed matrix the estimators act on, data units, from grid-unit sums of `n`
-/// reports (`collection.entries` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + τ²I)`,
+/// reports (`collection.entries()` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + τ²I)`,
 /// `τ² = σ²/(w²n)`, for a collection with a mean block; `R²·M̂` otherwise.
 pub(crate) fn packed_covariance(collection: &Collection, sums: &[i64], n: u64) -> Vec<f64> {
-    let r2 = collection.clip_radius * collection.clip_radius;
+    let r2 = collection.clip_radius() * collection.clip_radius();
     let (mean, mut m) = unit_blocks(collection, sums, n);
     if let Some(mu) = mean {
-        let w = collection.mean_weight;
-        let tau2 = collection.sigma * collection.sigma / (w * w * n.max(1) as f64);
-        for (v, (i, j)) in m.iter_mut().zip(triangle_pairs(collection.dim)) {
+        let w = collection.mean_weight();
+        let tau2 = collection.sigma() * collection.sigma() / (w * w * n.max(1) as f64);
+        for (v, (i, j)) in m.iter_mut().zip(triangle_pairs(collection.dim())) {
             *v -= mu[i] * mu[j];
             if i == j {
                 *v += tau2;
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn joint_blocks_give_mean_second_moment_and_debiased_covariance() {
         let c = joint(2, 2.0, vec![10.0, -1.0]);
-        assert_eq!(c.moments, Moments::MeanAndCovariance);
+        assert_eq!(c.moments(), Moments::MeanAndCovariance);
         let g = c.grid_scale() as i64;
         // Grid-unit sums of two reports: the mean block averages to (¼, −⅛), so
         // μ̂ = (½, −¼) after dividing by w = ½; the triangle averages to M̂ = (½, −⅛, ⅛).
@@ -182,7 +182,7 @@ mod tests {
         let m = moments(&c, &sums, 2).unwrap();
         let mu = [0.5, -0.25];
         let mhat = [0.5, -0.125, 0.125];
-        let tau2 = c.sigma * c.sigma / (0.25 * 2.0);
+        let tau2 = c.sigma() * c.sigma() / (0.25 * 2.0);
         let mean = m.mean.clone().unwrap();
         assert_eq!(mean, vec![10.0 + 2.0 * mu[0], -1.0 + 2.0 * mu[1]]);
         assert_eq!(
@@ -197,7 +197,7 @@ mod tests {
         for (a, b) in m.covariance.iter().zip(want) {
             assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
         }
-        assert!((m.mean_noise_sd - 2.0 * c.sigma / (0.5 * 2f64.sqrt())).abs() < 1e-12);
+        assert!((m.mean_noise_sd - 2.0 * c.sigma() / (0.5 * 2f64.sqrt())).abs() < 1e-12);
         assert!(moments(&c, &sums[..4], 2).is_err());
     }
 
@@ -230,12 +230,12 @@ mod tests {
         let c = joint(3, 1.0, Vec::new());
         let n = 100u64;
         let sg = c.sigma_grid() * (n as f64).sqrt();
-        let tau2 = c.sigma * c.sigma / (0.25 * n as f64);
+        let tau2 = c.sigma() * c.sigma() / (0.25 * n as f64);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let mut diag = 0.0;
         let reps = 4000;
         for _ in 0..reps {
-            let sums: Vec<i64> = (0..c.entries)
+            let sums: Vec<i64> = (0..c.entries())
                 .map(|_| {
                     (sg * Distribution::<f64>::sample(&StandardNormal, &mut rng)).round() as i64
                 })

@@ -76,6 +76,14 @@ pub fn cross_validate_lambda(
     method: &PrecisionMethod,
     grid: &[f64],
 ) -> Result<Option<LambdaCv>, EstimateError> {
+    // The training estimates may sit below min_reports: CV is internal, nothing is
+    // released from them. Every training set holds at least one report (empty ones are
+    // skipped), so a minimum of 1 never refuses one.
+    let train_collection = Collection::from_spec(&ldpcov_proto::v1::CollectionSpec {
+        min_reports: 1,
+        ..collection.spec()
+    })
+    .expect("the spec of a valid collection with min_reports = 1 is valid");
     let mut losses = vec![0.0; grid.len()];
     let mut folds_used = 0;
     let n = acc.count;
@@ -103,11 +111,7 @@ pub fn cross_validate_lambda(
             .iter()
             .map(|&q| (q as f64 * frac) as u128)
             .collect();
-        // The training estimate may sit below min_reports: CV is internal, nothing is
-        // released from it.
-        let mut c = collection.clone();
-        c.min_reports = 0;
-        let s_train = estimate(&c, &train, cov_options)?.matrix;
+        let s_train = estimate(&train_collection, &train, cov_options)?.matrix;
         let raw = average(collection, &acc.fold_sums[k], n_k)?;
         let (s_test, _) = project_psd(&raw)?;
         for (loss, &lambda) in losses.iter_mut().zip(grid) {

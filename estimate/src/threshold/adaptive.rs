@@ -20,7 +20,7 @@ pub fn entry_variances(collection: &Collection, acc: &Accumulator) -> Vec<f64> {
     if n == 0 {
         return vec![0.0; acc.entries().saturating_sub(skip)];
     }
-    let r2 = collection.clip_radius * collection.clip_radius;
+    let r2 = collection.clip_radius() * collection.clip_radius();
     let g = collection.grid_scale();
     let scale = r2 * r2 / (g * g);
     let nf = n as f64;

@@ -354,7 +354,9 @@ pub(crate) fn candidate_thresholds(
             Thresholds::Uniform(0.0)
         }
         Candidate::Noise { c, .. } => Thresholds::Uniform(noise_threshold(collection, n, *c)),
-        Candidate::Adaptive { eta, .. } => adaptive_thresholds(variances, collection.dim, n, *eta),
+        Candidate::Adaptive { eta, .. } => {
+            adaptive_thresholds(variances, collection.dim(), n, *eta)
+        }
     }
 }
 

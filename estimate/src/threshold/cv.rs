@@ -162,7 +162,7 @@ pub fn cross_validate(
     acc: &Accumulator,
     cv: &CrossValidation,
 ) -> Option<CvOutcome> {
-    let p = collection.dim;
+    let p = collection.dim();
     let with_adaptive = has_sum_squares(acc) && !cv.adaptive_scales.is_empty();
     let variances = if with_adaptive {
         // θ̂ from all reports: it is a per-report variance, the same population
@@ -171,7 +171,7 @@ pub fn cross_validate(
     } else {
         Vec::new()
     };
-    let candidates = cv.candidates(with_adaptive, p, collection.ordered_variables);
+    let candidates = cv.candidates(with_adaptive, p, collection.ordered_variables());
     if candidates.is_empty() {
         return None;
     }
@@ -448,7 +448,7 @@ impl FoldInput<'_> {
     /// training average, packed, before any PSD projection: what the rule would apply
     /// to the full average, at the training size's thresholds.
     fn threshold_estimate(&self, candidate: &Candidate, beta: f64) -> Vec<f64> {
-        let p = self.collection.dim;
+        let p = self.collection.dim();
         let thresholds =
             candidate_thresholds(candidate, self.collection, self.variances, self.n_train);
         let kind = candidate_kind(candidate);
@@ -471,7 +471,7 @@ impl FoldInput<'_> {
     /// ([`CrossValidation::project_in_loss_max_dim`]), unchanged otherwise or if the
     /// eigensolver fails.
     fn project_as_scored(&self, kept: Vec<f64>) -> Vec<f64> {
-        let p = self.collection.dim;
+        let p = self.collection.dim();
         if p > self.cv.project_in_loss_max_dim {
             return kept;
         }
@@ -498,7 +498,7 @@ fn scored_fold_estimate(
     fold: &Fold,
     (candidate, beta): (Candidate, f64),
 ) -> Option<Vec<f64>> {
-    let p = collection.dim;
+    let p = collection.dim();
     if let Candidate::Spectral(s) = candidate {
         let m = fold.spectral_fits.as_ref()?.estimate(s as usize);
         return Some(triangle_pairs(p).map(|(i, j)| m[(i, j)]).collect());

@@ -263,7 +263,7 @@ fn rank_name(rank: Option<usize>) -> String {
 
 /// `c·σ_n·√(log p)` for `σ_n` the averaged-entry noise sd at n reports (data units).
 pub fn noise_threshold(collection: &Collection, n: u64, c: f64) -> f64 {
-    c * collection.mean_entry_noise_sd(n.max(1)) * (collection.dim as f64).ln().sqrt()
+    c * collection.mean_entry_noise_sd(n.max(1)) * (collection.dim() as f64).ln().sqrt()
 }
 
 /// Seed 000's universal threshold `γ√(log p/n) + c·σ_n√(log p)` at n reports.
@@ -279,6 +279,6 @@ pub fn universal_threshold(
 
 /// Seed 001's LDP threshold `ξ√(log p/n) + 4(R²σ/√n)√(log p)` at n reports.
 pub fn seed001_threshold(rule: &Seed001Threshold, collection: &Collection, n: u64) -> f64 {
-    let log_p = (collection.dim as f64).ln();
+    let log_p = (collection.dim() as f64).ln();
     rule.xi * (log_p / n.max(1) as f64).sqrt() + noise_threshold(collection, n, 4.0)
 }

@@ -46,7 +46,7 @@ pub(crate) fn resolve(
     acc: &Accumulator,
 ) -> Resolved {
     let n = acc.count;
-    let p = collection.dim;
+    let p = collection.dim();
     let diag = rule.threshold_diagonal();
     let fixed = |thresholds: Thresholds| Resolved {
         thresholds,
