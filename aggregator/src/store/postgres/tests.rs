@@ -405,7 +405,7 @@ async fn a_collection_deleted_and_created_anew_elsewhere_is_never_served_stale()
     );
     let old = collection("c", 3);
     a.create_collection(old.clone()).await.unwrap();
-    let n = old.entries;
+    let n = old.entries();
     b.submit("c", (1..=4).map(|k| report(k, n)).collect())
         .await
         .unwrap();
@@ -422,7 +422,7 @@ async fn a_collection_deleted_and_created_anew_elsewhere_is_never_served_stale()
         ..old.spec()
     })
     .unwrap();
-    assert_eq!(new.entries, n);
+    assert_eq!(new.entries(), n);
     a.create_collection(new.clone()).await.unwrap();
     a.submit("c", (10..=12).map(|k| report(k, n)).collect())
         .await
