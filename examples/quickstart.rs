@@ -44,7 +44,10 @@ async fn main() -> Result<()> {
     let outcome = client.submit(&collection, &x).await?; // clip, perturb, encode, send
     println!(
         "sent one report (ε = {}, δ = {}, σ = {:.3}) in {} attempt(s)",
-        collection.epsilon, collection.delta, collection.sigma, outcome.attempts
+        collection.epsilon(),
+        collection.delta(),
+        collection.sigma(),
+        outcome.attempts
     );
 
     if let Some(server) = embedded {

@@ -47,7 +47,7 @@ fn main() -> Result<()> {
                 encoding: encoding as i32,
                 ..Default::default()
             })?;
-            let per = Perturber::try_new(c.clone())?;
+            let per = Perturber::new(c.clone());
             let x: Vec<f64> = (0..dim)
                 .map(|i| ((i as f64) * 0.31).sin() / (dim as f64).sqrt())
                 .collect();
@@ -60,7 +60,7 @@ fn main() -> Result<()> {
                 let entries = per.perturb(&x, &mut noise)?;
                 let wire = per.to_wire(&entries, &mut noise);
                 for (&v, &w) in entries.iter().zip(&wire) {
-                    let e = (i64::from(w) * c.wire_step - i64::from(v)) as f64;
+                    let e = (i64::from(w) * c.wire_step() - i64::from(v)) as f64;
                     sum += e * e;
                     count += 1.0;
                 }
@@ -70,16 +70,16 @@ fn main() -> Result<()> {
             let row = Row {
                 dim,
                 encoding: name,
-                bytes_per_report: c.entries * width,
+                bytes_per_report: c.entries() * width,
                 bytes_per_entry: width,
                 ratio_to_f64: 8.0 / width as f64,
-                wire_step: c.wire_step,
+                wire_step: c.wire_step(),
                 extra_variance_measured: sum / count / sg2,
                 // Stochastic rounding adds r(step − r) ≤ step²/4 per entry.
-                extra_variance_bound: (c.wire_step * c.wire_step) as f64 / 4.0 / sg2,
+                extra_variance_bound: (c.wire_step() * c.wire_step()) as f64 / 4.0 / sg2,
                 // |signal| ≤ 1, so clamping needs |noise| > tσ: for i32 t = 7.53 and the
                 // discrete Gaussian's Chernoff bound 2e^{−t²/2}; for i16/i8 t = 6.
-                clamp_probability_bound: if c.wire_step == 1 {
+                clamp_probability_bound: if c.wire_step() == 1 {
                     2.0 * (-VALIDATION_SIGMAS * VALIDATION_SIGMAS / 2.0).exp()
                 } else {
                     2.0 * std_normal_cdf(-WIRE_CLAMP_SIGMAS)

@@ -101,10 +101,10 @@ pub fn collection_with(
 /// Whether two collections' devices send the same signal for the same user (same
 /// grid, clip radius, centre and report layout), so one [`SignalSums`] serves both.
 fn same_signal(a: &Collection, b: &Collection) -> bool {
-    a.grid_bits == b.grid_bits
-        && a.clip_radius == b.clip_radius
-        && a.centre == b.centre
-        && a.moments == b.moments
+    a.grid_bits() == b.grid_bits()
+        && a.clip_radius() == b.clip_radius()
+        && a.centre() == b.centre()
+        && a.moments() == b.moments()
 }
 
 /// A noise sampler that adds nothing: [`Perturber::perturb`] with it returns the
@@ -142,7 +142,7 @@ pub struct SignalSums {
 
 impl SignalSums {
     fn new(collection: &Collection) -> Self {
-        let (grid_bits, entries) = (collection.grid_bits, collection.entries);
+        let (grid_bits, entries) = (collection.grid_bits(), collection.entries());
         SignalSums {
             collection: collection.clone(),
             grid_bits,
@@ -179,8 +179,8 @@ impl SignalSums {
             "SignalSums::population needs a second-moment collection"
         );
         let mut out = SignalSums::new(collection);
-        let r2 = collection.clip_radius * collection.clip_radius;
-        let signal: Vec<i64> = ldpcov_proto::layout::triangle_pairs(collection.dim)
+        let r2 = collection.clip_radius() * collection.clip_radius();
+        let signal: Vec<i64> = ldpcov_proto::layout::triangle_pairs(collection.dim())
             .map(|(i, j)| (collection.grid_scale() * m[(i, j)] / r2).round() as i64)
             .collect();
         let folds = FOLDS as u64;
@@ -259,7 +259,7 @@ pub fn per_user(
     let perturber = Perturber::new(collection.clone());
     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(noise_seed);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut acc = Accumulator::new(collection.entries, FOLDS);
+    let mut acc = Accumulator::new(collection.entries(), FOLDS);
     for _ in 0..n {
         let x = sampler.sample(&mut rng);
         let fold = simulated_report_id(&mut rng).fold(FOLDS);
@@ -293,7 +293,7 @@ pub fn add_noise(collection: &Collection, signal: &SignalSums, noise_seed: u64) 
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(noise_seed);
     let sg = collection.sigma_grid();
     let var = sg * sg;
-    let entries = collection.entries;
+    let entries = collection.entries();
     let mut acc = Accumulator::new(entries, FOLDS);
     let mut squares = vec![0f64; entries];
     for k in 0..FOLDS {
@@ -433,7 +433,7 @@ mod tests {
         assert_eq!(signal[0].fold_counts, acc.fold_counts);
         let perturber = Perturber::new(c.clone());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-        let mut direct = Accumulator::new(c.entries, FOLDS);
+        let mut direct = Accumulator::new(c.entries(), FOLDS);
         for _ in 0..300 {
             let x = sampler.sample(&mut rng);
             let fold = simulated_report_id(&mut rng).fold(FOLDS);
@@ -461,7 +461,7 @@ mod tests {
         assert_ne!(signal_for(&signals, &joint), signal_for(&signals, &centred));
         let perturber = Perturber::new(centred.clone());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
-        let mut direct = Accumulator::new(centred.entries, FOLDS);
+        let mut direct = Accumulator::new(centred.entries(), FOLDS);
         for _ in 0..200 {
             let x = sampler.sample(&mut rng);
             let fold = simulated_report_id(&mut rng).fold(FOLDS);
@@ -515,7 +515,7 @@ mod tests {
                         Path::SumOfNoise => add_noise(c, signal, 1000 + r),
                     })
                     .collect();
-                for e in 0..c.entries {
+                for e in 0..c.entries() {
                     let s1 = free.sums()[e] as f64;
                     let s2 = free.sum_squares[e] as f64;
                     let t1: Vec<f64> = accs

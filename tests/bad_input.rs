@@ -734,9 +734,9 @@ async fn entries_at_the_validation_bound_count_and_one_unit_beyond_is_refused() 
             .await
             .unwrap();
         let collection = admin.collection(&id).await.unwrap();
-        let (wire_max, step) = (collection.wire_max, collection.wire_step);
+        let (wire_max, step) = (collection.wire_max(), collection.wire_step());
         // The wire range is the validation bound, in grid units.
-        assert_eq!(wire_max * step, collection.max_abs_grid_value);
+        assert_eq!(wire_max * step, collection.max_abs_grid_value());
         let payload = |values: [i64; 3]| -> Vec<u8> {
             values
                 .iter()
@@ -762,7 +762,7 @@ async fn entries_at_the_validation_bound_count_and_one_unit_beyond_is_refused() 
         assert_eq!(admin.status(&id).await.unwrap().reports, 1);
         let before = admin.estimate(estimate_request(&id)).await.unwrap();
         // Counted exactly: one report, R = 1, so the mean is the entry in unit-ball units.
-        let at_bound = collection.max_abs_grid_value as f64 / collection.grid_scale();
+        let at_bound = collection.max_abs_grid_value() as f64 / collection.grid_scale();
         for (got, want) in before.upper_triangle[..2].iter().zip([at_bound, -at_bound]) {
             assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
         }
@@ -820,24 +820,24 @@ fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
         ..spec("tail", 44)
     })
     .unwrap();
-    let bound = c.max_abs_grid_value;
-    let perturber = Perturber::try_new(c.clone()).unwrap();
+    let bound = c.max_abs_grid_value();
+    let perturber = Perturber::new(c.clone());
     let mut noise = Recording {
         inner: DiscreteGaussianSampler::from_seed_for_simulation(2024),
         max_sigmas: 0.0,
     };
-    let reports = 1_000_000usize.div_ceil(c.entries);
+    let reports = 1_000_000usize.div_ceil(c.entries());
     let mut hits = 0usize;
     for r in 0..reports {
-        let mut x = vec![0.0; c.dim];
-        x[r % c.dim] = if r % 2 == 0 { 1.0 } else { -1.0 };
+        let mut x = vec![0.0; c.dim()];
+        x[r % c.dim()] = if r % 2 == 0 { 1.0 } else { -1.0 };
         let entries = perturber.perturb(&x, &mut noise).unwrap();
         hits += entries
             .iter()
             .filter(|v| i64::from(v.abs()) >= bound)
             .count();
     }
-    assert!(reports * c.entries >= 1_000_000);
+    assert!(reports * c.entries() >= 1_000_000);
     assert_eq!(hits, 0, "honest entries clamped at ±{bound}");
     assert!(
         noise.max_sigmas > 4.0 && noise.max_sigmas < ldpcov::proto::collection::VALIDATION_SIGMAS,

@@ -106,8 +106,8 @@ async fn a_csv_files_rows_estimate_its_second_moment_through_the_server() {
     // from the server); each device rounds R⁻²x_i x_j to the grid 2^-k, an error of at
     // most 2^-(k+1), i.e. R²·2^-(k+1) after scaling. With 5 sd per entry, the chance that
     // any of the 6 entries exceeds the bound is below 6 · 5.7e-7.
-    let sd = r * r * collection.sigma / (n as f64).sqrt();
-    let rounding = r * r * 0.5f64.powi(collection.grid_bits as i32 + 1);
+    let sd = r * r * collection.sigma() / (n as f64).sqrt();
+    let rounding = r * r * 0.5f64.powi(collection.grid_bits() as i32 + 1);
     let bound = 5.0 * sd + rounding;
     assert!(
         (est.entry_noise_sd - sd).abs() <= 1e-12 * sd,

@@ -131,7 +131,7 @@ async fn concurrent_clients_estimate_within_the_noise_bound() {
     // 1e-9 for d = 21. ‖G‖_F ≤ p·R²·2^-(k+1).
     let sd = collection.mean_entry_noise_sd(n);
     assert!((est.entry_noise_sd - sd).abs() < 1e-12 * sd);
-    let d = collection.entries as f64;
+    let d = collection.entries() as f64;
     let bound = sd * (2.0 * (d + 10.0 * (2.0 * d).sqrt())).sqrt()
         + p as f64 * r * r / (2.0 * collection.grid_scale());
     let err = (&m - &s).norm();
@@ -199,7 +199,7 @@ async fn raw_average_is_unbiased_with_the_calibrated_noise_variance() {
             .collect();
         assert_eq!(
             reports[0].payload.len(),
-            bytes_per_entry * collection.entries
+            bytes_per_entry * collection.entries()
         );
         for chunk in reports.chunks(500) {
             cl.submit_stream(chunk.to_vec()).await.unwrap();
@@ -211,7 +211,7 @@ async fn raw_average_is_unbiased_with_the_calibrated_noise_variance() {
         // at Δ = √2, ε = 1, δ = 1e-6, the ε and δ of these specs; δ(σ) depends on σ/Δ
         // only, so σ is linear in Δ, here Δ = √2 + √d·2⁻ᵏ.
         let (g, sqrt2) = (collection.grid_scale(), std::f64::consts::SQRT_2);
-        let sensitivity = sqrt2 + (collection.entries as f64).sqrt() / g;
+        let sensitivity = sqrt2 + (collection.entries() as f64).sqrt() / g;
         let sigma = 5.974_598_181_957_314 * sensitivity / sqrt2;
         let s = r * r * sigma / (n as f64).sqrt();
         assert!(
@@ -301,7 +301,7 @@ async fn every_bad_input_gets_its_code_and_changes_nothing() {
         with(&|r| r.payload.clear()),
         Code::InvalidArgument,
     ));
-    let out_of_range = (collection.max_abs_grid_value as i32 + 1).to_le_bytes();
+    let out_of_range = (collection.max_abs_grid_value() as i32 + 1).to_le_bytes();
     bad_cases.push((
         "value out of range",
         with(&|r| r.payload[4..8].copy_from_slice(&out_of_range)),
@@ -536,7 +536,7 @@ async fn estimates_are_symmetric_and_psd() {
         assert!(est.psd_projected);
         assert_eq!(est.dim, p);
         support::assert_packed_psd(&est.upper_triangle, p as usize, 0.0);
-        assert!(est.clamped_eigenvalues > 0 || est.surviving_entries < collection.entries as u64);
+        assert!(est.clamped_eigenvalues > 0 || est.surviving_entries < collection.entries() as u64);
     }
     server.shutdown().await.unwrap();
 }
@@ -597,8 +597,8 @@ async fn the_device_ledger_stops_reports_beyond_the_budget() {
         .unwrap();
     let collection = cl.collection("budget").await.unwrap();
     // ρ budget of ε = 2 at δ = 1e-6 over ρ per report: how many reports fit.
-    let fit = (ldpcov::proto::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho).floor()
-        as u64;
+    let fit = (ldpcov::proto::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho())
+        .floor() as u64;
     assert!(fit >= 1);
     for _ in 0..fit {
         cl.submit(&collection, &[0.1, 0.2, 0.3]).await.unwrap();

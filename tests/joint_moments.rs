@@ -62,10 +62,10 @@ impl Exact {
 
     fn add(&mut self, c: &Collection, x: &[f64]) {
         let y: Vec<f64> = (0..P)
-            .map(|i| x[i] - c.centre.get(i).copied().unwrap_or(0.0))
+            .map(|i| x[i] - c.centre().get(i).copied().unwrap_or(0.0))
             .collect();
         let norm = y.iter().map(|v| v * v).sum::<f64>().sqrt();
-        let u = DVector::from_iterator(P, y.iter().map(|v| v / norm.max(c.clip_radius)));
+        let u = DVector::from_iterator(P, y.iter().map(|v| v / norm.max(c.clip_radius())));
         self.mean += &u;
         self.second += &u * u.transpose();
         self.n += 1;
@@ -110,8 +110,8 @@ fn chi2_quantile(k: usize) -> f64 {
 /// convex set holding S, so the released matrix obeys the same bound.
 fn joint_bound(c: &Collection, n: usize, mean_norm: f64) -> f64 {
     let nf = n as f64;
-    let s = c.sigma / nf.sqrt();
-    let tau = c.sigma / (c.mean_weight * nf.sqrt());
+    let s = c.sigma() / nf.sqrt();
+    let tau = c.sigma() / (c.mean_weight() * nf.sqrt());
     let d = c.second_moment_entries();
     let grid = 6.0 * P as f64 / c.grid_scale();
     s * (2.0 * chi2_quantile(d)).sqrt()
@@ -162,7 +162,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     for id in ids {
         collections.push(cl.collection(id).await.unwrap());
     }
-    assert_eq!(collections[2].centre, centre);
+    assert_eq!(collections[2].centre(), centre);
 
     let sampler = Sampler::gaussian(&Model::BandedGeometric.covariance(P)).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -199,7 +199,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
 
     // 1. The joint collection: covariance, mean, second moment, correlation.
     let (c, e) = (&collections[0], &exact[0]);
-    let r2 = c.clip_radius * c.clip_radius;
+    let r2 = c.clip_radius() * c.clip_radius();
     let s_data = e.covariance() * r2;
     let bound = r2 * joint_bound(c, n, e.mean.norm());
     let est = get(no_threshold("joint")).await;
@@ -216,12 +216,12 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     assert!(bias > 2.0 * bound, "{bias} vs {bound}");
     // The mean: c + R·μ̂, each coordinate within R·(6.1τ + 2⁻ᵏ) of c + R·ū
     // (ε_i ~ N(0, τ²): P(|ε_i| > 6.1τ) < 1.1·10⁻⁹; rounding ≤ ½·2⁻ᵏ/w).
-    let tau = c.sigma / (c.mean_weight * (n as f64).sqrt());
+    let tau = c.sigma() / (c.mean_weight() * (n as f64).sqrt());
     assert_eq!(est.mean.len(), P);
-    assert!((est.mean_noise_sd / (c.clip_radius * tau) - 1.0).abs() < 1e-12);
+    assert!((est.mean_noise_sd / (c.clip_radius() * tau) - 1.0).abs() < 1e-12);
     for i in 0..P {
-        let want = c.clip_radius * e.mean[i];
-        let b = c.clip_radius * (6.1 * tau + 1.0 / c.grid_scale());
+        let want = c.clip_radius() * e.mean[i];
+        let b = c.clip_radius() * (6.1 * tau + 1.0 / c.grid_scale());
         assert!(
             (est.mean[i] - want).abs() <= b,
             "mean[{i}] {} vs {want} (±{b})",
@@ -229,7 +229,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
         );
     }
     // The raw second moment about 0: R²·M̂ within R²(s·√(2q_d) + p·½·2⁻ᵏ) of R²·M_n.
-    let s = c.sigma / (n as f64).sqrt();
+    let s = c.sigma() / (n as f64).sqrt();
     let m_hat = DMatrix::from_row_slice(
         P,
         P,
@@ -266,7 +266,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     let m2 = estimate_matrix(&est2);
     // E alone (no mean block), plus rounding; the projection contracts toward the PSD
     // R²·M_n.
-    let s2 = c2.sigma / (n as f64).sqrt();
+    let s2 = c2.sigma() / (n as f64).sqrt();
     let b2 = r2 * (s2 * (2.0 * chi2_quantile(21)).sqrt() + 0.5 * P as f64 / c2.grid_scale());
     let to_second = frob(&m2, &(&e2.second * r2));
     let to_cov = frob(&m2, &(e2.covariance() * r2));
@@ -277,16 +277,16 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     // 3. The centred collection: the mean comes back with the centre added, the
     // covariance of the same data (the centre changes no covariance).
     let (c3, e3) = (&collections[2], &exact[2]);
-    let r3 = c3.clip_radius * c3.clip_radius;
+    let r3 = c3.clip_radius() * c3.clip_radius();
     let est3 = get(no_threshold("centred")).await;
     let b3 = r3 * joint_bound(c3, n, e3.mean.norm());
     let err3 = frob(&estimate_matrix(&est3), &(e3.covariance() * r3));
     println!("centred: error {err3:.4}, bound {b3:.4}");
     assert!(err3 <= b3);
-    let tau3 = c3.sigma / (c3.mean_weight * (n as f64).sqrt());
+    let tau3 = c3.sigma() / (c3.mean_weight() * (n as f64).sqrt());
     for i in 0..P {
-        let want = SHIFT + c3.clip_radius * e3.mean[i];
-        let b = c3.clip_radius * (6.1 * tau3 + 1.0 / c3.grid_scale());
+        let want = SHIFT + c3.clip_radius() * e3.mean[i];
+        let b = c3.clip_radius() * (6.1 * tau3 + 1.0 / c3.grid_scale());
         assert!((est3.mean[i] - want).abs() <= b, "centred mean[{i}]");
     }
     server.shutdown().await.unwrap();
@@ -382,7 +382,7 @@ async fn bad_joint_specs_and_short_reports_are_refused() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(
         err.message()
-            .contains(&format!("expected {}", 4 * c.entries)),
+            .contains(&format!("expected {}", 4 * c.entries())),
         "{}",
         err.message()
     );

@@ -41,7 +41,7 @@ fn collection(p: usize) -> Collection {
 
 /// Five folds of 200 reports each: sums of `2^k/p·δ_ij + N(0, σ_grid²)` per report.
 fn accumulator(c: &Collection, seed: u64) -> Accumulator {
-    let p = c.dim as f64;
+    let p = c.dim() as f64;
     accumulator_with(c, seed, 200, |i, j| if i == j { 1.0 / p } else { 0.0 })
 }
 
@@ -53,11 +53,11 @@ fn accumulator_with(
     per_fold: u64,
     m: impl Fn(usize, usize) -> f64,
 ) -> Accumulator {
-    let p = c.dim;
+    let p = c.dim();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let noise = Normal::new(0.0, c.sigma_grid() * (per_fold as f64).sqrt()).expect("σ > 0");
     let scale = c.grid_scale() * per_fold as f64;
-    let mut acc = Accumulator::new(c.entries, 5);
+    let mut acc = Accumulator::new(c.entries(), 5);
     for fold in 0..5 {
         acc.fold_sums[fold] = triangle_pairs(p)
             .map(|(i, j)| (scale * m(i, j) + noise.sample(&mut rng)).round() as i64)
@@ -68,7 +68,7 @@ fn accumulator_with(
     // Sums of squares ≈ n·σ_grid² (the noise dominates), so the CV also scores the
     // entry-adaptive candidates.
     let square = (acc.count as f64 * c.sigma_grid() * c.sigma_grid()) as u128;
-    acc.sum_squares = vec![square; c.entries];
+    acc.sum_squares = vec![square; c.entries()];
     acc
 }
 

@@ -99,16 +99,16 @@ pub struct CollectionInfo {
 impl From<&Collection> for CollectionInfo {
     fn from(c: &Collection) -> Self {
         CollectionInfo {
-            collection_id: c.id.clone(),
+            collection_id: c.id().to_string(),
             // `Collection` comes from a spec whose `dim` is a u32.
-            dim: u32::try_from(c.dim).unwrap_or(u32::MAX),
-            epsilon: c.epsilon,
-            delta: c.delta,
-            clip_radius: c.clip_radius,
-            sigma: c.sigma,
-            rho: c.rho,
-            min_reports: c.min_reports,
-            encoding: WireEncoding::from_proto(c.encoding),
+            dim: u32::try_from(c.dim()).unwrap_or(u32::MAX),
+            epsilon: c.epsilon(),
+            delta: c.delta(),
+            clip_radius: c.clip_radius(),
+            sigma: c.sigma(),
+            rho: c.rho(),
+            min_reports: c.min_reports(),
+            encoding: WireEncoding::from_proto(c.encoding()),
         }
     }
 }

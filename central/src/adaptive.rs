@@ -39,6 +39,7 @@ use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, NoisySums};
 use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
 use ldpcov_proto::Collection;
+use ldpcov_proto::calibration::pure_dp_rho;
 use ldpcov_proto::layout::{triangle_len, triangle_pairs};
 
 /// Which calibration an AdaptiveCov release uses.
@@ -67,16 +68,16 @@ pub(crate) fn adaptive_cov(
         }
         AdaptiveBudget::Epsilon(epsilon) => {
             check_budget("epsilon", epsilon)?;
-            (Mechanism::AdaptiveCovLaplace, epsilon * epsilon / 2.0)
+            (Mechanism::AdaptiveCovLaplace, pure_dp_rho(epsilon))
         }
     };
-    let bins = collection.norm_bins;
+    let bins = collection.norm_bins();
     if bins == 0 || collection.has_mean() {
         return Err(CentralError::Parameter(
             "adaptive_cov needs a central second-moment collection created with norm_bins".into(),
         ));
     }
-    let p = collection.dim;
+    let p = collection.dim();
     let d = triangle_len(p);
     let unit = collection.grid_scale(); // 2^30
     let diagonal: Vec<usize> = triangle_pairs(p)
@@ -195,10 +196,10 @@ pub(crate) fn adaptive_cov(
 /// units of `2^{−(30+2j)}` (exact but for the rounding of `T`, at most ½ per entry and
 /// clipped user). `sums` must be a central collection's, with its norm bins.
 pub(crate) fn clipped_sums(collection: &Collection, sums: &[i64], j: usize) -> Vec<i128> {
-    let d = triangle_len(collection.dim);
+    let d = triangle_len(collection.dim());
     let scale = 1i128 << (2 * j);
     let mut v: Vec<i128> = vec![0; d];
-    for l in 0..collection.norm_bins {
+    for l in 0..collection.norm_bins() {
         let start = d + l * (2 * d + 1);
         let (s, t) = (&sums[start..start + d], &sums[start + d..start + 2 * d]);
         for (k, out) in v.iter_mut().enumerate() {

@@ -29,6 +29,7 @@
 
 use crate::{CentralError, CentralStatistics};
 use ldpcov_noise::NoiseSampler;
+use ldpcov_proto::calibration::pure_dp_rho;
 use nalgebra::DMatrix;
 use rand::RngCore;
 
@@ -261,7 +262,7 @@ pub fn separate_cov_laplace(
         mechanism: Mechanism::SeparateCovLaplace,
         matrix: pair_eigenvalues(lambda, &directions.matrix, unit * n)?,
         noise_sd: (2.0 * q).sqrt() / (1.0 - q) / (unit * n),
-        rho: epsilon * epsilon / 2.0,
+        rho: pure_dp_rho(epsilon),
         count: stats.count(),
     })
 }
@@ -284,7 +285,7 @@ pub fn laplace_cov(
         mechanism: Mechanism::LaplaceCov,
         matrix: stats.unpack(&noisy, n),
         noise_sd: sd / (unit * n),
-        rho: epsilon * epsilon / 2.0,
+        rho: pure_dp_rho(epsilon),
         count: stats.count(),
     })
 }

@@ -21,6 +21,7 @@ use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, CentralStatistics, separate_cov};
 use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
 use ldpcov_proto::Collection;
+use ldpcov_proto::calibration::pure_dp_rho;
 use ldpcov_proto::collection::{CENTRAL_GRID_BITS, joint_base_sensitivity};
 use rand::RngCore;
 
@@ -110,14 +111,14 @@ fn add_noise(sum: i64, noise: i64) -> Result<i64, CentralError> {
 /// The replace-one ℓ₂ sensitivity of a central collection's sums, grid units:
 /// `Δ₀(w)·2^30` (module docs).
 pub fn collection_l2_sensitivity(collection: &Collection) -> f64 {
-    joint_base_sensitivity(collection.mean_weight) * collection.grid_scale()
+    joint_base_sensitivity(collection.mean_weight()) * collection.grid_scale()
 }
 
 /// The replace-one ℓ₁ sensitivity of a central collection's sums, grid units:
 /// `(2w√p + p + 1)·2^30` (module docs).
 pub fn collection_l1_sensitivity(collection: &Collection) -> f64 {
-    let p = collection.dim as f64;
-    (2.0 * collection.mean_weight * p.sqrt() + p + 1.0) * collection.grid_scale()
+    let p = collection.dim() as f64;
+    (2.0 * collection.mean_weight() * p.sqrt() + p + 1.0) * collection.grid_scale()
 }
 
 /// One release of a central collection's exact `sums` over `count` reports.
@@ -137,15 +138,15 @@ pub fn release_sums(
     budget: ReleaseBudget,
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<NoisySums, CentralError> {
-    if !collection.is_central() || collection.grid_bits != CENTRAL_GRID_BITS {
+    if !collection.is_central() || collection.grid_bits() != CENTRAL_GRID_BITS {
         return Err(CentralError::Parameter(format!(
             "collection {} is not a central collection",
-            collection.id
+            collection.id()
         )));
     }
-    if sums.len() != collection.entries {
+    if sums.len() != collection.entries() {
         return Err(CentralError::Length {
-            expected: collection.entries,
+            expected: collection.entries(),
             got: sums.len(),
         });
     }
@@ -186,7 +187,7 @@ pub fn release_sums(
                 epsilon,
                 sampler.rng_mut(),
             )?;
-            (noisy, sd, epsilon * epsilon / 2.0)
+            (noisy, sd, pure_dp_rho(epsilon))
         }
         (Mechanism::SeparateCovLaplace, ReleaseBudget::Epsilon(epsilon)) => {
             let stats = second_moment_statistics(collection, count, sums, "laplace_cov")?;
@@ -250,7 +251,7 @@ fn compressed_not_dp(
     rows: u32,
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<NoisySums, CentralError> {
-    if !collection.allow_compressed_release || collection.has_mean() {
+    if !collection.allow_compressed_release() || collection.has_mean() {
         return Err(CentralError::Parameter(
             "the compressed release (not differentially private) needs a central second-moment collection created with allow_compressed_release".into(),
         ));
@@ -260,7 +261,7 @@ fn compressed_not_dp(
             "compressed_rows = {rows} must be between 1 and {MAX_COMPRESSED_ROWS}"
         )));
     }
-    let p = collection.dim;
+    let p = collection.dim();
     let unit = collection.grid_scale();
     let n = count as f64;
     let packed: Vec<f64> = sums[..collection.second_moment_entries()]
@@ -324,14 +325,14 @@ pub fn gauss_cov_folds(
     if !collection.is_central() {
         return Err(CentralError::Parameter(format!(
             "collection {} is not a central collection",
-            collection.id
+            collection.id()
         )));
     }
     if fold_counts.len() != fold_sums.len()
-        || fold_sums.iter().any(|f| f.len() != collection.entries)
+        || fold_sums.iter().any(|f| f.len() != collection.entries())
     {
         return Err(CentralError::Length {
-            expected: collection.entries,
+            expected: collection.entries(),
             got: fold_sums.first().map_or(0, Vec::len),
         });
     }
@@ -368,13 +369,18 @@ fn second_moment_statistics(
             "separate_cov releases the second moment only: use {instead}, or a collection of moments SECOND_MOMENT"
         )));
     }
-    CentralStatistics::from_sums(collection.dim, CENTRAL_GRID_BITS / 2, count, sums.to_vec())
+    CentralStatistics::from_sums(
+        collection.dim(),
+        CENTRAL_GRID_BITS / 2,
+        count,
+        sums.to_vec(),
+    )
 }
 
 /// A released matrix (data units) back as packed sums on the collection's grid, `scale`
 /// being `grid_scale·count`.
 fn grid_sums(collection: &Collection, matrix: &nalgebra::DMatrix<f64>, scale: f64) -> Vec<i64> {
-    ldpcov_proto::layout::triangle_pairs(collection.dim)
+    ldpcov_proto::layout::triangle_pairs(collection.dim())
         .map(|(i, j)| (matrix[(i, j)] * scale).round() as i64)
         .collect()
 }

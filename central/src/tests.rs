@@ -285,7 +285,7 @@ fn collection_releases_use_the_joint_sensitivity() {
     })
     .unwrap();
     // Exact sums of 50 users, expanded as the wire decoder does.
-    let mut sums = vec![0i64; collection.entries];
+    let mut sums = vec![0i64; collection.entries()];
     for row in random_rows(50, 3, 13) {
         let u = to_grid_unit_ball(&row, K).unwrap();
         let payload = ldpcov_proto::wire::encode_raw(&u);
@@ -351,8 +351,13 @@ fn collection_releases_use_the_joint_sensitivity() {
     let t = ((3f64.sqrt() + 4.0) * (1u64 << 30) as f64 / 0.5).ceil();
     let q = (-1.0 / t).exp();
     assert!((lap.noise_sd_grid / ((2.0 * q).sqrt() / (1.0 - q)) - 1.0).abs() < 1e-12);
-    let mut local = collection.clone();
-    local.privacy_model = PrivacyModel::Local;
+    // The same spec as a local collection.
+    let local = ldpcov_proto::Collection::from_spec(&CollectionSpec {
+        privacy_model: PrivacyModel::Local as i32,
+        encoding: 0,
+        ..collection.spec()
+    })
+    .unwrap();
     assert!(
         release_sums(
             &local,
@@ -383,7 +388,7 @@ fn binned(rows: &[Vec<f64>], bins: u32) -> (ldpcov_proto::Collection, Vec<i64>) 
         ..Default::default()
     })
     .unwrap();
-    let mut sums = vec![0i64; collection.entries];
+    let mut sums = vec![0i64; collection.entries()];
     for row in rows {
         let u = to_grid_unit_ball(row, K).unwrap();
         let payload = ldpcov_proto::wire::encode_raw(&u);
@@ -416,7 +421,7 @@ fn norm_bins_give_the_clipped_sums() {
         ]);
     }
     let (collection, sums) = binned(&rows, 5);
-    assert_eq!(collection.entries, 6 + 5 * 13);
+    assert_eq!(collection.entries(), 6 + 5 * 13);
     for j in 0..5 {
         let tau = 0.5f64.powi(j as i32);
         let v = crate::adaptive::clipped_sums(&collection, &sums, j);
@@ -540,13 +545,17 @@ fn adaptive_cov_releases_at_its_radius_with_the_calibrated_noise() {
 #[test]
 fn the_compressed_release_is_a_wishart_draw_around_the_second_moment() {
     let rows = random_rows(500, 3, 30);
-    let (mut collection, sums) = binned(&rows, 0);
+    let (collection, sums) = binned(&rows, 0);
     let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(31);
     let release = |c: &ldpcov_proto::Collection, b, s: &mut DiscreteGaussianSampler| {
         release_sums(c, 500, &sums, Mechanism::CompressedNotDp, b, s)
     };
     assert!(release(&collection, ReleaseBudget::CompressedRows(50), &mut sampler).is_err());
-    collection.allow_compressed_release = true;
+    let collection = ldpcov_proto::Collection::from_spec(&ldpcov_proto::v1::CollectionSpec {
+        allow_compressed_release: true,
+        ..collection.spec()
+    })
+    .unwrap();
     assert!(release(&collection, ReleaseBudget::CompressedRows(0), &mut sampler).is_err());
     assert!(release(&collection, ReleaseBudget::Rho(1.0), &mut sampler).is_err());
     let unit = (1u64 << 30) as f64 * 500.0;

@@ -352,13 +352,13 @@ fn raw(channel: Channel) -> RawClient<Channel> {
 
 /// The reports of one case: a pool of distinct payloads under distinct ids.
 fn build_reports(collection: &Collection, count: usize, seed: u64) -> Result<Vec<Report>> {
-    let perturber = Perturber::try_new(collection.clone())?;
+    let perturber = Perturber::new(collection.clone());
     let mut noise = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(seed);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let pool: Vec<Vec<u8>> = (0..count.min(64))
         .map(|_| {
-            let x: Vec<f64> = (0..collection.dim)
-                .map(|_| rng.random_range(-1.0..1.0) / (collection.dim as f64).sqrt())
+            let x: Vec<f64> = (0..collection.dim())
+                .map(|_| rng.random_range(-1.0..1.0) / (collection.dim() as f64).sqrt())
                 .collect();
             perturber
                 .report(&x, &mut noise, ReportId(rng.random()))
@@ -367,9 +367,9 @@ fn build_reports(collection: &Collection, count: usize, seed: u64) -> Result<Vec
         .collect::<Result<_, _>>()?;
     Ok((0..count)
         .map(|i| Report {
-            collection_id: collection.id.clone(),
+            collection_id: collection.id().to_string(),
             report_id: ReportId(rng.random()).0.to_vec(),
-            encoding: collection.encoding as i32,
+            encoding: collection.encoding() as i32,
             payload: pool[i % pool.len()].clone(),
         })
         .collect())

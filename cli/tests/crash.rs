@@ -102,7 +102,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
     kill(&mut daemon);
 
     // The expected accumulators of the acknowledged reports.
-    let mut expected = Accumulator::new(collection.entries, FOLDS);
+    let mut expected = Accumulator::new(collection.entries(), FOLDS);
     let mut ids = std::collections::HashSet::new();
     for (id, entries) in &acked {
         assert!(ids.insert(*id), "a report id was acknowledged twice");
@@ -161,7 +161,7 @@ async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
         let reports: Vec<(ReportId, Vec<i32>)> = (0..DELETE_REPORTS)
             .map(|_| {
                 let id = ReportId(rng.random());
-                let entries = (0..collection.entries)
+                let entries = (0..collection.entries())
                     .map(|_| rng.random_range(-1000..1000))
                     .collect();
                 (id, entries)
@@ -193,7 +193,7 @@ async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
         let answered = delete.await.expect("delete task").is_ok();
 
         let store = DurableStore::open(&data, DurableConfig::default()).expect("open store");
-        let mut expected = Accumulator::new(collection.entries, FOLDS);
+        let mut expected = Accumulator::new(collection.entries(), FOLDS);
         for (rid, entries) in &reports {
             expected.add(rid.fold(FOLDS), entries);
         }

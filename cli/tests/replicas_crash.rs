@@ -132,7 +132,7 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
         kill_if_running(replica);
     }
 
-    let mut expected = Accumulator::new(collection.entries, FOLDS);
+    let mut expected = Accumulator::new(collection.entries(), FOLDS);
     let mut ids = std::collections::HashSet::new();
     for (id, entries) in &acked {
         assert!(ids.insert(*id), "a report id was acknowledged twice");

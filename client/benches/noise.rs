@@ -115,10 +115,10 @@ fn batch<M: Measurement>(c: &mut Criterion<M>, name: &str) {
         ..Default::default()
     })
     .unwrap();
-    let perturber = Perturber::try_new(collection.clone()).unwrap();
+    let perturber = Perturber::new(collection.clone());
     let x: Vec<f64> = (0..100).map(|i| ((i as f64) * 0.37).sin() * 0.1).collect();
     let mut group = c.benchmark_group(format!("{name}/perturb_p100"));
-    group.throughput(Throughput::Elements(collection.entries as u64));
+    group.throughput(Throughput::Elements(collection.entries() as u64));
     group.bench_function("rounded_gaussian", |b| {
         let mut g = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(1);
         b.iter(|| perturber.perturb(black_box(&x), &mut g).unwrap());

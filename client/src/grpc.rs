@@ -2,7 +2,7 @@
 
 use crate::NoiseSampler;
 use crate::discrete_gaussian::DiscreteGaussianSampler;
-use crate::perturb::{Perturber, random_report_id};
+use crate::perturb::{random_report_id, report_of_clipped};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{
@@ -138,7 +138,7 @@ pub struct SubmitOutcome {
 ///     .with_timeout(Duration::from_secs(10));
 /// // Parameters are re-derived locally and checked against the privacy policy.
 /// let collection = client.collection("survey-2024").await?;
-/// let x = vec![0.0; collection.dim];
+/// let x = vec![0.0; collection.dim()];
 /// let outcome = client.submit(&collection, &x).await?;
 /// println!("sent in {} attempt(s)", outcome.attempts);
 /// # Ok(())
@@ -304,11 +304,13 @@ impl AggregatorClient {
             })
             .await
             .map_err(|(status, _)| status)?;
+        // The one derivation of this collection on the device: its σ, grid and bound
+        // are checked against the server's, so a server cannot lower the noise.
         let collection = Collection::from_params(&params)?;
-        if collection.id != id {
+        if collection.id() != id {
             return Err(ClientError::CollectionMismatch {
                 requested: id.to_string(),
-                got: collection.id,
+                got: collection.id().to_string(),
             });
         }
         self.policy.check(&collection)?;
@@ -316,7 +318,7 @@ impl AggregatorClient {
     }
 
     /// Builds a complete report for `x` without sending it: checks the collection
-    /// (consistency and privacy policy), clips, draws the noise, encodes, and picks a
+    /// against the privacy policy, clips, draws the noise, encodes, and picks a
     /// fresh random report id.
     ///
     /// Keep the report and resend it (with [`submit_report`](Self::submit_report)) if
@@ -330,19 +332,19 @@ impl AggregatorClient {
         if collection.is_central() {
             // Before the ledger: nothing is charged for a report that is not built.
             return Err(ClientError::CentralCollection {
-                id: collection.id.clone(),
+                id: collection.id().to_string(),
             });
         }
-        let perturber = Perturber::try_new(collection.clone())?;
-        // Re-derived: policy checked on the local parameters.
-        self.policy.check(perturber.collection())?;
+        // A Collection holds what its spec derives (it cannot be edited), so it is used
+        // as it is: derived once, when it was fetched or built, never per report.
+        self.policy.check(collection)?;
         // Input errors surface before any randomness is used.
-        perturber.clip(x)?;
+        let u = crate::perturb::clip(collection, x)?;
         let report_id = random_report_id()?;
         if let Some(ledger) = self.ledger.as_mut() {
-            ledger.charge(perturber.collection())?;
+            ledger.charge(collection)?;
         }
-        perturber.report(x, &mut *self.noise, report_id)
+        report_of_clipped(collection, &u, &mut *self.noise, report_id)
     }
 
     /// Perturbs `x` and submits it: the report (noise, bytes, random id) is built

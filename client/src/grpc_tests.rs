@@ -119,10 +119,10 @@ impl Aggregator for Fake {
         let c = Collection::create(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let params = {
             let mut state = self.state();
-            if state.collections.contains_key(&c.id) {
+            if state.collections.contains_key(c.id()) {
                 return Err(Status::already_exists("exists"));
             }
-            state.collections.insert(c.id.clone(), c.clone());
+            state.collections.insert(c.id().to_string(), c.clone());
             c.params()
         };
         if let Some(Fault::AfterCommit(code)) = fault {
@@ -206,7 +206,7 @@ impl Aggregator for Fake {
         Ok(Response::new(CollectionStatus {
             params: Some(c.params()),
             reports,
-            releasable: reports >= c.min_reports,
+            releasable: reports >= c.min_reports(),
             closed: false,
             ..Default::default()
         }))
@@ -243,11 +243,11 @@ impl Aggregator for Fake {
             _ => "other",
         };
         Ok(Response::new(Estimate {
-            collection_id: c.id.clone(),
-            dim: c.dim as u32,
-            upper_triangle: vec![0.0; c.entries],
+            collection_id: c.id().to_string(),
+            dim: c.dim() as u32,
+            upper_triangle: vec![0.0; c.entries()],
             reports: state.counted.len() as u64,
-            sigma: c.sigma,
+            sigma: c.sigma(),
             threshold_rule: rule.into(),
             ..Estimate::default()
         }))
@@ -468,10 +468,12 @@ async fn weak_collections_and_bad_inputs_never_reach_the_network() {
             .await,
         Err(ClientError::NonFinite { index: 1 })
     ));
-    let mut tampered = collection.clone();
+    // A Collection cannot be edited (the `compile_fail` example on `Collection`): a
+    // halved σ can only arrive as parameters, refused before anything is built or sent.
+    let mut tampered = collection.params();
     tampered.sigma /= 2.0;
     assert!(matches!(
-        relaxed.submit(&tampered, &X).await,
+        Collection::from_params(&tampered).map_err(ClientError::from),
         Err(ClientError::Params(_))
     ));
     let mut bad_id = relaxed.prepare_report(&collection, &X).unwrap();

@@ -224,7 +224,7 @@ impl BudgetLedger {
         collection: &Collection,
         unix_secs: u64,
     ) -> Result<(), LedgerError> {
-        let rho = collection.rho;
+        let rho = collection.rho();
         let delta = self.limits.delta;
         let lifetime = self.lifetime_rho() + rho;
         let budget = zcdp_rho_for_epsilon(self.limits.lifetime_epsilon, delta);
@@ -245,10 +245,10 @@ impl BudgetLedger {
             }
         }
         self.spends.push(Spend {
-            collection_id: collection.id.clone(),
+            collection_id: collection.id().to_string(),
             rho,
-            epsilon: collection.epsilon,
-            delta: collection.delta,
+            epsilon: collection.epsilon(),
+            delta: collection.delta(),
             unix_secs,
         });
         if let Err(e) = self.persist() {
@@ -343,7 +343,7 @@ mod tests {
         // ρ budget for ε = 3 at δ = 1e-6 is (√(13.8155 + 3) − √13.8155)² = 0.1476; one
         // ε = 1 report is ρ = Δ²/(2σ²) ≈ 2/(2·5.9746²) = 0.0280: five fit, the sixth not.
         let budget = zcdp_rho_for_epsilon(3.0, 1e-6);
-        let fit = (budget / c.rho).floor() as usize;
+        let fit = (budget / c.rho()).floor() as usize;
         assert_eq!(fit, 5);
         for _ in 0..fit {
             ledger.charge_at(&c, 1000).unwrap();
@@ -379,7 +379,7 @@ mod tests {
         };
         let mut ledger = BudgetLedger::open(&dir, limits).unwrap();
         let c = collection("b", 1.0);
-        let per_period = (zcdp_rho_for_epsilon(1.5, 1e-6) / c.rho).floor() as usize;
+        let per_period = (zcdp_rho_for_epsilon(1.5, 1e-6) / c.rho()).floor() as usize;
         assert!(per_period >= 1);
         for k in 0..per_period {
             ledger.charge_at(&c, 1_000 + k as u64).unwrap();

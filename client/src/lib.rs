@@ -34,7 +34,7 @@
 //!     encoding: 0,
 //!     ..Default::default()
 //! })?;
-//! let perturber = Perturber::try_new(collection.clone())?;
+//! let perturber = Perturber::new(collection.clone());
 //! // Real reports: exact discrete Gaussian noise, integer arithmetic only, from a
 //! // ChaCha20 stream seeded by the operating system.
 //! let mut noise = DiscreteGaussianSampler::from_os_rng()?;
@@ -65,6 +65,7 @@
 pub use ldpcov_noise as discrete_gaussian;
 mod error;
 mod ledger;
+mod mechanism;
 mod perturb;
 mod policy;
 

@@ -1,17 +1,17 @@
 //! The transport-free core: subtract the collection's public centre (if any), clip,
-//! put the statistic on the collection's grid — `triu(u·uᵀ)`, preceded by the mean
-//! block `w·u` when the collection estimates mean and covariance — add noise, encode
-//! (`docs/PRIVACY.md` §2).
+//! then hand the clipped vector to the collection's report mechanism
+//! ([`crate::mechanism`]): for a local collection, the statistic on the collection's
+//! grid — `triu(u·uᵀ)`, preceded by the mean block `w·u` when the collection estimates
+//! mean and covariance — plus noise, encoded (`docs/PRIVACY.md` §2).
 //!
 //! Nothing here touches the network or an async runtime, so apps that ship reports
 //! their own way can use it with `default-features = false`.
 
-use crate::ClientError;
+use crate::{ClientError, mechanism};
 use ldpcov_noise::NoiseSampler;
-use ldpcov_proto::layout::triangle_pairs;
 use ldpcov_proto::v1::Report;
 use ldpcov_proto::wire::{REPORT_ID_LEN, encode_payload};
-use ldpcov_proto::{Collection, ReportId, SpecError};
+use ldpcov_proto::{Collection, ReportId, ReportMechanism};
 use rand::rngs::OsRng;
 use rand::{Rng, SeedableRng, TryRngCore};
 use rand_chacha::ChaCha20Rng;
@@ -93,46 +93,24 @@ pub fn random_report_id() -> Result<ReportId, ClientError> {
     Ok(ReportId(id))
 }
 
-/// Turns a user's vector into the perturbed, grid-rounded upper triangle of one
-/// collection.
+/// Turns a user's vector into the perturbed, grid-rounded report of one collection,
+/// through the collection's report mechanism.
 ///
-/// The collection is re-derived from its spec when the perturber is built, so a
-/// `Collection` whose fields were edited (say, a lowered σ) is refused rather than
-/// used: [`Perturber::try_new`] fails at once, [`Perturber::new`] defers the error to
-/// the first [`perturb`](Perturber::perturb).
+/// A [`Collection`] always holds exactly what its spec derives (it cannot be edited
+/// after it is built), so the perturber uses it as it is: nothing is re-derived per
+/// report.
 #[derive(Debug, Clone)]
 pub struct Perturber {
     collection: Collection,
-    invalid: Option<SpecError>,
 }
 
 impl Perturber {
-    /// A perturber for `collection`. If the collection does not match the parameters
-    /// derived from its own spec, every call to [`perturb`](Perturber::perturb) and
-    /// [`report`](Perturber::report) fails with [`ClientError::Params`].
+    /// A perturber for `collection`.
     pub fn new(collection: Collection) -> Self {
-        match Collection::from_params(&collection.params()) {
-            Ok(local) => Perturber {
-                collection: local,
-                invalid: None,
-            },
-            Err(err) => Perturber {
-                collection,
-                invalid: Some(err),
-            },
-        }
+        Perturber { collection }
     }
 
-    /// Like [`new`](Perturber::new), but refuses an inconsistent collection at once.
-    pub fn try_new(collection: Collection) -> Result<Self, ClientError> {
-        let perturber = Self::new(collection);
-        match perturber.invalid {
-            Some(err) => Err(err.into()),
-            None => Ok(perturber),
-        }
-    }
-
-    /// The collection (as re-derived locally).
+    /// The collection.
     pub fn collection(&self) -> &Collection {
         &self.collection
     }
@@ -147,51 +125,7 @@ impl Perturber {
     /// computed on `y / max|yᵢ|`, so huge finite coordinates neither overflow nor lose
     /// the direction.
     pub fn clip(&self, x: &[f64]) -> Result<Vec<f64>, ClientError> {
-        let dim = self.collection.dim;
-        if x.len() != dim {
-            return Err(ClientError::Dimension {
-                expected: dim,
-                got: x.len(),
-            });
-        }
-        if let Some(index) = x.iter().position(|v| !v.is_finite()) {
-            return Err(ClientError::NonFinite { index });
-        }
-        let centred: Vec<f64>;
-        let x = if self.collection.centre.is_empty() {
-            x
-        } else {
-            centred = x
-                .iter()
-                .zip(&self.collection.centre)
-                .map(|(v, c)| v - c)
-                .collect();
-            if let Some(index) = centred.iter().position(|v| !v.is_finite()) {
-                return Err(ClientError::NonFinite { index });
-            }
-            &centred
-        };
-        let max_abs = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        if max_abs == 0.0 {
-            return Ok(vec![0.0; dim]);
-        }
-        // s = ‖x‖ / max|xᵢ| lies in [1, √p]: no overflow, no underflow.
-        let s = x
-            .iter()
-            .map(|v| {
-                let t = v / max_abs;
-                t * t
-            })
-            .sum::<f64>()
-            .sqrt();
-        let keep = 1.0 - CLIP_MARGIN;
-        let radius = self.collection.clip_radius;
-        // ‖x‖ = max_abs·s may overflow to +∞ only when it exceeds R: the test stays right.
-        if max_abs * s <= radius {
-            Ok(x.iter().map(|v| v / radius * keep).collect())
-        } else {
-            Ok(x.iter().map(|v| v / max_abs / s * keep).collect())
-        }
+        clip(&self.collection, x)
     }
 
     /// The perturbed report entries, in grid units: the packed upper triangle of
@@ -199,46 +133,24 @@ impl Perturber {
     /// collection by the mean block `w·u` ([`Collection::mean_weight`]).
     ///
     /// Mean block: for each `i`, `round(w·uᵢ·2ᵏ)`. Then for each `(i, j)`, `i ≤ j`, in
-    /// [`triangle_pairs`] order: `round(uᵢ·uⱼ·2ᵏ)` (nearest integer, ties away from
-    /// zero, decided on the exact product). Each entry gets one independent draw of
-    /// `noise` with sd [`Collection::sigma_grid`] (calibrated to the sensitivity of
-    /// the whole report) and is clamped to `±max_abs_grid_value`. The clamp acts on the already-noisy value, so it is
-    /// post-processing and costs no privacy; an honest entry reaches it with
-    /// probability at most 10⁻¹² (`ldpcov_proto::collection::VALIDATION_SIGMAS`).
+    /// [`triangle_pairs`](ldpcov_proto::layout::triangle_pairs) order:
+    /// `round(uᵢ·uⱼ·2ᵏ)` (nearest integer, ties away from zero, decided on the exact
+    /// product; [`GaussianReport::statistic`](ldpcov_proto::mechanism::GaussianReport::statistic)).
+    /// Each entry gets one independent draw of `noise` with sd
+    /// [`Collection::sigma_grid`] (calibrated to the sensitivity of the whole report)
+    /// and is clamped to `±max_abs_grid_value`. The clamp acts on the already-noisy
+    /// value, so it is post-processing and costs no privacy; an honest entry reaches it
+    /// with probability at most 10⁻¹² (`ldpcov_proto::collection::VALIDATION_SIGMAS`).
     ///
-    /// Input errors ([`clip`](Perturber::clip)) and an inconsistent collection are
-    /// reported before any noise is drawn.
+    /// Input errors ([`clip`](Perturber::clip)) are reported before any noise is drawn;
+    /// a central collection is refused ([`ClientError::CentralCollection`]).
     pub fn perturb(
         &self,
         x: &[f64],
         noise: &mut (impl NoiseSampler + ?Sized),
     ) -> Result<Vec<i32>, ClientError> {
         let u = self.clip(x)?;
-        if let Some(err) = &self.invalid {
-            return Err(err.clone().into());
-        }
-        if self.collection.is_central() {
-            return Err(ClientError::CentralCollection {
-                id: self.collection.id.clone(),
-            });
-        }
-        let c = &self.collection;
-        let scale = c.grid_scale();
-        let sigma_grid = c.sigma_grid();
-        let bound = c.max_abs_grid_value.clamp(0, i64::from(i32::MAX));
-        let mut entries = Vec::with_capacity(c.entries);
-        // The mean block (empty for the second moment): w·uᵢ, with w = 1/2 a power of
-        // two, so round_grid's exact-tie rule applies to it as to the products.
-        let mean_block = u[..c.mean_entries()].iter().map(|&ui| (c.mean_weight, ui));
-        let products = triangle_pairs(c.dim).map(|(i, j)| (u[i], u[j]));
-        for (a, b) in mean_block.chain(products) {
-            // |signal| ≤ 2ᵏ ≤ 2²⁴: exact in i64.
-            let signal = round_grid(a, b, scale) as i64;
-            let noisy = signal.saturating_add(noise.sample_grid(sigma_grid));
-            // Within ±bound ⊂ i32 after the clamp.
-            entries.push(noisy.clamp(-bound, bound) as i32);
-        }
-        Ok(entries)
+        mechanism::perturb(&self.collection, &u, noise)
     }
 
     /// A complete [`Report`] for `x`: perturbed entries encoded in the collection's
@@ -250,14 +162,8 @@ impl Perturber {
         noise: &mut (impl NoiseSampler + ?Sized),
         report_id: ReportId,
     ) -> Result<Report, ClientError> {
-        let entries = self.perturb(x, noise)?;
-        let wire = self.to_wire(&entries, noise);
-        Ok(Report {
-            collection_id: self.collection.id.clone(),
-            report_id: report_id.0.to_vec(),
-            encoding: self.collection.encoding as i32,
-            payload: encode_payload(&self.collection, &wire),
-        })
+        let u = self.clip(x)?;
+        report_of_clipped(&self.collection, &u, noise, report_id)
     }
 
     /// Re-quantises noisy grid-unit entries to the collection's wire step: unchanged
@@ -268,84 +174,108 @@ impl Perturber {
     /// post-processing and costs no privacy. It adds at most `step²/4` (on average
     /// `step²/6`) of variance per entry; see `docs/BENCHMARKS.md` for the figures.
     pub fn to_wire(&self, entries: &[i32], noise: &mut (impl NoiseSampler + ?Sized)) -> Vec<i32> {
-        let c = &self.collection;
-        let (step, max) = (c.wire_step.max(1), c.wire_max);
-        if step == 1 {
-            return entries.to_vec();
-        }
-        entries
-            .iter()
-            .map(|&v| {
-                let v = i64::from(v);
-                let (q, r) = (v.div_euclid(step), v.rem_euclid(step));
-                // P(round up) = r/step exactly.
-                let up = (noise.uniform_below(step as u64) as i64) < r;
-                // |q| ≤ 2^31: the clamp brings it within ±wire_max ≤ i32::MAX.
-                (q + i64::from(up)).clamp(-max, max) as i32
-            })
-            .collect()
+        mechanism::to_wire(self.collection.mechanism(), entries, noise)
     }
 }
 
-/// `round(a·b·scale)` for a power-of-two `scale`, to the nearest integer with ties away
-/// from zero, decided on the exact real product `a·b`.
-///
-/// The rounded float product can land exactly on a half-integer although the real
-/// product lies strictly on one side; then the error term of the product (exact by
-/// FMA) decides. This keeps the rounding error at most ½ grid unit, which the
-/// sensitivity `√2 + √d·2⁻ᵏ` relies on.
-fn round_grid(a: f64, b: f64, scale: f64) -> f64 {
-    let p = a * b;
-    // Exact: scale is a power of two.
-    let y = p * scale;
-    let r = y.round();
-    if (y - r).abs() == 0.5 {
-        // a·b = p + e exactly (no underflow here: |p| ≥ ½·2⁻ᵏ).
-        let e = a.mul_add(b, -p);
-        if e > 0.0 {
-            return y + 0.5;
-        }
-        if e < 0.0 {
-            return y - 0.5;
-        }
+/// [`Perturber::clip`] for `collection`.
+pub(crate) fn clip(collection: &Collection, x: &[f64]) -> Result<Vec<f64>, ClientError> {
+    let dim = collection.dim();
+    if x.len() != dim {
+        return Err(ClientError::Dimension {
+            expected: dim,
+            got: x.len(),
+        });
     }
-    r
+    if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+        return Err(ClientError::NonFinite { index });
+    }
+    let centred: Vec<f64>;
+    let x = if collection.centre().is_empty() {
+        x
+    } else {
+        centred = x
+            .iter()
+            .zip(collection.centre())
+            .map(|(v, c)| v - c)
+            .collect();
+        if let Some(index) = centred.iter().position(|v| !v.is_finite()) {
+            return Err(ClientError::NonFinite { index });
+        }
+        &centred
+    };
+    let max_abs = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    if max_abs == 0.0 {
+        return Ok(vec![0.0; dim]);
+    }
+    // s = ‖x‖ / max|xᵢ| lies in [1, √p]: no overflow, no underflow.
+    let s = x
+        .iter()
+        .map(|v| {
+            let t = v / max_abs;
+            t * t
+        })
+        .sum::<f64>()
+        .sqrt();
+    let keep = 1.0 - CLIP_MARGIN;
+    let radius = collection.clip_radius();
+    // ‖x‖ = max_abs·s may overflow to +∞ only when it exceeds R: the test stays right.
+    if max_abs * s <= radius {
+        Ok(x.iter().map(|v| v / radius * keep).collect())
+    } else {
+        Ok(x.iter().map(|v| v / max_abs / s * keep).collect())
+    }
+}
+
+/// The complete perturbed [`Report`] of `collection` for the clipped vector `u`:
+/// noise, wire step, encoding ([`Perturber::report`] after the clip).
+pub(crate) fn report_of_clipped(
+    collection: &Collection,
+    u: &[f64],
+    noise: &mut (impl NoiseSampler + ?Sized),
+    report_id: ReportId,
+) -> Result<Report, ClientError> {
+    let entries = mechanism::perturb(collection, u, noise)?;
+    let wire = mechanism::to_wire(collection.mechanism(), &entries, noise);
+    Ok(Report {
+        collection_id: collection.id().to_string(),
+        report_id: report_id.0.to_vec(),
+        encoding: collection.encoding() as i32,
+        payload: encode_payload(collection, &wire),
+    })
 }
 
 /// A **trusted-curator** report for a central collection: `x` clipped exactly as a
 /// local report is ([`Perturber::clip`]: centre, radius R), put on the grid `2^−15`
 /// inside the unit ball exactly, and sent **without noise** — the operator sees it.
 /// Privacy comes only from the noise the aggregator adds to each release. Refuses a
-/// local collection ([`ClientError::LocalCollection`]), a collection whose parameters
-/// disagree with its spec, and bad input (wrong length, NaN or infinite values).
+/// local collection ([`ClientError::LocalCollection`]) and bad input (wrong length,
+/// NaN or infinite values).
 pub fn trusted_curator_report(
     collection: &Collection,
     x: &[f64],
     report_id: ReportId,
 ) -> Result<Report, ClientError> {
-    if !collection.is_central() {
+    let ReportMechanism::RawVector(raw) = collection.mechanism() else {
         return Err(ClientError::LocalCollection {
-            id: collection.id.clone(),
+            id: collection.id().to_string(),
         });
-    }
-    let perturber = Perturber::try_new(collection.clone())?;
-    let u = perturber.clip(x)?;
-    let grid = ldpcov_proto::wire::to_grid_unit_ball(
-        &u,
-        ldpcov_proto::collection::CENTRAL_COORDINATE_BITS,
-    )?;
+    };
+    let u = clip(collection, x)?;
     Ok(Report {
-        collection_id: collection.id.clone(),
+        collection_id: collection.id().to_string(),
         report_id: report_id.0.to_vec(),
         encoding: ldpcov_proto::v1::Encoding::RawI32Le as i32,
-        payload: ldpcov_proto::wire::encode_raw(&grid),
+        payload: mechanism::raw_vector_payload(raw, &u)?,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ldpcov_proto::SpecError;
     use ldpcov_proto::calibration::std_normal_cdf;
+    use ldpcov_proto::layout::triangle_pairs;
     use ldpcov_proto::v1::CollectionSpec;
     use ldpcov_proto::wire::decode_payload;
     use rand::Rng;
@@ -423,9 +353,9 @@ mod tests {
         use rand_distr::{Distribution, StandardNormal};
         for (dim, radius) in [(2u32, 1.0), (5, 3.0), (12, 0.5)] {
             let c = Collection::from_spec(&spec(dim, 1.0, 1e-6, radius)).expect("valid spec");
-            let p = Perturber::try_new(c.clone()).expect("consistent");
+            let p = Perturber::new(c.clone());
             let scale = c.grid_scale();
-            let bound = c.sensitivity * scale;
+            let bound = c.sensitivity() * scale;
             let grid = |x: &[f64]| -> Vec<f64> {
                 let v = p.perturb(x, &mut ZeroNoise).expect("valid input");
                 v.into_iter().map(f64::from).collect()
@@ -500,32 +430,27 @@ mod tests {
         assert_eq!(msg, "vector has 1 coordinates, the collection expects 3");
     }
 
+    /// A collection cannot be edited after it is built (the `compile_fail` example on
+    /// [`Collection`]), so the only way to a lowered σ is a server's tampered
+    /// parameters: refused when the collection is derived, before any perturber exists
+    /// and any noise is drawn.
     #[test]
     fn tampered_collection_is_refused_before_any_noise() {
-        let mut c = collection(3, 1.0);
-        c.sigma *= 0.5;
+        let c = collection(3, 1.0);
+        let mut params = c.params();
+        params.sigma *= 0.5;
         assert!(matches!(
-            Perturber::try_new(c.clone()),
+            Collection::from_params(&params).map_err(ClientError::from),
             Err(ClientError::Params(SpecError::ParamsMismatch { .. }))
         ));
-        let p = Perturber::new(c);
-        let mut counting = Counting::default();
-        assert!(matches!(
-            p.perturb(&[1.0, 0.0, 0.0], &mut counting),
-            Err(ClientError::Params(SpecError::ParamsMismatch { .. }))
-        ));
-        // Input errors still come first.
-        assert!(matches!(
-            p.perturb(&[1.0], &mut counting),
-            Err(ClientError::Dimension { .. })
-        ));
-        assert_eq!(counting.0, 0);
+        // The untampered parameters give the same collection back.
+        assert_eq!(Collection::from_params(&c.params()).unwrap(), c);
     }
 
     #[test]
     fn vectors_inside_the_ball_are_scaled_by_one_over_r() {
         let r = 5.0;
-        let p = Perturber::try_new(collection(4, r)).unwrap();
+        let p = Perturber::new(collection(4, r));
         let x = [1.0, -2.0, 0.5, 3.0]; // ‖x‖ ≈ 3.77 < 5
         let u = p.clip(&x).unwrap();
         for (ui, xi) in u.iter().zip(x) {
@@ -545,7 +470,7 @@ mod tests {
     #[test]
     fn long_vectors_are_projected_to_the_unit_sphere() {
         let r = 2.0;
-        let p = Perturber::try_new(collection(3, r)).unwrap();
+        let p = Perturber::new(collection(3, r));
         let x = [2.0 * 10.0 * 0.6, 0.0, -2.0 * 10.0 * 0.8]; // ‖x‖ = 10R
         let scaled: Vec<f64> = x.iter().map(|v| v / 10.0).collect(); // ‖x/10‖ = R
         let (u, w) = (p.clip(&x).unwrap(), p.clip(&scaled).unwrap());
@@ -574,7 +499,7 @@ mod tests {
     fn clipped_norm_never_exceeds_one() {
         let mut rng = ChaCha20Rng::seed_from_u64(11);
         for dim in [1u32, 2, 7, 50, 300] {
-            let p = Perturber::try_new(collection(dim, 1.0)).unwrap();
+            let p = Perturber::new(collection(dim, 1.0));
             for _ in 0..200 {
                 let scale = 10f64.powi(rng.random_range(-3..=3));
                 let x: Vec<f64> = (0..dim)
@@ -590,10 +515,10 @@ mod tests {
     #[test]
     fn zero_noise_gives_the_rounded_signal_in_triangle_order() {
         let c = collection(5, 3.0);
-        let p = Perturber::try_new(c.clone()).unwrap();
+        let p = Perturber::new(c.clone());
         let x = [0.3, -1.1, 2.0, 0.0, -0.7];
         let u = p.clip(&x).unwrap();
-        let scale = 2f64.powi(c.grid_bits as i32);
+        let scale = 2f64.powi(c.grid_bits() as i32);
         let want: Vec<i32> = triangle_pairs(5)
             .map(|(i, j)| (u[i] * u[j] * scale).round() as i32)
             .collect();
@@ -619,8 +544,8 @@ mod tests {
     #[test]
     fn noisy_entries_are_clamped_to_the_validation_bound() {
         let c = collection(3, 1.0);
-        let p = Perturber::try_new(c.clone()).unwrap();
-        let bound = c.max_abs_grid_value as i32;
+        let p = Perturber::new(c.clone());
+        let bound = c.max_abs_grid_value() as i32;
         for (noise, want) in [(i64::MAX, bound), (i64::MIN, -bound)] {
             let entries = p.perturb(&[1.0, -1.0, 0.5], &mut Constant(noise)).unwrap();
             assert!(entries.iter().all(|&v| v == want));
@@ -628,41 +553,6 @@ mod tests {
             let report = report.unwrap();
             assert!(decode_payload(&c, report.encoding, &report.payload).is_ok());
         }
-    }
-
-    /// Exact rounding of a·b·2ᵏ against i128 arithmetic, on float ties in particular.
-    #[test]
-    fn grid_rounding_is_exact_on_ties() {
-        let mut rng = ChaCha20Rng::seed_from_u64(5);
-        let mut naive_wrong = 0;
-        for _ in 0..20_000 {
-            // a = A·2⁻³⁰, b = B·2⁻³⁰ in [½, 1): the 60-bit product does not fit an f64.
-            let big_a: i128 = rng.random_range((1 << 29)..(1 << 30));
-            let big_b: i128 = rng.random_range((1 << 29)..(1 << 30));
-            let (a, b) = (big_a as f64 / 2f64.powi(30), big_b as f64 / 2f64.powi(30));
-            // The k for which the float product times 2ᵏ is a half-integer.
-            let p = a * b;
-            let k = (0..60)
-                .find(|&k| (p * 2f64.powi(k + 1)).fract() == 0.0)
-                .expect("a dyadic product");
-            let scale = 2f64.powi(k);
-            // Exact: A·B·2^(k−60), rounded half away from zero.
-            let shift = 60 - k;
-            let exact = ((big_a * big_b + (1i128 << (shift - 1))) >> shift) as f64;
-            let got = round_grid(a, b, scale);
-            assert_eq!(got, exact, "a={a} b={b} k={k}");
-            assert_eq!(round_grid(-a, b, scale), -exact);
-            if (p * scale).round() != exact {
-                naive_wrong += 1;
-            }
-            // Away from ties at the real grid, it agrees with exact rounding too.
-            let k = 24;
-            let shift = 60 - k;
-            let exact = ((big_a * big_b + (1i128 << (shift - 1))) >> shift) as f64;
-            assert_eq!(round_grid(a, b, 2f64.powi(k)), exact);
-        }
-        // Plain rounding of the float product is wrong on a good share of these ties.
-        assert!(naive_wrong > 1000, "{naive_wrong}");
     }
 
     /// Mean and variance of `samples` against N(0, var).
@@ -732,9 +622,9 @@ mod tests {
     #[test]
     fn report_noise_has_the_calibrated_variance() {
         let c = collection(60, 1.0);
-        let p = Perturber::try_new(c.clone()).unwrap();
+        let p = Perturber::new(c.clone());
         let scale = c.grid_scale();
-        let delta_grid = 2f64.sqrt() + (c.entries as f64).sqrt() / scale;
+        let delta_grid = 2f64.sqrt() + (c.entries() as f64).sqrt() / scale;
         let sigma_ref = 5.974_598_181_957_314 * delta_grid / 2f64.sqrt() * scale;
         assert!((c.sigma_grid() / sigma_ref - 1.0).abs() < 1e-9);
 
@@ -742,7 +632,7 @@ mod tests {
             let mut data = ChaCha20Rng::seed_from_u64(21);
             let mut out = Vec::new();
             for _ in 0..reports {
-                let x: Vec<f64> = (0..c.dim)
+                let x: Vec<f64> = (0..c.dim())
                     .map(|_| data.sample::<f64, _>(StandardNormal))
                     .collect();
                 let noisy = p.perturb(&x, sampler).unwrap();
@@ -797,7 +687,7 @@ mod tests {
     fn joint_report_is_the_mean_block_then_the_triangle_of_the_centred_vector() {
         let (r, centre) = (3.0, vec![10.0, -4.0, 0.5]);
         let c = joint(3, 1.0, r, centre.clone());
-        let p = Perturber::try_new(c.clone()).unwrap();
+        let p = Perturber::new(c.clone());
         let x = [10.3, -5.1, 2.5];
         let y: Vec<f64> = x.iter().zip(&centre).map(|(a, b)| a - b).collect();
         assert!(norm(&y) < r);
@@ -823,9 +713,7 @@ mod tests {
         let far = joint(2, 1.0, 1.0, vec![-f64::MAX, 0.0]);
         let mut counting = Counting::default();
         assert!(matches!(
-            Perturber::try_new(far)
-                .unwrap()
-                .perturb(&[f64::MAX, 0.0], &mut counting),
+            Perturber::new(far).perturb(&[f64::MAX, 0.0], &mut counting),
             Err(ClientError::NonFinite { index: 0 })
         ));
         assert_eq!(counting.0, 0);
@@ -844,7 +732,7 @@ mod tests {
         use rand_chacha::ChaCha12Rng;
         for (dim, radius) in [(2u32, 1.0), (6, 2.5)] {
             let c = joint(dim, 1.0, radius, Vec::new());
-            let p = Perturber::try_new(c.clone()).unwrap();
+            let p = Perturber::new(c.clone());
             let scale = c.grid_scale();
             let grid = |x: &[f64]| -> Vec<f64> {
                 let v = p.perturb(x, &mut ZeroNoise).expect("valid input");
@@ -865,10 +753,10 @@ mod tests {
             (x[0], x[1]) = (radius * t.cos(), -radius * t.sin());
             (y[0], y[1]) = (-radius * t.sin(), radius * t.cos());
             let worst = dist(&x, &y);
-            let slack = (c.entries as f64).sqrt() + 1.0;
-            assert!(worst <= c.sensitivity * scale, "p = {dim}: {worst}");
+            let slack = (c.entries() as f64).sqrt() + 1.0;
+            assert!(worst <= c.sensitivity() * scale, "p = {dim}: {worst}");
             assert!(
-                worst >= c.base_sensitivity * scale - slack,
+                worst >= c.base_sensitivity() * scale - slack,
                 "p = {dim}: {worst}"
             );
             assert!(worst > 2.5f64.sqrt() * scale + slack, "p = {dim}: {worst}");
@@ -880,7 +768,7 @@ mod tests {
                 let b: Vec<f64> = (0..d)
                     .map(|_| radius * rng.random_range(-1.0..1.0))
                     .collect();
-                assert!(dist(&a, &b) <= c.sensitivity * scale);
+                assert!(dist(&a, &b) <= c.sensitivity() * scale);
             }
         }
     }
@@ -896,9 +784,9 @@ mod tests {
     fn joint_report_noise_has_the_calibrated_variance_on_both_blocks() {
         use crate::DiscreteGaussianSampler;
         let c = joint(30, 1.0, 1.0, Vec::new());
-        let p = Perturber::try_new(c.clone()).unwrap();
+        let p = Perturber::new(c.clone());
         let scale = c.grid_scale();
-        let delta = 2.25 / 2f64.sqrt() + (c.entries as f64).sqrt() / scale;
+        let delta = 2.25 / 2f64.sqrt() + (c.entries() as f64).sqrt() / scale;
         let sigma_ref = 5.974_598_181_957_314 * delta / 2f64.sqrt() * scale;
         assert!((c.sigma_grid() / sigma_ref - 1.0).abs() < 1e-9);
         let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(17);
@@ -939,8 +827,8 @@ mod tests {
     fn joint_mean_block_averages_to_w_times_the_mean_of_u() {
         let (r, centre) = (4.0, vec![100.0, -50.0, 7.0, 0.0]);
         let c = joint(4, 100.0, r, centre.clone());
-        assert!(c.sigma < 0.2, "{}", c.sigma);
-        let p = Perturber::try_new(c.clone()).unwrap();
+        assert!(c.sigma() < 0.2, "{}", c.sigma());
+        let p = Perturber::new(c.clone());
         let mut noise = crate::DiscreteGaussianSampler::from_seed_for_simulation(5);
         let mut data = ChaCha20Rng::seed_from_u64(6);
         let n = 20_000;
@@ -990,10 +878,10 @@ mod tests {
         use ldpcov_proto::v1::Encoding;
         for encoding in [Encoding::I16Le, Encoding::I8] {
             let c = coarse(40, encoding);
-            let per = Perturber::try_new(c.clone()).unwrap();
+            let per = Perturber::new(c.clone());
             let mut noise = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(21);
             let x: Vec<f64> = (0..40).map(|i| ((i as f64) * 0.7).cos() * 0.1).collect();
-            let step = c.wire_step;
+            let step = c.wire_step();
             // Extra error e = wire·step − v of stochastic rounding, given r = v mod step:
             // e = step − r w.p. r/step, −r otherwise: E e = 0, E e² = r(step − r).
             let (mut sum_e, mut sum_e2, mut expected_e2, mut n) = (0f64, 0f64, 0f64, 0f64);
@@ -1002,7 +890,7 @@ mod tests {
                 let wire = per.to_wire(&entries, &mut noise);
                 for (&v, &w) in entries.iter().zip(&wire) {
                     let (v, w) = (i64::from(v), i64::from(w));
-                    assert!(w.abs() <= c.wire_max);
+                    assert!(w.abs() <= c.wire_max());
                     let e = (w * step - v) as f64;
                     let r = v.rem_euclid(step) as f64;
                     sum_e += e;
@@ -1035,20 +923,79 @@ mod tests {
     fn coarse_reports_decode_to_the_coarse_grid() {
         use ldpcov_proto::v1::Encoding;
         let c = coarse(5, Encoding::I8);
-        let per = Perturber::try_new(c.clone()).unwrap();
+        let per = Perturber::new(c.clone());
         let mut noise = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(5);
         let report = per
             .report(&[0.3; 5], &mut noise, ReportId([1; 16]))
             .unwrap();
-        assert_eq!(report.payload.len(), c.entries);
+        assert_eq!(report.payload.len(), c.entries());
         assert_eq!(report.encoding, Encoding::I8 as i32);
         let grid = decode_payload(&c, report.encoding, &report.payload).unwrap();
-        assert!(grid.iter().all(|v| i64::from(*v) % c.wire_step == 0));
+        assert!(grid.iter().all(|v| i64::from(*v) % c.wire_step() == 0));
         // Exact values stay exact: a multiple of the step is never moved.
-        let exact = vec![3 * c.wire_step as i32; c.entries];
-        assert_eq!(per.to_wire(&exact, &mut noise), vec![3; c.entries]);
+        let exact = vec![3 * c.wire_step() as i32; c.entries()];
+        assert_eq!(per.to_wire(&exact, &mut noise), vec![3; c.entries()]);
         // Clamped at ±wire_max.
-        let huge = vec![i32::MAX; c.entries];
-        assert_eq!(per.to_wire(&huge, &mut noise), vec![127; c.entries]);
+        let huge = vec![i32::MAX; c.entries()];
+        assert_eq!(per.to_wire(&huge, &mut noise), vec![127; c.entries()]);
+    }
+    /// FNV-1a 64 digests of [`report_bytes_are_pinned_for_fixed_seeds`]' reports,
+    /// computed on the code before the mechanism seam.
+    const PINNED_DIGESTS: [u64; 4] = [
+        17_802_752_532_057_831_351,
+        13_859_845_676_083_041_841,
+        525_376_500_262_623_122,
+        1_024_843_022_614_045_639,
+    ];
+
+    /// The bytes a device sends are pinned for fixed seeds: i32, i16 and i8 reports,
+    /// second moment and mean and covariance (with a centre), the exact sampler and the
+    /// simulation sampler. The FNV-1a 64 digests were computed by this test on the code
+    /// before the mechanism seam (commit 7fac390); a change of sampler usage, rounding,
+    /// clamp or encoding moves them.
+    #[test]
+    fn report_bytes_are_pinned_for_fixed_seeds() {
+        use crate::DiscreteGaussianSampler;
+        use ldpcov_proto::v1::{Encoding, Moments};
+        // FNV-1a 64.
+        let digest = |bytes: &[u8]| {
+            bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let mut got = Vec::new();
+        for (k, (encoding, moments)) in [
+            (Encoding::I32Le, Moments::SecondMoment),
+            (Encoding::I16Le, Moments::MeanAndCovariance),
+            (Encoding::I8, Moments::SecondMoment),
+            (Encoding::I8, Moments::MeanAndCovariance),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut s = spec(7, 1.0, 1e-6, 2.0);
+            s.encoding = encoding as i32;
+            s.moments = moments as i32;
+            if moments == Moments::MeanAndCovariance {
+                s.centre = vec![0.5, -0.25, 0.0, 1.0, 2.0, -1.0, 0.125];
+            }
+            let c = Collection::from_spec(&s).expect("valid spec");
+            let per = Perturber::new(c);
+            let mut data = ChaCha20Rng::seed_from_u64(40 + k as u64);
+            let mut exact = DiscreteGaussianSampler::from_seed_for_simulation(50 + k as u64);
+            let mut float = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(60);
+            let mut bytes = Vec::new();
+            for _ in 0..20 {
+                let x: Vec<f64> = (0..7)
+                    .map(|_| data.sample::<f64, _>(StandardNormal))
+                    .collect();
+                let a = per.report(&x, &mut exact, ReportId([k as u8; 16])).unwrap();
+                let b = per.report(&x, &mut float, ReportId([9; 16])).unwrap();
+                bytes.extend(a.payload);
+                bytes.extend(b.payload);
+            }
+            got.push(digest(&bytes));
+        }
+        assert_eq!(got, PINNED_DIGESTS);
     }
 }

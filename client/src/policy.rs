@@ -31,13 +31,13 @@ impl PrivacyPolicy {
     ///
     /// A NaN bound refuses every collection.
     pub fn check(&self, collection: &Collection) -> Result<(), ClientError> {
-        let ok = collection.epsilon <= self.max_epsilon && collection.delta <= self.max_delta;
+        let ok = collection.epsilon() <= self.max_epsilon && collection.delta() <= self.max_delta;
         if ok {
             Ok(())
         } else {
             Err(ClientError::PolicyViolation {
-                epsilon: collection.epsilon,
-                delta: collection.delta,
+                epsilon: collection.epsilon(),
+                delta: collection.delta(),
                 max_epsilon: self.max_epsilon,
                 max_delta: self.max_delta,
             })

@@ -5,32 +5,11 @@
 //! ([`EstimationInput::from_collection`]) or from a central release
 //! ([`EstimationInput::from_central_release`]); every estimator reads it and nothing
 //! else about the collection. Every noise level the estimators use goes through one
-//! method, [`NoiseModel::per_report_sd`]: a mechanism with another noise model is one
-//! new [`NoiseModel`] variant.
+//! type, the collection's mechanism's [`NoiseModel`] (`ldpcov_proto::mechanism`): a
+//! mechanism with another noise model is one new variant there.
 
 use ldpcov_proto::Collection;
-
-/// The noise the sums carry, as the estimators model it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum NoiseModel {
-    /// Every entry of every report carries independent Gaussian noise of one sd,
-    /// `per_report_sd`, in unit-ball units (the local Gaussian mechanism; a central
-    /// release states its noise in the same terms).
-    IidGaussian {
-        /// The noise sd of one entry of one report, unit-ball units (σ).
-        per_report_sd: f64,
-    },
-}
-
-impl NoiseModel {
-    /// The noise sd of one entry of one report, unit-ball units (σ): the one place
-    /// the estimators read a noise level from.
-    pub fn per_report_sd(&self) -> f64 {
-        match *self {
-            NoiseModel::IidGaussian { per_report_sd } => per_report_sd,
-        }
-    }
-}
+pub use ldpcov_proto::mechanism::NoiseModel;
 
 /// What the estimators act on besides the accumulators: the dimension, the report
 /// layout (entries; whether a mean block leads and its weight), the units (clip
@@ -54,17 +33,15 @@ impl EstimationInput {
     /// noise the devices add.
     pub fn from_collection(collection: &Collection) -> Self {
         EstimationInput {
-            dim: collection.dim,
-            entries: collection.entries,
-            mean_weight: collection.has_mean().then_some(collection.mean_weight),
-            clip_radius: collection.clip_radius,
-            centre: collection.centre.clone(),
+            dim: collection.dim(),
+            entries: collection.entries(),
+            mean_weight: collection.has_mean().then_some(collection.mean_weight()),
+            clip_radius: collection.clip_radius(),
+            centre: collection.centre().to_vec(),
             grid_scale: collection.grid_scale(),
-            min_reports: collection.min_reports,
-            ordered_variables: collection.ordered_variables,
-            noise: NoiseModel::IidGaussian {
-                per_report_sd: collection.sigma,
-            },
+            min_reports: collection.min_reports(),
+            ordered_variables: collection.ordered_variables(),
+            noise: collection.noise_model(),
         }
     }
 
@@ -84,7 +61,9 @@ impl EstimationInput {
         let per_report_sd = sum_noise_sd_grid / (collection.grid_scale() * (reports as f64).sqrt());
         EstimationInput {
             entries: release_entries,
-            noise: NoiseModel::IidGaussian { per_report_sd },
+            noise: NoiseModel::IidGaussian {
+                sigma: per_report_sd,
+            },
             ..Self::from_collection(collection)
         }
     }
@@ -165,7 +144,7 @@ impl EstimationInput {
 
     /// Noise sd of one entry of the average of `n` reports, in data units: `R²σ/√n`.
     pub fn mean_entry_noise_sd(&self, n: u64) -> f64 {
-        self.clip_radius * self.clip_radius * self.noise.per_report_sd() / (n as f64).sqrt()
+        self.clip_radius * self.clip_radius * self.noise.iid_sd() / (n as f64).sqrt()
     }
 
     /// Noise sd of each coordinate of the released mean over `n` reports, data units:
@@ -173,7 +152,7 @@ impl EstimationInput {
     pub fn mean_noise_sd(&self, n: u64) -> f64 {
         match self.mean_weight {
             Some(w) => {
-                self.clip_radius * self.noise.per_report_sd() / (w * (n.max(1) as f64).sqrt())
+                self.clip_radius * self.noise.iid_sd() / (w * (n.max(1) as f64).sqrt())
             }
             None => 0.0,
         }
@@ -184,7 +163,7 @@ impl EstimationInput {
     pub(crate) fn mean_block_variance(&self, n: u64) -> f64 {
         match self.mean_weight {
             Some(w) => {
-                let sigma = self.noise.per_report_sd();
+                let sigma = self.noise.iid_sd();
                 sigma * sigma / (w * w * n.max(1) as f64)
             }
             None => 0.0,

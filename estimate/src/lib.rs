@@ -47,7 +47,7 @@
 //! })?;
 //! // Two grid-unit reports whose average is [[0.5, 0.25], [0.25, 0.5]].
 //! let g = c.grid_scale() as i32;
-//! let mut acc = Accumulator::new(c.entries, 2);
+//! let mut acc = Accumulator::new(c.entries(), 2);
 //! acc.add(0, &[g, g / 2, 0]);
 //! acc.add(1, &[0, 0, g]);
 //! let opts = EstimateOptions { rule: RegularisationRule::None, ..Default::default() };

@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn joint_blocks_give_mean_second_moment_and_debiased_covariance() {
         let c = joint(2, 2.0, vec![10.0, -1.0]);
-        assert_eq!(c.moments, Moments::MeanAndCovariance);
+        assert_eq!(c.moments(), Moments::MeanAndCovariance);
         let g = c.grid_scale() as i64;
         // Grid-unit sums of two reports: the mean block averages to (¼, −⅛), so
         // μ̂ = (½, −¼) after dividing by w = ½; the triangle averages to M̂ = (½, −⅛, ⅛).
@@ -170,7 +170,7 @@ mod tests {
         let m = moments(&(&c).into(), &sums, 2).unwrap();
         let mu = [0.5, -0.25];
         let mhat = [0.5, -0.125, 0.125];
-        let tau2 = c.sigma * c.sigma / (0.25 * 2.0);
+        let tau2 = c.sigma() * c.sigma() / (0.25 * 2.0);
         let mean = m.mean.clone().unwrap();
         assert_eq!(mean, vec![10.0 + 2.0 * mu[0], -1.0 + 2.0 * mu[1]]);
         assert_eq!(
@@ -185,7 +185,7 @@ mod tests {
         for (a, b) in m.covariance.iter().zip(want) {
             assert!((a - b).abs() <= 1e-12 * b.abs().max(1.0), "{a} vs {b}");
         }
-        assert!((m.mean_noise_sd - 2.0 * c.sigma / (0.5 * 2f64.sqrt())).abs() < 1e-12);
+        assert!((m.mean_noise_sd - 2.0 * c.sigma() / (0.5 * 2f64.sqrt())).abs() < 1e-12);
         assert!(moments(&(&c).into(), &sums[..4], 2).is_err());
     }
 
@@ -219,12 +219,12 @@ mod tests {
         let input = EstimationInput::from_collection(&c);
         let n = 100u64;
         let sg = c.sigma_grid() * (n as f64).sqrt();
-        let tau2 = c.sigma * c.sigma / (0.25 * n as f64);
+        let tau2 = c.sigma() * c.sigma() / (0.25 * n as f64);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let mut diag = 0.0;
         let reps = 4000;
         for _ in 0..reps {
-            let sums: Vec<i64> = (0..c.entries)
+            let sums: Vec<i64> = (0..c.entries())
                 .map(|_| {
                     (sg * Distribution::<f64>::sample(&StandardNormal, &mut rng)).round() as i64
                 })

@@ -63,7 +63,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         .await?;
     let (m, m_raw) = (estimate_matrix(&est), estimate_matrix(&raw));
     let truth = &setup.truth;
-    let p = setup.collection.dim;
+    let p = setup.collection.dim();
     // ‖W‖₂ of a p×p symmetric noise matrix with i.i.d. N(0, s²) entries is about 2√p·s.
     let predicted = 2.0 * (p as f64).sqrt() * est.entry_noise_sd / spectral_norm_symmetric(truth);
     let collection = &setup.collection;
@@ -88,7 +88,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
                 centred: users.is_centred(),
                 max_abs_mean_over_sd: users.max_abs_mean_over_sd(),
                 centred_tolerance: CENTRED_TOLERANCE,
-                clipped_fraction: users.clipped_fraction(collection.clip_radius),
+                clipped_fraction: users.clipped_fraction(collection.clip_radius()),
                 rel_spectral_error_vs_second_moment: relative_spectral_error(&m, second),
                 rel_frobenius_error_vs_second_moment: relative_frobenius_error(&m, second),
                 rel_spectral_error_vs_second_moment_no_threshold: relative_spectral_error(
@@ -111,11 +111,11 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         accepted,
         duplicates,
         dim: p as u32,
-        epsilon: collection.epsilon,
-        delta: collection.delta,
-        clip_radius: collection.clip_radius,
-        sigma: collection.sigma,
-        sensitivity: collection.sensitivity,
+        epsilon: collection.epsilon(),
+        delta: collection.delta(),
+        clip_radius: collection.clip_radius(),
+        sigma: collection.sigma(),
+        sensitivity: collection.sensitivity(),
         central_release_rho: setup.release(args).map(|r| r.rho),
         entry_noise_sd: est.entry_noise_sd,
         model: setup.source.name(),

@@ -103,7 +103,7 @@ impl Setup {
     pub(crate) fn release(&self, args: &Args) -> Option<CentralRelease> {
         self.collection.is_central().then(|| CentralRelease {
             mechanism: CentralMechanism::GaussCov as i32,
-            rho: args.release_rho.unwrap_or(self.collection.rho),
+            rho: args.release_rho.unwrap_or(self.collection.rho()),
             epsilon: 0.0,
             ..Default::default()
         })
@@ -177,8 +177,11 @@ impl Setup {
             }
             Err(e) => return Err(e.into()),
         };
-        if collection.dim != p {
-            bail!("collection {id} has dimension {}, not {p}", collection.dim);
+        if collection.dim() != p {
+            bail!(
+                "collection {id} has dimension {}, not {p}",
+                collection.dim()
+            );
         }
         // Only a second-moment collection mis-estimates non-centred data; the default
         // (mean and covariance) does not.

@@ -11,6 +11,7 @@ use ldpcov::estimate::{
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model, Sampler};
+use ldpcov::proto::{Collection, v1::CollectionSpec};
 use ldpcov::sim::{self, Path};
 use serde_json::json;
 
@@ -176,9 +177,11 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             .epsilons
             .iter()
             .map(|&e| {
-                sim::collection(p, e, delta, r).map(|mut c| {
-                    c.ordered_variables = !args.permute;
-                    c
+                sim::collection(p, e, delta, r).and_then(|c| {
+                    Collection::from_spec(&CollectionSpec {
+                        ordered_variables: !args.permute,
+                        ..c.spec()
+                    })
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;

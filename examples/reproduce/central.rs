@@ -244,7 +244,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                 let reps = sim::parallel_reps(args.reps, out.threads, |rep| {
                     let seed = seed_of(&[71, n, rep as u64, rho.to_bits(), bins as u64]);
                     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-                    let mut sums = vec![0i64; collection.entries];
+                    let mut sums = vec![0i64; collection.entries()];
                     for _ in 0..n {
                         let row = seed002_row(&u, &zipf, &mut rng);
                         let grid = ldpcov::proto::wire::to_grid_unit_ball(&row, CENTRAL_GRID_BITS)

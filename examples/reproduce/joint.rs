@@ -161,7 +161,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             "experiment": "non-centred", "path": Path::SumOfNoise.name(), "model": "model1",
             "p": p, "n": args.n, "epsilon": args.epsilon, "delta": delta,
             "shift": args.shift, "configuration": row.name,
-            "clip_radius": row.collection.clip_radius, "reps": args.reps,
+            "clip_radius": row.collection.clip_radius(), "reps": args.reps,
             "rel_spectral_mean": ms, "rel_spectral_se": ss,
             "rel_frobenius_mean": mf, "rel_frobenius_se": sf,
             "frobenius_ratio_to_centred_second_moment": mf / base.1,

@@ -307,7 +307,7 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
     let perturber = Perturber::new(c.clone());
     let mut gauss = FloatGaussianNotPrivate::from_seed_for_simulation_not_private(seed ^ 0x5EED);
     let scale = r * r / c.grid_scale();
-    let mut acc = Accumulator::new(c.entries, FOLDS);
+    let mut acc = Accumulator::new(c.entries(), FOLDS);
     let mut rows = Vec::with_capacity(xs.len());
     for (x, &fold) in xs.iter().zip(&ids) {
         let rep = perturber.perturb(x, &mut gauss).expect("finite x");
@@ -316,7 +316,7 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
     }
     let private = Reports {
         rows,
-        sigma_entry: r * r * c.sigma,
+        sigma_entry: r * r * c.sigma(),
     };
     let (ests, _) = paper_estimators(&private, s.p);
     let product = [

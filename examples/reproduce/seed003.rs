@@ -226,7 +226,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                     rand_chacha::ChaCha8Rng::seed_from_u64(seed_of(&[6, model as u64, n]));
                 let pilot = normalised_sample(&chol, n, &mut rng);
                 let perturber = Perturber::new(pilot_c.clone());
-                let mut free = Accumulator::new(pilot_c.entries, FOLDS);
+                let mut free = Accumulator::new(pilot_c.entries(), FOLDS);
                 for x in &pilot {
                     let fold = sim::simulated_report_id(&mut rng).fold(FOLDS);
                     free.add(fold, &perturber.perturb(x, &mut sim::ZeroNoise)?);
@@ -270,7 +270,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                             FloatGaussianNotPrivate::from_seed_for_simulation_not_private(
                                 seed ^ 0xA11CE,
                             );
-                        let mut acc = Accumulator::new(c.entries, FOLDS);
+                        let mut acc = Accumulator::new(c.entries(), FOLDS);
                         for x in &xs {
                             let fold = sim::simulated_report_id(&mut rng).fold(FOLDS);
                             acc.add(fold, &perturber.perturb(x, &mut noise).expect("finite"));

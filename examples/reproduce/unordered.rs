@@ -27,6 +27,7 @@ use ldpcov::estimate::{
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model};
+use ldpcov::proto::{Collection, v1::CollectionSpec};
 use ldpcov::sim;
 use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
@@ -539,8 +540,10 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
         };
         // The same reports to a collection that (wrongly) declares ordered variables:
         // what banding and Toeplitz averaging cost when the order means nothing.
-        let mut as_if_ordered = c.clone();
-        as_if_ordered.ordered_variables = true;
+        let as_if_ordered = Collection::from_spec(&CollectionSpec {
+            ordered_variables: true,
+            ..c.spec()
+        })?;
         let mut rep_errors = Vec::with_capacity(rules.len());
         for (k, (name, opts)) in rules.iter().enumerate() {
             let (s, f, rule) = if *name == "cv as if ordered" {

@@ -80,6 +80,21 @@ pub fn zcdp_rho(sensitivity: f64, sigma: f64) -> f64 {
     sensitivity * sensitivity / (2.0 * sigma * sigma)
 }
 
+/// The zCDP ρ of a pure ε-DP release: `ρ = ε²/2`.
+///
+/// Bun & Steinke 2016, Proposition 1.4 (proved as Proposition 3.3): an ε-DP
+/// mechanism is (ε²/2)-zCDP. Sketch: for neighbouring inputs the privacy loss
+/// `Z = ln(P(y)/P'(y))`, `y` drawn from `P`, lies in `[−ε, ε]` and satisfies
+/// `E[e^{−Z}] = 1` (the densities integrate to one); these two facts bound its moment
+/// generating function by `E[e^{(α−1)Z}] ≤ e^{α(α−1)ε²/2}` for every α > 1, i.e. the
+/// Rényi divergence of order α is at most `α·ε²/2`, which is the definition of
+/// ρ-zCDP with ρ = ε²/2. Every pure ε-DP release (LaplaceCov, the adaptive Laplace
+/// release, a pure-ε budget) is recorded at this ρ, so that ε- and ρ-releases add up
+/// in one zCDP ledger.
+pub fn pure_dp_rho(epsilon: f64) -> f64 {
+    epsilon * epsilon / 2.0
+}
+
 /// The ε at which ρ-zCDP implies (ε, δ)-DP: `ε = ρ + 2√(ρ·ln(1/δ))`
 /// (Bun & Steinke 2016, Proposition 1.3).
 pub fn zcdp_epsilon(rho: f64, delta: f64) -> f64 {
@@ -165,6 +180,8 @@ mod tests {
         let c = classic_sigma(1.0, 0.5, 1e-5).unwrap();
         assert!((c - (2.0 * (1.25e5f64).ln()).sqrt() / 0.5).abs() < 1e-12);
         assert!((zcdp_rho(2f64.sqrt(), 2.0) - 0.25).abs() < 1e-15);
+        // ε = 0.5 pure DP is 0.125-zCDP (exact in binary).
+        assert_eq!(pure_dp_rho(0.5), 0.125);
     }
 
     #[test]

@@ -13,9 +13,17 @@
 //! resolved value, so a spec stored by this code reads back the same on both paths.
 
 use crate::SpecError;
-use crate::calibration::{analytic_sigma, zcdp_rho, zcdp_rho_for_epsilon};
+use crate::calibration::{zcdp_rho, zcdp_rho_for_epsilon};
 use crate::layout::triangle_len;
+use crate::mechanism::{GaussianReport, NoiseModel, RawVectorReport, ReportMechanism};
 use crate::v1::{CollectionParams, CollectionSpec, Encoding, Moments, PrivacyModel};
+
+pub use crate::mechanism::gaussian::{
+    GRID_HEADROOM_SIGMAS, MAX_GRID_BITS, MIN_GRID_BITS, MIN_SIGMA_GRID, VALIDATION_SIGMAS,
+    VALIDATION_TAIL, WIRE_CLAMP_SIGMAS,
+};
+pub use crate::mechanism::raw_vector::{CENTRAL_COORDINATE_BITS, CENTRAL_GRID_BITS};
+pub use crate::mechanism::{MEAN_WEIGHT, joint_base_sensitivity};
 
 /// Largest dimension a collection may have. At p = 4096 a report holds 8.4 M entries
 /// (33.6 MB as i32), which is as large as we let one gRPC message be.
@@ -23,73 +31,12 @@ pub const MAX_DIM: usize = 4096;
 /// Largest ε a collection may ask for. Beyond it a report protects next to nothing,
 /// and `e^ε` in the analytic calibration loses precision.
 pub const MAX_EPSILON: f64 = 100.0;
-/// Smallest noise sd in grid units. The d-dimensional discrete Gaussian's privacy
-/// loss exceeds the continuous Gaussian's by at most `τ = 10·Σ_{k<d} e^{−2π²σ²k/(k+1)}`
-/// (Canonne, Kamath & Steinke 2020, Theorem 14); at σ ≥ 16 grid units that is below
-/// `10·d·e^{−2500}`, zero in any arithmetic. In practice σ·2^k is 10⁵ or more.
-pub const MIN_SIGMA_GRID: f64 = 16.0;
 /// Longest collection id.
 pub const MAX_ID_LEN: usize = 128;
-/// Finest grid: entries are multiples of 2^-24.
-pub const MAX_GRID_BITS: u32 = 24;
-/// Coarsest grid we accept before calling a spec uncalibratable.
-pub const MIN_GRID_BITS: u32 = 8;
-/// Headroom, in σ, that the grid choice leaves for an honest noisy entry: `k` is the
-/// finest grid with `(1 + GRID_HEADROOM_SIGMAS·σ)·2^k ≤ i32::MAX`. This fixes `k` (and
-/// with it Δ and σ) and is kept as it was; it is not the validation bound.
-pub const GRID_HEADROOM_SIGMAS: f64 = 50.0;
-/// The validation bound `t`: i32 reports are accepted up to `±(1 + t·σ)` unit-ball
-/// units (coarse encodings are bounded by their wire range, `±(1 + 6σ)` plus less than
-/// one wire step, see [`WIRE_CLAMP_SIGMAS`]).
-///
-/// Derivation. An honest entry is `s + z` with `|s| ≤ 2^k` (`|uᵢuⱼ| ≤ ‖u‖² ≤ 1`, and
-/// rounding to the grid cannot pass `±2^k`, which is on the grid) and `z` the noise in
-/// grid units, sd `σ_g = σ·2^k`. So it leaves `±(1 + tσ)·2^k` only if `|z| > t·σ_g`.
-/// The discrete Gaussian `N_ℤ(0, σ_g²)` is sub-Gaussian with the continuous
-/// Gaussian's parameter, `E[e^{λz}] ≤ e^{λ²σ_g²/2}` (Canonne, Kamath & Steinke 2020),
-/// so Chernoff gives `P(|z| > tσ_g) ≤ 2·e^{−t²/2}`: the continuous tail bound with
-/// factor 1. (The simulation sampler rounds a continuous Gaussian to the nearest
-/// integer; `|round(y)| > m` needs `|y| > m`, so the same bound holds.) Asking
-/// `2·e^{−t²/2} ≤ 10⁻¹²` per entry gives `t ≥ √(2·ln(2·10¹²)) = 7.5265…`; we take
-/// 7.53 (`2·e^{−7.53²/2} = 9.7·10⁻¹³`; the exact continuous tail `2Φ̄(7.53)` is
-/// `5.1·10⁻¹⁴`). A device clamps its noisy entries to the bound (post-processing), so
-/// an honest report is never refused; one of `d` entries is clamped with probability
-/// at most `d·10⁻¹²`.
-pub const VALIDATION_SIGMAS: f64 = 7.53;
-/// Largest tail probability per honest entry that [`VALIDATION_SIGMAS`] allows.
-pub const VALIDATION_TAIL: f64 = 1e-12;
-/// Coarse wire encodings cover `±(1 + WIRE_CLAMP_SIGMAS·σ)` (in unit-ball units): an
-/// honest noisy entry falls outside, and is clamped, with probability below
-/// `P(|N(0,1)| > 6) ≈ 2·10⁻⁹`. Below [`VALIDATION_SIGMAS`], so for i16/i8 the wire
-/// range is the validation bound.
-pub const WIRE_CLAMP_SIGMAS: f64 = 6.0;
 /// Name of the calibration recorded in [`CollectionParams::calibration`].
 pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
-/// The public weight `w` of the mean block of a [`Moments::MeanAndCovariance`] report
-/// `(w·u, triu(uuᵀ))`.
-///
-/// Why 1/2: the covariance error is `(c_ε²Δ(w)²/n)·[p² + 2(p + 1)‖ū‖²/w²]` plus an
-/// `n⁻²` term in `τ⁴ ∝ w⁻⁴` (docs/ALGORITHMS.md): a larger `w` raises the noise of
-/// every entry through `Δ₀(w) = (2 + w²)/√2`, a smaller one the noise of the mean,
-/// which enters the covariance through `μ̂μ̂ᵀ`. The best `w` depends on the unknown
-/// mean; over p ∈ {10, 20, 50}, ‖ū‖/R ∈ {0.5, 0.9} and n from 10⁴ to 10⁶ (ε = 1,
-/// δ = 10⁻⁶) the constant 1/2 is within 8.1 % of the optimal error, and within 19 %
-/// for centred data, where any mean is wasted budget. It costs `Δ₀(1/2) = 1.591`
-/// instead of √2 (27 % more variance on the second-moment block). Being a power of
-/// two, `w·uᵢ` rounds to the grid exactly like the products `uᵢuⱼ`. It must stay
-/// `≤ 1` (the validation bound assumes honest entries of at most 1) and `≤ √2` (the
-/// domain of [`joint_base_sensitivity`]'s closed form).
-pub const MEAN_WEIGHT: f64 = 0.5;
 /// Longest variable name, in bytes of UTF-8.
 pub const MAX_NAME_BYTES: usize = 64;
-/// The grid of a central report's coordinates: `u_i` is sent as an integer multiple
-/// of `2^−15` ([`Encoding::RawI32Le`]). A product of two coordinates of a vector in
-/// the unit ball is then at most `2^30` units of `2^−30` and fits an i32; the mean
-/// block `w·u_i` (`w = 1/2`) is `u_i·2^14` units, exact.
-pub const CENTRAL_COORDINATE_BITS: u32 = 15;
-/// The grid of a central collection's stored entries: `2^−30`, the grid of the
-/// products of two coordinates.
-pub const CENTRAL_GRID_BITS: u32 = 2 * CENTRAL_COORDINATE_BITS;
 /// Most dyadic norm bins a central collection may keep (`CollectionSpec.norm_bins`).
 pub const MAX_NORM_BINS: u32 = 15;
 /// Most entries a collection's sums may have: those of a local joint report at
@@ -100,25 +47,6 @@ pub const MAX_ENTRIES: usize = MAX_DIM + triangle_len(MAX_DIM);
 /// Name of the calibration recorded for a central collection: no noise in reports,
 /// a zCDP budget spent by the releases.
 pub const CENTRAL_CALIBRATION_NAME: &str = "central/zcdp-budget";
-
-/// The exact ℓ₂ sensitivity `Δ₀(w) = sup ‖v(u) − v(u')‖` of the joint statistic
-/// `v(u) = (w·u, triu(uuᵀ))` over the unit ball (p ≥ 2), before grid rounding:
-/// `(2 + w²)/√2` for `w ≤ √2`, `2w` beyond.
-///
-/// Derivation (docs/PRIVACY.md): packing counts an off-diagonal pair once, so
-/// `‖triu(A)‖ ≤ ‖A‖_F` with equality for diagonal `A`; `‖uuᵀ − u'u'ᵀ‖_F² = a⁴ + b⁴ − 2c²`
-/// (`a, b` the norms, `c = u·u'`) and the whole square grows with `a` and `b`, so
-/// unit vectors are worst and `Δ₀² = max_c 2w²(1 − c) + 2(1 − c²)`, at `c = −w²/2`.
-/// Attained by `u = (cos t, −sin t, 0…)`, `u' = (−sin t, cos t, 0…)`,
-/// `sin 2t = min(w²/2, 1)`, whose `uuᵀ − u'u'ᵀ` is diagonal. At `w = 0` it is the
-/// second moment's √2.
-pub fn joint_base_sensitivity(w: f64) -> f64 {
-    if w <= std::f64::consts::SQRT_2 {
-        (2.0 + w * w) / std::f64::consts::SQRT_2
-    } else {
-        2.0 * w
-    }
-}
 
 /// Checks the optional public centre: empty, or exactly `dim` finite values.
 fn validate_centre(centre: &[f64], dim: usize) -> Result<(), SpecError> {
@@ -168,69 +96,38 @@ fn validate_names(names: &[String], dim: usize) -> Result<(), SpecError> {
     Ok(())
 }
 
-/// A collection whose spec is valid, with its derived parameters.
+/// A collection whose spec is valid, with its derived parameters and its report
+/// mechanism.
+///
+/// Every field is private and set once, by [`create`](Collection::create),
+/// [`from_spec`](Collection::from_spec) or [`from_params`](Collection::from_params):
+/// a `Collection` always holds exactly what its spec derives, so code that is handed
+/// one never needs to re-derive it. To change a spec field, build a new collection
+/// from a modified [`spec`](Collection::spec).
+///
+/// ```compile_fail
+/// # use ldpcov_proto::{v1::CollectionSpec, Collection};
+/// # let spec = CollectionSpec { collection_id: "c".into(), dim: 2, epsilon: 1.0,
+/// #     delta: 1e-6, clip_radius: 1.0, min_reports: 1, ..Default::default() };
+/// let mut c = Collection::from_spec(&spec).unwrap();
+/// c.sigma *= 0.5; // a derived parameter cannot be edited
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Collection {
-    /// Collection id (1–128 characters from `[A-Za-z0-9._-]`).
-    pub id: String,
-    /// Dimension p.
-    pub dim: usize,
-    /// ε of one report.
-    pub epsilon: f64,
-    /// δ of one report.
-    pub delta: f64,
-    /// Clip radius R.
-    pub clip_radius: f64,
-    /// Minimum number of reports before an estimate is released.
-    pub min_reports: u64,
-    /// Wire encoding of reports.
-    pub encoding: Encoding,
-    /// What is estimated (resolved: never [`Moments::Unspecified`]).
-    pub moments: Moments,
-    /// Public centre in data units (empty: none); devices report `clip((x − c)/R)`.
-    pub centre: Vec<f64>,
-    /// Variable names (empty: none).
-    pub variable_names: Vec<String>,
-    /// Entries per report: `d = p(p+1)/2` for the second moment, `p + d` for the
-    /// joint report (the mean block first).
-    pub entries: usize,
-    /// Weight `w` of the mean block ([`MEAN_WEIGHT`]; 0 for the second moment).
-    pub mean_weight: f64,
-    /// Sensitivity before grid rounding: [`joint_base_sensitivity`]`(w)`, or √2.
-    pub base_sensitivity: f64,
-    /// k: entries are multiples of 2^-k in unit-ball units.
-    pub grid_bits: u32,
-    /// L2 sensitivity of the grid-rounded report, unit-ball units:
-    /// `base_sensitivity + √entries·2^-k`.
-    pub sensitivity: f64,
-    /// Per-entry noise sd in unit-ball units.
-    pub sigma: f64,
-    /// zCDP ρ of one report.
-    pub rho: f64,
-    /// Largest accepted |entry| in grid units, the validation bound: for i32
-    /// `ceil((1 + tσ)·2^k)` with `t` = [`VALIDATION_SIGMAS`]; for i16/i8 the wire range
-    /// `wire_step·wire_max`, which covers `(1 + 6σ)·2^k`. Devices clamp to it.
-    pub max_abs_grid_value: i64,
-    /// Grid units per wire unit: 1 for i32; for i16/i8 the coarse step
-    /// `ceil((1 + 6σ)·2^k / wire_max)`.
-    pub wire_step: i64,
-    /// Largest |wire value|: `max_abs_grid_value` for i32, 32 767 for i16, 127 for i8.
-    pub wire_max: i64,
-    /// The variables have a natural order (`CollectionSpec.ordered_variables`): the
-    /// default cross-validation may then try banding and Toeplitz averaging.
-    pub ordered_variables: bool,
-    /// Who adds the noise (resolved: never [`PrivacyModel::Unspecified`]). In a
-    /// central collection reports are raw clipped vectors, `sigma` is 0, `rho` is the
-    /// total release budget and the entries are on the grid `2^−30`
-    /// ([`CENTRAL_GRID_BITS`]).
-    pub privacy_model: PrivacyModel,
-    /// Dyadic norm bins kept by a central second-moment collection (0: none): each
-    /// adds `2d + 1` entries after the second moment (see
-    /// [`wire::decode_payload`](crate::wire::decode_payload)).
-    pub norm_bins: usize,
-    /// Central second-moment collections, opt-in: seed 004's compressed release,
-    /// which is NOT differentially private, may be asked for.
-    pub allow_compressed_release: bool,
+    id: String,
+    dim: usize,
+    epsilon: f64,
+    delta: f64,
+    clip_radius: f64,
+    min_reports: u64,
+    moments: Moments,
+    centre: Vec<f64>,
+    variable_names: Vec<String>,
+    ordered_variables: bool,
+    privacy_model: PrivacyModel,
+    allow_compressed_release: bool,
+    rho: f64,
+    mechanism: ReportMechanism,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -269,15 +166,11 @@ impl Collection {
     /// [`Moments::SecondMoment`] (new collections go through
     /// [`create`](Collection::create)).
     ///
-    /// The report has `entries` values (`d`, or `p + d` with the mean block). The grid
-    /// is the finest `k ≤ 24` for which `1 + 50σ` ([`GRID_HEADROOM_SIGMAS`]) fits an
-    /// i32 at `2^-k`. Rounding the signal to that grid moves each entry by at most
-    /// `2^-(k+1)`, so the sensitivity grows from `Δ₀` (√2, or
-    /// [`joint_base_sensitivity`]`(w)`) to `Δ₀ + √entries·2^-k` (`docs/PRIVACY.md`,
-    /// "Sensitivity"), and σ is calibrated to that. The validation bound is then
-    /// `1 + tσ` ([`VALIDATION_SIGMAS`]) for i32 and the wire range for i16/i8: honest
-    /// entries of the mean block are `|w·uᵢ| ≤ w ≤ 1`, within the same bound as the
-    /// products `|uᵢuⱼ| ≤ 1`.
+    /// The report mechanism is derived here: a local collection's Gaussian report is
+    /// calibrated by the rule [`GaussianReport`] documents (the finest grid whose
+    /// headroom fits an i32, σ for the sensitivity with its rounding term, the
+    /// validation bound and wire range), a central collection's raw-vector report
+    /// needs no calibration and spends the zCDP budget of (ε, δ).
     pub fn from_spec(spec: &CollectionSpec) -> Result<Self, SpecError> {
         validate_collection_id(&spec.collection_id)?;
         let dim = spec.dim as usize;
@@ -322,118 +215,56 @@ impl Collection {
         };
         validate_centre(&spec.centre, dim)?;
         validate_names(&spec.variable_names, dim)?;
-        let (mean_weight, base_sensitivity, entries) = match moments {
-            Moments::MeanAndCovariance => (
-                MEAN_WEIGHT,
-                joint_base_sensitivity(MEAN_WEIGHT),
-                dim + triangle_len(dim),
-            ),
-            _ => (0.0, std::f64::consts::SQRT_2, triangle_len(dim)),
+        let has_mean = moments == Moments::MeanAndCovariance;
+        // Norm bins and the compressed release: central second-moment collections only.
+        let central_second_moment = central && !has_mean;
+        if spec.allow_compressed_release && !central_second_moment {
+            return Err(SpecError::CompressedModel);
+        }
+        if spec.norm_bins > 0 && !central_second_moment {
+            return Err(SpecError::NormBinsModel);
+        }
+        if spec.norm_bins > MAX_NORM_BINS {
+            return Err(SpecError::NormBins(spec.norm_bins));
+        }
+        let (mechanism, rho) = if central {
+            // Reports carry no noise; the exact sums' replace-one sensitivity is Δ₀
+            // (√2, or Δ₀(w) with the mean block) with no rounding term, since every
+            // report is on the grid and inside the unit ball exactly (docs/PRIVACY.md,
+            // "Central collections"). The budget is the ρ whose (ε, δ)-DP conversion
+            // meets the spec.
+            let raw = RawVectorReport::new(dim, has_mean, spec.norm_bins as usize);
+            if raw.entries() > MAX_ENTRIES {
+                return Err(SpecError::TooManyEntries {
+                    entries: raw.entries(),
+                    max: MAX_ENTRIES,
+                });
+            }
+            (
+                ReportMechanism::RawVector(raw),
+                zcdp_rho_for_epsilon(epsilon, delta),
+            )
+        } else {
+            let gaussian = GaussianReport::calibrate(dim, has_mean, epsilon, delta, encoding)?;
+            let rho = zcdp_rho(gaussian.sensitivity(), gaussian.sigma());
+            (ReportMechanism::Gaussian(gaussian), rho)
         };
-        let spec_fields = Collection {
+        Ok(Collection {
             id: spec.collection_id.clone(),
             dim,
             epsilon,
             delta,
             clip_radius,
             min_reports: spec.min_reports,
-            encoding,
             moments,
             centre: spec.centre.clone(),
             variable_names: spec.variable_names.clone(),
-            entries,
-            mean_weight,
-            base_sensitivity,
-            grid_bits: 0,
-            sensitivity: 0.0,
-            sigma: 0.0,
-            rho: 0.0,
-            max_abs_grid_value: 0,
-            wire_step: 1,
-            wire_max: 0,
             ordered_variables: spec.ordered_variables,
             privacy_model,
-            norm_bins: 0,
             allow_compressed_release: spec.allow_compressed_release,
-        };
-        if spec.allow_compressed_release && !(central && moments == Moments::SecondMoment) {
-            return Err(SpecError::CompressedModel);
-        }
-        if spec.norm_bins > 0 && !(central && moments == Moments::SecondMoment) {
-            return Err(SpecError::NormBinsModel);
-        }
-        if spec.norm_bins > MAX_NORM_BINS {
-            return Err(SpecError::NormBins(spec.norm_bins));
-        }
-        if central {
-            // Reports carry no noise; the exact sums' replace-one sensitivity is Δ₀
-            // (√2, or Δ₀(w) with the mean block) with no rounding term, since every
-            // report is on the grid and inside the unit ball exactly (docs/PRIVACY.md,
-            // "Central collections"). The budget is the ρ whose (ε, δ)-DP conversion
-            // meets the spec.
-            let norm_bins = spec.norm_bins as usize;
-            let total = entries + norm_bins * (2 * triangle_len(dim) + 1);
-            if total > MAX_ENTRIES {
-                return Err(SpecError::TooManyEntries {
-                    entries: total,
-                    max: MAX_ENTRIES,
-                });
-            }
-            return Ok(Collection {
-                entries: total,
-                norm_bins,
-                grid_bits: CENTRAL_GRID_BITS,
-                sensitivity: base_sensitivity,
-                rho: zcdp_rho_for_epsilon(epsilon, delta),
-                max_abs_grid_value: 1 << CENTRAL_GRID_BITS,
-                wire_max: 1 << CENTRAL_COORDINATE_BITS,
-                ..spec_fields
-            });
-        }
-        for grid_bits in (MIN_GRID_BITS..=MAX_GRID_BITS).rev() {
-            let scale = f64::from(1u32 << grid_bits);
-            let sensitivity = base_sensitivity + (entries as f64).sqrt() / scale;
-            let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
-            let headroom = ((1.0 + GRID_HEADROOM_SIGMAS * sigma) * scale).ceil();
-            if sigma * scale < MIN_SIGMA_GRID {
-                // Too little noise in grid units for the discrete Gaussian's privacy to
-                // match the continuous calibration (see MIN_SIGMA_GRID).
-                return Err(SpecError::Epsilon(epsilon));
-            }
-            if headroom <= f64::from(i32::MAX) {
-                let (wire_step, wire_max, bound) = match encoding {
-                    Encoding::I32Le | Encoding::Unspecified | Encoding::RawI32Le => {
-                        // ≤ headroom ≤ i32::MAX, since t < 50.
-                        let bound = ((1.0 + VALIDATION_SIGMAS * sigma) * scale).ceil() as i64;
-                        (1, bound, bound)
-                    }
-                    Encoding::I16Le | Encoding::I8 => {
-                        let wire_max = if encoding == Encoding::I8 {
-                            127
-                        } else {
-                            32_767
-                        };
-                        let range = ((1.0 + WIRE_CLAMP_SIGMAS * sigma) * scale).ceil();
-                        let step = (range / wire_max as f64).ceil() as i64;
-                        // step·wire_max < range + wire_max ≤ (1 + 6σ)·2^k + 2^15 fits
-                        // an i32: if 44σ_g ≥ 2^15 it is below headroom; otherwise
-                        // σ_g < 745 and it is below 2^24 + 4470 + 2^15 < 2^25.
-                        (step, wire_max, step * wire_max)
-                    }
-                };
-                return Ok(Collection {
-                    grid_bits,
-                    sensitivity,
-                    sigma,
-                    rho: zcdp_rho(sensitivity, sigma),
-                    max_abs_grid_value: bound,
-                    wire_step,
-                    wire_max,
-                    ..spec_fields
-                });
-            }
-        }
-        Err(SpecError::Uncalibratable { epsilon, delta })
+            rho,
+            mechanism,
+        })
     }
 
     /// Re-derives a collection from parameters received from a server and checks
@@ -444,22 +275,22 @@ impl Collection {
         let spec = params.spec.as_ref().ok_or(SpecError::MissingSpec)?;
         let local = Self::from_spec(spec)?;
         let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
-        let agrees = params.entries as usize == local.entries
-            && params.grid_bits == local.grid_bits
-            && same(params.sigma, local.sigma)
-            && same(params.sensitivity, local.sensitivity)
-            && params.max_abs_grid_value == local.max_abs_grid_value
-            && params.wire_step == local.wire_step
-            && params.wire_max == local.wire_max
-            && params.mean_weight == local.mean_weight
+        let agrees = params.entries as usize == local.entries()
+            && params.grid_bits == local.grid_bits()
+            && same(params.sigma, local.sigma())
+            && same(params.sensitivity, local.sensitivity())
+            && params.max_abs_grid_value == local.max_abs_grid_value()
+            && params.wire_step == local.wire_step()
+            && params.wire_max == local.wire_max()
+            && params.mean_weight == local.mean_weight()
             && params.mean_entries as usize == local.mean_entries()
-            && same(params.base_sensitivity, local.base_sensitivity);
+            && same(params.base_sensitivity, local.base_sensitivity());
         if agrees {
             Ok(local)
         } else {
             Err(SpecError::ParamsMismatch {
                 server_sigma: params.sigma,
-                local_sigma: local.sigma,
+                local_sigma: local.sigma(),
             })
         }
     }
@@ -473,14 +304,161 @@ impl Collection {
             delta: self.delta,
             clip_radius: self.clip_radius,
             min_reports: self.min_reports,
-            encoding: self.encoding as i32,
+            encoding: self.encoding() as i32,
             ordered_variables: self.ordered_variables,
             moments: self.moments as i32,
             centre: self.centre.clone(),
             variable_names: self.variable_names.clone(),
             privacy_model: self.privacy_model as i32,
-            norm_bins: self.norm_bins as u32,
+            norm_bins: self.norm_bins() as u32,
             allow_compressed_release: self.allow_compressed_release,
+        }
+    }
+
+    /// Collection id (1–128 characters from `[A-Za-z0-9._-]`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Dimension p.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// ε of one report (local), or of the whole release budget (central).
+    pub fn epsilon(&self) -> f64 {
+        self.epsilon
+    }
+
+    /// δ of one report (local), or of the whole release budget (central).
+    pub fn delta(&self) -> f64 {
+        self.delta
+    }
+
+    /// Clip radius R.
+    pub fn clip_radius(&self) -> f64 {
+        self.clip_radius
+    }
+
+    /// Minimum number of reports before an estimate is released.
+    pub fn min_reports(&self) -> u64 {
+        self.min_reports
+    }
+
+    /// Wire encoding of reports (resolved: never [`Encoding::Unspecified`]).
+    pub fn encoding(&self) -> Encoding {
+        self.mechanism.encoding()
+    }
+
+    /// What is estimated (resolved: never [`Moments::Unspecified`]).
+    pub fn moments(&self) -> Moments {
+        self.moments
+    }
+
+    /// Public centre in data units (empty: none); devices report `clip((x − c)/R)`.
+    pub fn centre(&self) -> &[f64] {
+        &self.centre
+    }
+
+    /// Variable names (empty: none).
+    pub fn variable_names(&self) -> &[String] {
+        &self.variable_names
+    }
+
+    /// The variables have a natural order (`CollectionSpec.ordered_variables`): the
+    /// default cross-validation may then try banding and Toeplitz averaging.
+    pub fn ordered_variables(&self) -> bool {
+        self.ordered_variables
+    }
+
+    /// Who adds the noise (resolved: never [`PrivacyModel::Unspecified`]). In a
+    /// central collection reports are raw clipped vectors, [`sigma`](Self::sigma) is 0,
+    /// [`rho`](Self::rho) is the total release budget and the entries are on the grid
+    /// `2^−30` ([`CENTRAL_GRID_BITS`]).
+    pub fn privacy_model(&self) -> PrivacyModel {
+        self.privacy_model
+    }
+
+    /// Central second-moment collections, opt-in: the compressed release, which is
+    /// NOT differentially private, may be asked for.
+    pub fn allow_compressed_release(&self) -> bool {
+        self.allow_compressed_release
+    }
+
+    /// The report mechanism, derived once from the spec.
+    pub fn mechanism(&self) -> &ReportMechanism {
+        &self.mechanism
+    }
+
+    /// The noise of one report's entries, as the estimators read it.
+    pub fn noise_model(&self) -> NoiseModel {
+        self.mechanism.noise()
+    }
+
+    /// Entries the aggregator sums per report: `d = p(p+1)/2` for the second moment,
+    /// `p + d` for the joint report (the mean block first), plus a central
+    /// collection's norm bins.
+    pub fn entries(&self) -> usize {
+        self.mechanism.entries()
+    }
+
+    /// Weight `w` of the mean block ([`MEAN_WEIGHT`]; 0 for the second moment).
+    pub fn mean_weight(&self) -> f64 {
+        self.mechanism.mean_weight()
+    }
+
+    /// Sensitivity before grid rounding: [`joint_base_sensitivity`]`(w)`, or √2.
+    pub fn base_sensitivity(&self) -> f64 {
+        self.mechanism.base_sensitivity()
+    }
+
+    /// k: entries are multiples of 2^-k in unit-ball units.
+    pub fn grid_bits(&self) -> u32 {
+        self.mechanism.grid_bits()
+    }
+
+    /// L2 sensitivity of the grid-rounded report, unit-ball units:
+    /// `base_sensitivity + √entries·2^-k` (central: `base_sensitivity`).
+    pub fn sensitivity(&self) -> f64 {
+        self.mechanism.sensitivity()
+    }
+
+    /// Per-entry noise sd of one report in unit-ball units (0 for a central
+    /// collection).
+    pub fn sigma(&self) -> f64 {
+        self.mechanism.sigma()
+    }
+
+    /// zCDP ρ of one report (local), or the total release budget (central).
+    pub fn rho(&self) -> f64 {
+        self.rho
+    }
+
+    /// Largest accepted |entry| in grid units, the validation bound: for i32
+    /// `ceil((1 + tσ)·2^k)` with `t` = [`VALIDATION_SIGMAS`]; for i16/i8 the wire range
+    /// `wire_step·wire_max`, which covers `(1 + 6σ)·2^k`. Devices clamp to it.
+    pub fn max_abs_grid_value(&self) -> i64 {
+        self.mechanism.max_abs_grid_value()
+    }
+
+    /// Grid units per wire unit: 1 for i32; for i16/i8 the coarse step
+    /// `ceil((1 + 6σ)·2^k / wire_max)`.
+    pub fn wire_step(&self) -> i64 {
+        self.mechanism.wire_step()
+    }
+
+    /// Largest |wire value|: `max_abs_grid_value` for i32, 32 767 for i16, 127 for i8.
+    pub fn wire_max(&self) -> i64 {
+        self.mechanism.wire_max()
+    }
+
+    /// Dyadic norm bins kept by a central second-moment collection (0: none): each
+    /// adds `2d + 1` entries after the second moment (see
+    /// [`wire::decode_payload`](crate::wire::decode_payload)).
+    pub fn norm_bins(&self) -> usize {
+        match &self.mechanism {
+            ReportMechanism::RawVector(raw) => raw.norm_bins(),
+            ReportMechanism::Gaussian(_) => 0,
         }
     }
 
@@ -488,23 +466,23 @@ impl Collection {
     pub fn params(&self) -> CollectionParams {
         CollectionParams {
             spec: Some(self.spec()),
-            entries: self.entries as u32,
-            grid_bits: self.grid_bits,
-            sensitivity: self.sensitivity,
-            sigma: self.sigma,
+            entries: self.entries() as u32,
+            grid_bits: self.grid_bits(),
+            sensitivity: self.sensitivity(),
+            sigma: self.sigma(),
             rho: self.rho,
-            max_abs_grid_value: self.max_abs_grid_value,
+            max_abs_grid_value: self.max_abs_grid_value(),
             calibration: if self.is_central() {
                 CENTRAL_CALIBRATION_NAME
             } else {
                 CALIBRATION_NAME
             }
             .to_string(),
-            wire_step: self.wire_step,
-            wire_max: self.wire_max,
-            mean_weight: self.mean_weight,
+            wire_step: self.wire_step(),
+            wire_max: self.wire_max(),
+            mean_weight: self.mean_weight(),
             mean_entries: self.mean_entries() as u32,
-            base_sensitivity: self.base_sensitivity,
+            base_sensitivity: self.base_sensitivity(),
         }
     }
 
@@ -516,11 +494,7 @@ impl Collection {
     /// Bytes of one report's payload: `entries × bytes per entry`, or `4·p` for a
     /// central collection's raw vector.
     pub fn payload_bytes(&self) -> usize {
-        if self.is_central() {
-            4 * self.dim
-        } else {
-            self.entries * crate::wire::bytes_per_entry(self.encoding).unwrap_or(4)
-        }
+        self.mechanism.payload_bytes()
     }
 
     /// Entries of the moments a release covers: the mean block (if any) and the
@@ -546,24 +520,24 @@ impl Collection {
 
     /// `2^k`: grid units per unit-ball unit.
     pub fn grid_scale(&self) -> f64 {
-        f64::from(1u32 << self.grid_bits)
+        f64::from(1u32 << self.grid_bits())
     }
 
     /// Noise sd in grid units, `σ·2^k`.
     pub fn sigma_grid(&self) -> f64 {
-        self.sigma * self.grid_scale()
+        self.sigma() * self.grid_scale()
     }
 
     /// Noise sd of one entry of the average of `n` reports, in data units: `R²σ/√n`.
     pub fn mean_entry_noise_sd(&self, n: u64) -> f64 {
-        self.clip_radius * self.clip_radius * self.sigma / (n as f64).sqrt()
+        self.clip_radius * self.clip_radius * self.sigma() / (n as f64).sqrt()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::{gaussian_delta, std_normal_cdf};
+    use crate::calibration::{analytic_sigma, gaussian_delta, std_normal_cdf};
 
     fn spec(dim: u32, epsilon: f64, delta: f64) -> CollectionSpec {
         CollectionSpec {
@@ -583,18 +557,18 @@ mod tests {
         for &(dim, eps, delta) in &[(1, 1.0, 1e-6), (20, 1.0, 1e-6), (1000, 0.1, 1e-9)] {
             let c = Collection::from_spec(&spec(dim, eps, delta)).unwrap();
             let d = (dim as usize) * (dim as usize + 1) / 2;
-            assert_eq!(c.entries, d);
+            assert_eq!(c.entries(), d);
             let want_sens = 2f64.sqrt() + (d as f64).sqrt() / c.grid_scale();
-            assert_eq!(c.sensitivity, want_sens);
+            assert_eq!(c.sensitivity(), want_sens);
             // The sensitivity is never below the true √2.
-            assert!(c.sensitivity > 2f64.sqrt());
+            assert!(c.sensitivity() > 2f64.sqrt());
             // σ meets δ at that sensitivity.
-            assert!(gaussian_delta(c.sensitivity, eps, c.sigma) <= delta * (1.0 + 1e-9));
+            assert!(gaussian_delta(c.sensitivity(), eps, c.sigma()) <= delta * (1.0 + 1e-9));
             // Every honest value fits the i32 wire.
-            assert!(c.max_abs_grid_value <= i64::from(i32::MAX));
-            let bound = ((1.0 + VALIDATION_SIGMAS * c.sigma) * c.grid_scale()).ceil();
-            assert_eq!(c.max_abs_grid_value as f64, bound);
-            assert_eq!(c.wire_max, c.max_abs_grid_value);
+            assert!(c.max_abs_grid_value() <= i64::from(i32::MAX));
+            let bound = ((1.0 + VALIDATION_SIGMAS * c.sigma()) * c.grid_scale()).ceil();
+            assert_eq!(c.max_abs_grid_value() as f64, bound);
+            assert_eq!(c.wire_max(), c.max_abs_grid_value());
         }
     }
 
@@ -628,15 +602,15 @@ mod tests {
             (1000, 0.1, 1e-9, 19),
         ] {
             let c = Collection::from_spec(&spec(dim, eps, delta)).unwrap();
-            assert_eq!(c.grid_bits, k, "p = {dim}");
+            assert_eq!(c.grid_bits(), k, "p = {dim}");
             let fits = |k: u32| {
                 let scale = f64::from(1u32 << k);
-                let sens = std::f64::consts::SQRT_2 + (c.entries as f64).sqrt() / scale;
+                let sens = std::f64::consts::SQRT_2 + (c.entries() as f64).sqrt() / scale;
                 let sigma = analytic_sigma(sens, eps, delta).unwrap();
                 ((1.0 + 50.0 * sigma) * scale).ceil() <= f64::from(i32::MAX)
             };
-            assert!(fits(c.grid_bits));
-            assert!(c.grid_bits == MAX_GRID_BITS || !fits(c.grid_bits + 1));
+            assert!(fits(c.grid_bits()));
+            assert!(c.grid_bits() == MAX_GRID_BITS || !fits(c.grid_bits() + 1));
         }
     }
 
@@ -652,16 +626,16 @@ mod tests {
                 let mut s = spec(dim, eps, 1e-6);
                 s.encoding = encoding as i32;
                 let c = Collection::from_spec(&s).unwrap();
-                let lever = c.max_abs_grid_value as f64 / c.sigma_grid();
-                let floor = |t: f64| t + 1.0 / c.sigma;
+                let lever = c.max_abs_grid_value() as f64 / c.sigma_grid();
+                let floor = |t: f64| t + 1.0 / c.sigma();
                 let old = floor(GRID_HEADROOM_SIGMAS);
                 println!(
                     "p={dim} eps={eps} {encoding:?}: sigma={:.4} lever={lever:.3} (i32 before: {old:.3})",
-                    c.sigma
+                    c.sigma()
                 );
                 let (t, slack) = match encoding {
                     Encoding::I32Le => (VALIDATION_SIGMAS, 1.0),
-                    _ => (WIRE_CLAMP_SIGMAS, c.wire_max as f64 + 1.0),
+                    _ => (WIRE_CLAMP_SIGMAS, c.wire_max() as f64 + 1.0),
                 };
                 // Rounding up to whole grid units (and wire steps) adds < slack units.
                 assert!(lever >= floor(t), "{lever}");
@@ -750,28 +724,28 @@ mod tests {
             let c = Collection::create(&spec(dim, 1.0, 1e-6)).unwrap();
             let p = dim as usize;
             let d = p * (p + 1) / 2;
-            assert_eq!(c.moments, Moments::MeanAndCovariance);
+            assert_eq!(c.moments(), Moments::MeanAndCovariance);
             assert_eq!(
-                (c.entries, c.mean_entries(), c.second_moment_entries()),
+                (c.entries(), c.mean_entries(), c.second_moment_entries()),
                 (p + d, p, d)
             );
-            assert_eq!(c.mean_weight, 0.5);
+            assert_eq!(c.mean_weight(), 0.5);
             let base = 2.25 / std::f64::consts::SQRT_2;
-            assert!((c.base_sensitivity - base).abs() < 1e-15);
+            assert!((c.base_sensitivity() - base).abs() < 1e-15);
             let grid_term = ((p + d) as f64).sqrt() / c.grid_scale();
-            assert_eq!(c.sensitivity, c.base_sensitivity + grid_term);
+            assert_eq!(c.sensitivity(), c.base_sensitivity() + grid_term);
             let sigma_ref = 5.974_598_181_957_314 / std::f64::consts::SQRT_2 * (base + grid_term);
             assert!(
-                (c.sigma / sigma_ref - 1.0).abs() < 1e-9,
+                (c.sigma() / sigma_ref - 1.0).abs() < 1e-9,
                 "p = {dim}: {} vs {sigma_ref}",
-                c.sigma
+                c.sigma()
             );
             // σ meets δ at Δ and is the smallest that does (to bisection precision).
-            assert!(gaussian_delta(c.sensitivity, 1.0, c.sigma) <= 1e-6 * (1.0 + 1e-9));
-            assert!(gaussian_delta(c.sensitivity, 1.0, c.sigma * (1.0 - 1e-9)) > 1e-6);
+            assert!(gaussian_delta(c.sensitivity(), 1.0, c.sigma()) <= 1e-6 * (1.0 + 1e-9));
+            assert!(gaussian_delta(c.sensitivity(), 1.0, c.sigma() * (1.0 - 1e-9)) > 1e-6);
             // The validation bound is today's rule on the joint σ.
-            let bound = ((1.0 + VALIDATION_SIGMAS * c.sigma) * c.grid_scale()).ceil();
-            assert_eq!(c.max_abs_grid_value as f64, bound);
+            let bound = ((1.0 + VALIDATION_SIGMAS * c.sigma()) * c.grid_scale()).ceil();
+            assert_eq!(c.max_abs_grid_value() as f64, bound);
             // The parameters carry the resolved mode and round-trip.
             let params = c.params();
             assert_eq!(
@@ -793,11 +767,11 @@ mod tests {
         let old = spec(20, 1.0, 1e-6);
         assert_eq!(old.moments, 0);
         let stored = Collection::from_spec(&old).unwrap();
-        assert_eq!(stored.moments, Moments::SecondMoment);
-        assert_eq!((stored.entries, stored.mean_weight), (210, 0.0));
-        assert_eq!(stored.base_sensitivity, std::f64::consts::SQRT_2);
+        assert_eq!(stored.moments(), Moments::SecondMoment);
+        assert_eq!((stored.entries(), stored.mean_weight()), (210, 0.0));
+        assert_eq!(stored.base_sensitivity(), std::f64::consts::SQRT_2);
         let created = Collection::create(&old).unwrap();
-        assert_eq!(created.moments, Moments::MeanAndCovariance);
+        assert_eq!(created.moments(), Moments::MeanAndCovariance);
         for m in [Moments::SecondMoment, Moments::MeanAndCovariance] {
             let mut s = old.clone();
             s.moments = m as i32;
@@ -817,7 +791,7 @@ mod tests {
         assert_eq!(Collection::from_params(&old_params).unwrap(), stored);
         // A server claiming the joint mode with the second moment's σ is refused.
         let mut lying = created.params();
-        lying.sigma = stored.sigma;
+        lying.sigma = stored.sigma();
         assert!(matches!(
             Collection::from_params(&lying),
             Err(SpecError::ParamsMismatch { .. })
@@ -877,7 +851,7 @@ mod tests {
         s.variable_names = vec!["é".repeat(32), "b".into(), "B".into()];
         let c = Collection::create(&s).unwrap();
         assert_eq!(
-            (c.centre.clone(), c.variable_names.clone()),
+            (c.centre().to_vec(), c.variable_names().to_vec()),
             (s.centre.clone(), s.variable_names.clone())
         );
         assert_eq!(Collection::from_params(&c.params()).unwrap(), c);
@@ -887,9 +861,9 @@ mod tests {
     fn grid_rounding_costs_little_sensitivity_at_p_1000() {
         let c = Collection::from_spec(&spec(1000, 1.0, 1e-6)).unwrap();
         assert!(
-            c.sensitivity / 2f64.sqrt() - 1.0 < 1e-2,
+            c.sensitivity() / 2f64.sqrt() - 1.0 < 1e-2,
             "{}",
-            c.sensitivity
+            c.sensitivity()
         );
     }
 
@@ -899,16 +873,16 @@ mod tests {
             let mut s = spec(100, 1.0, 1e-6);
             s.encoding = encoding as i32;
             let c = Collection::from_spec(&s).unwrap();
-            assert_eq!(c.wire_max, wire_max);
-            let covered = (c.wire_step * c.wire_max) as f64;
-            let needed = (1.0 + 6.0 * c.sigma) * c.grid_scale();
+            assert_eq!(c.wire_max(), wire_max);
+            let covered = (c.wire_step() * c.wire_max()) as f64;
+            let needed = (1.0 + 6.0 * c.sigma()) * c.grid_scale();
             // step = ceil(needed / wire_max): covers the range, overshooting by < wire_max.
             assert!(covered >= needed && covered < needed + wire_max as f64);
             // The wire range is the validation bound.
-            assert_eq!(c.wire_step * c.wire_max, c.max_abs_grid_value);
+            assert_eq!(c.wire_step() * c.wire_max(), c.max_abs_grid_value());
             // The same noise calibration as i32: the encoding is post-processing.
             let i32c = Collection::from_spec(&spec(100, 1.0, 1e-6)).unwrap();
-            assert_eq!((c.sigma, c.grid_bits), (i32c.sigma, i32c.grid_bits));
+            assert_eq!((c.sigma(), c.grid_bits()), (i32c.sigma(), i32c.grid_bits()));
             assert_eq!(Collection::from_params(&c.params()).unwrap(), c);
         }
     }

@@ -5,9 +5,14 @@
 //! * [`calibration`] — the analytic Gaussian mechanism (σ from ε, δ, Δ), the classic
 //!   formula and zCDP ρ.
 //! * [`Collection`] — a validated collection spec with its derived grid, sensitivity,
-//!   σ and validation bound. Both sides derive these with this code.
+//!   σ and validation bound, and its report mechanism. Both sides derive these with
+//!   this code; a `Collection` cannot be edited after it is built.
+//! * [`mechanism`] — the seam for report mechanisms: what a device computes, how it
+//!   is encoded, how the aggregator checks and sums it, and the noise model the
+//!   estimators read, one type per mechanism.
+//! * [`encoding`] — the byte level: entry widths, report ids, wire errors.
 //! * [`layout`] — the packed upper-triangle order of entries.
-//! * [`wire`] — payload encodings and report validation.
+//! * [`wire`] — a collection's payloads: encoding and the ingest check.
 //!
 //! ```
 //! use ldpcov_proto::{v1::CollectionSpec, Collection};
@@ -24,20 +29,23 @@
 //! };
 //! let c = Collection::from_spec(&spec)?;
 //! // Local sensitivity √2, plus the grid rounding of 210 entries at 2^-k.
-//! assert!(c.sensitivity > 2f64.sqrt() && c.sensitivity < 1.415);
+//! assert!(c.sensitivity() > 2f64.sqrt() && c.sensitivity() < 1.415);
 //! // The analytic Gaussian mechanism needs less noise than the classic formula.
-//! let classic = ldpcov_proto::calibration::classic_sigma(c.sensitivity, 1.0, 1e-6)?;
-//! assert!(c.sigma < classic);
+//! let classic = ldpcov_proto::calibration::classic_sigma(c.sensitivity(), 1.0, 1e-6)?;
+//! assert!(c.sigma() < classic);
 //! # Ok::<(), ldpcov_proto::SpecError>(())
 //! ```
 
 pub mod calibration;
 pub mod collection;
+pub mod encoding;
 pub mod layout;
+pub mod mechanism;
 pub mod wire;
 
 pub use collection::Collection;
-pub use wire::{ReportId, WireError};
+pub use encoding::{ReportId, WireError};
+pub use mechanism::{NoiseModel, ReportMechanism};
 
 /// Generated code for the `ldpcov.v1` protobuf package.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

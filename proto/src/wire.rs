@@ -1,288 +1,34 @@
-//! Report payload encodings and the decode-and-validate step the aggregator runs on
-//! every report before it touches any state.
+//! A collection's report payloads: encoding a device's wire values and the
+//! decode-and-validate step the aggregator runs on every report before it touches any
+//! state, both through the collection's [`ReportMechanism`].
+//!
+//! The byte-level pieces live in [`encoding`](crate::encoding) and in the mechanisms
+//! ([`mechanism`](crate::mechanism)), which know no collection; they are re-exported
+//! here under their established paths.
 
-use crate::collection::{CENTRAL_COORDINATE_BITS, Collection};
-use crate::layout::triangle_len;
+use crate::Collection;
+use crate::mechanism::ReportMechanism;
 use crate::v1::{Encoding, PrivacyModel};
-use thiserror::Error;
 
-/// Length in bytes of a report id.
-pub const REPORT_ID_LEN: usize = 16;
-
-/// Why a report payload or id was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum WireError {
-    /// The encoding value is not one this version knows.
-    #[error("unknown encoding {0}")]
-    UnknownEncoding(i32),
-    /// The report uses another encoding than its collection.
-    #[error("encoding {got:?} does not match the collection's {expected:?}")]
-    EncodingMismatch {
-        /// The collection's encoding.
-        expected: Encoding,
-        /// The report's encoding.
-        got: Encoding,
-    },
-    /// The payload length is not `d × bytes per entry`.
-    #[error("payload has {got} bytes, expected {expected} ({entries} entries)")]
-    Length {
-        /// Expected payload length in bytes.
-        expected: usize,
-        /// Actual length in bytes.
-        got: usize,
-        /// Number of entries d.
-        entries: usize,
-    },
-    /// An entry lies outside the validation bound (±`max_abs_grid_value` grid units
-    /// for i32, i.e. `±(1 + tσ)·2^k`; ±32 767 or ±127 wire units for i16 and i8).
-    #[error("entry {index} = {value} is outside ±{bound}")]
-    OutOfRange {
-        /// Position in the packed triangle.
-        index: usize,
-        /// The value found.
-        value: i64,
-        /// The collection's bound.
-        bound: i64,
-    },
-    /// A raw vector sent to a local collection, or a perturbed report to a central
-    /// one.
-    #[error(
-        "a report in encoding {got:?} cannot go to a {privacy_model:?} collection: raw vectors (ENCODING_RAW_I32_LE) go to central collections only, perturbed reports to local ones"
-    )]
-    ModelMismatch {
-        /// The collection's privacy model.
-        privacy_model: PrivacyModel,
-        /// The report's encoding.
-        got: Encoding,
-    },
-    /// A central report's vector is not inside the unit ball exactly.
-    #[error(
-        "the vector's squared norm is {norm2} units of 2^-30, above the unit ball's 2^30: clip it to the collection's radius before sending"
-    )]
-    OutsideUnitBall {
-        /// `Σ u_i²` in units of `2^−30`.
-        norm2: i64,
-    },
-    /// A coordinate that is NaN or infinite.
-    #[error("coordinate {index} is not a finite number")]
-    NotFinite {
-        /// The first such coordinate.
-        index: usize,
-    },
-    /// The report id is not 16 bytes.
-    #[error("report id has {0} bytes, expected 16")]
-    ReportId(usize),
-}
-
-/// A report id: 16 random bytes chosen by the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ReportId(pub [u8; REPORT_ID_LEN]);
-
-impl ReportId {
-    /// The cross-validation fold of this report among `folds` (a stable hash of the
-    /// id, FNV-1a; the same on every platform and release, since fold sums are
-    /// persisted). `folds` must be at least 1.
-    pub fn fold(&self, folds: usize) -> usize {
-        use std::hash::Hasher;
-        let mut h = fnv::FnvHasher::default();
-        h.write(&self.0);
-        (h.finish() % folds.max(1) as u64) as usize
-    }
-}
-
-impl TryFrom<&[u8]> for ReportId {
-    type Error = WireError;
-    fn try_from(bytes: &[u8]) -> Result<Self, WireError> {
-        let array: [u8; REPORT_ID_LEN] = bytes
-            .try_into()
-            .map_err(|_| WireError::ReportId(bytes.len()))?;
-        Ok(ReportId(array))
-    }
-}
-
-/// Bytes one entry takes in `encoding`.
-pub fn bytes_per_entry(encoding: Encoding) -> Option<usize> {
-    match encoding {
-        Encoding::I32Le | Encoding::RawI32Le => Some(4),
-        Encoding::I16Le => Some(2),
-        Encoding::I8 => Some(1),
-        Encoding::Unspecified => None,
-    }
-}
+pub use crate::encoding::{REPORT_ID_LEN, ReportId, WireError, bytes_per_entry};
+pub use crate::mechanism::raw_vector::{encode_raw, norm_bin, to_grid_unit_ball};
 
 /// Serialises wire values (grid units divided by [`Collection::wire_step`], within
 /// `±wire_max`) in the collection's encoding. Values outside the wire range are
 /// clamped to it, so the output always decodes.
 pub fn encode_payload(collection: &Collection, wire_values: &[i32]) -> Vec<u8> {
-    debug_assert_eq!(wire_values.len(), collection.entries);
-    let max = collection.wire_max.min(i64::from(i32::MAX)) as i32;
-    let clamped = wire_values.iter().map(|v| (*v).clamp(-max, max));
-    match collection.encoding {
-        Encoding::I32Le | Encoding::Unspecified | Encoding::RawI32Le => {
-            clamped.flat_map(i32::to_le_bytes).collect()
-        }
-        // In range: |v| ≤ wire_max = 32 767 or 127.
-        Encoding::I16Le => clamped.flat_map(|v| (v as i16).to_le_bytes()).collect(),
-        Encoding::I8 => clamped.map(|v| (v as i8) as u8).collect(),
-    }
+    collection.mechanism().encode(wire_values)
 }
 
-/// Decodes a payload into grid-unit entries (wire value × `wire_step`), checking
-/// encoding, length and range.
+/// Decodes a payload into grid-unit entries (wire value × `wire_step`; a central
+/// collection's raw vector expanded), checking encoding, length and range: the one
+/// ingest check, [`ReportMechanism::decode`].
 pub fn decode_payload(
     collection: &Collection,
     encoding: i32,
     payload: &[u8],
 ) -> Result<Vec<i32>, WireError> {
-    let got = Encoding::try_from(encoding).map_err(|_| WireError::UnknownEncoding(encoding))?;
-    // An unspecified encoding on the report means the collection's.
-    let got = if got == Encoding::Unspecified {
-        collection.encoding
-    } else {
-        got
-    };
-    if (got == Encoding::RawI32Le) != collection.is_central() {
-        return Err(WireError::ModelMismatch {
-            privacy_model: collection.privacy_model,
-            got,
-        });
-    }
-    if got != collection.encoding {
-        return Err(WireError::EncodingMismatch {
-            expected: collection.encoding,
-            got,
-        });
-    }
-    if collection.is_central() {
-        return decode_raw(collection, payload);
-    }
-    let width = bytes_per_entry(got).ok_or(WireError::UnknownEncoding(encoding))?;
-    let expected = collection.entries * width;
-    if payload.len() != expected {
-        return Err(WireError::Length {
-            expected,
-            got: payload.len(),
-            entries: collection.entries,
-        });
-    }
-    let (bound, step) = (collection.wire_max, collection.wire_step);
-    // Three passes a compiler can vectorise (this is the ingest hot path: a branch
-    // and an early return per entry cost ~10× more): widen every entry to i32, check
-    // the largest magnitude, scale. Only a payload that fails the check is searched
-    // for its first bad entry.
-    let mut values = vec![0i32; collection.entries];
-    match width {
-        4 => {
-            for (v, c) in values.iter_mut().zip(payload.chunks_exact(4)) {
-                *v = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            }
-        }
-        2 => {
-            for (v, c) in values.iter_mut().zip(payload.chunks_exact(2)) {
-                *v = i32::from(i16::from_le_bytes([c[0], c[1]]));
-            }
-        }
-        _ => {
-            for (v, &b) in values.iter_mut().zip(payload) {
-                *v = i32::from(b as i8);
-            }
-        }
-    }
-    let largest = values.iter().fold(0u32, |m, v| m.max(v.unsigned_abs()));
-    if i64::from(largest) > bound {
-        let (index, &value) = values
-            .iter()
-            .enumerate()
-            .find(|(_, v)| i64::from(v.unsigned_abs()) > bound)
-            .unwrap_or((0, &0));
-        return Err(WireError::OutOfRange {
-            index,
-            value: i64::from(value),
-            bound,
-        });
-    }
-    if step != 1 {
-        // |value·step| ≤ wire_max·wire_step = max_abs_grid_value ≤ i32::MAX, and
-        // step ≤ max_abs_grid_value fits an i32: no product overflows.
-        let step = step as i32;
-        for v in &mut values {
-            *v *= step;
-        }
-    }
-    Ok(values)
-}
-
-/// `x` clipped into the unit ball and rounded to the grid `2^−k` so that the result is
-/// inside the ball exactly: `x/max(1, ‖x‖)`, each coordinate rounded to the nearest
-/// multiple of `2^−k`, then the largest coordinates moved one step toward zero until
-/// `Σ u_i² ≤ 2^2k` in integers (at most a few steps: rounding adds at most `√p/2`
-/// units to the norm). Refuses non-finite coordinates. `grid_bits` ≤ 15 (the central
-/// grid, [`CENTRAL_COORDINATE_BITS`]).
-pub fn to_grid_unit_ball(x: &[f64], grid_bits: u32) -> Result<Vec<i32>, WireError> {
-    if let Some(index) = x.iter().position(|v| !v.is_finite()) {
-        return Err(WireError::NotFinite { index });
-    }
-    let grid_bits = grid_bits.min(CENTRAL_COORDINATE_BITS);
-    let norm = x.iter().map(|v| v * v).sum::<f64>().sqrt();
-    let scale = f64::from(1u32 << grid_bits) / norm.max(1.0);
-    let mut u: Vec<i32> = x.iter().map(|v| (v * scale).round() as i32).collect();
-    let unit = 1i128 << (2 * grid_bits);
-    let mut norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
-    while norm2 > unit {
-        // Non-empty: an empty vector has norm 0.
-        let Some((i, _)) = u.iter().enumerate().max_by_key(|(_, v)| v.unsigned_abs()) else {
-            break;
-        };
-        let old = i128::from(u[i]);
-        u[i] -= u[i].signum();
-        norm2 += i128::from(u[i]) * i128::from(u[i]) - old * old;
-    }
-    Ok(u)
-}
-
-/// Serialises a central report: the coordinates `u` (units of `2^−15`, inside the
-/// unit ball exactly, e.g. from `ldpcov_central::to_grid_unit_ball`) as little-endian
-/// i32 ([`Encoding::RawI32Le`]).
-pub fn encode_raw(u: &[i32]) -> Vec<u8> {
-    u.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// Decodes a central collection's raw vector and expands it into the entries the
-/// store sums, in units of `2^−30`: the mean block `w·u_i = u_i·2^14` when the
-/// collection has one, then `triu(u·uᵀ)`. Refused unless it has `p` coordinates with
-/// `Σ u_i² ≤ 2^30` exactly (so every product is at most `2^30` in magnitude and the
-/// exact sums have the sensitivity the releases are calibrated to).
-fn decode_raw(collection: &Collection, payload: &[u8]) -> Result<Vec<i32>, WireError> {
-    let p = collection.dim;
-    if payload.len() != 4 * p {
-        return Err(WireError::Length {
-            expected: 4 * p,
-            got: payload.len(),
-            entries: p,
-        });
-    }
-    let u: Vec<i32> = payload
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let norm2 = check_unit_ball(&u)?;
-    let mut entries = vec![0i32; collection.entries];
-    expand_raw(collection, &u, norm2, |k, v| entries[k] = v);
-    Ok(entries)
-}
-
-/// `Σ u_i²` in units of `2^−30` if `u` (grid `2^−15`) is inside the unit ball exactly;
-/// [`WireError::OutsideUnitBall`] otherwise.
-fn check_unit_ball(u: &[i32]) -> Result<i64, WireError> {
-    // |u_i| ≤ 2^31, u_i² ≤ 2^62: summed in i128, no overflow for any p.
-    let norm2: i128 = u.iter().map(|&v| i128::from(v) * i128::from(v)).sum();
-    if norm2 > 1i128 << (2 * CENTRAL_COORDINATE_BITS) {
-        return Err(WireError::OutsideUnitBall {
-            norm2: i64::try_from(norm2).unwrap_or(i64::MAX),
-        });
-    }
-    // ≤ 2^30.
-    Ok(norm2 as i64)
+    collection.mechanism().decode(encoding, payload)
 }
 
 /// Adds the central report of the vector `u` (grid `2^−15`) to a central collection's
@@ -295,77 +41,13 @@ pub fn add_raw_vector(
     u: &[i32],
     sums: &mut [i64],
 ) -> Result<(), WireError> {
-    if !collection.is_central() {
-        return Err(WireError::ModelMismatch {
-            privacy_model: collection.privacy_model,
+    match collection.mechanism() {
+        ReportMechanism::RawVector(raw) => raw.add_to_sums(u, sums),
+        ReportMechanism::Gaussian(_) => Err(WireError::ModelMismatch {
+            privacy_model: PrivacyModel::Local,
             got: Encoding::RawI32Le,
-        });
+        }),
     }
-    if u.len() != collection.dim || sums.len() != collection.entries {
-        return Err(WireError::Length {
-            expected: collection.dim,
-            got: u.len(),
-            entries: collection.entries,
-        });
-    }
-    let norm2 = check_unit_ball(u)?;
-    expand_raw(collection, u, norm2, |k, v| sums[k] += i64::from(v));
-    Ok(())
-}
-
-/// The non-zero part of a central report's expansion, in units of `2^−30`, handed to
-/// `visit(index, value)`: the mean block `w·u_i = u_i·2^14` when the collection has
-/// one, then `triu(u·uᵀ)`, then (with norm bins) in the vector's own bin
-/// ([`norm_bin`]) `triu(u·uᵀ)`, `triu(u·uᵀ)/‖u‖²` rounded half away from zero (0 for
-/// u = 0) and the count 1; the other bins are 0. Every value is at most `2^30` in
-/// magnitude (`|u_i·u_j| ≤ ‖u‖² ≤ 2^30`). `u` must be inside the unit ball, `norm2` its
-/// squared norm.
-fn expand_raw(collection: &Collection, u: &[i32], norm2: i64, mut visit: impl FnMut(usize, i32)) {
-    let p = u.len();
-    let d = triangle_len(p);
-    let mut k = 0;
-    if collection.has_mean() {
-        // w = 1/2: w·u_i·2^30 = u_i·2^14, |u_i| ≤ 2^15.
-        debug_assert_eq!(collection.mean_weight, 0.5);
-        for &v in u {
-            visit(k, v << (CENTRAL_COORDINATE_BITS - 1));
-            k += 1;
-        }
-    }
-    for i in 0..p {
-        for &v in &u[i..] {
-            visit(k, u[i] * v);
-            k += 1;
-        }
-    }
-    if collection.norm_bins == 0 {
-        return;
-    }
-    let start = k + norm_bin(norm2, collection.norm_bins) * (2 * d + 1);
-    let mut k = 0;
-    for i in 0..p {
-        for j in i..p {
-            let a = i64::from(u[i]) * i64::from(u[j]);
-            visit(start + k, a as i32);
-            if norm2 > 0 {
-                // round(a·2^30/‖u‖²), half away from zero: |a|·2^30 ≤ 2^60.
-                let scaled = (a.abs() << (2 * CENTRAL_COORDINATE_BITS)) + norm2 / 2;
-                visit(start + d + k, (a.signum() * (scaled / norm2)) as i32);
-            }
-            k += 1;
-        }
-    }
-    visit(start + 2 * d, 1);
-}
-
-/// The norm bin of a vector of squared norm `norm2` (units of `2^−30`): the largest
-/// `l < bins` with `‖u‖ ≤ 2^−l`, i.e. `norm2 ≤ 2^(30 − 2l)` (0 for the unit sphere,
-/// `bins − 1` for every short vector and for 0).
-pub fn norm_bin(norm2: i64, bins: usize) -> usize {
-    (0..bins)
-        .rev()
-        .find(|&l| norm2 <= 1i64 << (2 * CENTRAL_COORDINATE_BITS as usize - 2 * l))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -417,7 +99,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let c = collection();
-        let v: Vec<i32> = vec![0, -1, 1, 12345, -54321, c.max_abs_grid_value as i32];
+        let v: Vec<i32> = vec![0, -1, 1, 12345, -54321, c.max_abs_grid_value() as i32];
         let bytes = encode_payload(&c, &v);
         assert_eq!(bytes.len(), 24);
         assert_eq!(
@@ -450,16 +132,16 @@ mod tests {
             b
         };
         assert!(matches!(
-            decode_payload(&c, 1, &raw(c.max_abs_grid_value as i32 + 1)),
+            decode_payload(&c, 1, &raw(c.max_abs_grid_value() as i32 + 1)),
             Err(WireError::OutOfRange { index: 4, .. })
         ));
         assert!(decode_payload(&c, 1, &raw(i32::MIN)).is_err());
-        assert!(decode_payload(&c, 1, &raw(-(c.max_abs_grid_value as i32))).is_ok());
+        assert!(decode_payload(&c, 1, &raw(-(c.max_abs_grid_value() as i32))).is_ok());
         // encode_payload clamps to the wire range.
         let clamped = encode_payload(&c, &[i32::MAX, 0, 0, 0, 0, i32::MIN + 1]);
         let back = decode_payload(&c, 1, &clamped).unwrap();
-        assert_eq!(back[0] as i64, c.max_abs_grid_value);
-        assert_eq!(back[5] as i64, -c.max_abs_grid_value);
+        assert_eq!(back[0] as i64, c.max_abs_grid_value());
+        assert_eq!(back[5] as i64, -c.max_abs_grid_value());
     }
 
     #[test]
@@ -497,11 +179,11 @@ mod tests {
                 ..collection().spec()
             })
             .unwrap();
-            let wire = vec![0, -1, 1, 100, -(c.wire_max as i32), c.wire_max as i32];
+            let wire = vec![0, -1, 1, 100, -(c.wire_max() as i32), c.wire_max() as i32];
             let bytes = encode_payload(&c, &wire);
             assert_eq!(bytes.len(), 6 * width);
             let grid = decode_payload(&c, encoding as i32, &bytes).unwrap();
-            let want: Vec<i32> = wire.iter().map(|w| w * c.wire_step as i32).collect();
+            let want: Vec<i32> = wire.iter().map(|w| w * c.wire_step() as i32).collect();
             assert_eq!(grid, want);
             // Another encoding than the collection's is refused.
             assert!(matches!(
@@ -530,7 +212,7 @@ mod tests {
     /// The per-entry definition the vectorised decoder must match: widen, refuse the
     /// first entry beyond ±wire_max, scale by wire_step.
     fn reference_decode(c: &Collection, payload: &[u8]) -> Result<Vec<i32>, (usize, i64)> {
-        let width = bytes_per_entry(c.encoding).unwrap();
+        let width = bytes_per_entry(c.encoding()).unwrap();
         payload
             .chunks_exact(width)
             .enumerate()
@@ -540,10 +222,10 @@ mod tests {
                     2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
                     _ => i64::from(b[0] as i8),
                 };
-                if v.abs() > c.wire_max {
+                if v.abs() > c.wire_max() {
                     Err((i, v))
                 } else {
-                    Ok((v * c.wire_step) as i32)
+                    Ok((v * c.wire_step()) as i32)
                 }
             })
             .collect()
@@ -560,11 +242,11 @@ mod tests {
             })
             .unwrap();
             let width = bytes_per_entry(encoding).unwrap();
-            let max = c.wire_max.min(i64::from(i32::MAX));
+            let max = c.wire_max().min(i64::from(i32::MAX));
             for trial in 0..200 {
                 // Values at and around the bound, and the type's extremes.
                 let mut payload = Vec::new();
-                for _ in 0..c.entries {
+                for _ in 0..c.entries() {
                     let v: i64 = match rng.random_range(0..6) {
                         0 => max,
                         1 => -max,
@@ -588,7 +270,7 @@ mod tests {
                         Err(WireError::OutOfRange {
                             index,
                             value,
-                            bound: c.wire_max
+                            bound: c.wire_max()
                         }),
                         "{encoding:?} trial {trial}"
                     ),
@@ -625,8 +307,8 @@ mod tests {
         };
         let central =
             Collection::from_spec(&spec(Moments::SecondMoment, PrivacyModel::Central)).unwrap();
-        assert_eq!(central.encoding, Encoding::RawI32Le);
-        assert_eq!((central.entries, central.grid_bits), (6, 30));
+        assert_eq!(central.encoding(), Encoding::RawI32Le);
+        assert_eq!((central.entries(), central.grid_bits()), (6, 30));
         // (0.6, −0.8, 0) rounded toward 0 on the grid 2^-15:
         // 19 660² + 26 214² = 1 073 689 396 ≤ 2^30.
         let u = [19_660, -26_214, 0];
@@ -704,7 +386,7 @@ mod tests {
         let mut binned = spec(Moments::SecondMoment, PrivacyModel::Central);
         binned.norm_bins = 2;
         let binned = Collection::from_spec(&binned).unwrap();
-        assert_eq!(binned.entries, 6 + 2 * 13);
+        assert_eq!(binned.entries(), 6 + 2 * 13);
         let got = decode_payload(&binned, 4, &encode_raw(&u)).unwrap();
         // ‖u‖² ≈ 0.99995: bin 0 holds uuᵀ, round(uuᵀ·2^30/‖u‖²) and the count 1.
         let norm2 = 19_660i64 * 19_660 + 26_214 * 26_214;

@@ -221,18 +221,18 @@ impl AggregatorService {
         let (mechanism, budget) = parse_release(&release)?;
         central_options(req, mechanism, options, target)?;
         let n = snapshot.acc.count;
-        if n < c.min_reports {
+        if n < c.min_reports() {
             return Err(estimate_status(
                 ldpcov_estimate::EstimateError::BelowMinimum {
                     have: n,
-                    need: c.min_reports,
+                    need: c.min_reports(),
                 },
             ));
         }
         let key = ledger_key(mechanism, budget, n);
         let recorded = match self
             .store
-            .recorded_release(&c.id, &key)
+            .recorded_release(&c.id(), &key)
             .await
             .map_err(store_status)?
         {
@@ -243,20 +243,24 @@ impl AggregatorService {
                     ReleaseBudget::Epsilon(e) => e * e / 2.0,
                     ReleaseBudget::CompressedRows(_) => {
                         tracing::warn!(
-                            collection = %c.id,
+                            collection = %c.id(),
                             "compressed release (seed 004): NOT differentially private; the collection allows it"
                         );
                         0.0
                     }
                 };
                 // Fail early, before drawing: the ledger below is the authority.
-                let spent = self.store.budget_spent(&c.id).await.map_err(store_status)?;
-                if spent + rho > c.rho {
+                let spent = self
+                    .store
+                    .budget_spent(&c.id())
+                    .await
+                    .map_err(store_status)?;
+                if spent + rho > c.rho() {
                     return Err(store_status(crate::store::StoreError::BudgetExhausted {
-                        id: c.id.clone(),
+                        id: c.id().to_string(),
                         requested: rho,
                         spent,
-                        budget: c.rho,
+                        budget: c.rho(),
                     }));
                 }
                 let collection = Arc::clone(c);
@@ -277,12 +281,12 @@ impl AggregatorService {
                 };
                 let r = self
                     .store
-                    .record_release(&c.id, &key, stored.rho, c.rho, stored.encode_to_vec())
+                    .record_release(&c.id(), &key, stored.rho, c.rho(), stored.encode_to_vec())
                     .await
                     .map_err(store_status)?;
                 tracing::info!(
-                    collection = %c.id, mechanism = mechanism.name(), rho = stored.rho,
-                    reports = n, spent = r.spent, budget = c.rho, fresh = r.fresh,
+                    collection = %c.id(), mechanism = mechanism.name(), rho = stored.rho,
+                    reports = n, spent = r.spent, budget = c.rho(), fresh = r.fresh,
                     "central release recorded"
                 );
                 r
@@ -329,8 +333,9 @@ impl AggregatorService {
             acc,
             info: ReleaseInfo {
                 release,
-                radius: c.clip_radius * stored.radius,
-                trace: c.clip_radius * c.clip_radius * stored.trace / (c.grid_scale() * n as f64),
+                radius: c.clip_radius() * stored.radius,
+                trace: c.clip_radius() * c.clip_radius() * stored.trace
+                    / (c.grid_scale() * n as f64),
                 rho_spent_now: if recorded.fresh { recorded.rho } else { 0.0 },
                 rho_spent_total: recorded.spent,
             },

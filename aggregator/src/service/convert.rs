@@ -184,16 +184,17 @@ pub(super) fn estimate_response(
     precision: Option<PrecisionEstimate>,
     release: Option<ReleaseInfo>,
 ) -> Estimate {
-    let packed =
-        |m: &DMatrix<f64>| -> Vec<f64> { triangle_pairs(c.dim).map(|(i, j)| m[(i, j)]).collect() };
+    let packed = |m: &DMatrix<f64>| -> Vec<f64> {
+        triangle_pairs(c.dim()).map(|(i, j)| m[(i, j)]).collect()
+    };
     let wire_target = match target {
         Target::Covariance => EstimateTarget::Covariance,
         Target::Precision(PrecisionMethod::Ridge, _) => EstimateTarget::PrecisionRidge,
         Target::Precision(PrecisionMethod::Glasso(_), _) => EstimateTarget::PrecisionGlasso,
     };
     let mut out = Estimate {
-        collection_id: c.id.clone(),
-        dim: c.dim as u32,
+        collection_id: c.id().to_string(),
+        dim: c.dim() as u32,
         upper_triangle: packed(&result.matrix),
         reports: result.reports,
         sigma,
@@ -205,7 +206,7 @@ pub(super) fn estimate_response(
         psd_projected: result.psd_projected,
         target: wire_target as i32,
         threshold_kind: result.kind.name().to_string(),
-        moments: c.moments as i32,
+        moments: c.moments() as i32,
         mean: result.moments.mean.clone().unwrap_or_default(),
         mean_noise_sd: result.moments.mean_noise_sd,
         second_moment: if c.has_mean() {
@@ -214,13 +215,13 @@ pub(super) fn estimate_response(
             Vec::new()
         },
         correlation: packed(&estimate::correlation(&result.matrix)),
-        variable_names: c.variable_names.clone(),
+        variable_names: c.variable_names().to_vec(),
         ..Default::default()
     };
     if let Some(info) = release {
         out.release = Some(info.release);
         out.release_rho_spent = info.rho_spent_now;
-        out.rho_budget = c.rho;
+        out.rho_budget = c.rho();
         out.rho_spent = info.rho_spent_total;
         out.release_radius = info.radius;
         out.release_trace = info.trace;

@@ -124,18 +124,22 @@ impl AggregatorService {
     }
 
     async fn status_of(&self, c: &Collection) -> Result<CollectionStatus, Status> {
-        let reports = self.store.count(&c.id).await.map_err(store_status)?;
-        let closed = self.store.is_closed(&c.id).await.map_err(store_status)?;
+        let reports = self.store.count(&c.id()).await.map_err(store_status)?;
+        let closed = self.store.is_closed(&c.id()).await.map_err(store_status)?;
         let (rho_budget, rho_spent) = if c.is_central() {
-            let spent = self.store.budget_spent(&c.id).await.map_err(store_status)?;
-            (c.rho, spent)
+            let spent = self
+                .store
+                .budget_spent(&c.id())
+                .await
+                .map_err(store_status)?;
+            (c.rho(), spent)
         } else {
             (0.0, 0.0)
         };
         Ok(CollectionStatus {
             params: Some(c.params()),
             reports,
-            releasable: reports >= c.min_reports,
+            releasable: reports >= c.min_reports(),
             closed,
             rho_budget,
             rho_spent,
@@ -175,17 +179,17 @@ impl AggregatorService {
             // A stream may mix collections; flush when it switches.
             let same = current
                 .as_ref()
-                .is_some_and(|c| c.id == report.collection_id);
+                .is_some_and(|c| c.id() == report.collection_id);
             if !same {
                 if let Some(c) = &current {
-                    batch.flush(&*self.store, &c.id, &mut total).await?;
+                    batch.flush(&*self.store, &c.id(), &mut total).await?;
                 }
                 let looked_up = match self
                     .auth
                     .check(&metadata, Right::Submit(&report.collection_id))
                 {
                     Ok(()) => match self.collection(&report.collection_id).await {
-                        Ok(c) => self.ensure_open(&c.id).await.map(|()| c),
+                        Ok(c) => self.ensure_open(&c.id()).await.map(|()| c),
                         Err(status) => Err(status),
                     },
                     Err(status) => Err(status),
@@ -208,7 +212,7 @@ impl AggregatorService {
             match Self::validate(collection, &report) {
                 Ok(v) => batch.reports.push(v),
                 Err(status) => {
-                    telemetry::rejected(&collection.id, status.code(), 1);
+                    telemetry::rejected(&collection.id(), status.code(), 1);
                     failure = Some(status);
                     break;
                 }
@@ -216,12 +220,12 @@ impl AggregatorService {
             index += 1;
             if batch.reports.len() >= STREAM_BATCH {
                 batch
-                    .flush(&*self.store, &collection.id, &mut total)
+                    .flush(&*self.store, &collection.id(), &mut total)
                     .await?;
             }
         }
         if let Some(c) = &current {
-            batch.flush(&*self.store, &c.id, &mut total).await?;
+            batch.flush(&*self.store, &c.id(), &mut total).await?;
         }
         match failure {
             None => Ok(total),
@@ -262,10 +266,11 @@ impl Aggregator for AggregatorService {
         // resolved value is what the store keeps and every answer shows.
         let collection =
             Collection::create(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        if collection.dim > self.limits.max_dim {
+        if collection.dim() > self.limits.max_dim {
             return Err(Status::invalid_argument(format!(
                 "dimension {} exceeds this server's limit of {}",
-                collection.dim, self.limits.max_dim
+                collection.dim(),
+                self.limits.max_dim
             )));
         }
         let created = self
@@ -274,13 +279,13 @@ impl Aggregator for AggregatorService {
             .await
             .map_err(store_status)?;
         tracing::info!(
-            collection = %created.id, dim = created.dim, epsilon = created.epsilon,
-            delta = created.delta, sigma = created.sigma, central = created.is_central(),
+            collection = %created.id(), dim = created.dim(), epsilon = created.epsilon(),
+            delta = created.delta(), sigma = created.sigma(), central = created.is_central(),
             "collection created"
         );
         if created.is_central() && !(self.transport_secure && self.auth.submit_guarded()) {
             tracing::warn!(
-                collection = %created.id, tls = self.transport_secure,
+                collection = %created.id(), tls = self.transport_secure,
                 submit_token = self.auth.submit_guarded(),
                 "central collection served without TLS and a submit token: devices' raw vectors can be read on the network or sent by anyone; serve with --tls-cert/--tls-key and --submit-token-file"
             );
@@ -314,15 +319,15 @@ impl Aggregator for AggregatorService {
             )?;
             let report = request.into_inner();
             let collection = found.insert(self.collection(&report.collection_id).await?);
-            self.ensure_open(&collection.id).await?;
+            self.ensure_open(&collection.id()).await?;
             let valid = Self::validate(collection, &report)?;
             self.store
-                .submit(&collection.id, vec![valid])
+                .submit(&collection.id(), vec![valid])
                 .await
                 .map_err(store_status)
         }
         .await;
-        let label = found.as_ref().map_or(UNKNOWN_COLLECTION, |c| c.id.as_str());
+        let label = found.as_ref().map_or(UNKNOWN_COLLECTION, |c| c.id());
         telemetry::bytes_received(label, bytes);
         match &result {
             Ok(outcome) => telemetry::counted(label, outcome.accepted, outcome.duplicates),
@@ -363,11 +368,11 @@ impl Aggregator for AggregatorService {
         self.auth.check(request.metadata(), Right::Admin)?;
         let c = self.collection(&request.get_ref().collection_id).await?;
         self.store
-            .close_collection(&c.id)
+            .close_collection(&c.id())
             .await
             .map_err(store_status)?;
         let status = self.status_of(&c).await?;
-        tracing::info!(collection = %c.id, reports = status.reports, "collection closed");
+        tracing::info!(collection = %c.id(), reports = status.reports, "collection closed");
         Ok(Response::new(status))
     }
 
@@ -397,7 +402,7 @@ impl Aggregator for AggregatorService {
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
         let (mut options, target) = options_from_request(&req)?;
-        let snapshot = self.store.snapshot(&c.id).await.map_err(store_status)?;
+        let snapshot = self.store.snapshot(&c.id()).await.map_err(store_status)?;
         // A central collection's estimators act on a recorded noisy release; a local
         // one's on its sums, whose noise the devices added.
         let (input, acc, release) = if c.is_central() {
@@ -413,7 +418,7 @@ impl Aggregator for AggregatorService {
             }
             (EstimationInput::from_collection(&c), snapshot.acc, None)
         };
-        let sigma = input.noise().per_report_sd();
+        let sigma = input.noise().iid_sd();
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
         let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
@@ -429,7 +434,7 @@ impl Aggregator for AggregatorService {
         .map_err(|e| Status::internal(format!("estimator task failed: {e}")))?
         .map_err(estimate_status)?;
         tracing::info!(
-            collection = %c.id, reports = result.reports, threshold = result.threshold,
+            collection = %c.id(), reports = result.reports, threshold = result.threshold,
             rule = %result.rule, surviving = result.surviving_entries,
             clamped = result.clamped_eigenvalues, target = ?target, "estimate released"
         );

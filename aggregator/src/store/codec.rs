@@ -221,7 +221,7 @@ pub(crate) fn decode_accumulators(
             id: id.to_string(),
             source,
         }),
-        None => Ok(Accumulator::new(collection.entries, FOLDS)),
+        None => Ok(Accumulator::new(collection.entries(), FOLDS)),
     }
 }
 

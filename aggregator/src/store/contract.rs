@@ -158,7 +158,7 @@ async fn the_ledger_records_each_key_once_and_never_overspends<S: Store>(s: Arc<
 /// another collection is untouched, and the id can be created again from scratch.
 async fn a_deleted_collection_is_gone_and_starts_from_scratch<S: Store>(s: Arc<S>) {
     let (a, b) = (collection("a", 2), collection("b", 2));
-    let n = a.entries;
+    let n = a.entries();
     assert_eq!(s.collection_count().await, Ok(0));
     s.create_collection(a.clone()).await.unwrap();
     s.create_collection(b.clone()).await.unwrap();

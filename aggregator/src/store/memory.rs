@@ -73,20 +73,20 @@ impl Store for MemoryStore {
             .collections
             .write()
             .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
-        if let Some(existing) = map.get(&collection.id) {
+        if let Some(existing) = map.get(collection.id()) {
             return if *existing.collection == collection {
                 Ok(existing.collection.clone())
             } else {
-                Err(StoreError::AlreadyExists(collection.id))
+                Err(StoreError::AlreadyExists(collection.id().to_string()))
             };
         }
         let collection = Arc::new(collection);
         map.insert(
-            collection.id.clone(),
+            collection.id().to_string(),
             Arc::new(CollectionState {
                 collection: collection.clone(),
                 inner: Mutex::new(Counted {
-                    acc: Accumulator::new(collection.entries, FOLDS),
+                    acc: Accumulator::new(collection.entries(), FOLDS),
                     seen: HashSet::new(),
                     closed: false,
                     deleted: false,

@@ -204,7 +204,7 @@ pub(crate) fn check_lengths(
 ) -> Result<(), StoreError> {
     match reports
         .iter()
-        .find(|r| r.entries.len() != collection.entries)
+        .find(|r| r.entries.len() != collection.entries())
     {
         Some(bad) => Err(StoreError::internal(Cause::Unvalidated {
             entries: bad.entries.len(),

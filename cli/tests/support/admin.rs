@@ -174,7 +174,7 @@ pub(crate) fn submit_reports(url: &str, id: &str, n: u64) {
             .collection(id)
             .await
             .unwrap_or_else(|e| panic!("client cannot fetch {id}: {e}"));
-        assert_eq!(collection.dim, P);
+        assert_eq!(collection.dim(), P);
         let reports: Vec<_> = (0..n)
             .map(|i| {
                 let t = i as f64 / n as f64;

@@ -122,7 +122,7 @@ pub(crate) async fn run_client(
             }
             let n = if rng.random_bool(0.25) { 8 } else { 1 };
             for _ in 0..n {
-                let x: Vec<f64> = (0..collection.dim)
+                let x: Vec<f64> = (0..collection.dim())
                     .map(|_| rng.random_range(-1.0..1.0))
                     .collect();
                 pending.push(maker.prepare_report(&collection, &x).expect("prepare"));

@@ -94,7 +94,7 @@ fn ldp_noise_threshold_has_the_one_over_root_n() {
     let log_p = 20f64.ln();
     for n in [100u64, 10_000] {
         let want = 0.5 * (log_p / n as f64).sqrt()
-            + 4.0 * 4.0 * c.sigma / (n as f64).sqrt() * log_p.sqrt();
+            + 4.0 * 4.0 * c.sigma() / (n as f64).sqrt() * log_p.sqrt();
         let got = ldp_noise_threshold(&s, &c, n);
         assert!((got - want).abs() < 1e-12 * want, "{got} vs {want}");
     }
@@ -136,14 +136,14 @@ fn adaptive_lambda_from_known_sums_of_squares() {
 /// Reports `round(2^k·(u_i u_j)) + round(N(0, σ_grid²))` for u = x/R, x ~ N(0, Σ)
 /// with Σ given by its Cholesky factor; fold = user index mod 5.
 fn simulate(c: &Collection, chol: &DMatrix<f64>, n: usize, seed: u64) -> Accumulator {
-    let p = c.dim;
+    let p = c.dim();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let std = Normal::new(0.0, 1.0).unwrap();
     let noise = Normal::new(0.0, c.sigma_grid()).unwrap();
     let g = c.grid_scale();
-    let r = c.clip_radius;
-    let mut acc = Accumulator::new(c.entries, 5);
-    let mut report = vec![0i32; c.entries];
+    let r = c.clip_radius();
+    let mut acc = Accumulator::new(c.entries(), 5);
+    let mut report = vec![0i32; c.entries()];
     for user in 0..n {
         let z = nalgebra::DVector::from_fn(p, |_, _| std.sample(&mut rng));
         let x = chol * z;
@@ -636,12 +636,12 @@ fn cv_without_usable_folds_keeps_everything() {
 fn population_accumulator(c: &Collection, m: &DMatrix<f64>, n: u64, seed: u64) -> Accumulator {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let z = Normal::new(0.0, 1.0).unwrap();
-    let r2 = c.clip_radius * c.clip_radius;
-    let mut acc = Accumulator::new(c.entries, 5);
+    let r2 = c.clip_radius() * c.clip_radius();
+    let mut acc = Accumulator::new(c.entries(), 5);
     let nk = n / 5;
     for k in 0..5 {
         acc.fold_counts[k] = nk;
-        for (e, (i, j)) in triangle_pairs(c.dim).enumerate() {
+        for (e, (i, j)) in triangle_pairs(c.dim()).enumerate() {
             let signal = (nk as f64 * c.grid_scale() * m[(i, j)] / r2).round();
             let noise = ((nk as f64).sqrt() * c.sigma_grid() * z.sample(&mut rng)).round();
             acc.fold_sums[k][e] = (signal + noise) as i64;
@@ -1053,7 +1053,7 @@ fn cv_does_not_pool_a_diagonal_whose_variances_differ() {
     let r = (2.0 * sigma.trace()).sqrt();
     let c = collection(p as u32, 1.0, r);
     let target_sd = (p as f64 * a * a / 50.0).sqrt();
-    let n = ((r * r * c.sigma / target_sd).powi(2) / 5.0).round() as u64 * 5;
+    let n = ((r * r * c.sigma() / target_sd).powi(2) / 5.0).round() as u64 * 5;
     let thresholds_only = CrossValidation {
         spectral: false,
         ..Default::default()

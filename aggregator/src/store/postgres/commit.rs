@@ -95,10 +95,7 @@ async fn commit_group(
 ) -> Result<Vec<Result<BatchOutcome, StoreError>>, StoreError> {
     let mut by_collection: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (k, s) in group.iter().enumerate() {
-        by_collection
-            .entry(s.collection.id.as_str())
-            .or_default()
-            .push(k);
+        by_collection.entry(s.collection.id()).or_default().push(k);
     }
     let mut client = pool.get().await.map_err(pool_error)?;
     let txn = client.transaction().await.map_err(db_error)?;
@@ -191,7 +188,7 @@ async fn add_batches(
         })?;
         fresh.insert(id_bytes);
     }
-    let entries = group[members[0]].collection.entries;
+    let entries = group[members[0]].collection.entries();
     let mut delta = Accumulator::new(entries, FOLDS);
     let mut outcomes = Vec::with_capacity(members.len());
     let mut counted = Vec::new();

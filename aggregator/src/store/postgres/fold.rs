@@ -134,7 +134,7 @@ pub(super) async fn read_consistent(
     pool: &Pool,
     collection: &Collection,
 ) -> Result<Accumulator, StoreError> {
-    let id = collection.id.as_str();
+    let id = collection.id();
     let mut client = pool.get().await.map_err(pool_error)?;
     let txn = client
         .build_transaction()
@@ -189,12 +189,12 @@ fn decode(
     blob: Option<&[u8]>,
 ) -> Result<Accumulator, StoreError> {
     let acc = decode_accumulators(id, collection, blob).map_err(corrupt)?;
-    if acc.entries() != collection.entries || acc.fold_sums.len() != FOLDS {
+    if acc.entries() != collection.entries() || acc.fold_sums.len() != FOLDS {
         return Err(corrupt(Corruption::Shape {
             id: id.to_string(),
             entries: acc.entries(),
             folds: acc.fold_sums.len(),
-            expected: collection.entries,
+            expected: collection.entries(),
         }));
     }
     Ok(acc)

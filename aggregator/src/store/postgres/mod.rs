@@ -348,7 +348,7 @@ impl PostgresStore {
             .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
         let now = Instant::now();
         let entry = map
-            .entry(collection.id.clone())
+            .entry(collection.id().to_string())
             .or_insert((collection.clone(), now));
         if entry.0 != collection {
             *entry = (collection, now);
@@ -376,10 +376,10 @@ impl PostgresStore {
     /// The collection whose spec is stored under `id`, checked and cached.
     fn decoded(&self, id: &str, spec: &[u8]) -> Result<Arc<Collection>, StoreError> {
         let collection = decode_collection(id, spec).map_err(corrupt)?;
-        if collection.id != id {
+        if collection.id() != id {
             return Err(corrupt(Corruption::IdMismatch {
                 id: id.to_string(),
-                found: collection.id,
+                found: collection.id().to_string(),
             }));
         }
         self.remember(Arc::new(collection))
@@ -490,11 +490,11 @@ impl Store for PostgresStore {
         &self,
         collection: Collection,
     ) -> Result<Arc<Collection>, StoreError> {
-        if let Some(c) = self.cached(&collection.id)? {
+        if let Some(c) = self.cached(&collection.id())? {
             return if *c == collection {
                 Ok(c)
             } else {
-                Err(StoreError::AlreadyExists(collection.id))
+                Err(StoreError::AlreadyExists(collection.id().to_string()))
             };
         }
         let spec = collection.spec().encode_to_vec();
@@ -503,19 +503,19 @@ impl Store for PostgresStore {
         let inserted = txn
             .execute(
                 "INSERT INTO collections (id, spec) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-                &[&collection.id, &spec],
+                &[&collection.id(), &spec],
             )
             .await
             .map_err(db_error)?;
         if inserted == 1 {
             txn.execute(
                 "INSERT INTO bases (collection, count) VALUES ($1, 0)",
-                &[&collection.id],
+                &[&collection.id()],
             )
             .await
             .map_err(db_error)?;
             txn.commit().await.map_err(db_error)?;
-            tracing::debug!(collection = %collection.id, "collection created");
+            tracing::debug!(collection = %collection.id(), "collection created");
             return self.remember(Arc::new(collection));
         }
         // It exists (created by this or another replica): the same parameters or not.
@@ -523,16 +523,16 @@ impl Store for PostgresStore {
         let row = txn
             .query_one(
                 "SELECT spec FROM collections WHERE id = $1",
-                &[&collection.id],
+                &[&collection.id()],
             )
             .await
             .map_err(db_error)?;
-        let existing = self.decoded(&collection.id, row.get::<_, &[u8]>(0))?;
+        let existing = self.decoded(&collection.id(), row.get::<_, &[u8]>(0))?;
         txn.commit().await.map_err(db_error)?;
         if *existing == collection {
             Ok(existing)
         } else {
-            Err(StoreError::AlreadyExists(collection.id))
+            Err(StoreError::AlreadyExists(collection.id().to_string()))
         }
     }
 
@@ -665,10 +665,10 @@ impl Store for PostgresStore {
         // One statement: the release and the total spent from one snapshot.
         let row = client
             .query_opt(
-                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id),
+                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id()),
                         r.rho, r.body
                  FROM collections c
-                 LEFT JOIN releases r ON r.collection = c.id AND r.key = $2
+                 LEFT JOIN releases r ON r.collection = c.id() AND r.key = $2
                  WHERE c.id = $1",
                 &[&id, &key],
             )
@@ -754,7 +754,7 @@ impl Store for PostgresStore {
         let client = self.pool.get().await.map_err(pool_error)?;
         let row = client
             .query_opt(
-                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id)
+                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id())
                  FROM collections c WHERE c.id = $1",
                 &[&id],
             )

@@ -65,7 +65,7 @@ async fn two_replicas_count_each_overlapping_id_once_and_merge_exactly() {
     .await;
     a.create_collection(collection("c", 4)).await.unwrap();
     b.create_collection(collection("c", 4)).await.unwrap();
-    let entries = collection("c", 4).entries;
+    let entries = collection("c", 4).entries();
     // 8 tasks per replica, each 12 batches of 10 ids from a window of 400 ids that
     // the tasks of both replicas share: most ids are sent several times, concurrently.
     let mut tasks = Vec::new();
@@ -135,7 +135,7 @@ async fn folding_preserves_the_snapshot_exactly() {
     )
     .await;
     s.create_collection(collection("c", 3)).await.unwrap();
-    let entries = collection("c", 3).entries;
+    let entries = collection("c", 3).entries();
     for k in 0..10u32 {
         let batch = (0..5).map(|j| report(k * 5 + j, entries)).collect();
         s.submit("c", batch).await.unwrap();
@@ -162,7 +162,7 @@ async fn folding_preserves_the_snapshot_exactly() {
 async fn a_reopened_store_sees_everything_committed() {
     let pg = PgCluster::start_or_panic();
     let url = pg.database_or_panic("reopen");
-    let entries = collection("c", 2).entries;
+    let entries = collection("c", 2).entries();
     let before = {
         let s = open(&url, config()).await;
         s.create_collection(collection("c", 2)).await.unwrap();
@@ -239,7 +239,7 @@ async fn a_database_that_is_down_is_unavailable_and_nothing_is_partial() {
     )
     .await;
     s.create_collection(collection("c", 2)).await.unwrap();
-    let entries = collection("c", 2).entries;
+    let entries = collection("c", 2).entries();
     s.submit("c", (0..10).map(|id| report(id, entries)).collect())
         .await
         .unwrap();
@@ -287,7 +287,7 @@ async fn a_batch_racing_a_close_is_counted_entirely_or_refused() {
     for round in 0..4 {
         let id = format!("c{round}");
         a.create_collection(collection(&id, 2)).await.unwrap();
-        let entries = collection(&id, 2).entries;
+        let entries = collection(&id, 2).entries();
         let mut tasks = Vec::new();
         for t in 0..12u32 {
             let s = if t % 2 == 0 { a.clone() } else { b.clone() };
@@ -355,7 +355,7 @@ async fn a_replica_with_one_connection_sees_other_replicas_creates() {
         *b.create_collection(collection("c", 2)).await.unwrap(),
         collection("c", 2)
     );
-    let entries = collection("c", 2).entries;
+    let entries = collection("c", 2).entries();
     b.submit("c", (0..5).map(|id| report(id, entries)).collect())
         .await
         .unwrap();
@@ -405,7 +405,7 @@ async fn a_collection_deleted_and_created_anew_elsewhere_is_never_served_stale()
     );
     let old = collection("c", 3);
     a.create_collection(old.clone()).await.unwrap();
-    let n = old.entries;
+    let n = old.entries();
     b.submit("c", (1..=4).map(|k| report(k, n)).collect())
         .await
         .unwrap();
@@ -422,7 +422,7 @@ async fn a_collection_deleted_and_created_anew_elsewhere_is_never_served_stale()
         ..old.spec()
     })
     .unwrap();
-    assert_eq!(new.entries, n);
+    assert_eq!(new.entries(), n);
     a.create_collection(new.clone()).await.unwrap();
     a.submit("c", (10..=12).map(|k| report(k, n)).collect())
         .await

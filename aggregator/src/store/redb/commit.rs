@@ -240,9 +240,9 @@ impl Committer {
     }
 
     fn add_create(&self, batch: &mut Batch, collection: Collection, reply: Reply<Arc<Collection>>) {
-        let existing = match batch.pending.get(&collection.id) {
+        let existing = match batch.pending.get(collection.id()) {
             Some(p) => Some((p.collection.clone(), p.created)),
-            None => match self.shared.entry(&collection.id) {
+            None => match self.shared.entry(&collection.id()) {
                 Ok(e) => Some((e.collection.clone(), false)),
                 Err(StoreError::NotFound(_)) => None,
                 Err(e) => {
@@ -253,7 +253,7 @@ impl Committer {
         };
         match existing {
             Some((c, _)) if *c != collection => {
-                let _ = reply.send(Err(StoreError::AlreadyExists(collection.id)));
+                let _ = reply.send(Err(StoreError::AlreadyExists(collection.id().to_string())));
             }
             // Created in this very batch: answer after the commit.
             Some((c, true)) => batch.waiting.push(Waiting::Create(reply, c)),
@@ -267,7 +267,7 @@ impl Committer {
                         batch
                             .txn
                             .open_table(COLLECTIONS)?
-                            .insert(collection.id.as_str(), spec.as_slice())?;
+                            .insert(collection.id(), spec.as_slice())?;
                         Ok(())
                     })();
                     if let Err(e) = inserted {
@@ -276,10 +276,10 @@ impl Committer {
                 }
                 let collection = Arc::new(collection);
                 batch.pending.insert(
-                    collection.id.clone(),
+                    collection.id().to_string(),
                     Pending {
                         collection: collection.clone(),
-                        acc: Accumulator::new(collection.entries, FOLDS),
+                        acc: Accumulator::new(collection.entries(), FOLDS),
                         created: true,
                     },
                 );

@@ -85,20 +85,20 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
         let (key, value) = item.map_err(db_err)?;
         let id = key.value().to_string();
         let collection = decode_collection(&id, value.value())?;
-        if collection.id != id {
+        if collection.id() != id {
             return Err(Corruption::IdMismatch {
                 id,
-                found: collection.id,
+                found: collection.id().to_string(),
             }
             .into());
         }
         let blob = accumulators.get(id.as_str()).map_err(db_err)?;
         let acc = decode_accumulators(&id, &collection, blob.as_ref().map(|b| b.value()))?;
-        if acc.entries() != collection.entries || acc.fold_sums.len() != FOLDS {
+        if acc.entries() != collection.entries() || acc.fold_sums.len() != FOLDS {
             return Err(Corruption::Shape {
                 entries: acc.entries(),
                 folds: acc.fold_sums.len(),
-                expected: collection.entries,
+                expected: collection.entries(),
                 id,
             }
             .into());

@@ -106,16 +106,16 @@ async fn restart_recovers_collections_sums_and_dedupe() {
         }
         for k in 0..40u32 {
             let r = vec![
-                report(k, k as i32 * 1000, a.entries),
-                report(k % 7, 1, a.entries),
+                report(k, k as i32 * 1000, a.entries()),
+                report(k % 7, 1, a.entries()),
             ];
             let o1 = s.submit("a", r.clone()).await.unwrap();
             let o2 = memory.submit("a", r).await.unwrap();
             assert_eq!(o1, o2);
         }
-        s.submit("b", vec![report(1, 9, b.entries)]).await.unwrap();
+        s.submit("b", vec![report(1, 9, b.entries())]).await.unwrap();
         memory
-            .submit("b", vec![report(1, 9, b.entries)])
+            .submit("b", vec![report(1, 9, b.entries())])
             .await
             .unwrap();
     }
@@ -134,7 +134,7 @@ async fn restart_recovers_collections_sums_and_dedupe() {
     }
     assert_eq!(s.count("a").await.unwrap(), 40);
     // A duplicate id across the restart is not recounted.
-    let o = s.submit("a", vec![report(3, 55, a.entries)]).await.unwrap();
+    let o = s.submit("a", vec![report(3, 55, a.entries())]).await.unwrap();
     assert_eq!(
         o,
         BatchOutcome {
@@ -143,7 +143,7 @@ async fn restart_recovers_collections_sums_and_dedupe() {
         }
     );
     // The same report id in another collection is another report.
-    let o = s.submit("b", vec![report(3, 55, b.entries)]).await.unwrap();
+    let o = s.submit("b", vec![report(3, 55, b.entries())]).await.unwrap();
     assert_eq!(
         o,
         BatchOutcome {
@@ -167,7 +167,9 @@ async fn failed_commit_changes_nothing() {
     let c = collection("a", 2);
     let s = DurableStore::open(dir.path(), quick()).unwrap();
     s.create_collection(c.clone()).await.unwrap();
-    s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
+    s.submit("a", vec![report(1, 5, c.entries())])
+        .await
+        .unwrap();
     let before = s.snapshot("a").await.unwrap().acc;
     drop(s);
     // Several submitters in one batch (committed at exactly their 6 reports): all of
@@ -318,10 +320,11 @@ async fn a_full_batch_commits_without_waiting_for_the_delay() {
         s.create_collection(c.clone()).await.unwrap();
     }
     let s = open_batched(dir.path(), 4, Duration::from_secs(600));
+    let entries = c.entries();
     let tasks: Vec<_> = (0..4u32)
         .map(|k| {
             let s = s.clone();
-            tokio::spawn(async move { s.submit("a", vec![report(k, 1, c.entries)]).await })
+            tokio::spawn(async move { s.submit("a", vec![report(k, 1, entries)]).await })
         })
         .collect();
     let all = futures::future::join_all(tasks);
@@ -339,7 +342,7 @@ async fn a_closed_collection_refuses_submits_and_keeps_its_sums() {
     let s = DurableStore::open(dir.path(), quick()).unwrap();
     s.create_collection(c.clone()).await.unwrap();
     s.create_collection(collection("b", 2)).await.unwrap();
-    s.submit("a", (0..3u32).map(|k| report(k, 2, c.entries)).collect())
+    s.submit("a", (0..3u32).map(|k| report(k, 2, c.entries())).collect())
         .await
         .unwrap();
     let before = s.snapshot("a").await.unwrap().acc;
@@ -352,7 +355,7 @@ async fn a_closed_collection_refuses_submits_and_keeps_its_sums() {
     // New and already-seen ids alike are refused; nothing is counted.
     for k in [1u32, 7] {
         assert_eq!(
-            s.submit("a", vec![report(k, 5, c.entries)]).await,
+            s.submit("a", vec![report(k, 5, c.entries())]).await,
             Err(StoreError::Closed("a".into()))
         );
     }
@@ -394,7 +397,9 @@ async fn the_closed_flag_survives_a_restart() {
         let s = DurableStore::open(dir.path(), quick()).unwrap();
         s.create_collection(c.clone()).await.unwrap();
         s.create_collection(collection("b", 2)).await.unwrap();
-        s.submit("a", vec![report(1, 3, c.entries)]).await.unwrap();
+        s.submit("a", vec![report(1, 3, c.entries())])
+            .await
+            .unwrap();
         s.close_collection("a").await.unwrap();
     }
     let s = DurableStore::open(dir.path(), quick()).unwrap();
@@ -402,7 +407,7 @@ async fn the_closed_flag_survives_a_restart() {
     assert!(!s.is_closed("b").await.unwrap());
     assert_eq!(s.count("a").await.unwrap(), 1);
     assert_eq!(
-        s.submit("a", vec![report(2, 3, c.entries)]).await,
+        s.submit("a", vec![report(2, 3, c.entries())]).await,
         Err(StoreError::Closed("a".into()))
     );
     s.close_collection("a").await.unwrap();
@@ -535,13 +540,16 @@ async fn a_spec_stored_before_moments_existed_keeps_its_parameters() {
     }
     let store = Arc::new(DurableStore::open(dir.path(), quick()).unwrap());
     let c = store.collection("old").await.unwrap();
-    assert_eq!(c.moments, Moments::SecondMoment);
-    assert_eq!((c.entries, c.mean_entries(), c.mean_weight), (10, 0, 0.0));
-    assert_eq!(c.grid_bits, 22);
+    assert_eq!(c.moments(), Moments::SecondMoment);
+    assert_eq!(
+        (c.entries(), c.mean_entries(), c.mean_weight()),
+        (10, 0, 0.0)
+    );
+    assert_eq!(c.grid_bits(), 22);
     let sens = std::f64::consts::SQRT_2 + 10f64.sqrt() / f64::from(1u32 << 22);
-    assert_eq!(c.sensitivity, sens);
+    assert_eq!(c.sensitivity(), sens);
     let sigma_ref = 5.974_598_181_957_314 * sens / std::f64::consts::SQRT_2;
-    assert!((c.sigma / sigma_ref - 1.0).abs() < 1e-9, "{}", c.sigma);
+    assert!((c.sigma() / sigma_ref - 1.0).abs() < 1e-9, "{}", c.sigma());
     assert_ne!(*c, ldpcov_proto::Collection::create(&old).unwrap());
 
     let server = EmbeddedServer::start_with_store(store.clone(), Limits::default())
@@ -558,7 +566,7 @@ async fn a_spec_stored_before_moments_existed_keeps_its_parameters() {
     let spec = params.spec.clone().unwrap();
     assert_eq!(spec.moments, Moments::SecondMoment as i32);
     assert_eq!((params.entries, params.mean_entries), (10, 0));
-    assert_eq!(params.sigma, c.sigma);
+    assert_eq!(params.sigma, c.sigma());
     let mut device = ldpcov_client::AggregatorClient::connect(server.url())
         .await
         .unwrap()
@@ -603,7 +611,7 @@ async fn delete_removes_everything_durably_and_the_id_starts_from_scratch() {
     let s = DurableStore::open(dir.path(), quick()).unwrap();
     s.create_collection(a.clone()).await.unwrap();
     s.create_collection(b.clone()).await.unwrap();
-    let reports: Vec<_> = (1..=5u32).map(|k| report(k, 3, a.entries)).collect();
+    let reports: Vec<_> = (1..=5u32).map(|k| report(k, 3, a.entries())).collect();
     s.submit("a", reports.clone()).await.unwrap();
     s.submit("b", reports.clone()).await.unwrap();
     s.close_collection("a").await.unwrap();
@@ -657,7 +665,9 @@ async fn a_failed_delete_changes_nothing_and_write_health_follows_commits() {
     let health = s.write_health();
     assert!(*health.borrow());
     s.create_collection(c.clone()).await.unwrap();
-    s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
+    s.submit("a", vec![report(1, 5, c.entries())])
+        .await
+        .unwrap();
     let before = s.snapshot("a").await.unwrap().acc;
     s.fail_next_commits(1);
     assert!(matches!(
@@ -668,11 +678,17 @@ async fn a_failed_delete_changes_nothing_and_write_health_follows_commits() {
     assert_eq!(s.snapshot("a").await.unwrap().acc, before);
     assert_eq!(s.read_committed("a").await.unwrap().acc, before);
     // The next successful commit (a submit) makes the store healthy again.
-    s.submit("a", vec![report(2, 5, c.entries)]).await.unwrap();
+    s.submit("a", vec![report(2, 5, c.entries())])
+        .await
+        .unwrap();
     assert!(*health.borrow());
     // A failed batch commit too.
     s.fail_next_commits(1);
-    assert!(s.submit("a", vec![report(3, 5, c.entries)]).await.is_err());
+    assert!(
+        s.submit("a", vec![report(3, 5, c.entries())])
+            .await
+            .is_err()
+    );
     assert!(!*health.borrow());
     assert_eq!(s.delete_collection("a").await, Ok(2));
     assert!(*health.borrow());
@@ -760,11 +776,17 @@ async fn grpc_health_is_not_serving_after_a_failed_commit_until_one_succeeds() {
         wait_for(service, ServingStatus::Serving).await;
     }
     s.fail_next_commits(1);
-    assert!(s.submit("a", vec![report(1, 5, c.entries)]).await.is_err());
+    assert!(
+        s.submit("a", vec![report(1, 5, c.entries())])
+            .await
+            .is_err()
+    );
     for service in ["", crate::server::HEALTH_SERVICE_NAME] {
         wait_for(service, ServingStatus::NotServing).await;
     }
-    s.submit("a", vec![report(1, 5, c.entries)]).await.unwrap();
+    s.submit("a", vec![report(1, 5, c.entries())])
+        .await
+        .unwrap();
     for service in ["", crate::server::HEALTH_SERVICE_NAME] {
         wait_for(service, ServingStatus::Serving).await;
     }

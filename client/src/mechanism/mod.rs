@@ -1,0 +1,42 @@
+//! The device half of each report mechanism, keyed by the collection's
+//! [`ReportMechanism`]: what a device adds to the exact statistic that
+//! [`ldpcov_proto::mechanism`] defines (noise draws, clamp, stochastic rounding to the
+//! wire step) before the bytes are encoded. A new mechanism is one new arm here and one
+//! new module beside [`gaussian`].
+
+mod gaussian;
+mod raw_vector;
+
+pub(crate) use raw_vector::raw_vector_payload;
+
+use crate::ClientError;
+use ldpcov_noise::NoiseSampler;
+use ldpcov_proto::{Collection, ReportMechanism};
+
+/// The noisy entries of one report of `collection` for the clipped vector `u`, in
+/// grid units. Refuses a central collection, whose reports a device does not perturb.
+pub(crate) fn perturb(
+    collection: &Collection,
+    u: &[f64],
+    noise: &mut (impl NoiseSampler + ?Sized),
+) -> Result<Vec<i32>, ClientError> {
+    match collection.mechanism() {
+        ReportMechanism::Gaussian(report) => Ok(gaussian::perturb(report, u, noise)),
+        ReportMechanism::RawVector(_) => Err(ClientError::CentralCollection {
+            id: collection.id().to_string(),
+        }),
+    }
+}
+
+/// Noisy grid-unit entries re-quantised to the mechanism's wire step (unchanged when
+/// the step is 1).
+pub(crate) fn to_wire(
+    mechanism: &ReportMechanism,
+    entries: &[i32],
+    noise: &mut (impl NoiseSampler + ?Sized),
+) -> Vec<i32> {
+    match mechanism {
+        ReportMechanism::Gaussian(report) => gaussian::to_wire(report, entries, noise),
+        ReportMechanism::RawVector(_) => entries.to_vec(),
+    }
+}

@@ -1,0 +1,347 @@
+//! The seam for a report mechanism: everything that differs between the ways a device
+//! can report, behind one type per mechanism and one enum, [`ReportMechanism`], that a
+//! [`Collection`](crate::Collection) derives once from its spec and holds.
+//!
+//! A mechanism is four things:
+//! 1. **what a device computes** from its clipped vector `u` (‖u‖ ≤ 1): the exact,
+//!    deterministic statistic on the mechanism's grid. The randomness a device adds
+//!    (noise, stochastic rounding) lives in the client (`ldpcov-client`'s
+//!    `mechanism` module, keyed by this enum) and in `ldpcov-noise`, never here;
+//! 2. **how it is encoded** on the wire: the encoding, the wire step and range, the
+//!    clamp;
+//! 3. **how the aggregator checks and sums it**: [`ReportMechanism::decode`] is the one
+//!    length, range and encoding check a report passes on ingest, and returns the
+//!    entries the accumulator adds (a central report is expanded there);
+//! 4. **the noise model the estimators read**: [`NoiseModel`], the noise of one
+//!    report's entries.
+//!
+//! Today there are two mechanisms:
+//! * [`GaussianReport`] (local collections): `(w·u, triu(uuᵀ))` (the mean block only
+//!   for mean-and-covariance collections) on the grid `2^−k`, plus independent discrete
+//!   Gaussian noise per entry;
+//! * [`RawVectorReport`] (central collections): `u` on the grid `2^−15`, sent without
+//!   noise, expanded by the server into the same statistic on the grid `2^−30`.
+//!
+//! Invariant: a collection's mechanism is derived from its spec by
+//! [`Collection::from_spec`](crate::Collection::from_spec) and nothing else, so a device
+//! and the aggregator that read the same spec agree on every parameter here. A new
+//! mechanism is one new variant with its type (and its device half in the client).
+
+pub mod gaussian;
+pub mod raw_vector;
+
+pub use gaussian::GaussianReport;
+pub use raw_vector::RawVectorReport;
+
+use crate::encoding::{WireError, bytes_per_entry};
+use crate::v1::{Encoding, PrivacyModel};
+
+/// The public weight `w` of the mean block of a
+/// [`Moments::MeanAndCovariance`](crate::v1::Moments::MeanAndCovariance) report
+/// `(w·u, triu(uuᵀ))`.
+///
+/// Why 1/2: the covariance error is `(c_ε²Δ(w)²/n)·[p² + 2(p + 1)‖ū‖²/w²]` plus an
+/// `n⁻²` term in `τ⁴ ∝ w⁻⁴` (docs/ALGORITHMS.md): a larger `w` raises the noise of
+/// every entry through `Δ₀(w) = (2 + w²)/√2`, a smaller one the noise of the mean,
+/// which enters the covariance through `μ̂μ̂ᵀ`. The best `w` depends on the unknown
+/// mean; over p ∈ {10, 20, 50}, ‖ū‖/R ∈ {0.5, 0.9} and n from 10⁴ to 10⁶ (ε = 1,
+/// δ = 10⁻⁶) the constant 1/2 is within 8.1 % of the optimal error, and within 19 %
+/// for centred data, where any mean is wasted budget. It costs `Δ₀(1/2) = 1.591`
+/// instead of √2 (27 % more variance on the second-moment block). Being a power of
+/// two, `w·uᵢ` rounds to the grid exactly like the products `uᵢuⱼ`. It must stay
+/// `≤ 1` (the validation bound assumes honest entries of at most 1) and `≤ √2` (the
+/// domain of [`joint_base_sensitivity`]'s closed form).
+pub const MEAN_WEIGHT: f64 = 0.5;
+
+/// The exact ℓ₂ sensitivity `Δ₀(w) = sup ‖v(u) − v(u')‖` of the joint statistic
+/// `v(u) = (w·u, triu(uuᵀ))` over the unit ball (p ≥ 2), before grid rounding:
+/// `(2 + w²)/√2` for `w ≤ √2`, `2w` beyond.
+///
+/// Derivation (docs/PRIVACY.md): packing counts an off-diagonal pair once, so
+/// `‖triu(A)‖ ≤ ‖A‖_F` with equality for diagonal `A`; `‖uuᵀ − u'u'ᵀ‖_F² = a⁴ + b⁴ − 2c²`
+/// (`a, b` the norms, `c = u·u'`) and the whole square grows with `a` and `b`, so
+/// unit vectors are worst and `Δ₀² = max_c 2w²(1 − c) + 2(1 − c²)`, at `c = −w²/2`.
+/// Attained by `u = (cos t, −sin t, 0…)`, `u' = (−sin t, cos t, 0…)`,
+/// `sin 2t = min(w²/2, 1)`, whose `uuᵀ − u'u'ᵀ` is diagonal. At `w = 0` it is the
+/// second moment's √2.
+pub fn joint_base_sensitivity(w: f64) -> f64 {
+    if w <= std::f64::consts::SQRT_2 {
+        (2.0 + w * w) / std::f64::consts::SQRT_2
+    } else {
+        2.0 * w
+    }
+}
+
+/// The statistic both mechanisms carry: the mean block's weight `w` (0 without one)
+/// and the sensitivity `Δ₀` of `(w·u, triu(uuᵀ))` before any grid rounding.
+pub(crate) fn statistic_of(has_mean: bool) -> (f64, f64) {
+    if has_mean {
+        (MEAN_WEIGHT, joint_base_sensitivity(MEAN_WEIGHT))
+    } else {
+        (0.0, std::f64::consts::SQRT_2)
+    }
+}
+
+/// The noise of one report's entries, in unit-ball units: what the estimators read
+/// about a collection's reports.
+///
+/// One variant per kind of noise. Today's Gaussian report adds i.i.d. noise of one sd
+/// to every entry; a mechanism whose report is expanded on the server (such as a
+/// rank-one report `y` whose server-side entries are `yyᵀ`) has different variances on
+/// the diagonal, off the diagonal and in the mean block, which is why the accessors
+/// take the kind of entry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NoiseModel {
+    /// Every entry of a report carries independent centred noise of sd `sigma`,
+    /// independent of the signal.
+    IidGaussian {
+        /// Per-entry noise sd, unit-ball units.
+        sigma: f64,
+    },
+    /// Reports carry no noise (a central collection: its releases add the noise).
+    Noiseless,
+}
+
+impl NoiseModel {
+    /// Noise sd of one diagonal second-moment entry of a report.
+    pub fn diagonal_sd(&self) -> f64 {
+        self.iid_sd()
+    }
+
+    /// Noise sd of one off-diagonal second-moment entry of a report.
+    pub fn off_diagonal_sd(&self) -> f64 {
+        self.iid_sd()
+    }
+
+    /// Noise sd of one mean-block entry of a report.
+    pub fn mean_sd(&self) -> f64 {
+        self.iid_sd()
+    }
+
+    /// The one sd every entry of a report shares under this model (0 without noise):
+    /// what estimators that assume i.i.d. entries read.
+    pub fn iid_sd(&self) -> f64 {
+        match *self {
+            NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::Noiseless => 0.0,
+        }
+    }
+}
+
+/// The mechanism of a collection's reports: one variant per mechanism.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportMechanism {
+    /// Local collections: the device perturbs `(w·u, triu(uuᵀ))` with Gaussian noise.
+    Gaussian(GaussianReport),
+    /// Central collections: the device sends `u` without noise; the server expands it.
+    RawVector(RawVectorReport),
+}
+
+impl ReportMechanism {
+    /// The privacy model this mechanism serves: local for a perturbed report, central
+    /// for a raw vector.
+    pub fn privacy_model(&self) -> PrivacyModel {
+        match self {
+            ReportMechanism::Gaussian(_) => PrivacyModel::Local,
+            ReportMechanism::RawVector(_) => PrivacyModel::Central,
+        }
+    }
+
+    /// The wire encoding of a report.
+    pub fn encoding(&self) -> Encoding {
+        match self {
+            ReportMechanism::Gaussian(g) => g.encoding(),
+            ReportMechanism::RawVector(_) => Encoding::RawI32Le,
+        }
+    }
+
+    /// Entries the aggregator sums per report (after a central report's expansion,
+    /// norm bins included).
+    pub fn entries(&self) -> usize {
+        match self {
+            ReportMechanism::Gaussian(g) => g.entries(),
+            ReportMechanism::RawVector(r) => r.entries(),
+        }
+    }
+
+    /// Weight `w` of the mean block (0 without one).
+    pub fn mean_weight(&self) -> f64 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.mean_weight(),
+            ReportMechanism::RawVector(r) => r.mean_weight(),
+        }
+    }
+
+    /// Sensitivity of the statistic before grid rounding (√2, or Δ₀(w)).
+    pub fn base_sensitivity(&self) -> f64 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.base_sensitivity(),
+            ReportMechanism::RawVector(r) => r.base_sensitivity(),
+        }
+    }
+
+    /// Sensitivity of the summed entries, unit-ball units (with the grid rounding
+    /// term for a Gaussian report; none for a raw vector, exact on its grid).
+    pub fn sensitivity(&self) -> f64 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.sensitivity(),
+            ReportMechanism::RawVector(r) => r.base_sensitivity(),
+        }
+    }
+
+    /// k: the summed entries are multiples of `2^−k` unit-ball units.
+    pub fn grid_bits(&self) -> u32 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.grid_bits(),
+            ReportMechanism::RawVector(_) => raw_vector::CENTRAL_GRID_BITS,
+        }
+    }
+
+    /// Per-entry noise sd of a report, unit-ball units (0 for a raw vector).
+    pub fn sigma(&self) -> f64 {
+        self.noise().iid_sd()
+    }
+
+    /// Largest |summed entry| of one report, grid units.
+    pub fn max_abs_grid_value(&self) -> i64 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.max_abs_grid_value(),
+            ReportMechanism::RawVector(_) => 1 << raw_vector::CENTRAL_GRID_BITS,
+        }
+    }
+
+    /// Grid units per wire unit.
+    pub fn wire_step(&self) -> i64 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.wire_step(),
+            ReportMechanism::RawVector(_) => 1,
+        }
+    }
+
+    /// Largest |wire value|.
+    pub fn wire_max(&self) -> i64 {
+        match self {
+            ReportMechanism::Gaussian(g) => g.wire_max(),
+            ReportMechanism::RawVector(_) => 1 << raw_vector::CENTRAL_COORDINATE_BITS,
+        }
+    }
+
+    /// Bytes of one report's payload.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            ReportMechanism::Gaussian(g) => {
+                g.entries() * bytes_per_entry(g.encoding()).unwrap_or(4)
+            }
+            ReportMechanism::RawVector(r) => 4 * r.dim(),
+        }
+    }
+
+    /// The noise of one report's entries.
+    pub fn noise(&self) -> NoiseModel {
+        match self {
+            ReportMechanism::Gaussian(g) => g.noise(),
+            ReportMechanism::RawVector(_) => NoiseModel::Noiseless,
+        }
+    }
+
+    /// Serialises wire values of this mechanism, each clamped to `±wire_max` so that
+    /// the output always decodes (a raw vector's coordinates as little-endian i32).
+    pub fn encode(&self, wire_values: &[i32]) -> Vec<u8> {
+        match self {
+            ReportMechanism::Gaussian(g) => g.encode(wire_values),
+            ReportMechanism::RawVector(_) => {
+                crate::encoding::encode_clamped(Encoding::RawI32Le, self.wire_max(), wire_values)
+            }
+        }
+    }
+
+    /// The ingest check: decodes a report's payload sent in `encoding` (unspecified
+    /// means the collection's) into the entries the aggregator sums, in grid units,
+    /// checking the encoding against the mechanism, the length, and each entry's range
+    /// (a raw vector: inside the unit ball exactly). Nothing else on ingest needs to
+    /// check a report again: the result has [`entries`](Self::entries) values.
+    pub fn decode(&self, encoding: i32, payload: &[u8]) -> Result<Vec<i32>, WireError> {
+        let got = Encoding::try_from(encoding).map_err(|_| WireError::UnknownEncoding(encoding))?;
+        let expected = self.encoding();
+        // An unspecified encoding on the report means the collection's.
+        let got = if got == Encoding::Unspecified {
+            expected
+        } else {
+            got
+        };
+        let raw = matches!(self, ReportMechanism::RawVector(_));
+        if (got == Encoding::RawI32Le) != raw {
+            return Err(WireError::ModelMismatch {
+                privacy_model: self.privacy_model(),
+                got,
+            });
+        }
+        if got != expected {
+            return Err(WireError::EncodingMismatch { expected, got });
+        }
+        match self {
+            ReportMechanism::Gaussian(g) => g.decode(payload),
+            ReportMechanism::RawVector(r) => r.decode(payload),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Collection;
+    use crate::v1::{CollectionSpec, Moments};
+
+    fn spec(model: PrivacyModel, moments: Moments) -> CollectionSpec {
+        CollectionSpec {
+            collection_id: "m".into(),
+            dim: 4,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            moments: moments as i32,
+            privacy_model: model as i32,
+            ..Default::default()
+        }
+    }
+
+    /// A collection chooses its mechanism from its spec: local collections the Gaussian
+    /// report, whose noise model is i.i.d. at the collection's σ on every kind of entry;
+    /// central collections the raw vector, noiseless. The collection's derived
+    /// parameters are the mechanism's.
+    #[test]
+    fn the_collection_chooses_its_mechanism_and_noise_model() {
+        for moments in [Moments::SecondMoment, Moments::MeanAndCovariance] {
+            let local = Collection::from_spec(&spec(PrivacyModel::Local, moments)).unwrap();
+            let ReportMechanism::Gaussian(g) = local.mechanism() else {
+                panic!("a local collection has the Gaussian report");
+            };
+            assert_eq!(
+                local.noise_model(),
+                NoiseModel::IidGaussian { sigma: g.sigma() }
+            );
+            let noise = local.noise_model();
+            for sd in [
+                noise.diagonal_sd(),
+                noise.off_diagonal_sd(),
+                noise.mean_sd(),
+            ] {
+                assert_eq!(sd, local.sigma());
+            }
+            assert_eq!(
+                (g.entries(), g.mean_entries(), g.grid_bits()),
+                (local.entries(), local.mean_entries(), local.grid_bits())
+            );
+            let central = Collection::from_spec(&spec(PrivacyModel::Central, moments)).unwrap();
+            assert!(matches!(central.mechanism(), ReportMechanism::RawVector(_)));
+            assert_eq!(central.noise_model(), NoiseModel::Noiseless);
+            assert_eq!(
+                (central.sigma(), central.noise_model().iid_sd()),
+                (0.0, 0.0)
+            );
+            assert_eq!(central.mechanism().privacy_model(), PrivacyModel::Central);
+            assert_eq!(local.mechanism().privacy_model(), PrivacyModel::Local);
+        }
+    }
+}
