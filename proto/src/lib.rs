@@ -7,6 +7,8 @@
 //! * [`Collection`] — a validated collection spec with its derived grid, sensitivity,
 //!   σ and validation bound. Both sides derive these with this code.
 //! * [`layout`] — the packed upper-triangle order of entries.
+//! * [`rank_one`] — the parameters of the rank-one PrivUnitG mechanism (pure ε-LDP)
+//!   and the integer lifting of its input.
 //! * [`wire`] — payload encodings and report validation.
 //!
 //! ```
@@ -34,6 +36,7 @@
 pub mod calibration;
 pub mod collection;
 pub mod layout;
+pub mod rank_one;
 pub mod wire;
 
 pub use collection::Collection;
