@@ -28,7 +28,7 @@ use thiserror::Error;
 pub struct DitherBitsError(pub u32);
 
 /// Triangular-dither quantisation from a fine grid to one `2^b` times coarser (see the
-/// [module documentation](self)): unbiased, with error second moment exactly ¼ coarse
+/// derivation in `docs/PRIVACY.md`, §8.5): unbiased, with error second moment exactly ¼ coarse
 /// unit², for every input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TriangularDither {
@@ -76,7 +76,7 @@ impl TriangularDither {
 
     /// [`quantise`](Self::quantise), clamped to the i16 range (`±32 767`). The clamp
     /// acts on the already-private report (post-processing); for the rank-one report
-    /// at `Δ_w = 2^−11` it bites with probability below `4·10⁻⁵⁴` per coordinate (see
+    /// at `Δ_w = 2^−11` it bites with probability below `10⁻⁵²` per coordinate (see
     /// `docs/PRIVACY.md`).
     pub fn quantise_i16<R: RngCore>(&self, value: i64, bits: &mut RandomBits<R>) -> i16 {
         let q = self.quantise(value, bits);

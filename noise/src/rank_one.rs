@@ -43,7 +43,9 @@ pub enum RankOneSamplerError {
     #[error("input bits {0} must be between 1 and {MAX_INPUT_BITS}")]
     InputBits(u32),
     /// The threshold `γ·2^{K+m}` is not an integer below `2^126`, or γ is zero.
-    #[error("γ = {units}·2^-{bits} does not give an integer cap threshold below 2^126 on this lattice")]
+    #[error(
+        "γ = {units}·2^-{bits} does not give an integer cap threshold below 2^126 on this lattice"
+    )]
     Gamma {
         /// γ's numerator.
         units: u64,
@@ -66,7 +68,9 @@ pub enum RankOneSamplerError {
     TooLong(usize),
     /// A lifted input off its norm band `2^{2m} − 2^{m+1} ≤ ‖v‖² ≤ 2^{2m}` (not lifted
     /// to the sphere by `ldpcov_proto::rank_one::lift_to_sphere`).
-    #[error("the lifted input's squared norm is outside [2^2m - 2^(m+1), 2^2m]: lift it to the sphere first")]
+    #[error(
+        "the lifted input's squared norm is outside [2^2m - 2^(m+1), 2^2m]: lift it to the sphere first"
+    )]
     NotOnSphere,
 }
 
@@ -80,8 +84,28 @@ pub enum CapShape {
     OneSided,
 }
 
-/// The exact rank-one sampler for one `(K, m, γ, ε_nominal, cap)` (see the
-/// [module documentation](self)).
+/// The exact rank-one sampler for one `(K, m, γ, ε_nominal, cap)`.
+///
+/// A report is a sequence of rounds: `p + 1` exact discrete Gaussian draws on the
+/// lattice `2^−K`, an exact i128 cap test of `Σ kᵢvᵢ` against `γ·2^{K+m}`, and one exact
+/// Bernoulli(e^{−ε_nominal}) drawn in every round; the round is accepted if the
+/// candidate is in the cap or the coin came up. Its output is ε_nominal-LDP up to the
+/// lattice slack that `ldpcov_proto::rank_one::nominal_epsilon` charges (the algorithm
+/// and the privacy argument: `docs/PRIVACY.md`, §8.3).
+///
+/// ```
+/// use ldpcov_noise::{CapShape, RandomBits, RankOneSampler};
+/// use rand::SeedableRng;
+///
+/// // K = m = 40, γ = 82 261·2^−16 ≈ 1.2552, ε ≈ 1 (use ldpcov_proto::rank_one's values).
+/// let s = RankOneSampler::new(CapShape::Symmetric, 40, 40, 82_261, 16, 0.999_999_999)?;
+/// let mut bits = RandomBits::new(rand_chacha::ChaCha20Rng::seed_from_u64(7)); // not private
+/// let direction = [0, 1i64 << 40]; // u = 0 lifted to (0, 1)
+/// let mut k = [0i64; 2];
+/// let rounds = s.sample(&mut bits, &direction, &mut k)?;
+/// assert!(rounds >= 1);
+/// # Ok::<(), ldpcov_noise::RankOneSamplerError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct RankOneSampler {
     lattice: DiscreteGaussian,

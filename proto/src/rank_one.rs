@@ -83,7 +83,9 @@ pub enum RankOneError {
     #[error("dimension {0} must be between 1 and {MAX_DIM}")]
     Dim(usize),
     /// ε not in (0, [`MAX_RANK_ONE_EPSILON`]].
-    #[error("epsilon {0} must be a positive number of at most {MAX_RANK_ONE_EPSILON} for the rank-one mechanism")]
+    #[error(
+        "epsilon {0} must be a positive number of at most {MAX_RANK_ONE_EPSILON} for the rank-one mechanism"
+    )]
     Epsilon(f64),
     /// An input coordinate that is NaN, infinite or outside [−1, 1].
     #[error("input[{index}] = {value} must be a finite number in [-1, 1] (clip first)")]
@@ -354,9 +356,10 @@ impl RankOneParams {
         if !(epsilon > 0.0 && epsilon <= MAX_RANK_ONE_EPSILON) {
             return Err(RankOneError::Epsilon(epsilon));
         }
-        let gamma_units =
-            libm::round(libm::ldexp(variance_optimal_gamma(dim, epsilon, cap), GAMMA_BITS as i32))
-                as u64;
+        let gamma_units = libm::round(libm::ldexp(
+            variance_optimal_gamma(dim, epsilon, cap),
+            GAMMA_BITS as i32,
+        )) as u64;
         let gamma = libm::ldexp(gamma_units as f64, -(GAMMA_BITS as i32));
         let eta = cap_mass_deviation_bound(dim, cap);
         let q = CapMoments::new(gamma, epsilon, cap).cap_mass;
@@ -496,11 +499,27 @@ mod tests {
                     let z = moment(0);
                     let (m1, m2, m4) = (moment(1) / z, moment(2) / z, moment(4) / z);
                     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-3);
-                    assert!(close(m.acceptance, z), "{cap:?} {eps} {gamma}: Z {} vs {z}", m.acceptance);
-                    assert!(close(m.kappa, m2 - 1.0), "{cap:?} {eps} {gamma}: κ {} vs {}", m.kappa, m2 - 1.0);
-                    assert!(close(m.mean_scale, m1), "{cap:?} {eps} {gamma}: c {} vs {m1}", m.mean_scale);
+                    assert!(
+                        close(m.acceptance, z),
+                        "{cap:?} {eps} {gamma}: Z {} vs {z}",
+                        m.acceptance
+                    );
+                    assert!(
+                        close(m.kappa, m2 - 1.0),
+                        "{cap:?} {eps} {gamma}: κ {} vs {}",
+                        m.kappa,
+                        m2 - 1.0
+                    );
+                    assert!(
+                        close(m.mean_scale, m1),
+                        "{cap:?} {eps} {gamma}: c {} vs {m1}",
+                        m.mean_scale
+                    );
                     let e4 = m4 - 3.0 * m2 * m2;
-                    assert!(close(m.excess_fourth_moment, e4), "{cap:?} {eps} {gamma}: e4");
+                    assert!(
+                        close(m.excess_fourth_moment, e4),
+                        "{cap:?} {eps} {gamma}: e4"
+                    );
                 }
             }
         }
@@ -509,7 +528,13 @@ mod tests {
     /// The issue's κ-maximising γ (1.13 / 1.26 / 1.53 / 2.10 / 3.15) to its two decimals.
     #[test]
     fn kappa_maximiser_matches_the_issue() {
-        for (eps, want) in [(0.5, 1.13), (1.0, 1.26), (2.0, 1.53), (4.0, 2.10), (8.0, 3.15)] {
+        for (eps, want) in [
+            (0.5, 1.13),
+            (1.0, 1.26),
+            (2.0, 1.53),
+            (4.0, 2.10),
+            (8.0, 3.15),
+        ] {
             let g = kappa_maximising_gamma(eps, Cap::Symmetric);
             assert!((g - want).abs() <= 0.006, "ε {eps}: γ {g}, issue {want}");
         }
@@ -528,12 +553,18 @@ mod tests {
                     let gv = variance_optimal_gamma(p, eps, cap);
                     let obj = |g| CapMoments::new(g, eps, cap).worst_case_total_variance(p, cap);
                     assert!(obj(gv) <= obj(gk) * (1.0 + 1e-12), "{cap:?} ε {eps} p {p}");
-                    assert!(gv >= last - 1e-9, "{cap:?} ε {eps} p {p}: not increasing in p");
+                    assert!(
+                        gv >= last - 1e-9,
+                        "{cap:?} ε {eps} p {p}: not increasing in p"
+                    );
                     last = gv;
                     // One-sided: the mean's p/c² pulls γ down by 0.5 % at p = 100.
                     let tol = if cap == Cap::Symmetric { 2e-3 } else { 1e-2 };
                     if p >= 100 {
-                        assert!((gv / gk - 1.0).abs() < tol, "{cap:?} ε {eps} p {p}: {gv} vs {gk}");
+                        assert!(
+                            (gv / gk - 1.0).abs() < tol,
+                            "{cap:?} ε {eps} p {p}: {gv} vs {gk}"
+                        );
                     }
                     let moved = variance_optimal_gamma(p, eps * (1.0 + 1e-6), cap);
                     assert!((moved - gv).abs() < 1e-4, "{cap:?} ε {eps} p {p}: unstable");
@@ -567,12 +598,22 @@ mod tests {
         assert_eq!(params.gamma * 65536.0, params.gamma_units as f64);
         assert_eq!(params.threshold(), u128::from(params.gamma_units) << 64);
         let m = params.moments;
-        assert!((m.acceptance - (m.cap_mass + (-params.nominal_epsilon).exp() * (1.0 - m.cap_mass))).abs() < 1e-15);
-        assert_eq!(params.diagonal_variance(), 2.0 * params.off_diagonal_variance());
+        assert!(
+            (m.acceptance - (m.cap_mass + (-params.nominal_epsilon).exp() * (1.0 - m.cap_mass)))
+                .abs()
+                < 1e-15
+        );
+        assert_eq!(
+            params.diagonal_variance(),
+            2.0 * params.off_diagonal_variance()
+        );
         assert!((params.expected_iterations() - 2.0).abs() < 0.01);
         let one = RankOneParams::new(100, 1.0, Cap::OneSided).unwrap();
         assert!(one.mean_variance().is_finite() && one.moments.mean_scale > 0.0);
-        assert_eq!(RankOneParams::wire_step_and_dither_variance(), (1.0 / 2048.0, 1.0 / (4.0 * 2048.0 * 2048.0)));
+        assert_eq!(
+            RankOneParams::wire_step_and_dither_variance(),
+            (1.0 / 2048.0, 1.0 / (4.0 * 2048.0 * 2048.0))
+        );
         assert!(RankOneParams::new(0, 1.0, Cap::Symmetric).is_err());
         assert!(RankOneParams::new(10, 0.0, Cap::Symmetric).is_err());
         assert!(RankOneParams::new(10, f64::NAN, Cap::Symmetric).is_err());
@@ -589,7 +630,10 @@ mod tests {
             let n2: u128 = v.iter().map(|&x| (x as i128 * x as i128) as u128).sum();
             let last = *v.last().unwrap() as u128;
             assert!(n2 <= full && n2 >= full - (2 << INPUT_BITS), "{v:?}");
-            assert!(n2 - last * last + (last + 1) * (last + 1) > full, "{v:?}: not maximal");
+            assert!(
+                n2 - last * last + (last + 1) * (last + 1) > full,
+                "{v:?}: not maximal"
+            );
         };
         let mut cases = vec![vec![0], vec![one], vec![-one], vec![one - 1], vec![1, 1, 1]];
         for k in 0..200i64 {
@@ -602,11 +646,59 @@ mod tests {
         }
         assert_eq!(lift_to_sphere(&[one]).unwrap(), vec![one, 0]);
         assert_eq!(lift_to_sphere(&[0]).unwrap(), vec![0, one]);
-        assert!(matches!(lift_to_sphere(&[one, 1]), Err(RankOneError::NotClipped { .. })));
-        assert!(matches!(lift_to_sphere(&[one + 1]), Err(RankOneError::GridValue { index: 0, .. })));
-        assert!(matches!(grid_input(&[0.5, f64::NAN]), Err(RankOneError::InputValue { index: 1, .. })));
+        assert!(matches!(
+            lift_to_sphere(&[one, 1]),
+            Err(RankOneError::NotClipped { .. })
+        ));
+        assert!(matches!(
+            lift_to_sphere(&[one + 1]),
+            Err(RankOneError::GridValue { index: 0, .. })
+        ));
+        assert!(matches!(
+            grid_input(&[0.5, f64::NAN]),
+            Err(RankOneError::InputValue { index: 1, .. })
+        ));
         assert!(grid_input(&[1.5]).is_err());
         // Truncation toward zero: exact and never larger in magnitude.
-        assert_eq!(grid_input(&[-0.75, 2f64.powi(-41)]).unwrap(), vec![-(3 * one / 4), 0]);
+        assert_eq!(
+            grid_input(&[-0.75, 2f64.powi(-41)]).unwrap(),
+            vec![-(3 * one / 4), 0]
+        );
+    }
+
+    /// Prints the numbers of the rank-one section of `docs/PRIVACY.md` (γ, κ, c, q, Z,
+    /// rounds, e₄, η, ε − ε_nominal, per-entry variances):
+    /// `cargo test -p ldpcov-proto --lib rank_one_table -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "prints the documentation's table"]
+    fn rank_one_table() {
+        for cap in [Cap::Symmetric, Cap::OneSided] {
+            for &eps in &[0.5, 1.0, 2.0, 4.0, 8.0] {
+                let gk = kappa_maximising_gamma(eps, cap);
+                println!(
+                    "{cap:?} ε {eps}: κ-maximising γ {gk:.4}, κ {:.4}",
+                    CapMoments::new(gk, eps, cap).kappa
+                );
+                for &p in &[1usize, 5, 20, 100, 1000] {
+                    let pr = RankOneParams::new(p, eps, cap).unwrap();
+                    let m = pr.moments;
+                    println!(
+                        "  p {p}: γ {:.4} κ {:.4} c {:.4} q {:.5} Z {:.5} rounds {:.2} e4 {:.3} η {:.2e} ε−ε_n {:.2e} var off {:.3} diag {:.3} mean {:.3}",
+                        pr.gamma,
+                        m.kappa,
+                        m.mean_scale,
+                        m.cap_mass,
+                        m.acceptance,
+                        pr.expected_iterations(),
+                        m.excess_fourth_moment,
+                        pr.eta,
+                        eps - pr.nominal_epsilon,
+                        pr.off_diagonal_variance(),
+                        pr.diagonal_variance(),
+                        pr.mean_variance()
+                    );
+                }
+            }
+        }
     }
 }

@@ -108,7 +108,11 @@ fn worst_pair(hists: &[Vec<u64>], epsilon: f64) -> (f64, f64) {
 #[test]
 fn bin_ratios_stay_within_e_epsilon_at_p1() {
     let inputs = [lifted(&[1.0]), lifted(&[-1.0]), lifted(&[0.0])];
-    for (cap, eps) in [(Cap::OneSided, 1.0), (Cap::Symmetric, 1.0), (Cap::Symmetric, 2.0)] {
+    for (cap, eps) in [
+        (Cap::OneSided, 1.0),
+        (Cap::Symmetric, 1.0),
+        (Cap::Symmetric, 2.0),
+    ] {
         let params = RankOneParams::new(1, eps, cap).unwrap();
         let s = sampler(&params, None);
         let hists: Vec<_> = inputs
@@ -118,7 +122,10 @@ fn bin_ratios_stay_within_e_epsilon_at_p1() {
             .collect();
         let (z, ratio) = worst_pair(&hists, eps);
         assert!(z < Z_MAX, "{cap:?} ε {eps}: a bin exceeds e^ε by {z:.1} sd");
-        assert!(ratio > 0.75 * eps.exp(), "{cap:?} ε {eps}: largest ratio {ratio:.2}, the check is not tight");
+        assert!(
+            ratio > 0.75 * eps.exp(),
+            "{cap:?} ε {eps}: largest ratio {ratio:.2}, the check is not tight"
+        );
     }
 }
 
@@ -150,7 +157,10 @@ fn broken_mechanisms_fail_the_bin_ratio_check() {
         histogram_p1(&s, &lifted(&[0.0]), 400_000, 31, false),
     ];
     let (z, _) = worst_pair(&hists, eps);
-    assert!(z > Z_MAX, "an input off the sphere not caught: worst excess {z:.1} sd");
+    assert!(
+        z > Z_MAX,
+        "an input off the sphere not caught: worst excess {z:.1} sd"
+    );
 }
 
 /// One report's moments at p = 3: `E[yyᵀ] = I + κũũᵀ` and (one-sided) `E[y] = cũ`
@@ -162,7 +172,10 @@ fn broken_mechanisms_fail_the_bin_ratio_check() {
 fn second_moment_and_mean_are_unbiased() {
     let u = [0.5, -0.3, 0.6];
     let v = lifted(&u);
-    let a: Vec<f64> = v.iter().map(|&x| x as f64 / (1u64 << INPUT_BITS) as f64).collect();
+    let a: Vec<f64> = v
+        .iter()
+        .map(|&x| x as f64 / (1u64 << INPUT_BITS) as f64)
+        .collect();
     let n = 30_000usize;
     for cap in [Cap::Symmetric, Cap::OneSided] {
         for (seed, eps) in [(1u64, 1.0), (2, 4.0)] {
@@ -192,20 +205,33 @@ fn second_moment_and_mean_are_unbiased() {
                 if cap == Cap::OneSided {
                     let mean = sum1[i] / nf;
                     let want = m.mean_scale * a[i];
-                    let se = (m.mean_entry_variance(a[i] * a[i]) * m.mean_scale * m.mean_scale / nf).sqrt();
-                    assert!((mean - want).abs() < Z * se, "{cap:?} ε {eps}: E y{i} = {mean}, want {want} (se {se})");
+                    let se = (m.mean_entry_variance(a[i] * a[i]) * m.mean_scale * m.mean_scale
+                        / nf)
+                        .sqrt();
+                    assert!(
+                        (mean - want).abs() < Z * se,
+                        "{cap:?} ε {eps}: E y{i} = {mean}, want {want} (se {se})"
+                    );
                 }
                 for j in i..4 {
                     let [s1, s2, s3, s4] = pow[i][j].map(|x| x / nf);
                     let want = f64::from(u8::from(i == j)) + m.kappa * a[i] * a[j];
-                    let var = m.second_moment_entry_variance(a[i] * a[i], a[j] * a[j], i == j) * m.kappa * m.kappa;
+                    let var = m.second_moment_entry_variance(a[i] * a[i], a[j] * a[j], i == j)
+                        * m.kappa
+                        * m.kappa;
                     let se = (var / nf).sqrt();
-                    assert!((s1 - want).abs() < Z * se, "{cap:?} ε {eps}: E y{i}y{j} = {s1}, want {want} (se {se})");
+                    assert!(
+                        (s1 - want).abs() < Z * se,
+                        "{cap:?} ε {eps}: E y{i}y{j} = {s1}, want {want} (se {se})"
+                    );
                     // Sample variance and its standard error from the central moments.
                     let c2 = s2 - s1 * s1;
                     let c4 = s4 - 4.0 * s3 * s1 + 6.0 * s2 * s1 * s1 - 3.0 * s1.powi(4);
                     let se_var = ((c4 - c2 * c2) / nf).sqrt();
-                    assert!((c2 - var).abs() < Z * se_var, "{cap:?} ε {eps}: Var y{i}y{j} = {c2}, want {var} (se {se_var})");
+                    assert!(
+                        (c2 - var).abs() < Z * se_var,
+                        "{cap:?} ε {eps}: Var y{i}y{j} = {c2}, want {var} (se {se_var})"
+                    );
                 }
             }
         }
@@ -223,7 +249,13 @@ fn acceptance_rate_does_not_depend_on_the_input() {
         let mut bits = RandomBits::new(ChaCha12Rng::seed_from_u64(seed));
         let mut k = vec![0i64; v.len()];
         (0..n)
-            .map(|_| if off { s.sample_unchecked(&mut bits, v, &mut k) } else { s.sample(&mut bits, v, &mut k).unwrap() })
+            .map(|_| {
+                if off {
+                    s.sample_unchecked(&mut bits, v, &mut k)
+                } else {
+                    s.sample(&mut bits, v, &mut k).unwrap()
+                }
+            })
             .sum::<u64>()
     };
     let z_of = |total: u64, zacc: f64| {
@@ -234,14 +266,23 @@ fn acceptance_rate_does_not_depend_on_the_input() {
         let params = RankOneParams::new(3, 2.0, cap).unwrap();
         let s = sampler(&params, None);
         let zacc = params.moments.acceptance;
-        let dirs = [[1.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.5, -0.3, 0.6], [0.1, 0.2, -0.05], [0.0, 0.0, 0.0]];
+        let dirs = [
+            [1.0, 0.0, 0.0],
+            [0.0, 0.0, -1.0],
+            [0.5, -0.3, 0.6],
+            [0.1, 0.2, -0.05],
+            [0.0, 0.0, 0.0],
+        ];
         for (i, u) in dirs.iter().enumerate() {
             let z = z_of(rounds(&s, &lifted(u), 100 + i as u64, false), zacc);
             assert!(z.abs() < Z, "{cap:?} u {u:?}: rounds {z:.1} sd from n/Z");
         }
         let half = [1i64 << (INPUT_BITS - 1), 0, 0, 0];
         let z = z_of(rounds(&s, &half, 200, true), zacc);
-        assert!(z.abs() > Z, "{cap:?}: an off-sphere input's rate not detected ({z:.1} sd)");
+        assert!(
+            z.abs() > Z,
+            "{cap:?}: an off-sphere input's rate not detected ({z:.1} sd)"
+        );
     }
 }
 
@@ -252,23 +293,62 @@ fn sampler_refuses_bad_inputs_and_parameters() {
     let mut bits = RandomBits::new(ChaCha12Rng::seed_from_u64(5));
     let mut out = [0i64; 3];
     let one = 1i64 << INPUT_BITS;
-    assert_eq!(s.sample(&mut bits, &[one, 0], &mut out), Err(RankOneSamplerError::Length { input: 2, output: 3 }));
-    assert_eq!(s.sample(&mut bits, &[one / 2, 0, 0], &mut out), Err(RankOneSamplerError::NotOnSphere));
-    assert_eq!(s.sample(&mut bits, &[one, 1, 0], &mut out), Err(RankOneSamplerError::NotOnSphere));
-    assert_eq!(s.sample(&mut bits, &[one + 1, 0, 0], &mut out), Err(RankOneSamplerError::NotOnSphere));
+    assert_eq!(
+        s.sample(&mut bits, &[one, 0], &mut out),
+        Err(RankOneSamplerError::Length {
+            input: 2,
+            output: 3
+        })
+    );
+    assert_eq!(
+        s.sample(&mut bits, &[one / 2, 0, 0], &mut out),
+        Err(RankOneSamplerError::NotOnSphere)
+    );
+    assert_eq!(
+        s.sample(&mut bits, &[one, 1, 0], &mut out),
+        Err(RankOneSamplerError::NotOnSphere)
+    );
+    assert_eq!(
+        s.sample(&mut bits, &[one + 1, 0, 0], &mut out),
+        Err(RankOneSamplerError::NotOnSphere)
+    );
     // The band's lower edge is accepted, one below it is not.
     let edge = (((1u128 << (2 * INPUT_BITS)) - (2u128 << INPUT_BITS)) as f64).sqrt() as i64;
     assert!(s.sample(&mut bits, &[edge + 1, 0, 0], &mut out).is_ok());
-    assert_eq!(s.sample(&mut bits, &[edge - 1, 0, 0], &mut out), Err(RankOneSamplerError::NotOnSphere));
+    assert_eq!(
+        s.sample(&mut bits, &[edge - 1, 0, 0], &mut out),
+        Err(RankOneSamplerError::NotOnSphere)
+    );
     assert!(s.sample(&mut bits, &lifted(&[0.3, -0.4]), &mut out).is_ok());
     let new = |k, m, g, b, e| RankOneSampler::new(CapShape::Symmetric, k, m, g, b, e);
-    assert!(matches!(new(0, 40, 1, 16, 1.0), Err(RankOneSamplerError::LatticeBits(0))));
-    assert!(matches!(new(51, 40, 1, 16, 1.0), Err(RankOneSamplerError::LatticeBits(51))));
-    assert!(matches!(new(40, 61, 1, 16, 1.0), Err(RankOneSamplerError::InputBits(61))));
-    assert!(matches!(new(40, 40, 0, 16, 1.0), Err(RankOneSamplerError::Gamma { .. })));
-    assert!(matches!(new(4, 4, 1, 16, 1.0), Err(RankOneSamplerError::Gamma { .. })));
-    assert!(matches!(new(40, 40, 1, 16, -1.0), Err(RankOneSamplerError::Epsilon(_))));
-    assert!(matches!(new(40, 40, 1, 16, f64::NAN), Err(RankOneSamplerError::Epsilon(_))));
+    assert!(matches!(
+        new(0, 40, 1, 16, 1.0),
+        Err(RankOneSamplerError::LatticeBits(0))
+    ));
+    assert!(matches!(
+        new(51, 40, 1, 16, 1.0),
+        Err(RankOneSamplerError::LatticeBits(51))
+    ));
+    assert!(matches!(
+        new(40, 61, 1, 16, 1.0),
+        Err(RankOneSamplerError::InputBits(61))
+    ));
+    assert!(matches!(
+        new(40, 40, 0, 16, 1.0),
+        Err(RankOneSamplerError::Gamma { .. })
+    ));
+    assert!(matches!(
+        new(4, 4, 1, 16, 1.0),
+        Err(RankOneSamplerError::Gamma { .. })
+    ));
+    assert!(matches!(
+        new(40, 40, 1, 16, -1.0),
+        Err(RankOneSamplerError::Epsilon(_))
+    ));
+    assert!(matches!(
+        new(40, 40, 1, 16, f64::NAN),
+        Err(RankOneSamplerError::Epsilon(_))
+    ));
 }
 
 /// The dither's first and second error moments are exactly 0 and ¼ coarse unit² for
@@ -287,13 +367,20 @@ fn dither_moments_are_exact_for_every_value() {
             for r in 0..(1u64 << (2 * b + 1)) {
                 // Error in fine units: output·2^b − value.
                 let e = i128::from(d.quantise_with(value, r)) * (1 << b) - i128::from(value);
-                assert!(e.abs() < 3 << (b - 1), "b {b} value {value}: error {e} beyond 1.5 steps");
+                assert!(
+                    e.abs() < 3 << (b - 1),
+                    "b {b} value {value}: error {e} beyond 1.5 steps"
+                );
                 s1 += e;
                 s2 += e * e;
             }
             assert_eq!(s1, 0, "b {b} value {value}: biased");
             // E[e²] = ¼·2^{2b} fine units².
-            assert_eq!(4 * s2, count << (2 * b), "b {b} value {value}: second moment");
+            assert_eq!(
+                4 * s2,
+                count << (2 * b),
+                "b {b} value {value}: second moment"
+            );
         }
     }
     assert!(TriangularDither::new(0).is_err() && TriangularDither::new(32).is_err());
@@ -316,8 +403,14 @@ fn wire_dither_is_unbiased_from_random_bits() {
             s2 += e * e;
         }
         let (m1, m2) = (s1 / n as f64, s2 / n as f64);
-        assert!(m1.abs() < Z * (0.25 / n as f64).sqrt(), "value {value}: mean error {m1}");
-        assert!((m2 - 0.25).abs() < Z * (5.0625 / n as f64).sqrt(), "value {value}: E e² {m2}");
+        assert!(
+            m1.abs() < Z * (0.25 / n as f64).sqrt(),
+            "value {value}: mean error {m1}"
+        );
+        assert!(
+            (m2 - 0.25).abs() < Z * (5.0625 / n as f64).sqrt(),
+            "value {value}: E e² {m2}"
+        );
     }
     assert_eq!(d.quantise_i16(40_000 << b, &mut bits), i16::MAX);
     assert_eq!(d.quantise_i16(-(40_000 << b), &mut bits), -i16::MAX);
@@ -330,13 +423,16 @@ fn exact_bernoulli_of_an_f64() {
     let (num, den) = b.exponent();
     assert_eq!(num * 4u32, den * 3u32);
     let b = BernoulliExpNeg::new(3.0).unwrap();
-    assert_eq!(b.exponent().0, &(num_bigint::BigUint::from(3u32) * b.exponent().1));
+    assert_eq!(
+        b.exponent().0,
+        &(num_bigint::BigUint::from(3u32) * b.exponent().1)
+    );
     assert!(BernoulliExpNeg::new(-0.5).is_err() && BernoulliExpNeg::new(f64::INFINITY).is_err());
     let mut rng = ChaCha12Rng::seed_from_u64(3);
     for x in [0.0, 1e-300, 0.4, 1.5, 4.25] {
         let b = BernoulliExpNeg::new(x).unwrap();
         let n = 50_000u64;
         let k = (0..n).filter(|_| b.sample(&mut rng)).count() as u64;
-        assert_binomial(k, n, (-x as f64).exp(), &format!("Bernoulli(exp(-{x}))"));
+        assert_binomial(k, n, (-x).exp(), &format!("Bernoulli(exp(-{x}))"));
     }
 }
