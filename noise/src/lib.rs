@@ -21,6 +21,10 @@
 //! * [`cks20`]: the straightforward CKS20 algorithms (Bernoulli(exp(−γ)), discrete
 //!   Laplace, discrete Gaussian) on big integers, kept as the reference the fast sampler
 //!   is benchmarked and tested against.
+//! * [`RankOneSampler`]: the exact sampler of the rank-one PrivUnitG mechanism (pure
+//!   ε-LDP reports of `p + 1` lattice coordinates), with [`BernoulliExpNeg`] (an exact
+//!   Bernoulli(exp(−x)) for an f64 `x`) and [`TriangularDither`] (the unbiased wire
+//!   quantisation of its coordinates, error second moment exactly `Δ²/4`).
 //!
 //! ```
 //! use ldpcov_noise::{DiscreteGaussian, DiscreteGaussianSampler, NoiseSampler};
@@ -129,15 +133,21 @@
 
 mod bigint;
 pub mod cks20;
+mod dither;
+mod exp_bernoulli;
 mod fixed_point;
 mod noise;
 mod random_bits;
+mod rank_one;
 mod sampler;
 mod sigma2;
 #[cfg(test)]
 mod tests;
 
+pub use dither::{DitherBitsError, TriangularDither};
+pub use exp_bernoulli::{BernoulliExpNeg, ExponentError};
 pub use noise::{DiscreteGaussianSampler, NoiseSampler};
 pub use random_bits::RandomBits;
+pub use rank_one::{CapShape, RankOneSampler, RankOneSamplerError};
 pub use sampler::DiscreteGaussian;
 pub use sigma2::{Sigma2, SigmaError};

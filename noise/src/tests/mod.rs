@@ -4,6 +4,7 @@
 
 mod arithmetic;
 mod distribution;
+mod rank_one;
 mod reference;
 mod sigma2;
 mod table;

@@ -28,6 +28,7 @@
 //! mechanism is one new variant with its type (and its device half in the client).
 
 pub mod gaussian;
+pub mod rank_one;
 pub mod raw_vector;
 
 pub use gaussian::GaussianReport;
