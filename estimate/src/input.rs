@@ -151,9 +151,7 @@ impl EstimationInput {
     /// `R·σ/(w·√n)`; 0 without a mean block.
     pub fn mean_noise_sd(&self, n: u64) -> f64 {
         match self.mean_weight {
-            Some(w) => {
-                self.clip_radius * self.noise.iid_sd() / (w * (n.max(1) as f64).sqrt())
-            }
+            Some(w) => self.clip_radius * self.noise.iid_sd() / (w * (n.max(1) as f64).sqrt()),
             None => 0.0,
         }
     }

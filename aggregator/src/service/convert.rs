@@ -5,8 +5,8 @@
 
 use ldpcov_estimate::{
     self as estimate, AdaptiveThreshold, BulkShrinkage, CovarianceEstimate, CrossValidation,
-    EstimateOptions, FactorModel, GlassoOptions, PrecisionEstimate, PrecisionMethod,
-    LdpNoiseThreshold, SpectralShrinkage, ThresholdKind, RegularisationRule, UniversalThreshold,
+    EstimateOptions, FactorModel, GlassoOptions, LdpNoiseThreshold, PrecisionEstimate,
+    PrecisionMethod, RegularisationRule, SpectralShrinkage, ThresholdKind, UniversalThreshold,
     spectral::Shrinker,
 };
 use ldpcov_proto::Collection;

@@ -422,9 +422,7 @@ impl Aggregator for AggregatorService {
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
         let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
-            Target::Covariance => {
-                estimate::estimate(&input, &acc, &options).map(|r| (r, None))
-            }
+            Target::Covariance => estimate::estimate(&input, &acc, &options).map(|r| (r, None)),
             Target::Precision(method, lambda) => {
                 estimate_precision(&input, &acc, &options, &method, lambda)
                     .map(|pr| (pr.covariance.clone(), Some(pr)))

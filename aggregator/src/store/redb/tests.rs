@@ -113,7 +113,9 @@ async fn restart_recovers_collections_sums_and_dedupe() {
             let o2 = memory.submit("a", r).await.unwrap();
             assert_eq!(o1, o2);
         }
-        s.submit("b", vec![report(1, 9, b.entries())]).await.unwrap();
+        s.submit("b", vec![report(1, 9, b.entries())])
+            .await
+            .unwrap();
         memory
             .submit("b", vec![report(1, 9, b.entries())])
             .await
@@ -134,7 +136,10 @@ async fn restart_recovers_collections_sums_and_dedupe() {
     }
     assert_eq!(s.count("a").await.unwrap(), 40);
     // A duplicate id across the restart is not recounted.
-    let o = s.submit("a", vec![report(3, 55, a.entries())]).await.unwrap();
+    let o = s
+        .submit("a", vec![report(3, 55, a.entries())])
+        .await
+        .unwrap();
     assert_eq!(
         o,
         BatchOutcome {
@@ -143,7 +148,10 @@ async fn restart_recovers_collections_sums_and_dedupe() {
         }
     );
     // The same report id in another collection is another report.
-    let o = s.submit("b", vec![report(3, 55, b.entries())]).await.unwrap();
+    let o = s
+        .submit("b", vec![report(3, 55, b.entries())])
+        .await
+        .unwrap();
     assert_eq!(
         o,
         BatchOutcome {
