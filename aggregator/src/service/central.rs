@@ -232,7 +232,7 @@ impl AggregatorService {
         let key = ledger_key(mechanism, budget, n);
         let recorded = match self
             .store
-            .recorded_release(&c.id(), &key)
+            .recorded_release(c.id(), &key)
             .await
             .map_err(store_status)?
         {
@@ -252,7 +252,7 @@ impl AggregatorService {
                 // Fail early, before drawing: the ledger below is the authority.
                 let spent = self
                     .store
-                    .budget_spent(&c.id())
+                    .budget_spent(c.id())
                     .await
                     .map_err(store_status)?;
                 if spent + rho > c.rho() {
@@ -281,7 +281,7 @@ impl AggregatorService {
                 };
                 let r = self
                     .store
-                    .record_release(&c.id(), &key, stored.rho, c.rho(), stored.encode_to_vec())
+                    .record_release(c.id(), &key, stored.rho, c.rho(), stored.encode_to_vec())
                     .await
                     .map_err(store_status)?;
                 tracing::info!(

@@ -124,12 +124,12 @@ impl AggregatorService {
     }
 
     async fn status_of(&self, c: &Collection) -> Result<CollectionStatus, Status> {
-        let reports = self.store.count(&c.id()).await.map_err(store_status)?;
-        let closed = self.store.is_closed(&c.id()).await.map_err(store_status)?;
+        let reports = self.store.count(c.id()).await.map_err(store_status)?;
+        let closed = self.store.is_closed(c.id()).await.map_err(store_status)?;
         let (rho_budget, rho_spent) = if c.is_central() {
             let spent = self
                 .store
-                .budget_spent(&c.id())
+                .budget_spent(c.id())
                 .await
                 .map_err(store_status)?;
             (c.rho(), spent)
@@ -182,14 +182,14 @@ impl AggregatorService {
                 .is_some_and(|c| c.id() == report.collection_id);
             if !same {
                 if let Some(c) = &current {
-                    batch.flush(&*self.store, &c.id(), &mut total).await?;
+                    batch.flush(&*self.store, c.id(), &mut total).await?;
                 }
                 let looked_up = match self
                     .auth
                     .check(&metadata, Right::Submit(&report.collection_id))
                 {
                     Ok(()) => match self.collection(&report.collection_id).await {
-                        Ok(c) => self.ensure_open(&c.id()).await.map(|()| c),
+                        Ok(c) => self.ensure_open(c.id()).await.map(|()| c),
                         Err(status) => Err(status),
                     },
                     Err(status) => Err(status),
@@ -212,7 +212,7 @@ impl AggregatorService {
             match Self::validate(collection, &report) {
                 Ok(v) => batch.reports.push(v),
                 Err(status) => {
-                    telemetry::rejected(&collection.id(), status.code(), 1);
+                    telemetry::rejected(collection.id(), status.code(), 1);
                     failure = Some(status);
                     break;
                 }
@@ -220,12 +220,12 @@ impl AggregatorService {
             index += 1;
             if batch.reports.len() >= STREAM_BATCH {
                 batch
-                    .flush(&*self.store, &collection.id(), &mut total)
+                    .flush(&*self.store, collection.id(), &mut total)
                     .await?;
             }
         }
         if let Some(c) = &current {
-            batch.flush(&*self.store, &c.id(), &mut total).await?;
+            batch.flush(&*self.store, c.id(), &mut total).await?;
         }
         match failure {
             None => Ok(total),
@@ -319,10 +319,10 @@ impl Aggregator for AggregatorService {
             )?;
             let report = request.into_inner();
             let collection = found.insert(self.collection(&report.collection_id).await?);
-            self.ensure_open(&collection.id()).await?;
+            self.ensure_open(collection.id()).await?;
             let valid = Self::validate(collection, &report)?;
             self.store
-                .submit(&collection.id(), vec![valid])
+                .submit(collection.id(), vec![valid])
                 .await
                 .map_err(store_status)
         }
@@ -368,7 +368,7 @@ impl Aggregator for AggregatorService {
         self.auth.check(request.metadata(), Right::Admin)?;
         let c = self.collection(&request.get_ref().collection_id).await?;
         self.store
-            .close_collection(&c.id())
+            .close_collection(c.id())
             .await
             .map_err(store_status)?;
         let status = self.status_of(&c).await?;
@@ -402,7 +402,7 @@ impl Aggregator for AggregatorService {
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
         let (mut options, target) = options_from_request(&req)?;
-        let snapshot = self.store.snapshot(&c.id()).await.map_err(store_status)?;
+        let snapshot = self.store.snapshot(c.id()).await.map_err(store_status)?;
         // A central collection's estimators act on a recorded noisy release; a local
         // one's on its sums, whose noise the devices added.
         let (input, acc, release) = if c.is_central() {

@@ -490,7 +490,7 @@ impl Store for PostgresStore {
         &self,
         collection: Collection,
     ) -> Result<Arc<Collection>, StoreError> {
-        if let Some(c) = self.cached(&collection.id())? {
+        if let Some(c) = self.cached(collection.id())? {
             return if *c == collection {
                 Ok(c)
             } else {
@@ -527,7 +527,7 @@ impl Store for PostgresStore {
             )
             .await
             .map_err(db_error)?;
-        let existing = self.decoded(&collection.id(), row.get::<_, &[u8]>(0))?;
+        let existing = self.decoded(collection.id(), row.get::<_, &[u8]>(0))?;
         txn.commit().await.map_err(db_error)?;
         if *existing == collection {
             Ok(existing)

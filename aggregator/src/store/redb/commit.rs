@@ -242,7 +242,7 @@ impl Committer {
     fn add_create(&self, batch: &mut Batch, collection: Collection, reply: Reply<Arc<Collection>>) {
         let existing = match batch.pending.get(collection.id()) {
             Some(p) => Some((p.collection.clone(), p.created)),
-            None => match self.shared.entry(&collection.id()) {
+            None => match self.shared.entry(collection.id()) {
                 Ok(e) => Some((e.collection.clone(), false)),
                 Err(StoreError::NotFound(_)) => None,
                 Err(e) => {

@@ -432,7 +432,7 @@ impl Store for DurableStore {
         &self,
         collection: Collection,
     ) -> Result<Arc<Collection>, StoreError> {
-        match self.shared.entry(&collection.id()) {
+        match self.shared.entry(collection.id()) {
             Ok(e) if *e.collection == collection => return Ok(e.collection.clone()),
             Ok(_) => return Err(StoreError::AlreadyExists(collection.id().to_string())),
             Err(StoreError::NotFound(_)) => {}
