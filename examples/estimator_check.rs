@@ -1,5 +1,5 @@
 //! Quick accuracy check of the threshold rules on the canonical benchmark point
-//! (docs/REPRODUCTION.md §1): seed 001 Models 1 and 2, Gaussian, p = 20, R = √(2p), δ = 1e-6,
+//! (docs/REPRODUCTION.md §1): the heavy-tailed paper's Models 1 and 2, Gaussian, p = 20, R = √(2p), δ = 1e-6,
 //! ε ∈ {0.5, 1, 2}, n ∈ {1e5, 1e6, 1e7}. Not the reproduction harness: an in-process
 //! simulation that fills an `Accumulator` directly and calls the aggregator's pure
 //! estimator.

@@ -1,13 +1,18 @@
-//! ldpcov: sparse covariance estimation under local differential privacy.
+//! ldpcov: covariance estimation under differential privacy.
 //!
-//! The system lives in four crates, re-exported here:
-//! * [`proto`] (`ldpcov-proto`) — the `ldpcov.v1` wire format and the privacy arithmetic.
+//! The libraries the examples and end-to-end tests use are re-exported here:
+//! * [`proto`] (`ldpcov-proto`) — the `ldpcov.v1` wire format, the privacy arithmetic
+//!   and the report mechanisms.
 //! * [`client`] (`ldpcov-client`) — the device side: clip, perturb, encode, submit.
 //! * [`estimate`] (`ldpcov-estimate`) — the exact accumulators and the estimators.
-//! * [`aggregator`] (`ldpcov-aggregator`) — the gRPC service, stores and daemon.
+//! * [`central`] (`ldpcov-central`) — the trusted-curator releases.
+//! * [`aggregator`] (`ldpcov-aggregator`) — the gRPC service and its stores.
+//!
+//! The exact noise samplers (`ldpcov-noise`) are reached through `client`, and the
+//! command line with its output formats is `ldpcov-cli`.
 //!
 //! This root crate adds what simulations, examples and end-to-end tests share:
-//! [`models`], the data generators of the seed papers, [`metrics`], the error
+//! [`models`], the data generators of the papers the system reproduces, [`metrics`], the error
 //! measures the papers report, [`sim`], the in-process simulation of many users
 //! (per-user and sum-of-noise paths), [`data`], reading a user's data matrix from a
 //! CSV or `.npy` file, and [`data_users`], a data file's rows as the users of a run.

@@ -1,4 +1,4 @@
-//! Data generators of the seed papers: seed 001's Models 1 and 2 and seed 000's sparse
+//! Data generators of the seed papers: the heavy-tailed paper's Models 1 and 2 and Wang & Xu's sparse
 //! model, sampled as Gaussian or multivariate t vectors.
 
 use nalgebra::{DMatrix, DVector};
@@ -20,11 +20,11 @@ pub enum ModelError {
 /// A population covariance model.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Model {
-    /// Seed 001 Model 1: `σ_ij = 0.6^|i−j|`.
+    /// The heavy-tailed paper's Model 1: `σ_ij = 0.6^|i−j|`.
     BandedGeometric,
-    /// Seed 001 Model 2: `σ_ii = 1`, `σ_{i,i±1} = 0.6`, `σ_{i,i±2} = 0.3`, else 0.
+    /// The heavy-tailed paper's Model 2: `σ_ii = 1`, `σ_{i,i±1} = 0.6`, `σ_{i,i±2} = 0.3`, else 0.
     Tridiagonal2,
-    /// Seed 000's sparse model: `U = (Ũ + 50·I)/200`, `Ũ` symmetric with about
+    /// Wang & Xu's sparse model: `U = (Ũ + 50·I)/200`, `Ũ` symmetric with about
     /// `sparsity·p²` non-zeros drawn uniformly from [−1, 1] (the paper leaves the
     /// values unspecified), at positions chosen with the seed.
     SparseSeed000 {

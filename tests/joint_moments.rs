@@ -1,5 +1,5 @@
 //! Mean and covariance from one report, through the real gRPC server: non-centred
-//! data (seed 001's Model 1 shifted in every coordinate) reported by the client
+//! data (the heavy-tailed paper's Model 1 shifted in every coordinate) reported by the client
 //! library to a mean-and-covariance collection (the CreateCollection default), one
 //! with a public centre, and a second-moment collection on the same users; bad specs
 //! and wrong-length reports refused with nothing changed.

@@ -5,7 +5,7 @@
 //!   part comparable to `numpy.linalg.eigh` (`docs/eigh_reference.py` times numpy on the
 //!   same kind of matrix);
 //! * `estimate/none`: average + PSD projection (the raw estimator);
-//! * `estimate/universal`: seed 000's threshold + PSD projection;
+//! * `estimate/universal`: Wang & Xu's threshold + PSD projection;
 //! * `estimate/cv`: the default + PSD projection of the result. Above p = 200
 //!   (`CrossValidation::refit_free_above_dim`) the default is the refit-free choice
 //!   by SURE on the full average (one eigendecomposition); p = 500, 1000, 2000;

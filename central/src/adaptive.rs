@@ -1,4 +1,4 @@
-//! Seed 002's AdaptiveCov on a central collection's norm bins.
+//! Dong, Liang & Yi's AdaptiveCov on a central collection's norm bins.
 //!
 //! The collection keeps, per dyadic norm bin `l` (`2^−(l+1) < ‖u‖ ≤ 2^−l`, the last
 //! bin taking every shorter vector), `S_l = Σ triu(uuᵀ)`, `T_l = Σ round(triu(uuᵀ)/‖u‖²)`
@@ -32,7 +32,7 @@
 //!    `2^−30` (post-processing), the noise sd there is `that/2^{2j}`: clipping at
 //!    `2^−j` divides the noise by `4^j`.
 //!
-//! Composition: ρ/8 + ρ/8 + 3ρ/4 = ρ. The pure-DP variant (seed 002's) splits ε the
+//! Composition: ρ/8 + ρ/8 + 3ρ/4 = ρ. The pure-DP variant (Dong, Liang & Yi's) splits ε the
 //! same way with discrete Laplace noise throughout ([`AdaptiveBudget::Epsilon`]).
 
 use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
@@ -47,7 +47,7 @@ use ldpcov_proto::layout::{triangle_len, triangle_pairs};
 pub(crate) enum AdaptiveBudget {
     /// ρ-zCDP: discrete Gaussian trace and release, SVT at `ε_svt = √ρ/2`.
     Rho(f64),
-    /// Pure ε-DP (seed 002's variant): ε/8 on a discrete Laplace trace, ε/8 on the SVT,
+    /// Pure ε-DP (Dong, Liang & Yi's variant): ε/8 on a discrete Laplace trace, ε/8 on the SVT,
     /// 3ε/4 on a discrete Laplace release of the clipped sums (ℓ₁ sensitivity
     /// `(p + 1)·τ²` plus the rounding, `d·2^−30·τ²`). Recorded as ρ = ε²/2.
     Epsilon(f64),

@@ -7,7 +7,7 @@
 //! to `S`, when something is released. At equal (ε, δ) the noise on the average is
 //! about √n times smaller than in the local model, where every report carries its own.
 //!
-//! The mechanisms (seed 002, Dong, Liang & Yi, "Differentially private covariance
+//! The mechanisms (Dong, Liang & Yi, "Differentially private covariance
 //! revisited"):
 //!
 //! * [`gauss_cov`] — every entry plus exact discrete Gaussian noise, ρ-zCDP;

@@ -9,7 +9,7 @@
 //! * **ℓ₂ (Gaussian):** the packed upper triangle counts each off-diagonal entry once,
 //!   so its norm is at most the Frobenius norm of the full difference,
 //!   `‖uuᵀ − wwᵀ‖_F² = ‖u‖⁴ + ‖w‖⁴ − 2(uᵀw)² ≤ 2`: **Δ₂ = √2**, attained by two
-//!   orthogonal unit vectors. The papers print `1/n` for the average (seed 000 Alg. 1);
+//!   orthogonal unit vectors. The papers print `1/n` for the average (Wang & Xu Alg. 1);
 //!   replace-one neighbours need `√2/n`. In grid units: `√2·2^2k`.
 //! * **ℓ₁ (Laplace):** `‖triu(uuᵀ)‖₁ = Σ_i u_i² + Σ_{i<j} |u_i u_j| = (‖u‖₂² + ‖u‖₁²)/2
 //!   ≤ (1 + p)/2` (Cauchy–Schwarz: `‖u‖₁² ≤ p‖u‖₂²`), so **Δ₁ = p + 1** (the triangle
@@ -36,17 +36,17 @@ use rand::RngCore;
 /// Which mechanism produced a release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
-    /// Seed 002's GaussCov: every entry of the sum plus Gaussian noise.
+    /// Dong, Liang & Yi's GaussCov: every entry of the sum plus Gaussian noise.
     GaussCov,
-    /// Seed 002's SeparateCov: noisy eigenvalues (ρ/2) with the eigenvectors of a
+    /// Dong, Liang & Yi's SeparateCov: noisy eigenvalues (ρ/2) with the eigenvectors of a
     /// GaussCov release (ρ/2).
     SeparateCov,
     /// The pure ε-DP variant of GaussCov: discrete Laplace noise.
     LaplaceCov,
-    /// Seed 002's AdaptiveCov: private trace, a clipping radius by the sparse vector
+    /// Dong, Liang & Yi's AdaptiveCov: private trace, a clipping radius by the sparse vector
     /// technique, GaussCov of the clipped data (`adaptive` module).
     AdaptiveCov,
-    /// Seed 004's compressed release — NOT differentially private (`release` module).
+    /// Zhou, Ligett & Wasserman's compressed release — NOT differentially private (`release` module).
     CompressedNotDp,
     /// GaussCov of every cross-validation fold's sums (`release` module).
     GaussCovFolds,
@@ -124,7 +124,7 @@ pub(crate) fn check_sigma(sigma: f64) -> Result<f64, CentralError> {
     }
 }
 
-/// GaussCov (seed 002): `S + Z` with `Z` independent `N_Z(0, σ²)` on each packed entry,
+/// GaussCov (Dong, Liang & Yi): `S + Z` with `Z` independent `N_Z(0, σ²)` on each packed entry,
 /// `σ = Δ₂/√(2ρ) = 2^2k/√ρ` (Δ₂ = `√2·2^2k`, module docs), divided by n: the noise sd
 /// of each averaged entry is `1/(n√ρ)`. Spends exactly `rho`.
 pub fn gauss_cov(
@@ -160,7 +160,7 @@ pub fn eigenvalue_sensitivity(stats: &CentralStatistics) -> f64 {
         + 2.0 * p * (stats.count() as f64) * unit * 2f64.powi(-40)
 }
 
-/// SeparateCov (seed 002): half of ρ on the eigenvalues, half on the eigenvectors.
+/// SeparateCov (Dong, Liang & Yi): half of ρ on the eigenvalues, half on the eigenvectors.
 ///
 /// * Eigenvalues: those of the exact `S` (grid units), rounded to integers, plus
 ///   `N_Z(0, σ_λ²)` with `σ_λ = Δ_λ/√(2·ρ/2)` ([`eigenvalue_sensitivity`]).
@@ -232,7 +232,7 @@ pub fn eigenvalue_l1_sensitivity(stats: &CentralStatistics) -> f64 {
     2.0 * unit + p + p.sqrt() * 2.0 * p * (stats.count() as f64) * unit * 2f64.powi(-40)
 }
 
-/// The pure ε-DP SeparateCov (seed 002's variant): half of ε on the eigenvalues of the
+/// The pure ε-DP SeparateCov (Dong, Liang & Yi's variant): half of ε on the eigenvalues of the
 /// exact `S` (rounded) plus discrete Laplace noise of scale
 /// `⌈Δ₁_λ/(ε/2)⌉` ([`eigenvalue_l1_sensitivity`]), half on the eigenvectors of a
 /// [`laplace_cov`] release at ε/2. ε-DP, recorded as ρ = ε²/2; `noise_sd` is each

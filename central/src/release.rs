@@ -234,7 +234,7 @@ pub fn release_sums(
 /// Most rows of a compressed release.
 pub const MAX_COMPRESSED_ROWS: u32 = 1_000_000;
 
-/// Seed 004's compressed release, **not differentially private**: `Y = ΦX` for a
+/// Zhou, Ligett & Wasserman's compressed release, **not differentially private**: `Y = ΦX` for a
 /// secret `Φ` with i.i.d. `N(0, 1/n)` entries. Given the data, the rows of `ΦX` are
 /// i.i.d. `N(0, XᵀX/n)` (each is `Σ_i φ_i x_iᵀ`, a Gaussian with covariance
 /// `Σ_i x_i x_iᵀ/n`), so they are drawn from the exact second moment of the sums

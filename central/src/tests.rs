@@ -536,7 +536,7 @@ fn adaptive_cov_releases_at_its_radius_with_the_calibrated_noise() {
     );
 }
 
-/// The compressed release (seed 004, not DP): its Gram matrix `YᵀY/m` is Wishart
+/// The compressed release (Zhou, Ligett & Wasserman, not DP): its Gram matrix `YᵀY/m` is Wishart
 /// with mean the exact second moment M and `Var(G_ij) = (M_ij² + M_ii·M_jj)/m`. Over
 /// 200 releases of m = 50 rows the mean of `G_ij − M_ij` has sd
 /// `√((M_ij² + M_ii·M_jj)/10 000)`; every entry is within 5 of those sd. It spends

@@ -540,7 +540,7 @@ fn adaptive_cov_releases_through_the_cli() {
     )
     .fails_with("ResourceExhausted");
 
-    // Seed 004's compressed release: opt-in at creation, labelled, spends nothing.
+    // Zhou, Ligett & Wasserman's compressed release: opt-in at creation, labelled, spends nothing.
     let mut local = args("compressed-local", "local", "0");
     local.push("--allow-compressed-release".into());
     create_run(local).fails_with("allow_compressed_release is for central");

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 /// `--model`.
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum DataModel {
-    /// Seed 001 Model 1: σ_ij = 0.6^|i−j|.
+    /// The heavy-tailed paper's Model 1: σ_ij = 0.6^|i−j|.
     Model1,
-    /// Seed 001 Model 2: banded 1, 0.6, 0.3.
+    /// The heavy-tailed paper's Model 2: banded 1, 0.6, 0.3.
     Model2,
-    /// Seed 000's sparse model U = (Ũ + 50 I)/200.
+    /// Wang & Xu's sparse model U = (Ũ + 50 I)/200.
     Sparse000,
 }
 
@@ -44,7 +44,7 @@ pub(crate) enum PrivacyModelArg {
 pub(crate) enum Distribution {
     /// Gaussian.
     Gaussian,
-    /// Multivariate t with 5 degrees of freedom (seed 001's heavy tails).
+    /// Multivariate t with 5 degrees of freedom (the heavy-tailed paper's heavy tails).
     T5,
 }
 

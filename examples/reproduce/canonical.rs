@@ -1,7 +1,7 @@
-//! The canonical accuracy benchmark (docs/REPRODUCTION.md §1): seed 001 Models 1 and 2, Gaussian,
+//! The canonical accuracy benchmark (docs/REPRODUCTION.md §1): the heavy-tailed paper's Models 1 and 2, Gaussian,
 //! p = 20, R = √(2p), δ = 1e-6, ε ∈ {0.5, 1, 2}, n ∈ {1e5, 1e6, 1e7}; relative spectral
 //! and Frobenius error of every estimator, and the ratio of the default (CV) to the
-//! better of raw+PSD and seed 000's universal rule.
+//! better of raw+PSD and Wang & Xu's universal rule.
 
 use crate::{Out, seed_of};
 use anyhow::Result;

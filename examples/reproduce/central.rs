@@ -1,11 +1,11 @@
 //! Central (trusted-aggregator) releases next to the local model (docs/REPRODUCTION.md
 //! §7), with the mechanisms of `ldpcov-central`:
 //!
-//! * `--experiment local-vs-central`: the canonical benchmark's models (seed 001 Models 1
+//! * `--experiment local-vs-central`: the canonical benchmark's models (the heavy-tailed paper's Models 1
 //!   and 2, p = 20, R = √(2p), δ = 10⁻⁶) at equal (ε, δ, n): the local default (5-fold
 //!   CV) and none + PSD against central GaussCov + PSD and SeparateCov + PSD at the ρ
 //!   whose zCDP-to-(ε, δ) conversion gives ε, ρ + 2√(ρ·ln(1/δ)) = ε.
-//! * `--experiment seed002`: seed 002's trend of the error with n and ρ for GaussCov,
+//! * `--experiment seed002`: Dong, Liang & Yi's trend of the error with n and ρ for GaussCov,
 //!   SeparateCov and AdaptiveCov, on its data generator as we read it (rows `G·U`, G
 //!   standard Gaussian, U uniform on [0, 1]^{d×d}, centred, each row rescaled to norm
 //!   `2^−b` with `P(b) ∝ (b + 1)^−s` over `--zipf-bins` bins), error in Frobenius norm
@@ -51,17 +51,17 @@ pub(crate) struct Args {
     /// zCDP budgets ρ (seed002).
     #[arg(long, value_delimiter = ',', default_value = "0.01,0.1,1")]
     rhos: Vec<f64>,
-    /// Dimension of the seed 002 generator.
+    /// Dimension of the Dong, Liang & Yi generator.
     #[arg(long, default_value_t = 50)]
     dim: usize,
-    /// Norm bins of the seed 002 generator (the norm skew: rows get norm 2^−b,
+    /// Norm bins of the Dong, Liang & Yi generator (the norm skew: rows get norm 2^−b,
     /// b < N); one table block per value.
     #[arg(long, value_delimiter = ',', default_value = "10")]
     zipf_bins: Vec<usize>,
-    /// Zipf exponent s of the seed 002 generator, `P(b) ∝ (b + 1)^−s`.
+    /// Zipf exponent s of the Dong, Liang & Yi generator, `P(b) ∝ (b + 1)^−s`.
     #[arg(long, default_value_t = 3.0)]
     zipf_exponent: f64,
-    /// Seed 001 tables to run (seed001).
+    /// The heavy-tailed paper tables to run (seed001).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6")]
     tables: Vec<u8>,
 }
@@ -176,7 +176,7 @@ fn local_vs_central(args: &Args, out: Out) -> Result<()> {
     Ok(())
 }
 
-/// One row of seed 002's generator: `G·U` rows (G ~ N(0, 1)^{1×d}, U fixed uniform
+/// One row of Dong, Liang & Yi's generator: `G·U` rows (G ~ N(0, 1)^{1×d}, U fixed uniform
 /// [0, 1]^{d×d}), centred by the column means of U (E[G·U] = 0 already; the paper
 /// centres the sample), rescaled to norm `2^−b`, `P(b) ∝ (b + 1)^−3`, b < 10.
 fn seed002_row<R: Rng>(u: &DMatrix<f64>, zipf: &[f64], rng: &mut R) -> Vec<f64> {

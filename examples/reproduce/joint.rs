@@ -1,5 +1,5 @@
 //! Mean and covariance from one report on non-centred data (docs/REPRODUCTION.md,
-//! "Non-centred data"): seed 001's Model 1 shifted by `shift` in every coordinate,
+//! "Non-centred data"): the heavy-tailed paper's Model 1 shifted by `shift` in every coordinate,
 //! p = 20, through the same perturbation ([`sim::simulate_signal`] runs the real
 //! `Perturber`) and estimator ([`estimate`]) as the product, for the mean-and-covariance
 //! report and the second moment, with and without a public centre, next to the same

@@ -53,11 +53,11 @@ struct Args {
 enum Experiment {
     /// The canonical accuracy benchmark (Models 1/2, p = 20, δ = 1e-6).
     Canonical(canonical::Args),
-    /// Seed 001 Tables 1–6, paper-faithful (NOT PRIVATE) next to private.
+    /// The heavy-tailed paper Tables 1–6, paper-faithful (NOT PRIVATE) next to private.
     Seed001(papers::Seed001Args),
-    /// Seed 000's three sweeps (sparsity, p, ε) vs n, with PNG plots.
+    /// Wang & Xu's three sweeps (sparsity, p, ε) vs n, with PNG plots.
     Seed000(seed000::Args),
-    /// Seed 003 Tables 1–2 settings (ridge and glasso precision).
+    /// Su, Guo & Zhang Tables 1–2 settings (ridge and glasso precision).
     Seed003(seed003::Args),
     /// The default on unordered structures (factor, block, sparse, permuted models,
     /// real data) against none+PSD, universal c = 4 and an oracle.
@@ -66,7 +66,7 @@ enum Experiment {
     /// public centre (Model 1 shifted, p = 20).
     Joint(joint::Args),
     /// Central (trusted-aggregator) releases: local vs central at equal (ε, δ, n), and
-    /// seed 002's GaussCov / SeparateCov trends.
+    /// Dong, Liang & Yi's GaussCov / SeparateCov trends.
     Central(central::Args),
 }
 

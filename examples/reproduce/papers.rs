@@ -1,4 +1,4 @@
-//! Seed 001 (Tables 1–6) in two variants, side by side with the paper's printed numbers:
+//! The heavy-tailed paper (Tables 1–6) in two variants, side by side with the paper's printed numbers:
 //!
 //! * **paper-faithful — NOT PRIVATE**: the paper's LDP mechanism as printed: no
 //!   clipping (x is unbounded), `triu(xxᵀ) + N(0, σ²)` with `σ² = 2 log(1.25/δ)/ε²`,
@@ -11,7 +11,7 @@
 //! Estimators on the per-user reports of either variant (σₑ = per-report entry noise
 //! sd in data units, `σₙ = σₑ/√n`):
 //! * `raw+psd` — average, PSD projection;
-//! * `W&X LDP (Σ̃₂⁺)` — seed 000 Alg. 2 as printed: hard threshold
+//! * `W&X LDP (Σ̃₂⁺)` — Wang & Xu Alg. 2 as printed: hard threshold
 //!   `γ√(log p/n) + 4σₙ√(log p)` on all entries (diagonal included) with γ = 0 (γ is
 //!   an unknown constant), PSD projection;
 //! * `seed001 Alg2 (Σ̌⁺τ)` — `ξ√(log p/n) + 4σₙ√(log p)` (the `1/√n` erratum fixed)
@@ -39,7 +39,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use serde_json::json;
 
-/// Options of the seed 001 reproduction.
+/// Options of the the heavy-tailed paper reproduction.
 #[derive(clap::Args)]
 pub(crate) struct Seed001Args {
     /// Repetitions per setting (the paper: 50).
@@ -67,7 +67,7 @@ pub(crate) struct Setting {
 /// algorithms (not reproduced: this system is local), 3–4 the LDP ones.
 type Printed = [(f64, f64); 8];
 
-/// Transcription of seed 001 Tables 1–6 (`001_083146fef655aaae.txt`). Row key:
+/// Transcription of the heavy-tailed paper Tables 1–6 (`001_083146fef655aaae.txt`). Row key:
 /// `table model p n ε δ⁻¹`. Garbling noted in docs/REPRODUCTION.md: Table 3's caption
 /// says Model 2 and its row label Model 1 (we follow the caption: its ε = 0.5 row
 /// would sit between Table 1's Model 2 values); Tables 5–6 label their δ column "ϵ".
@@ -198,13 +198,13 @@ fn threshold_all_psd(m: &DMatrix<f64>, lambda: f64) -> DMatrix<f64> {
     project_psd(&t).expect("eigen").0
 }
 
-/// Seed 001 Alg. 2's threshold `ξ√(log p/n) + 4(σₑ/√n)√(log p)`.
+/// The heavy-tailed paper Alg. 2's threshold `ξ√(log p/n) + 4(σₑ/√n)√(log p)`.
 fn seed001_lambda(xi: f64, p: usize, n: usize, sigma_entry: f64) -> f64 {
     let lp = (p as f64).ln();
     xi * (lp / n as f64).sqrt() + 4.0 * sigma_entry / (n as f64).sqrt() * lp.sqrt()
 }
 
-/// The harness estimators on per-user reports: raw+psd, W&X, seed 001 with ξ by
+/// The harness estimators on per-user reports: raw+psd, W&X, the heavy-tailed paper with ξ by
 /// 10-fold CV. Returns (name, matrix) pairs and the chosen ξ.
 pub(crate) fn paper_estimators(
     reports: &Reports,
@@ -349,7 +349,7 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
     out
 }
 
-/// Runs the seed 001 tables.
+/// Runs the the heavy-tailed paper tables.
 pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
     out.text(format!(
         "# seed 001 Tables 1–6: path {} (every user through the Perturber / the paper's float mechanism), {} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.)",
@@ -422,7 +422,7 @@ pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
     Ok(())
 }
 
-/// The central columns of seed 001 Tables 1–6 (Alg. 1: Σ̃⁺τ and seed 000's Σ̃₁⁺),
+/// The central columns of the heavy-tailed paper Tables 1–6 (Alg. 1: Σ̃⁺τ and Wang & Xu's Σ̃₁⁺),
 /// beside the printed numbers, in two variants:
 ///
 /// * **paper-faithful — NOT PRIVATE**: unclipped `XᵀX/n` plus one symmetric Gaussian
@@ -430,7 +430,7 @@ pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
 ///   calibration; without clipping the sensitivity is unbounded, so this is not
 ///   private), then the thresholds `ξ√(log p/n) + 4σ₁√(log p)` (ξ by 10-fold CV on the
 ///   raw data, as the paper leaves it unspecified: another non-private step) and
-///   `4σ₁√(log p)` (seed 000 Alg. 1 with γ = 0), each followed by the PSD projection;
+///   `4σ₁√(log p)` (Wang & Xu Alg. 1 with γ = 0), each followed by the PSD projection;
 /// * **private**: x clipped at R = √(2p), `ldpcov-central`'s GaussCov at the ρ whose
 ///   zCDP conversion gives (ε, δ), the same two thresholds with σ₁ = its noise sd
 ///   (×R²); ξ is fixed at 0 because choosing it privately (noisy fold sums) is not

@@ -1,4 +1,4 @@
-//! Seed 000's three sweeps (Wang & Xu): relative ℓ₂ (spectral) and ℓ₁ error against
+//! Wang & Xu's three sweeps (Wang & Xu): relative ℓ₂ (spectral) and ℓ₁ error against
 //! n for the sparse model `U = (Ũ + 50·I)/200`, x ~ N(0, U), δ = 1/n:
 //! sparsity sr ∈ {0.1, 0.2, 0.3, 0.5} (p = 100, ε = 1), p ∈ {50, 100, 200, 500}
 //! (sr = 0.2, ε = 1), ε ∈ {0.1, 0.5, 1, 2} (p = 200, sr = 0.2).
@@ -6,7 +6,7 @@
 //! Ũ's values are unspecified in the paper: [`Model::SparseSeed000`] draws them
 //! uniformly from [−1, 1] (one fixed Ũ per setting, seed 0). No paper clips: we use
 //! R = √(2·tr U) = √(p/2). Sum-of-noise path (the signal is still simulated user by
-//! user). Estimators: seed 000 Alg. 2 as printed (γ = 0, c = 4, diagonal thresholded)
+//! user). Estimators: Wang & Xu Alg. 2 as printed (γ = 0, c = 4, diagonal thresholded)
 //! + PSD, the same with the diagonal exempt, raw + PSD, and the product default (CV).
 
 use crate::{Out, plot, seed_of};
@@ -19,7 +19,7 @@ use ldpcov::models::{Model, Sampler};
 use ldpcov::sim::{self, Path};
 use serde_json::json;
 
-/// Options of the seed 000 sweeps.
+/// Options of the Wang & Xu sweeps.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Repetitions per point (the paper: 20).

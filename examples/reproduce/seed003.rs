@@ -1,4 +1,4 @@
-//! Seed 003 Tables 1–2 settings: p = 100, n ∈ {100, 200, 400},
+//! Su, Guo & Zhang Tables 1–2 settings: p = 100, n ∈ {100, 200, 400},
 //! ε ∈ {0.1, 0.3, 0.5, 0.8, 1.2, 2}, δ = 1/n; ridge (ROPE, Table 1, Models 1–3) and
 //! graphical lasso (ADMM, Table 2, Models 2–4) through [`ldpcov::estimate::estimate_precision`];
 //! losses `‖Θ̂_priv − Θ̂‖/‖Θ̂‖` in the matrix ℓ₁, Frobenius and spectral norms, with Θ̂
@@ -43,7 +43,7 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal, StandardNormal};
 use serde_json::json;
 
-/// Options of the seed 003 reproduction.
+/// Options of the Su, Guo & Zhang reproduction.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Repetitions per setting (the paper: 50).
@@ -123,7 +123,7 @@ fn printed(table: u8, n: u64, epsilon: f64, col: usize) -> Option<[f64; 3]> {
     })
 }
 
-/// Seed 003's precision models Θ (Σ = Θ⁻¹). Model 3's printed `θ_ii = 0` is garbled
+/// Su, Guo & Zhang's precision models Θ (Σ = Θ⁻¹). Model 3's printed `θ_ii = 0` is garbled
 /// (Θ would be indefinite); we use 1.
 pub(crate) fn precision_model(model: u8, p: usize, seed: u64) -> DMatrix<f64> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -190,7 +190,7 @@ fn sample_cov(xs: &[Vec<f64>], p: usize) -> DMatrix<f64> {
     DMatrix::from_fn(p, p, |i, j| s[(i.min(j), i.max(j))] / n)
 }
 
-/// Runs the seed 003 settings.
+/// Runs the Su, Guo & Zhang settings.
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let p = args.dim;
     out.text(format!(

@@ -1,8 +1,8 @@
 //! The unordered benchmark grid (docs/REPRODUCTION.md §6): the default estimator on
 //! structures it was not tuned on — dense factor models (1, 3, 5 factors plus a
-//! diagonal), permuted block equicorrelation, seed 000's random sparse model, seed
+//! diagonal), permuted block equicorrelation, Wang & Xu's random sparse model, seed
 //! 001's Models 1 and 2 with permuted variables, and real data sets read from files —
-//! against none+PSD, seed 000's universal threshold (c = 4) and an oracle that knows Σ.
+//! against none+PSD, Wang & Xu's universal threshold (c = 4) and an oracle that knows Σ.
 //!
 //! Every collection here declares unordered variables (the default), so the default
 //! cross-validation chooses among thresholds and the spectral estimators.

@@ -330,7 +330,7 @@ fn cv_thresholds_hard_when_the_truth_is_diagonal() {
 
 #[test]
 fn cv_averages_bands_when_the_truth_is_stationary_and_the_noise_is_large() {
-    // Σ_ij = 0.6^|i−j| (seed 001 Model 1), p = 20, R = √40, ε = 2, n = 200 000:
+    // Σ_ij = 0.6^|i−j| (the heavy-tailed paper's Model 1), p = 20, R = √40, ε = 2, n = 200 000:
     // σ ≈ 3.4, σ_n = 40σ/√n ≈ 0.30 (checked below), above every true entry beyond
     // band 2. Any unstructured estimate (each entry kept with its noise or zeroed)
     // has squared Frobenius error at least the oracle's
@@ -548,7 +548,7 @@ fn off_diagonal_kept(m: &DMatrix<f64>) -> usize {
 
 #[test]
 fn cv_keeps_fewer_noise_entries_when_the_off_diagonal_is_pure_noise() {
-    // Σ = s·I with s = 0.25 (seed 000's sparse model without its ±0.005 entries), p = 30,
+    // Σ = s·I with s = 0.25 (Wang & Xu's sparse model without its ±0.005 entries), p = 30,
     // ε = 1, R = √(2·tr Σ) = √15, n = 10⁴: σ_n ≈ 0.9 ≈ 3.6s (checked below), so every
     // off-diagonal average is pure noise and any kept entry is an error of the noise's
     // size: in spectral norm a few kept entries cost about as much as many. Per entry,
@@ -1082,7 +1082,7 @@ fn cv_does_not_pool_a_diagonal_whose_variances_differ() {
 
 #[test]
 fn cv_takes_the_smallest_mean_threshold_when_the_off_diagonal_shows_signal() {
-    // Σ_ij = 0.6^|i−j| at p = 10 (seed 001's Model 1, the README's main job), ε = 1,
+    // Σ_ij = 0.6^|i−j| at p = 10 (the heavy-tailed paper's Model 1, the README's main job), ε = 1,
     // R = √20, n = 10⁶: σ_n ≈ 0.12 (checked below to lie in 0.1–0.14). The off-diagonal
     // energy is E = Σ_{i<j} 0.36^|i−j| = Σ_k (10 − k)·0.36^k ≈ 4.74 over m = 45
     // entries, so z has mean E/(√(2m)·σ_n²) ≥ 4.74/(√90·0.0196) ≈ 25 and variance
