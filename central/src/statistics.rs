@@ -146,8 +146,7 @@ impl CentralStatistics {
     /// A symmetric matrix from packed values in units of `2^−2k`, divided by `n`.
     pub(crate) fn unpack(&self, packed: &[f64], n: f64) -> DMatrix<f64> {
         let scale = 1.0 / (self.unit() as f64 * n);
-        let full = ldpcov_proto::layout::unpack_symmetric(self.dim, packed);
-        DMatrix::from_row_slice(self.dim, self.dim, &full) * scale
+        ldpcov_estimate::packed_to_matrix(self.dim, packed) * scale
     }
 }
 

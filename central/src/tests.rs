@@ -38,11 +38,7 @@ fn moments(xs: &[f64]) -> (f64, f64) {
 
 /// Packed upper-triangle entries of `m`.
 fn packed(m: &DMatrix<f64>) -> Vec<f64> {
-    let p = m.nrows();
-    (0..p)
-        .flat_map(|i| (i..p).map(move |j| (i, j)))
-        .map(|(i, j)| m[(i, j)])
-        .collect()
+    ldpcov_estimate::matrix_to_packed(m)
 }
 
 fn sorted_eigenvalues(m: &DMatrix<f64>) -> Vec<f64> {
