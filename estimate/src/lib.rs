@@ -38,7 +38,9 @@
 //! # Example
 //!
 //! ```
-//! use ldpcov_estimate::{Accumulator, EstimateOptions, RegularisationRule, estimate};
+//! use ldpcov_estimate::{
+//!     Accumulator, EstimateOptions, EstimationInput, RegularisationRule, estimate,
+//! };
 //! use ldpcov_proto::{v1::CollectionSpec, Collection};
 //!
 //! let c = Collection::from_spec(&CollectionSpec {
@@ -47,11 +49,12 @@
 //! })?;
 //! // Two grid-unit reports whose average is [[0.5, 0.25], [0.25, 0.5]].
 //! let g = c.grid_scale() as i32;
-//! let mut acc = Accumulator::new(c.entries(), 2);
+//! let input = EstimationInput::from_collection(&c);
+//! let mut acc = Accumulator::new(input.entries(), 2);
 //! acc.add(0, &[g, g / 2, 0]);
 //! acc.add(1, &[0, 0, g]);
 //! let opts = EstimateOptions { rule: RegularisationRule::None, ..Default::default() };
-//! let est = estimate(&c, &acc, &opts)?;
+//! let est = estimate(&input, &acc, &opts)?;
 //! assert_eq!(est.matrix[(0, 1)], 0.25);
 //! assert_eq!(est.clamped_eigenvalues, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -15,26 +15,6 @@
 //! cross-validation scores them on held-out users against thresholding and "no
 //! threshold", and keeps them only when they predict the held-out fold better — on
 //! data with no order (or a permuted order) they lose and are not chosen.
-//!
-//! # Example
-//!
-//! ```
-//! use ldpcov_estimate::Structure;
-//! use nalgebra::DMatrix;
-//!
-//! let mut m = DMatrix::from_row_slice(3, 3, &[
-//!     1.0, 0.4, 0.3,
-//!     0.4, 2.0, 0.6,
-//!     0.3, 0.6, 3.0,
-//! ]);
-//! Structure::Toeplitz { bandwidth: 1 }.apply(&mut m);
-//! // Band 1 is replaced by its mean (0.4 + 0.6)/2; band 2 is dropped; the diagonal
-//! // is left alone.
-//! assert_eq!(m[(0, 1)], 0.5);
-//! assert_eq!(m[(2, 1)], 0.5);
-//! assert_eq!(m[(0, 2)], 0.0);
-//! assert_eq!(m[(2, 2)], 3.0);
-//! ```
 
 use crate::packed::{matrix_to_packed, packed_to_matrix};
 use ldpcov_proto::layout::triangle_index;
@@ -140,6 +120,19 @@ pub(crate) fn bandwidth_grid(p: usize) -> Vec<usize> {
 mod tests {
     use super::*;
     use ldpcov_proto::layout::{pack_upper, unpack_symmetric};
+
+    /// The example the module docs used to carry.
+    #[test]
+    fn toeplitz_replaces_band_one_by_its_mean_and_drops_band_two() {
+        let mut m = DMatrix::from_row_slice(3, 3, &[1.0, 0.4, 0.3, 0.4, 2.0, 0.6, 0.3, 0.6, 3.0]);
+        Structure::Toeplitz { bandwidth: 1 }.apply(&mut m);
+        // Band 1 is replaced by its mean (0.4 + 0.6)/2; band 2 is dropped; the diagonal
+        // is left alone.
+        assert_eq!(m[(0, 1)], 0.5);
+        assert_eq!(m[(2, 1)], 0.5);
+        assert_eq!(m[(0, 2)], 0.0);
+        assert_eq!(m[(2, 2)], 3.0);
+    }
 
     fn sample(p: usize) -> DMatrix<f64> {
         // Asymmetric-looking values on a symmetric matrix: m_ij = 1/(1 + i + 2j) for i ≤ j.
