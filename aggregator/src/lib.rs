@@ -57,11 +57,13 @@ pub use server::{
     TransportLimits, serve, serve_with,
 };
 pub use service::{AggregatorService, Limits, STREAM_BATCH};
+pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
+pub use store::redb::{
+    DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,
+};
 pub use store::{
-    Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, DB_FILE,
-    DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FOLDS, FORMAT_VERSION,
-    MemoryStore, PostgresConfig, PostgresError, PostgresStore, RecordedRelease, Snapshot, Store,
-    StoreError, ValidReport,
+    Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, FOLDS, MemoryStore,
+    RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};
 pub use tls::{ServerTls, TlsError, client_config, read_ca};

@@ -3,8 +3,8 @@
 //! loopback TCP moves on the same machine in the same run.
 //!
 //! ```text
-//! cargo bench -p ldpcov-aggregator --bench ingest -- --json
-//! cargo bench -p ldpcov-aggregator --bench ingest -- --ps 1000 --encodings i32 --stores memory
+//! cargo bench -p ldpcov-cli --bench ingest -- --json
+//! cargo bench -p ldpcov-cli --bench ingest -- --ps 1000 --encodings i32 --stores memory
 //! ```
 //!
 //! For every (p, encoding, store) case it starts the real daemon binary

@@ -19,15 +19,15 @@ use std::time::{Duration, Instant};
 use ldpcov_aggregator::Store;
 use ldpcov_aggregator::{DurableConfig, DurableStore};
 use ldpcov_client::proto::v1::{
-    CentralMechanism, CentralRelease, CollectionSpec, DeleteCollectionRequest, Encoding,
-    GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, PrivacyModel, Report,
-    get_estimate_request::Threshold,
+    CentralMechanism, CentralRelease, DeleteCollectionRequest, Encoding, GetEstimateRequest,
+    GetStatusRequest, Moments, NoThreshold, PrivacyModel, Report, get_estimate_request::Threshold,
 };
 use ldpcov_client::{AggregatorClient, Collection};
 use ldpcov_client::{ReportId, proto::v1::aggregator_client::AggregatorClient as RawClient};
 use ldpcov_estimate::{Accumulator, FOLDS};
 use rand::{Rng, SeedableRng};
 
+use ldpcov_fixtures::spec;
 use support::crash::{free_port, kill, run_client, spawn_serve, wait_ready};
 
 mod support;
@@ -52,16 +52,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
         .await
         .expect("connect");
     admin
-        .create_collection(CollectionSpec {
-            collection_id: COLLECTION.into(),
-            dim: DIM,
-            epsilon: 1.0,
-            delta: 1e-6,
-            clip_radius: 1.0,
-            min_reports: 1,
-            encoding: Encoding::I32Le as i32,
-            ..Default::default()
-        })
+        .create_collection(spec(COLLECTION, DIM).encoding(Encoding::I32Le).build())
         .await
         .expect("create");
     let collection = admin.collection(COLLECTION).await.expect("collection");
@@ -139,25 +130,21 @@ async fn a_delete_racing_sigkill_leaves_the_whole_collection_or_nothing() {
     let (mut kept, mut deleted) = (0, 0);
     for round in 0..DELETE_ROUNDS {
         let id = format!("victim-{round}");
-        let spec = CollectionSpec {
-            collection_id: id.clone(),
-            dim: DIM,
-            epsilon: 1.0,
-            delta: 1e-6,
-            clip_radius: 1.0,
-            min_reports: 1,
-            encoding: Encoding::I32Le as i32,
+        let collection_spec = spec(&id, DIM)
+            .encoding(Encoding::I32Le)
             // Explicit, so the local `from_spec` and the server's create agree.
-            moments: Moments::SecondMoment as i32,
-            ..Default::default()
-        };
-        let collection = Collection::from_spec(&spec).expect("spec");
+            .moments(Moments::SecondMoment)
+            .build();
+        let collection = Collection::from_spec(&collection_spec).expect("spec");
         let mut daemon = spawn_serve(addr, &[OsStr::new("--data-dir"), data.as_os_str()], &log);
         wait_ready(&url).await;
         let mut admin = AggregatorClient::connect(url.clone())
             .await
             .expect("connect");
-        admin.create_collection(spec).await.expect("create");
+        admin
+            .create_collection(collection_spec)
+            .await
+            .expect("create");
         let reports: Vec<(ReportId, Vec<i32>)> = (0..DELETE_REPORTS)
             .map(|_| {
                 let id = ReportId(rng.random());
@@ -276,17 +263,12 @@ async fn central_releases_racing_sigkill_keep_the_budget_exact() {
         .await
         .expect("connect");
     let params = client
-        .create_collection(CollectionSpec {
-            collection_id: "curated".into(),
-            dim: DIM,
-            epsilon: 1.0,
-            delta: 1e-6,
-            clip_radius: 1.0,
-            min_reports: 1,
-            moments: Moments::SecondMoment as i32,
-            privacy_model: PrivacyModel::Central as i32,
-            ..Default::default()
-        })
+        .create_collection(
+            spec("curated", DIM)
+                .moments(Moments::SecondMoment)
+                .privacy_model(PrivacyModel::Central)
+                .build(),
+        )
         .await
         .expect("create");
     let collection = Collection::from_params(&params).expect("params");

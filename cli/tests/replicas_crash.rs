@@ -18,11 +18,12 @@ use std::time::{Duration, Instant};
 
 use ldpcov_aggregator::{PostgresConfig, PostgresStore, Store};
 use ldpcov_client::AggregatorClient;
-use ldpcov_client::proto::v1::{CollectionSpec, Encoding};
+use ldpcov_client::proto::v1::Encoding;
 use ldpcov_estimate::{Accumulator, FOLDS};
 use ldpcov_pg_cluster::PgCluster;
 use rand::{Rng, SeedableRng};
 
+use ldpcov_fixtures::spec;
 use support::crash::{free_port, kill_if_running, run_client, spawn_serve, wait_ready};
 
 mod support;
@@ -58,16 +59,7 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
         .await
         .expect("connect");
     admin
-        .create_collection(CollectionSpec {
-            collection_id: COLLECTION.into(),
-            dim: DIM,
-            epsilon: 1.0,
-            delta: 1e-6,
-            clip_radius: 1.0,
-            min_reports: 1,
-            encoding: Encoding::I32Le as i32,
-            ..Default::default()
-        })
+        .create_collection(spec(COLLECTION, DIM).encoding(Encoding::I32Le).build())
         .await
         .expect("create");
     // Created on one replica, visible on every other.

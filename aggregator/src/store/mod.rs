@@ -5,8 +5,10 @@
 //! live in submodules, each importing only this module and [`codec`] (what they store
 //! and how it reads back), never each other:
 //!
-//! * `redb`: [`DurableStore`], one redb file with group commit;
-//! * `postgres`: [`PostgresStore`], PostgreSQL shared by any number of replicas.
+//! * `redb`: `DurableStore`, one redb file with group commit;
+//! * `postgres`: `PostgresStore`, PostgreSQL shared by any number of replicas.
+//!
+//! The crate root re-exports each backend's public types.
 //!
 //! A store receives only reports that were already validated, and applies a batch
 //! atomically: after an error nothing of the batch is counted.
@@ -16,8 +18,8 @@ mod codec;
 mod contract;
 mod error;
 mod memory;
-mod postgres;
-mod redb;
+pub(crate) mod postgres;
+pub(crate) mod redb;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -30,10 +32,6 @@ pub use codec::{CodecError, Corruption};
 pub use error::{BackendError, Cause, StoreError};
 pub use ldpcov_estimate::{Accumulator, FOLDS};
 pub use memory::MemoryStore;
-pub use postgres::{PostgresConfig, PostgresError, PostgresStore};
-pub use redb::{
-    DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,
-};
 
 /// The backends' group-commit default: a batch is committed once it holds this many
 /// reports.
