@@ -240,7 +240,7 @@ impl AggregatorService {
             None => {
                 let rho = match budget {
                     ReleaseBudget::Rho(r) => r,
-                    ReleaseBudget::Epsilon(e) => e * e / 2.0,
+                    ReleaseBudget::Epsilon(e) => ldpcov_proto::calibration::pure_dp_rho(e),
                     ReleaseBudget::CompressedRows(_) => {
                         tracing::warn!(
                             collection = %c.id(),
