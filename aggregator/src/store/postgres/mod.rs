@@ -665,10 +665,10 @@ impl Store for PostgresStore {
         // One statement: the release and the total spent from one snapshot.
         let row = client
             .query_opt(
-                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id()),
+                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id),
                         r.rho, r.body
                  FROM collections c
-                 LEFT JOIN releases r ON r.collection = c.id() AND r.key = $2
+                 LEFT JOIN releases r ON r.collection = c.id AND r.key = $2
                  WHERE c.id = $1",
                 &[&id, &key],
             )
@@ -754,7 +754,7 @@ impl Store for PostgresStore {
         let client = self.pool.get().await.map_err(pool_error)?;
         let row = client
             .query_opt(
-                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id())
+                "SELECT (SELECT COALESCE(sum(rho), 0) FROM releases WHERE collection = c.id)
                  FROM collections c WHERE c.id = $1",
                 &[&id],
             )
