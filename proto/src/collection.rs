@@ -48,6 +48,83 @@ pub const MAX_ENTRIES: usize = MAX_DIM + triangle_len(MAX_DIM);
 /// a zCDP budget spent by the releases.
 pub const CENTRAL_CALIBRATION_NAME: &str = "central/zcdp-budget";
 
+/// Smallest clip radius a new collection may have. Estimates are in data units,
+/// scaled by `R²` from the grid averages: at `R ≥ 1e-100`, `R² ≥ 1e-200` stays a
+/// normal f64 (above 2.2e-308) with a factor 1e108 of margin, so no estimate entry
+/// underflows to a subnormal or to zero. `R = 5e-324` would square to 0.
+pub const MIN_CLIP_RADIUS: f64 = 1e-100;
+/// Largest clip radius a new collection may have. `R² ≤ 1e200` leaves a factor 1e108
+/// below f64's 1.8e308 for `R²·σ` (the noise sd of one report's entry in data units),
+/// the clamp of `WIRE_CLAMP_SIGMAS` of it and the sums of squares an estimator forms.
+/// `R = 1e308` squares to `inf`, and every estimate would fail.
+pub const MAX_CLIP_RADIUS: f64 = 1e100;
+/// Largest magnitude of a new collection's centre: the same margin as
+/// [`MAX_CLIP_RADIUS`], since the centre is added back to estimates of the same scale.
+pub const MAX_CENTRE_MAGNITUDE: f64 = 1e100;
+/// Smallest δ a new collection may ask for. The analytic calibration solves for a
+/// Gaussian tail of about δ; at 1e-100 that tail is about 21 σ and computed to full
+/// precision, while below about 1e-300 it is subnormal and the solve loses its
+/// meaning. 1e-100 is far below any δ a deployment needs (1/n² for every person
+/// alive is about 1e-20).
+pub const MIN_DELTA: f64 = 1e-100;
+
+/// A number for an error message: as written when it is short (0, or a magnitude in
+/// [1e-4, 1e15)), in scientific notation otherwise, so a 300-digit value is never
+/// echoed back digit by digit.
+#[derive(Debug, Clone, Copy)]
+pub struct ShortNumber(pub f64);
+
+impl std::fmt::Display for ShortNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.0;
+        let a = v.abs();
+        if !v.is_finite() || v == 0.0 || (1e-4..1e15).contains(&a) {
+            write!(f, "{}", if v == 0.0 { 0.0 } else { v })
+        } else {
+            write!(f, "{v:e}")
+        }
+    }
+}
+
+/// The bounds only a new collection must meet (see [`Collection::create`]): R, δ and
+/// the centre within the ranges whose derived quantities stay finite with margin,
+/// printable names. Stored collections are not held to them, so none becomes
+/// unreadable.
+fn validate_new_spec(spec: &CollectionSpec) -> Result<(), SpecError> {
+    let out_of_range = |field: String, value: f64, range: &'static str| SpecError::OutOfRange {
+        field,
+        value,
+        range,
+    };
+    let r = spec.clip_radius;
+    if !(MIN_CLIP_RADIUS..=MAX_CLIP_RADIUS).contains(&r) {
+        return Err(out_of_range("clip_radius".into(), r, "[1e-100, 1e100]"));
+    }
+    if spec.delta < MIN_DELTA {
+        return Err(out_of_range("delta".into(), spec.delta, "[1e-100, 1)"));
+    }
+    if let Some(index) = spec
+        .centre
+        .iter()
+        .position(|v| v.abs() > MAX_CENTRE_MAGNITUDE)
+    {
+        return Err(out_of_range(
+            format!("centre[{index}]"),
+            spec.centre[index],
+            "[-1e100, 1e100]",
+        ));
+    }
+    for (index, name) in spec.variable_names.iter().enumerate() {
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            return Err(SpecError::NameNotPrintable {
+                index,
+                code: c as u32,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Checks the optional public centre: empty, or exactly `dim` finite values.
 fn validate_centre(centre: &[f64], dim: usize) -> Result<(), SpecError> {
     if !(centre.is_empty() || centre.len() == dim) {
@@ -151,14 +228,22 @@ impl Collection {
     /// that an unspecified `moments` means [`Moments::MeanAndCovariance`] (see the
     /// module docs). The returned collection's [`spec`](Collection::spec) carries the
     /// resolved value.
+    ///
+    /// A new collection is also held to bounds a stored one is not (so no stored
+    /// collection becomes unreadable): R in [[`MIN_CLIP_RADIUS`], [`MAX_CLIP_RADIUS`]],
+    /// δ ≥ [`MIN_DELTA`], centre magnitudes ≤ [`MAX_CENTRE_MAGNITUDE`], variable names
+    /// without control characters. They are checked after every check of
+    /// [`from_spec`](Collection::from_spec), whose messages keep precedence.
     pub fn create(spec: &CollectionSpec) -> Result<Self, SpecError> {
-        if spec.moments == Moments::Unspecified as i32 {
+        let collection = if spec.moments == Moments::Unspecified as i32 {
             let mut resolved = spec.clone();
             resolved.moments = Moments::MeanAndCovariance as i32;
             Self::from_spec(&resolved)
         } else {
             Self::from_spec(spec)
-        }
+        }?;
+        validate_new_spec(spec)?;
+        Ok(collection)
     }
 
     /// Validates `spec` and derives the grid, sensitivity and noise. This is the path
@@ -847,7 +932,7 @@ mod tests {
         );
         // At the limits: accepted, and carried through the spec.
         let mut s = base.clone();
-        s.centre = vec![-1e300, 0.0, 5.0];
+        s.centre = vec![-1e100, 0.0, 5.0];
         s.variable_names = vec!["é".repeat(32), "b".into(), "B".into()];
         let c = Collection::create(&s).unwrap();
         assert_eq!(
@@ -932,5 +1017,60 @@ mod tests {
             s.collection_id = bad.to_string();
             assert!(Collection::from_spec(&s).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn absurd_numbers_and_control_characters_are_refused_on_create_only() {
+        let base = spec(3, 1.0, 1e-6);
+        let refused = |f: &dyn Fn(&mut CollectionSpec)| {
+            let mut s = base.clone();
+            f(&mut s);
+            // The stored path still reads it: no stored collection becomes unreadable.
+            assert!(Collection::from_spec(&s).is_ok());
+            Collection::create(&s).unwrap_err().to_string()
+        };
+        assert_eq!(
+            refused(&|s| s.clip_radius = 1e308),
+            "clip_radius = 1e308 is outside the allowed range [1e-100, 1e100]"
+        );
+        assert_eq!(
+            refused(&|s| s.clip_radius = 5e-324),
+            "clip_radius = 5e-324 is outside the allowed range [1e-100, 1e100]"
+        );
+        assert_eq!(
+            refused(&|s| s.delta = 5e-324),
+            "delta = 5e-324 is outside the allowed range [1e-100, 1)"
+        );
+        assert_eq!(
+            refused(&|s| s.centre = vec![0.0, -1e300, 0.0]),
+            "centre[1] = -1e300 is outside the allowed range [-1e100, 1e100]"
+        );
+        assert_eq!(
+            refused(&|s| s.variable_names = vec!["a".into(), "b".into(), "c\0".into()]),
+            "variable name 2 contains a control character (U+0000); names must be printable"
+        );
+        assert_eq!(
+            refused(&|s| s.variable_names = vec!["a\tb".into(), "b".into(), "c".into()]),
+            "variable name 0 contains a control character (U+0009); names must be printable"
+        );
+        // At the bounds: accepted.
+        let mut s = base.clone();
+        (s.clip_radius, s.delta) = (1e100, 1e-100);
+        Collection::create(&s).unwrap();
+        s.clip_radius = 1e-100;
+        Collection::create(&s).unwrap();
+    }
+
+    #[test]
+    fn numbers_in_messages_are_short() {
+        let mut s = spec(3, 1.0, 1e-6);
+        s.epsilon = 1e300;
+        assert_eq!(
+            Collection::create(&s).unwrap_err().to_string(),
+            "epsilon 1e300 must be a positive number of at most 100"
+        );
+        assert_eq!(ShortNumber(-0.0).to_string(), "0");
+        assert_eq!(ShortNumber(0.5).to_string(), "0.5");
+        assert_eq!(ShortNumber(1e-5).to_string(), "1e-5");
     }
 }

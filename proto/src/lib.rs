@@ -71,16 +71,16 @@ pub enum SpecError {
     #[error("dimension {0} must be between 1 and {max}", max = collection::MAX_DIM)]
     Dim(u32),
     /// ε not a positive finite number.
-    #[error("epsilon {0} must be a positive number of at most {max}", max = collection::MAX_EPSILON)]
+    #[error("epsilon {} must be a positive number of at most {max}", collection::ShortNumber(*.0), max = collection::MAX_EPSILON)]
     Epsilon(f64),
     /// δ outside (0, 1).
-    #[error("delta {0} must lie strictly between 0 and 1")]
+    #[error("delta {} must lie strictly between 0 and 1", collection::ShortNumber(*.0))]
     Delta(f64),
     /// R not a positive finite number.
-    #[error("clip radius {0} must be a positive finite number")]
+    #[error("clip radius {} must be a positive finite number", collection::ShortNumber(*.0))]
     ClipRadius(f64),
     /// Sensitivity not a positive finite number.
-    #[error("sensitivity {0} must be a positive finite number")]
+    #[error("sensitivity {} must be a positive finite number", collection::ShortNumber(*.0))]
     Sensitivity(f64),
     /// min_reports is zero.
     #[error("min_reports must be at least 1")]
@@ -132,7 +132,7 @@ pub enum SpecError {
         got: usize,
     },
     /// Centre with a NaN or infinite value.
-    #[error("centre[{index}] = {value} must be a finite number")]
+    #[error("centre[{index}] = {} must be a finite number", collection::ShortNumber(*value))]
     CentreNonFinite {
         /// Position of the first bad value.
         index: usize,
@@ -171,8 +171,28 @@ pub enum SpecError {
         /// Second position.
         second: usize,
     },
+    /// A number of a new collection's spec outside the range where its derived
+    /// quantities stay finite and meaningful (checked by [`Collection::create`] only).
+    #[error("{field} = {} is outside the allowed range {range}", collection::ShortNumber(*value))]
+    OutOfRange {
+        /// The spec field ("clip_radius", "delta", "centre[3]").
+        field: String,
+        /// The value given.
+        value: f64,
+        /// The allowed range, as text.
+        range: &'static str,
+    },
+    /// A variable name holding a control character (checked by
+    /// [`Collection::create`] only).
+    #[error("variable name {index} contains a control character (U+{code:04X}); names must be printable")]
+    NameNotPrintable {
+        /// Its position.
+        index: usize,
+        /// The first control character's code point.
+        code: u32,
+    },
     /// No grid fits the noise this (ε, δ) needs into an i32.
-    #[error("epsilon {epsilon} and delta {delta} need more noise than a report can carry")]
+    #[error("epsilon {} and delta {} need more noise than a report can carry", collection::ShortNumber(*epsilon), collection::ShortNumber(*delta))]
     Uncalibratable {
         /// ε asked for.
         epsilon: f64,
