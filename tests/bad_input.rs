@@ -234,8 +234,103 @@ async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
         ),
         ("empty id", with("", &|_| {})),
         ("id too long", with(&"x".repeat(129), &|_| {})),
+        // Numbers whose derived quantities overflow or underflow, names that are not
+        // printable (the create path's bounds, `Collection::create`).
+        ("R = 1e308", with("n13", &|s| s.clip_radius = 1e308)),
+        ("R = 5e-324", with("n14", &|s| s.clip_radius = 5e-324)),
+        ("δ = 5e-324", with("n15", &|s| s.delta = 5e-324)),
+        (
+            "centre 1e300",
+            with("n16", &|s| s.centre = vec![0.0, 1e300, 0.0]),
+        ),
+        (
+            "name with NUL",
+            with("n17", &|s| {
+                s.variable_names = vec!["a".into(), "b\0".into(), "c".into()]
+            }),
+        ),
+        (
+            "name with a newline",
+            with("n18", &|s| {
+                s.variable_names = vec!["a\nb".into(), "b".into(), "c".into()]
+            }),
+        ),
     ];
     support::assert_specs_refused(&mut raw, cases).await;
+    server.shutdown().await.unwrap();
+}
+
+/// Estimate options beyond the range where the estimators' arithmetic stays finite:
+/// INVALID_ARGUMENT naming the field, before any work, and the collection unchanged.
+#[tokio::test]
+async fn absurd_estimate_options_are_invalid_argument() {
+    use ldpcov::proto::v1::{EstimateTarget, PrecisionParams};
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let mut admin = client(&server.url(), 7).await;
+    admin.create_collection(spec("e", 2)).await.unwrap();
+    let mut raw = RawClient::connect(server.url()).await.unwrap();
+    let precision = |target: EstimateTarget, params: PrecisionParams| GetEstimateRequest {
+        skip_psd_projection: false,
+        target: target as i32,
+        precision: Some(params),
+        ..estimate_request("e")
+    };
+    let cases = vec![
+        (
+            "psd_floor",
+            GetEstimateRequest {
+                skip_psd_projection: false,
+                psd_floor: 1e308,
+                ..estimate_request("e")
+            },
+        ),
+        (
+            "rho",
+            precision(
+                EstimateTarget::PrecisionGlasso,
+                PrecisionParams {
+                    rho: 1e300,
+                    ..Default::default()
+                },
+            ),
+        ),
+        (
+            "lambda",
+            precision(
+                EstimateTarget::PrecisionGlasso,
+                PrecisionParams {
+                    lambda: Some(1e300),
+                    ..Default::default()
+                },
+            ),
+        ),
+        (
+            "ridge lambda",
+            precision(
+                EstimateTarget::PrecisionRidge,
+                PrecisionParams {
+                    lambda: Some(1e300),
+                    ..Default::default()
+                },
+            ),
+        ),
+    ];
+    for (field, request) in cases {
+        let err = raw.get_estimate(request).await.expect_err(field);
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "{field}: {}",
+            err.message()
+        );
+        assert!(
+            err.message().contains(field)
+                && (err.message().contains("1e300") || err.message().contains("1e308")),
+            "{field}: {}",
+            err.message()
+        );
+    }
+    assert_eq!(admin.status("e").await.unwrap().reports, 0);
     server.shutdown().await.unwrap();
 }
 

@@ -80,6 +80,12 @@ pub fn average(
     ))
 }
 
+/// Largest `psd_floor` an estimate may ask for: the square of the largest clip radius
+/// ([`ldpcov_proto::collection::MAX_CLIP_RADIUS`]), the scale of the largest covariance a
+/// collection can hold. A floor beyond it lifts every eigenvalue past anything the data
+/// can say, and at 1e308 the projected matrix holds `inf`.
+pub const MAX_PSD_FLOOR: f64 = 1e200;
+
 /// Checks the options' numeric parameters.
 pub fn validate_options(options: &EstimateOptions) -> Result<(), EstimateError> {
     for (name, value) in options.rule.parameters() {
@@ -87,11 +93,11 @@ pub fn validate_options(options: &EstimateOptions) -> Result<(), EstimateError> 
             return Err(EstimateError::ThresholdParameter { name, value });
         }
     }
-    if !(options.psd_floor.is_finite() && options.psd_floor >= 0.0) {
+    if !(0.0..=MAX_PSD_FLOOR).contains(&options.psd_floor) {
         return Err(EstimateError::Parameter {
             name: "psd_floor",
             value: options.psd_floor,
-            requirement: "a finite number ≥ 0",
+            requirement: "a number in [0, 1e200]",
         });
     }
     Ok(())
@@ -304,6 +310,39 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn absurd_floors_rhos_and_lambdas_are_refused_with_their_range() {
+        let floor = |psd_floor| {
+            validate_options(&EstimateOptions {
+                psd_floor,
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            floor(1e308).unwrap_err().to_string(),
+            "parameter psd_floor = 1e308 must be a number in [0, 1e200]"
+        );
+        floor(MAX_PSD_FLOOR).unwrap();
+        let glasso = |rho| {
+            crate::validate_glasso(
+                0.1,
+                &crate::GlassoOptions {
+                    rho,
+                    ..Default::default()
+                },
+            )
+        };
+        assert_eq!(
+            glasso(1e300).unwrap_err().to_string(),
+            "parameter rho = 1e300 must be a number in (0, 1e100]"
+        );
+        glasso(crate::MAX_GLASSO_RHO).unwrap();
+        assert_eq!(
+            crate::check_lambda(1e300).unwrap_err().to_string(),
+            "parameter lambda = 1e300 must be a number in [0, 1e200]"
+        );
     }
 
     #[test]

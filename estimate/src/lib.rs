@@ -77,13 +77,16 @@ mod threshold;
 
 pub use accumulator::{Accumulator, FOLDS};
 pub use error::EstimateError;
-pub use estimate::{CovarianceEstimate, EstimateOptions, average, estimate, validate_options};
+pub use estimate::{
+    CovarianceEstimate, EstimateOptions, MAX_PSD_FLOOR, average, estimate, validate_options,
+};
 pub use input::{EstimationInput, NoiseModel};
 pub use moments::{MomentsEstimate, correlation};
 pub use packed::{matrix_to_packed, packed_to_matrix};
 pub use precision::{
-    GlassoOptions, GlassoResult, LambdaCv, PrecisionEstimate, PrecisionMethod,
-    cross_validate_lambda, estimate_precision, lambda_grid, precision, validate_glasso,
+    GlassoOptions, GlassoResult, LambdaCv, MAX_GLASSO_RHO, MAX_LAMBDA, PrecisionEstimate,
+    PrecisionMethod, check_lambda, cross_validate_lambda, estimate_precision, lambda_grid,
+    precision, validate_glasso,
 };
 pub use psd::{project_psd, symmetric_eigen};
 pub use select::{

@@ -184,7 +184,9 @@ pub enum SpecError {
     },
     /// A variable name holding a control character (checked by
     /// [`Collection::create`] only).
-    #[error("variable name {index} contains a control character (U+{code:04X}); names must be printable")]
+    #[error(
+        "variable name {index} contains a control character (U+{code:04X}); names must be printable"
+    )]
     NameNotPrintable {
         /// Its position.
         index: usize,

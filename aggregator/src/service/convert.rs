@@ -140,10 +140,11 @@ pub(crate) fn options_from_request(
         Ok(EstimateTarget::Unspecified | EstimateTarget::Covariance) => Target::Covariance,
         Ok(EstimateTarget::PrecisionRidge) => {
             if let Some(l) = lambda
-                && !(l.is_finite() && l > 0.0)
+                && !(l > 0.0 && l <= estimate::MAX_LAMBDA)
             {
                 return Err(invalid(format!(
-                    "ridge lambda = {l} must be a finite number > 0"
+                    "ridge lambda = {} must be a number in (0, 1e200]",
+                    ldpcov_proto::collection::ShortNumber(l)
                 )));
             }
             Target::Precision(PrecisionMethod::Ridge, lambda)

@@ -68,14 +68,38 @@ fn check_nonnegative(name: &'static str, value: f64) -> Result<(), EstimateError
     }
 }
 
+/// Largest ADMM step ρ the graphical lasso accepts. The Θ-step decomposes
+/// `ρ(Z − U) − S` and takes `√(μ² + 4ρ)`: with ρ ≤ 1e100 both stay far inside f64's
+/// range (μ² ≤ about 1e200 for the covariances a collection can hold), while at 1e300
+/// the decomposition overflows and does not converge.
+pub const MAX_GLASSO_RHO: f64 = 1e100;
+
+/// Largest penalty λ (ridge or glasso): the scale of the largest covariance a
+/// collection can hold (the square of the largest clip radius). A λ beyond it swamps
+/// any data; at 1e308 the penalised matrix overflows.
+pub const MAX_LAMBDA: f64 = 1e200;
+
+/// Checks a penalty λ: a number in [0, [`MAX_LAMBDA`]].
+pub fn check_lambda(lambda: f64) -> Result<(), EstimateError> {
+    if (0.0..=MAX_LAMBDA).contains(&lambda) {
+        Ok(())
+    } else {
+        Err(EstimateError::Parameter {
+            name: "lambda",
+            value: lambda,
+            requirement: "a number in [0, 1e200]",
+        })
+    }
+}
+
 /// Validates glasso settings.
 pub fn validate_glasso(lambda: f64, opts: &GlassoOptions) -> Result<(), EstimateError> {
-    check_nonnegative("lambda", lambda)?;
-    if !(opts.rho.is_finite() && opts.rho > 0.0) {
+    check_lambda(lambda)?;
+    if !(opts.rho > 0.0 && opts.rho <= MAX_GLASSO_RHO) {
         return Err(EstimateError::Parameter {
             name: "rho",
             value: opts.rho,
-            requirement: "a finite number > 0",
+            requirement: "a number in (0, 1e100]",
         });
     }
     check_nonnegative("abs_tol", opts.abs_tol)?;

@@ -27,7 +27,9 @@ mod tests;
 use cv::neg_log_likelihood;
 pub use cv::{LambdaCv, cross_validate_lambda, lambda_grid};
 pub(crate) use glasso::glasso;
-pub use glasso::{GlassoOptions, GlassoResult, validate_glasso};
+pub use glasso::{
+    GlassoOptions, GlassoResult, MAX_GLASSO_RHO, MAX_LAMBDA, check_lambda, validate_glasso,
+};
 pub(crate) use ridge::ridge_precision;
 
 use crate::accumulator::Accumulator;
