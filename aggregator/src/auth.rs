@@ -35,7 +35,7 @@ pub const MAX_TOKEN_LEN: usize = 512;
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     /// A token is empty, too long, or has characters outside visible ASCII.
-    #[error("a {what} token must be 1 to {MAX_TOKEN_LEN} visible ASCII characters (no spaces)")]
+    #[error("{} {what} token must be 1 to {MAX_TOKEN_LEN} visible ASCII characters (no spaces)", if what.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" })]
     BadToken {
         /// Which token ("admin", "submit").
         what: &'static str,
@@ -46,8 +46,13 @@ pub enum AuthError {
     /// Submit tokens were given without an admin token.
     #[error("submit tokens need an admin token too (otherwise the admin calls would stay open)")]
     SubmitWithoutAdmin,
-    /// A token file could not be read.
-    #[error("cannot read token file {path}: {source}")]
+    /// The admin token is also a submit token: whoever holds that "submit" token
+    /// would have admin rights.
+    #[error("the admin token is also given as a submit token; give submitters a different token")]
+    AdminAmongSubmit,
+    /// A token file could not be read (the OS error is the source, printed once by
+    /// the error chain).
+    #[error("cannot read token file {path}")]
     File {
         /// The file.
         path: String,
@@ -165,10 +170,16 @@ pub struct AuthConfig {
 }
 
 impl AuthConfig {
-    /// A configuration with these tokens. Submit tokens need an admin token.
+    /// A configuration with these tokens. Submit tokens need an admin token, and
+    /// none may equal it.
     pub fn new(admin: Option<Token>, submit: Vec<SubmitToken>) -> Result<Self, AuthError> {
         if admin.is_none() && !submit.is_empty() {
             return Err(AuthError::SubmitWithoutAdmin);
+        }
+        if let Some(admin) = &admin
+            && submit.iter().any(|s| admin.matches(&s.token.0))
+        {
+            return Err(AuthError::AdminAmongSubmit);
         }
         Ok(AuthConfig { admin, submit })
     }
@@ -342,6 +353,26 @@ mod tests {
             AuthConfig::new(None, vec![SubmitToken::parse("s").unwrap()]),
             Err(AuthError::SubmitWithoutAdmin)
         ));
+    }
+
+    #[test]
+    fn the_admin_token_as_a_submit_token_is_refused() {
+        let admin = || Some(Token::new("admin-secret", "admin").unwrap());
+        for submit in ["admin-secret", "c1=admin-secret"] {
+            assert!(matches!(
+                AuthConfig::new(admin(), vec![SubmitToken::parse(submit).unwrap()]),
+                Err(AuthError::AdminAmongSubmit)
+            ));
+        }
+        AuthConfig::new(admin(), vec![SubmitToken::parse("other").unwrap()]).unwrap();
+        assert_eq!(
+            Token::new("", "admin").unwrap_err().to_string(),
+            "an admin token must be 1 to 512 visible ASCII characters (no spaces)"
+        );
+        assert_eq!(
+            Token::new("", "submit").unwrap_err().to_string(),
+            "a submit token must be 1 to 512 visible ASCII characters (no spaces)"
+        );
     }
 
     #[test]

@@ -12,8 +12,9 @@ use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A PEM file could not be read.
-    #[error("cannot read {what} {path}: {source}")]
+    /// A PEM file could not be read (the OS error is the source, printed once by the
+    /// error chain).
+    #[error("cannot read {what} {path}")]
     Read {
         /// Which file ("certificate", "private key", "CA certificate").
         what: &'static str,
@@ -27,6 +28,13 @@ pub enum TlsError {
     NotPem {
         /// Which file.
         what: &'static str,
+        /// Its path.
+        path: PathBuf,
+    },
+    /// The certificate file is PEM but holds no certificate (a key given in its place,
+    /// say).
+    #[error("certificate {path} holds no certificate (no -----BEGIN CERTIFICATE----- block)")]
+    NoCertificate {
         /// Its path.
         path: PathBuf,
     },
@@ -75,8 +83,17 @@ impl ServerTls {
     /// Reads the certificate chain and private key files. Whether they parse and
     /// match is checked when the server starts.
     pub fn from_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let cert_pem = read_pem(cert, "certificate")?;
+        if !cert_pem
+            .windows(27)
+            .any(|w| w == b"-----BEGIN CERTIFICATE-----")
+        {
+            return Err(TlsError::NoCertificate {
+                path: cert.to_path_buf(),
+            });
+        }
         Ok(ServerTls {
-            cert_pem: read_pem(cert, "certificate")?,
+            cert_pem,
             key_pem: read_pem(key, "private key")?,
         })
     }

@@ -97,6 +97,48 @@ fn submit_tokens_without_an_admin_token_are_refused_at_startup() {
 }
 
 #[test]
+fn the_admin_token_among_the_submit_tokens_is_refused_at_startup() {
+    for submit in [ADMIN_TOKEN.to_string(), format!("c1={ADMIN_TOKEN}")] {
+        let run = run_with_env(
+            &[
+                "serve",
+                "--memory",
+                "--listen",
+                "127.0.0.1:0",
+                "--submit-token",
+                &submit,
+            ],
+            &[("LDPCOV_ADMIN_TOKEN", ADMIN_TOKEN)],
+        );
+        let line = run.fails_with("the admin token is also given as a submit token");
+        assert!(!line.contains(ADMIN_TOKEN), "{line}");
+    }
+}
+
+#[test]
+fn a_certificate_file_holding_a_key_is_refused_at_startup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
+    let key_file = dir.path().join("key.pem");
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).expect("write key");
+    let key_path = key_file.to_str().expect("utf-8");
+    let run = run_with_env(
+        &[
+            "serve",
+            "--memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            key_path,
+            "--tls-key",
+            key_path,
+        ],
+        &[],
+    );
+    run.fails_with("holds no certificate");
+}
+
+#[test]
 fn the_cli_talks_tls_with_a_custom_ca() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");

@@ -118,7 +118,8 @@ pub(crate) fn status_json(status: &CollectionStatus) -> serde_json::Value {
         "releasable": status.releasable,
         "closed": status.closed,
         "rho_budget": status.rho_budget,
-        "rho_spent": status.rho_spent,
+        // `+ 0.0` turns a -0 (a budget spent by nothing) into 0.
+        "rho_spent": status.rho_spent + 0.0,
         "params": status.params.as_ref().map(params_json),
     })
 }
