@@ -230,7 +230,7 @@ impl Collection {
     /// resolved value.
     ///
     /// A new collection is also held to bounds a stored one is not (so no stored
-    /// collection becomes unreadable): R in [[`MIN_CLIP_RADIUS`], [`MAX_CLIP_RADIUS`]],
+    /// collection becomes unreadable): R between [`MIN_CLIP_RADIUS`] and [`MAX_CLIP_RADIUS`],
     /// δ ≥ [`MIN_DELTA`], centre magnitudes ≤ [`MAX_CENTRE_MAGNITUDE`], variable names
     /// without control characters. They are checked after every check of
     /// [`from_spec`](Collection::from_spec), whose messages keep precedence.

@@ -175,7 +175,7 @@ pub enum SpecError {
     /// quantities stay finite and meaningful (checked by [`Collection::create`] only).
     #[error("{field} = {} is outside the allowed range {range}", collection::ShortNumber(*value))]
     OutOfRange {
-        /// The spec field ("clip_radius", "delta", "centre[3]").
+        /// The spec field (`clip_radius`, `delta`, `centre[3]`).
         field: String,
         /// The value given.
         value: f64,
