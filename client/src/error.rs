@@ -69,6 +69,10 @@ pub enum ClientError {
     /// A report is malformed (for example a report id that is not 16 bytes).
     #[error(transparent)]
     Wire(#[from] WireError),
+    /// The rank-one sampler refused its parameters or the lifted input (a bug: a
+    /// validated collection and a clipped vector always satisfy it).
+    #[error("rank-one report: {0}")]
+    RankOne(String),
     /// The device's privacy budget ledger refused the report, or could not record it.
     #[error(transparent)]
     Budget(#[from] crate::ledger::LedgerError),

@@ -13,7 +13,7 @@ use ldpcov_proto::v1::Report;
 use ldpcov_proto::wire::{REPORT_ID_LEN, encode_payload};
 use ldpcov_proto::{Collection, ReportId, ReportMechanism};
 use rand::rngs::OsRng;
-use rand::{Rng, SeedableRng, TryRngCore};
+use rand::{Rng, RngCore, SeedableRng, TryRngCore};
 use rand_chacha::ChaCha20Rng;
 use rand_distr::StandardNormal;
 
@@ -79,6 +79,10 @@ impl NoiseSampler for FloatGaussianNotPrivate {
         self.rng.random_range(0..bound.max(1))
     }
 
+    fn next_word(&mut self) -> u64 {
+        self.rng.next_u64()
+    }
+
     fn kind(&self) -> &'static str {
         "float-gaussian-NOT-PRIVATE"
     }
@@ -142,6 +146,11 @@ impl Perturber {
     /// value, so it is post-processing and costs no privacy; an honest entry reaches it
     /// with probability at most 10⁻¹² (`ldpcov_proto::collection::VALIDATION_SIGMAS`).
     ///
+    /// For a rank-one collection the result is what the aggregator sums for the report
+    /// ([`RankOneReport::expand`](ldpcov_proto::mechanism::RankOneReport::expand) of
+    /// its wire values: the mean block `y` and the products `yᵢyⱼ`, grid `2^−22`); its
+    /// noise is the mechanism's, not additive.
+    ///
     /// Input errors ([`clip`](Perturber::clip)) are reported before any noise is drawn;
     /// a central collection is refused ([`ClientError::CentralCollection`]).
     pub fn perturb(
@@ -150,7 +159,11 @@ impl Perturber {
         noise: &mut (impl NoiseSampler + ?Sized),
     ) -> Result<Vec<i32>, ClientError> {
         let u = self.clip(x)?;
-        mechanism::perturb(&self.collection, &u, noise)
+        let values = mechanism::perturb(&self.collection, &u, noise)?;
+        Ok(match self.collection.mechanism() {
+            ReportMechanism::RankOne(report) => report.expand(&values),
+            _ => values,
+        })
     }
 
     /// A complete [`Report`] for `x`: perturbed entries encoded in the collection's
@@ -173,6 +186,8 @@ impl Perturber {
     /// This acts on values that already carry the calibrated noise, so it is
     /// post-processing and costs no privacy. It adds at most `step²/4` (on average
     /// `step²/6`) of variance per entry; see `docs/BENCHMARKS.md` for the figures.
+    /// A rank-one report's entries are returned unchanged (its device dithers the draw
+    /// itself: build its wire report with [`report`](Perturber::report)).
     pub fn to_wire(&self, entries: &[i32], noise: &mut (impl NoiseSampler + ?Sized)) -> Vec<i32> {
         mechanism::to_wire(self.collection.mechanism(), entries, noise)
     }
@@ -348,11 +363,21 @@ mod tests {
     /// 1 (+ the rounding term) would be exceeded by `(√2 − 1)·2ᵏ − √d`.
     #[test]
     fn sensitivity_is_attained_through_the_perturber() {
+        use ldpcov_proto::v1::LocalMechanism;
         use rand::SeedableRng;
         use rand_chacha::ChaCha12Rng;
         use rand_distr::{Distribution, StandardNormal};
-        for (dim, radius) in [(2u32, 1.0), (5, 3.0), (12, 0.5)] {
-            let c = Collection::from_spec(&spec(dim, 1.0, 1e-6, radius)).expect("valid spec");
+        for (dim, radius, mechanism) in [
+            (2u32, 1.0, LocalMechanism::GaussianTriu),
+            (5, 3.0, LocalMechanism::GaussianTriu),
+            (12, 0.5, LocalMechanism::GaussianTriu),
+            (2, 1.0, LocalMechanism::Gaussian),
+            (5, 3.0, LocalMechanism::Gaussian),
+            (12, 0.5, LocalMechanism::Gaussian),
+        ] {
+            let mut s = spec(dim, 1.0, 1e-6, radius);
+            s.local_mechanism = mechanism as i32;
+            let c = Collection::from_spec(&s).expect("valid spec");
             let p = Perturber::new(c.clone());
             let scale = c.grid_scale();
             let bound = c.sensitivity() * scale;
@@ -379,6 +404,28 @@ mod tests {
                 worst >= 2f64.sqrt() * scale - 1.0,
                 "p = {dim}: R·e₁, R·e₂ give {worst}, below √2·2ᵏ − 1"
             );
+            // R·(e₁ + e₂)/√2 vs R·(e₁ − e₂)/√2: uuᵀ − u'u'ᵀ is off-diagonal, of Frobenius
+            // norm √2. The svec report carries it in full (within rounding: 2 entries of
+            // ½ each), the raw one as 1 (its triangle holds each pair once): a factor other
+            // than √2 on the off-diagonal products would exceed Δ or fall short of √2.
+            let h = radius / 2f64.sqrt();
+            let mut plus = vec![0.0; d];
+            let mut minus = vec![0.0; d];
+            (plus[0], plus[1]) = (h, h);
+            (minus[0], minus[1]) = (h, -h);
+            let off = dist(&plus, &minus);
+            assert!(off <= bound, "p = {dim}: off-diagonal pair {off} > {bound}");
+            if mechanism == LocalMechanism::Gaussian {
+                assert!(
+                    off >= 2f64.sqrt() * scale - 2.0,
+                    "p = {dim}: svec off-diagonal pair {off}"
+                );
+            } else {
+                assert!(
+                    (off - scale).abs() <= 2.0,
+                    "p = {dim}: raw off-diagonal pair {off}"
+                );
+            }
             // Vectors far beyond R (clipped) and x vs −x.
             let long = e(0, 1e6 * radius);
             let other_long = e(d - 1, -1e6 * radius);
@@ -697,7 +744,15 @@ mod tests {
             .iter()
             .map(|ui| (0.5 * ui * scale).round() as i32)
             .collect();
-        want.extend(triangle_pairs(3).map(|(i, j)| (u[i] * u[j] * scale).round() as i32));
+        // A new collection carries off-diagonal products ×√2 (svec).
+        want.extend(triangle_pairs(3).map(|(i, j)| {
+            let factor = if i == j {
+                1.0
+            } else {
+                std::f64::consts::SQRT_2
+            };
+            (factor * u[i] * u[j] * scale).round() as i32
+        }));
         let got = p.perturb(&x, &mut ZeroNoise).unwrap();
         assert_eq!(got.len(), 3 + 6);
         for (k, (a, b)) in got.iter().zip(&want).enumerate() {
@@ -710,7 +765,11 @@ mod tests {
             got
         );
         // x − c overflowing is an input error, raised before any noise.
-        let far = joint(2, 1.0, 1.0, vec![-f64::MAX, 0.0]);
+        // (A new collection's centre is bounded by 1e100; a stored one is not.)
+        let mut far_spec = spec(2, 1.0, 1e-6, 1.0);
+        far_spec.centre = vec![-f64::MAX, 0.0];
+        far_spec.moments = ldpcov_proto::v1::Moments::MeanAndCovariance as i32;
+        let far = Collection::from_spec(&far_spec).expect("a stored spec takes any finite centre");
         let mut counting = Counting::default();
         assert!(matches!(
             Perturber::new(far).perturb(&[f64::MAX, 0.0], &mut counting),

@@ -23,6 +23,7 @@ pub(crate) struct FullAverage<'a> {
     moments: MomentsEstimate,
     matrix: DMatrix<f64>,
     entry_noise_sd: f64,
+    diagonal_noise_sd: f64,
     variances: OnceCell<Vec<f64>>,
 }
 
@@ -44,6 +45,7 @@ impl<'a> FullAverage<'a> {
             moments,
             matrix,
             entry_noise_sd: input.mean_entry_noise_sd(n.max(1)),
+            diagonal_noise_sd: input.diagonal_entry_noise_sd(n.max(1)),
             variances: OnceCell::new(),
         })
     }
@@ -78,9 +80,16 @@ impl<'a> FullAverage<'a> {
         &self.matrix
     }
 
-    /// Noise sd of one of its entries, data units.
+    /// Noise sd of one of its off-diagonal entries, data units.
     pub(crate) fn entry_noise_sd(&self) -> f64 {
         self.entry_noise_sd
+    }
+
+    /// Noise sd of one of its diagonal entries, data units (that of the off-diagonal
+    /// entries for the raw Gaussian report, √2 times it for the `svec` and rank-one
+    /// reports).
+    pub(crate) fn diagonal_noise_sd(&self) -> f64 {
+        self.diagonal_noise_sd
     }
 
     /// The per-entry variances across reports ([`entry_variances`](crate::threshold::entry_variances)), computed on

@@ -9,17 +9,20 @@
 //! mechanism with another noise model is one new variant there.
 
 use ldpcov_proto::Collection;
-pub use ldpcov_proto::mechanism::NoiseModel;
+use ldpcov_proto::collection::Entry;
+pub use ldpcov_proto::mechanism::{NoiseModel, Unbiasing};
 
 /// What the estimators act on besides the accumulators: the dimension, the report
-/// layout (entries; whether a mean block leads and its weight), the units (clip
-/// radius, centre, grid scale), the minimum number of reports before a release,
-/// whether the variables are ordered, and the [`NoiseModel`].
+/// layout (entries; whether a mean block leads), the units (clip radius, centre, grid
+/// scale), how averages become unbiased estimates ([`Unbiasing`]), the minimum number
+/// of reports before a release, whether the variables are ordered, and the
+/// [`NoiseModel`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct EstimationInput {
     dim: usize,
     entries: usize,
-    mean_weight: Option<f64>,
+    has_mean: bool,
+    unbiasing: Unbiasing,
     clip_radius: f64,
     centre: Vec<f64>,
     grid_scale: f64,
@@ -35,7 +38,8 @@ impl EstimationInput {
         EstimationInput {
             dim: collection.dim(),
             entries: collection.entries(),
-            mean_weight: collection.has_mean().then_some(collection.mean_weight()),
+            has_mean: collection.has_mean(),
+            unbiasing: collection.unbiasing(),
             clip_radius: collection.clip_radius(),
             centre: collection.centre().to_vec(),
             grid_scale: collection.grid_scale(),
@@ -98,12 +102,12 @@ impl EstimationInput {
 
     /// Whether reports lead with a mean block.
     pub fn has_mean(&self) -> bool {
-        self.mean_weight.is_some()
+        self.has_mean
     }
 
-    /// The mean block's weight `w` (0 without a mean block).
-    pub fn mean_weight(&self) -> f64 {
-        self.mean_weight.unwrap_or(0.0)
+    /// How averages of the summed entries become unbiased estimates.
+    pub fn unbiasing(&self) -> Unbiasing {
+        self.unbiasing
     }
 
     /// Entries of the mean block at the start of a report: `p`, or 0 without one.
@@ -142,30 +146,56 @@ impl EstimationInput {
         self.noise
     }
 
-    /// Noise sd of one entry of the average of `n` reports, in data units: `R²σ/√n`.
+    /// The noise sd of one report's unbiased estimate of an `entry`, unit-ball units:
+    /// the [`NoiseModel`]'s sd over the [`Unbiasing`] divisor.
+    pub fn unbiased_report_noise_sd(&self, entry: Entry) -> f64 {
+        let (noise, unbias) = (self.noise, self.unbiasing);
+        match entry {
+            Entry::Diagonal => noise.diagonal_sd() / unbias.diagonal_divisor,
+            Entry::OffDiagonal => noise.off_diagonal_sd() / unbias.off_diagonal_divisor,
+            Entry::Mean => noise.mean_sd() / unbias.mean_divisor,
+        }
+    }
+
+    /// Noise sd of one off-diagonal entry of the unbiased average of `n` reports, in
+    /// data units: `R²·σ_off/√n` (`σ_off`: σ for the raw Gaussian report, σ/√2 for the
+    /// `svec` one, 1/κ for the rank-one report). The noise level every threshold, the
+    /// spectral edge and the cross-validation grids read.
     pub fn mean_entry_noise_sd(&self, n: u64) -> f64 {
-        self.clip_radius * self.clip_radius * self.noise.iid_sd() / (n as f64).sqrt()
+        self.clip_radius * self.clip_radius * self.unbiased_report_noise_sd(Entry::OffDiagonal)
+            / (n.max(1) as f64).sqrt()
+    }
+
+    /// Noise sd of one diagonal entry of the unbiased average of `n` reports, in data
+    /// units: `R²·σ_diag/√n` (σ for a Gaussian report, √2/κ for the rank-one report).
+    pub fn diagonal_entry_noise_sd(&self, n: u64) -> f64 {
+        self.clip_radius * self.clip_radius * self.unbiased_report_noise_sd(Entry::Diagonal)
+            / (n.max(1) as f64).sqrt()
     }
 
     /// Noise sd of each coordinate of the released mean over `n` reports, data units:
-    /// `R·σ/(w·√n)`; 0 without a mean block.
+    /// `R·σ/(w·√n)` (Gaussian), `R/(c·√n)` at `u = 0` (rank-one); 0 without a mean
+    /// block.
     pub fn mean_noise_sd(&self, n: u64) -> f64 {
-        match self.mean_weight {
-            Some(w) => self.clip_radius * self.noise.iid_sd() / (w * (n.max(1) as f64).sqrt()),
-            None => 0.0,
+        if self.has_mean {
+            self.clip_radius * self.unbiased_report_noise_sd(Entry::Mean) / (n.max(1) as f64).sqrt()
+        } else {
+            0.0
         }
     }
 
-    /// The variance `τ² = σ²/(w²n)` of each coordinate of the mean of `u` over `n`
-    /// reports, unit-ball units (0 without a mean block).
-    pub(crate) fn mean_block_variance(&self, n: u64) -> f64 {
-        match self.mean_weight {
-            Some(w) => {
-                let sigma = self.noise.iid_sd();
-                sigma * sigma / (w * w * n.max(1) as f64)
-            }
-            None => 0.0,
+    /// `(a, b)` with `Cov(μ̂) = a·I + b·M` for the mean `μ̂` of `u` over `n` reports and
+    /// `M` the second moment of `u` (unit-ball units; `(0, 0)` without a mean block):
+    /// `a = σ²/(w²n)`, `b = 0` for the Gaussian report, whose noise is independent of
+    /// the signal; `a = 1/(c²n)`, `b = (κ − c²)/(c²n)` for the rank-one report, whose
+    /// mean entry has covariance `I + (κ − c²)ũũᵀ`.
+    pub(crate) fn mean_block_covariance(&self, n: u64) -> (f64, f64) {
+        if !self.has_mean {
+            return (0.0, 0.0);
         }
+        let d2 = self.unbiasing.mean_divisor * self.unbiasing.mean_divisor * n.max(1) as f64;
+        let sd = self.noise.mean_sd();
+        (sd * sd / d2, self.noise.mean_signal_coupling() / d2)
     }
 }
 

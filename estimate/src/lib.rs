@@ -80,7 +80,7 @@ pub use error::EstimateError;
 pub use estimate::{
     CovarianceEstimate, EstimateOptions, MAX_PSD_FLOOR, average, estimate, validate_options,
 };
-pub use input::{EstimationInput, NoiseModel};
+pub use input::{EstimationInput, NoiseModel, Unbiasing};
 pub use moments::{MomentsEstimate, correlation};
 pub use packed::{matrix_to_packed, packed_to_matrix};
 pub use precision::{

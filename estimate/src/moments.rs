@@ -12,6 +12,12 @@
 //!   by exactly `τ²`; σ, w and n are public, so the correction is exact
 //!   (docs/ALGORITHMS.md, "Mean and covariance").
 //!
+//! Other mechanisms' averages are first unbiased entry by entry (the mechanism's
+//! `Unbiasing`: the √2 of an `svec` report's off-diagonal entries, the rank-one report's
+//! κ, c and diagonal offset), and `τ²I` becomes the mechanism's `Cov(μ̂) = a·I + b·M̂`
+//! (for the rank-one report `b = (κ − c²)/(c²n)`: its mean block's noise depends on
+//! `u`).
+//!
 //! Units (data units, as every released number): the covariance `R²·Σ̂`, the second
 //! moment `R²·M̂` about the collection's centre `c` (about 0 without one), the mean
 //! `c + R·μ̂`. Subtracting a public constant changes no covariance, so `Σ̂` needs no
@@ -78,34 +84,53 @@ pub(crate) fn check_sums(input: &EstimationInput, sums: &[i64]) -> Result<(), Es
     Ok(())
 }
 
-/// The mean of `u` (`a[..p]/w`, None without a mean block) and the packed second
-/// moment of `u` (`a[p..]`), unit-ball units, from grid-unit sums of `n` reports.
-/// `sums` must have `input.entries()` values.
+/// The mean of `u` (None without a mean block) and the packed second moment of `u`,
+/// unit-ball units, from grid-unit sums of `n` reports (`input.entries()` of them),
+/// each average `a` unbiased by the mechanism's [`Unbiasing`](crate::input::Unbiasing):
+/// `a/mean_divisor` (`w`, or `c`), `(a − diagonal_offset)/diagonal_divisor` on the
+/// diagonal, `a/off_diagonal_divisor` off it (1, √2 for the `svec` Gaussian report, κ for
+/// the rank-one report).
 fn unit_blocks(input: &EstimationInput, sums: &[i64], n: u64) -> (Option<Vec<f64>>, Vec<f64>) {
     let scale = 1.0 / (input.grid_scale() * n.max(1) as f64);
+    let unbias = input.unbiasing();
     let (first, second) = sums.split_at(input.mean_entries());
-    let second: Vec<f64> = second.iter().map(|&s| s as f64 * scale).collect();
+    let second: Vec<f64> = second
+        .iter()
+        .zip(triangle_pairs(input.dim()))
+        .map(|(&s, (i, j))| {
+            let a = s as f64 * scale;
+            if i == j {
+                (a - unbias.diagonal_offset) / unbias.diagonal_divisor
+            } else {
+                a / unbias.off_diagonal_divisor
+            }
+        })
+        .collect();
     let mean = input.has_mean().then(|| {
         first
             .iter()
-            .map(|&s| s as f64 * scale / input.mean_weight())
+            .map(|&s| s as f64 * scale / unbias.mean_divisor)
             .collect()
     });
     (mean, second)
 }
 
 /// The packed matrix the estimators act on, data units, from grid-unit sums of `n`
-/// reports (`input.entries()` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + τ²I)`,
-/// `τ² = σ²/(w²n)`, for a collection with a mean block; `R²·M̂` otherwise.
+/// reports (`input.entries()` of them; unchecked): `R²·(M̂ − μ̂μ̂ᵀ + Cov(μ̂))` for a
+/// collection with a mean block, `Cov(μ̂) = a·I + b·M̂`
+/// ([`EstimationInput::mean_block_covariance`]: `τ²I`, `τ² = σ²/(w²n)`, for the Gaussian
+/// report); `R²·M̂` otherwise.
 pub(crate) fn packed_covariance(input: &EstimationInput, sums: &[i64], n: u64) -> Vec<f64> {
     let r2 = input.clip_radius() * input.clip_radius();
     let (mean, mut m) = unit_blocks(input, sums, n);
     if let Some(mu) = mean {
-        let tau2 = input.mean_block_variance(n);
+        let (a, b) = input.mean_block_covariance(n);
         for (v, (i, j)) in m.iter_mut().zip(triangle_pairs(input.dim())) {
+            let coupled = b * *v;
             *v -= mu[i] * mu[j];
+            *v += coupled;
             if i == j {
-                *v += tau2;
+                *v += a;
             }
         }
     }
@@ -142,8 +167,10 @@ mod tests {
     use super::*;
     use ldpcov_proto::Collection;
     use ldpcov_proto::layout::triangle_index;
-    use ldpcov_proto::v1::{CollectionSpec, Moments};
+    use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, Moments};
 
+    /// A mean-and-covariance collection with the raw-weighted Gaussian report (the
+    /// hand-made sums below are its averages as they are).
     fn joint(dim: u32, clip_radius: f64, centre: Vec<f64>) -> Collection {
         Collection::create(&CollectionSpec {
             collection_id: "m".into(),
@@ -153,9 +180,85 @@ mod tests {
             clip_radius,
             min_reports: 1,
             centre,
+            local_mechanism: LocalMechanism::GaussianTriu as i32,
             ..Default::default()
         })
         .unwrap()
+    }
+
+    /// The unbiasing on hand-made sums: an svec report's off-diagonal averages are
+    /// divided by √2 and its diagonal kept; a rank-one report's averages become
+    /// `(a − (1 + Δ_w²/4))/κ` on the diagonal, `a/κ` off it, `a/c` in the mean block, and
+    /// its covariance adds `Cov(μ̂) = (I + (κ − c²)M̂)/(c²n)`.
+    #[test]
+    fn averages_are_unbiased_by_the_mechanism() {
+        let spec = |mechanism: LocalMechanism, moments: Moments, delta: f64| CollectionSpec {
+            collection_id: "u".into(),
+            dim: 2,
+            epsilon: 1.0,
+            delta,
+            clip_radius: 2.0,
+            min_reports: 1,
+            moments: moments as i32,
+            local_mechanism: mechanism as i32,
+            ..Default::default()
+        };
+        let svec = Collection::create(&spec(LocalMechanism::Gaussian, Moments::SecondMoment, 1e-6))
+            .unwrap();
+        let g = svec.grid_scale() as i64;
+        let m = moments(&(&svec).into(), &[2 * g, g, g / 2], 2).unwrap();
+        let r2 = 4.0;
+        assert_eq!(m.second_moment[0], r2 * 1.0);
+        assert!((m.second_moment[1] - r2 * 0.5 / std::f64::consts::SQRT_2).abs() < 1e-12);
+        assert_eq!(m.second_moment[2], r2 * 0.25);
+
+        let rank_one = Collection::create(&spec(
+            LocalMechanism::RankOne,
+            Moments::MeanAndCovariance,
+            0.0,
+        ))
+        .unwrap();
+        let ldpcov_proto::ReportMechanism::RankOne(report) = rank_one.mechanism() else {
+            panic!("rank-one");
+        };
+        let (kappa, c) = (
+            report.params().moments.kappa,
+            report.params().moments.mean_scale,
+        );
+        let offset = 1.0 + 2f64.powi(-22) / 4.0;
+        let g = rank_one.grid_scale();
+        assert_eq!(g, 2f64.powi(22));
+        let n = 4u64;
+        // Averages (dyadic, so that the sums are exact): mean block (¼, −⅛), triangle
+        // (1.5, 0.1875, 1.125).
+        let avg = [0.25, -0.125, 1.5, 0.1875, 1.125];
+        let sums: Vec<i64> = avg.iter().map(|a| (a * g * n as f64) as i64).collect();
+        let m = moments(&(&rank_one).into(), &sums, n).unwrap();
+        let mu = [0.25 / c, -0.125 / c];
+        let mhat = [
+            (1.5 - offset) / kappa,
+            0.1875 / kappa,
+            (1.125 - offset) / kappa,
+        ];
+        let mean = m.mean.clone().unwrap();
+        for i in 0..2 {
+            assert!((mean[i] - 2.0 * mu[i]).abs() < 1e-9, "{mean:?}");
+        }
+        for (a, b) in m.second_moment.iter().zip(mhat) {
+            assert!((a - r2 * b).abs() < 1e-9, "{a} vs {}", r2 * b);
+        }
+        let (a, b) = (
+            1.0 / (c * c * n as f64),
+            (kappa - c * c) / (c * c * n as f64),
+        );
+        let want = [
+            r2 * (mhat[0] - mu[0] * mu[0] + a + b * mhat[0]),
+            r2 * (mhat[1] - mu[0] * mu[1] + b * mhat[1]),
+            r2 * (mhat[2] - mu[1] * mu[1] + a + b * mhat[2]),
+        ];
+        for (x, y) in m.covariance.iter().zip(want) {
+            assert!((x - y).abs() < 1e-9, "{x} vs {y}");
+        }
     }
 
     /// Exact arithmetic on hand-made sums: two reports at p = 2, R = 2, centre (10, −1).

@@ -6,7 +6,7 @@ use super::random_bits::RandomBits;
 use super::sampler::DiscreteGaussian;
 use rand::rand_core::OsError;
 use rand::rngs::OsRng;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 /// A source of centred integer noise on the collection's grid.
@@ -26,6 +26,15 @@ pub trait NoiseSampler {
         rand::rng().random_range(0..bound.max(1))
     }
 
+    /// One uniform 64-bit word from this sampler's generator, for the exact samplers
+    /// built on random bits (the rank-one mechanism's lattice draws, its exact
+    /// Bernoulli and its dither). The privacy of a rank-one report rests on these
+    /// words: the default draws them from the thread-local CSPRNG (`rand::rng()`); a
+    /// seeded sampler overrides it so that its reports are reproducible.
+    fn next_word(&mut self) -> u64 {
+        rand::rng().next_u64()
+    }
+
     /// What kind of sampler this is, for logs and checks (never its state).
     fn kind(&self) -> &'static str {
         "custom"
@@ -39,6 +48,9 @@ impl<N: NoiseSampler + ?Sized> NoiseSampler for Box<N> {
     fn uniform_below(&mut self, bound: u64) -> u64 {
         (**self).uniform_below(bound)
     }
+    fn next_word(&mut self) -> u64 {
+        (**self).next_word()
+    }
     fn kind(&self) -> &'static str {
         (**self).kind()
     }
@@ -50,6 +62,9 @@ impl<N: NoiseSampler + ?Sized> NoiseSampler for &mut N {
     }
     fn uniform_below(&mut self, bound: u64) -> u64 {
         (**self).uniform_below(bound)
+    }
+    fn next_word(&mut self) -> u64 {
+        (**self).next_word()
     }
     fn kind(&self) -> &'static str {
         (**self).kind()
@@ -144,6 +159,11 @@ impl NoiseSampler for DiscreteGaussianSampler {
             unreachable!("filled above")
         };
         dist.sample_bits(&mut self.bits)
+    }
+
+    /// A whole word from the generator, after (never shared with) the reservoir's.
+    fn next_word(&mut self) -> u64 {
+        self.bits.rng_mut().next_u64()
     }
 
     fn kind(&self) -> &'static str {

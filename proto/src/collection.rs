@@ -13,14 +13,20 @@
 //! resolved value, so a spec stored by this code reads back the same on both paths.
 
 use crate::SpecError;
-use crate::calibration::{zcdp_rho, zcdp_rho_for_epsilon};
+use crate::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
 use crate::layout::triangle_len;
-use crate::mechanism::{GaussianReport, NoiseModel, RawVectorReport, ReportMechanism};
-use crate::v1::{CollectionParams, CollectionSpec, Encoding, Moments, PrivacyModel};
+use crate::mechanism::{
+    GaussianReport, NoiseModel, OffDiagonalWeighting, RankOneReport, RawVectorReport,
+    ReportMechanism, Unbiasing,
+};
+use crate::v1::{
+    CollectionParams, CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel,
+    RankOneParams,
+};
 
 pub use crate::mechanism::gaussian::{
-    GRID_HEADROOM_SIGMAS, MAX_GRID_BITS, MIN_GRID_BITS, MIN_SIGMA_GRID, VALIDATION_SIGMAS,
-    VALIDATION_TAIL, WIRE_CLAMP_SIGMAS,
+    GRID_HEADROOM_SIGMAS, MAX_GRID_BITS, MIN_GRID_BITS, MIN_SIGMA_GRID, SVEC_ROUNDING_MARGIN,
+    VALIDATION_SIGMAS, VALIDATION_TAIL, WIRE_CLAMP_SIGMAS,
 };
 pub use crate::mechanism::raw_vector::{CENTRAL_COORDINATE_BITS, CENTRAL_GRID_BITS};
 pub use crate::mechanism::{MEAN_WEIGHT, joint_base_sensitivity};
@@ -100,7 +106,8 @@ fn validate_new_spec(spec: &CollectionSpec) -> Result<(), SpecError> {
     if !(MIN_CLIP_RADIUS..=MAX_CLIP_RADIUS).contains(&r) {
         return Err(out_of_range("clip_radius".into(), r, "[1e-100, 1e100]"));
     }
-    if spec.delta < MIN_DELTA {
+    // A rank-one collection's δ is 0 (checked by from_spec).
+    if spec.local_mechanism != LocalMechanism::RankOne as i32 && spec.delta < MIN_DELTA {
         return Err(out_of_range("delta".into(), spec.delta, "[1e-100, 1)"));
     }
     if let Some(index) = spec
@@ -207,6 +214,17 @@ pub struct Collection {
     mechanism: ReportMechanism,
 }
 
+/// A kind of entry of the mean and second moment a report estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A diagonal second-moment entry `uᵢ²`.
+    Diagonal,
+    /// An off-diagonal second-moment entry `uᵢuⱼ`, `i ≠ j`.
+    OffDiagonal,
+    /// A mean entry `uᵢ`.
+    Mean,
+}
+
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
 pub fn validate_collection_id(id: &str) -> Result<(), SpecError> {
     let ok = !id.is_empty()
@@ -225,8 +243,9 @@ pub fn validate_collection_id(id: &str) -> Result<(), SpecError> {
 
 impl Collection {
     /// The CreateCollection path: like [`from_spec`](Collection::from_spec), except
-    /// that an unspecified `moments` means [`Moments::MeanAndCovariance`] (see the
-    /// module docs). The returned collection's [`spec`](Collection::spec) carries the
+    /// that an unspecified `moments` means [`Moments::MeanAndCovariance`] and, for a
+    /// local collection, an unspecified `local_mechanism` means
+    /// [`LocalMechanism::Gaussian`] (see the module docs). The returned collection's [`spec`](Collection::spec) carries the
     /// resolved value.
     ///
     /// A new collection is also held to bounds a stored one is not (so no stored
@@ -235,20 +254,27 @@ impl Collection {
     /// without control characters. They are checked after every check of
     /// [`from_spec`](Collection::from_spec), whose messages keep precedence.
     pub fn create(spec: &CollectionSpec) -> Result<Self, SpecError> {
-        let collection = if spec.moments == Moments::Unspecified as i32 {
-            let mut resolved = spec.clone();
+        let mut resolved = spec.clone();
+        if spec.moments == Moments::Unspecified as i32 {
             resolved.moments = Moments::MeanAndCovariance as i32;
-            Self::from_spec(&resolved)
-        } else {
-            Self::from_spec(spec)
-        }?;
-        validate_new_spec(spec)?;
+        }
+        let local = matches!(
+            PrivacyModel::try_from(spec.privacy_model),
+            Ok(PrivacyModel::Unspecified | PrivacyModel::Local)
+        );
+        if local && spec.local_mechanism == LocalMechanism::Unspecified as i32 {
+            resolved.local_mechanism = LocalMechanism::Gaussian as i32;
+        }
+        let collection = Self::from_spec(&resolved)?;
+        validate_new_spec(&resolved)?;
         Ok(collection)
     }
 
     /// Validates `spec` and derives the grid, sensitivity and noise. This is the path
     /// of a stored spec or of one sent by a server: an unspecified `moments` means
-    /// [`Moments::SecondMoment`] (new collections go through
+    /// [`Moments::SecondMoment`] and an unspecified `local_mechanism` of a local
+    /// collection means [`LocalMechanism::GaussianTriu`], the weighting collections
+    /// stored before the field existed were created with (new collections go through
     /// [`create`](Collection::create)).
     ///
     /// The report mechanism is derived here: a local collection's Gaussian report is
@@ -266,7 +292,28 @@ impl Collection {
         if !(epsilon.is_finite() && epsilon > 0.0 && epsilon <= MAX_EPSILON) {
             return Err(SpecError::Epsilon(epsilon));
         }
-        if !(delta > 0.0 && delta < 1.0) {
+        let privacy_model = match PrivacyModel::try_from(spec.privacy_model) {
+            Ok(PrivacyModel::Unspecified | PrivacyModel::Local) => PrivacyModel::Local,
+            Ok(PrivacyModel::Central) => PrivacyModel::Central,
+            Err(_) => return Err(SpecError::PrivacyModel(spec.privacy_model)),
+        };
+        let central = privacy_model == PrivacyModel::Central;
+        let local_mechanism = match LocalMechanism::try_from(spec.local_mechanism) {
+            Ok(LocalMechanism::Unspecified) if !central => LocalMechanism::GaussianTriu,
+            Ok(LocalMechanism::Unspecified) => LocalMechanism::Unspecified,
+            Ok(_) if central => {
+                return Err(SpecError::LocalMechanismForCentral(spec.local_mechanism));
+            }
+            Ok(m) => m,
+            Err(_) => return Err(SpecError::LocalMechanism(spec.local_mechanism)),
+        };
+        let rank_one = local_mechanism == LocalMechanism::RankOne;
+        if rank_one {
+            // Pure ε-LDP: no δ is spent, and a δ in the spec would suggest otherwise.
+            if delta != 0.0 {
+                return Err(SpecError::RankOneDelta(delta));
+            }
+        } else if !(delta > 0.0 && delta < 1.0) {
             return Err(SpecError::Delta(delta));
         }
         if !(clip_radius.is_finite() && clip_radius > 0.0) {
@@ -275,18 +322,16 @@ impl Collection {
         if spec.min_reports == 0 {
             return Err(SpecError::MinReports);
         }
-        let privacy_model = match PrivacyModel::try_from(spec.privacy_model) {
-            Ok(PrivacyModel::Unspecified | PrivacyModel::Local) => PrivacyModel::Local,
-            Ok(PrivacyModel::Central) => PrivacyModel::Central,
-            Err(_) => return Err(SpecError::PrivacyModel(spec.privacy_model)),
-        };
-        let central = privacy_model == PrivacyModel::Central;
         let encoding = match Encoding::try_from(spec.encoding) {
             Ok(Encoding::Unspecified) if central => Encoding::RawI32Le,
+            Ok(Encoding::Unspecified) if rank_one => Encoding::I16Le,
             Ok(Encoding::Unspecified) => Encoding::I32Le,
             Ok(e) => e,
             Err(_) => return Err(SpecError::Encoding(spec.encoding)),
         };
+        if rank_one && encoding != Encoding::I16Le {
+            return Err(SpecError::RankOneEncoding(encoding));
+        }
         if central != (encoding == Encoding::RawI32Le) {
             return Err(SpecError::EncodingForModel {
                 encoding,
@@ -329,8 +374,19 @@ impl Collection {
                 ReportMechanism::RawVector(raw),
                 zcdp_rho_for_epsilon(epsilon, delta),
             )
+        } else if rank_one {
+            // Pure ε-LDP implies ε²/2-zCDP (Bun & Steinke 2016, Proposition 1.4): the ρ a
+            // device's ledger composes.
+            let report = RankOneReport::new(dim, has_mean, epsilon)?;
+            (ReportMechanism::RankOne(report), pure_dp_rho(epsilon))
         } else {
-            let gaussian = GaussianReport::calibrate(dim, has_mean, epsilon, delta, encoding)?;
+            let weighting = if local_mechanism == LocalMechanism::Gaussian {
+                OffDiagonalWeighting::Svec
+            } else {
+                OffDiagonalWeighting::Raw
+            };
+            let gaussian =
+                GaussianReport::calibrate(dim, has_mean, weighting, epsilon, delta, encoding)?;
             let rho = zcdp_rho(gaussian.sensitivity(), gaussian.sigma());
             (ReportMechanism::Gaussian(gaussian), rho)
         };
@@ -369,7 +425,8 @@ impl Collection {
             && params.wire_max == local.wire_max()
             && params.mean_weight == local.mean_weight()
             && params.mean_entries as usize == local.mean_entries()
-            && same(params.base_sensitivity, local.base_sensitivity());
+            && same(params.base_sensitivity, local.base_sensitivity())
+            && params.rank_one == local.params().rank_one;
         if agrees {
             Ok(local)
         } else {
@@ -397,6 +454,7 @@ impl Collection {
             privacy_model: self.privacy_model as i32,
             norm_bins: self.norm_bins() as u32,
             allow_compressed_release: self.allow_compressed_release,
+            local_mechanism: self.mechanism.local_mechanism() as i32,
         }
     }
 
@@ -543,7 +601,7 @@ impl Collection {
     pub fn norm_bins(&self) -> usize {
         match &self.mechanism {
             ReportMechanism::RawVector(raw) => raw.norm_bins(),
-            ReportMechanism::Gaussian(_) => 0,
+            ReportMechanism::Gaussian(_) | ReportMechanism::RankOne(_) => 0,
         }
     }
 
@@ -568,6 +626,46 @@ impl Collection {
             mean_weight: self.mean_weight(),
             mean_entries: self.mean_entries() as u32,
             base_sensitivity: self.base_sensitivity(),
+            diagonal_noise_sd: self.unbiased_report_noise_sd(Entry::Diagonal),
+            off_diagonal_noise_sd: self.unbiased_report_noise_sd(Entry::OffDiagonal),
+            mean_noise_sd: if self.has_mean() {
+                self.unbiased_report_noise_sd(Entry::Mean)
+            } else {
+                0.0
+            },
+            rank_one: match &self.mechanism {
+                ReportMechanism::RankOne(r) => {
+                    let p = r.params();
+                    Some(RankOneParams {
+                        gamma_units: p.gamma_units,
+                        gamma: p.gamma,
+                        nominal_epsilon: p.nominal_epsilon,
+                        eta: p.eta,
+                        kappa: p.moments.kappa,
+                        mean_scale: p.moments.mean_scale,
+                        dither_variance: r.unbiasing().diagonal_offset - 1.0,
+                        expected_rounds: p.expected_iterations(),
+                    })
+                }
+                _ => None,
+            },
+        }
+    }
+
+    /// How averaged summed entries become unbiased estimates (the mechanism's).
+    pub fn unbiasing(&self) -> Unbiasing {
+        self.mechanism.unbiasing()
+    }
+
+    /// The noise sd of one report's unbiased estimate of an entry of the mean or second
+    /// moment of `u`, unit-ball units (to leading order in `‖u‖` for the rank-one
+    /// report): the [`NoiseModel`]'s sd over the [`Unbiasing`] divisor.
+    pub fn unbiased_report_noise_sd(&self, entry: Entry) -> f64 {
+        let (noise, unbias) = (self.noise_model(), self.unbiasing());
+        match entry {
+            Entry::Diagonal => noise.diagonal_sd() / unbias.diagonal_divisor,
+            Entry::OffDiagonal => noise.off_diagonal_sd() / unbias.off_diagonal_divisor,
+            Entry::Mean => noise.mean_sd() / unbias.mean_divisor,
         }
     }
 
@@ -613,9 +711,12 @@ impl Collection {
         self.sigma() * self.grid_scale()
     }
 
-    /// Noise sd of one entry of the average of `n` reports, in data units: `R²σ/√n`.
+    /// Noise sd of one off-diagonal entry of the unbiased average of `n` reports, in
+    /// data units: `R²·σ_off/√n` (`σ_off` = [`unbiased_report_noise_sd`](Self::unbiased_report_noise_sd)
+    /// of an off-diagonal entry: σ, σ/√2 for the `svec` Gaussian report, 1/κ rank-one).
     pub fn mean_entry_noise_sd(&self, n: u64) -> f64 {
-        self.clip_radius * self.clip_radius * self.sigma() / (n as f64).sqrt()
+        self.clip_radius * self.clip_radius * self.unbiased_report_noise_sd(Entry::OffDiagonal)
+            / (n as f64).sqrt()
     }
 }
 
@@ -817,7 +918,9 @@ mod tests {
             assert_eq!(c.mean_weight(), 0.5);
             let base = 2.25 / std::f64::consts::SQRT_2;
             assert!((c.base_sensitivity() - base).abs() < 1e-15);
-            let grid_term = ((p + d) as f64).sqrt() / c.grid_scale();
+            // A new collection's report is svec-weighted: its rounding term carries the
+            // margin for the rounding of √2·uᵢ.
+            let grid_term = ((p + d) as f64).sqrt() / c.grid_scale() * (1.0 + SVEC_ROUNDING_MARGIN);
             assert_eq!(c.sensitivity(), c.base_sensitivity() + grid_term);
             let sigma_ref = 5.974_598_181_957_314 / std::f64::consts::SQRT_2 * (base + grid_term);
             assert!(
@@ -857,14 +960,27 @@ mod tests {
         assert_eq!(stored.base_sensitivity(), std::f64::consts::SQRT_2);
         let created = Collection::create(&old).unwrap();
         assert_eq!(created.moments(), Moments::MeanAndCovariance);
+        // So does an unspecified local mechanism: the raw weighting stored collections
+        // were created with, the svec weighting for new ones.
+        assert_eq!(
+            stored.spec().local_mechanism,
+            LocalMechanism::GaussianTriu as i32
+        );
+        assert_eq!(
+            created.spec().local_mechanism,
+            LocalMechanism::Gaussian as i32
+        );
         for m in [Moments::SecondMoment, Moments::MeanAndCovariance] {
-            let mut s = old.clone();
-            s.moments = m as i32;
-            assert_eq!(
-                Collection::create(&s).unwrap(),
-                Collection::from_spec(&s).unwrap()
-            );
-            assert_eq!(Collection::from_spec(&s).unwrap().moments, m);
+            for mechanism in [LocalMechanism::Gaussian, LocalMechanism::GaussianTriu] {
+                let mut s = old.clone();
+                s.moments = m as i32;
+                s.local_mechanism = mechanism as i32;
+                assert_eq!(
+                    Collection::create(&s).unwrap(),
+                    Collection::from_spec(&s).unwrap()
+                );
+                assert_eq!(Collection::from_spec(&s).unwrap().moments, m);
+            }
         }
         // The spec written back carries the resolved value: it reads back the same on
         // the stored path.

@@ -201,6 +201,29 @@ pub enum SpecError {
         /// δ asked for.
         delta: f64,
     },
+    /// An unknown local mechanism.
+    #[error(
+        "unknown local mechanism {0} (1 = gaussian, 2 = gaussian_triu, 3 = rank_one, 0 = the default)"
+    )]
+    LocalMechanism(i32),
+    /// A local mechanism named for a central collection.
+    #[error(
+        "local_mechanism {0} is for local collections; a central collection's must be unspecified"
+    )]
+    LocalMechanismForCentral(i32),
+    /// A rank-one collection with a δ.
+    #[error("the rank-one mechanism is pure epsilon-LDP: delta must be 0, not {}", collection::ShortNumber(*.0))]
+    RankOneDelta(f64),
+    /// A rank-one collection with another encoding than i16.
+    #[error("the rank-one mechanism's reports are ENCODING_I16_LE, not {0:?}")]
+    RankOneEncoding(v1::Encoding),
+    /// ε outside the rank-one mechanism's range.
+    #[error(
+        "epsilon {} must be a positive number of at most {max} for the rank-one mechanism",
+        collection::ShortNumber(*.0),
+        max = mechanism::rank_one::MAX_RANK_ONE_EPSILON
+    )]
+    RankOneEpsilon(f64),
     /// Parameters without a spec.
     #[error("collection parameters carry no spec")]
     MissingSpec,

@@ -43,10 +43,12 @@ pub fn add_raw_vector(
 ) -> Result<(), WireError> {
     match collection.mechanism() {
         ReportMechanism::RawVector(raw) => raw.add_to_sums(u, sums),
-        ReportMechanism::Gaussian(_) => Err(WireError::ModelMismatch {
-            privacy_model: PrivacyModel::Local,
-            got: Encoding::RawI32Le,
-        }),
+        ReportMechanism::Gaussian(_) | ReportMechanism::RankOne(_) => {
+            Err(WireError::ModelMismatch {
+                privacy_model: PrivacyModel::Local,
+                got: Encoding::RawI32Le,
+            })
+        }
     }
 }
 

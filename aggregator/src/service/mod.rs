@@ -418,7 +418,12 @@ impl Aggregator for AggregatorService {
             }
             (EstimationInput::from_collection(&c), snapshot.acc, None)
         };
-        let sigma = input.noise().iid_sd();
+        // The per-report Gaussian σ (CollectionParams.sigma; a central release's
+        // equivalent); 0 for the rank-one report, whose noise is not additive.
+        let sigma = match input.noise() {
+            ldpcov_estimate::NoiseModel::IidGaussian { sigma } => sigma,
+            _ => 0.0,
+        };
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
         let (result, precision) = tokio::task::spawn_blocking(move || match task_target {

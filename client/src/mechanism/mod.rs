@@ -5,6 +5,7 @@
 //! new module beside [`gaussian`].
 
 mod gaussian;
+mod rank_one;
 mod raw_vector;
 
 pub(crate) use raw_vector::raw_vector_payload;
@@ -13,8 +14,10 @@ use crate::ClientError;
 use ldpcov_noise::NoiseSampler;
 use ldpcov_proto::{Collection, ReportMechanism};
 
-/// The noisy entries of one report of `collection` for the clipped vector `u`, in
-/// grid units. Refuses a central collection, whose reports a device does not perturb.
+/// The perturbed values of one report of `collection` for the clipped vector `u`: a
+/// Gaussian report's noisy entries in grid units (before the wire step), a rank-one
+/// report's wire values. Refuses a central collection, whose reports a device does not
+/// perturb.
 pub(crate) fn perturb(
     collection: &Collection,
     u: &[f64],
@@ -22,14 +25,15 @@ pub(crate) fn perturb(
 ) -> Result<Vec<i32>, ClientError> {
     match collection.mechanism() {
         ReportMechanism::Gaussian(report) => Ok(gaussian::perturb(report, u, noise)),
+        ReportMechanism::RankOne(report) => rank_one::perturb(report, u, noise),
         ReportMechanism::RawVector(_) => Err(ClientError::CentralCollection {
             id: collection.id().to_string(),
         }),
     }
 }
 
-/// Noisy grid-unit entries re-quantised to the mechanism's wire step (unchanged when
-/// the step is 1).
+/// Perturbed values re-quantised to the mechanism's wire step (unchanged when the step
+/// is 1, and for a rank-one report, whose values are already wire values).
 pub(crate) fn to_wire(
     mechanism: &ReportMechanism,
     entries: &[i32],
@@ -37,6 +41,6 @@ pub(crate) fn to_wire(
 ) -> Vec<i32> {
     match mechanism {
         ReportMechanism::Gaussian(report) => gaussian::to_wire(report, entries, noise),
-        ReportMechanism::RawVector(_) => entries.to_vec(),
+        ReportMechanism::RankOne(_) | ReportMechanism::RawVector(_) => entries.to_vec(),
     }
 }

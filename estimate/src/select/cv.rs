@@ -192,7 +192,7 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
     let full_sd = full.entry_noise_sd();
     let signal_z = off_diagonal_signal_z(p, full_average, full_sd);
     let top_z = off_diagonal_top_z(p, full_average, full_sd);
-    let spread_z = diagonal_spread_z(p, full_average, full_sd);
+    let spread_z = diagonal_spread_z(p, full_average, full.diagonal_noise_sd());
     let signal = cv.shows_off_diagonal_signal(signal_z, top_z);
     let spectral_guarded = match cv.spectral_guard {
         SpectralGuard::Never => false,

@@ -104,12 +104,24 @@ struct SoftCandidate {
 impl SoftCandidate {
     /// Its SURE term for one entry of `y`: an off-diagonal `v` (weight 2) contributes
     /// `2·(min(v², λ²) − σ_n² + 2σ_n²·1[|v| > λ])`; a diagonal `d` (the diagonal's
-    /// mean `mean`) contributes `(β(mean − d))² − σ_n² + 2σ_n²(1 − β + β/p)`.
-    fn term(&self, i: usize, j: usize, v: f64, mean: f64, p: usize, s2: f64) -> f64 {
+    /// mean `mean`) contributes `(β(mean − d))² − σ_d² + 2σ_d²(1 − β + β/p)`, with
+    /// `s2 = σ_n²` the off-diagonal and `s2_diagonal = σ_d²` the diagonal noise variance
+    /// (equal for the raw Gaussian report, `σ_d² = 2σ_n²` for the `svec` and rank-one
+    /// reports).
+    fn term(
+        &self,
+        i: usize,
+        j: usize,
+        v: f64,
+        mean: f64,
+        p: usize,
+        s2: f64,
+        s2_diagonal: f64,
+    ) -> f64 {
         if i == j {
             let moved = self.beta * (mean - v);
             let divergence = 1.0 - self.beta + self.beta / p as f64;
-            moved * moved - s2 + 2.0 * s2 * divergence
+            moved * moved - s2_diagonal + 2.0 * s2_diagonal * divergence
         } else {
             let kept = if v.abs() > self.lambda { 2.0 * s2 } else { 0.0 };
             2.0 * ((v * v).min(self.lambda * self.lambda) - s2 + kept)
@@ -135,17 +147,26 @@ fn for_each_entry(y: &DMatrix<f64>, mut f: impl FnMut(usize, usize, f64)) {
 }
 
 /// SURE of a soft threshold λ off the diagonal with diagonal shrinkage β on the
-/// symmetric `y` (entry noise sd `sigma_n`): the sum of [`SoftCandidate::term`] over
-/// the upper triangle.
-pub(crate) fn soft_threshold_risk(y: &DMatrix<f64>, sigma_n: f64, lambda: f64, beta: f64) -> f64 {
+/// symmetric `y` (off-diagonal entry noise sd `sigma_n`, diagonal `sigma_diagonal`):
+/// the sum of [`SoftCandidate::term`] over the upper triangle.
+pub(crate) fn soft_threshold_risk(
+    y: &DMatrix<f64>,
+    sigma_n: f64,
+    sigma_diagonal: f64,
+    lambda: f64,
+    beta: f64,
+) -> f64 {
     let candidate = SoftCandidate {
         c: 0.0,
         lambda,
         beta,
     };
     let (p, s2, mean) = (y.nrows(), sigma_n * sigma_n, y.trace() / y.nrows() as f64);
+    let s2_diagonal = sigma_diagonal * sigma_diagonal;
     let mut risk = 0.0;
-    for_each_entry(y, |i, j, v| risk += candidate.term(i, j, v, mean, p, s2));
+    for_each_entry(y, |i, j, v| {
+        risk += candidate.term(i, j, v, mean, p, s2, s2_diagonal)
+    });
     risk
 }
 
@@ -167,6 +188,7 @@ pub(crate) fn soft_threshold_risk(y: &DMatrix<f64>, sigma_n: f64, lambda: f64, b
 fn simplest_within_one_standard_error(
     y: &DMatrix<f64>,
     sigma_n: f64,
+    sigma_diagonal: f64,
     candidates: &[SoftCandidate],
     risks: &[f64],
     variances_differ: bool,
@@ -175,9 +197,10 @@ fn simplest_within_one_standard_error(
         .min_by(|&a, &b| risks[a].total_cmp(&risks[b]))
         .unwrap_or(0);
     let (p, s2, mean) = (y.nrows(), sigma_n * sigma_n, y.trace() / y.nrows() as f64);
+    let s2_diagonal = sigma_diagonal * sigma_diagonal;
     let (mut count, mut sum, mut squares) = (0.0, 0.0, 0.0);
     for_each_entry(y, |i, j, v| {
-        let t = candidates[best].term(i, j, v, mean, p, s2);
+        let t = candidates[best].term(i, j, v, mean, p, s2, s2_diagonal);
         count += 1.0;
         sum += t;
         squares += t * t;
@@ -221,6 +244,7 @@ pub(crate) fn sure_select(
     cv: &CrossValidation,
 ) -> Result<SureSelection, EstimateError> {
     let (y, packed, sigma_n) = (full.matrix(), full.packed(), full.entry_noise_sd());
+    let sigma_diagonal = full.diagonal_noise_sd();
     let p = y.nrows();
     let root_log_p = (p as f64).ln().sqrt();
     let signal_z = off_diagonal_signal_z(p, packed, sigma_n);
@@ -246,7 +270,7 @@ pub(crate) fn sure_select(
         .collect();
     let risks: Vec<f64> = candidates
         .iter()
-        .map(|k| soft_threshold_risk(y, sigma_n, k.lambda, k.beta))
+        .map(|k| soft_threshold_risk(y, sigma_n, sigma_diagonal, k.lambda, k.beta))
         .collect();
     let selection = |k: usize, risk: f64| SureSelection {
         choice: SureChoice::Soft {
@@ -260,9 +284,15 @@ pub(crate) fn sure_select(
     };
     if !signal && !candidates.is_empty() {
         let variances_differ =
-            diagonal_spread_z(p, packed, sigma_n) > cv.threshold_one_standard_error_max_z;
-        let k =
-            simplest_within_one_standard_error(y, sigma_n, &candidates, &risks, variances_differ);
+            diagonal_spread_z(p, packed, sigma_diagonal) > cv.threshold_one_standard_error_max_z;
+        let k = simplest_within_one_standard_error(
+            y,
+            sigma_n,
+            sigma_diagonal,
+            &candidates,
+            &risks,
+            variances_differ,
+        );
         tracing::debug!(p, signal_z, top_z, choice = ?candidates[k], "refit-free selection without signal");
         return Ok(selection(k, risks[k]));
     }

@@ -861,7 +861,7 @@ fn soft_threshold_sure_is_unbiased_by_monte_carlo() {
                     y[(j, i)] += w;
                 }
             }
-            let risk = soft_threshold_risk(&y, s, lambda, beta);
+            let risk = soft_threshold_risk(&y, s, s, lambda, beta);
             let mut f = y.clone();
             shrink_diagonal(&mut f, beta);
             apply_threshold(

@@ -4,9 +4,11 @@
 use super::Thresholds;
 use crate::accumulator::Accumulator;
 use crate::input::EstimationInput;
+use ldpcov_proto::layout::triangle_pairs;
 
 /// Per-entry variance across reports in data units,
-/// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)` (clamped at 0 against rounding), packed: one
+/// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)/d²` (clamped at 0 against rounding; `d` the
+/// entry's unbiasing divisor: 1, √2 or κ), packed: one
 /// per entry of the second-moment block (a mean-and-covariance report's mean block is
 /// skipped). All zeros when there are no reports.
 ///
@@ -32,13 +34,20 @@ pub(crate) fn entry_variances_of_sums(
     let r2 = input.clip_radius() * input.clip_radius();
     let g = input.grid_scale();
     let scale = r2 * r2 / (g * g);
+    let unbias = input.unbiasing();
+    // An unbiased entry is the summed entry over its divisor (√2 off the diagonal of
+    // an svec report, κ for a rank-one report): its variance over the divisor squared.
+    let diagonal = scale / (unbias.diagonal_divisor * unbias.diagonal_divisor);
+    let off_diagonal = scale / (unbias.off_diagonal_divisor * unbias.off_diagonal_divisor);
     let nf = n as f64;
     sums.iter()
         .zip(&acc.sum_squares)
         .skip(skip)
-        .map(|(&s, &q)| {
+        .zip(triangle_pairs(input.dim()))
+        .map(|((&s, &q), (i, j))| {
             let mean = s as f64 / nf;
-            scale * (q as f64 / nf - mean * mean).max(0.0)
+            let factor = if i == j { diagonal } else { off_diagonal };
+            factor * (q as f64 / nf - mean * mean).max(0.0)
         })
         .collect()
 }

@@ -1,14 +1,16 @@
-//! The Gaussian report of a local collection: the device puts `(w·u, triu(uuᵀ))` (the
-//! mean block only with `w > 0`) on the grid `2^−k`, adds independent discrete Gaussian
-//! noise of sd `σ·2^k` grid units to every entry, clamps to the validation bound and
-//! encodes (`docs/PRIVACY.md` §2). This module holds its calibration, its exact grid
-//! statistic, its encoding and its ingest check; the noise draws are the client's.
+//! The Gaussian report of a local collection: the device puts `(w·u, svec(uuᵀ))` (the
+//! mean block only with `w > 0`; off-diagonal entries `√2·uᵢuⱼ`, or `uᵢuⱼ` for the
+//! original [`OffDiagonalWeighting::Raw`] weighting) on the grid `2^−k`, adds independent
+//! discrete Gaussian noise of sd `σ·2^k` grid units to every entry, clamps to the
+//! validation bound and encodes (`docs/PRIVACY.md` §2). This module holds its
+//! calibration, its exact grid statistic, its encoding and its ingest check; the noise
+//! draws are the client's.
 
 use crate::SpecError;
 use crate::calibration::analytic_sigma;
 use crate::encoding::{WireError, bytes_per_entry, encode_clamped};
 use crate::layout::{triangle_len, triangle_pairs};
-use crate::mechanism::{NoiseModel, statistic_of};
+use crate::mechanism::{NoiseModel, Unbiasing, statistic_of};
 use crate::v1::Encoding;
 
 /// Smallest noise sd in grid units. The d-dimensional discrete Gaussian's privacy
@@ -50,6 +52,38 @@ pub const VALIDATION_TAIL: f64 = 1e-12;
 /// range is the validation bound.
 pub const WIRE_CLAMP_SIGMAS: f64 = 6.0;
 
+/// How a Gaussian report carries an off-diagonal product `uᵢuⱼ` (i < j).
+///
+/// The sensitivity is the same for both: packing counts an off-diagonal pair once, so
+/// `‖triu(A)‖ ≤ ‖svec(A)‖ = ‖A‖_F`, and the worst pair of inputs has a diagonal
+/// `uuᵀ − u'u'ᵀ` (see [`joint_base_sensitivity`](crate::mechanism::joint_base_sensitivity)),
+/// where both norms are equal. Dividing the `√2`-weighted entry by `√2` on the server
+/// halves its noise variance for free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffDiagonalWeighting {
+    /// `uᵢuⱼ`: the weighting of collections created before the `svec` one.
+    Raw,
+    /// `√2·uᵢuⱼ` (the `svec` convention): the packed vector's ℓ₂ norm is `‖uuᵀ‖_F`.
+    Svec,
+}
+
+impl OffDiagonalWeighting {
+    /// The factor an off-diagonal product is carried with: 1 or √2.
+    pub fn factor(self) -> f64 {
+        match self {
+            OffDiagonalWeighting::Raw => 1.0,
+            OffDiagonalWeighting::Svec => std::f64::consts::SQRT_2,
+        }
+    }
+}
+
+/// Relative margin on the grid-rounding term of an `svec` report's sensitivity. Its
+/// off-diagonal entries round `√2·uᵢuⱼ`, which an f64 computes with a relative error of
+/// at most two ulps (`2^−51`), i.e. at most `2^−51·2^k·|√2·uᵢuⱼ| ≤ 2^−27` grid units at
+/// `k ≤ 24`: the rounding error of an entry is at most `½ + 2^−27` grid units instead
+/// of `½`, covered by inflating `√entries·2^−k` by `2^−20`.
+pub const SVEC_ROUNDING_MARGIN: f64 = 1.0 / (1u64 << 20) as f64;
+
 /// The calibrated Gaussian report of a local collection.
 ///
 /// Calibration: the report has `entries` values (`d`, or `p + d` with the mean block).
@@ -60,6 +94,7 @@ pub const WIRE_CLAMP_SIGMAS: f64 = 6.0;
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaussianReport {
     dim: usize,
+    weighting: OffDiagonalWeighting,
     mean_weight: f64,
     base_sensitivity: f64,
     entries: usize,
@@ -73,30 +108,39 @@ pub struct GaussianReport {
 }
 
 impl GaussianReport {
-    /// Calibrates the report of dimension `dim` (with the mean block if `has_mean`) to
-    /// (ε, δ) in `encoding` (I32Le, I16Le or I8).
+    /// Calibrates the report of dimension `dim` (with the mean block if `has_mean`,
+    /// off-diagonal products carried by `weighting`) to (ε, δ) in `encoding` (I32Le,
+    /// I16Le or I8).
     ///
     /// The report has `entries` values (`d`, or `p + d` with the mean block). The grid
     /// is the finest `k ≤ 24` for which `1 + 50σ` ([`GRID_HEADROOM_SIGMAS`]) fits an
     /// i32 at `2^-k`. Rounding the signal to that grid moves each entry by at most
     /// `2^-(k+1)`, so the sensitivity grows from `Δ₀` (√2, or
     /// [`joint_base_sensitivity`](crate::mechanism::joint_base_sensitivity)`(w)`) to
-    /// `Δ₀ + √entries·2^-k` (`docs/PRIVACY.md`, "Sensitivity"), and σ is calibrated to
-    /// that. The validation bound is then `1 + tσ` ([`VALIDATION_SIGMAS`]) for i32 and
+    /// `Δ₀ + √entries·2^-k` (`docs/PRIVACY.md`, "Sensitivity"; times
+    /// `1 + `[`SVEC_ROUNDING_MARGIN`] for the `svec` weighting), and σ is calibrated to
+    /// that. Both weightings have the same `Δ₀` (see [`OffDiagonalWeighting`]), and an
+    /// `svec` off-diagonal entry `|√2·uᵢuⱼ| ≤ ‖u‖²/√2 < 1` stays within the range of the
+    /// diagonal's, so the validation bound and the wire range do not change. The validation bound is then `1 + tσ` ([`VALIDATION_SIGMAS`]) for i32 and
     /// the wire range for i16/i8: honest entries of the mean block are
     /// `|w·uᵢ| ≤ w ≤ 1`, within the same bound as the products `|uᵢuⱼ| ≤ 1`.
     pub(crate) fn calibrate(
         dim: usize,
         has_mean: bool,
+        weighting: OffDiagonalWeighting,
         epsilon: f64,
         delta: f64,
         encoding: Encoding,
     ) -> Result<Self, SpecError> {
         let (mean_weight, base_sensitivity) = statistic_of(has_mean);
         let entries = if has_mean { dim } else { 0 } + triangle_len(dim);
+        let rounding_margin = match weighting {
+            OffDiagonalWeighting::Raw => 1.0,
+            OffDiagonalWeighting::Svec => 1.0 + SVEC_ROUNDING_MARGIN,
+        };
         for grid_bits in (MIN_GRID_BITS..=MAX_GRID_BITS).rev() {
             let scale = f64::from(1u32 << grid_bits);
-            let sensitivity = base_sensitivity + (entries as f64).sqrt() / scale;
+            let sensitivity = base_sensitivity + (entries as f64).sqrt() / scale * rounding_margin;
             let sigma = analytic_sigma(sensitivity, epsilon, delta)?;
             let headroom = ((1.0 + GRID_HEADROOM_SIGMAS * sigma) * scale).ceil();
             if sigma * scale < MIN_SIGMA_GRID {
@@ -127,6 +171,7 @@ impl GaussianReport {
                 };
                 return Ok(GaussianReport {
                     dim,
+                    weighting,
                     mean_weight,
                     base_sensitivity,
                     entries,
@@ -146,6 +191,11 @@ impl GaussianReport {
     /// Dimension p.
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// How off-diagonal products are carried.
+    pub fn weighting(&self) -> OffDiagonalWeighting {
+        self.weighting
     }
 
     /// Weight `w` of the mean block (0 without one).
@@ -222,19 +272,45 @@ impl GaussianReport {
         NoiseModel::IidGaussian { sigma: self.sigma }
     }
 
+    /// From averaged entries to unbiased estimates: the mean block divided by `w`, the
+    /// off-diagonal entries by the weighting's factor (so an `svec` report's
+    /// off-diagonal noise sd is `σ/√2`).
+    pub fn unbiasing(&self) -> Unbiasing {
+        Unbiasing {
+            mean_divisor: if self.mean_weight > 0.0 {
+                self.mean_weight
+            } else {
+                1.0
+            },
+            diagonal_offset: 0.0,
+            diagonal_divisor: 1.0,
+            off_diagonal_divisor: self.weighting.factor(),
+        }
+    }
+
     /// The exact noiseless statistic of the clipped `u` (‖u‖ ≤ 1, `p` coordinates) on
     /// the grid, in grid units and report order: for each `i`, `round(w·uᵢ·2ᵏ)` (the
     /// mean block, if any); then for each `(i, j)`, `i ≤ j`, in
-    /// [`triangle_pairs`] order, `round(uᵢ·uⱼ·2ᵏ)` (nearest integer, ties away from
-    /// zero, decided on the exact product). Each value is at most `2ᵏ ≤ 2²⁴` in
-    /// magnitude. `w = 1/2` is a power of two, so the exact-tie rule applies to the mean
-    /// block as to the products.
+    /// [`triangle_pairs`] order, `round(uᵢ·uⱼ·2ᵏ)` on the diagonal and, off it,
+    /// `round(uᵢ·uⱼ·2ᵏ)` (raw weighting) or `round(√2·uᵢ·uⱼ·2ᵏ)` (`svec`), to the
+    /// nearest integer with ties away from zero. Raw products are decided on the exact
+    /// product; an `svec` product `(√2·uᵢ)·uⱼ` is within `2^−27` grid units of exact
+    /// (see [`SVEC_ROUNDING_MARGIN`]). Each value is at most `2ᵏ ≤ 2²⁴` in magnitude.
+    /// `w = 1/2` is a power of two, so the exact-tie rule applies to the mean block as to
+    /// the products.
     pub fn statistic<'a>(&'a self, u: &'a [f64]) -> impl Iterator<Item = i64> + 'a {
         let scale = self.grid_scale();
+        let factor = self.weighting.factor();
         let mean_block = u[..self.mean_entries()]
             .iter()
             .map(|&ui| (self.mean_weight, ui));
-        let products = triangle_pairs(self.dim).map(|(i, j)| (u[i], u[j]));
+        let products = triangle_pairs(self.dim).map(move |(i, j)| {
+            if i == j || factor == 1.0 {
+                (u[i], u[j])
+            } else {
+                (factor * u[i], u[j])
+            }
+        });
         // |signal| ≤ 2ᵏ ≤ 2²⁴: exact in i64.
         mean_block
             .chain(products)

@@ -15,12 +15,20 @@
 //! 4. **the noise model the estimators read**: [`NoiseModel`], the noise of one
 //!    report's entries.
 //!
-//! Today there are two mechanisms:
-//! * [`GaussianReport`] (local collections): `(w·u, triu(uuᵀ))` (the mean block only
-//!   for mean-and-covariance collections) on the grid `2^−k`, plus independent discrete
-//!   Gaussian noise per entry;
+//! Today there are three mechanisms:
+//! * [`GaussianReport`] (local collections, (ε, δ)-LDP): `(w·u, svec(uuᵀ))` (the mean
+//!   block only for mean-and-covariance collections; off-diagonal products carried as
+//!   `√2·uᵢuⱼ`, or as `uᵢuⱼ` in collections created before that weighting) on the grid
+//!   `2^−k`, plus independent discrete Gaussian noise per entry;
+//! * [`RankOneReport`] (local collections, pure ε-LDP): one PrivUnitG draw `y` whose
+//!   second moment carries `uuᵀ`, `p` i16 values; the server expands it into `y` and
+//!   `triu(yyᵀ)` on the grid `2^−22`;
 //! * [`RawVectorReport`] (central collections): `u` on the grid `2^−15`, sent without
 //!   noise, expanded by the server into the same statistic on the grid `2^−30`.
+//!
+//! Every mechanism's summed entries have one layout (the mean block, then the packed
+//! upper triangle), and [`Unbiasing`] turns their averages into unbiased estimates of
+//! the mean and second moment of `u`.
 //!
 //! Invariant: a collection's mechanism is derived from its spec by
 //! [`Collection::from_spec`](crate::Collection::from_spec) and nothing else, so a device
@@ -31,11 +39,12 @@ pub mod gaussian;
 pub mod rank_one;
 pub mod raw_vector;
 
-pub use gaussian::GaussianReport;
+pub use gaussian::{GaussianReport, OffDiagonalWeighting};
+pub use rank_one::RankOneReport;
 pub use raw_vector::RawVectorReport;
 
 use crate::encoding::{WireError, bytes_per_entry};
-use crate::v1::{Encoding, PrivacyModel};
+use crate::v1::{Encoding, LocalMechanism, PrivacyModel};
 
 /// The public weight `w` of the mean block of a
 /// [`Moments::MeanAndCovariance`](crate::v1::Moments::MeanAndCovariance) report
@@ -83,14 +92,13 @@ pub(crate) fn statistic_of(has_mean: bool) -> (f64, f64) {
     }
 }
 
-/// The noise of one report's entries, in unit-ball units: what the estimators read
-/// about a collection's reports.
+/// The noise of one report's summed entries (before [`Unbiasing`]), in their own
+/// units: what the estimators read about a collection's reports.
 ///
-/// One variant per kind of noise. Today's Gaussian report adds i.i.d. noise of one sd
-/// to every entry; a mechanism whose report is expanded on the server (such as a
-/// rank-one report `y` whose server-side entries are `yyᵀ`) has different variances on
-/// the diagonal, off the diagonal and in the mean block, which is why the accessors
-/// take the kind of entry.
+/// One variant per kind of noise. A Gaussian report adds i.i.d. noise of one sd to
+/// every entry. A rank-one report's summed entries `yᵢyⱼ` and `yᵢ` have, to leading
+/// order in `‖u‖` (`p ≫ 1`), variance 2 on the diagonal and 1 off it and in the mean
+/// block, and the mean block's noise is coupled to the signal: `Cov(y) = I + (κ − c²)ũũᵀ`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum NoiseModel {
     /// Every entry of a report carries independent centred noise of sd `sigma`,
@@ -99,34 +107,81 @@ pub enum NoiseModel {
         /// Per-entry noise sd, unit-ball units.
         sigma: f64,
     },
+    /// The rank-one report's entries: `y ~ N(0, I)` off the direction of `ũ` and the
+    /// cap's law along it (`ldpcov_proto::mechanism::rank_one`).
+    RankOne {
+        /// κ: `E[yyᵀ] = I + κũũᵀ`.
+        kappa: f64,
+        /// c: `E[y] = c·ũ` (0 for the symmetric cap).
+        mean_scale: f64,
+    },
     /// Reports carry no noise (a central collection: its releases add the noise).
     Noiseless,
 }
 
 impl NoiseModel {
-    /// Noise sd of one diagonal second-moment entry of a report.
+    /// Noise sd of one diagonal second-moment entry of a report (leading order).
     pub fn diagonal_sd(&self) -> f64 {
-        self.iid_sd()
-    }
-
-    /// Noise sd of one off-diagonal second-moment entry of a report.
-    pub fn off_diagonal_sd(&self) -> f64 {
-        self.iid_sd()
-    }
-
-    /// Noise sd of one mean-block entry of a report.
-    pub fn mean_sd(&self) -> f64 {
-        self.iid_sd()
-    }
-
-    /// The one sd every entry of a report shares under this model (0 without noise):
-    /// what estimators that assume i.i.d. entries read.
-    pub fn iid_sd(&self) -> f64 {
         match *self {
             NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::RankOne { .. } => std::f64::consts::SQRT_2,
             NoiseModel::Noiseless => 0.0,
         }
     }
+
+    /// Noise sd of one off-diagonal second-moment entry of a report (leading order).
+    pub fn off_diagonal_sd(&self) -> f64 {
+        match *self {
+            NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::RankOne { .. } => 1.0,
+            NoiseModel::Noiseless => 0.0,
+        }
+    }
+
+    /// Noise sd of one mean-block entry of a report, at `u = 0`.
+    pub fn mean_sd(&self) -> f64 {
+        match *self {
+            NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::RankOne { .. } => 1.0,
+            NoiseModel::Noiseless => 0.0,
+        }
+    }
+
+    /// `b` in the covariance of a report's mean block, `mean_sd²·I + b·ũũᵀ`: 0 for noise
+    /// independent of the signal, `κ − c²` for the rank-one report.
+    pub fn mean_signal_coupling(&self) -> f64 {
+        match *self {
+            NoiseModel::RankOne { kappa, mean_scale } => kappa - mean_scale * mean_scale,
+            _ => 0.0,
+        }
+    }
+}
+
+/// How the averages of a mechanism's summed entries (unit-ball units, `a`) become
+/// unbiased estimates of the mean and second moment of `u`: a mean entry
+/// `a/mean_divisor`, a diagonal entry `(a − diagonal_offset)/diagonal_divisor`, an
+/// off-diagonal entry `a/off_diagonal_divisor`. The noise sd of an unbiased entry is the
+/// [`NoiseModel`]'s divided by the same divisor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Unbiasing {
+    /// `w` (Gaussian), `c` (rank-one), 1 (central or no mean block).
+    pub mean_divisor: f64,
+    /// 0, or `1 + Δ_w²/4` for the rank-one report.
+    pub diagonal_offset: f64,
+    /// 1, or κ.
+    pub diagonal_divisor: f64,
+    /// 1, √2 (`svec` Gaussian) or κ.
+    pub off_diagonal_divisor: f64,
+}
+
+impl Unbiasing {
+    /// Nothing to undo: every divisor 1, no offset (a central collection's sums).
+    pub const IDENTITY: Unbiasing = Unbiasing {
+        mean_divisor: 1.0,
+        diagonal_offset: 0.0,
+        diagonal_divisor: 1.0,
+        off_diagonal_divisor: 1.0,
+    };
 }
 
 /// The mechanism of a collection's reports: one variant per mechanism.
@@ -134,6 +189,9 @@ impl NoiseModel {
 pub enum ReportMechanism {
     /// Local collections: the device perturbs `(w·u, triu(uuᵀ))` with Gaussian noise.
     Gaussian(GaussianReport),
+    /// Local collections, pure ε: the device sends one PrivUnitG draw `y`; the server
+    /// expands it into `y` and `triu(yyᵀ)`.
+    RankOne(RankOneReport),
     /// Central collections: the device sends `u` without noise; the server expands it.
     RawVector(RawVectorReport),
 }
@@ -143,8 +201,20 @@ impl ReportMechanism {
     /// for a raw vector.
     pub fn privacy_model(&self) -> PrivacyModel {
         match self {
-            ReportMechanism::Gaussian(_) => PrivacyModel::Local,
+            ReportMechanism::Gaussian(_) | ReportMechanism::RankOne(_) => PrivacyModel::Local,
             ReportMechanism::RawVector(_) => PrivacyModel::Central,
+        }
+    }
+
+    /// The local mechanism this is (unspecified for a central collection's raw vector).
+    pub fn local_mechanism(&self) -> LocalMechanism {
+        match self {
+            ReportMechanism::Gaussian(g) => match g.weighting() {
+                OffDiagonalWeighting::Svec => LocalMechanism::Gaussian,
+                OffDiagonalWeighting::Raw => LocalMechanism::GaussianTriu,
+            },
+            ReportMechanism::RankOne(_) => LocalMechanism::RankOne,
+            ReportMechanism::RawVector(_) => LocalMechanism::Unspecified,
         }
     }
 
@@ -152,40 +222,49 @@ impl ReportMechanism {
     pub fn encoding(&self) -> Encoding {
         match self {
             ReportMechanism::Gaussian(g) => g.encoding(),
+            ReportMechanism::RankOne(r) => r.encoding(),
             ReportMechanism::RawVector(_) => Encoding::RawI32Le,
         }
     }
 
-    /// Entries the aggregator sums per report (after a central report's expansion,
-    /// norm bins included).
+    /// Entries the aggregator sums per report (after a rank-one or central report's
+    /// expansion, norm bins included).
     pub fn entries(&self) -> usize {
         match self {
             ReportMechanism::Gaussian(g) => g.entries(),
+            ReportMechanism::RankOne(r) => r.entries(),
             ReportMechanism::RawVector(r) => r.entries(),
         }
     }
 
-    /// Weight `w` of the mean block (0 without one).
+    /// The weight `w` of the mean block, `E[mean entry] = w·u` (0 without one): ½ for
+    /// the Gaussian report, `c` for the rank-one report.
     pub fn mean_weight(&self) -> f64 {
         match self {
             ReportMechanism::Gaussian(g) => g.mean_weight(),
+            ReportMechanism::RankOne(r) if r.has_mean() => r.params().moments.mean_scale,
+            ReportMechanism::RankOne(_) => 0.0,
             ReportMechanism::RawVector(r) => r.mean_weight(),
         }
     }
 
-    /// Sensitivity of the statistic before grid rounding (√2, or Δ₀(w)).
+    /// ℓ₂ sensitivity of the statistic before grid rounding (√2, or Δ₀(w)); 0 for the
+    /// rank-one report, which is not an additive-noise mechanism.
     pub fn base_sensitivity(&self) -> f64 {
         match self {
             ReportMechanism::Gaussian(g) => g.base_sensitivity(),
+            ReportMechanism::RankOne(_) => 0.0,
             ReportMechanism::RawVector(r) => r.base_sensitivity(),
         }
     }
 
-    /// Sensitivity of the summed entries, unit-ball units (with the grid rounding
-    /// term for a Gaussian report; none for a raw vector, exact on its grid).
+    /// ℓ₂ sensitivity of the summed entries, unit-ball units (with the grid rounding
+    /// term for a Gaussian report; none for a raw vector, exact on its grid; 0 for the
+    /// rank-one report).
     pub fn sensitivity(&self) -> f64 {
         match self {
             ReportMechanism::Gaussian(g) => g.sensitivity(),
+            ReportMechanism::RankOne(_) => 0.0,
             ReportMechanism::RawVector(r) => r.base_sensitivity(),
         }
     }
@@ -194,27 +273,35 @@ impl ReportMechanism {
     pub fn grid_bits(&self) -> u32 {
         match self {
             ReportMechanism::Gaussian(g) => g.grid_bits(),
+            ReportMechanism::RankOne(_) => rank_one::RANK_ONE_GRID_BITS,
             ReportMechanism::RawVector(_) => raw_vector::CENTRAL_GRID_BITS,
         }
     }
 
-    /// Per-entry noise sd of a report, unit-ball units (0 for a raw vector).
+    /// Per-entry Gaussian noise sd of a report, unit-ball units (0 for a raw vector and
+    /// for the rank-one report, whose noise is not additive: see
+    /// [`noise`](Self::noise)).
     pub fn sigma(&self) -> f64 {
-        self.noise().iid_sd()
+        match self {
+            ReportMechanism::Gaussian(g) => g.sigma(),
+            _ => 0.0,
+        }
     }
 
     /// Largest |summed entry| of one report, grid units.
     pub fn max_abs_grid_value(&self) -> i64 {
         match self {
             ReportMechanism::Gaussian(g) => g.max_abs_grid_value(),
+            ReportMechanism::RankOne(_) => rank_one::RANK_ONE_WIRE_MAX.pow(2),
             ReportMechanism::RawVector(_) => 1 << raw_vector::CENTRAL_GRID_BITS,
         }
     }
 
-    /// Grid units per wire unit.
+    /// Grid units per wire unit (rank-one: `2^11`, the factor of its mean block).
     pub fn wire_step(&self) -> i64 {
         match self {
             ReportMechanism::Gaussian(g) => g.wire_step(),
+            ReportMechanism::RankOne(_) => 1 << rank_one::WIRE_STEP_BITS,
             ReportMechanism::RawVector(_) => 1,
         }
     }
@@ -223,7 +310,18 @@ impl ReportMechanism {
     pub fn wire_max(&self) -> i64 {
         match self {
             ReportMechanism::Gaussian(g) => g.wire_max(),
+            ReportMechanism::RankOne(_) => rank_one::RANK_ONE_WIRE_MAX,
             ReportMechanism::RawVector(_) => 1 << raw_vector::CENTRAL_COORDINATE_BITS,
+        }
+    }
+
+    /// Values a device sends per report: the entries for a Gaussian report, `p` for a
+    /// rank-one report or a raw vector.
+    pub fn wire_entries(&self) -> usize {
+        match self {
+            ReportMechanism::Gaussian(g) => g.entries(),
+            ReportMechanism::RankOne(r) => r.wire_entries(),
+            ReportMechanism::RawVector(r) => r.dim(),
         }
     }
 
@@ -233,15 +331,33 @@ impl ReportMechanism {
             ReportMechanism::Gaussian(g) => {
                 g.entries() * bytes_per_entry(g.encoding()).unwrap_or(4)
             }
+            ReportMechanism::RankOne(r) => r.payload_bytes(),
             ReportMechanism::RawVector(r) => 4 * r.dim(),
         }
     }
 
-    /// The noise of one report's entries.
+    /// The noise of one report's summed entries.
     pub fn noise(&self) -> NoiseModel {
         match self {
             ReportMechanism::Gaussian(g) => g.noise(),
+            ReportMechanism::RankOne(r) => r.noise(),
             ReportMechanism::RawVector(_) => NoiseModel::Noiseless,
+        }
+    }
+
+    /// How averaged summed entries become unbiased estimates.
+    pub fn unbiasing(&self) -> Unbiasing {
+        match self {
+            ReportMechanism::Gaussian(g) => g.unbiasing(),
+            ReportMechanism::RankOne(r) => r.unbiasing(),
+            ReportMechanism::RawVector(r) => Unbiasing {
+                mean_divisor: if r.mean_weight() > 0.0 {
+                    r.mean_weight()
+                } else {
+                    1.0
+                },
+                ..Unbiasing::IDENTITY
+            },
         }
     }
 
@@ -250,6 +366,7 @@ impl ReportMechanism {
     pub fn encode(&self, wire_values: &[i32]) -> Vec<u8> {
         match self {
             ReportMechanism::Gaussian(g) => g.encode(wire_values),
+            ReportMechanism::RankOne(r) => r.encode(wire_values),
             ReportMechanism::RawVector(_) => {
                 crate::encoding::encode_clamped(Encoding::RawI32Le, self.wire_max(), wire_values)
             }
@@ -282,6 +399,7 @@ impl ReportMechanism {
         }
         match self {
             ReportMechanism::Gaussian(g) => g.decode(payload),
+            ReportMechanism::RankOne(r) => r.decode(payload),
             ReportMechanism::RawVector(r) => r.decode(payload),
         }
     }
@@ -307,42 +425,114 @@ mod tests {
         }
     }
 
-    /// A collection chooses its mechanism from its spec: local collections the Gaussian
-    /// report, whose noise model is i.i.d. at the collection's σ on every kind of entry;
-    /// central collections the raw vector, noiseless. The collection's derived
-    /// parameters are the mechanism's.
+    /// A collection chooses its mechanism from its spec: a stored local spec without a
+    /// mechanism the raw-weighted Gaussian report, a new one (`create`) the `svec`
+    /// Gaussian report, both with i.i.d. noise at the collection's σ on every summed
+    /// entry, the `svec` one's unbiased off-diagonal entries at σ/√2; a rank-one spec the
+    /// rank-one report; central collections the raw vector, noiseless. The collection's
+    /// derived parameters are the mechanism's.
     #[test]
     fn the_collection_chooses_its_mechanism_and_noise_model() {
+        use crate::collection::Entry;
         for moments in [Moments::SecondMoment, Moments::MeanAndCovariance] {
-            let local = Collection::from_spec(&spec(PrivacyModel::Local, moments)).unwrap();
-            let ReportMechanism::Gaussian(g) = local.mechanism() else {
-                panic!("a local collection has the Gaussian report");
-            };
-            assert_eq!(
-                local.noise_model(),
-                NoiseModel::IidGaussian { sigma: g.sigma() }
-            );
-            let noise = local.noise_model();
-            for sd in [
-                noise.diagonal_sd(),
-                noise.off_diagonal_sd(),
-                noise.mean_sd(),
+            let stored = Collection::from_spec(&spec(PrivacyModel::Local, moments)).unwrap();
+            let created = Collection::create(&spec(PrivacyModel::Local, moments)).unwrap();
+            for (local, weighting, mechanism) in [
+                (
+                    &stored,
+                    OffDiagonalWeighting::Raw,
+                    LocalMechanism::GaussianTriu,
+                ),
+                (
+                    &created,
+                    OffDiagonalWeighting::Svec,
+                    LocalMechanism::Gaussian,
+                ),
             ] {
-                assert_eq!(sd, local.sigma());
+                let ReportMechanism::Gaussian(g) = local.mechanism() else {
+                    panic!("a local collection has the Gaussian report by default");
+                };
+                assert_eq!(g.weighting(), weighting);
+                assert_eq!(local.spec().local_mechanism, mechanism as i32);
+                assert_eq!(
+                    local.noise_model(),
+                    NoiseModel::IidGaussian { sigma: g.sigma() }
+                );
+                let noise = local.noise_model();
+                for sd in [
+                    noise.diagonal_sd(),
+                    noise.off_diagonal_sd(),
+                    noise.mean_sd(),
+                ] {
+                    assert_eq!(sd, local.sigma());
+                }
+                assert_eq!(
+                    local.unbiased_report_noise_sd(Entry::OffDiagonal),
+                    local.sigma() / weighting.factor()
+                );
+                assert_eq!(
+                    local.unbiased_report_noise_sd(Entry::Diagonal),
+                    local.sigma()
+                );
+                assert_eq!(
+                    (g.entries(), g.mean_entries(), g.grid_bits()),
+                    (local.entries(), local.mean_entries(), local.grid_bits())
+                );
             }
-            assert_eq!(
-                (g.entries(), g.mean_entries(), g.grid_bits()),
-                (local.entries(), local.mean_entries(), local.grid_bits())
-            );
+            // Same Δ₀ for both weightings; the svec rounding term is 2^−20 larger.
+            assert_eq!(stored.base_sensitivity(), created.base_sensitivity());
+            assert!(created.sigma() >= stored.sigma());
+            assert!(created.sigma() <= stored.sigma() * (1.0 + 1e-9));
             let central = Collection::from_spec(&spec(PrivacyModel::Central, moments)).unwrap();
             assert!(matches!(central.mechanism(), ReportMechanism::RawVector(_)));
             assert_eq!(central.noise_model(), NoiseModel::Noiseless);
             assert_eq!(
-                (central.sigma(), central.noise_model().iid_sd()),
+                (central.sigma(), central.noise_model().off_diagonal_sd()),
                 (0.0, 0.0)
             );
+            assert_eq!(central.spec().local_mechanism, 0);
             assert_eq!(central.mechanism().privacy_model(), PrivacyModel::Central);
-            assert_eq!(local.mechanism().privacy_model(), PrivacyModel::Local);
+            assert_eq!(stored.mechanism().privacy_model(), PrivacyModel::Local);
+
+            let mut rank_one_spec = spec(PrivacyModel::Local, moments);
+            rank_one_spec.local_mechanism = LocalMechanism::RankOne as i32;
+            rank_one_spec.delta = 0.0;
+            let rank_one = Collection::create(&rank_one_spec).unwrap();
+            let ReportMechanism::RankOne(r) = rank_one.mechanism() else {
+                panic!("a rank-one spec has the rank-one report");
+            };
+            let kappa = r.params().moments.kappa;
+            assert_eq!(rank_one.encoding(), Encoding::I16Le);
+            assert_eq!(rank_one.payload_bytes(), 2 * 4);
+            assert_eq!(rank_one.entries(), stored.entries());
+            assert_eq!(rank_one.rho(), crate::calibration::pure_dp_rho(1.0));
+            assert_eq!(
+                rank_one.unbiased_report_noise_sd(Entry::OffDiagonal),
+                1.0 / kappa
+            );
+            assert_eq!(
+                rank_one.unbiased_report_noise_sd(Entry::Diagonal),
+                std::f64::consts::SQRT_2 / kappa
+            );
+            assert_eq!(
+                rank_one.spec().local_mechanism,
+                LocalMechanism::RankOne as i32
+            );
+            let params = rank_one.params();
+            let wire = params
+                .rank_one
+                .as_ref()
+                .expect("rank-one parameters are published");
+            assert_eq!(wire.kappa, kappa);
+            assert_eq!(Collection::from_params(&params).unwrap(), rank_one);
+            assert_eq!(
+                r.params().cap,
+                if moments == Moments::MeanAndCovariance {
+                    rank_one::Cap::OneSided
+                } else {
+                    rank_one::Cap::Symmetric
+                }
+            );
         }
     }
 }

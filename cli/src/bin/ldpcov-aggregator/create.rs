@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use ldpcov_proto::v1::{CollectionSpec, CreateCollectionRequest, Encoding, Moments, PrivacyModel};
+use ldpcov_proto::v1::{
+    CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments, PrivacyModel,
+};
 
 use crate::admin::{ServerArgs, params_json, print_json, status_error};
 
@@ -22,9 +24,14 @@ pub(crate) struct Options {
     /// ε of one report (local), or of all releases together (central).
     #[arg(long, env = "LDPCOV_EPSILON")]
     epsilon: f64,
-    /// δ of one report (local), or of all releases together (central).
+    /// δ of one report (local), or of all releases together (central). Required,
+    /// except for `--mechanism rank-one`, which is pure ε (δ = 0).
     #[arg(long, env = "LDPCOV_DELTA")]
-    delta: f64,
+    delta: Option<f64>,
+    /// How a device perturbs its report (local collections; default `gaussian`). See
+    /// the README's table: `rank-one` needs far fewer users for the same error.
+    #[arg(long, env = "LDPCOV_MECHANISM", value_enum)]
+    mechanism: Option<MechanismArg>,
     /// Clip radius R.
     #[arg(long, env = "LDPCOV_CLIP_RADIUS")]
     clip_radius: f64,
@@ -123,6 +130,19 @@ fn read_names(path: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// `--mechanism`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum MechanismArg {
+    /// (ε, δ): the report (w·u, svec(uuᵀ)) plus discrete Gaussian noise on every entry,
+    /// off-diagonal products carried ×√2 (half the off-diagonal noise variance of
+    /// `gaussian-triu`). p(p+1)/2 (+ p) numbers per report.
+    Gaussian,
+    /// (ε, δ): the original Gaussian report, off-diagonal products carried as they are.
+    GaussianTriu,
+    /// Pure ε (δ = 0): one rank-one PrivUnitG draw per report, p i16 numbers.
+    RankOne,
+}
+
 /// `--privacy-model`.
 #[derive(Clone, Copy, ValueEnum)]
 enum PrivacyModelArg {
@@ -159,11 +179,19 @@ impl Options {
             Some(MomentsArg::SecondMoment) => Moments::SecondMoment,
             Some(MomentsArg::MeanAndCovariance) => Moments::MeanAndCovariance,
         };
+        let rank_one = self.mechanism == Some(MechanismArg::RankOne);
+        let delta = match self.delta {
+            Some(delta) => delta,
+            None if rank_one => 0.0,
+            None => bail!(
+                "--delta is required (only --mechanism rank-one, which is pure epsilon, goes without)"
+            ),
+        };
         let spec = CollectionSpec {
             collection_id: self.id,
             dim: self.dim,
             epsilon: self.epsilon,
-            delta: self.delta,
+            delta,
             clip_radius: self.clip_radius,
             min_reports: self.min_reports,
             encoding: match self.encoding {
@@ -182,6 +210,12 @@ impl Options {
             moments: moments as i32,
             centre,
             variable_names,
+            local_mechanism: match self.mechanism {
+                None => LocalMechanism::Unspecified,
+                Some(MechanismArg::Gaussian) => LocalMechanism::Gaussian,
+                Some(MechanismArg::GaussianTriu) => LocalMechanism::GaussianTriu,
+                Some(MechanismArg::RankOne) => LocalMechanism::RankOne,
+            } as i32,
         };
         let params = self
             .server

@@ -1,7 +1,8 @@
-//! The parameters of the rank-one PrivUnitG mechanism (pure ε-LDP, reports of `p + 1`
+//! The parameters of the rank-one PrivUnitG mechanism (pure ε-LDP, reports of `p`
 //! numbers): the cap threshold γ, the moments the estimator divides by, the lattice
 //! slack and the nominal ε the exact sampler runs at, and the integer lifting of a
-//! clipped vector to the unit sphere. Not yet wired into collections.
+//! clipped vector to the unit sphere; [`RankOneReport`] is the mechanism a collection
+//! holds (what is sent, summed and unbiased).
 //!
 //! Everything here is a pure function of `(p, ε, cap)` in deterministic f64 (`libm`
 //! and IEEE arithmetic only), so a device and the aggregator derive the same numbers
@@ -38,6 +39,10 @@
 //! assert_eq!(v.len(), 3);
 //! # Ok::<(), ldpcov_proto::mechanism::rank_one::RankOneError>(())
 //! ```
+
+pub mod report;
+
+pub use report::{RANK_ONE_GRID_BITS, RANK_ONE_WIRE_MAX, RankOneReport};
 
 use crate::calibration::std_normal_cdf;
 use crate::collection::MAX_DIM;
