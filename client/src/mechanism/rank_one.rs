@@ -16,8 +16,11 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 /// Samplers built so far, by `(cap, γ units, nominal ε bits)`: building one takes about
 /// a millisecond (the discrete Gaussian's table), a report tens of microseconds.
-static SAMPLERS: LazyLock<Mutex<HashMap<(bool, u64, u64), Arc<RankOneSampler>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+static SAMPLERS: LazyLock<SamplerCache> = LazyLock::new(|| Mutex::new(HashMap::new()));
+/// `(one-sided cap, γ units, nominal ε bits)`: what a sampler is built from.
+type SamplerKey = (bool, u64, u64);
+/// The cache of built samplers.
+type SamplerCache = Mutex<HashMap<SamplerKey, Arc<RankOneSampler>>>;
 /// Distinct samplers kept before the cache is cleared (a device reports to few
 /// collections).
 const MAX_CACHED_SAMPLERS: usize = 64;

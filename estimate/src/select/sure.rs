@@ -105,19 +105,10 @@ impl SoftCandidate {
     /// Its SURE term for one entry of `y`: an off-diagonal `v` (weight 2) contributes
     /// `2·(min(v², λ²) − σ_n² + 2σ_n²·1[|v| > λ])`; a diagonal `d` (the diagonal's
     /// mean `mean`) contributes `(β(mean − d))² − σ_d² + 2σ_d²(1 − β + β/p)`, with
-    /// `s2 = σ_n²` the off-diagonal and `s2_diagonal = σ_d²` the diagonal noise variance
-    /// (equal for the raw Gaussian report, `σ_d² = 2σ_n²` for the `svec` and rank-one
-    /// reports).
-    fn term(
-        &self,
-        i: usize,
-        j: usize,
-        v: f64,
-        mean: f64,
-        p: usize,
-        s2: f64,
-        s2_diagonal: f64,
-    ) -> f64 {
+    /// `s2 = (σ_n², σ_d²)` the off-diagonal and the diagonal noise variance (equal for
+    /// the raw Gaussian report, `σ_d² = 2σ_n²` for the `svec` and rank-one reports).
+    fn term(&self, i: usize, j: usize, v: f64, mean: f64, p: usize, s2: (f64, f64)) -> f64 {
+        let (s2, s2_diagonal) = s2;
         if i == j {
             let moved = self.beta * (mean - v);
             let divergence = 1.0 - self.beta + self.beta / p as f64;
@@ -165,7 +156,7 @@ pub(crate) fn soft_threshold_risk(
     let s2_diagonal = sigma_diagonal * sigma_diagonal;
     let mut risk = 0.0;
     for_each_entry(y, |i, j, v| {
-        risk += candidate.term(i, j, v, mean, p, s2, s2_diagonal)
+        risk += candidate.term(i, j, v, mean, p, (s2, s2_diagonal))
     });
     risk
 }
@@ -200,7 +191,7 @@ fn simplest_within_one_standard_error(
     let s2_diagonal = sigma_diagonal * sigma_diagonal;
     let (mut count, mut sum, mut squares) = (0.0, 0.0, 0.0);
     for_each_entry(y, |i, j, v| {
-        let t = candidates[best].term(i, j, v, mean, p, s2, s2_diagonal);
+        let t = candidates[best].term(i, j, v, mean, p, (s2, s2_diagonal));
         count += 1.0;
         sum += t;
         squares += t * t;
