@@ -109,3 +109,65 @@ fn create_without_a_server_fails_with_one_line() {
     assert!(line.contains(&server), "{line}");
     status(&server, "nobody-home").fails_with("cannot connect");
 }
+
+/// `create --mechanism`: a new local collection defaults to the svec-weighted Gaussian
+/// report; `gaussian-triu` is the raw weighting, whose off-diagonal noise sd is σ (the
+/// svec one's σ/√2); `rank-one` goes without `--delta` (pure ε), is i16 and shows its
+/// parameters in `create` and `status`. A rank-one collection with a δ, and a Gaussian
+/// one without, are one-line errors that create nothing.
+#[test]
+fn create_chooses_the_mechanism() {
+    let daemon = Daemon::start();
+    let url = daemon.url.as_str();
+    let g = create(url, "g", &[]).json();
+    assert_eq!(g["local_mechanism"], "LOCAL_MECHANISM_GAUSSIAN");
+    assert_eq!(g["rank_one"], serde_json::Value::Null);
+    let sigma = g["sigma"].as_f64().unwrap();
+    let off = g["off_diagonal_noise_sd"].as_f64().unwrap();
+    assert!((off * 2f64.sqrt() / sigma - 1.0).abs() < 1e-12, "{g}");
+    let t = create(url, "t", &["--mechanism", "gaussian-triu"]).json();
+    assert_eq!(t["local_mechanism"], "LOCAL_MECHANISM_GAUSSIAN_TRIU");
+    assert_eq!(t["off_diagonal_noise_sd"], t["sigma"]);
+    let r = run(&[
+        "create",
+        "--server",
+        url,
+        "--id",
+        "r",
+        "--dim",
+        "4",
+        "--epsilon",
+        "2",
+        "--clip-radius",
+        "1",
+        "--min-reports",
+        "10",
+        "--mechanism",
+        "rank-one",
+    ])
+    .json();
+    assert_eq!(r["local_mechanism"], "LOCAL_MECHANISM_RANK_ONE");
+    assert_eq!(r["delta"], 0.0);
+    assert_eq!(r["encoding"], "ENCODING_I16_LE");
+    assert!(r["rank_one"]["kappa"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(status(url, "r").json()["params"], r);
+    create(url, "r2", &["--mechanism", "rank-one"]).fails_with("pure epsilon");
+    status(url, "r2").fails_with("NotFound");
+    run(&[
+        "create",
+        "--server",
+        url,
+        "--id",
+        "g2",
+        "--dim",
+        "4",
+        "--epsilon",
+        "2",
+        "--clip-radius",
+        "1",
+        "--min-reports",
+        "10",
+    ])
+    .fails_with("--delta is required");
+    status(url, "g2").fails_with("NotFound");
+}

@@ -229,6 +229,41 @@ pub(crate) fn decode_accumulators(
 mod tests {
     use super::*;
 
+    /// A spec stored before collections chose their mechanism, as the bytes an older
+    /// version wrote (field by field: id "old", dim 4, ε = 1, δ = 10⁻⁶, R = 1,
+    /// min_reports 1, encoding I32_LE, moments SECOND_MOMENT; no field 15), reads back
+    /// as the raw-weighted Gaussian report it was created with, and a new collection
+    /// stored and read back keeps the svec weighting.
+    #[test]
+    fn stored_specs_keep_the_weighting_they_were_created_with() {
+        use ldpcov_proto::mechanism::{OffDiagonalWeighting, ReportMechanism};
+        use ldpcov_proto::v1::LocalMechanism;
+        let mut old = vec![0x0a, 3, b'o', b'l', b'd', 0x10, 4, 0x19];
+        old.extend_from_slice(&1.0f64.to_le_bytes());
+        old.push(0x21);
+        old.extend_from_slice(&[0x8d, 0xed, 0xb5, 0xa0, 0xf7, 0xc6, 0xb0, 0x3e]);
+        old.push(0x29);
+        old.extend_from_slice(&1.0f64.to_le_bytes());
+        old.extend_from_slice(&[0x30, 1, 0x38, 1, 0x40, 1]);
+        let stored = decode_collection("old", &old).unwrap();
+        assert_eq!(stored.delta(), 1e-6);
+        let ReportMechanism::Gaussian(g) = stored.mechanism() else {
+            panic!("a stored local spec is a Gaussian report");
+        };
+        assert_eq!(g.weighting(), OffDiagonalWeighting::Raw);
+        assert_eq!(
+            stored.spec().local_mechanism,
+            LocalMechanism::GaussianTriu as i32
+        );
+        let created = Collection::create(&CollectionSpec::decode(old.as_slice()).unwrap()).unwrap();
+        let round_trip = decode_collection("old", &created.spec().encode_to_vec()).unwrap();
+        let ReportMechanism::Gaussian(g) = round_trip.mechanism() else {
+            panic!("a Gaussian report");
+        };
+        assert_eq!(g.weighting(), OffDiagonalWeighting::Svec);
+        assert_eq!(round_trip, created);
+    }
+
     #[test]
     fn blob_round_trips_and_rejects_damage() {
         let mut acc = Accumulator::new(3, FOLDS);

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ldpcov_aggregator::{client_config, read_ca};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
-use ldpcov_proto::v1::{CollectionParams, CollectionStatus, Encoding, Moments, PrivacyModel};
+use ldpcov_proto::v1::{
+    CollectionParams, CollectionStatus, Encoding, LocalMechanism, Moments, PrivacyModel,
+};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -142,6 +144,7 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "privacy_model": PrivacyModel::try_from(spec.privacy_model).map(|m| m.as_str_name()).unwrap_or("unknown"),
         "norm_bins": spec.norm_bins,
         "allow_compressed_release": spec.allow_compressed_release,
+        "local_mechanism": LocalMechanism::try_from(spec.local_mechanism).map(|m| m.as_str_name()).unwrap_or("unknown"),
         "entries": p.entries,
         "mean_entries": p.mean_entries,
         "mean_weight": p.mean_weight,
@@ -154,5 +157,18 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "wire_step": p.wire_step,
         "wire_max": p.wire_max,
         "calibration": p.calibration,
+        "diagonal_noise_sd": p.diagonal_noise_sd,
+        "off_diagonal_noise_sd": p.off_diagonal_noise_sd,
+        "mean_noise_sd": p.mean_noise_sd,
+        "rank_one": p.rank_one.as_ref().map(|r| serde_json::json!({
+            "gamma": r.gamma,
+            "gamma_units": r.gamma_units,
+            "nominal_epsilon": r.nominal_epsilon,
+            "eta": r.eta,
+            "kappa": r.kappa,
+            "mean_scale": r.mean_scale,
+            "dither_variance": r.dither_variance,
+            "expected_rounds": r.expected_rounds,
+        })),
     })
 }
