@@ -111,6 +111,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         accepted,
         duplicates,
         dim: p as u32,
+        mechanism: collection.mechanism().local_mechanism().as_str_name(),
         epsilon: collection.epsilon(),
         delta: collection.delta(),
         clip_radius: collection.clip_radius(),

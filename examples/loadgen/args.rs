@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use clap::{Parser, ValueEnum};
 use ldpcov::models::{Model, Tails};
-use ldpcov::proto::v1::{CollectionSpec, Encoding, PrivacyModel};
+use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, PrivacyModel};
 use nalgebra::DMatrix;
 use std::path::PathBuf;
 
@@ -27,6 +27,17 @@ pub(crate) enum WireEncoding {
     I16,
     /// 1 byte per entry, stochastically rounded to a coarser grid.
     I8,
+}
+
+/// `--mechanism`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum MechanismArg {
+    /// (ε, δ) Gaussian report, off-diagonal products ×√2 (the default).
+    Gaussian,
+    /// (ε, δ) Gaussian report, off-diagonal products as they are (the original).
+    GaussianTriu,
+    /// Pure ε rank-one PrivUnitG report, p i16 numbers (δ = 0).
+    RankOne,
 }
 
 /// `--privacy-model`.
@@ -89,9 +100,13 @@ pub(crate) struct Args {
     /// ε of each report.
     #[arg(long, default_value_t = 1.0)]
     pub(crate) epsilon: f64,
-    /// δ of each report.
-    #[arg(long, default_value_t = 1e-6)]
-    pub(crate) delta: f64,
+    /// δ of each report [default: 1e-6; 0, and refused otherwise, for
+    /// `--mechanism rank-one`].
+    #[arg(long)]
+    pub(crate) delta: Option<f64>,
+    /// How each user perturbs its report (local collections) [default: gaussian].
+    #[arg(long, value_enum)]
+    pub(crate) mechanism: Option<MechanismArg>,
     /// Clip radius R (default √(2p), as in the canonical benchmark; required with
     /// --data unless --standardize).
     #[arg(long)]
@@ -153,6 +168,12 @@ impl Args {
         if self.duration_secs == Some(0) {
             bail!("--duration-secs must be at least 1");
         }
+        if self.mechanism.is_some() && self.privacy_model == PrivacyModelArg::Central {
+            bail!("--mechanism is for local collections");
+        }
+        if self.mechanism == Some(MechanismArg::RankOne) && self.delta.is_some_and(|d| d != 0.0) {
+            bail!("--mechanism rank-one is pure epsilon: leave --delta out");
+        }
         // clap drops `requires` when the required flag conflicts with one given (--users).
         if self.duration_secs.is_none()
             && (self.clients.is_some() || self.warmup_secs.is_some() || self.server_pid.is_some())
@@ -200,15 +221,17 @@ impl Args {
             collection_id: id.to_string(),
             dim,
             epsilon: self.epsilon,
-            delta: self.delta,
+            delta: self.delta(),
             clip_radius,
             min_reports: match self.duration_secs {
                 Some(_) => 1000,
                 None => users.min(1000),
             },
             encoding: match (self.privacy_model, self.encoding) {
-                // A central collection's reports are raw vectors.
+                // A central collection's reports are raw vectors, a rank-one
+                // collection's are i16.
                 (PrivacyModelArg::Central, _) => Encoding::Unspecified,
+                _ if self.mechanism == Some(MechanismArg::RankOne) => Encoding::Unspecified,
                 (_, WireEncoding::I32) => Encoding::I32Le,
                 (_, WireEncoding::I16) => Encoding::I16Le,
                 (_, WireEncoding::I8) => Encoding::I8,
@@ -217,7 +240,23 @@ impl Args {
                 PrivacyModelArg::Local => PrivacyModel::Local,
                 PrivacyModelArg::Central => PrivacyModel::Central,
             } as i32,
+            local_mechanism: match self.mechanism {
+                None => LocalMechanism::Unspecified,
+                Some(MechanismArg::Gaussian) => LocalMechanism::Gaussian,
+                Some(MechanismArg::GaussianTriu) => LocalMechanism::GaussianTriu,
+                Some(MechanismArg::RankOne) => LocalMechanism::RankOne,
+            } as i32,
             ..Default::default()
+        }
+    }
+
+    /// δ of the collection: `--delta`, else 0 for the rank-one mechanism and 1e-6
+    /// otherwise.
+    pub(crate) fn delta(&self) -> f64 {
+        match (self.delta, self.mechanism) {
+            (Some(delta), _) => delta,
+            (None, Some(MechanismArg::RankOne)) => 0.0,
+            (None, _) => 1e-6,
         }
     }
 }

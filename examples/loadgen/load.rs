@@ -255,6 +255,7 @@ async fn run_load(
         duration_sec: run.duration.as_secs_f64(),
         elapsed_sec: elapsed.as_secs_f64(),
         dim: collection.dim(),
+        mechanism: collection.mechanism().local_mechanism().as_str_name(),
         epsilon: collection.epsilon(),
         delta: collection.delta(),
         clip_radius: collection.clip_radius(),

@@ -12,6 +12,8 @@ pub(crate) struct Summary {
     pub(crate) accepted: u64,
     pub(crate) duplicates: u64,
     pub(crate) dim: u32,
+    /// The local mechanism (`LOCAL_MECHANISM_…`; unspecified for a central collection).
+    pub(crate) mechanism: &'static str,
     pub(crate) epsilon: f64,
     pub(crate) delta: f64,
     pub(crate) clip_radius: f64,
@@ -78,6 +80,8 @@ pub(crate) struct LoadSummary {
     pub(crate) duration_sec: f64,
     pub(crate) elapsed_sec: f64,
     pub(crate) dim: usize,
+    /// The local mechanism (`LOCAL_MECHANISM_…`).
+    pub(crate) mechanism: &'static str,
     pub(crate) epsilon: f64,
     pub(crate) delta: f64,
     pub(crate) clip_radius: f64,
@@ -131,9 +135,13 @@ pub(crate) fn print_human(s: &Summary) {
             "  central (trusted curator): budget ε = {}, δ = {:e} in all; this release ρ = {rho:.6} (GaussCov on the exact sums, Δ = {:.6}), R = {:.3}",
             s.epsilon, s.delta, s.sensitivity, s.clip_radius
         ),
+        None if s.mechanism == "LOCAL_MECHANISM_RANK_ONE" => println!(
+            "  privacy per report: ε = {} (pure, rank-one PrivUnitG), R = {:.3}",
+            s.epsilon, s.clip_radius
+        ),
         None => println!(
-            "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian)",
-            s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma
+            "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian, {})",
+            s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma, s.mechanism
         ),
     }
     println!(
