@@ -220,6 +220,49 @@ class BindingsTest(unittest.TestCase):
                 again.submit("py-ledger", [0.3, 0.3, 0.3])
             self.assertEqual(self.admin.status("py-ledger").reports, 2)
 
+    def test_the_mechanism_is_chosen_at_create_and_rank_one_reports_count(self):
+        # The default of a new collection is the svec-weighted Gaussian report.
+        self.assertEqual(self.info.mechanism, ldp.Mechanism.GAUSSIAN)
+        rank_one = ldp.CollectionSpecInput(
+            collection_id="py-rank-one",
+            dim=DIM,
+            epsilon=2.0,
+            delta=0.0,
+            clip_radius=3.0,
+            min_reports=50,
+            mechanism=ldp.Mechanism.RANK_ONE,
+        )
+        info = self.admin.create_collection(rank_one)
+        self.assertEqual(info.mechanism, ldp.Mechanism.RANK_ONE)
+        self.assertEqual(info.encoding, ldp.WireEncoding.I16)
+        self.assertEqual((info.delta, info.sigma), (0.0, 0.0))
+        # Pure epsilon implies epsilon^2/2-zCDP: what a ledger adds up.
+        self.assertAlmostEqual(info.rho, 2.0 ** 2 / 2)
+        device = ldp.Device.connect(self.url)
+        self.assertEqual(device.collection("py-rank-one"), info)
+        rng = random.Random(7)
+        for _ in range(60):
+            device.submit("py-rank-one", [rng.gauss(0.0, 1.0) for _ in range(DIM)])
+        self.assertEqual(self.admin.status("py-rank-one").reports, 60)
+        est = self.admin.estimate("py-rank-one")
+        self.assertEqual(est.reports, 60)
+        self.assertTrue(all(math.isfinite(v) for v in est.upper_triangle))
+        # A rank-one collection with a delta is refused, and nothing is created.
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            self.admin.create_collection(
+                ldp.CollectionSpecInput(
+                    collection_id="py-rank-one-delta",
+                    dim=DIM,
+                    epsilon=2.0,
+                    delta=1e-6,
+                    clip_radius=3.0,
+                    min_reports=1,
+                    mechanism=ldp.Mechanism.RANK_ONE,
+                )
+            )
+        with self.assertRaises(ldp.LdpcovError.NotFound):
+            self.admin.status("py-rank-one-delta")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -7,7 +7,7 @@ use ldpcov_client::proto::v1::{CollectionSpec, CollectionStatus, GetEstimateRequ
 use ldpcov_client::{AggregatorClient, Collection};
 use tokio::runtime::Runtime;
 
-use crate::{CollectionInfo, LdpcovError, WireEncoding, connect, lock, new_runtime};
+use crate::{CollectionInfo, LdpcovError, Mechanism, WireEncoding, connect, lock, new_runtime};
 
 /// What an operator asks for when creating a collection. The aggregator derives the
 /// noise (σ, grid, sensitivity) from these numbers; devices re-derive it themselves.
@@ -19,15 +19,19 @@ pub struct CollectionSpecInput {
     pub dim: u32,
     /// ε of one report.
     pub epsilon: f64,
-    /// δ of one report.
+    /// δ of one report (0 for [`Mechanism::RankOne`], which is pure ε).
     pub delta: f64,
     /// Clip radius R.
     pub clip_radius: f64,
     /// Reports needed before an estimate is released.
     pub min_reports: u64,
-    /// Wire encoding of the reports (`None`: i32).
+    /// Wire encoding of the reports (`None`: i32, or i16 for the rank-one mechanism,
+    /// its only encoding).
     #[uniffi(default)]
     pub encoding: Option<WireEncoding>,
+    /// How devices perturb their reports (`None`: [`Mechanism::Gaussian`]).
+    #[uniffi(default)]
+    pub mechanism: Option<Mechanism>,
 }
 
 /// A collection's count and state.
@@ -116,7 +120,12 @@ impl Admin {
             delta: spec.delta,
             clip_radius: spec.clip_radius,
             min_reports: spec.min_reports,
-            encoding: spec.encoding.unwrap_or(WireEncoding::I32).to_proto().into(),
+            encoding: match (spec.encoding, spec.mechanism) {
+                (Some(encoding), _) => encoding.to_proto().into(),
+                (None, Some(Mechanism::RankOne)) => WireEncoding::I16.to_proto().into(),
+                (None, _) => WireEncoding::I32.to_proto().into(),
+            },
+            local_mechanism: spec.mechanism.map_or(0, |m| m.to_proto() as i32),
             ..Default::default()
         };
         let mut client = lock(&self.client)?;

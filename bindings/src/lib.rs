@@ -30,9 +30,10 @@ mod error;
 
 pub use admin::{Admin, CollectionSpecInput, CollectionStatusInfo, EstimateInfo};
 pub use device::{Device, LedgerConfig, PolicyConfig, SubmitResult};
+
 pub use error::LdpcovError;
 
-use ldpcov_client::proto::v1::Encoding as ProtoEncoding;
+use ldpcov_client::proto::v1::{Encoding as ProtoEncoding, LocalMechanism};
 use ldpcov_client::{AggregatorClient, Collection};
 use tokio::runtime::Runtime;
 
@@ -72,6 +73,38 @@ impl WireEncoding {
     }
 }
 
+/// How a device perturbs its report (local collections; see the project's README for
+/// which to pick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, uniffi::Enum)]
+pub enum Mechanism {
+    /// (ε, δ): discrete Gaussian noise on every entry of `(w·u, svec(uuᵀ))` (the default
+    /// of a new collection).
+    Gaussian,
+    /// (ε, δ): the original Gaussian report, off-diagonal products carried as they are.
+    GaussianTriu,
+    /// Pure ε (δ = 0): one rank-one PrivUnitG draw, `p` i16 numbers per report.
+    RankOne,
+}
+
+impl Mechanism {
+    fn from_proto(mechanism: LocalMechanism) -> Option<Self> {
+        match mechanism {
+            LocalMechanism::Gaussian => Some(Mechanism::Gaussian),
+            LocalMechanism::GaussianTriu => Some(Mechanism::GaussianTriu),
+            LocalMechanism::RankOne => Some(Mechanism::RankOne),
+            LocalMechanism::Unspecified => None,
+        }
+    }
+
+    fn to_proto(self) -> LocalMechanism {
+        match self {
+            Mechanism::Gaussian => LocalMechanism::Gaussian,
+            Mechanism::GaussianTriu => LocalMechanism::GaussianTriu,
+            Mechanism::RankOne => LocalMechanism::RankOne,
+        }
+    }
+}
+
 /// A collection's parameters as this device re-derived them from its spec (never the
 /// server's numbers taken on trust).
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
@@ -80,13 +113,16 @@ pub struct CollectionInfo {
     pub collection_id: String,
     /// Dimension p of the vectors.
     pub dim: u32,
+    /// How a device perturbs its report (`None` for a central collection).
+    pub mechanism: Option<Mechanism>,
     /// ε of one report.
     pub epsilon: f64,
-    /// δ of one report.
+    /// δ of one report (0 for the rank-one mechanism, which is pure ε).
     pub delta: f64,
     /// Clip radius R: vectors are scaled into the ball of radius R.
     pub clip_radius: f64,
-    /// Per-entry noise standard deviation σ, in unit-ball units.
+    /// Per-entry Gaussian noise standard deviation σ, in unit-ball units (0 for the
+    /// rank-one mechanism, whose noise is not additive).
     pub sigma: f64,
     /// zCDP ρ of one report (what a budget ledger adds up).
     pub rho: f64,
@@ -102,6 +138,7 @@ impl From<&Collection> for CollectionInfo {
             collection_id: c.id().to_string(),
             // `Collection` comes from a spec whose `dim` is a u32.
             dim: u32::try_from(c.dim()).unwrap_or(u32::MAX),
+            mechanism: Mechanism::from_proto(c.mechanism().local_mechanism()),
             epsilon: c.epsilon(),
             delta: c.delta(),
             clip_radius: c.clip_radius(),
