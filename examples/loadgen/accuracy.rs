@@ -67,6 +67,14 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     // ‖W‖₂ of a p×p symmetric noise matrix with i.i.d. N(0, s²) entries is about 2√p·s.
     let predicted = 2.0 * (p as f64).sqrt() * est.entry_noise_sd / spectral_norm_symmetric(truth);
     let collection = &setup.collection;
+    // The planner's noise of the raw average (ldpcov_proto::plan, what `ldpcov-aggregator
+    // plan` prints), at the users' mean squared norm E‖x‖²/R² = tr Σ/R² (capped at 1 by
+    // the clip), relative to ‖Σ‖_F.
+    let mean_square_norm =
+        (truth.trace() / (collection.clip_radius() * collection.clip_radius())).min(1.0);
+    let planned_rel_frobenius_noise =
+        ldpcov::proto::plan::raw_average_error(collection, setup.users, mean_square_norm)
+            / truth.norm();
     let data = match setup.source.as_ref() {
         Source::Model { .. } => None,
         Source::Data { path, users, .. } => {
@@ -129,6 +137,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         rel_spectral_error_no_threshold: relative_spectral_error(&m_raw, truth),
         rel_frobenius_error_no_threshold: relative_frobenius_error(&m_raw, truth),
         predicted_rel_spectral_noise: predicted,
+        planned_rel_frobenius_noise,
         elapsed_sec: elapsed.as_secs_f64(),
         reports_per_sec: setup.users as f64 / elapsed.as_secs_f64().max(1e-9),
         bytes_per_report,

@@ -33,6 +33,9 @@ pub(crate) struct Summary {
     pub(crate) rel_spectral_error_no_threshold: f64,
     pub(crate) rel_frobenius_error_no_threshold: f64,
     pub(crate) predicted_rel_spectral_noise: f64,
+    /// The planner's relative Frobenius noise of the raw average
+    /// (`ldpcov_proto::plan::raw_average_error` over ‖Σ‖_F).
+    pub(crate) planned_rel_frobenius_noise: f64,
     pub(crate) elapsed_sec: f64,
     pub(crate) reports_per_sec: f64,
     pub(crate) bytes_per_report: usize,
@@ -149,8 +152,8 @@ pub(crate) fn print_human(s: &Summary) {
         s.users, s.elapsed_sec, s.reports_per_sec, s.bytes_per_report, s.accepted, s.duplicates
     );
     println!(
-        "  noise sd of each averaged entry R²σ/√n = {:.4}; predicted relative spectral noise ≈ {:.3}",
-        s.entry_noise_sd, s.predicted_rel_spectral_noise
+        "  noise sd of each averaged off-diagonal entry = {:.4}; predicted relative spectral noise ≈ {:.3}, planned relative Frobenius noise of the raw average ≈ {:.3}",
+        s.entry_noise_sd, s.predicted_rel_spectral_noise, s.planned_rel_frobenius_noise
     );
     println!(
         "  {}: threshold {:.4}, {} entries kept, {} eigenvalues clamped",

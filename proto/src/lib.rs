@@ -41,6 +41,7 @@ pub mod collection;
 pub mod encoding;
 pub mod layout;
 pub mod mechanism;
+pub mod plan;
 pub mod wire;
 
 pub use collection::Collection;

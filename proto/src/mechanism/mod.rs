@@ -345,6 +345,27 @@ impl ReportMechanism {
         }
     }
 
+    /// One report's total noise variance over the unbiased `p × p` second moment (both
+    /// triangles), unit-ball units, for a user with `‖u‖² = s`: `p·σ² + p(p−1)·σ²/f²`
+    /// for a Gaussian report (`f` the off-diagonal weighting's factor: the svec report's
+    /// off-diagonal entries have variance σ²/2), the rank-one report's
+    /// [`CapMoments::second_moment_total_variance`](rank_one::CapMoments::second_moment_total_variance),
+    /// 0 for a raw vector. What [`plan`](crate::plan) predicts from.
+    pub fn second_moment_report_variance(&self, s: f64) -> f64 {
+        match self {
+            ReportMechanism::Gaussian(g) => {
+                let p = g.dim() as f64;
+                let var = g.sigma() * g.sigma();
+                let f = g.weighting().factor();
+                p * var + p * (p - 1.0) * var / (f * f)
+            }
+            ReportMechanism::RankOne(r) => {
+                r.params().moments.second_moment_total_variance(r.dim(), s)
+            }
+            ReportMechanism::RawVector(_) => 0.0,
+        }
+    }
+
     /// How averaged summed entries become unbiased estimates.
     pub fn unbiasing(&self) -> Unbiasing {
         match self {

@@ -90,7 +90,7 @@ pub(crate) struct Options {
 
 /// `--moments`.
 #[derive(Clone, Copy, ValueEnum)]
-enum MomentsArg {
+pub(crate) enum MomentsArg {
     /// Reports carry triu(uuᵀ); the estimate is the second moment about the centre.
     SecondMoment,
     /// Reports carry (u/2, triu(uuᵀ)); the estimate is the mean and the covariance.
@@ -132,7 +132,7 @@ fn read_names(path: &Path) -> Result<Vec<String>> {
 
 /// `--mechanism`.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum MechanismArg {
+pub(crate) enum MechanismArg {
     /// (ε, δ): the report (w·u, svec(uuᵀ)) plus discrete Gaussian noise on every entry,
     /// off-diagonal products carried ×√2 (half the off-diagonal noise variance of
     /// `gaussian-triu`). p(p+1)/2 (+ p) numbers per report.
@@ -154,13 +154,24 @@ enum PrivacyModelArg {
 
 /// `--encoding`.
 #[derive(Clone, Copy, ValueEnum)]
-enum WireEncoding {
+pub(crate) enum WireEncoding {
     /// 4 bytes per entry on the fine grid.
     I32,
     /// 2 bytes per entry (coarse grid, stochastic rounding).
     I16,
     /// 1 byte per entry (coarse grid, stochastic rounding).
     I8,
+}
+
+impl WireEncoding {
+    /// The spec's value.
+    pub(crate) fn to_proto(self) -> Encoding {
+        match self {
+            WireEncoding::I32 => Encoding::I32Le,
+            WireEncoding::I16 => Encoding::I16Le,
+            WireEncoding::I8 => Encoding::I8,
+        }
+    }
 }
 
 impl Options {
@@ -174,11 +185,9 @@ impl Options {
             Some(path) => read_names(path)?,
             None => self.names,
         };
-        let moments = match self.moments {
-            None => Moments::Unspecified,
-            Some(MomentsArg::SecondMoment) => Moments::SecondMoment,
-            Some(MomentsArg::MeanAndCovariance) => Moments::MeanAndCovariance,
-        };
+        let moments = self
+            .moments
+            .map_or(Moments::Unspecified, MomentsArg::to_proto);
         let rank_one = self.mechanism == Some(MechanismArg::RankOne);
         let delta = match self.delta {
             Some(delta) => delta,
@@ -194,12 +203,9 @@ impl Options {
             delta,
             clip_radius: self.clip_radius,
             min_reports: self.min_reports,
-            encoding: match self.encoding {
-                None => Encoding::Unspecified,
-                Some(WireEncoding::I32) => Encoding::I32Le,
-                Some(WireEncoding::I16) => Encoding::I16Le,
-                Some(WireEncoding::I8) => Encoding::I8,
-            } as i32,
+            encoding: self
+                .encoding
+                .map_or(Encoding::Unspecified, WireEncoding::to_proto) as i32,
             privacy_model: match self.privacy_model {
                 PrivacyModelArg::Local => PrivacyModel::Local,
                 PrivacyModelArg::Central => PrivacyModel::Central,
@@ -210,12 +216,10 @@ impl Options {
             moments: moments as i32,
             centre,
             variable_names,
-            local_mechanism: match self.mechanism {
-                None => LocalMechanism::Unspecified,
-                Some(MechanismArg::Gaussian) => LocalMechanism::Gaussian,
-                Some(MechanismArg::GaussianTriu) => LocalMechanism::GaussianTriu,
-                Some(MechanismArg::RankOne) => LocalMechanism::RankOne,
-            } as i32,
+            local_mechanism: self
+                .mechanism
+                .map_or(LocalMechanism::Unspecified, MechanismArg::to_proto)
+                as i32,
         };
         let params = self
             .server

@@ -1,6 +1,6 @@
 //! `ldpcov-aggregator`: the aggregator daemon (`serve`) and the admin commands that
-//! talk to a running daemon (`create`, `status`, `estimate`, `close`, `delete`), and
-//! `compact` on a stopped daemon's data directory.
+//! talk to a running daemon (`create`, `status`, `estimate`, `close`, `delete`),
+//! `compact` on a stopped daemon's data directory, and `plan`, which needs no daemon.
 //!
 //! Every flag can also be set by an environment variable (shown in `--help`).
 //!
@@ -14,6 +14,7 @@ mod compact;
 mod create;
 mod delete;
 mod estimate;
+mod plan;
 mod serve;
 mod status;
 
@@ -54,6 +55,10 @@ enum Command {
     /// Delete a collection for good: its spec, sums and seen report ids (needs --yes).
     /// Prints how many reports it had counted as JSON.
     Delete(delete::Options),
+    /// Predict, before collecting, each local mechanism's error of the raw average
+    /// and bytes per report at (p, ε, δ, R, users), or the users a target error needs.
+    /// Prints JSON; contacts no daemon.
+    Plan(plan::Options),
     /// Shrink the database file of a stopped daemon (redb reuses freed pages but never
     /// shrinks the file by itself). Prints the sizes before and after as JSON.
     Compact(compact::Options),
@@ -69,6 +74,7 @@ impl Command {
             Command::Estimate(o) => o.run().await,
             Command::Delete(o) => o.run().await,
             Command::Compact(o) => o.run(),
+            Command::Plan(o) => o.run(),
         }
     }
 }

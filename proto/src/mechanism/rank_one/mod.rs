@@ -243,6 +243,22 @@ impl CapMoments {
     }
 }
 
+impl CapMoments {
+    /// One report's total squared error over the `p × p` second-moment block (both
+    /// triangles), for an input with `‖u‖² = s`:
+    /// `E‖(yyᵀ − I)/κ − uuᵀ‖²_F = [p(p+1) + 2κs(p+1) + (2κ² + e₄)s²]/κ²` (the sum of
+    /// [`second_moment_entry_variance`](Self::second_moment_entry_variance) over the
+    /// block, with `Σ aᵢ² = s`).
+    pub fn second_moment_total_variance(&self, dim: usize, s: f64) -> f64 {
+        let p = dim as f64;
+        let k = self.kappa;
+        (p * (p + 1.0)
+            + 2.0 * k * s * (p + 1.0)
+            + (2.0 * k * k + self.excess_fourth_moment) * s * s)
+            / (k * k)
+    }
+}
+
 /// The γ on `[0.05, 8]` minimising `objective` (golden-section search, a fixed number
 /// of steps: deterministic).
 fn golden_section_minimum(objective: impl Fn(f64) -> f64) -> f64 {

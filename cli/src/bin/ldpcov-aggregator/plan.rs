@@ -1,0 +1,145 @@
+//! `plan`: before collecting anything, the predicted error of the raw average and the
+//! bytes per report of each local mechanism at (p, ε, δ, R, n), or the users a target
+//! error needs. Computed here, from the same derivation a daemon and a device make
+//! (`ldpcov_proto::plan`); no daemon is contacted.
+
+use anyhow::{Result, bail};
+use ldpcov_proto::Collection;
+use ldpcov_proto::collection::Entry;
+use ldpcov_proto::plan;
+use ldpcov_proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments};
+
+use crate::admin::print_json;
+use crate::create::{MechanismArg, MomentsArg};
+
+/// The flags of `plan`.
+#[derive(clap::Args)]
+pub(crate) struct Options {
+    /// Dimension p of each user's vector.
+    #[arg(long)]
+    dim: u32,
+    /// ε of one report.
+    #[arg(long)]
+    epsilon: f64,
+    /// δ of one report for the Gaussian mechanisms (the rank-one mechanism is pure ε).
+    #[arg(long, default_value_t = 1e-6)]
+    delta: f64,
+    /// Clip radius R: the errors are in data units, R² times the unit-ball ones.
+    #[arg(long, default_value_t = 1.0)]
+    clip_radius: f64,
+    /// What the collection estimates (the mean block adds noise to a Gaussian report
+    /// and changes the rank-one mechanism's cap).
+    #[arg(long, value_enum, default_value_t = MomentsArg::SecondMoment)]
+    moments: MomentsArg,
+    /// One mechanism only (default: each of them).
+    #[arg(long, value_enum)]
+    mechanism: Option<MechanismArg>,
+    /// Users expected: print the predicted error of the raw average at this n.
+    #[arg(long)]
+    users: Option<u64>,
+    /// Target error (Frobenius norm of the raw average's noise, data units): print the
+    /// users each mechanism needs.
+    #[arg(long)]
+    target_error: Option<f64>,
+    /// The users' mean squared norm E‖x‖²/R² after clipping, in [0, 1] (the rank-one
+    /// mechanism's noise grows with it; 1 is its worst case).
+    #[arg(long, default_value_t = 1.0)]
+    mean_square_norm: f64,
+    /// Wire encoding of the Gaussian reports (the rank-one report is always i16).
+    #[arg(long, value_enum, default_value_t = crate::create::WireEncoding::I32)]
+    encoding: crate::create::WireEncoding,
+}
+
+impl Options {
+    /// Derives each mechanism's collection and prints the plan as JSON.
+    pub(crate) fn run(self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.mean_square_norm) {
+            bail!(
+                "--mean-square-norm {} must lie in [0, 1]",
+                self.mean_square_norm
+            );
+        }
+        if let Some(target) = self.target_error
+            && !(target.is_finite() && target > 0.0)
+        {
+            bail!("--target-error {target} must be a positive number");
+        }
+        if self.users.is_none() && self.target_error.is_none() {
+            bail!("give --users N (the error at n users) or --target-error E (the users it needs)");
+        }
+        if self.users == Some(0) {
+            bail!("--users must be at least 1");
+        }
+        let mechanisms = match self.mechanism {
+            Some(m) => vec![m],
+            None => vec![
+                MechanismArg::Gaussian,
+                MechanismArg::GaussianTriu,
+                MechanismArg::RankOne,
+            ],
+        };
+        let mut rows = Vec::new();
+        for mechanism in mechanisms {
+            let rank_one = mechanism == MechanismArg::RankOne;
+            let spec = CollectionSpec {
+                collection_id: "plan".into(),
+                dim: self.dim,
+                epsilon: self.epsilon,
+                delta: if rank_one { 0.0 } else { self.delta },
+                clip_radius: self.clip_radius,
+                min_reports: 1,
+                moments: self.moments.to_proto() as i32,
+                encoding: if rank_one {
+                    Encoding::Unspecified
+                } else {
+                    self.encoding.to_proto()
+                } as i32,
+                local_mechanism: mechanism.to_proto() as i32,
+                ..Default::default()
+            };
+            let c = Collection::create(&spec)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", mechanism.to_proto().as_str_name()))?;
+            let r2 = c.clip_radius() * c.clip_radius();
+            rows.push(serde_json::json!({
+                "mechanism": c.mechanism().local_mechanism().as_str_name(),
+                "epsilon": c.epsilon(),
+                "delta": c.delta(),
+                "bytes_per_report": c.payload_bytes(),
+                "off_diagonal_noise_sd_per_report": r2 * c.unbiased_report_noise_sd(Entry::OffDiagonal),
+                "diagonal_noise_sd_per_report": r2 * c.unbiased_report_noise_sd(Entry::Diagonal),
+                "raw_average_frobenius_error": self.users.map(|n| plan::raw_average_error(&c, n, self.mean_square_norm)),
+                "users_for_target_error": self.target_error.map(|t| plan::users_for_error(&c, t, self.mean_square_norm)),
+            }));
+        }
+        print_json(&serde_json::json!({
+            "dim": self.dim,
+            "clip_radius": self.clip_radius,
+            "moments": self.moments.to_proto().as_str_name(),
+            "users": self.users,
+            "target_error": self.target_error,
+            "mean_square_norm": self.mean_square_norm,
+            "mechanisms": rows,
+        }))
+    }
+}
+
+impl MechanismArg {
+    /// The spec's value.
+    pub(crate) fn to_proto(self) -> LocalMechanism {
+        match self {
+            MechanismArg::Gaussian => LocalMechanism::Gaussian,
+            MechanismArg::GaussianTriu => LocalMechanism::GaussianTriu,
+            MechanismArg::RankOne => LocalMechanism::RankOne,
+        }
+    }
+}
+
+impl MomentsArg {
+    /// The spec's value.
+    pub(crate) fn to_proto(self) -> Moments {
+        match self {
+            MomentsArg::SecondMoment => Moments::SecondMoment,
+            MomentsArg::MeanAndCovariance => Moments::MeanAndCovariance,
+        }
+    }
+}
