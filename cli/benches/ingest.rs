@@ -31,7 +31,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_client::proto::v1::{
-    CollectionSpec, CreateCollectionRequest, Encoding, GetStatusRequest, Moments, Report,
+    CollectionSpec, CreateCollectionRequest, Encoding, GetStatusRequest, LocalMechanism, Moments,
+    Report,
 };
 use ldpcov_client::{Collection, FloatGaussianNotPrivate, Perturber, ReportId};
 use ldpcov_pg_cluster::PgCluster;
@@ -48,7 +49,8 @@ pub(crate) struct Args {
     /// Dimensions p.
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     pub(crate) ps: Vec<usize>,
-    /// Wire encodings: i32, i16, i8.
+    /// Wire encodings of the Gaussian report (i32, i16, i8), or `rank-one` for the
+    /// rank-one report (p i16).
     #[arg(long, value_delimiter = ',', default_value = "i32,i8")]
     pub(crate) encodings: Vec<String>,
     /// Stores: memory, redb, pg1 (one replica on PostgreSQL), pg3 (three replicas).
@@ -128,12 +130,32 @@ impl StoreKind {
     }
 }
 
-fn parse_encoding(s: &str) -> Result<Encoding> {
+/// What the reports of a case are: a Gaussian report in an encoding, or the rank-one
+/// report (`p` i16).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wire {
+    /// The (svec) Gaussian report in this encoding.
+    Gaussian(Encoding),
+    /// The rank-one report.
+    RankOne,
+}
+
+impl std::fmt::Display for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wire::Gaussian(e) => write!(f, "{e:?}"),
+            Wire::RankOne => write!(f, "RankOne"),
+        }
+    }
+}
+
+fn parse_encoding(s: &str) -> Result<Wire> {
     Ok(match s {
-        "i32" => Encoding::I32Le,
-        "i16" => Encoding::I16Le,
-        "i8" => Encoding::I8,
-        other => bail!("unknown encoding {other:?} (i32, i16, i8)"),
+        "i32" => Wire::Gaussian(Encoding::I32Le),
+        "i16" => Wire::Gaussian(Encoding::I16Le),
+        "i8" => Wire::Gaussian(Encoding::I8),
+        "rank-one" => Wire::RankOne,
+        other => bail!("unknown encoding {other:?} (i32, i16, i8, rank-one)"),
     })
 }
 
@@ -379,7 +401,7 @@ fn build_reports(collection: &Collection, count: usize, seed: u64) -> Result<Vec
 async fn run_case(
     args: &Args,
     p: usize,
-    encoding: Encoding,
+    wire: Wire,
     store: StoreKind,
     tick: f64,
 ) -> Result<CaseResult> {
@@ -419,9 +441,20 @@ async fn run_case(
         delta: 1e-6,
         clip_radius: 1.0,
         min_reports: 1,
-        encoding: encoding as i32,
+        encoding: match wire {
+            Wire::Gaussian(encoding) => encoding,
+            Wire::RankOne => Encoding::Unspecified,
+        } as i32,
         moments: Moments::SecondMoment as i32,
         ..Default::default()
+    };
+    let spec = match wire {
+        Wire::Gaussian(_) => spec,
+        Wire::RankOne => CollectionSpec {
+            delta: 0.0,
+            local_mechanism: LocalMechanism::RankOne as i32,
+            ..spec
+        },
     };
     let mut admin = raw(channel(&daemons[0].url).await?);
     let params = admin
@@ -510,7 +543,7 @@ async fn run_case(
     let payload_bytes_per_s = payload_bytes as f64 / seconds;
     Ok(CaseResult {
         p,
-        encoding: format!("{encoding:?}"),
+        encoding: wire.to_string(),
         store: store.name(),
         reports: count,
         payload_bytes,
@@ -528,7 +561,7 @@ async fn run_case(
 /// Runs every case of `args`, printing as it goes.
 pub(crate) async fn run(args: &Args) -> Result<Vec<CaseResult>> {
     let tick = clock_tick()?;
-    let encodings: Vec<Encoding> = args
+    let encodings: Vec<Wire> = args
         .encodings
         .iter()
         .map(|e| parse_encoding(e))
@@ -553,7 +586,7 @@ pub(crate) async fn run(args: &Args) -> Result<Vec<CaseResult>> {
             for &store in &stores {
                 let r = run_case(args, p, encoding, store, tick)
                     .await
-                    .with_context(|| format!("p = {p}, {encoding:?}, {}", store.name()))?;
+                    .with_context(|| format!("p = {p}, {encoding}, {}", store.name()))?;
                 if args.json {
                     println!("{}", serde_json::to_string(&r)?);
                 } else {
