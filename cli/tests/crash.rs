@@ -3,7 +3,8 @@
 //! random moments (seeded), then restarted on the same directory. Clients resend every
 //! report until it is acknowledged (same id, so resending is safe). At the end the
 //! store is opened directly and its exact integer accumulators must equal those of the
-//! set of acknowledged reports: nothing lost, nothing counted twice.
+//! set of acknowledged reports: nothing lost, nothing counted twice — for a Gaussian
+//! collection and a rank-one one side by side.
 //!
 //! A second test kills the daemon while a DeleteCollection is in flight: the store
 //! must then hold either the whole collection (accumulators and seen report ids) or
@@ -19,8 +20,9 @@ use std::time::{Duration, Instant};
 use ldpcov_aggregator::Store;
 use ldpcov_aggregator::{DurableConfig, DurableStore};
 use ldpcov_client::proto::v1::{
-    CentralMechanism, CentralRelease, DeleteCollectionRequest, Encoding, GetEstimateRequest,
-    GetStatusRequest, Moments, NoThreshold, PrivacyModel, Report, get_estimate_request::Threshold,
+    CentralMechanism, CentralRelease, CollectionSpec, DeleteCollectionRequest, Encoding,
+    GetEstimateRequest, GetStatusRequest, LocalMechanism, Moments, NoThreshold, PrivacyModel,
+    Report, get_estimate_request::Threshold,
 };
 use ldpcov_client::{AggregatorClient, Collection};
 use ldpcov_client::{ReportId, proto::v1::aggregator_client::AggregatorClient as RawClient};
@@ -36,6 +38,7 @@ const KILLS: usize = 22;
 const CLIENTS: usize = 6;
 const DIM: u32 = 4;
 const COLLECTION: &str = "crash";
+const RANK_ONE: &str = "crash-rank-one";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_loses_nothing_and_counts_nothing_twice() {
@@ -55,7 +58,20 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
         .create_collection(spec(COLLECTION, DIM).encoding(Encoding::I32Le).build())
         .await
         .expect("create");
-    let collection = admin.collection(COLLECTION).await.expect("collection");
+    // Half the clients report to a rank-one collection: its i16 reports are expanded on
+    // ingest, and must survive the kills as exactly.
+    admin
+        .create_collection(CollectionSpec {
+            local_mechanism: LocalMechanism::RankOne as i32,
+            delta: 0.0,
+            ..spec(RANK_ONE, DIM).epsilon(2.0).build()
+        })
+        .await
+        .expect("create rank-one");
+    let collections = [
+        admin.collection(COLLECTION).await.expect("collection"),
+        admin.collection(RANK_ONE).await.expect("collection"),
+    ];
 
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Arc::new(AtomicU64::new(0));
@@ -63,7 +79,7 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
         .map(|c| {
             tokio::spawn(run_client(
                 vec![url.clone()],
-                collection.clone(),
+                collections[c % 2].clone(),
                 1000 + c as u64,
                 stop.clone(),
                 acks.clone(),
@@ -86,32 +102,35 @@ async fn sigkill_loses_nothing_and_counts_nothing_twice() {
     wait_ready(&url).await;
     // Let every client finish: each resends its last report until acknowledged.
     stop.store(true, Ordering::SeqCst);
-    let mut acked = Vec::new();
-    for t in tasks {
-        acked.extend(t.await.expect("client task"));
+    let mut acked = [Vec::new(), Vec::new()];
+    for (c, t) in tasks.into_iter().enumerate() {
+        acked[c % 2].extend(t.await.expect("client task"));
     }
     kill(&mut daemon);
 
-    // The expected accumulators of the acknowledged reports.
-    let mut expected = Accumulator::new(collection.entries(), FOLDS);
-    let mut ids = std::collections::HashSet::new();
-    for (id, entries) in &acked {
-        assert!(ids.insert(*id), "a report id was acknowledged twice");
-        expected.add(id.fold(FOLDS), entries);
-    }
     let store = DurableStore::open(&data, DurableConfig::default()).expect("open store");
-    let got = store.snapshot(COLLECTION).await.expect("snapshot").acc;
-    eprintln!(
-        "{KILLS} kills, {} acknowledged reports ({} acknowledgements), {:.1} s",
-        acked.len(),
-        acks.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64()
-    );
-    assert!(acked.len() >= 200, "too little load: {}", acked.len());
-    assert_eq!(got.count, expected.count, "lost or double-counted reports");
-    assert_eq!(got.fold_counts, expected.fold_counts);
-    assert_eq!(got.fold_sums, expected.fold_sums);
-    assert_eq!(got.sum_squares, expected.sum_squares);
+    for (collection, acked) in collections.iter().zip(&acked) {
+        // The expected accumulators of the acknowledged reports.
+        let mut expected = Accumulator::new(collection.entries(), FOLDS);
+        let mut ids = std::collections::HashSet::new();
+        for (id, entries) in acked {
+            assert!(ids.insert(*id), "a report id was acknowledged twice");
+            expected.add(id.fold(FOLDS), entries);
+        }
+        let got = store.snapshot(collection.id()).await.expect("snapshot").acc;
+        eprintln!(
+            "{}: {KILLS} kills, {} acknowledged reports ({} acknowledgements in all), {:.1} s",
+            collection.id(),
+            acked.len(),
+            acks.load(Ordering::Relaxed),
+            started.elapsed().as_secs_f64()
+        );
+        assert!(acked.len() >= 100, "too little load: {}", acked.len());
+        assert_eq!(got.count, expected.count, "lost or double-counted reports");
+        assert_eq!(got.fold_counts, expected.fold_counts);
+        assert_eq!(got.fold_sums, expected.fold_sums);
+        assert_eq!(got.sum_squares, expected.sum_squares);
+    }
 }
 
 /// Rounds of create, fill, delete-and-SIGKILL.
