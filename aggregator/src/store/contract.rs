@@ -54,6 +54,50 @@ where
     concurrent_submits_count_every_report_once(fresh("concurrent").await).await;
     a_deleted_collection_is_gone_and_starts_from_scratch(fresh("delete").await).await;
     the_ledger_records_each_key_once_and_never_overspends(fresh("ledger").await).await;
+    every_mechanism_is_stored_as_created(fresh("mechanisms").await).await;
+}
+
+/// Collections of each local mechanism come back as they were created (the spec
+/// carries the mechanism), a collection of the same id and another mechanism is a
+/// conflict, and a rank-one report's expanded entries are summed exactly.
+async fn every_mechanism_is_stored_as_created<S: Store>(s: Arc<S>) {
+    use ldpcov_proto::ReportMechanism;
+    use ldpcov_proto::v1::{CollectionSpec, LocalMechanism};
+    let spec = |id: &str, mechanism: LocalMechanism| {
+        let rank_one = mechanism == LocalMechanism::RankOne;
+        CollectionSpec {
+            local_mechanism: mechanism as i32,
+            delta: if rank_one { 0.0 } else { 1e-6 },
+            ..ldpcov_fixtures::spec(id, 3).build()
+        }
+    };
+    for (id, mechanism) in [
+        ("g", LocalMechanism::Gaussian),
+        ("t", LocalMechanism::GaussianTriu),
+        ("r", LocalMechanism::RankOne),
+    ] {
+        let c = Collection::create(&spec(id, mechanism)).unwrap();
+        assert_eq!(*s.create_collection(c.clone()).await.unwrap(), c);
+        assert_eq!(*s.collection(id).await.unwrap(), c);
+        assert_eq!(c.spec().local_mechanism, mechanism as i32);
+    }
+    let other = Collection::create(&spec("g", LocalMechanism::GaussianTriu)).unwrap();
+    assert_eq!(
+        s.create_collection(other).await,
+        Err(StoreError::AlreadyExists("g".into()))
+    );
+    let rank_one = s.collection("r").await.unwrap();
+    let ReportMechanism::RankOne(r) = rank_one.mechanism() else {
+        panic!("a rank-one collection");
+    };
+    let y = [32_767, -32_767, 5];
+    let batch = vec![ValidReport {
+        report_id: ReportId([7; 16]),
+        entries: r.expand(&y),
+    }];
+    s.submit("r", batch.clone()).await.unwrap();
+    let got = s.snapshot("r").await.unwrap().acc;
+    assert_eq!(got, expected(rank_one.entries(), &batch));
 }
 
 /// The release ledger: a key is recorded once (asked again, the stored body comes back
