@@ -51,10 +51,12 @@ mod store;
 mod telemetry;
 mod tls;
 
-pub use auth::{AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token};
+pub use auth::{
+    AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token, right_before_body,
+};
 pub use server::{
-    COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions,
-    TransportLimits, serve, serve_with,
+    ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError,
+    ServeOptions, TransportLimits, serve, serve_with,
 };
 pub use service::{AggregatorService, Limits, STREAM_BATCH};
 pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};

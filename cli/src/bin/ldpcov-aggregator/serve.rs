@@ -96,12 +96,31 @@ struct AccessArgs {
     /// HTTP/2 streams (concurrent calls) one connection may open.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_STREAMS", default_value_t = TransportLimits::default().max_concurrent_streams)]
     max_concurrent_streams: u32,
-    /// Calls handled at once over all connections (more wait).
+    /// Calls handled at once over all connections (more wait). A call takes a slot
+    /// only after its token was checked; health and reflection take none.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_REQUESTS", default_value_t = TransportLimits::default().max_concurrent_requests)]
     max_concurrent_requests: usize,
+    /// Calls handled at once on one connection (more wait).
+    #[arg(long, env = "LDPCOV_MAX_CALLS_PER_CONNECTION", default_value_t = TransportLimits::default().max_calls_per_connection)]
+    max_calls_per_connection: usize,
     /// Calls running longer than this are cancelled (also bounds one report stream).
     #[arg(long, env = "LDPCOV_REQUEST_TIMEOUT_SECS", default_value_t = TransportLimits::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
+    /// A new connection that has not sent the HTTP/2 preface (plaintext) or finished
+    /// its TLS handshake after this many seconds is closed.
+    #[arg(long, env = "LDPCOV_HANDSHAKE_TIMEOUT_SECS", default_value_t = TransportLimits::default().handshake_timeout.as_secs())]
+    handshake_timeout_secs: u64,
+    /// A connection with no call in flight for this many seconds is closed (clients
+    /// reconnect on their next call).
+    #[arg(long, env = "LDPCOV_IDLE_TIMEOUT_SECS", default_value_t = TransportLimits::default().idle_timeout.as_secs())]
+    idle_timeout_secs: u64,
+    /// Send an HTTP/2 keepalive PING on every connection this often (seconds).
+    #[arg(long, env = "LDPCOV_KEEPALIVE_INTERVAL_SECS", default_value_t = TransportLimits::default().keepalive_interval.as_secs())]
+    keepalive_interval_secs: u64,
+    /// Close a connection whose peer has not answered a keepalive PING after this
+    /// many seconds.
+    #[arg(long, env = "LDPCOV_KEEPALIVE_TIMEOUT_SECS", default_value_t = TransportLimits::default().keepalive_timeout.as_secs())]
+    keepalive_timeout_secs: u64,
 }
 
 impl AccessArgs {
@@ -145,18 +164,37 @@ impl AccessArgs {
 
     /// The transport limits, each at least 1.
     fn transport(&self) -> Result<TransportLimits> {
-        if self.max_concurrent_streams == 0
-            || self.max_concurrent_requests == 0
-            || self.request_timeout_secs == 0
-        {
-            anyhow::bail!(
-                "--max-concurrent-streams, --max-concurrent-requests and --request-timeout-secs must be at least 1"
-            );
+        let checks: [(&str, bool); 8] = [
+            ("--max-concurrent-streams", self.max_concurrent_streams == 0),
+            (
+                "--max-concurrent-requests",
+                self.max_concurrent_requests == 0,
+            ),
+            (
+                "--max-calls-per-connection",
+                self.max_calls_per_connection == 0,
+            ),
+            ("--request-timeout-secs", self.request_timeout_secs == 0),
+            ("--handshake-timeout-secs", self.handshake_timeout_secs == 0),
+            ("--idle-timeout-secs", self.idle_timeout_secs == 0),
+            (
+                "--keepalive-interval-secs",
+                self.keepalive_interval_secs == 0,
+            ),
+            ("--keepalive-timeout-secs", self.keepalive_timeout_secs == 0),
+        ];
+        if let Some((flag, _)) = checks.iter().find(|(_, zero)| *zero) {
+            anyhow::bail!("{flag} must be at least 1");
         }
         Ok(TransportLimits {
             max_concurrent_streams: self.max_concurrent_streams,
             max_concurrent_requests: self.max_concurrent_requests,
+            max_calls_per_connection: self.max_calls_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
+            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
+            keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
         })
     }
 }
@@ -278,7 +316,11 @@ impl Options {
             %addr, max_dim, store = kind, tls = tls.is_some(),
             max_concurrent_streams = transport.max_concurrent_streams,
             max_concurrent_requests = transport.max_concurrent_requests,
+            max_calls_per_connection = transport.max_calls_per_connection,
             request_timeout_secs = transport.request_timeout.as_secs(),
+            handshake_timeout_secs = transport.handshake_timeout.as_secs(),
+            idle_timeout_secs = transport.idle_timeout.as_secs(),
+            keepalive_interval_secs = transport.keepalive_interval.as_secs(),
             "ldpcov aggregator listening"
         );
         serve_with(
