@@ -126,6 +126,9 @@ struct Shared {
     /// Whether the last write transaction committed ([`Store::write_health`]); written
     /// by the commit thread only.
     write_healthy: tokio::sync::watch::Sender<bool>,
+    /// Why the commit thread stopped for good (it panicked), once it has: see
+    /// [`DurableStore::failed`].
+    failure: tokio::sync::watch::Sender<Option<String>>,
     /// The commit thread's test hooks (no-ops outside the unit tests).
     hooks: Arc<TestHooks>,
 }
@@ -257,7 +260,11 @@ enum Command {
 /// `compact` subcommand of the daemon.
 ///
 /// [`Store::write_health`] is `false` from a failed commit (or a write transaction
-/// that could not begin) until the next successful commit.
+/// that could not begin) until the next successful commit: nothing but a commit that
+/// succeeded turns it back on. A panic on the commit thread (redb panics on some
+/// damaged files) is caught: the store then refuses every write for good, its write
+/// health stays `false`, and [`DurableStore::failed`] resolves with the reason and the
+/// file's path.
 ///
 /// The accumulators also live in memory (the *mirror*) so snapshots and estimates never
 /// read the disk. The mirror is written only after a successful commit, with exactly
@@ -329,6 +336,7 @@ impl DurableStore {
         let mut shared = Shared {
             mirror: RwLock::new(Mirror::new()),
             write_healthy: tokio::sync::watch::channel(true).0,
+            failure: tokio::sync::watch::channel(None).0,
             hooks: Arc::default(),
         };
         let (db, mirror) = open_db(&path, config.cache_size, &shared)?;
@@ -351,9 +359,27 @@ impl DurableStore {
             rx,
             commits: 0,
         };
+        let thread_shared = shared.clone();
+        let thread_path = path.clone();
         let handle = std::thread::Builder::new()
             .name("ldpcov-commit".into())
-            .spawn(move || committer.run())
+            .spawn(move || {
+                // A panic on the commit thread (inside redb, which panics on some
+                // damaged files, or ours) is caught here: the store stops taking
+                // writes for good, says so through its write health and `failed`, and
+                // the daemon exits (see `DurableStore::failed`).
+                let run = std::panic::AssertUnwindSafe(move || committer.run());
+                if let Err(panic) = std::panic::catch_unwind(run) {
+                    let reason = format!(
+                        "the commit thread panicked while writing {} ({}): the database file may be corrupt; stop the daemon and restore the file from a backup",
+                        thread_path.display(),
+                        panic_message(panic.as_ref()),
+                    );
+                    tracing::error!("{reason}");
+                    thread_shared.write_healthy.send_replace(false);
+                    thread_shared.failure.send_replace(Some(reason));
+                }
+            })
             .map_err(DurableError::Thread)?;
         Ok(DurableStore {
             shared,
@@ -385,6 +411,26 @@ impl DurableStore {
         Ok((before, size(&path)?))
     }
 
+    /// Resolves, with a one-line reason, once the commit thread has stopped for good:
+    /// it panicked (inside redb, which panics on some damaged files, or in ours). From
+    /// then on every write fails `UNAVAILABLE` and [`Store::write_health`] is `false`
+    /// for good; the daemon exits non-zero with this reason and leaves restarting to
+    /// its supervisor. Never resolves while the thread runs or after a normal stop.
+    pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut failure = self.shared.failure.subscribe();
+        async move {
+            let reason = failure
+                .wait_for(Option::is_some)
+                .await
+                .map(|reason| reason.clone().unwrap_or_default());
+            match reason {
+                Ok(reason) => reason,
+                // The store is gone without a failure.
+                Err(_) => std::future::pending().await,
+            }
+        }
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -406,6 +452,17 @@ impl DurableStore {
             .as_ref()
             .and_then(|tx| tx.send(command).ok())
             .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))
+    }
+}
+
+/// The message of a caught panic (a `&str` or `String` payload), or a placeholder.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }
 

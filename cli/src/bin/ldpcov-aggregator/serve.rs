@@ -14,6 +14,12 @@ use ldpcov_aggregator::{MemoryStore, Store};
 use ldpcov_aggregator::{PostgresConfig, PostgresStore};
 use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 
+/// How long the daemon drains calls after its store stopped for good before it exits.
+const FATAL_DRAIN: Duration = Duration::from_secs(5);
+
+/// Resolves with the reason once the durable store's commit thread stopped for good.
+type StoreFailed = std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>;
+
 /// Where `serve` keeps its data unless told otherwise.
 pub(crate) const DEFAULT_DATA_DIR: &str = "ldpcov-data";
 
@@ -248,6 +254,8 @@ impl Options {
             ldpcov_aggregator::install_prometheus_exporter(addr)?;
             tracing::info!(%addr, "serving Prometheus metrics");
         }
+        // Resolves (durable store only) once the commit thread stopped for good.
+        let mut store_failed: Option<StoreFailed> = None;
         let store: Arc<dyn Store> = if let Some(url) = &store_url {
             let config = PostgresConfig {
                 pool_size: pg_pool_size,
@@ -285,6 +293,7 @@ impl Options {
                 data_dir = %data_dir.display(), batch_size, batch_delay_ms, cache_mib,
                 "durable store ready"
             );
+            store_failed = Some(Box::pin(store.failed()));
             Arc::new(store)
         };
         let listener = tokio::net::TcpListener::bind(listen)
@@ -323,7 +332,27 @@ impl Options {
             keepalive_interval_secs = transport.keepalive_interval.as_secs(),
             "ldpcov aggregator listening"
         );
-        serve_with(
+        // A store that stopped for good (its commit thread panicked) ends the daemon
+        // like a shutdown signal, but it exits non-zero with the reason, after at most
+        // FATAL_DRAIN of draining: the supervisor restarts it (or an operator looks
+        // at the file).
+        let (failure_tx, mut failure_rx) = tokio::sync::watch::channel(None::<String>);
+        let shutdown = async move {
+            let failed = async {
+                match store_failed {
+                    Some(failed) => failed.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = shutdown_signal() => {}
+                reason = failed => {
+                    tracing::error!("the store cannot write any more: shutting down");
+                    failure_tx.send_replace(Some(reason));
+                }
+            }
+        };
+        let served = serve_with(
             store,
             ServeOptions {
                 limits: Limits { max_dim },
@@ -333,9 +362,19 @@ impl Options {
                 metrics: metrics_listen.is_some(),
             },
             listener,
-            shutdown_signal(),
-        )
-        .await?;
+            shutdown,
+        );
+        let drain_after_failure = async {
+            let _ = failure_rx.wait_for(Option::is_some).await;
+            tokio::time::sleep(FATAL_DRAIN).await;
+        };
+        tokio::select! {
+            served = served => served?,
+            () = drain_after_failure => {}
+        }
+        if let Some(reason) = failure_rx.borrow().clone() {
+            anyhow::bail!("{reason}");
+        }
         // The service is gone: the last handle commits what is pending when dropped.
         tracing::info!("shut down");
         Ok(())
