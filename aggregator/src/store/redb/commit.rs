@@ -142,7 +142,7 @@ impl Committer {
         let db = match self.db.take() {
             Some(db) => db,
             None => {
-                let (db, mirror) = open_db(&self.path, self.config.cache_size, &self.shared)
+                let (db, mirror) = open_db(&self.path, &self.config, &self.shared, false)
                     .map_err(reopen_failed)?;
                 let mut map = self
                     .shared

@@ -46,6 +46,10 @@ pub struct DurableConfig {
     /// the store's resident memory beyond the accumulator mirror. See the module
     /// docs, "Memory".
     pub cache_size: usize,
+    /// Start an empty store over a database file of 0 bytes (otherwise refused as
+    /// [`DurableError::NotLdpcov`]: an empty file where a database was expected usually
+    /// means the operator's data is gone). Daemon flag `--init-empty`.
+    pub init_empty: bool,
 }
 
 /// Default redb page cache: 64 MiB (redb's own default is 1 GiB).
@@ -58,6 +62,7 @@ impl Default for DurableConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             batch_delay: DEFAULT_BATCH_DELAY,
             cache_size: DEFAULT_CACHE_SIZE,
+            init_empty: false,
         }
     }
 }
@@ -82,6 +87,37 @@ pub enum DurableError {
     /// The commit thread could not be started.
     #[error("cannot start the commit thread: {0}")]
     Thread(std::io::Error),
+    /// The database file is empty or not a redb database of ours.
+    #[error("{path} {why}: it is not an ldpcov database; move it away{hint}")]
+    NotLdpcov {
+        /// The database file.
+        path: PathBuf,
+        /// What is wrong with it ("is empty (0 bytes)", ...).
+        why: &'static str,
+        /// What else the operator can do (`" or pass --init-empty"` for an empty file).
+        hint: &'static str,
+    },
+    /// redb's integrity check found damage it could not repair.
+    #[error(
+        "{path} failed redb's integrity check and cannot be repaired ({source}); restore it from a backup"
+    )]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// redb's verdict.
+        source: redb::DatabaseError,
+    },
+    /// The storage engine panicked while opening the file (redb panics on some damaged
+    /// files).
+    #[error(
+        "the storage engine panicked while opening {path} ({message}): the file is probably corrupt; restore it from a backup"
+    )]
+    Panicked {
+        /// The database file.
+        path: PathBuf,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 /// redb's errors as store causes, each with the prefix that says what failed.
@@ -276,6 +312,14 @@ enum Command {
 /// reloaded from what is actually on disk (a retried report then comes back as a
 /// duplicate if its batch did make it).
 ///
+/// On start the file is checked before anything is written to it: a file of 0 bytes
+/// is refused unless [`DurableConfig::init_empty`] is set, a file that is not a redb
+/// database (or a redb database without ldpcov's `meta` table) is refused as
+/// [`DurableError::NotLdpcov`], and redb's integrity check
+/// (`Database::check_integrity`, which verifies every page's checksum) must pass or
+/// repair the file ([`DurableError::Damaged`] otherwise); a panic of redb while opening
+/// is caught ([`DurableError::Panicked`]).
+///
 /// On start the store loads every collection (re-derived with
 /// [`Collection::from_spec`] from the stored spec) and its accumulator blob: it
 /// recovers exactly the last committed state.
@@ -339,7 +383,13 @@ impl DurableStore {
             failure: tokio::sync::watch::channel(None).0,
             hooks: Arc::default(),
         };
-        let (db, mirror) = open_db(&path, config.cache_size, &shared)?;
+        let (db, mirror) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            open_db(&path, &config, &shared, true)
+        }))
+        .map_err(|panic| DurableError::Panicked {
+            path: path.clone(),
+            message: panic_message(panic.as_ref()),
+        })??;
         let reports: u64 = mirror
             .values()
             .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))

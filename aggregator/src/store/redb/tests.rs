@@ -90,6 +90,7 @@ fn quick() -> DurableConfig {
         batch_delay: Duration::from_millis(2),
         // A tiny page cache: the tests also exercise redb's eviction.
         cache_size: 64 * 1024,
+        init_empty: false,
     }
 }
 
@@ -846,6 +847,66 @@ async fn a_panic_in_the_storage_engine_stops_writes_for_good_and_says_why() {
     }
     let s = DurableStore::open(dir.path(), quick()).unwrap();
     assert_eq!(s.count("a").await.unwrap(), 1);
+}
+
+/// A 0-byte database file is refused (unless `init_empty`), a file that is not redb
+/// is refused, a redb file of another program is refused; nothing is written to any
+/// of them. A store created normally reopens.
+#[test]
+fn empty_and_foreign_database_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(DB_FILE);
+    std::fs::write(&file, b"").unwrap();
+    let err = DurableStore::open(dir.path(), quick()).unwrap_err();
+    assert!(matches!(err, DurableError::NotLdpcov { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("is empty (0 bytes)"), "{text}");
+    assert!(
+        text.contains("is not an ldpcov database; move it away or pass --init-empty"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        0,
+        "nothing written"
+    );
+    let store = DurableStore::open(
+        dir.path(),
+        DurableConfig {
+            init_empty: true,
+            ..quick()
+        },
+    )
+    .unwrap();
+    drop(store);
+    // Now a real (empty) store: it reopens without the flag.
+    drop(DurableStore::open(dir.path(), quick()).unwrap());
+
+    std::fs::write(&file, b"name,value\na,1\n").unwrap();
+    let err = DurableStore::open(dir.path(), quick()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not start with a redb header"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        b"name,value\na,1\n",
+        "nothing written"
+    );
+
+    std::fs::remove_file(&file).unwrap();
+    {
+        let db = redb::Database::create(&file).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let table: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("theirs");
+            txn.open_table(table).unwrap().insert("k", 1).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = DurableStore::open(dir.path(), quick()).unwrap_err();
+    assert!(err.to_string().contains("without ldpcov's tables"), "{err}");
 }
 
 /// After a failed commit, write health stays `false` through every further failing

@@ -59,6 +59,10 @@ pub(crate) struct Options {
     /// otherwise grows with the report-id table (the file is cached by the OS too).
     #[arg(long, env = "LDPCOV_CACHE_MIB", default_value_t = (DurableConfig::default().cache_size >> 20) as u64)]
     cache_mib: u64,
+    /// Start an empty store over a database file of 0 bytes (otherwise refused: an
+    /// empty file where the database should be usually means the data is gone).
+    #[arg(long, env = "LDPCOV_INIT_EMPTY")]
+    init_empty: bool,
     /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`): reports
     /// accepted, duplicate and rejected per collection, bytes received, submit,
     /// commit and estimate durations, collections. Off by default.
@@ -219,6 +223,7 @@ impl Options {
             batch_size,
             batch_delay_ms,
             cache_mib,
+            init_empty,
             metrics_listen,
             access,
         } = self;
@@ -284,6 +289,7 @@ impl Options {
                 batch_size,
                 batch_delay: Duration::from_millis(batch_delay_ms),
                 cache_size,
+                init_empty,
             };
             let dir = data_dir.clone();
             let store = tokio::task::spawn_blocking(move || DurableStore::open(&dir, config))
