@@ -68,4 +68,4 @@ pub use store::{
     RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};
-pub use tls::{ServerTls, TlsError, client_config, read_ca};
+pub use tls::{EXPIRY_WARNING, ServerTls, TlsError, client_config, read_ca};
