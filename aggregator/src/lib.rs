@@ -58,7 +58,10 @@ pub use server::{
     ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError,
     ServeOptions, TransportLimits, serve, serve_with,
 };
-pub use service::{AggregatorService, Limits, STREAM_BATCH};
+pub use service::{
+    AggregatorService, Limits, MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST, STREAM_BATCH,
+    default_max_concurrent_estimates,
+};
 pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use store::redb::{
     DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,

@@ -84,6 +84,9 @@ pub struct TransportLimits {
     pub handshake_timeout: Duration,
     /// A connection with no call in flight for this long is closed.
     pub idle_timeout: Duration,
+    /// GetEstimate calls computing at once; one more is refused `RESOURCE_EXHAUSTED`
+    /// (see [`AggregatorService::with_max_concurrent_estimates`]).
+    pub max_concurrent_estimates: usize,
     /// The server sends an HTTP/2 PING on every connection this often.
     pub keepalive_interval: Duration,
     /// A connection whose peer does not answer a PING within this long is closed.
@@ -92,7 +95,8 @@ pub struct TransportLimits {
 
 impl Default for TransportLimits {
     /// 256 streams and 256 calls per connection, 1024 calls at once, 300 s per call,
-    /// 10 s to handshake, 300 s idle, a keepalive PING every 60 s answered within 20 s.
+    /// 10 s to handshake, 300 s idle, twice the cores' estimates at once, a keepalive
+    /// PING every 60 s answered within 20 s.
     fn default() -> Self {
         TransportLimits {
             max_concurrent_streams: 256,
@@ -101,6 +105,7 @@ impl Default for TransportLimits {
             request_timeout: Duration::from_secs(300),
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            max_concurrent_estimates: crate::service::default_max_concurrent_estimates(),
             keepalive_interval: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(20),
         }
@@ -120,6 +125,10 @@ impl TransportLimits {
             ("request_timeout", self.request_timeout.is_zero()),
             ("handshake_timeout", self.handshake_timeout.is_zero()),
             ("idle_timeout", self.idle_timeout.is_zero()),
+            (
+                "max_concurrent_estimates",
+                self.max_concurrent_estimates == 0,
+            ),
             ("keepalive_interval", self.keepalive_interval.is_zero()),
             ("keepalive_timeout", self.keepalive_timeout.is_zero()),
         ]
@@ -257,6 +266,7 @@ pub async fn serve_with(
         .build_v1alpha()?;
     let service = AggregatorService::new(store, limits)
         .with_auth(Arc::clone(&auth))
+        .with_max_concurrent_estimates(transport.max_concurrent_estimates)
         .with_transport_security(tls.is_some());
     let gauge = if metrics {
         let service = service.clone();

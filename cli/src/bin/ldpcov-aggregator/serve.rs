@@ -124,6 +124,10 @@ struct AccessArgs {
     /// reconnect on their next call).
     #[arg(long, env = "LDPCOV_IDLE_TIMEOUT_SECS", default_value_t = TransportLimits::default().idle_timeout.as_secs())]
     idle_timeout_secs: u64,
+    /// GetEstimate calls computing at once (default: twice the cores); one more is
+    /// refused RESOURCE_EXHAUSTED at once.
+    #[arg(long, env = "LDPCOV_MAX_CONCURRENT_ESTIMATES", default_value_t = TransportLimits::default().max_concurrent_estimates)]
+    max_concurrent_estimates: usize,
     /// Send an HTTP/2 keepalive PING on every connection this often (seconds).
     #[arg(long, env = "LDPCOV_KEEPALIVE_INTERVAL_SECS", default_value_t = TransportLimits::default().keepalive_interval.as_secs())]
     keepalive_interval_secs: u64,
@@ -174,7 +178,11 @@ impl AccessArgs {
 
     /// The transport limits, each at least 1.
     fn transport(&self) -> Result<TransportLimits> {
-        let checks: [(&str, bool); 8] = [
+        let checks: [(&str, bool); 9] = [
+            (
+                "--max-concurrent-estimates",
+                self.max_concurrent_estimates == 0,
+            ),
             ("--max-concurrent-streams", self.max_concurrent_streams == 0),
             (
                 "--max-concurrent-requests",
@@ -203,6 +211,7 @@ impl AccessArgs {
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            max_concurrent_estimates: self.max_concurrent_estimates,
             keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
             keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
         })
@@ -335,6 +344,7 @@ impl Options {
             request_timeout_secs = transport.request_timeout.as_secs(),
             handshake_timeout_secs = transport.handshake_timeout.as_secs(),
             idle_timeout_secs = transport.idle_timeout.as_secs(),
+            max_concurrent_estimates = transport.max_concurrent_estimates,
             keepalive_interval_secs = transport.keepalive_interval.as_secs(),
             "ldpcov aggregator listening"
         );
