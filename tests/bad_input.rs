@@ -940,3 +940,227 @@ fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
         noise.max_sigmas
     );
 }
+
+/// Issue 31, item 5: one GetEstimate with 10⁵ noise scales took 139 CPU-s. Every list
+/// of an estimate request is bounded (`MAX_ESTIMATE_LIST`, 64 values) and so is the
+/// number of candidates its grids combine (`MAX_ESTIMATE_CANDIDATES`, 1024): beyond,
+/// `INVALID_ARGUMENT` naming the field and the bound, before any work (the collection
+/// has no reports, so a request that got past validation would answer
+/// `FAILED_PRECONDITION` instead, as the in-bound request at the end shows).
+#[tokio::test]
+async fn estimate_lists_beyond_their_bounds_are_invalid_argument_before_any_work() {
+    use get_estimate_request::Threshold;
+    use ldpcov::aggregator::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
+    use ldpcov::proto::v1::{BulkShrinkage, CrossValidatedThreshold};
+    let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
+    let mut admin = client(&server.url(), 7).await;
+    admin.create_collection(spec("budget", 2)).await.unwrap();
+    let mut raw = RawClient::connect(server.url()).await.unwrap();
+    let grid = |n: usize| (1..=n).map(|k| k as f64 / 10.0).collect::<Vec<_>>();
+    let over = MAX_ESTIMATE_LIST + 1;
+    let with = |threshold: Threshold| GetEstimateRequest {
+        threshold: Some(threshold),
+        skip_psd_projection: false,
+        ..estimate_request("budget")
+    };
+    let cv = |c: CrossValidatedThreshold| with(Threshold::CrossValidated(c));
+    let cases = vec![
+        (
+            "cross_validated.noise_scales has 65 values; at most 64",
+            cv(CrossValidatedThreshold {
+                noise_scales: grid(100_000),
+                ..Default::default()
+            }),
+        ),
+        (
+            "cross_validated.adaptive_scales has 65 values",
+            cv(CrossValidatedThreshold {
+                adaptive_scales: grid(over),
+                ..Default::default()
+            }),
+        ),
+        (
+            "cross_validated.diagonal_shrinkage has 65 values",
+            cv(CrossValidatedThreshold {
+                diagonal_shrinkage: vec![0.5; over],
+                ..Default::default()
+            }),
+        ),
+        (
+            "cross_validated.bandwidths has 65 values",
+            cv(CrossValidatedThreshold {
+                bandwidths: (1..=over as u32).collect(),
+                ..Default::default()
+            }),
+        ),
+        (
+            "diagonal_shrinkage make 4096 candidates; at most 1024",
+            cv(CrossValidatedThreshold {
+                noise_scales: grid(32),
+                adaptive_scales: grid(32),
+                diagonal_shrinkage: vec![0.5; 64],
+                ..Default::default()
+            }),
+        ),
+        (
+            "bulk_shrink.alphas has 65 values",
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![0.5; over],
+                taus: vec![],
+            })),
+        ),
+        (
+            "bulk_shrink.taus has 65 values",
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![],
+                taus: vec![1.0; over],
+            })),
+        ),
+        (
+            "alphas × taus make 4096 candidates",
+            with(Threshold::BulkShrink(BulkShrinkage {
+                alphas: vec![0.5; 64],
+                taus: vec![1.0; 64],
+            })),
+        ),
+    ];
+    // The first case's message names the real count, not 65.
+    let mut first = true;
+    for (want, request) in cases {
+        let started = Instant::now();
+        let err = raw.get_estimate(request).await.expect_err(want);
+        assert_eq!(err.code(), Code::InvalidArgument, "{want}: {err:?}");
+        let want = if first {
+            first = false;
+            "cross_validated.noise_scales has 100000 values; at most 64"
+        } else {
+            want
+        };
+        assert!(err.message().contains(want), "{want}: {}", err.message());
+        // Refused before any work: far below the seconds 10⁵ candidates took.
+        assert!(started.elapsed() < Duration::from_secs(5), "{want}");
+    }
+    assert_eq!(MAX_ESTIMATE_CANDIDATES, 1024);
+    // At the bounds: past validation (the empty collection then refuses the estimate).
+    let err = raw
+        .get_estimate(cv(CrossValidatedThreshold {
+            noise_scales: grid(MAX_ESTIMATE_LIST),
+            adaptive_scales: grid(MAX_ESTIMATE_LIST),
+            diagonal_shrinkage: vec![0.5; 8],
+            bandwidths: (1..=MAX_ESTIMATE_LIST as u32).collect(),
+            ..Default::default()
+        }))
+        .await
+        .expect_err("no reports");
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert_eq!(admin.status("budget").await.unwrap().reports, 0);
+    server.shutdown().await.unwrap();
+}
+
+/// A store whose `snapshot` (the first thing an estimate does after taking its slot)
+/// reports that it was entered and then waits until the gate opens.
+struct GatedStore {
+    inner: MemoryStore,
+    entered: tokio::sync::mpsc::UnboundedSender<()>,
+    gate: tokio::sync::watch::Receiver<bool>,
+}
+
+#[tonic::async_trait]
+impl Store for GatedStore {
+    async fn create_collection(&self, c: Collection) -> Result<Arc<Collection>, StoreError> {
+        self.inner.create_collection(c).await
+    }
+    async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
+        self.inner.collection(id).await
+    }
+    async fn collection_count(&self) -> Result<u64, StoreError> {
+        self.inner.collection_count().await
+    }
+    async fn submit(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.inner.submit(id, reports).await
+    }
+    async fn count(&self, id: &str) -> Result<u64, StoreError> {
+        self.inner.count(id).await
+    }
+    async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
+        let _ = self.entered.send(());
+        let mut gate = self.gate.clone();
+        let _ = gate.wait_for(|open| *open).await;
+        self.inner.snapshot(id).await
+    }
+    async fn close_collection(&self, id: &str) -> Result<(), StoreError> {
+        self.inner.close_collection(id).await
+    }
+    async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.is_closed(id).await
+    }
+}
+
+/// `--max-concurrent-estimates`: with a limit of 1, an estimate that holds the slot
+/// (its snapshot waits on a gate) makes a second one fail `RESOURCE_EXHAUSTED` at once,
+/// naming the limit; once the first ends, the slot is free again.
+#[tokio::test]
+async fn estimates_beyond_max_concurrent_estimates_are_resource_exhausted() {
+    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let store = Arc::new(GatedStore {
+        inner: MemoryStore::new(),
+        entered: entered_tx,
+        gate,
+    });
+    let transport = TransportLimits {
+        max_concurrent_estimates: 1,
+        ..TransportLimits::default()
+    };
+    let options = ServeOptions {
+        limits: Limits { max_dim: 16 },
+        transport,
+        ..ServeOptions::default()
+    };
+    let server = EmbeddedServer::start_with_options(store, options)
+        .await
+        .unwrap();
+    let mut admin = client(&server.url(), 3).await;
+    admin.create_collection(spec("busy", 2)).await.unwrap();
+    let raw = RawClient::connect(server.url()).await.unwrap();
+    let first = {
+        let mut raw = raw.clone();
+        tokio::spawn(async move { raw.get_estimate(estimate_request("busy")).await })
+    };
+    tokio::time::timeout(Duration::from_secs(30), entered.recv())
+        .await
+        .expect("the first estimate reaches the store")
+        .expect("sender alive");
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        raw.clone().get_estimate(estimate_request("busy")),
+    )
+    .await
+    .expect("refused at once, not queued")
+    .expect_err("the only slot is taken");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(
+        err.message().contains("--max-concurrent-estimates"),
+        "{}",
+        err.message()
+    );
+    open.send_replace(true);
+    let first = tokio::time::timeout(Duration::from_secs(30), first)
+        .await
+        .expect("the first estimate ends")
+        .unwrap()
+        .expect_err("no reports");
+    assert_eq!(first.code(), Code::FailedPrecondition, "{first:?}");
+    // The slot is free again.
+    let third = raw
+        .clone()
+        .get_estimate(estimate_request("busy"))
+        .await
+        .expect_err("no reports");
+    assert_eq!(third.code(), Code::FailedPrecondition, "{third:?}");
+    server.shutdown().await.unwrap();
+}

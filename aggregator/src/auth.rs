@@ -201,11 +201,11 @@ impl AuthConfig {
 
     /// Identifies the caller. Every configured token is compared, so the time does
     /// not reveal which one matched.
-    fn caller(&self, metadata: &MetadataMap) -> Caller<'_> {
-        let Some(value) = metadata.get("authorization") else {
+    fn caller(&self, authorization: Option<&[u8]>) -> Caller<'_> {
+        let Some(value) = authorization else {
             return Caller::Anonymous;
         };
-        let Some(presented) = bearer(value.as_bytes()) else {
+        let Some(presented) = bearer(value) else {
             return Caller::Unknown;
         };
         let mut found = Caller::Unknown;
@@ -225,14 +225,46 @@ impl AuthConfig {
     /// Allows or refuses a call needing `right`: `UNAUTHENTICATED` for a missing or
     /// unknown token, `PERMISSION_DENIED` for a known token without the right.
     pub fn check(&self, metadata: &MetadataMap, right: Right<'_>) -> Result<(), Status> {
-        let guarded = match right {
+        self.check_authorization(metadata.get("authorization").map(|v| v.as_bytes()), right)
+    }
+
+    /// [`check`](AuthConfig::check) on the raw HTTP headers of a call, before its body
+    /// is read: the server runs it for every `ldpcov.v1.Aggregator` call before the
+    /// call takes a slot of the global concurrency limit, with the right
+    /// [`right_before_body`] names (a submit's collection is checked again by the
+    /// service once the body is read).
+    pub fn check_headers(
+        &self,
+        headers: &tonic::codegen::http::HeaderMap,
+        right: Right<'_>,
+    ) -> Result<(), Status> {
+        self.check_authorization(headers.get("authorization").map(|v| v.as_bytes()), right)
+    }
+
+    /// Whether any token is needed for `right` at all.
+    fn guards(&self, right: Right<'_>) -> bool {
+        match right {
             Right::Admin => self.admin.is_some(),
             Right::Submit(_) | Right::AnySubmit => self.submit_guarded(),
-        };
+        }
+    }
+
+    /// Whether a call to `path` needs a token (the server skips the pre-check of open
+    /// calls).
+    pub fn guards_path(&self, path: &str) -> bool {
+        right_before_body(path).is_some_and(|right| self.guards(right))
+    }
+
+    fn check_authorization(
+        &self,
+        authorization: Option<&[u8]>,
+        right: Right<'_>,
+    ) -> Result<(), Status> {
+        let guarded = self.guards(right);
         if !guarded {
             return Ok(());
         }
-        match (self.caller(metadata), right) {
+        match (self.caller(authorization), right) {
             (Caller::Anonymous, _) => Err(Status::unauthenticated(
                 "this call needs an `authorization: Bearer <token>` header",
             )),
@@ -249,6 +281,21 @@ impl AuthConfig {
                 format!("this token may not access collection {id:?}"),
             )),
         }
+    }
+}
+
+/// What a call to the gRPC method `path` (`/ldpcov.v1.Aggregator/GetEstimate`) needs,
+/// as far as its headers can tell: [`Right::Admin`] for the admin calls,
+/// [`Right::AnySubmit`] for submits, `GetCollection` and `GetStatus` (their collection
+/// is in the body); `None` for anything else (health, reflection, unknown methods).
+pub fn right_before_body(path: &str) -> Option<Right<'static>> {
+    let method = path.strip_prefix("/ldpcov.v1.Aggregator/")?;
+    match method {
+        "CreateCollection" | "CloseCollection" | "DeleteCollection" | "GetEstimate" => {
+            Some(Right::Admin)
+        }
+        "SubmitReport" | "SubmitReports" | "GetCollection" | "GetStatus" => Some(Right::AnySubmit),
+        _ => None,
     }
 }
 
@@ -335,6 +382,46 @@ mod tests {
         let mut m = MetadataMap::new();
         m.insert("authorization", "bearer admin-secret".parse().unwrap());
         assert_eq!(code(c.check(&m, Right::Admin)), None);
+    }
+
+    #[test]
+    fn headers_alone_decide_before_the_body() {
+        use tonic::codegen::http::HeaderMap;
+        let c = config();
+        let headers = |token: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(t) = token {
+                h.insert("authorization", format!("Bearer {t}").parse().unwrap());
+            }
+            h
+        };
+        let admin = right_before_body("/ldpcov.v1.Aggregator/GetEstimate").unwrap();
+        let submit = right_before_body("/ldpcov.v1.Aggregator/GetStatus").unwrap();
+        assert_eq!(admin, Right::Admin);
+        assert_eq!(submit, Right::AnySubmit);
+        assert_eq!(right_before_body("/grpc.health.v1.Health/Check"), None);
+        assert_eq!(right_before_body("/ldpcov.v1.Aggregator/Nope"), None);
+        assert!(c.guards_path("/ldpcov.v1.Aggregator/SubmitReport"));
+        assert!(!c.guards_path("/grpc.health.v1.Health/Check"));
+        let cases = [
+            (None, admin, Some(Code::Unauthenticated)),
+            (None, submit, Some(Code::Unauthenticated)),
+            (Some("wrong"), submit, Some(Code::Unauthenticated)),
+            (Some("c1-secret"), submit, None),
+            (Some("c1-secret"), admin, Some(Code::PermissionDenied)),
+            (Some("admin-secret"), admin, None),
+        ];
+        for (token, right, want) in cases {
+            assert_eq!(
+                code(c.check_headers(&headers(token), right)),
+                want,
+                "{token:?} {right:?}"
+            );
+        }
+        let admin_only =
+            AuthConfig::new(Some(Token::new("a", "admin").unwrap()), Vec::new()).unwrap();
+        assert!(!admin_only.guards_path("/ldpcov.v1.Aggregator/SubmitReport"));
+        assert!(admin_only.guards_path("/ldpcov.v1.Aggregator/CloseCollection"));
     }
 
     #[test]

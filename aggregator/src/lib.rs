@@ -51,12 +51,17 @@ mod store;
 mod telemetry;
 mod tls;
 
-pub use auth::{AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token};
-pub use server::{
-    COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError, ServeOptions,
-    TransportLimits, serve, serve_with,
+pub use auth::{
+    AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token, right_before_body,
 };
-pub use service::{AggregatorService, Limits, STREAM_BATCH};
+pub use server::{
+    ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError,
+    ServeOptions, TransportLimits, serve, serve_with,
+};
+pub use service::{
+    AggregatorService, Limits, MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST, STREAM_BATCH,
+    default_max_concurrent_estimates,
+};
 pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use store::redb::{
     DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,
@@ -66,4 +71,4 @@ pub use store::{
     RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};
-pub use tls::{ServerTls, TlsError, client_config, read_ca};
+pub use tls::{EXPIRY_WARNING, ServerTls, TlsError, client_config, read_ca};

@@ -31,6 +31,34 @@ pub enum TlsError {
         /// Its path.
         path: PathBuf,
     },
+    /// A certificate of the file is not valid now: expired, or not yet valid.
+    #[error(
+        "certificate {path}: certificate {index} of the chain ({subject}) {state}: valid from {not_before} to {not_after}; renew it"
+    )]
+    NotValidNow {
+        /// The file.
+        path: PathBuf,
+        /// Its position in the file (0 = the server's own).
+        index: usize,
+        /// Its subject.
+        subject: String,
+        /// "expired" or "is not yet valid".
+        state: &'static str,
+        /// Start of its validity.
+        not_before: String,
+        /// End of its validity.
+        not_after: String,
+    },
+    /// A certificate block does not parse as X.509.
+    #[error("certificate {path}: certificate {index} of the chain does not parse: {reason}")]
+    BadCertificate {
+        /// The file.
+        path: PathBuf,
+        /// Its position in the file.
+        index: usize,
+        /// The parser's message.
+        reason: String,
+    },
     /// The certificate file is PEM but holds no certificate (a key given in its place,
     /// say).
     #[error("certificate {path} holds no certificate (no -----BEGIN CERTIFICATE----- block)")]
@@ -80,8 +108,10 @@ impl ServerTls {
         }
     }
 
-    /// Reads the certificate chain and private key files. Whether they parse and
-    /// match is checked when the server starts.
+    /// Reads the certificate chain and private key files. Every certificate of the
+    /// chain must be valid now ([`TlsError::NotValidNow`] names its dates otherwise; one
+    /// that expires within [`EXPIRY_WARNING`] is logged as a warning); whether the key
+    /// parses and matches is checked when the server starts.
     pub fn from_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
         let cert_pem = read_pem(cert, "certificate")?;
         if !cert_pem
@@ -92,6 +122,7 @@ impl ServerTls {
                 path: cert.to_path_buf(),
             });
         }
+        check_validity(cert, &cert_pem, x509_parser::time::ASN1Time::now())?;
         Ok(ServerTls {
             cert_pem,
             key_pem: read_pem(key, "private key")?,
@@ -102,6 +133,60 @@ impl ServerTls {
     pub fn config(&self) -> ServerTlsConfig {
         ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
     }
+}
+
+/// A certificate expiring within this time is logged as a warning at start.
+pub const EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
+
+/// Checks that every `CERTIFICATE` block of `pem` (read from `path`) is valid at `now`.
+fn check_validity(
+    path: &Path,
+    pem: &[u8],
+    now: x509_parser::time::ASN1Time,
+) -> Result<(), TlsError> {
+    use x509_parser::pem::Pem;
+    let bad = |index, reason: String| TlsError::BadCertificate {
+        path: path.to_path_buf(),
+        index,
+        reason,
+    };
+    let blocks = Pem::iter_from_buffer(pem)
+        .filter(|block| {
+            block
+                .as_ref()
+                .map_or(true, |block| block.label == "CERTIFICATE")
+        })
+        .enumerate();
+    for (index, block) in blocks {
+        let block = block.map_err(|e| bad(index, e.to_string()))?;
+        let cert = block.parse_x509().map_err(|e| bad(index, e.to_string()))?;
+        let validity = cert.validity();
+        let state = if now < validity.not_before {
+            Some("is not yet valid")
+        } else if now > validity.not_after {
+            Some("expired")
+        } else {
+            None
+        };
+        if let Some(state) = state {
+            return Err(TlsError::NotValidNow {
+                path: path.to_path_buf(),
+                index,
+                subject: cert.subject().to_string(),
+                state,
+                not_before: validity.not_before.to_string(),
+                not_after: validity.not_after.to_string(),
+            });
+        }
+        let left = validity.not_after.timestamp() - now.timestamp();
+        if left < EXPIRY_WARNING.as_secs() as i64 {
+            tracing::warn!(
+                path = %path.display(), index, subject = %cert.subject(),
+                not_after = %validity.not_after, "the TLS certificate expires soon: renew it"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The client side: trust this CA (PEM) or, with `None`, the bundled web PKI roots.

@@ -138,6 +138,47 @@ fn a_certificate_file_holding_a_key_is_refused_at_startup() {
     run.fails_with("holds no certificate");
 }
 
+/// Issue 31, item 7: a certificate that has expired, or is not yet valid, used to start
+/// without a word (clients then fail their handshakes). The daemon refuses to start
+/// with one line naming the dates.
+#[test]
+fn an_expired_or_not_yet_valid_certificate_is_refused_at_startup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        ((2000, 1, 1), (2001, 1, 1), "expired", "2001"),
+        ((2090, 1, 1), (2091, 1, 1), "is not yet valid", "2090"),
+    ];
+    for (n, (from, to, state, year)) in cases.into_iter().enumerate() {
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        params.not_before = rcgen::date_time_ymd(from.0, from.1, from.2);
+        params.not_after = rcgen::date_time_ymd(to.0, to.1, to.2);
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.self_signed(&key).expect("self-signed");
+        let cert_file = dir.path().join(format!("cert{n}.pem"));
+        let key_file = dir.path().join(format!("key{n}.pem"));
+        std::fs::write(&cert_file, cert.pem()).expect("write cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+        let run = run_with_env(
+            &[
+                "serve",
+                "--memory",
+                "--listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                cert_file.to_str().expect("utf-8"),
+                "--tls-key",
+                key_file.to_str().expect("utf-8"),
+            ],
+            &[],
+        );
+        let line = run.fails_with(state);
+        assert!(line.contains("valid from"), "{line}");
+        assert!(line.contains(year), "{line}");
+        assert!(line.contains(&format!("cert{n}.pem")), "{line}");
+    }
+}
+
 #[test]
 fn the_cli_talks_tls_with_a_custom_ca() {
     let dir = tempfile::tempdir().expect("tempdir");

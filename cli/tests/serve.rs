@@ -68,3 +68,37 @@ fn two_daemons_share_one_postgres_database() {
     let (status_second, log) = second.terminate();
     assert!(status_second.success(), "{log}");
 }
+
+/// Issue 31, item 4: a 0-byte `ldpcov.redb` used to start as an empty store without a
+/// word. It is refused with one line and exit 1, and the file is left as it was;
+/// `--init-empty` starts an empty store in it, which then restarts without the flag.
+/// A file that is not a redb database is refused too.
+#[cfg(unix)]
+#[test]
+fn an_empty_or_foreign_database_file_is_refused_unless_init_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_str().expect("utf-8 path");
+    let file = dir.path().join("ldpcov.redb");
+    std::fs::write(&file, b"").expect("write");
+    let args = ["serve", "--listen", "127.0.0.1:0", "--data-dir", data];
+    let line =
+        run(&args).fails_with("is not an ldpcov database; move it away or pass --init-empty");
+    assert!(line.contains("ldpcov.redb is empty (0 bytes)"), "{line}");
+    assert_eq!(std::fs::metadata(&file).expect("file").len(), 0);
+
+    let mut daemon = Daemon::serve(&["--data-dir", data, "--init-empty"]);
+    create(&daemon.url, "after-init", &[]).json();
+    let (status, log) = daemon.terminate();
+    assert!(status.success(), "{log}");
+    let mut again = Daemon::serve(&["--data-dir", data]);
+    let status_json = status_of(&again.url, "after-init");
+    assert_eq!(status_json["params"]["collection_id"], "after-init");
+    again.terminate();
+
+    std::fs::write(&file, b"not a database at all\n").expect("write");
+    run(&args).fails_with("does not start with a redb header: it is not an ldpcov database");
+}
+
+fn status_of(url: &str, id: &str) -> serde_json::Value {
+    status(url, id).json()
+}

@@ -43,10 +43,76 @@ pub(super) struct ReleaseInfo {
     pub(super) trace: f64,
 }
 
-/// Translates and validates a GetEstimate request (INVALID_ARGUMENT on bad values).
+/// Most values a list of a GetEstimate request (a grid of scales, weights, bandwidths,
+/// α or τ) may hold.
+pub const MAX_ESTIMATE_LIST: usize = 64;
+
+/// Most candidates the grids of one request may combine: (noise + adaptive scales) ×
+/// diagonal shrinkage weights for cross-validation, α × τ for bulk shrinkage.
+pub const MAX_ESTIMATE_CANDIDATES: usize = 1024;
+
+/// Refuses a request whose lists are longer than [`MAX_ESTIMATE_LIST`] or whose grids
+/// combine more than [`MAX_ESTIMATE_CANDIDATES`] candidates, naming the field and the
+/// bound, before any work.
+fn check_budget(req: &GetEstimateRequest) -> Result<(), Status> {
+    use get_estimate_request::Threshold;
+    let list = |field: &str, len: usize| {
+        if len > MAX_ESTIMATE_LIST {
+            Err(invalid(format!(
+                "{field} has {len} values; at most {MAX_ESTIMATE_LIST} are allowed"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    let product = |what: &str, n: usize| {
+        if n > MAX_ESTIMATE_CANDIDATES {
+            Err(invalid(format!(
+                "{what} make {n} candidates; at most {MAX_ESTIMATE_CANDIDATES} are allowed"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    match &req.threshold {
+        Some(Threshold::CrossValidated(c)) => {
+            list("cross_validated.noise_scales", c.noise_scales.len())?;
+            list("cross_validated.adaptive_scales", c.adaptive_scales.len())?;
+            list(
+                "cross_validated.diagonal_shrinkage",
+                c.diagonal_shrinkage.len(),
+            )?;
+            list("cross_validated.bandwidths", c.bandwidths.len())?;
+            let d = CrossValidation::default();
+            let len = |given: usize, default: usize| if given == 0 { default } else { given };
+            let scales = len(c.noise_scales.len(), d.noise_scales.len())
+                + len(c.adaptive_scales.len(), d.adaptive_scales.len());
+            let weights = len(c.diagonal_shrinkage.len(), d.diagonal_shrinkage.len());
+            product(
+                "cross_validated: (noise_scales + adaptive_scales) × diagonal_shrinkage",
+                scales * weights,
+            )
+        }
+        Some(Threshold::BulkShrink(b)) => {
+            list("bulk_shrink.alphas", b.alphas.len())?;
+            list("bulk_shrink.taus", b.taus.len())?;
+            let d = BulkShrinkage::default();
+            let len = |given: usize, default: usize| if given == 0 { default } else { given };
+            product(
+                "bulk_shrink: alphas × taus",
+                len(b.alphas.len(), d.alphas.len()) * len(b.taus.len(), d.taus.len()),
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Translates and validates a GetEstimate request (INVALID_ARGUMENT on bad values,
+/// lists beyond [`MAX_ESTIMATE_LIST`] included).
 pub(crate) fn options_from_request(
     req: &GetEstimateRequest,
 ) -> Result<(EstimateOptions, Target), Status> {
+    check_budget(req)?;
     let kind = match WireKind::try_from(req.threshold_kind) {
         Ok(WireKind::Unspecified) => None,
         Ok(WireKind::Hard) => Some(ThresholdKind::Hard),

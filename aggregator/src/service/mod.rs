@@ -28,6 +28,7 @@ mod central;
 mod convert;
 mod status;
 
+pub use convert::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
 use convert::{Target, estimate_response, options_from_request};
 pub(crate) use status::store_status;
 use status::{estimate_status, invalid};
@@ -79,6 +80,14 @@ pub struct AggregatorService {
     limits: Limits,
     auth: Arc<AuthConfig>,
     transport_secure: bool,
+    /// One permit per estimate allowed to run at once.
+    estimates: Arc<tokio::sync::Semaphore>,
+    max_estimates: usize,
+}
+
+/// Default of [`AggregatorService::with_max_concurrent_estimates`]: twice the cores.
+pub fn default_max_concurrent_estimates() -> usize {
+    2 * std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl AggregatorService {
@@ -89,7 +98,23 @@ impl AggregatorService {
             limits,
             auth: Arc::new(AuthConfig::default()),
             transport_secure: false,
+            estimates: Arc::new(tokio::sync::Semaphore::new(
+                default_max_concurrent_estimates(),
+            )),
+            max_estimates: default_max_concurrent_estimates(),
         }
+    }
+
+    /// Lets at most `n` (at least 1) GetEstimate calls compute at once; a call beyond
+    /// that is refused `RESOURCE_EXHAUSTED` at once (default:
+    /// [`default_max_concurrent_estimates`]). A call whose client went away keeps its
+    /// slot until its computation, which cannot be interrupted, has ended: the bound is
+    /// on the CPU the estimates use, not on the calls still waiting for them.
+    pub fn with_max_concurrent_estimates(mut self, n: usize) -> Self {
+        let n = n.max(1);
+        self.estimates = Arc::new(tokio::sync::Semaphore::new(n));
+        self.max_estimates = n;
+        self
     }
 
     /// Records that the server runs behind TLS (default: not). Only used to warn when
@@ -402,6 +427,15 @@ impl Aggregator for AggregatorService {
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
         let (mut options, target) = options_from_request(&req)?;
+        // Validated: now the budget of estimates at once, before any work.
+        let permit = Arc::clone(&self.estimates)
+            .try_acquire_owned()
+            .map_err(|_| {
+                Status::resource_exhausted(format!(
+                    "{} estimates are already running, this server's limit (--max-concurrent-estimates); retry later",
+                    self.max_estimates
+                ))
+            })?;
         let snapshot = self.store.snapshot(c.id()).await.map_err(store_status)?;
         // A central collection's estimators act on a recorded noisy release; a local
         // one's on its sums, whose noise the devices added.
@@ -426,11 +460,17 @@ impl Aggregator for AggregatorService {
         };
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
-        let (result, precision) = tokio::task::spawn_blocking(move || match task_target {
-            Target::Covariance => estimate::estimate(&input, &acc, &options).map(|r| (r, None)),
-            Target::Precision(method, lambda) => {
-                estimate_precision(&input, &acc, &options, &method, lambda)
-                    .map(|pr| (pr.covariance.clone(), Some(pr)))
+        // The permit moves into the task: if the client goes away, this future is
+        // dropped but the computation runs to its end (it has no cancellation points)
+        // and keeps its slot until then; its result is dropped.
+        let (result, precision) = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            match task_target {
+                Target::Covariance => estimate::estimate(&input, &acc, &options).map(|r| (r, None)),
+                Target::Precision(method, lambda) => {
+                    estimate_precision(&input, &acc, &options, &method, lambda)
+                        .map(|pr| (pr.covariance.clone(), Some(pr)))
+                }
             }
         })
         .await

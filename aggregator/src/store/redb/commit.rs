@@ -142,7 +142,7 @@ impl Committer {
         let db = match self.db.take() {
             Some(db) => db,
             None => {
-                let (db, mirror) = open_db(&self.path, self.config.cache_size, &self.shared)
+                let (db, mirror) = open_db(&self.path, &self.config, &self.shared, false)
                     .map_err(reopen_failed)?;
                 let mut map = self
                     .shared
@@ -393,7 +393,10 @@ impl Committer {
             (Err(e), _) => Err((e, true)),
             (Ok(()), Some(e)) => Err((e, false)),
             // Durability::Immediate (begin_durable): the data is fsynced once this returns.
-            (Ok(()), None) => txn.commit().map_err(|e| (Cause::from(e), true)),
+            (Ok(()), None) => {
+                self.shared.hooks.before_commit();
+                txn.commit().map_err(|e| (Cause::from(e), true))
+            }
         };
         crate::telemetry::commit("redb", reports, started.elapsed(), result.is_ok());
         match result {

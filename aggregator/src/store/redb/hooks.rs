@@ -1,7 +1,8 @@
 //! The commit thread's test hooks, behind one type, [`TestHooks`]: the commit thread
 //! calls them unconditionally, and only the type's definition depends on the build.
 //!
-//! * In the crate's unit tests they inject commit failures and keep a log of what the
+//! * In the crate's unit tests they inject commit failures (and a panic of the
+//!   storage engine) and keep a log of what the
 //!   commit thread did, in order, including every fsync of the database file (recorded
 //!   by the storage backend itself, [`SyncProbe`]).
 //! * Everywhere else [`TestHooks`] is an empty type whose methods do nothing: no
@@ -37,7 +38,7 @@ mod imp {
     use std::ops::Bound;
     use std::path::Path;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::time::Duration;
 
     use redb::backends::FileBackend;
@@ -56,6 +57,8 @@ mod imp {
     pub(in super::super) struct TestHooks {
         /// Commits still to fail on purpose.
         fail_commits: AtomicU32,
+        /// Whether the next commit panics, as redb does on some damaged files.
+        panic_commit: AtomicBool,
         events: watch::Sender<Vec<Event>>,
     }
 
@@ -63,6 +66,7 @@ mod imp {
         fn default() -> Self {
             TestHooks {
                 fail_commits: AtomicU32::new(0),
+                panic_commit: AtomicBool::new(false),
                 events: watch::channel(Vec::new()).0,
             }
         }
@@ -81,6 +85,19 @@ mod imp {
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok()
                 .then(|| Cause::Other(Box::new(InjectedFailure)))
+        }
+
+        /// Makes the next commit panic on the commit thread, just before redb's
+        /// `commit` (as redb itself panics on some damaged files).
+        pub(in super::super) fn panic_next_commit(&self) {
+            self.panic_commit.store(true, Ordering::SeqCst);
+        }
+
+        /// Called just before redb's `commit`: panics if a panic was asked for.
+        pub(in super::super) fn before_commit(&self) {
+            if self.panic_commit.swap(false, Ordering::SeqCst) {
+                panic!("injected storage engine panic");
+            }
         }
 
         /// Appends `event` to the log.
@@ -225,6 +242,9 @@ mod imp {
 
         /// Records nothing.
         pub(in super::super) fn record(&self, _event: Event) {}
+
+        /// Does nothing.
+        pub(in super::super) fn before_commit(&self) {}
 
         /// Opens (or creates) the database file as redb does.
         pub(in super::super) fn create_db(

@@ -46,6 +46,10 @@ pub struct DurableConfig {
     /// the store's resident memory beyond the accumulator mirror. See the module
     /// docs, "Memory".
     pub cache_size: usize,
+    /// Start an empty store over a database file of 0 bytes (otherwise refused as
+    /// [`DurableError::NotLdpcov`]: an empty file where a database was expected usually
+    /// means the operator's data is gone). Daemon flag `--init-empty`.
+    pub init_empty: bool,
 }
 
 /// Default redb page cache: 64 MiB (redb's own default is 1 GiB).
@@ -58,6 +62,7 @@ impl Default for DurableConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             batch_delay: DEFAULT_BATCH_DELAY,
             cache_size: DEFAULT_CACHE_SIZE,
+            init_empty: false,
         }
     }
 }
@@ -82,6 +87,37 @@ pub enum DurableError {
     /// The commit thread could not be started.
     #[error("cannot start the commit thread: {0}")]
     Thread(std::io::Error),
+    /// The database file is empty or not a redb database of ours.
+    #[error("{path} {why}: it is not an ldpcov database; move it away{hint}")]
+    NotLdpcov {
+        /// The database file.
+        path: PathBuf,
+        /// What is wrong with it ("is empty (0 bytes)", ...).
+        why: &'static str,
+        /// What else the operator can do (`" or pass --init-empty"` for an empty file).
+        hint: &'static str,
+    },
+    /// redb's integrity check found damage it could not repair.
+    #[error(
+        "{path} failed redb's integrity check and cannot be repaired ({source}); restore it from a backup"
+    )]
+    Damaged {
+        /// The database file.
+        path: PathBuf,
+        /// redb's verdict.
+        source: redb::DatabaseError,
+    },
+    /// The storage engine panicked while opening the file (redb panics on some damaged
+    /// files).
+    #[error(
+        "the storage engine panicked while opening {path} ({message}): the file is probably corrupt; restore it from a backup"
+    )]
+    Panicked {
+        /// The database file.
+        path: PathBuf,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 /// redb's errors as store causes, each with the prefix that says what failed.
@@ -126,6 +162,9 @@ struct Shared {
     /// Whether the last write transaction committed ([`Store::write_health`]); written
     /// by the commit thread only.
     write_healthy: tokio::sync::watch::Sender<bool>,
+    /// Why the commit thread stopped for good (it panicked), once it has: see
+    /// [`DurableStore::failed`].
+    failure: tokio::sync::watch::Sender<Option<String>>,
     /// The commit thread's test hooks (no-ops outside the unit tests).
     hooks: Arc<TestHooks>,
 }
@@ -257,7 +296,11 @@ enum Command {
 /// `compact` subcommand of the daemon.
 ///
 /// [`Store::write_health`] is `false` from a failed commit (or a write transaction
-/// that could not begin) until the next successful commit.
+/// that could not begin) until the next successful commit: nothing but a commit that
+/// succeeded turns it back on. A panic on the commit thread (redb panics on some
+/// damaged files) is caught: the store then refuses every write for good, its write
+/// health stays `false`, and [`DurableStore::failed`] resolves with the reason and the
+/// file's path.
 ///
 /// The accumulators also live in memory (the *mirror*) so snapshots and estimates never
 /// read the disk. The mirror is written only after a successful commit, with exactly
@@ -268,6 +311,14 @@ enum Command {
 /// and refuses further writes: the database is then closed, reopened, and the mirror is
 /// reloaded from what is actually on disk (a retried report then comes back as a
 /// duplicate if its batch did make it).
+///
+/// On start the file is checked before anything is written to it: a file of 0 bytes
+/// is refused unless [`DurableConfig::init_empty`] is set, a file that is not a redb
+/// database (or a redb database without ldpcov's `meta` table) is refused as
+/// [`DurableError::NotLdpcov`], and redb's integrity check
+/// (`Database::check_integrity`, which verifies every page's checksum) must pass or
+/// repair the file ([`DurableError::Damaged`] otherwise); a panic of redb while opening
+/// is caught ([`DurableError::Panicked`]).
 ///
 /// On start the store loads every collection (re-derived with
 /// [`Collection::from_spec`] from the stored spec) and its accumulator blob: it
@@ -329,9 +380,16 @@ impl DurableStore {
         let mut shared = Shared {
             mirror: RwLock::new(Mirror::new()),
             write_healthy: tokio::sync::watch::channel(true).0,
+            failure: tokio::sync::watch::channel(None).0,
             hooks: Arc::default(),
         };
-        let (db, mirror) = open_db(&path, config.cache_size, &shared)?;
+        let (db, mirror) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            open_db(&path, &config, &shared, true)
+        }))
+        .map_err(|panic| DurableError::Panicked {
+            path: path.clone(),
+            message: panic_message(panic.as_ref()),
+        })??;
         let reports: u64 = mirror
             .values()
             .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))
@@ -351,9 +409,27 @@ impl DurableStore {
             rx,
             commits: 0,
         };
+        let thread_shared = shared.clone();
+        let thread_path = path.clone();
         let handle = std::thread::Builder::new()
             .name("ldpcov-commit".into())
-            .spawn(move || committer.run())
+            .spawn(move || {
+                // A panic on the commit thread (inside redb, which panics on some
+                // damaged files, or ours) is caught here: the store stops taking
+                // writes for good, says so through its write health and `failed`, and
+                // the daemon exits (see `DurableStore::failed`).
+                let run = std::panic::AssertUnwindSafe(move || committer.run());
+                if let Err(panic) = std::panic::catch_unwind(run) {
+                    let reason = format!(
+                        "the commit thread panicked while writing {} ({}): the database file may be corrupt; stop the daemon and restore the file from a backup",
+                        thread_path.display(),
+                        panic_message(panic.as_ref()),
+                    );
+                    tracing::error!("{reason}");
+                    thread_shared.write_healthy.send_replace(false);
+                    thread_shared.failure.send_replace(Some(reason));
+                }
+            })
             .map_err(DurableError::Thread)?;
         Ok(DurableStore {
             shared,
@@ -385,6 +461,26 @@ impl DurableStore {
         Ok((before, size(&path)?))
     }
 
+    /// Resolves, with a one-line reason, once the commit thread has stopped for good:
+    /// it panicked (inside redb, which panics on some damaged files, or in ours). From
+    /// then on every write fails `UNAVAILABLE` and [`Store::write_health`] is `false`
+    /// for good; the daemon exits non-zero with this reason and leaves restarting to
+    /// its supervisor. Never resolves while the thread runs or after a normal stop.
+    pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut failure = self.shared.failure.subscribe();
+        async move {
+            let reason = failure
+                .wait_for(Option::is_some)
+                .await
+                .map(|reason| reason.clone().unwrap_or_default());
+            match reason {
+                Ok(reason) => reason,
+                // The store is gone without a failure.
+                Err(_) => std::future::pending().await,
+            }
+        }
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -406,6 +502,17 @@ impl DurableStore {
             .as_ref()
             .and_then(|tx| tx.send(command).ok())
             .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))
+    }
+}
+
+/// The message of a caught panic (a `&str` or `String` payload), or a placeholder.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }
 

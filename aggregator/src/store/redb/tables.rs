@@ -1,12 +1,13 @@
 //! The database's tables: opening (and creating) them, and loading the mirror.
 
+use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
+use super::{DurableConfig, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
 use crate::store::codec::{Corruption, decode_accumulators, decode_collection};
 use ldpcov_estimate::FOLDS;
 
@@ -37,16 +38,92 @@ pub(super) fn begin_durable(db: &Database) -> Result<redb::WriteTransaction, red
     Ok(txn)
 }
 
-/// Opens the database with a page cache of `cache_size` bytes, creates missing tables,
-/// checks the format and loads the mirror (returned, not written into `shared`).
+/// The first bytes of every redb file.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// Refuses, before redb touches it, a file that cannot be our database: 0 bytes
+/// (unless `init_empty`), or not starting with redb's magic number. A missing file is
+/// fine (a new store). Returns whether the file existed with content.
+fn check_file(path: &Path, init_empty: bool) -> Result<bool, DurableError> {
+    let io = |source| DurableError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(io(e)),
+    };
+    let mut head = Vec::with_capacity(REDB_MAGIC.len());
+    file.take(REDB_MAGIC.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    if head.is_empty() {
+        if init_empty {
+            tracing::warn!(path = %path.display(), "the database file is empty: starting an empty store in it (--init-empty)");
+            return Ok(false);
+        }
+        return Err(DurableError::NotLdpcov {
+            path: path.to_path_buf(),
+            why: "is empty (0 bytes)",
+            hint: " or pass --init-empty to start an empty store in it",
+        });
+    }
+    if head != REDB_MAGIC {
+        return Err(DurableError::NotLdpcov {
+            path: path.to_path_buf(),
+            why: "does not start with a redb header",
+            hint: "",
+        });
+    }
+    Ok(true)
+}
+
+/// Opens the database with the page cache of `config`, creates missing tables,
+/// checks the format and loads the mirror (returned, not written into `shared`). At
+/// `startup` the file is checked first (see `DurableStore`, "On start": not empty
+/// unless `init_empty`, a redb file, redb's integrity check); a reopen after a failed
+/// commit skips those checks.
 pub(super) fn open_db(
     path: &Path,
-    cache_size: usize,
+    config: &DurableConfig,
     shared: &Shared,
+    startup: bool,
 ) -> Result<(Database, Mirror), DurableError> {
+    let existed = startup && check_file(path, config.init_empty)?;
     let mut builder = redb::Builder::new();
-    builder.set_cache_size(cache_size);
-    let db = shared.create_db(&builder, path).map_err(db_err)?;
+    builder.set_cache_size(config.cache_size);
+    let mut db = shared.create_db(&builder, path).map_err(db_err)?;
+    if existed {
+        match db.check_integrity() {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                path = %path.display(),
+                "redb's integrity check found damage and repaired it (to the last intact commit)"
+            ),
+            Err(source) => {
+                return Err(DurableError::Damaged {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+        // A redb file of another program: tables, but not our `meta` row.
+        let txn = db.begin_read().map_err(db_err)?;
+        let ours = match txn.open_table(META) {
+            Ok(meta) => meta.get("format").map_err(db_err)?.is_some(),
+            Err(redb::TableError::TableDoesNotExist(_)) => false,
+            Err(e) => return Err(db_err(e)),
+        };
+        let tables = txn.list_tables().map_err(db_err)?.count();
+        if !ours && tables > 0 {
+            return Err(DurableError::NotLdpcov {
+                path: path.to_path_buf(),
+                why: "is a redb database without ldpcov's tables",
+                hint: "",
+            });
+        }
+    }
     let txn = begin_durable(&db)?;
     {
         let mut meta = txn.open_table(META).map_err(db_err)?;

@@ -90,6 +90,7 @@ fn quick() -> DurableConfig {
         batch_delay: Duration::from_millis(2),
         // A tiny page cache: the tests also exercise redb's eviction.
         cache_size: 64 * 1024,
+        init_empty: false,
     }
 }
 
@@ -800,6 +801,149 @@ async fn grpc_health_is_not_serving_after_a_failed_commit_until_one_succeeds() {
     }
     drop(health);
     server.shutdown().await.unwrap();
+}
+
+/// A panic inside the storage engine's commit (redb panics on some damaged files) is
+/// caught: the batch's caller gets `UNAVAILABLE`, write health turns `false` and stays
+/// so (a later write fails too and never turns it back on), and `failed` resolves with
+/// one line naming the database file. What was committed before stays on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_the_storage_engine_stops_writes_for_good_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(c.clone()).await.unwrap();
+        s.submit("a", vec![report(1, 5, c.entries())])
+            .await
+            .unwrap();
+        let mut health = s.write_health();
+        assert!(*health.borrow_and_update());
+        let failed = s.failed();
+        s.hooks().panic_next_commit();
+        let err = s
+            .submit("a", vec![report(2, 5, c.entries())])
+            .await
+            .expect_err("the commit panicked");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        let reason = tokio::time::timeout(Duration::from_secs(10), failed)
+            .await
+            .expect("failed resolves once the commit thread panicked");
+        assert!(reason.contains("panicked"), "{reason}");
+        assert!(reason.contains("injected storage engine panic"), "{reason}");
+        assert!(reason.contains(&s.path().display().to_string()), "{reason}");
+        assert!(!reason.contains('\n'), "{reason}");
+        tokio::time::timeout(Duration::from_secs(10), health.wait_for(|h| !*h))
+            .await
+            .expect("write health turns false")
+            .unwrap();
+        // Nothing turns it back on: a later write fails as well.
+        let later = s.submit("a", vec![report(3, 5, c.entries())]).await;
+        assert!(
+            matches!(later, Err(StoreError::Unavailable(_))),
+            "{later:?}"
+        );
+        assert!(!*s.write_health().borrow());
+    }
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(s.count("a").await.unwrap(), 1);
+}
+
+/// A 0-byte database file is refused (unless `init_empty`), a file that is not redb
+/// is refused, a redb file of another program is refused; nothing is written to any
+/// of them. A store created normally reopens.
+#[test]
+fn empty_and_foreign_database_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(DB_FILE);
+    std::fs::write(&file, b"").unwrap();
+    let err = DurableStore::open(dir.path(), quick()).unwrap_err();
+    assert!(matches!(err, DurableError::NotLdpcov { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("is empty (0 bytes)"), "{text}");
+    assert!(
+        text.contains("is not an ldpcov database; move it away or pass --init-empty"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        0,
+        "nothing written"
+    );
+    let store = DurableStore::open(
+        dir.path(),
+        DurableConfig {
+            init_empty: true,
+            ..quick()
+        },
+    )
+    .unwrap();
+    drop(store);
+    // Now a real (empty) store: it reopens without the flag.
+    drop(DurableStore::open(dir.path(), quick()).unwrap());
+
+    std::fs::write(&file, b"name,value\na,1\n").unwrap();
+    let err = DurableStore::open(dir.path(), quick()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("does not start with a redb header"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        b"name,value\na,1\n",
+        "nothing written"
+    );
+
+    std::fs::remove_file(&file).unwrap();
+    {
+        let db = redb::Database::create(&file).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let table: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("theirs");
+            txn.open_table(table).unwrap().insert("k", 1).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let err = DurableStore::open(dir.path(), quick()).unwrap_err();
+    assert!(err.to_string().contains("without ldpcov's tables"), "{err}");
+}
+
+/// After a failed commit, write health stays `false` through every further failing
+/// commit (no flapping back to `true` between them) and turns `true` only with the
+/// first commit that succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_health_stays_false_through_failing_commits_until_one_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 2);
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    s.create_collection(c.clone()).await.unwrap();
+    let mut health = s.write_health();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let follower = {
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            while health.changed().await.is_ok() {
+                seen.lock().unwrap().push(*health.borrow_and_update());
+            }
+        })
+    };
+    s.fail_next_commits(5);
+    for n in 0..5 {
+        assert!(
+            s.submit("a", vec![report(n, 5, c.entries())])
+                .await
+                .is_err()
+        );
+        assert!(!*s.write_health().borrow(), "healthy after failure {n}");
+    }
+    s.submit("a", vec![report(9, 5, c.entries())])
+        .await
+        .unwrap();
+    assert!(*s.write_health().borrow());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    follower.abort();
+    assert_eq!(*seen.lock().unwrap(), vec![false, true]);
 }
 
 /// The release ledger is on disk: reopened, the store returns the same release at no

@@ -14,6 +14,12 @@ use ldpcov_aggregator::{MemoryStore, Store};
 use ldpcov_aggregator::{PostgresConfig, PostgresStore};
 use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 
+/// How long the daemon drains calls after its store stopped for good before it exits.
+const FATAL_DRAIN: Duration = Duration::from_secs(5);
+
+/// Resolves with the reason once the durable store's commit thread stopped for good.
+type StoreFailed = std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>;
+
 /// Where `serve` keeps its data unless told otherwise.
 pub(crate) const DEFAULT_DATA_DIR: &str = "ldpcov-data";
 
@@ -53,6 +59,10 @@ pub(crate) struct Options {
     /// otherwise grows with the report-id table (the file is cached by the OS too).
     #[arg(long, env = "LDPCOV_CACHE_MIB", default_value_t = (DurableConfig::default().cache_size >> 20) as u64)]
     cache_mib: u64,
+    /// Start an empty store over a database file of 0 bytes (otherwise refused: an
+    /// empty file where the database should be usually means the data is gone).
+    #[arg(long, env = "LDPCOV_INIT_EMPTY")]
+    init_empty: bool,
     /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`): reports
     /// accepted, duplicate and rejected per collection, bytes received, submit,
     /// commit and estimate durations, collections. Off by default.
@@ -96,12 +106,35 @@ struct AccessArgs {
     /// HTTP/2 streams (concurrent calls) one connection may open.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_STREAMS", default_value_t = TransportLimits::default().max_concurrent_streams)]
     max_concurrent_streams: u32,
-    /// Calls handled at once over all connections (more wait).
+    /// Calls handled at once over all connections (more wait). A call takes a slot
+    /// only after its token was checked; health and reflection take none.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_REQUESTS", default_value_t = TransportLimits::default().max_concurrent_requests)]
     max_concurrent_requests: usize,
+    /// Calls handled at once on one connection (more wait).
+    #[arg(long, env = "LDPCOV_MAX_CALLS_PER_CONNECTION", default_value_t = TransportLimits::default().max_calls_per_connection)]
+    max_calls_per_connection: usize,
     /// Calls running longer than this are cancelled (also bounds one report stream).
     #[arg(long, env = "LDPCOV_REQUEST_TIMEOUT_SECS", default_value_t = TransportLimits::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
+    /// A new connection that has not sent the HTTP/2 preface (plaintext) or finished
+    /// its TLS handshake after this many seconds is closed.
+    #[arg(long, env = "LDPCOV_HANDSHAKE_TIMEOUT_SECS", default_value_t = TransportLimits::default().handshake_timeout.as_secs())]
+    handshake_timeout_secs: u64,
+    /// A connection with no call in flight for this many seconds is closed (clients
+    /// reconnect on their next call).
+    #[arg(long, env = "LDPCOV_IDLE_TIMEOUT_SECS", default_value_t = TransportLimits::default().idle_timeout.as_secs())]
+    idle_timeout_secs: u64,
+    /// GetEstimate calls computing at once (default: twice the cores); one more is
+    /// refused RESOURCE_EXHAUSTED at once.
+    #[arg(long, env = "LDPCOV_MAX_CONCURRENT_ESTIMATES", default_value_t = TransportLimits::default().max_concurrent_estimates)]
+    max_concurrent_estimates: usize,
+    /// Send an HTTP/2 keepalive PING on every connection this often (seconds).
+    #[arg(long, env = "LDPCOV_KEEPALIVE_INTERVAL_SECS", default_value_t = TransportLimits::default().keepalive_interval.as_secs())]
+    keepalive_interval_secs: u64,
+    /// Close a connection whose peer has not answered a keepalive PING after this
+    /// many seconds.
+    #[arg(long, env = "LDPCOV_KEEPALIVE_TIMEOUT_SECS", default_value_t = TransportLimits::default().keepalive_timeout.as_secs())]
+    keepalive_timeout_secs: u64,
 }
 
 impl AccessArgs {
@@ -145,18 +178,42 @@ impl AccessArgs {
 
     /// The transport limits, each at least 1.
     fn transport(&self) -> Result<TransportLimits> {
-        if self.max_concurrent_streams == 0
-            || self.max_concurrent_requests == 0
-            || self.request_timeout_secs == 0
-        {
-            anyhow::bail!(
-                "--max-concurrent-streams, --max-concurrent-requests and --request-timeout-secs must be at least 1"
-            );
+        let checks: [(&str, bool); 9] = [
+            (
+                "--max-concurrent-estimates",
+                self.max_concurrent_estimates == 0,
+            ),
+            ("--max-concurrent-streams", self.max_concurrent_streams == 0),
+            (
+                "--max-concurrent-requests",
+                self.max_concurrent_requests == 0,
+            ),
+            (
+                "--max-calls-per-connection",
+                self.max_calls_per_connection == 0,
+            ),
+            ("--request-timeout-secs", self.request_timeout_secs == 0),
+            ("--handshake-timeout-secs", self.handshake_timeout_secs == 0),
+            ("--idle-timeout-secs", self.idle_timeout_secs == 0),
+            (
+                "--keepalive-interval-secs",
+                self.keepalive_interval_secs == 0,
+            ),
+            ("--keepalive-timeout-secs", self.keepalive_timeout_secs == 0),
+        ];
+        if let Some((flag, _)) = checks.iter().find(|(_, zero)| *zero) {
+            anyhow::bail!("{flag} must be at least 1");
         }
         Ok(TransportLimits {
             max_concurrent_streams: self.max_concurrent_streams,
             max_concurrent_requests: self.max_concurrent_requests,
+            max_calls_per_connection: self.max_calls_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
+            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            max_concurrent_estimates: self.max_concurrent_estimates,
+            keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
+            keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
         })
     }
 }
@@ -175,6 +232,7 @@ impl Options {
             batch_size,
             batch_delay_ms,
             cache_mib,
+            init_empty,
             metrics_listen,
             access,
         } = self;
@@ -210,6 +268,8 @@ impl Options {
             ldpcov_aggregator::install_prometheus_exporter(addr)?;
             tracing::info!(%addr, "serving Prometheus metrics");
         }
+        // Resolves (durable store only) once the commit thread stopped for good.
+        let mut store_failed: Option<StoreFailed> = None;
         let store: Arc<dyn Store> = if let Some(url) = &store_url {
             let config = PostgresConfig {
                 pool_size: pg_pool_size,
@@ -238,6 +298,7 @@ impl Options {
                 batch_size,
                 batch_delay: Duration::from_millis(batch_delay_ms),
                 cache_size,
+                init_empty,
             };
             let dir = data_dir.clone();
             let store = tokio::task::spawn_blocking(move || DurableStore::open(&dir, config))
@@ -247,6 +308,7 @@ impl Options {
                 data_dir = %data_dir.display(), batch_size, batch_delay_ms, cache_mib,
                 "durable store ready"
             );
+            store_failed = Some(Box::pin(store.failed()));
             Arc::new(store)
         };
         let listener = tokio::net::TcpListener::bind(listen)
@@ -278,10 +340,35 @@ impl Options {
             %addr, max_dim, store = kind, tls = tls.is_some(),
             max_concurrent_streams = transport.max_concurrent_streams,
             max_concurrent_requests = transport.max_concurrent_requests,
+            max_calls_per_connection = transport.max_calls_per_connection,
             request_timeout_secs = transport.request_timeout.as_secs(),
+            handshake_timeout_secs = transport.handshake_timeout.as_secs(),
+            idle_timeout_secs = transport.idle_timeout.as_secs(),
+            max_concurrent_estimates = transport.max_concurrent_estimates,
+            keepalive_interval_secs = transport.keepalive_interval.as_secs(),
             "ldpcov aggregator listening"
         );
-        serve_with(
+        // A store that stopped for good (its commit thread panicked) ends the daemon
+        // like a shutdown signal, but it exits non-zero with the reason, after at most
+        // FATAL_DRAIN of draining: the supervisor restarts it (or an operator looks
+        // at the file).
+        let (failure_tx, mut failure_rx) = tokio::sync::watch::channel(None::<String>);
+        let shutdown = async move {
+            let failed = async {
+                match store_failed {
+                    Some(failed) => failed.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = shutdown_signal() => {}
+                reason = failed => {
+                    tracing::error!("the store cannot write any more: shutting down");
+                    failure_tx.send_replace(Some(reason));
+                }
+            }
+        };
+        let served = serve_with(
             store,
             ServeOptions {
                 limits: Limits { max_dim },
@@ -291,9 +378,19 @@ impl Options {
                 metrics: metrics_listen.is_some(),
             },
             listener,
-            shutdown_signal(),
-        )
-        .await?;
+            shutdown,
+        );
+        let drain_after_failure = async {
+            let _ = failure_rx.wait_for(Option::is_some).await;
+            tokio::time::sleep(FATAL_DRAIN).await;
+        };
+        tokio::select! {
+            served = served => served?,
+            () = drain_after_failure => {}
+        }
+        if let Some(reason) = failure_rx.borrow().clone() {
+            anyhow::bail!("{reason}");
+        }
         // The service is gone: the last handle commits what is pending when dropped.
         tracing::info!("shut down");
         Ok(())
