@@ -77,12 +77,21 @@ impl OffDiagonalWeighting {
     }
 }
 
-/// Relative margin on the grid-rounding term of an `svec` report's sensitivity. Its
-/// off-diagonal entries round `√2·uᵢuⱼ`, which an f64 computes with a relative error of
-/// at most two ulps (`2^−51`), i.e. at most `2^−51·2^k·|√2·uᵢuⱼ| ≤ 2^−27` grid units at
-/// `k ≤ 24`: the rounding error of an entry is at most `½ + 2^−27` grid units instead
-/// of `½`, covered by inflating `√entries·2^−k` by `2^−20`.
-pub const SVEC_ROUNDING_MARGIN: f64 = 1.0 / (1u64 << 20) as f64;
+/// Relative margin on the grid-rounding term of an `svec` report's sensitivity.
+///
+/// Why a margin: its off-diagonal entries round `√2·uᵢuⱼ`, which an f64 computes with
+/// a relative error of at most two ulps (`2^−51`), i.e. at most
+/// `2^−51·2^k·|√2·uᵢuⱼ| ≤ 2^−27` grid units at `k ≤ 24`: an entry's rounding error is at
+/// most `½ + 2^−27` grid units instead of `½`, which a margin of `2^−26` would cover.
+///
+/// Why `2^−10`: it also makes every svec collection's σ and Δ differ from those of the
+/// raw weighting by more than the relative `10⁻¹²` with which a device compares a
+/// server's parameters with its own derivation (`Collection::from_params`): at least
+/// `2^−10·2^−24/√2 ≈ 4·10⁻¹¹` (one entry at the finest grid). A device that predates
+/// the weighting, and so derives the raw report from the same spec, refuses an svec
+/// collection (`ParamsMismatch`) instead of sending raw-weighted reports the server
+/// would divide by √2. The cost is nil: σ grows by less than `10⁻⁸` relative.
+pub const SVEC_ROUNDING_MARGIN: f64 = 1.0 / (1u64 << 10) as f64;
 
 /// The calibrated Gaussian report of a local collection.
 ///
