@@ -856,9 +856,14 @@ async fn entries_at_the_validation_bound_count_and_one_unit_beyond_is_refused() 
         assert!(!inside.duplicate);
         assert_eq!(admin.status(&id).await.unwrap().reports, 1);
         let before = admin.estimate(estimate_request(&id)).await.unwrap();
-        // Counted exactly: one report, R = 1, so the mean is the entry in unit-ball units.
+        // Counted exactly: one report, R = 1, so the mean is the entry in unit-ball units
+        // (the off-diagonal entry divided by √2: a new collection's report is svec).
         let at_bound = collection.max_abs_grid_value() as f64 / collection.grid_scale();
-        for (got, want) in before.upper_triangle[..2].iter().zip([at_bound, -at_bound]) {
+        let off_diagonal = -at_bound / std::f64::consts::SQRT_2;
+        for (got, want) in before.upper_triangle[..2]
+            .iter()
+            .zip([at_bound, off_diagonal])
+        {
             assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
         }
         // One wire unit beyond, on either side (i16/i8 can only go below: −32 768, −128).

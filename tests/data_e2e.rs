@@ -106,12 +106,15 @@ async fn a_csv_files_rows_estimate_its_second_moment_through_the_server() {
     // from the server); each device rounds R⁻²x_i x_j to the grid 2^-k, an error of at
     // most 2^-(k+1), i.e. R²·2^-(k+1) after scaling. With 5 sd per entry, the chance that
     // any of the 6 entries exceeds the bound is below 6 · 5.7e-7.
+    // (The svec report's off-diagonal entries, divided by √2 on the server, have
+    // R²σ/√(2n): the entry noise sd the server reports.)
     let sd = r * r * collection.sigma() / (n as f64).sqrt();
     let rounding = r * r * 0.5f64.powi(collection.grid_bits() as i32 + 1);
     let bound = 5.0 * sd + rounding;
+    let off_diagonal_sd = sd / std::f64::consts::SQRT_2;
     assert!(
-        (est.entry_noise_sd - sd).abs() <= 1e-12 * sd,
-        "server's noise sd {} vs R²σ/√n = {sd}",
+        (est.entry_noise_sd - off_diagonal_sd).abs() <= 1e-12 * sd,
+        "server's noise sd {} vs R²σ/√(2n) = {off_diagonal_sd}",
         est.entry_noise_sd
     );
     let second = users.second_moment();

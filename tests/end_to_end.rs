@@ -8,6 +8,7 @@ use ldpcov::aggregator::Limits;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::{estimate_matrix, spectral_norm_symmetric};
 use ldpcov::models::{Model, Sampler};
+use ldpcov::proto::collection::SVEC_ROUNDING_MARGIN;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
@@ -210,25 +211,35 @@ async fn raw_average_is_unbiased_with_the_calibrated_noise_variance() {
         // docs/calibration_reference.py (mpmath, 50 digits) gives σ = 5.974598181957314
         // at Δ = √2, ε = 1, δ = 1e-6, the ε and δ of these specs; δ(σ) depends on σ/Δ
         // only, so σ is linear in Δ, here Δ = √2 + √d·2⁻ᵏ.
+        // A new collection's report is svec-weighted: its rounding term carries the
+        // margin SVEC_ROUNDING_MARGIN, and its off-diagonal entries, divided by √2 on
+        // the server, have sd s/√2.
         let (g, sqrt2) = (collection.grid_scale(), std::f64::consts::SQRT_2);
-        let sensitivity = sqrt2 + (collection.entries() as f64).sqrt() / g;
+        let sensitivity =
+            sqrt2 + (collection.entries() as f64).sqrt() / g * (1.0 + SVEC_ROUNDING_MARGIN);
         let sigma = 5.974_598_181_957_314 * sensitivity / sqrt2;
         let s = r * r * sigma / (n as f64).sqrt();
+        let s_off = s / sqrt2;
         assert!(
-            (collection.mean_entry_noise_sd(n as u64) / s - 1.0).abs() < 1e-9,
-            "{id}: the collection's noise sd {} is not the reference {s}",
+            (collection.mean_entry_noise_sd(n as u64) / s_off - 1.0).abs() < 1e-9,
+            "{id}: the collection's noise sd {} is not the reference {s_off}",
             collection.mean_entry_noise_sd(n as u64)
         );
-        // Standardise each packed entry by that sd s = R²σ/√n. With the right noise,
+        // Standardise each packed entry by its sd (s = R²σ/√n, s/√2). With the right noise,
         // the d = 1830 values z are i.i.d. N(0, 1):
         //   mean(z) has sd 1/√d = 0.023, so |mean(z)| < 5/√d;
         //   mean(z²) has sd √(2/d) = 0.033, so |mean(z²) − 1| < 5√(2/d) = 0.165.
         // Noise with σ off by √2 moves mean(z²) to 2 or 0.5: far outside.
+        // (Each entry by its own sd: s on the diagonal, s/√2 off it, whose exact value
+        // is the device's rounding of √2·u_i·u_j divided by √2.)
         let z: Vec<f64> = triangle_pairs(p)
             .zip(&est.upper_triangle)
             .map(|((i, j), v)| {
-                let exact = r * r * (u[i] * u[j] * g).round() / g;
-                (v - exact) / s
+                if i == j {
+                    (v - r * r * (u[i] * u[j] * g).round() / g) / s
+                } else {
+                    (v - r * r * (sqrt2 * u[i] * u[j] * g).round() / (g * sqrt2)) / s_off
+                }
             })
             .collect();
         let d = z.len() as f64;

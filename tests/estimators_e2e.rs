@@ -13,8 +13,8 @@ use ldpcov::proto::layout::unpack_symmetric;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     AdaptiveThreshold, BulkShrinkage, CollectionSpec, CrossValidatedThreshold, Encoding, Estimate,
-    EstimateTarget, FactorModel, GetEstimateRequest, Moments, PrecisionParams, SpectralLoss,
-    SpectralShrinkage, ThresholdKind, get_estimate_request,
+    EstimateTarget, FactorModel, GetEstimateRequest, LocalMechanism, Moments, PrecisionParams,
+    SpectralLoss, SpectralShrinkage, ThresholdKind, get_estimate_request,
 };
 use nalgebra::DMatrix;
 use rand::SeedableRng;
@@ -613,6 +613,10 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
             // The noise level derived above is the second moment's (the joint
             // report's sensitivity is 12.5 % larger); the data are centred.
             moments: Moments::SecondMoment as i32,
+            // ... and the raw-weighted report's, i.i.d. σ_n on every entry (the svec
+            // default has σ_n/√2 off the diagonal, for which this derivation's margins
+            // differ).
+            local_mechanism: LocalMechanism::GaussianTriu as i32,
             ..Default::default()
         })
         .await
@@ -729,6 +733,9 @@ async fn cross_validation_stacks_the_families_unless_asked_not_to() {
         min_reports: 100,
         encoding: Encoding::I32Le as i32,
         moments: Moments::SecondMoment as i32,
+        // The configuration was found with the raw-weighted report (its seeded noise
+        // decides which family the cross-validation chooses).
+        local_mechanism: LocalMechanism::GaussianTriu as i32,
         ..Default::default()
     })
     .await
