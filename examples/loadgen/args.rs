@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use clap::{Parser, ValueEnum};
 use ldpcov::models::{Model, Tails};
-use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, PrivacyModel};
+use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel};
 use nalgebra::DMatrix;
 use std::path::PathBuf;
 
@@ -27,6 +27,15 @@ pub(crate) enum WireEncoding {
     I16,
     /// 1 byte per entry, stochastically rounded to a coarser grid.
     I8,
+}
+
+/// `--moments`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum MomentsArg {
+    /// The second moment about the centre (reports without the mean block).
+    SecondMoment,
+    /// The mean and the covariance from one report (the default of a new collection).
+    MeanAndCovariance,
 }
 
 /// `--mechanism`.
@@ -107,6 +116,9 @@ pub(crate) struct Args {
     /// How each user perturbs its report (local collections) [default: gaussian].
     #[arg(long, value_enum)]
     pub(crate) mechanism: Option<MechanismArg>,
+    /// What the collection estimates [default: mean-and-covariance].
+    #[arg(long, value_enum)]
+    pub(crate) moments: Option<MomentsArg>,
     /// Clip radius R (default √(2p), as in the canonical benchmark; required with
     /// --data unless --standardize).
     #[arg(long)]
@@ -239,6 +251,11 @@ impl Args {
             privacy_model: match self.privacy_model {
                 PrivacyModelArg::Local => PrivacyModel::Local,
                 PrivacyModelArg::Central => PrivacyModel::Central,
+            } as i32,
+            moments: match self.moments {
+                None => Moments::Unspecified,
+                Some(MomentsArg::SecondMoment) => Moments::SecondMoment,
+                Some(MomentsArg::MeanAndCovariance) => Moments::MeanAndCovariance,
             } as i32,
             local_mechanism: match self.mechanism {
                 None => LocalMechanism::Unspecified,
