@@ -8,7 +8,7 @@
 //! second moment (both triangles), in data units:
 //! `√(E‖M̂ − M_n‖²_F) = R²·√(v/n)`, `M_n` the average of the users' `uuᵀ` (clipped data,
 //! so clipping bias is not counted) and `v` one report's total variance
-//! ([`ReportMechanism::second_moment_report_variance`]): `p·σ_diag² + p(p−1)·σ_off²` for
+//! ([`ReportMechanism::second_moment_report_variance`](crate::mechanism::ReportMechanism::second_moment_report_variance)): `p·σ_diag² + p(p−1)·σ_off²` for
 //! a Gaussian report (`σ_off = σ/√2` with the svec weighting), and
 //! `[p(p+1) + 2κs(p+1) + (2κ² + e₄)s²]/κ²` for the rank-one report, which depends on the
 //! users' mean squared norm `s = E‖u‖²` (`‖u‖ = ‖x‖/R` after clipping; 1 when most users
