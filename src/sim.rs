@@ -32,7 +32,7 @@
 use ldpcov_client::{DiscreteGaussianSampler, NoiseSampler, Perturber};
 use ldpcov_estimate::{Accumulator, FOLDS};
 use ldpcov_proto::v1::{CollectionSpec, Moments};
-use ldpcov_proto::{Collection, ReportId, SpecError};
+use ldpcov_proto::{Collection, ReportId, ReportMechanism, SpecError};
 use rand::{Rng, SeedableRng};
 use rand_distr::{ChiSquared, Distribution, StandardNormal};
 
@@ -99,9 +99,12 @@ pub fn collection_with(
 }
 
 /// Whether two collections' devices send the same signal for the same user (same
-/// grid, clip radius, centre and report layout), so one [`SignalSums`] serves both.
+/// mechanism — the svec and raw weightings carry the off-diagonal products
+/// differently —, grid, clip radius, centre and report layout), so one [`SignalSums`]
+/// serves both.
 fn same_signal(a: &Collection, b: &Collection) -> bool {
-    a.grid_bits() == b.grid_bits()
+    a.mechanism().local_mechanism() == b.mechanism().local_mechanism()
+        && a.grid_bits() == b.grid_bits()
         && a.clip_radius() == b.clip_radius()
         && a.centre() == b.centre()
         && a.moments() == b.moments()
@@ -288,7 +291,14 @@ pub fn per_user(
 pub fn add_noise(collection: &Collection, signal: &SignalSums, noise_seed: u64) -> Accumulator {
     assert!(
         same_signal(collection, &signal.collection),
-        "signal of another grid, radius, centre or layout"
+        "signal of another mechanism, grid, radius, centre or layout"
+    );
+    // The fast path adds Gaussian noise to a noiseless signal: a rank-one report has
+    // no such split (its noise is the draw itself); simulate it with [`per_user`].
+    assert!(
+        matches!(collection.mechanism(), ReportMechanism::Gaussian(_)),
+        "the sum-of-noise path is for Gaussian reports; use per_user for {:?}",
+        collection.mechanism().local_mechanism()
     );
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(noise_seed);
     let sg = collection.sigma_grid();
@@ -400,6 +410,27 @@ mod tests {
     use super::*;
     use crate::models::Model;
     use ldpcov_estimate::{EstimateOptions, entry_variances, estimate};
+
+    /// The sum-of-noise path refuses a rank-one collection (its noise is the draw
+    /// itself, not added to a noiseless signal) instead of returning noiseless sums.
+    #[test]
+    #[should_panic(expected = "the sum-of-noise path is for Gaussian reports")]
+    fn add_noise_refuses_a_rank_one_collection() {
+        let rank_one = Collection::create(&CollectionSpec {
+            collection_id: "r".into(),
+            dim: 3,
+            epsilon: 1.0,
+            clip_radius: 1.0,
+            min_reports: 1,
+            moments: Moments::SecondMoment as i32,
+            local_mechanism: ldpcov_proto::v1::LocalMechanism::RankOne as i32,
+            ..Default::default()
+        })
+        .unwrap();
+        let m = nalgebra::DMatrix::<f64>::identity(3, 3) * 0.1;
+        let signal = SignalSums::population(&rank_one, &m, 10);
+        add_noise(&rank_one, &signal, 1);
+    }
 
     #[test]
     fn population_signal_averages_to_the_second_moment() {
