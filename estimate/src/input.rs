@@ -9,7 +9,7 @@
 //! mechanism with another noise model is one new variant there.
 
 use ldpcov_proto::Collection;
-use ldpcov_proto::collection::Entry;
+use ldpcov_proto::mechanism::Entry;
 pub use ldpcov_proto::mechanism::{NoiseModel, Unbiasing};
 
 /// What the estimators act on besides the accumulators: the dimension, the report
@@ -149,12 +149,7 @@ impl EstimationInput {
     /// The noise sd of one report's unbiased estimate of an `entry`, unit-ball units:
     /// the [`NoiseModel`]'s sd over the [`Unbiasing`] divisor.
     pub fn unbiased_report_noise_sd(&self, entry: Entry) -> f64 {
-        let (noise, unbias) = (self.noise, self.unbiasing);
-        match entry {
-            Entry::Diagonal => noise.diagonal_sd() / unbias.diagonal_divisor,
-            Entry::OffDiagonal => noise.off_diagonal_sd() / unbias.off_diagonal_divisor,
-            Entry::Mean => noise.mean_sd() / unbias.mean_divisor,
-        }
+        self.noise.unbiased_sd(&self.unbiasing, entry)
     }
 
     /// Noise sd of one off-diagonal entry of the unbiased average of `n` reports, in

@@ -29,7 +29,7 @@ pub use crate::mechanism::gaussian::{
     VALIDATION_SIGMAS, VALIDATION_TAIL, WIRE_CLAMP_SIGMAS,
 };
 pub use crate::mechanism::raw_vector::{CENTRAL_COORDINATE_BITS, CENTRAL_GRID_BITS};
-pub use crate::mechanism::{MEAN_WEIGHT, joint_base_sensitivity};
+pub use crate::mechanism::{Entry, MEAN_WEIGHT, joint_base_sensitivity};
 
 /// Largest dimension a collection may have. At p = 4096 a report holds 8.4 M entries
 /// (33.6 MB as i32), which is as large as we let one gRPC message be.
@@ -212,17 +212,6 @@ pub struct Collection {
     allow_compressed_release: bool,
     rho: f64,
     mechanism: ReportMechanism,
-}
-
-/// A kind of entry of the mean and second moment a report estimates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
-    /// A diagonal second-moment entry `uᵢ²`.
-    Diagonal,
-    /// An off-diagonal second-moment entry `uᵢuⱼ`, `i ≠ j`.
-    OffDiagonal,
-    /// A mean entry `uᵢ`.
-    Mean,
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -643,7 +632,7 @@ impl Collection {
                         eta: p.eta,
                         kappa: p.moments.kappa,
                         mean_scale: p.moments.mean_scale,
-                        dither_variance: r.unbiasing().diagonal_offset - 1.0,
+                        dither_variance: crate::mechanism::rank_one::RankOneParams::wire_step_and_dither_variance().1,
                         expected_rounds: p.expected_iterations(),
                     })
                 }
@@ -661,12 +650,7 @@ impl Collection {
     /// moment of `u`, unit-ball units (to leading order in `‖u‖` for the rank-one
     /// report): the [`NoiseModel`]'s sd over the [`Unbiasing`] divisor.
     pub fn unbiased_report_noise_sd(&self, entry: Entry) -> f64 {
-        let (noise, unbias) = (self.noise_model(), self.unbiasing());
-        match entry {
-            Entry::Diagonal => noise.diagonal_sd() / unbias.diagonal_divisor,
-            Entry::OffDiagonal => noise.off_diagonal_sd() / unbias.off_diagonal_divisor,
-            Entry::Mean => noise.mean_sd() / unbias.mean_divisor,
-        }
+        self.noise_model().unbiased_sd(&self.unbiasing(), entry)
     }
 
     /// Whether this is a central (trusted-curator) collection.

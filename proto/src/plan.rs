@@ -49,11 +49,7 @@ use crate::Collection;
 /// rank-one report's noise depends on it). 0 for a central collection, whose reports
 /// carry no noise.
 pub fn raw_average_error(collection: &Collection, n: u64, mean_square_norm: f64) -> f64 {
-    let r2 = collection.clip_radius() * collection.clip_radius();
-    let v = collection
-        .mechanism()
-        .second_moment_report_variance(mean_square_norm.clamp(0.0, 1.0));
-    r2 * (v / n.max(1) as f64).sqrt()
+    (report_variance(collection, mean_square_norm) / n.max(1) as f64).sqrt()
 }
 
 /// The fewest users whose raw average has [`raw_average_error`] at most `target`
@@ -62,14 +58,20 @@ pub fn users_for_error(collection: &Collection, target: f64, mean_square_norm: f
     if target.is_nan() || target <= 0.0 {
         return u64::MAX;
     }
-    let r2 = collection.clip_radius() * collection.clip_radius();
-    let v = collection
-        .mechanism()
-        .second_moment_report_variance(mean_square_norm.clamp(0.0, 1.0));
-    let n = (r2 * r2 * v / (target * target)).ceil();
+    let n = (report_variance(collection, mean_square_norm) / (target * target)).ceil();
     if n >= u64::MAX as f64 {
         u64::MAX
     } else {
         (n as u64).max(1)
     }
+}
+
+/// One report's total noise variance over the second moment in data units, `R⁴·v`, at
+/// the users' mean squared norm (clamped to `[0, 1]`).
+fn report_variance(collection: &Collection, mean_square_norm: f64) -> f64 {
+    let r2 = collection.clip_radius() * collection.clip_radius();
+    r2 * r2
+        * collection
+            .mechanism()
+            .second_moment_report_variance(mean_square_norm.clamp(0.0, 1.0))
 }

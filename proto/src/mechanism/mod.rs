@@ -147,6 +147,16 @@ impl NoiseModel {
         }
     }
 
+    /// The noise sd of one report's unbiased estimate of an `entry`: this model's sd
+    /// over the [`Unbiasing`] divisor of that kind of entry.
+    pub fn unbiased_sd(&self, unbiasing: &Unbiasing, entry: Entry) -> f64 {
+        match entry {
+            Entry::Diagonal => self.diagonal_sd() / unbiasing.diagonal_divisor,
+            Entry::OffDiagonal => self.off_diagonal_sd() / unbiasing.off_diagonal_divisor,
+            Entry::Mean => self.mean_sd() / unbiasing.mean_divisor,
+        }
+    }
+
     /// `b` in the covariance of a report's mean block, `mean_sd²·I + b·ũũᵀ`: 0 for noise
     /// independent of the signal, `κ − c²` for the rank-one report.
     pub fn mean_signal_coupling(&self) -> f64 {
@@ -155,6 +165,17 @@ impl NoiseModel {
             _ => 0.0,
         }
     }
+}
+
+/// A kind of entry of the mean and second moment a report estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// A diagonal second-moment entry `uᵢ²`.
+    Diagonal,
+    /// An off-diagonal second-moment entry `uᵢuⱼ`, `i ≠ j`.
+    OffDiagonal,
+    /// A mean entry `uᵢ`.
+    Mean,
 }
 
 /// How the averages of a mechanism's summed entries (unit-ball units, `a`) become
@@ -454,7 +475,6 @@ mod tests {
     /// derived parameters are the mechanism's.
     #[test]
     fn the_collection_chooses_its_mechanism_and_noise_model() {
-        use crate::collection::Entry;
         for moments in [Moments::SecondMoment, Moments::MeanAndCovariance] {
             let stored = Collection::from_spec(&spec(PrivacyModel::Local, moments)).unwrap();
             let created = Collection::create(&spec(PrivacyModel::Local, moments)).unwrap();

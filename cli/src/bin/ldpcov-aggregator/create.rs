@@ -163,6 +163,27 @@ pub(crate) enum WireEncoding {
     I8,
 }
 
+impl MechanismArg {
+    /// The spec's value.
+    pub(crate) fn to_proto(self) -> LocalMechanism {
+        match self {
+            MechanismArg::Gaussian => LocalMechanism::Gaussian,
+            MechanismArg::GaussianTriu => LocalMechanism::GaussianTriu,
+            MechanismArg::RankOne => LocalMechanism::RankOne,
+        }
+    }
+}
+
+impl MomentsArg {
+    /// The spec's value.
+    pub(crate) fn to_proto(self) -> Moments {
+        match self {
+            MomentsArg::SecondMoment => Moments::SecondMoment,
+            MomentsArg::MeanAndCovariance => Moments::MeanAndCovariance,
+        }
+    }
+}
+
 impl WireEncoding {
     /// The spec's value.
     pub(crate) fn to_proto(self) -> Encoding {

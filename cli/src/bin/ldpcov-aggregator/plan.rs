@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use ldpcov_proto::Collection;
 use ldpcov_proto::collection::Entry;
 use ldpcov_proto::plan;
-use ldpcov_proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments};
+use ldpcov_proto::v1::{CollectionSpec, Encoding};
 
 use crate::admin::print_json;
 use crate::create::{MechanismArg, MomentsArg};
@@ -120,26 +120,5 @@ impl Options {
             "mean_square_norm": self.mean_square_norm,
             "mechanisms": rows,
         }))
-    }
-}
-
-impl MechanismArg {
-    /// The spec's value.
-    pub(crate) fn to_proto(self) -> LocalMechanism {
-        match self {
-            MechanismArg::Gaussian => LocalMechanism::Gaussian,
-            MechanismArg::GaussianTriu => LocalMechanism::GaussianTriu,
-            MechanismArg::RankOne => LocalMechanism::RankOne,
-        }
-    }
-}
-
-impl MomentsArg {
-    /// The spec's value.
-    pub(crate) fn to_proto(self) -> Moments {
-        match self {
-            MomentsArg::SecondMoment => Moments::SecondMoment,
-            MomentsArg::MeanAndCovariance => Moments::MeanAndCovariance,
-        }
     }
 }
