@@ -285,7 +285,9 @@ fn collection_releases_use_the_joint_sensitivity() {
     for row in random_rows(50, 3, 13) {
         let u = to_grid_unit_ball(&row, K).unwrap();
         let payload = ldpcov_proto::wire::encode_raw(&u);
-        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload).unwrap();
+        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload)
+            .unwrap()
+            .to_dense();
         for (s, e) in sums.iter_mut().zip(entries) {
             *s += i64::from(e);
         }
@@ -388,7 +390,9 @@ fn binned(rows: &[Vec<f64>], bins: u32) -> (ldpcov_proto::Collection, Vec<i64>) 
     for row in rows {
         let u = to_grid_unit_ball(row, K).unwrap();
         let payload = ldpcov_proto::wire::encode_raw(&u);
-        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload).unwrap();
+        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload)
+            .unwrap()
+            .to_dense();
         for (s, e) in sums.iter_mut().zip(entries) {
             *s += i64::from(e);
         }

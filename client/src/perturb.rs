@@ -583,7 +583,9 @@ mod tests {
         assert_eq!(report.collection_id, "test");
         assert_eq!(report.report_id, vec![3; 16]);
         assert_eq!(
-            decode_payload(&c, report.encoding, &report.payload).unwrap(),
+            decode_payload(&c, report.encoding, &report.payload)
+                .unwrap()
+                .to_dense(),
             want
         );
     }
@@ -761,7 +763,9 @@ mod tests {
         // The report decodes to p + d entries.
         let report = p.report(&x, &mut ZeroNoise, ReportId([1; 16])).unwrap();
         assert_eq!(
-            decode_payload(&c, report.encoding, &report.payload).unwrap(),
+            decode_payload(&c, report.encoding, &report.payload)
+                .unwrap()
+                .to_dense(),
             got
         );
         // x − c overflowing is an input error, raised before any noise.
@@ -992,7 +996,9 @@ mod tests {
             .unwrap();
         assert_eq!(report.payload.len(), c.entries());
         assert_eq!(report.encoding, Encoding::I8 as i32);
-        let grid = decode_payload(&c, report.encoding, &report.payload).unwrap();
+        let grid = decode_payload(&c, report.encoding, &report.payload)
+            .unwrap()
+            .to_dense();
         assert!(grid.iter().all(|v| i64::from(*v) % c.wire_step() == 0));
         // Exact values stay exact: a multiple of the step is never moved.
         let exact = vec![3 * c.wire_step() as i32; c.entries()];

@@ -65,6 +65,10 @@ pub enum WireError {
         /// `Σ u_i²` in units of `2^−30`.
         norm2: i64,
     },
+    /// An outer-product report's mean-block shift above 15 (a bug of the mechanism that
+    /// built it: no payload chooses the shift).
+    #[error("an outer product's mean block is shifted by {0} bits, at most 15 are allowed")]
+    OuterProductShift(u32),
     /// A coordinate that is NaN or infinite.
     #[error("coordinate {index} is not a finite number")]
     NotFinite {

@@ -7,7 +7,7 @@
 //! here under their established paths.
 
 use crate::Collection;
-use crate::mechanism::ReportMechanism;
+use crate::mechanism::{ReportEntries, ReportMechanism};
 use crate::v1::{Encoding, PrivacyModel};
 
 pub use crate::encoding::{REPORT_ID_LEN, ReportId, WireError, bytes_per_entry};
@@ -20,14 +20,15 @@ pub fn encode_payload(collection: &Collection, wire_values: &[i32]) -> Vec<u8> {
     collection.mechanism().encode(wire_values)
 }
 
-/// Decodes a payload into grid-unit entries (wire value × `wire_step`; a central
-/// collection's raw vector expanded), checking encoding, length and range: the one
-/// ingest check, [`ReportMechanism::decode`].
+/// Decodes a payload into the grid-unit entries the aggregator sums (wire value ×
+/// `wire_step`; a central collection's raw vector expanded; a rank-one report as its
+/// outer product), checking encoding, length and range: the one ingest check,
+/// [`ReportMechanism::decode`].
 pub fn decode_payload(
     collection: &Collection,
     encoding: i32,
     payload: &[u8],
-) -> Result<Vec<i32>, WireError> {
+) -> Result<ReportEntries, WireError> {
     collection.mechanism().decode(encoding, payload)
 }
 
@@ -55,6 +56,15 @@ pub fn add_raw_vector(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`decode_payload`], its entries expanded.
+    fn decode_dense(
+        collection: &Collection,
+        encoding: i32,
+        payload: &[u8],
+    ) -> Result<Vec<i32>, WireError> {
+        decode_payload(collection, encoding, payload).map(|entries| entries.to_dense())
+    }
     use crate::v1::{CollectionSpec, Moments};
 
     // FNV-1a 64 of the 16 bytes, mod 5, computed independently in Python (a 6-line
@@ -104,11 +114,8 @@ mod tests {
         let v: Vec<i32> = vec![0, -1, 1, 12345, -54321, c.max_abs_grid_value() as i32];
         let bytes = encode_payload(&c, &v);
         assert_eq!(bytes.len(), 24);
-        assert_eq!(
-            decode_payload(&c, Encoding::I32Le as i32, &bytes).unwrap(),
-            v
-        );
-        assert_eq!(decode_payload(&c, 0, &bytes).unwrap(), v);
+        assert_eq!(decode_dense(&c, Encoding::I32Le as i32, &bytes).unwrap(), v);
+        assert_eq!(decode_dense(&c, 0, &bytes).unwrap(), v);
     }
 
     #[test]
@@ -116,11 +123,11 @@ mod tests {
         let c = collection();
         let ok = encode_payload(&c, &[0; 6]);
         assert!(matches!(
-            decode_payload(&c, 7, &ok),
+            decode_dense(&c, 7, &ok),
             Err(WireError::UnknownEncoding(7))
         ));
         assert!(matches!(
-            decode_payload(&c, 1, &ok[..20]),
+            decode_dense(&c, 1, &ok[..20]),
             Err(WireError::Length {
                 expected: 24,
                 got: 20,
@@ -134,14 +141,14 @@ mod tests {
             b
         };
         assert!(matches!(
-            decode_payload(&c, 1, &raw(c.max_abs_grid_value() as i32 + 1)),
+            decode_dense(&c, 1, &raw(c.max_abs_grid_value() as i32 + 1)),
             Err(WireError::OutOfRange { index: 4, .. })
         ));
-        assert!(decode_payload(&c, 1, &raw(i32::MIN)).is_err());
-        assert!(decode_payload(&c, 1, &raw(-(c.max_abs_grid_value() as i32))).is_ok());
+        assert!(decode_dense(&c, 1, &raw(i32::MIN)).is_err());
+        assert!(decode_dense(&c, 1, &raw(-(c.max_abs_grid_value() as i32))).is_ok());
         // encode_payload clamps to the wire range.
         let clamped = encode_payload(&c, &[i32::MAX, 0, 0, 0, 0, i32::MIN + 1]);
-        let back = decode_payload(&c, 1, &clamped).unwrap();
+        let back = decode_dense(&c, 1, &clamped).unwrap();
         assert_eq!(back[0] as i64, c.max_abs_grid_value());
         assert_eq!(back[5] as i64, -c.max_abs_grid_value());
     }
@@ -184,12 +191,12 @@ mod tests {
             let wire = vec![0, -1, 1, 100, -(c.wire_max() as i32), c.wire_max() as i32];
             let bytes = encode_payload(&c, &wire);
             assert_eq!(bytes.len(), 6 * width);
-            let grid = decode_payload(&c, encoding as i32, &bytes).unwrap();
+            let grid = decode_dense(&c, encoding as i32, &bytes).unwrap();
             let want: Vec<i32> = wire.iter().map(|w| w * c.wire_step() as i32).collect();
             assert_eq!(grid, want);
             // Another encoding than the collection's is refused.
             assert!(matches!(
-                decode_payload(&c, Encoding::I32Le as i32, &bytes),
+                decode_dense(&c, Encoding::I32Le as i32, &bytes),
                 Err(WireError::EncodingMismatch { .. })
             ));
         }
@@ -202,7 +209,7 @@ mod tests {
         let mut bytes = encode_payload(&c, &[0; 6]);
         bytes[3] = 0x80;
         assert!(matches!(
-            decode_payload(&c, Encoding::I8 as i32, &bytes),
+            decode_dense(&c, Encoding::I8 as i32, &bytes),
             Err(WireError::OutOfRange {
                 index: 3,
                 value: -128,
@@ -264,7 +271,7 @@ mod tests {
                         _ => payload.push(v.clamp(-128, 127) as i8 as u8),
                     }
                 }
-                let got = decode_payload(&c, encoding as i32, &payload);
+                let got = decode_dense(&c, encoding as i32, &payload);
                 match reference_decode(&c, &payload) {
                     Ok(want) => assert_eq!(got.unwrap(), want, "{encoding:?} trial {trial}"),
                     Err((index, value)) => assert_eq!(
@@ -314,27 +321,27 @@ mod tests {
         // (0.6, −0.8, 0) rounded toward 0 on the grid 2^-15:
         // 19 660² + 26 214² = 1 073 689 396 ≤ 2^30.
         let u = [19_660, -26_214, 0];
-        let got = decode_payload(&central, Encoding::RawI32Le as i32, &encode_raw(&u)).unwrap();
+        let got = decode_dense(&central, Encoding::RawI32Le as i32, &encode_raw(&u)).unwrap();
         let want: Vec<i32> = vec![19_660 * 19_660, 19_660 * -26_214, 0, 26_214 * 26_214, 0, 0];
         assert_eq!(got, want);
         // The unspecified encoding on a report means the collection's.
-        assert_eq!(decode_payload(&central, 0, &encode_raw(&u)).unwrap(), want);
+        assert_eq!(decode_dense(&central, 0, &encode_raw(&u)).unwrap(), want);
         // One unit of 2^-30 outside the ball: 2^15 and 1 → 2^30 + 1.
         assert_eq!(
-            decode_payload(&central, 4, &encode_raw(&[1 << 15, 1, 0])),
+            decode_dense(&central, 4, &encode_raw(&[1 << 15, 1, 0])),
             Err(WireError::OutsideUnitBall {
                 norm2: (1 << 30) + 1
             })
         );
         // On the sphere exactly is inside.
-        assert!(decode_payload(&central, 4, &encode_raw(&[1 << 15, 0, 0])).is_ok());
+        assert!(decode_dense(&central, 4, &encode_raw(&[1 << 15, 0, 0])).is_ok());
         // i32::MIN does not overflow the norm.
         assert!(matches!(
-            decode_payload(&central, 4, &encode_raw(&[i32::MIN, 0, 0])),
+            decode_dense(&central, 4, &encode_raw(&[i32::MIN, 0, 0])),
             Err(WireError::OutsideUnitBall { .. })
         ));
         assert_eq!(
-            decode_payload(&central, 4, &encode_raw(&u[..2])),
+            decode_dense(&central, 4, &encode_raw(&u[..2])),
             Err(WireError::Length {
                 expected: 12,
                 got: 8,
@@ -343,7 +350,7 @@ mod tests {
         );
         // A perturbed report to a central collection, a raw one to a local collection.
         assert_eq!(
-            decode_payload(&central, Encoding::I32Le as i32, &[0; 24]),
+            decode_dense(&central, Encoding::I32Le as i32, &[0; 24]),
             Err(WireError::ModelMismatch {
                 privacy_model: PrivacyModel::Central,
                 got: Encoding::I32Le
@@ -352,7 +359,7 @@ mod tests {
         let local =
             Collection::from_spec(&spec(Moments::SecondMoment, PrivacyModel::Local)).unwrap();
         assert_eq!(
-            decode_payload(&local, Encoding::RawI32Le as i32, &encode_raw(&u)),
+            decode_dense(&local, Encoding::RawI32Le as i32, &encode_raw(&u)),
             Err(WireError::ModelMismatch {
                 privacy_model: PrivacyModel::Local,
                 got: Encoding::RawI32Le
@@ -361,7 +368,7 @@ mod tests {
         // With the mean block: w·u_i = u_i·2^14 units of 2^-30 first.
         let joint = Collection::from_spec(&spec(Moments::MeanAndCovariance, PrivacyModel::Central))
             .unwrap();
-        let got = decode_payload(&joint, 4, &encode_raw(&u)).unwrap();
+        let got = decode_dense(&joint, 4, &encode_raw(&u)).unwrap();
         assert_eq!(got.len(), 9);
         assert_eq!(&got[..3], &[19_660 << 14, -26_214 << 14, 0]);
         assert_eq!(&got[3..], &want[..]);
@@ -389,7 +396,7 @@ mod tests {
         binned.norm_bins = 2;
         let binned = Collection::from_spec(&binned).unwrap();
         assert_eq!(binned.entries(), 6 + 2 * 13);
-        let got = decode_payload(&binned, 4, &encode_raw(&u)).unwrap();
+        let got = decode_dense(&binned, 4, &encode_raw(&u)).unwrap();
         // ‖u‖² ≈ 0.99995: bin 0 holds uuᵀ, round(uuᵀ·2^30/‖u‖²) and the count 1.
         let norm2 = 19_660i64 * 19_660 + 26_214 * 26_214;
         assert_eq!(&got[..6], &want[..]);

@@ -23,7 +23,7 @@ fn report(id: u32, v: i32, entries: usize) -> ValidReport {
     bytes[..4].copy_from_slice(&id.to_le_bytes());
     ValidReport {
         report_id: ReportId(bytes),
-        entries: vec![v; entries],
+        entries: vec![v; entries].into(),
     }
 }
 
@@ -31,11 +31,12 @@ fn report(id: u32, v: i32, entries: usize) -> ValidReport {
 fn expected(entries: usize, reports: &[ValidReport]) -> Accumulator {
     let mut acc = Accumulator::new(entries, FOLDS);
     let mut seen = std::collections::HashSet::new();
-    for r in reports {
-        if seen.insert(r.report_id) {
-            acc.add(r.report_id.fold(FOLDS), &r.entries);
-        }
-    }
+    let first: Vec<_> = reports
+        .iter()
+        .filter(|r| seen.insert(r.report_id))
+        .map(|r| (r.report_id.fold(FOLDS), &r.entries))
+        .collect();
+    acc.add_reports(&first);
     acc
 }
 
@@ -93,7 +94,7 @@ async fn every_mechanism_is_stored_as_created<S: Store>(s: Arc<S>) {
     let y = [32_767, -32_767, 5];
     let batch = vec![ValidReport {
         report_id: ReportId([7; 16]),
-        entries: r.expand(&y),
+        entries: ReportEntries::OuterProduct(r.outer_product(y.to_vec()).unwrap()),
     }];
     s.submit("r", batch.clone()).await.unwrap();
     let got = s.snapshot("r").await.unwrap().acc;
@@ -335,13 +336,14 @@ async fn a_snapshot_is_the_exact_sum_of_the_accepted_reports<S: Store>(s: Arc<S>
                 // Ids repeat across batches (a retry resends the same report).
                 let id = rng.random_range(0..150u32);
                 let mut r = report(id, 0, 6);
-                for (j, e) in r.entries.iter_mut().enumerate() {
-                    *e = match (id as usize + j + k + batch) % 3 {
+                let entries: Vec<i32> = (0..6)
+                    .map(|j| match (id as usize + j + k + batch) % 3 {
                         0 => i32::MAX,
                         1 => -i32::MAX,
                         _ => (id as i32 * 7919 + j as i32) % 100_003,
-                    };
-                }
+                    })
+                    .collect();
+                r.entries = entries.into();
                 r
             })
             .collect();

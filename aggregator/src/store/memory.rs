@@ -119,13 +119,13 @@ impl Store for MemoryStore {
         let mut fresh = Vec::with_capacity(reports.len());
         for report in &reports {
             if counted.seen.insert(report.report_id) {
-                fresh.push((report.report_id.fold(FOLDS), report.entries.as_slice()));
+                fresh.push((report.report_id.fold(FOLDS), &report.entries));
                 outcome.accepted += 1;
             } else {
                 outcome.duplicates += 1;
             }
         }
-        counted.acc.add_many(&fresh);
+        counted.acc.add_reports(&fresh);
         Ok(outcome)
     }
 

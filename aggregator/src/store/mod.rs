@@ -26,6 +26,7 @@ pub(crate) mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ldpcov_proto::mechanism::ReportEntries;
 use ldpcov_proto::{Collection, ReportId};
 
 pub use codec::{CodecError, Corruption};
@@ -46,8 +47,9 @@ pub(crate) const DEFAULT_BATCH_DELAY: Duration = Duration::from_millis(5);
 pub struct ValidReport {
     /// Client-chosen id; counted at most once per collection.
     pub report_id: ReportId,
-    /// d entries in grid units.
-    pub entries: Vec<i32>,
+    /// The d entries it adds, in grid units (a rank-one report as its outer product,
+    /// which [`Accumulator::add_reports`] adds a batch at a time).
+    pub entries: ReportEntries,
 }
 
 /// What a batch did.

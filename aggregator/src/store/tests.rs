@@ -11,7 +11,7 @@ pub(crate) fn collection(id: &str, dim: u32) -> Collection {
 fn report(id: u8, v: i32) -> ValidReport {
     ValidReport {
         report_id: ReportId([id; 16]),
-        entries: vec![v; 3],
+        entries: vec![v; 3].into(),
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ldpcov_client::proto::mechanism::ReportEntries;
 use ldpcov_client::proto::v1::Report;
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_client::proto::wire::decode_payload;
@@ -95,7 +96,7 @@ pub(crate) async fn run_client(
     stop: Arc<AtomicBool>,
     acked_total: Arc<AtomicU64>,
     failovers: Arc<AtomicU64>,
-) -> Vec<(ReportId, Vec<i32>)> {
+) -> Vec<(ReportId, ReportEntries)> {
     // Builds the reports (no network: `prepare_report` only perturbs).
     let mut maker = AggregatorClient::connect_lazy(urls[0].clone())
         .expect("client")

@@ -35,10 +35,12 @@
 //! and the aggregator that read the same spec agree on every parameter here. A new
 //! mechanism is one new variant with its type (and its device half in the client).
 
+pub mod entries;
 pub mod gaussian;
 pub mod rank_one;
 pub mod raw_vector;
 
+pub use entries::{OUTER_PRODUCT_MAX, OuterProduct, ReportEntries};
 pub use gaussian::{GaussianReport, OffDiagonalWeighting};
 pub use rank_one::RankOneReport;
 pub use raw_vector::RawVectorReport;
@@ -419,8 +421,10 @@ impl ReportMechanism {
     /// means the collection's) into the entries the aggregator sums, in grid units,
     /// checking the encoding against the mechanism, the length, and each entry's range
     /// (a raw vector: inside the unit ball exactly). Nothing else on ingest needs to
-    /// check a report again: the result has [`entries`](Self::entries) values.
-    pub fn decode(&self, encoding: i32, payload: &[u8]) -> Result<Vec<i32>, WireError> {
+    /// check a report again: the result stands for [`entries`](Self::entries) values
+    /// (a rank-one report as its [`OuterProduct`], which the accumulators add a batch at
+    /// a time).
+    pub fn decode(&self, encoding: i32, payload: &[u8]) -> Result<ReportEntries, WireError> {
         let got = Encoding::try_from(encoding).map_err(|_| WireError::UnknownEncoding(encoding))?;
         let expected = self.encoding();
         // An unspecified encoding on the report means the collection's.
@@ -440,9 +444,9 @@ impl ReportMechanism {
             return Err(WireError::EncodingMismatch { expected, got });
         }
         match self {
-            ReportMechanism::Gaussian(g) => g.decode(payload),
-            ReportMechanism::RankOne(r) => r.decode(payload),
-            ReportMechanism::RawVector(r) => r.decode(payload),
+            ReportMechanism::Gaussian(g) => g.decode(payload).map(ReportEntries::Dense),
+            ReportMechanism::RankOne(r) => r.decode(payload).map(ReportEntries::OuterProduct),
+            ReportMechanism::RawVector(r) => r.decode(payload).map(ReportEntries::Dense),
         }
     }
 }

@@ -197,7 +197,7 @@ async fn add_batches(
         for r in &group[k].reports {
             // `remove`: a later repeat of a counted id is a duplicate.
             if fresh.remove(&r.report_id.0) {
-                counted.push((r.report_id.fold(FOLDS), r.entries.as_slice()));
+                counted.push((r.report_id.fold(FOLDS), &r.entries));
                 outcome.accepted += 1;
             } else {
                 outcome.duplicates += 1;
@@ -205,7 +205,7 @@ async fn add_batches(
         }
         outcomes.push(outcome);
     }
-    delta.add_many(&counted);
+    delta.add_reports(&counted);
     if delta.count > 0 {
         let count = i64::try_from(delta.count).map_err(|_| {
             StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))

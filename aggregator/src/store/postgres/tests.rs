@@ -22,7 +22,8 @@ fn report(id: u32, entries: usize) -> ValidReport {
         // Entries depend on the id only: a repeated id is a retry of the same report.
         entries: (0..entries)
             .map(|j| (id as i32).wrapping_mul(2_654_435) ^ (j as i32 * 977))
-            .collect(),
+            .collect::<Vec<_>>()
+            .into(),
     }
 }
 
@@ -30,7 +31,7 @@ fn expected(entries: usize, ids: impl IntoIterator<Item = u32>) -> Accumulator {
     let mut acc = Accumulator::new(entries, FOLDS);
     for id in ids.into_iter().collect::<HashSet<_>>() {
         let r = report(id, entries);
-        acc.add(r.report_id.fold(FOLDS), &r.entries);
+        acc.add(r.report_id.fold(FOLDS), &r.entries.to_dense());
     }
     acc
 }

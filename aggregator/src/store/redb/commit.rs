@@ -350,11 +350,11 @@ impl Committer {
                     {
                         outcome.duplicates += 1;
                     } else {
-                        fresh.push((report.report_id.fold(FOLDS), report.entries.as_slice()));
+                        fresh.push((report.report_id.fold(FOLDS), &report.entries));
                         outcome.accepted += 1;
                     }
                 }
-                pending.acc.add_many(&fresh);
+                pending.acc.add_reports(&fresh);
                 Ok(())
             })();
             if let Err(e) = counted {

@@ -27,7 +27,10 @@ fn report(id: u32, v: i32, entries: usize) -> ValidReport {
     rid[..4].copy_from_slice(&id.to_le_bytes());
     ValidReport {
         report_id: ReportId(rid),
-        entries: (0..entries as i32).map(|k| v * (k + 1) - 3).collect(),
+        entries: (0..entries as i32)
+            .map(|k| v * (k + 1) - 3)
+            .collect::<Vec<_>>()
+            .into(),
     }
 }
 

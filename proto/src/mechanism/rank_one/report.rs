@@ -11,7 +11,7 @@ use super::{Cap, RankOneError, RankOneParams, WIRE_STEP_BITS, grid_input, lift_t
 use crate::SpecError;
 use crate::encoding::{WireError, encode_clamped};
 use crate::layout::triangle_len;
-use crate::mechanism::{NoiseModel, Unbiasing};
+use crate::mechanism::{NoiseModel, OuterProduct, Unbiasing};
 use crate::v1::Encoding;
 
 /// k of the summed entries: a product of two wire values (units `2^−11` each) is in
@@ -125,27 +125,39 @@ impl RankOneReport {
     }
 
     /// The entries the aggregator sums for the wire values `y` (units `2^−11`, each
-    /// within `±32 767`), on the grid `2^−22`: `yᵢ·2^11` for the mean block, then `yᵢyⱼ`
-    /// for `i ≤ j` in [`triangle_pairs`](crate::layout::triangle_pairs) order. Every
-    /// value is below `2^30` in magnitude.
-    pub fn expand(&self, y: &[i32]) -> Vec<i32> {
-        let p = self.dim();
-        debug_assert_eq!(y.len(), p);
-        let mut out = Vec::with_capacity(self.entries());
-        if self.has_mean {
-            // |yᵢ| ≤ 2^15: |yᵢ·2^11| ≤ 2^26.
-            out.extend(y.iter().map(|&v| v << WIRE_STEP_BITS));
+    /// within `±32 767`), on the grid `2^−22`, in their compact form: the
+    /// [`OuterProduct`] of `y` with the mean block `yᵢ·2^11` when the collection has
+    /// one. [`expand`](Self::expand) gives them explicitly.
+    pub fn outer_product(&self, y: Vec<i32>) -> Result<OuterProduct, WireError> {
+        debug_assert_eq!(y.len(), self.dim());
+        if let Some((index, &value)) = y
+            .iter()
+            .enumerate()
+            .find(|(_, v)| i64::from(v.unsigned_abs()) > RANK_ONE_WIRE_MAX)
+        {
+            return Err(WireError::OutOfRange {
+                index,
+                value: i64::from(value),
+                bound: RANK_ONE_WIRE_MAX,
+            });
         }
-        for (i, &yi) in y.iter().enumerate() {
-            // |yᵢyⱼ| ≤ 2^30: no overflow.
-            out.extend(y[i..].iter().map(|&yj| yi * yj));
-        }
-        out
+        OuterProduct::new(y, self.has_mean.then_some(WIRE_STEP_BITS))
     }
 
-    /// Decodes a payload (`p` little-endian i16, each within `±32 767`) into the summed
-    /// entries ([`expand`](Self::expand)), checking the length and the range.
-    pub(crate) fn decode(&self, payload: &[u8]) -> Result<Vec<i32>, WireError> {
+    /// The summed entries of the wire values `y` ([`outer_product`](Self::outer_product)),
+    /// expanded: `yᵢ·2^11` for the mean block, then `yᵢyⱼ` for `i ≤ j` in
+    /// [`triangle_pairs`](crate::layout::triangle_pairs) order. Every value is below
+    /// `2^30` in magnitude. A value outside `±32 767` is clamped to it first, as the
+    /// encoding would.
+    pub fn expand(&self, y: &[i32]) -> Vec<i32> {
+        let max = RANK_ONE_WIRE_MAX as i32;
+        let clamped = y.iter().map(|&v| v.clamp(-max, max)).collect();
+        OuterProduct::clamped(clamped, self.has_mean.then_some(WIRE_STEP_BITS)).expand()
+    }
+
+    /// Decodes a payload (`p` little-endian i16, each within `±32 767`) into its
+    /// [`outer_product`](Self::outer_product), checking the length and the range.
+    pub(crate) fn decode(&self, payload: &[u8]) -> Result<OuterProduct, WireError> {
         let entries = self.wire_entries();
         let expected = 2 * entries;
         if payload.len() != expected {
@@ -159,18 +171,7 @@ impl RankOneReport {
             .chunks_exact(2)
             .map(|c| i32::from(i16::from_le_bytes([c[0], c[1]])))
             .collect();
-        if let Some((index, &value)) = y
-            .iter()
-            .enumerate()
-            .find(|(_, v)| i64::from(v.unsigned_abs()) > RANK_ONE_WIRE_MAX)
-        {
-            return Err(WireError::OutOfRange {
-                index,
-                value: i64::from(value),
-                bound: RANK_ONE_WIRE_MAX,
-            });
-        }
-        Ok(self.expand(&y))
+        self.outer_product(y)
     }
 }
 
@@ -193,7 +194,7 @@ mod tests {
         }
         let payload = report.encode(&y);
         assert_eq!(payload.len(), 6);
-        assert_eq!(report.decode(&payload).unwrap(), entries);
+        assert_eq!(report.decode(&payload).unwrap().expand(), entries);
         let mut bad = payload.clone();
         bad[2..4].copy_from_slice(&i16::MIN.to_le_bytes());
         assert!(matches!(

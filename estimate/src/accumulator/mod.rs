@@ -2,6 +2,10 @@
 //! sum) and per-entry sums of squares. Everything an estimator may use is here; the
 //! accumulators never hold an individual report.
 
+mod outer;
+
+use ldpcov_proto::mechanism::{OuterProduct, ReportEntries};
+
 /// Number of cross-validation folds every collection keeps. Reports go to fold
 /// [`ReportId::fold`](ldpcov_proto::ReportId::fold)`(FOLDS)`; the estimators hold one fold out at a time.
 pub const FOLDS: usize = 5;
@@ -24,7 +28,9 @@ pub struct Accumulator {
     pub fold_counts: Vec<u64>,
     /// Packed per-entry sums in grid units, one vector per fold.
     pub fold_sums: Vec<Vec<i64>>,
-    /// Packed per-entry sums of squared grid values.
+    /// Packed per-entry sums of squared grid values (for a rank-one collection's
+    /// off-diagonal products, of their squares from rounded `vᵢ²`: see
+    /// [`add_reports`](Self::add_reports)).
     pub sum_squares: Vec<u128>,
 }
 
@@ -78,6 +84,23 @@ impl Accumulator {
             }
             lo = hi;
         }
+    }
+
+    /// Adds many decoded reports, each with its fold: dense ones as
+    /// [`add_many`](Self::add_many) does, outer products (rank-one reports) a batch at
+    /// a time as matrix products (the [`outer`] module; their off-diagonal sums of
+    /// squares are summed from rounded squares, as it says).
+    pub fn add_reports(&mut self, reports: &[(usize, &ReportEntries)]) {
+        let mut dense: Vec<(usize, &[i32])> = Vec::new();
+        let mut outer: Vec<(usize, &OuterProduct)> = Vec::new();
+        for &(fold, entries) in reports {
+            match entries {
+                ReportEntries::Dense(values) => dense.push((fold, values)),
+                ReportEntries::OuterProduct(product) => outer.push((fold, product)),
+            }
+        }
+        self.add_many(&dense);
+        self.add_outer_products(&outer);
     }
 
     /// `sums += entries`, `squares += entries²`, entry by entry. Each |v| ≤ 2^31, so

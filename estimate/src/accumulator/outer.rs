@@ -1,0 +1,279 @@
+//! Adding a batch of [`OuterProduct`] reports (the rank-one mechanism's): the packed
+//! triangle of `Σ vvᵀ` as one f64 matrix product per fold, exact because every partial
+//! sum is an integer below `2^53`, instead of expanding each report into its
+//! `p(p + 1)/2` products.
+//!
+//! What is added is exactly what adding each report's expansion would add, except for
+//! the off-diagonal sums of squares, `Σ (vᵢvⱼ)²`: a p × p product of `vᵢ²` would need
+//! 60-bit integers, so those are summed as `2^16·qᵢqⱼ` with `qᵢ = round(vᵢ²/2^8)`.
+//! Each report's term then differs from `(vᵢvⱼ)²` by at most `2^7(vᵢ² + vⱼ²) + 2^14`
+//! (`|qᵢ·2^8 − vᵢ²| ≤ 2^7`), a relative `2^−14` at a typical rank-one value
+//! `|vᵢ| ≈ 2^11`. The sums of squares only feed the entry-adaptive variance estimate,
+//! whose own sampling error is far larger. The result does not depend on how reports
+//! are batched, so replicas and a replayed store agree exactly. The mean block and the
+//! diagonal's sums of squares are exact.
+
+use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+use faer::{Accum, Mat, Par};
+use ldpcov_proto::mechanism::OuterProduct;
+
+use super::Accumulator;
+
+/// Reports per f64 product of the sums: each product `|vᵢvⱼ| ≤ 2^30`, so a sum of
+/// 1024 stays below `2^40`, far inside f64's exact integers (the bound allows `2^23`;
+/// 1024 keeps the `p × 1024` matrix at 8 MB for p = 1000).
+const SUM_ROWS: usize = 1024;
+
+/// The rounding of `vᵢ²` in the off-diagonal sums of squares: `qᵢ = round(vᵢ²/2^8)`.
+const SQUARE_SHIFT: u32 = 8;
+
+/// Reports per f64 product of the sums of squares: `qᵢ ≤ 2^22`, so `qᵢqⱼ ≤ 2^44` and a
+/// sum of 256 is at most `2^52`, exact in f64.
+const SQUARE_ROWS: usize = 256;
+
+/// Below this dimension the products are summed by plain loops (the same numbers: a
+/// matrix product does not pay for itself on a small triangle).
+const PRODUCT_MIN_DIM: usize = 48;
+
+/// `qᵢ = round(v²/2^8)`, half up (`v² ≥ 0`); at most `2^22` for `|v| ≤ 2^15`.
+fn rounded_square(v: i32) -> i64 {
+    let v = i64::from(v);
+    (v * v + (1 << (SQUARE_SHIFT - 1))) >> SQUARE_SHIFT
+}
+
+impl Accumulator {
+    /// Adds a batch of outer-product reports, each with its fold, all of this
+    /// accumulator's dimension and mean block (see the [module docs](self) for the
+    /// one sum that is not the expansion's).
+    pub(super) fn add_outer_products(&mut self, reports: &[(usize, &OuterProduct)]) {
+        self.add_outer_products_with(reports, PRODUCT_MIN_DIM);
+    }
+
+    /// [`add_outer_products`](Self::add_outer_products), with matrix products from
+    /// dimension `product_min_dim` on (tests compare both ways).
+    fn add_outer_products_with(
+        &mut self,
+        reports: &[(usize, &OuterProduct)],
+        product_min_dim: usize,
+    ) {
+        let Some(&(_, first)) = reports.first() else {
+            return;
+        };
+        let p = first.dim();
+        let base = if first.mean_shift().is_some() { p } else { 0 };
+        debug_assert!(reports.iter().all(|(_, r)| r.entries() == self.entries()));
+        // The mean block and the diagonal's sums of squares, exact, report by report.
+        for &(fold, report) in reports {
+            let v = report.values();
+            if let Some(shift) = report.mean_shift() {
+                for (i, &x) in v.iter().enumerate() {
+                    let m = i64::from(x << shift);
+                    self.fold_sums[fold][i] += m;
+                    self.sum_squares[i] += (m * m) as u128;
+                }
+            }
+            let mut k = base;
+            for (i, &x) in v.iter().enumerate() {
+                let d = i64::from(x) * i64::from(x);
+                // d ≤ 2^30: d² ≤ 2^60.
+                self.sum_squares[k] += (d * d) as u128;
+                k += p - i;
+            }
+            self.fold_counts[fold] += 1;
+            self.count += 1;
+        }
+        if p < product_min_dim {
+            self.add_triangles_by_loops(reports, base);
+        } else {
+            self.add_triangles_by_products(reports, p, base);
+        }
+    }
+
+    /// The triangle's fold sums and off-diagonal sums of squares, report by report.
+    fn add_triangles_by_loops(&mut self, reports: &[(usize, &OuterProduct)], base: usize) {
+        for &(fold, report) in reports {
+            let v = report.values();
+            let q: Vec<i64> = v.iter().map(|&x| rounded_square(x)).collect();
+            let sums = &mut self.fold_sums[fold][base..];
+            let squares = &mut self.sum_squares[base..];
+            let mut k = 0;
+            for i in 0..v.len() {
+                for j in i..v.len() {
+                    sums[k] += i64::from(v[i]) * i64::from(v[j]);
+                    if j > i {
+                        squares[k] += ((q[i] * q[j]) as u128) << (2 * SQUARE_SHIFT);
+                    }
+                    k += 1;
+                }
+            }
+        }
+    }
+
+    /// The same as [`add_triangles_by_loops`](Self::add_triangles_by_loops), as lower
+    /// triangles of f64 products `VVᵀ` (V: p × reports).
+    fn add_triangles_by_products(
+        &mut self,
+        reports: &[(usize, &OuterProduct)],
+        p: usize,
+        base: usize,
+    ) {
+        let mut product = Mat::<f64>::zeros(p, p);
+        for fold in 0..self.fold_sums.len() {
+            let in_fold: Vec<&OuterProduct> = reports
+                .iter()
+                .filter(|(f, _)| *f == fold)
+                .map(|(_, r)| *r)
+                .collect();
+            for chunk in in_fold.chunks(SUM_ROWS) {
+                let v = Mat::<f64>::from_fn(p, chunk.len(), |i, r| f64::from(chunk[r].values()[i]));
+                lower_gram(&mut product, &v);
+                let sums = &mut self.fold_sums[fold][base..];
+                // An integer below 2^53 in magnitude: the cast is exact.
+                for_each_lower(&product, |k, _, x| sums[k] += x as i64);
+            }
+        }
+        for chunk in reports.chunks(SQUARE_ROWS) {
+            let q = Mat::<f64>::from_fn(p, chunk.len(), |i, r| {
+                rounded_square(chunk[r].1.values()[i]) as f64
+            });
+            lower_gram(&mut product, &q);
+            let squares = &mut self.sum_squares[base..];
+            for_each_lower(&product, |k, diagonal, x| {
+                // The diagonal is summed exactly above. Off it, a non-negative integer
+                // at most 2^52: the cast is exact.
+                if !diagonal {
+                    squares[k] += (x as u128) << (2 * SQUARE_SHIFT);
+                }
+            });
+        }
+    }
+}
+
+/// The lower triangle (diagonal included) of `V·Vᵀ` into `product`.
+fn lower_gram(product: &mut Mat<f64>, v: &Mat<f64>) {
+    matmul(
+        product.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        v.as_ref(),
+        BlockStructure::Rectangular,
+        v.transpose(),
+        BlockStructure::Rectangular,
+        1.0,
+        Par::Seq,
+    );
+}
+
+/// Walks the lower triangle of `product` in the packed upper triangle's order (column
+/// `i` from row `i` down is row `i` of the packed triangle), handing `visit` each
+/// value's packed index, whether it is on the diagonal, and the value.
+fn for_each_lower(product: &Mat<f64>, mut visit: impl FnMut(usize, bool, f64)) {
+    let p = product.nrows();
+    let mut k = 0;
+    for i in 0..p {
+        let column = product.col(i);
+        for j in i..p {
+            visit(k, i == j, column[j]);
+            k += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FOLDS;
+    use rand::{Rng, SeedableRng};
+
+    /// Reports of dimension `p` with values across the whole range, the extremes
+    /// `±2^15` included, spread over the folds.
+    fn reports(
+        p: usize,
+        n: usize,
+        mean_shift: Option<u32>,
+        seed: u64,
+    ) -> Vec<(usize, OuterProduct)> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|k| {
+                let values = (0..p)
+                    .map(|i| match (k + 3 * i) % 11 {
+                        0 => 1 << 15,
+                        1 => -(1 << 15),
+                        2 => 0,
+                        _ => rng.random_range(-40_000..40_000).clamp(-(1 << 15), 1 << 15),
+                    })
+                    .collect();
+                let report = OuterProduct::new(values, mean_shift).unwrap();
+                (rng.random_range(0..FOLDS), report)
+            })
+            .collect()
+    }
+
+    fn refs(reports: &[(usize, OuterProduct)]) -> Vec<(usize, &OuterProduct)> {
+        reports.iter().map(|(f, r)| (*f, r)).collect()
+    }
+
+    /// The matrix products add exactly what the loops add, on batches that cross the
+    /// chunk sizes of both products (1 100 reports > SUM_ROWS, > 4 × SQUARE_ROWS), and
+    /// splitting a batch in two changes nothing.
+    #[test]
+    fn products_equal_loops_and_batching_does_not_matter() {
+        for (p, shift) in [(5, Some(11)), (9, None)] {
+            let all = reports(p, 1_100, shift, 7);
+            let entries = all[0].1.entries();
+            let mut by_loops = Accumulator::new(entries, FOLDS);
+            by_loops.add_outer_products_with(&refs(&all), usize::MAX);
+            let mut by_products = Accumulator::new(entries, FOLDS);
+            by_products.add_outer_products_with(&refs(&all), 0);
+            assert_eq!(by_products, by_loops, "p = {p}");
+            let mut split = Accumulator::new(entries, FOLDS);
+            split.add_outer_products_with(&refs(&all[..313]), 0);
+            split.add_outer_products_with(&refs(&all[313..]), 0);
+            assert_eq!(split, by_loops, "p = {p}, split");
+        }
+    }
+
+    /// Against the expanded reports added one by one: counts, every fold sum and the
+    /// exact sums of squares (mean block, diagonal) equal; each off-diagonal sum of
+    /// squares within the module's bound, summed over the reports.
+    #[test]
+    fn the_sums_are_the_expansions_and_the_squares_within_their_bound() {
+        let p = 60; // above PRODUCT_MIN_DIM: the products path
+        for shift in [Some(11), None] {
+            let all = reports(p, 300, shift, 11);
+            let entries = all[0].1.entries();
+            let mut outer = Accumulator::new(entries, FOLDS);
+            outer.add_outer_products(&refs(&all));
+            let mut dense = Accumulator::new(entries, FOLDS);
+            for (fold, r) in &all {
+                dense.add(*fold, &r.expand());
+            }
+            assert_eq!(outer.count, dense.count);
+            assert_eq!(outer.fold_counts, dense.fold_counts);
+            assert_eq!(outer.fold_sums, dense.fold_sums);
+            let base = if shift.is_some() { p } else { 0 };
+            assert_eq!(outer.sum_squares[..base], dense.sum_squares[..base]);
+            let mut k = base;
+            for i in 0..p {
+                for j in i..p {
+                    let (got, exact) = (outer.sum_squares[k], dense.sum_squares[k]);
+                    if i == j {
+                        assert_eq!(got, exact, "diagonal {i}");
+                    } else {
+                        let bound: u128 = all
+                            .iter()
+                            .map(|(_, r)| {
+                                let (a, b) = (r.values()[i], r.values()[j]);
+                                let (a2, b2) = ((a as i64).pow(2), (b as i64).pow(2));
+                                ((a2 + b2) as u128) * 128 + (1 << 14)
+                            })
+                            .sum();
+                        assert!(got.abs_diff(exact) <= bound, "({i}, {j}): {got} vs {exact}");
+                    }
+                    k += 1;
+                }
+            }
+        }
+    }
+}
