@@ -99,13 +99,17 @@ pub enum DurableError {
     },
     /// redb's integrity check found damage it could not repair.
     #[error(
-        "{path} failed redb's integrity check and cannot be repaired ({source}); restore it from a backup"
+        "{path} failed redb's integrity check and cannot be repaired ({verdict}); {readable}; restore it from a backup"
     )]
     Damaged {
         /// The database file.
         path: PathBuf,
-        /// redb's verdict.
-        source: redb::DatabaseError,
+        /// redb's verdict (in the message, not a source: the daemon prints an error's
+        /// sources after it, and the verdict would appear twice).
+        verdict: redb::DatabaseError,
+        /// What could still be read from the file, in words ("2 collections with 60
+        /// reports were still readable", or that nothing was).
+        readable: String,
     },
     /// The storage engine panicked while opening the file (redb panics on some damaged
     /// files).
