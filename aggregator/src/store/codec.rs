@@ -50,6 +50,15 @@ pub enum CodecError {
 
 const BLOB_MAGIC: &[u8; 8] = b"LDPACC01";
 
+/// The report count in an accumulator blob's header, without decoding its sums (`None`
+/// if the header is not one of ours): what a damaged store can still tell.
+pub(crate) fn blob_report_count(blob: &[u8]) -> Option<u64> {
+    if blob.get(..8)? != BLOB_MAGIC {
+        return None;
+    }
+    Some(u64::from_le_bytes(*blob.get(24..32)?.first_chunk::<8>()?))
+}
+
 /// Serializes accumulators (little-endian; see the module docs).
 pub(crate) fn encode_accumulator(acc: &Accumulator) -> Vec<u8> {
     let folds = acc.fold_sums.len();

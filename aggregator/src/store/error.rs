@@ -149,6 +149,10 @@ pub enum Cause {
     /// The commit thread ended before answering.
     #[error("the commit thread stopped")]
     CommitThreadStopped,
+    /// The commit thread stopped for good (it panicked): the store takes no more
+    /// writes; the reason names the database file.
+    #[error("the store takes no more writes: {0}")]
+    StoppedForGood(String),
     /// A batch failed as a whole; its callers may retry.
     #[error("batch not committed ({0}); retry with the same report ids")]
     NotCommitted(#[source] Box<Cause>),

@@ -65,6 +65,7 @@ pub(crate) const LDPCOV_VARS: &[&str] = &[
     "LDPCOV_STORE",
     "LDPCOV_PG_POOL_SIZE",
     "LDPCOV_METRICS_LISTEN",
+    "LDPCOV_FAULT_PANIC_AT_COMMIT",
 ];
 
 pub(crate) fn command() -> Command {
@@ -118,9 +119,15 @@ impl Daemon {
 
     /// Starts `serve` with `flags` (which choose the store).
     pub(crate) fn serve(flags: &[&str]) -> Daemon {
+        Daemon::serve_with_env(flags, &[])
+    }
+
+    /// Starts `serve` with `flags` and the environment variables `envs`.
+    pub(crate) fn serve_with_env(flags: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let mut child = command()
             .args(["serve", "--listen", "127.0.0.1:0", "--log", "info"])
             .args(flags)
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

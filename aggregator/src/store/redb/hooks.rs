@@ -73,6 +73,11 @@ mod imp {
     }
 
     impl TestHooks {
+        /// The hooks of a store opening now: nothing armed (the tests arm them).
+        pub(in super::super) fn from_env() -> Self {
+            Self::default()
+        }
+
         /// Makes the next `n` batch commits fail (the transaction is aborted just before
         /// its commit).
         pub(in super::super) fn fail_next_commits(&self, n: u32) {
@@ -222,7 +227,9 @@ mod imp {
     }
 }
 
-/// Outside the unit tests: no hooks.
+/// Outside the unit tests: no hooks, except, with the `fault-injection` feature (test
+/// builds of the daemon only), a panic of the commit thread armed by an environment
+/// variable.
 #[cfg(not(test))]
 mod imp {
     use std::path::Path;
@@ -230,9 +237,66 @@ mod imp {
 
     use super::{Cause, Event};
 
-    /// No hooks: every method does nothing.
+    /// No hooks: every method does nothing (but see [`TestHooks::before_commit`]).
     #[derive(Debug, Default)]
-    pub(in super::super) struct TestHooks;
+    pub(in super::super) struct TestHooks {
+        /// With `fault-injection`: the batch commits still to go before the one that
+        /// panics (0: never).
+        #[cfg(feature = "fault-injection")]
+        panic_countdown: std::sync::atomic::AtomicU64,
+    }
+
+    #[cfg(feature = "fault-injection")]
+    impl TestHooks {
+        /// The environment variable that arms the panic: `N` ≥ 1 makes the store's
+        /// N-th batch commit after it opened panic on the commit thread, just before
+        /// redb's commit (as redb itself panics on some damaged files). Read once, when
+        /// a store opens. Unset, 0 or not a number: nothing happens.
+        pub(in super::super) const PANIC_AT_COMMIT_VAR: &str = "LDPCOV_FAULT_PANIC_AT_COMMIT";
+
+        /// The hooks of a store opening now: armed if the variable says so.
+        pub(in super::super) fn from_env() -> Self {
+            let n = std::env::var(Self::PANIC_AT_COMMIT_VAR)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if n > 0 {
+                tracing::warn!(
+                    commit = n,
+                    "fault injection armed: the commit thread will panic ({})",
+                    Self::PANIC_AT_COMMIT_VAR
+                );
+            }
+            TestHooks {
+                panic_countdown: std::sync::atomic::AtomicU64::new(n),
+            }
+        }
+
+        /// Called just before redb's `commit` of a batch: panics at the armed commit.
+        pub(in super::super) fn before_commit(&self) {
+            use std::sync::atomic::Ordering;
+            let left = self
+                .panic_countdown
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            if left == Ok(1) {
+                panic!(
+                    "injected storage engine panic ({})",
+                    Self::PANIC_AT_COMMIT_VAR
+                );
+            }
+        }
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    impl TestHooks {
+        /// No hooks.
+        pub(in super::super) fn from_env() -> Self {
+            TestHooks {}
+        }
+
+        /// Does nothing.
+        pub(in super::super) fn before_commit(&self) {}
+    }
 
     impl TestHooks {
         /// Never a failure.
@@ -242,9 +306,6 @@ mod imp {
 
         /// Records nothing.
         pub(in super::super) fn record(&self, _event: Event) {}
-
-        /// Does nothing.
-        pub(in super::super) fn before_commit(&self) {}
 
         /// Opens (or creates) the database file as redb does.
         pub(in super::super) fn create_db(

@@ -99,13 +99,17 @@ pub enum DurableError {
     },
     /// redb's integrity check found damage it could not repair.
     #[error(
-        "{path} failed redb's integrity check and cannot be repaired ({source}); restore it from a backup"
+        "{path} failed redb's integrity check and cannot be repaired ({verdict}); {readable}; restore it from a backup"
     )]
     Damaged {
         /// The database file.
         path: PathBuf,
-        /// redb's verdict.
-        source: redb::DatabaseError,
+        /// redb's verdict (in the message, not a source: the daemon prints an error's
+        /// sources after it, and the verdict would appear twice).
+        verdict: redb::DatabaseError,
+        /// What could still be read from the file, in words ("2 collections with 60
+        /// reports were still readable", or that nothing was).
+        readable: String,
     },
     /// The storage engine panicked while opening the file (redb panics on some damaged
     /// files).
@@ -381,7 +385,7 @@ impl DurableStore {
             mirror: RwLock::new(Mirror::new()),
             write_healthy: tokio::sync::watch::channel(true).0,
             failure: tokio::sync::watch::channel(None).0,
-            hooks: Arc::default(),
+            hooks: Arc::new(TestHooks::from_env()),
         };
         let (db, mirror) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             open_db(&path, &config, &shared, true)
@@ -494,14 +498,43 @@ impl DurableStore {
             id: id.to_string(),
             reply,
         })?;
-        receive(rx).await
+        self.receive(rx).await
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
         self.tx
             .as_ref()
             .and_then(|tx| tx.send(command).ok())
-            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))
+            .ok_or_else(|| self.stopped(Cause::ShuttingDown))
+    }
+
+    /// The answer of the commit thread, or, if it stopped without one, why.
+    async fn receive<T>(
+        &self,
+        rx: oneshot::Receiver<Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match rx.await {
+            Ok(answer) => answer,
+            Err(_) => {
+                // The thread dropped the reply while unwinding from a panic: its catch
+                // handler records the reason a moment later. Wait for it (briefly: a
+                // normal stop never sets one) so that the caller is told why.
+                let mut failure = self.shared.failure.subscribe();
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(1), failure.wait_for(Option::is_some))
+                        .await;
+                Err(self.stopped(Cause::CommitThreadStopped))
+            }
+        }
+    }
+
+    /// `UNAVAILABLE` with the reason the commit thread stopped for good, if it did,
+    /// and with `otherwise` if not.
+    fn stopped(&self, otherwise: Cause) -> StoreError {
+        match self.shared.failure.borrow().clone() {
+            Some(reason) => StoreError::unavailable(Cause::StoppedForGood(reason)),
+            None => StoreError::unavailable(otherwise),
+        }
     }
 }
 
@@ -514,11 +547,6 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     } else {
         "a panic without a message".to_string()
     }
-}
-
-async fn receive<T>(rx: oneshot::Receiver<Result<T, StoreError>>) -> Result<T, StoreError> {
-    rx.await
-        .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?
 }
 
 impl Drop for DurableStore {
@@ -547,7 +575,7 @@ impl Store for DurableStore {
         }
         let (reply, rx) = oneshot::channel();
         self.send(Command::Create { collection, reply })?;
-        receive(rx).await
+        self.receive(rx).await
     }
 
     async fn collection(&self, id: &str) -> Result<Arc<Collection>, StoreError> {
@@ -575,7 +603,7 @@ impl Store for DurableStore {
             reports,
             reply,
         })?;
-        receive(rx).await
+        self.receive(rx).await
     }
 
     async fn count(&self, id: &str) -> Result<u64, StoreError> {
@@ -609,7 +637,7 @@ impl Store for DurableStore {
             id: id.to_string(),
             reply,
         })?;
-        receive(rx).await
+        self.receive(rx).await
     }
 
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
@@ -628,7 +656,7 @@ impl Store for DurableStore {
             key: Some(key.to_vec()),
             reply,
         })?;
-        let (spent, found) = receive(rx).await?;
+        let (spent, found) = self.receive(rx).await?;
         Ok(found.map(|(rho, body)| RecordedRelease {
             body,
             rho,
@@ -656,7 +684,7 @@ impl Store for DurableStore {
             body,
             reply,
         })?;
-        receive(rx).await
+        self.receive(rx).await
     }
 
     async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
@@ -667,7 +695,7 @@ impl Store for DurableStore {
             key: None,
             reply,
         })?;
-        Ok(receive(rx).await?.0)
+        Ok(self.receive(rx).await?.0)
     }
 
     async fn collection_count(&self) -> Result<u64, StoreError> {
@@ -686,7 +714,7 @@ impl Store for DurableStore {
             id: id.to_string(),
             reply,
         })?;
-        receive(rx).await
+        self.receive(rx).await
     }
 
     fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{DurableConfig, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
-use crate::store::codec::{Corruption, decode_accumulators, decode_collection};
+use crate::store::codec::{Corruption, blob_report_count, decode_accumulators, decode_collection};
 use ldpcov_estimate::FOLDS;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -101,10 +101,11 @@ pub(super) fn open_db(
                 path = %path.display(),
                 "redb's integrity check found damage and repaired it (to the last intact commit)"
             ),
-            Err(source) => {
+            Err(verdict) => {
                 return Err(DurableError::Damaged {
                     path: path.to_path_buf(),
-                    source,
+                    verdict,
+                    readable: readable(&db),
                 });
             }
         }
@@ -150,6 +151,43 @@ pub(super) fn open_db(
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;
     Ok((db, mirror))
+}
+
+/// What a database that failed the integrity check still gives, in words: the number
+/// of collections in its `collections` table and the reports their accumulator blobs
+/// count. Best effort, for the refusal message only: a read that fails (or makes redb
+/// panic: it does on some damaged pages) says that nothing was readable.
+fn readable(db: &Database) -> String {
+    let read = || -> Result<(usize, u64, usize), redb::Error> {
+        let txn = db.begin_read()?;
+        let collections = txn.open_table(COLLECTIONS)?;
+        let accumulators = txn.open_table(ACCUMULATORS)?;
+        let (mut found, mut reports, mut unreadable) = (0, 0u64, 0);
+        for item in collections.iter()? {
+            let (key, _) = item?;
+            found += 1;
+            let count = accumulators
+                .get(key.value())?
+                .map(|blob| blob_report_count(blob.value()));
+            match count {
+                Some(Some(n)) => reports = reports.saturating_add(n),
+                // No blob yet: a collection without reports.
+                None => {}
+                Some(None) => unreadable += 1,
+            }
+        }
+        Ok((found, reports, unreadable))
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
+        Ok(Ok((collections, reports, 0))) => {
+            format!("{collections} collections with {reports} reports were still readable")
+        }
+        Ok(Ok((collections, reports, unreadable))) => format!(
+            "{collections} collections were still readable, {unreadable} of them without their sums, the others with {reports} reports"
+        ),
+        Ok(Err(e)) => format!("its collections could not be read ({e})"),
+        Err(_) => "reading its collections made redb panic".to_string(),
+    }
 }
 
 fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {

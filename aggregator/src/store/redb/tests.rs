@@ -829,6 +829,16 @@ async fn a_panic_in_the_storage_engine_stops_writes_for_good_and_says_why() {
             .await
             .expect_err("the commit panicked");
         assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        // The caller is told why, with the file.
+        assert!(
+            err.to_string()
+                .contains("the commit thread panicked while writing"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&s.path().display().to_string()),
+            "{err}"
+        );
         let reason = tokio::time::timeout(Duration::from_secs(10), failed)
             .await
             .expect("failed resolves once the commit thread panicked");
@@ -843,7 +853,7 @@ async fn a_panic_in_the_storage_engine_stops_writes_for_good_and_says_why() {
         // Nothing turns it back on: a later write fails as well.
         let later = s.submit("a", vec![report(3, 5, c.entries())]).await;
         assert!(
-            matches!(later, Err(StoreError::Unavailable(_))),
+            matches!(&later, Err(StoreError::Unavailable(e)) if e.to_string().contains("takes no more writes")),
             "{later:?}"
         );
         assert!(!*s.write_health().borrow());
