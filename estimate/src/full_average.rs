@@ -5,7 +5,7 @@
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
 use crate::input::EstimationInput;
-use crate::moments::{MomentsEstimate, moments};
+use crate::moments::{MomentsEstimate, mean_product_noise_variances, moments};
 use crate::packed::packed_to_matrix;
 use crate::threshold::entry_variances_of_sums;
 use nalgebra::DMatrix;
@@ -24,6 +24,8 @@ pub(crate) struct FullAverage<'a> {
     matrix: DMatrix<f64>,
     entry_noise_sd: f64,
     diagonal_noise_sd: f64,
+    off_diagonal_test_sd: f64,
+    diagonal_test_sd: f64,
     variances: OnceCell<Vec<f64>>,
 }
 
@@ -38,14 +40,19 @@ impl<'a> FullAverage<'a> {
         let sums = acc.sums();
         let moments = moments(input, &sums, n)?;
         let matrix = packed_to_matrix(input.dim(), &moments.covariance);
+        let entry_noise_sd = input.mean_entry_noise_sd(n.max(1));
+        let diagonal_noise_sd = input.diagonal_entry_noise_sd(n.max(1));
+        let (mean_off, mean_diagonal) = mean_product_noise_variances(input, &sums, n);
         Ok(FullAverage {
             input,
             acc,
             sums,
             moments,
             matrix,
-            entry_noise_sd: input.mean_entry_noise_sd(n.max(1)),
-            diagonal_noise_sd: input.diagonal_entry_noise_sd(n.max(1)),
+            entry_noise_sd,
+            diagonal_noise_sd,
+            off_diagonal_test_sd: (entry_noise_sd * entry_noise_sd + mean_off).sqrt(),
+            diagonal_test_sd: (diagonal_noise_sd * diagonal_noise_sd + mean_diagonal).sqrt(),
             variances: OnceCell::new(),
         })
     }
@@ -90,6 +97,19 @@ impl<'a> FullAverage<'a> {
     /// reports).
     pub(crate) fn diagonal_noise_sd(&self) -> f64 {
         self.diagonal_noise_sd
+    }
+
+    /// The noise sd the signal tests standardise an off-diagonal entry by: the second
+    /// moment's ([`entry_noise_sd`](Self::entry_noise_sd)) with, for a collection with a
+    /// mean block, the average noise of `μ̂μ̂ᵀ`
+    /// ([`mean_product_noise_variances`](crate::moments::mean_product_noise_variances)).
+    pub(crate) fn off_diagonal_test_sd(&self) -> f64 {
+        self.off_diagonal_test_sd
+    }
+
+    /// The same for a diagonal entry (the diagonal-spread test).
+    pub(crate) fn diagonal_test_sd(&self) -> f64 {
+        self.diagonal_test_sd
     }
 
     /// The per-entry variances across reports ([`entry_variances`](crate::threshold::entry_variances)), computed on

@@ -189,10 +189,10 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
     // Whether the full average shows off-diagonal signal: the within-threshold rule,
     // the spectral guard and the stacking depend on it.
     let full_average = full.packed();
-    let full_sd = full.entry_noise_sd();
-    let signal_z = off_diagonal_signal_z(p, full_average, full_sd);
-    let top_z = off_diagonal_top_z(p, full_average, full_sd);
-    let spread_z = diagonal_spread_z(p, full_average, full.diagonal_noise_sd());
+    let test_sd = full.off_diagonal_test_sd();
+    let signal_z = off_diagonal_signal_z(p, full_average, test_sd);
+    let top_z = off_diagonal_top_z(p, full_average, test_sd);
+    let spread_z = diagonal_spread_z(p, full_average, full.diagonal_test_sd());
     let signal = cv.shows_off_diagonal_signal(signal_z, top_z);
     let spectral_guarded = match cv.spectral_guard {
         SpectralGuard::Never => false,

@@ -238,9 +238,10 @@ pub(crate) fn sure_select(
     let sigma_diagonal = full.diagonal_noise_sd();
     let p = y.nrows();
     let root_log_p = (p as f64).ln().sqrt();
-    let signal_z = off_diagonal_signal_z(p, packed, sigma_n);
+    let test_sd = full.off_diagonal_test_sd();
+    let signal_z = off_diagonal_signal_z(p, packed, test_sd);
     let top_z = (signal_z <= cv.threshold_one_standard_error_max_z)
-        .then(|| off_diagonal_top_z(p, packed, sigma_n));
+        .then(|| off_diagonal_top_z(p, packed, test_sd));
     let signal = signal_z > cv.threshold_one_standard_error_max_z
         || top_z.is_some_and(|t| t > refit_free_top_limit(cv));
     let betas: &[f64] = if cv.diagonal_shrinkage.is_empty() {
@@ -274,8 +275,8 @@ pub(crate) fn sure_select(
         signal,
     };
     if !signal && !candidates.is_empty() {
-        let variances_differ =
-            diagonal_spread_z(p, packed, sigma_diagonal) > cv.threshold_one_standard_error_max_z;
+        let variances_differ = diagonal_spread_z(p, packed, full.diagonal_test_sd())
+            > cv.threshold_one_standard_error_max_z;
         let k = simplest_within_one_standard_error(
             y,
             sigma_n,
