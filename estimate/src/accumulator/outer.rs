@@ -128,8 +128,12 @@ impl Accumulator {
                 let v = Mat::<f64>::from_fn(p, chunk.len(), |i, r| f64::from(chunk[r].values()[i]));
                 lower_gram(&mut product, &v);
                 let sums = &mut self.fold_sums[fold][base..];
-                // An integer below 2^53 in magnitude: the cast is exact.
-                for_each_lower(&product, |k, _, x| sums[k] += x as i64);
+                for_each_packed_row(&product, sums, |row, values| {
+                    for (s, &x) in row.iter_mut().zip(values) {
+                        // An integer below 2^53 in magnitude: the cast is exact.
+                        *s += x as i64;
+                    }
+                });
             }
         }
         for chunk in reports.chunks(SQUARE_ROWS) {
@@ -138,11 +142,11 @@ impl Accumulator {
             });
             lower_gram(&mut product, &q);
             let squares = &mut self.sum_squares[base..];
-            for_each_lower(&product, |k, diagonal, x| {
-                // The diagonal is summed exactly above. Off it, a non-negative integer
-                // at most 2^52: the cast is exact.
-                if !diagonal {
-                    squares[k] += (x as u128) << (2 * SQUARE_SHIFT);
+            for_each_packed_row(&product, squares, |row, values| {
+                // The diagonal (first) is summed exactly above. Off it, a non-negative
+                // integer at most 2^52: the cast is exact.
+                for (q, &x) in row.iter_mut().zip(values).skip(1) {
+                    *q += ((x as u64) as u128) << (2 * SQUARE_SHIFT);
                 }
             });
         }
@@ -164,18 +168,22 @@ fn lower_gram(product: &mut Mat<f64>, v: &Mat<f64>) {
     );
 }
 
-/// Walks the lower triangle of `product` in the packed upper triangle's order (column
-/// `i` from row `i` down is row `i` of the packed triangle), handing `visit` each
-/// value's packed index, whether it is on the diagonal, and the value.
-fn for_each_lower(product: &Mat<f64>, mut visit: impl FnMut(usize, bool, f64)) {
+/// Walks the lower triangle of `product` in the packed upper triangle's order: column
+/// `i` from row `i` down is row `i` of the packed triangle, so `visit` gets each packed
+/// row's slice of `packed` beside the column's values from the diagonal down (the
+/// first pair is the diagonal entry).
+fn for_each_packed_row<T>(
+    product: &Mat<f64>,
+    packed: &mut [T],
+    mut visit: impl FnMut(&mut [T], &[f64]),
+) {
     let p = product.nrows();
-    let mut k = 0;
+    let mut start = 0;
     for i in 0..p {
-        let column = product.col(i);
-        for j in i..p {
-            visit(k, i == j, column[j]);
-            k += 1;
-        }
+        let column = &product.col_as_slice(i)[i..];
+        let row = &mut packed[start..start + column.len()];
+        visit(row, column);
+        start += column.len();
     }
 }
 
