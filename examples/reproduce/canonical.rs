@@ -3,7 +3,7 @@
 //! and Frobenius error of every estimator, and the ratio of the default (CV) to the
 //! better of raw+PSD and Wang & Xu's universal rule.
 
-use crate::{Out, seed_of};
+use crate::{MechanismArg, Out, seed_of};
 use anyhow::Result;
 use ldpcov::estimate::{
     Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput,
@@ -38,6 +38,10 @@ pub(crate) struct Args {
     /// what cross-validation does when the order carries no information.
     #[arg(long)]
     permute: bool,
+    /// The local report mechanism (`rank-one` needs `--path per-user`: its noise is
+    /// the draw itself, with no sum-of-noise shortcut).
+    #[arg(long, value_enum, default_value = "gaussian-triu")]
+    mechanism: MechanismArg,
 }
 
 /// The estimators compared, in output order. The last two are computed on the same
@@ -138,12 +142,15 @@ type RepResult = (Vec<Vec<(f64, f64)>>, Vec<String>);
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let p = 20usize;
     let r = (2.0 * p as f64).sqrt();
-    let delta = 1e-6;
+    let delta = args.mechanism.delta(1e-6);
     let path = match args.path.as_str() {
         "fast" | "sum-of-noise" => Path::SumOfNoise,
         "per-user" => Path::PerUser,
         other => anyhow::bail!("unknown path {other} (fast or per-user)"),
     };
+    if path == Path::SumOfNoise && args.mechanism == MechanismArg::RankOne {
+        anyhow::bail!("--mechanism rank-one needs --path per-user (no sum-of-noise shortcut)");
+    }
     let ests = estimators();
     let floors = floor_options();
     let names: Vec<&str> = ests.iter().map(|(n, _)| *n).chain(FLOORS).collect();
@@ -153,8 +160,9 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         "natural variable order"
     };
     out.text(format!(
-        "# canonical benchmark: path {}, p = {p}, R = √(2p), δ = {delta}, {} reps, {order}; mean (s.e.) of relative spectral | Frobenius error",
+        "# canonical benchmark: path {}, mechanism {:?}, p = {p}, R = √(2p), δ = {delta}, {} reps, {order}; mean (s.e.) of relative spectral | Frobenius error",
         path.name(),
+        args.mechanism,
         args.reps
     ));
     // ratio rows: (model, ε, n, spectral ratio, Frobenius ratio)
@@ -177,30 +185,50 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             .epsilons
             .iter()
             .map(|&e| {
-                sim::collection(p, e, delta, r).and_then(|c| {
+                // The Gaussian simulation spec, then the mechanism and its δ.
+                sim::collection(p, e, 1e-6, r).and_then(|c| {
                     Collection::from_spec(&CollectionSpec {
                         ordered_variables: !args.permute,
+                        local_mechanism: args.mechanism.to_proto() as i32,
+                        delta,
+                        // The mechanism's own encoding (i16 for the rank-one report).
+                        encoding: 0,
                         ..c.spec()
                     })
                 })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        // The non-private floors read the clipped data's own second moment: for the
+        // rank-one mechanism, whose report carries no noise-free signal, from a
+        // raw-weighted Gaussian twin of each collection (same p, R, order).
+        let floor_collections = collections
+            .iter()
+            .map(|c| match args.mechanism {
+                MechanismArg::RankOne => Collection::from_spec(&CollectionSpec {
+                    delta: 1e-6,
+                    local_mechanism: MechanismArg::GaussianTriu.to_proto() as i32,
+                    ..c.spec()
+                }),
+                _ => Ok(c.clone()),
             })
             .collect::<Result<Vec<_>, _>>()?;
         for &n in &args.ns {
             let started = std::time::Instant::now();
             let results: Vec<RepResult> = sim::parallel_reps(args.reps, out.threads, |rep| {
                 let seed = seed_of(&[1, m as u64, n, rep as u64]);
-                let refs: Vec<_> = collections.iter().collect();
+                let refs: Vec<_> = floor_collections.iter().collect();
                 let signals = sim::simulate_signal(&refs, &sampler, n, seed);
                 let mut errs = Vec::new();
                 let mut choices = Vec::new();
-                for (ei, c) in collections.iter().enumerate() {
-                    let signal = sim::signal_for(&signals, c);
+                for (ei, (c, floor_c)) in collections.iter().zip(&floor_collections).enumerate() {
                     let noise_seed = seed_of(&[2, m as u64, n, rep as u64, ei as u64]);
                     let acc: Accumulator = match path {
-                        Path::SumOfNoise => sim::add_noise(c, signal, noise_seed),
+                        Path::SumOfNoise => {
+                            sim::add_noise(c, sim::signal_for(&signals, c), noise_seed)
+                        }
                         Path::PerUser => sim::per_user(c, &sampler, n, seed, noise_seed),
                     };
-                    let free = signal.noise_free();
+                    let free = sim::signal_for(&signals, floor_c).noise_free();
                     let mut row = Vec::new();
                     for (name, opts) in &ests {
                         let est = estimate(&EstimationInput::from_collection(c), &acc, opts)
@@ -218,7 +246,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                         }
                     }
                     for opts in &floors {
-                        let est = estimate(&EstimationInput::from_collection(c), &free, opts)
+                        let est = estimate(&EstimationInput::from_collection(floor_c), &free, opts)
                             .expect("estimate");
                         row.push((
                             relative_spectral_error(&est.matrix, &truth),
@@ -251,6 +279,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                     ));
                     out.row(json!({
                         "experiment": "canonical", "path": path.name(), "model": model.name(),
+                        "mechanism": format!("{:?}", args.mechanism),
                         "p": p, "n": n, "epsilon": epsilon, "delta": delta, "clip_radius": r,
                         "reps": args.reps, "estimator": name, "permuted": args.permute,
                         "private": !name.starts_with("nonprivate"),
@@ -285,6 +314,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                 ));
                 out.row(json!({
                     "experiment": "canonical-ratio", "path": path.name(), "model": model.name(),
+                    "mechanism": format!("{:?}", args.mechanism),
                     "n": n, "epsilon": epsilon, "reps": args.reps, "permuted": args.permute,
                     "ratio_spectral": rs, "ratio_frobenius": rf, "cv_choices": choice,
                 }));

@@ -112,6 +112,40 @@ fn main() -> Result<()> {
     }
 }
 
+/// `--mechanism`: the local report mechanism of the simulated collections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum MechanismArg {
+    /// The Gaussian report with raw off-diagonal products (the weighting these
+    /// benchmarks were first measured with, docs/REPRODUCTION.md).
+    GaussianTriu,
+    /// The Gaussian report with √2-weighted off-diagonals (the default of a new
+    /// collection).
+    Gaussian,
+    /// The pure ε rank-one report (δ = 0; per-user simulation only).
+    RankOne,
+}
+
+impl MechanismArg {
+    /// The spec value.
+    pub(crate) fn to_proto(self) -> ldpcov::proto::v1::LocalMechanism {
+        use ldpcov::proto::v1::LocalMechanism;
+        match self {
+            MechanismArg::GaussianTriu => LocalMechanism::GaussianTriu,
+            MechanismArg::Gaussian => LocalMechanism::Gaussian,
+            MechanismArg::RankOne => LocalMechanism::RankOne,
+        }
+    }
+
+    /// δ of the collection: 0 for the pure ε mechanism, `delta` otherwise.
+    pub(crate) fn delta(self, delta: f64) -> f64 {
+        if self == MechanismArg::RankOne {
+            0.0
+        } else {
+            delta
+        }
+    }
+}
+
 /// A stable seed from a few integers (SplitMix64 finaliser over a running hash).
 pub(crate) fn seed_of(parts: &[u64]) -> u64 {
     let mut h: u64 = 0x9E37_79B9_7F4A_7C15;
