@@ -78,12 +78,14 @@ pub enum DurableError {
         /// The cause.
         source: std::io::Error,
     },
-    /// The database reported an error.
+    /// The database reported an error (in the message, not a source: the daemon prints
+    /// an error's sources after it, and the cause would appear twice).
     #[error("database: {0}")]
-    Db(#[from] redb::Error),
-    /// The database holds something this version cannot read.
+    Db(redb::Error),
+    /// The database holds something this version cannot read (in the message, as
+    /// above).
     #[error("corrupt or incompatible store: {0}")]
-    Corrupt(#[from] Corruption),
+    Corrupt(Corruption),
     /// The commit thread could not be started.
     #[error("cannot start the commit thread: {0}")]
     Thread(std::io::Error),
@@ -122,6 +124,18 @@ pub enum DurableError {
         /// The panic's message.
         message: String,
     },
+}
+
+impl From<redb::Error> for DurableError {
+    fn from(e: redb::Error) -> Self {
+        DurableError::Db(e)
+    }
+}
+
+impl From<Corruption> for DurableError {
+    fn from(e: Corruption) -> Self {
+        DurableError::Corrupt(e)
+    }
 }
 
 /// redb's errors as store causes, each with the prefix that says what failed.
