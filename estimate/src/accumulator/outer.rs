@@ -16,6 +16,7 @@
 use faer::linalg::matmul::triangular::{BlockStructure, matmul};
 use faer::{Accum, Mat, Par};
 use ldpcov_proto::mechanism::OuterProduct;
+use std::cell::RefCell;
 
 use super::Accumulator;
 
@@ -110,62 +111,103 @@ impl Accumulator {
     }
 
     /// The same as [`add_triangles_by_loops`](Self::add_triangles_by_loops), as lower
-    /// triangles of f64 products `VVᵀ` (V: p × reports).
+    /// triangles of f64 products `VVᵀ` (V: p × reports), in this thread's reused
+    /// buffers ([`SCRATCH`]).
     fn add_triangles_by_products(
         &mut self,
         reports: &[(usize, &OuterProduct)],
         p: usize,
         base: usize,
     ) {
-        let mut product = Mat::<f64>::zeros(p, p);
-        for fold in 0..self.fold_sums.len() {
-            let in_fold: Vec<&OuterProduct> = reports
-                .iter()
-                .filter(|(f, _)| *f == fold)
-                .map(|(_, r)| *r)
-                .collect();
-            for chunk in in_fold.chunks(SUM_ROWS) {
-                let v = Mat::<f64>::from_fn(p, chunk.len(), |i, r| f64::from(chunk[r].values()[i]));
-                lower_gram(&mut product, &v);
-                let sums = &mut self.fold_sums[fold][base..];
-                for_each_packed_row(&product, sums, |row, values| {
-                    for (s, &x) in row.iter_mut().zip(values) {
-                        // An integer below 2^53 in magnitude: the cast is exact.
-                        *s += x as i64;
+        SCRATCH.with_borrow_mut(|scratch| {
+            scratch.fit(p);
+            for fold in 0..self.fold_sums.len() {
+                let in_fold: Vec<&OuterProduct> = reports
+                    .iter()
+                    .filter(|(f, _)| *f == fold)
+                    .map(|(_, r)| *r)
+                    .collect();
+                for chunk in in_fold.chunks(SUM_ROWS) {
+                    for (r, report) in chunk.iter().enumerate() {
+                        let column = scratch.factor.col_as_slice_mut(r);
+                        for (c, &x) in column.iter_mut().zip(report.values()) {
+                            *c = f64::from(x);
+                        }
+                    }
+                    let product = scratch.gram(chunk.len());
+                    let sums = &mut self.fold_sums[fold][base..];
+                    for_each_packed_row(product, sums, |row, values| {
+                        for (s, &x) in row.iter_mut().zip(values) {
+                            // An integer below 2^53 in magnitude: the cast is exact.
+                            *s += x as i64;
+                        }
+                    });
+                }
+            }
+            for chunk in reports.chunks(SQUARE_ROWS) {
+                for (r, (_, report)) in chunk.iter().enumerate() {
+                    let column = scratch.factor.col_as_slice_mut(r);
+                    for (c, &x) in column.iter_mut().zip(report.values()) {
+                        *c = rounded_square(x) as f64;
+                    }
+                }
+                let product = scratch.gram(chunk.len());
+                let squares = &mut self.sum_squares[base..];
+                for_each_packed_row(product, squares, |row, values| {
+                    // The diagonal (first) is summed exactly above. Off it, a
+                    // non-negative integer at most 2^52: the cast is exact.
+                    for (q, &x) in row.iter_mut().zip(values).skip(1) {
+                        *q += ((x as u64) as u128) << (2 * SQUARE_SHIFT);
                     }
                 });
             }
-        }
-        for chunk in reports.chunks(SQUARE_ROWS) {
-            let q = Mat::<f64>::from_fn(p, chunk.len(), |i, r| {
-                rounded_square(chunk[r].1.values()[i]) as f64
-            });
-            lower_gram(&mut product, &q);
-            let squares = &mut self.sum_squares[base..];
-            for_each_packed_row(&product, squares, |row, values| {
-                // The diagonal (first) is summed exactly above. Off it, a non-negative
-                // integer at most 2^52: the cast is exact.
-                for (q, &x) in row.iter_mut().zip(values).skip(1) {
-                    *q += ((x as u64) as u128) << (2 * SQUARE_SHIFT);
-                }
-            });
-        }
+        });
     }
 }
 
-/// The lower triangle (diagonal included) of `V·Vᵀ` into `product`.
-fn lower_gram(product: &mut Mat<f64>, v: &Mat<f64>) {
-    matmul(
-        product.as_mut(),
-        BlockStructure::TriangularLower,
-        Accum::Replace,
-        v.as_ref(),
-        BlockStructure::Rectangular,
-        v.transpose(),
-        BlockStructure::Rectangular,
-        1.0,
-        Par::Seq,
-    );
+thread_local! {
+    /// This thread's buffers for [`Accumulator::add_triangles_by_products`]: allocating
+    /// (and faulting in) a fresh 8 MB product and 8 MB factor per batch at p = 1 000
+    /// cost about as much as the walks over the sums.
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+        product: Mat::new(),
+        factor: Mat::new(),
+    });
+}
+
+/// A p × p product and a p × [`SUM_ROWS`] factor whose first columns hold a chunk's
+/// vectors.
+struct Scratch {
+    product: Mat<f64>,
+    factor: Mat<f64>,
+}
+
+impl Scratch {
+    /// Sizes the buffers for dimension `p` (kept when they already are).
+    fn fit(&mut self, p: usize) {
+        if self.product.nrows() != p {
+            self.product = Mat::zeros(p, p);
+            self.factor = Mat::zeros(p, SUM_ROWS.max(SQUARE_ROWS));
+        }
+    }
+
+    /// The lower triangle (diagonal included) of `V·Vᵀ`, V the factor's first `rows`
+    /// columns.
+    fn gram(&mut self, rows: usize) -> &Mat<f64> {
+        let v = self.factor.as_ref().subcols(0, rows);
+        matmul(
+            self.product.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Replace,
+            v,
+            BlockStructure::Rectangular,
+            v.transpose(),
+            BlockStructure::Rectangular,
+            1.0,
+            Par::Seq,
+        );
+        &self.product
+    }
 }
 
 /// Walks the lower triangle of `product` in the packed upper triangle's order: column
