@@ -55,8 +55,8 @@ pub use auth::{
     AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token, right_before_body,
 };
 pub use server::{
-    ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, HEALTH_SERVICE_NAME, ServeError,
-    ServeOptions, TransportLimits, serve, serve_with,
+    ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, GrpcWebOptions,
+    HEALTH_SERVICE_NAME, OriginError, ServeError, ServeOptions, TransportLimits, serve, serve_with,
 };
 pub use service::{
     AggregatorService, Limits, MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST, STREAM_BATCH,

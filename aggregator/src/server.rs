@@ -152,6 +152,82 @@ pub struct ServeOptions {
     /// [`COLLECTIONS_GAUGE_INTERVAL`] (other replicas may create or delete collections).
     /// Set when the daemon exports metrics (`serve --metrics-listen`).
     pub metrics: bool,
+    /// Also answer gRPC-Web (HTTP/1.1 and HTTP/2, `application/grpc-web*`), for
+    /// browsers; `None`: native gRPC only.
+    pub grpc_web: Option<GrpcWebOptions>,
+}
+
+/// gRPC-Web for browsers (`serve --grpc-web`): the same services, tokens and limits as
+/// native gRPC, translated by `tonic-web`, behind a CORS policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrpcWebOptions {
+    /// Origins whose pages may call the daemon; a request from any other origin gets
+    /// no CORS headers, so the browser refuses to hand the page the answer. Empty: no
+    /// cross-origin page may call it (same-origin pages and non-browser gRPC-Web
+    /// clients still can).
+    allowed_origins: Vec<http::HeaderValue>,
+}
+
+/// An origin `serve --grpc-web-origin` cannot use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "--grpc-web-origin {0:?} is not an origin: give the scheme and host (and port) only, e.g. https://app.example.com or http://localhost:8080"
+)]
+pub struct OriginError(pub String);
+
+impl GrpcWebOptions {
+    /// gRPC-Web with these allowed origins, each `http://` or `https://`, a host and an
+    /// optional port, and nothing else (no path, not even `/`: a browser's `Origin`
+    /// header has none, so such an entry would never match).
+    pub fn with_origins<'a>(
+        origins: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, OriginError> {
+        let allowed_origins = origins
+            .into_iter()
+            .map(|origin| {
+                let bad = || OriginError(origin.to_string());
+                let uri: http::Uri = origin.parse().map_err(|_| bad())?;
+                let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+                let bare = uri
+                    .authority()
+                    .is_some_and(|a| origin == format!("{}://{a}", uri.scheme_str().unwrap_or("")));
+                if !(scheme_ok && bare) {
+                    return Err(bad());
+                }
+                http::HeaderValue::from_str(origin).map_err(|_| bad())
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(GrpcWebOptions { allowed_origins })
+    }
+
+    /// The allowed origins.
+    pub fn allowed_origins(&self) -> &[http::HeaderValue] {
+        &self.allowed_origins
+    }
+
+    /// The CORS layer: the allowed origins, POST and OPTIONS, the headers a gRPC-Web
+    /// client sends (the token's `authorization` among them) and exposes
+    /// (`grpc-status`, `grpc-message`), preflight answers cached for a day.
+    fn cors(&self) -> tower_http::cors::CorsLayer {
+        use http::header::{AUTHORIZATION, CONTENT_TYPE};
+        use http::{HeaderName, Method};
+        use tower_http::cors::{AllowOrigin, CorsLayer};
+        let names = |list: &[&'static str]| -> Vec<HeaderName> {
+            list.iter().map(|n| HeaderName::from_static(n)).collect()
+        };
+        let mut allowed = vec![AUTHORIZATION, CONTENT_TYPE];
+        allowed.extend(names(&["x-grpc-web", "x-user-agent", "grpc-timeout"]));
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(self.allowed_origins.iter().cloned()))
+            .allow_methods([Method::POST, Method::OPTIONS])
+            .allow_headers(allowed)
+            .expose_headers(names(&[
+                "grpc-status",
+                "grpc-message",
+                "grpc-status-details-bin",
+            ]))
+            .max_age(Duration::from_secs(24 * 3600))
+    }
 }
 
 /// How often the collections gauge is refreshed when [`ServeOptions::metrics`] is set.
@@ -226,6 +302,7 @@ pub async fn serve_with(
         auth,
         tls,
         metrics,
+        grpc_web,
     } = options;
     if let Some(name) = transport.zero() {
         return Err(ServeError::Limit(name));
@@ -301,8 +378,22 @@ pub async fn serve_with(
     if let Some(tls) = &tls {
         builder = builder.tls_config(tls.config().timeout(transport.handshake_timeout))?;
     }
+    if grpc_web.is_some() {
+        // gRPC-Web clients speak HTTP/1.1 (browsers without TLS always do).
+        builder = builder.accept_http1(true);
+        tracing::info!(
+            origins = ?grpc_web.as_ref().map(|w| &w.allowed_origins),
+            "gRPC-Web enabled"
+        );
+    }
+    // CORS (answering preflights) outside the gRPC-Web translation, both only with
+    // --grpc-web; the call tracking and every service layer as on native gRPC.
+    let cors = tower::util::option_layer(grpc_web.as_ref().map(GrpcWebOptions::cors));
+    let web = tower::util::option_layer(grpc_web.as_ref().map(|_| tonic_web::GrpcWebLayer::new()));
     let served = builder
         .layer(TrackCallsLayer)
+        .layer(cors)
+        .layer(web)
         .add_service(service)
         .add_service(health_service)
         .add_service(reflection_v1)

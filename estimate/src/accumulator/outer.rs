@@ -169,10 +169,12 @@ thread_local! {
     /// This thread's buffers for [`Accumulator::add_triangles_by_products`]: allocating
     /// (and faulting in) a fresh 8 MB product and 8 MB factor per batch at p = 1 000
     /// cost about as much as the walks over the sums.
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
-        product: Mat::new(),
-        factor: Mat::new(),
-    });
+    static SCRATCH: RefCell<Scratch> = const {
+        RefCell::new(Scratch {
+            product: Mat::new(),
+            factor: Mat::new(),
+        })
+    };
 }
 
 /// A p × p product and a p × [`SUM_ROWS`] factor whose first columns hold a chunk's

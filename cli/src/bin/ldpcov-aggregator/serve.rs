@@ -10,9 +10,9 @@ use ldpcov_aggregator::Limits;
 use ldpcov_aggregator::ServerTls;
 use ldpcov_aggregator::{AuthConfig, SubmitToken, Token};
 use ldpcov_aggregator::{DurableConfig, DurableStore};
+use ldpcov_aggregator::{GrpcWebOptions, ServeOptions, TransportLimits, serve_with};
 use ldpcov_aggregator::{MemoryStore, Store};
 use ldpcov_aggregator::{PostgresConfig, PostgresStore};
-use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 
 /// How long the daemon drains calls after its store stopped for good before it exits.
 const FATAL_DRAIN: Duration = Duration::from_secs(5);
@@ -68,6 +68,20 @@ pub(crate) struct Options {
     /// commit and estimate durations, collections. Off by default.
     #[arg(long, env = "LDPCOV_METRICS_LISTEN", value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// Also answer gRPC-Web (for browsers; HTTP/1.1 is accepted on the same port), with
+    /// the same tokens and limits as native gRPC.
+    #[arg(long, env = "LDPCOV_GRPC_WEB")]
+    grpc_web: bool,
+    /// An origin whose pages may call the daemon over gRPC-Web
+    /// (`https://app.example.com`; repeat or comma-separate for several). Without
+    /// one, no cross-origin page may.
+    #[arg(
+        long = "grpc-web-origin",
+        env = "LDPCOV_GRPC_WEB_ORIGINS",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    grpc_web_origins: Vec<String>,
     #[command(flatten)]
     access: AccessArgs,
 }
@@ -234,6 +248,8 @@ impl Options {
             cache_mib,
             init_empty,
             metrics_listen,
+            grpc_web,
+            grpc_web_origins,
             access,
         } = self;
         if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
@@ -245,6 +261,16 @@ impl Options {
         if batch_size == 0 {
             anyhow::bail!("--batch-size must be at least 1");
         }
+        if !grpc_web_origins.is_empty() && !grpc_web {
+            anyhow::bail!("--grpc-web-origin needs --grpc-web");
+        }
+        let grpc_web = if grpc_web {
+            Some(GrpcWebOptions::with_origins(
+                grpc_web_origins.iter().map(String::as_str),
+            )?)
+        } else {
+            None
+        };
         if let Some(url) = &store_url {
             if memory || data_dir.is_some() {
                 anyhow::bail!("--store cannot be combined with --memory or --data-dir");
@@ -376,6 +402,7 @@ impl Options {
                 auth: Arc::new(auth),
                 tls,
                 metrics: metrics_listen.is_some(),
+                grpc_web,
             },
             listener,
             shutdown,
