@@ -130,9 +130,10 @@ pub fn estimate(
     let full = FullAverage::new(input, acc)?;
     let average = full.matrix();
     let entry_noise_sd = full.entry_noise_sd();
+    let spectral_noise_sd = full.spectral_noise_sd();
     let resolved = resolve(&options.rule, options.kind, &full);
     let (mut matrix, mut surviving_entries, chosen) =
-        apply_resolved(&resolved, average, entry_noise_sd)?;
+        apply_resolved(&resolved, average, spectral_noise_sd)?;
     let mut name = if options.rule.is_spectral() {
         resolved
             .spectral
@@ -145,7 +146,7 @@ pub fn estimate(
     if let Some((other, weight)) = &resolved.stacked {
         // Each part as the folds scored it (a threshold's estimate PSD-projected), so
         // the convex combination is PSD before the final projection's floor.
-        let (other_matrix, _, other_chosen) = apply_resolved(other, average, entry_noise_sd)?;
+        let (other_matrix, _, other_chosen) = apply_resolved(other, average, spectral_noise_sd)?;
         let as_scored = |m: DMatrix<f64>, part: &Resolved| -> Result<_, EstimateError> {
             Ok(if part.spectral.is_none() {
                 project_psd_floor(&m, 0.0)?.0

@@ -25,6 +25,8 @@ pub(crate) struct FullAverage<'a> {
     entry_noise_sd: f64,
     diagonal_noise_sd: f64,
     off_diagonal_test_sd: f64,
+    spectral_noise_sd: f64,
+    top_test_sd: f64,
     diagonal_test_sd: f64,
     variances: OnceCell<Vec<f64>>,
 }
@@ -43,6 +45,7 @@ impl<'a> FullAverage<'a> {
         let entry_noise_sd = input.mean_entry_noise_sd(n.max(1));
         let diagonal_noise_sd = input.diagonal_entry_noise_sd(n.max(1));
         let (mean_off, mean_diagonal) = mean_product_noise_variances(input, &sums, n);
+        let spectral_noise_sd = input.spectral_noise_sd(n.max(1));
         Ok(FullAverage {
             input,
             acc,
@@ -52,6 +55,8 @@ impl<'a> FullAverage<'a> {
             entry_noise_sd,
             diagonal_noise_sd,
             off_diagonal_test_sd: (entry_noise_sd * entry_noise_sd + mean_off).sqrt(),
+            spectral_noise_sd,
+            top_test_sd: (spectral_noise_sd * spectral_noise_sd + mean_off).sqrt(),
             diagonal_test_sd: (diagonal_noise_sd * diagonal_noise_sd + mean_diagonal).sqrt(),
             variances: OnceCell::new(),
         })
@@ -105,6 +110,19 @@ impl<'a> FullAverage<'a> {
     /// ([`mean_product_noise_variances`](crate::moments::mean_product_noise_variances)).
     pub(crate) fn off_diagonal_test_sd(&self) -> f64 {
         self.off_diagonal_test_sd
+    }
+
+    /// The noise sd the spectral rules read
+    /// ([`EstimationInput::spectral_noise_sd`]: the entry sd, or for the rank-one
+    /// report the Wigner-equivalent σ of its Marchenko–Pastur edge).
+    pub(crate) fn spectral_noise_sd(&self) -> f64 {
+        self.spectral_noise_sd
+    }
+
+    /// The sd the top-eigenvalue test standardises by: the spectral sd with the
+    /// `μ̂μ̂ᵀ` noise of [`off_diagonal_test_sd`](Self::off_diagonal_test_sd).
+    pub(crate) fn top_test_sd(&self) -> f64 {
+        self.top_test_sd
     }
 
     /// The same for a diagonal entry (the diagonal-spread test).

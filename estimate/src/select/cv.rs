@@ -117,7 +117,7 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
         let train = packed_covariance(input, &train_sums, n_train);
         let test = packed_covariance(input, fold_sums, n_k);
         let spectral_fits = if with_spectral {
-            spectral_fits(p, &train, input.mean_entry_noise_sd(n_train))
+            spectral_fits(p, &train, input.spectral_noise_sd(n_train))
         } else {
             None
         };
@@ -191,7 +191,7 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
     let full_average = full.packed();
     let test_sd = full.off_diagonal_test_sd();
     let signal_z = off_diagonal_signal_z(p, full_average, test_sd);
-    let top_z = off_diagonal_top_z(p, full_average, test_sd);
+    let top_z = off_diagonal_top_z(p, full_average, full.top_test_sd());
     let spread_z = diagonal_spread_z(p, full_average, full.diagonal_test_sd());
     let signal = cv.shows_off_diagonal_signal(signal_z, top_z);
     let spectral_guarded = match cv.spectral_guard {

@@ -241,7 +241,7 @@ pub(crate) fn sure_select(
     let test_sd = full.off_diagonal_test_sd();
     let signal_z = off_diagonal_signal_z(p, packed, test_sd);
     let top_z = (signal_z <= cv.threshold_one_standard_error_max_z)
-        .then(|| off_diagonal_top_z(p, packed, test_sd));
+        .then(|| off_diagonal_top_z(p, packed, full.top_test_sd()));
     let signal = signal_z > cv.threshold_one_standard_error_max_z
         || top_z.is_some_and(|t| t > refit_free_top_limit(cv));
     let betas: &[f64] = if cv.diagonal_shrinkage.is_empty() {
@@ -300,7 +300,12 @@ pub(crate) fn sure_select(
         },
     };
     if cv.spectral && p >= 2 {
-        let bulk = bulk_shrink_choice(y, sigma_n, &DEFAULT_BULK_ALPHAS, &REFIT_FREE_BULK_TAUS)?;
+        let bulk = bulk_shrink_choice(
+            y,
+            full.spectral_noise_sd(),
+            &DEFAULT_BULK_ALPHAS,
+            &REFIT_FREE_BULK_TAUS,
+        )?;
         if bulk.risk < best.risk {
             best.choice = SureChoice::Bulk {
                 alpha: bulk.alpha,
