@@ -87,9 +87,9 @@ fn mean_product_noise_is_not_read_as_off_diagonal_signal() {
 /// standardised by the spectral sd (`EstimationInput::spectral_noise_sd`) it is at or
 /// below the Tracy–Widom centre. Measured: blind 2.4 to 4.0 (mean 3.0), with the
 /// spectral sd −2.4 to −3.8.
-/// Data: 100 independent coordinates (covariance 0.04·I, R = 4: clipping is a
-/// > 20 sd event), ε = 2, per-user simulation through the real `Perturber`. Bound: the
-/// mean over 4 seeds below 1.5 (TW₁ has mean −1.2 and sd 1.3, so the mean of 4 has sd
+/// Data: 100 independent coordinates (covariance 0.04·I, R = 4: clipping is more
+/// than 20 sd away), ε = 2, per-user simulation through the real `Perturber`. Bound:
+/// the mean over 4 seeds below 1.5 (TW₁ has mean −1.2 and sd 1.3, so the mean of 4 has sd
 /// 0.65 and 1.5 is 4 sd above it), below the blind test's measured 3.0.
 #[test]
 fn rank_one_noise_is_not_read_as_spikes_when_n_is_not_much_larger_than_p() {
