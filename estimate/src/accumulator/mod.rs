@@ -88,7 +88,7 @@ impl Accumulator {
 
     /// Adds many decoded reports, each with its fold: dense ones as
     /// [`add_many`](Self::add_many) does, outer products (rank-one reports) a batch at
-    /// a time as matrix products (the [`outer`] module; their off-diagonal sums of
+    /// a time as matrix products (`accumulator/outer.rs`; their off-diagonal sums of
     /// squares are summed from rounded squares, as it says).
     pub fn add_reports(&mut self, reports: &[(usize, &ReportEntries)]) {
         let mut dense: Vec<(usize, &[i32])> = Vec::new();
