@@ -174,7 +174,8 @@ impl SignalSums {
     /// over the first folds). Feed it to [`add_noise`] for the noisy accumulator.
     ///
     /// Second-moment collections only ([`collection`]): a joint report would also need
-    /// the population mean. Panics on a collection with a mean block.
+    /// the population mean. Panics on a collection with a mean block. Off-diagonal
+    /// entries carry the collection's weighting (`√2·m_ij` for an svec collection).
     pub fn population(collection: &Collection, m: &nalgebra::DMatrix<f64>, n: u64) -> Self {
         assert_eq!(
             collection.mean_entries(),
@@ -183,8 +184,17 @@ impl SignalSums {
         );
         let mut out = SignalSums::new(collection);
         let r2 = collection.clip_radius() * collection.clip_radius();
+        // Off-diagonal products as the collection's reports carry them (√2·uᵢuⱼ in an
+        // svec collection).
+        let off_diagonal = match collection.mechanism() {
+            ReportMechanism::Gaussian(g) => g.weighting().factor(),
+            _ => 1.0,
+        };
         let signal: Vec<i64> = ldpcov_proto::layout::triangle_pairs(collection.dim())
-            .map(|(i, j)| (collection.grid_scale() * m[(i, j)] / r2).round() as i64)
+            .map(|(i, j)| {
+                let weight = if i == j { 1.0 } else { off_diagonal };
+                (collection.grid_scale() * weight * m[(i, j)] / r2).round() as i64
+            })
             .collect();
         let folds = FOLDS as u64;
         for k in 0..FOLDS {
@@ -450,6 +460,17 @@ mod tests {
         let avg = ldpcov_estimate::average(&(&c).into(), &acc.sums(), acc.count).unwrap();
         let tol = 4.0 / c.grid_scale();
         assert!((&avg - &m).amax() <= tol, "{avg} vs {m}");
+        // An svec collection carries √2·m_ij off the diagonal and its average divides
+        // by √2 again: the same M (a missing weighting is off by 29 % there).
+        let svec = Collection::from_spec(&CollectionSpec {
+            local_mechanism: ldpcov_proto::v1::LocalMechanism::Gaussian as i32,
+            ..c.spec()
+        })
+        .unwrap();
+        let acc = SignalSums::population(&svec, &m, 7).noise_free();
+        let avg = ldpcov_estimate::average(&(&svec).into(), &acc.sums(), acc.count).unwrap();
+        let tol = 4.0 / svec.grid_scale();
+        assert!((&avg - &m).amax() <= tol, "svec: {avg} vs {m}");
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! default 2) and the target is its correlation matrix, so the clipping bias counts
 //! against every estimator.
 
-use crate::{Out, seed_of};
+use crate::{MechanismArg, Out, seed_of};
 use anyhow::{Context, Result};
 use ldpcov::data::DataSet;
 use ldpcov::estimate::{
@@ -26,7 +26,7 @@ use ldpcov::estimate::{
     spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, Shrinker},
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::{self, Model};
+use ldpcov::models::{self, Model, Sampler};
 use ldpcov::proto::{Collection, v1::CollectionSpec};
 use ldpcov::sim;
 use nalgebra::DMatrix;
@@ -85,6 +85,11 @@ pub(crate) struct Args {
     /// variables, the refit-free SURE selection at every p).
     #[arg(long)]
     variants: bool,
+    /// The local report mechanism. `gaussian-triu` and `gaussian` use the population
+    /// fast path; `rank-one` (δ = 0) draws every user from N(0, Σ) and sends it through
+    /// the real `Perturber` (synthetic models only: its noise is the draw itself).
+    #[arg(long, value_enum, default_value = "gaussian-triu")]
+    mechanism: MechanismArg,
 }
 
 /// One model of the grid: its name, target Σ, the released mean's expectation M and
@@ -509,9 +514,35 @@ fn bulk_map_label(rule: &str) -> String {
     format!("{}{tau}", labelled_word(rule, "alpha ", " α="))
 }
 
-fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<PointResult> {
-    let c = sim::collection(pt.p, pt.epsilon, 1e-6, truth.clip_radius)?;
-    let signal = sim::SignalSums::population(&c, &truth.m, pt.n);
+/// How a point's accumulators are simulated.
+enum Users {
+    /// Every user reports the population second moment (`SignalSums::population`),
+    /// noise added per fold (`sim::add_noise`).
+    Population(sim::SignalSums),
+    /// Users drawn from N(0, Σ), each through the real `Perturber` (`sim::per_user`).
+    PerUser(Sampler),
+}
+
+fn run_point(
+    truth: &Truth,
+    pt: &Point,
+    reps: usize,
+    variants: bool,
+    mechanism: MechanismArg,
+) -> Result<PointResult> {
+    let base = sim::collection(pt.p, pt.epsilon, 1e-6, truth.clip_radius)?;
+    let c = Collection::from_spec(&CollectionSpec {
+        local_mechanism: mechanism.to_proto() as i32,
+        delta: mechanism.delta(1e-6),
+        // The mechanism's own encoding (i16 for the rank-one report).
+        encoding: 0,
+        ..base.spec()
+    })?;
+    let users = if mechanism == MechanismArg::RankOne {
+        Users::PerUser(Sampler::gaussian(&truth.m)?)
+    } else {
+        Users::Population(sim::SignalSums::population(&c, &truth.m, pt.n))
+    };
     let rules = rules(variants);
     let oracle = oracle_candidates();
     // The rules, then the oracle per norm, then the joint oracle.
@@ -532,7 +563,10 @@ fn run_point(truth: &Truth, pt: &Point, reps: usize, variants: bool) -> Result<P
             pt.epsilon.to_bits(),
             rep as u64,
         ]);
-        let acc = sim::add_noise(&c, &signal, seed);
+        let acc = match &users {
+            Users::Population(signal) => sim::add_noise(&c, signal, seed),
+            Users::PerUser(sampler) => sim::per_user(&c, sampler, pt.n, seed, seed_of(&[21, seed])),
+        };
         let errors = |opts: &EstimateOptions| -> Result<(f64, f64, String)> {
             let est = estimate(&EstimationInput::from_collection(&c), &acc, opts)?;
             let (s, f) = truth.errors(&est.matrix);
@@ -672,6 +706,11 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             truths.push((synthetic(name, p)?, vec![p]));
         }
     }
+    if args.mechanism == MechanismArg::RankOne && !args.data.is_empty() {
+        anyhow::bail!(
+            "--mechanism rank-one simulates users from a synthetic model; --data is not supported with it"
+        );
+    }
     for spec in &args.data {
         let t = real(spec, args.data_clip_factor, args.data_correlation)?;
         let p = t.target.nrows();
@@ -700,7 +739,13 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let started = std::time::Instant::now();
     let results = sim::parallel_reps(points.len(), out.threads, |i| {
         let pt = &points[i];
-        run_point(&truths[pt.model].0, pt, args.reps, args.variants)
+        run_point(
+            &truths[pt.model].0,
+            pt,
+            args.reps,
+            args.variants,
+            args.mechanism,
+        )
     });
     let secs = started.elapsed().as_secs_f64();
     let idx = |n: &str| names.iter().position(|x| *x == n).expect("known rule");
@@ -712,9 +757,16 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         idx("joint oracle"),
     );
     out.text(format!(
-        "# unordered grid: {} points, {} reps each, δ = 1e-6, population fast path; {secs:.0} s",
+        "# unordered grid: {} points, {} reps each, mechanism {:?} (δ = {}), {}; {secs:.0} s",
         points.len(),
-        args.reps
+        args.reps,
+        args.mechanism,
+        args.mechanism.delta(1e-6),
+        if args.mechanism == MechanismArg::RankOne {
+            "per-user path"
+        } else {
+            "population fast path"
+        }
     ));
     out.text("# ratio = mean relative error / min(none+psd, universal(c=4)) at the same point, spectral / Frobenius\n");
     let mut header = "| model | p | n | ε | none+psd | universal(c=4) | default | oracle | default ratio | oracle ratio |".to_string();
