@@ -291,13 +291,18 @@ fn a_commit_thread_panic_turns_health_not_serving_and_exits_the_daemon_with_one_
         .await;
         assert_eq!(not_serving, Ok(true), "health never turned NOT_SERVING");
 
-        // A later write is refused as well: by the store (it takes no more writes)
-        // or, once the drain began, by the transport; UNAVAILABLE either way.
+        // A later write is refused as well: by the store (it takes no more writes:
+        // UNAVAILABLE) or, once the drain began, by the transport (UNAVAILABLE, or
+        // CANCELLED when the connection closes under the call). Either way nothing is
+        // counted: the restart below finds 0 reports.
         let report = client
             .prepare_report(&collection, &[0.1, 0.1, 0.1, 0.1])
             .expect("report");
         let later = raw.submit_report(report).await.expect_err("no more writes");
-        assert_eq!(later.code(), Code::Unavailable, "{later:?}");
+        assert!(
+            matches!(later.code(), Code::Unavailable | Code::Cancelled),
+            "{later:?}"
+        );
         drop(watch);
         panicked_at
     });
