@@ -518,7 +518,7 @@ fn bulk_map_label(rule: &str) -> String {
 enum Users {
     /// Every user reports the population second moment (`SignalSums::population`),
     /// noise added per fold (`sim::add_noise`).
-    Population(sim::SignalSums),
+    Population(Box<sim::SignalSums>),
     /// Users drawn from N(0, Σ), each through the real `Perturber` (`sim::per_user`).
     PerUser(Sampler),
 }
@@ -541,7 +541,7 @@ fn run_point(
     let users = if mechanism == MechanismArg::RankOne {
         Users::PerUser(Sampler::gaussian(&truth.m)?)
     } else {
-        Users::Population(sim::SignalSums::population(&c, &truth.m, pt.n))
+        Users::Population(Box::new(sim::SignalSums::population(&c, &truth.m, pt.n)))
     };
     let rules = rules(variants);
     let oracle = oracle_candidates();
