@@ -90,6 +90,11 @@ pub(crate) struct Args {
     /// the real `Perturber` (synthetic models only: its noise is the draw itself).
     #[arg(long, value_enum, default_value = "gaussian-triu")]
     mechanism: MechanismArg,
+    /// Draw every user from N(0, Σ) and send it through the real `Perturber` whatever
+    /// the mechanism (the rank-one mechanism always is): clipping then biases every
+    /// estimator as it does real data, which the population fast path leaves out.
+    #[arg(long)]
+    per_user: bool,
 }
 
 /// One model of the grid: its name, target Σ, the released mean's expectation M and
@@ -529,6 +534,7 @@ fn run_point(
     reps: usize,
     variants: bool,
     mechanism: MechanismArg,
+    per_user: bool,
 ) -> Result<PointResult> {
     let base = sim::collection(pt.p, pt.epsilon, 1e-6, truth.clip_radius)?;
     let c = Collection::from_spec(&CollectionSpec {
@@ -538,7 +544,7 @@ fn run_point(
         encoding: 0,
         ..base.spec()
     })?;
-    let users = if mechanism == MechanismArg::RankOne {
+    let users = if per_user || mechanism == MechanismArg::RankOne {
         Users::PerUser(Sampler::gaussian(&truth.m)?)
     } else {
         Users::Population(Box::new(sim::SignalSums::population(&c, &truth.m, pt.n)))
@@ -706,9 +712,10 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             truths.push((synthetic(name, p)?, vec![p]));
         }
     }
-    if args.mechanism == MechanismArg::RankOne && !args.data.is_empty() {
+    let per_user = args.per_user || args.mechanism == MechanismArg::RankOne;
+    if per_user && !args.data.is_empty() {
         anyhow::bail!(
-            "--mechanism rank-one simulates users from a synthetic model; --data is not supported with it"
+            "the per-user path (--per-user, --mechanism rank-one) simulates users from a synthetic model; --data is not supported with it"
         );
     }
     for spec in &args.data {
@@ -745,6 +752,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             args.reps,
             args.variants,
             args.mechanism,
+            args.per_user,
         )
     });
     let secs = started.elapsed().as_secs_f64();
@@ -762,7 +770,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         args.reps,
         args.mechanism,
         args.mechanism.delta(1e-6),
-        if args.mechanism == MechanismArg::RankOne {
+        if per_user {
             "per-user path"
         } else {
             "population fast path"
