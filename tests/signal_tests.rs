@@ -22,16 +22,25 @@ use ldpcov::proto::v1::{CollectionSpec, LocalMechanism, Moments};
 use ldpcov::sim;
 use nalgebra::DMatrix;
 
-/// The z the estimate's rule name reports ("off-diagonal signal z = …").
-fn signal_z(rule: &str) -> f64 {
-    let tail = rule
-        .split("off-diagonal signal z = ")
+/// The default estimate's rule name for the accumulators `acc` of `collection`.
+fn default_rule(collection: &Collection, acc: &ldpcov::estimate::Accumulator) -> String {
+    estimate(
+        &EstimationInput::from_collection(collection),
+        acc,
+        &EstimateOptions::default(),
+    )
+    .expect("estimate")
+    .rule
+}
+
+/// The number the rule name reports after `label` ("off-diagonal signal z = ",
+/// "top z = ").
+fn reported(rule: &str, label: &str) -> f64 {
+    rule.split(label)
         .nth(1)
-        .unwrap_or_else(|| panic!("no signal z in {rule:?}"));
-    tail.split(',')
-        .next()
+        .and_then(|tail| tail.split([',', ' ', ')']).next())
         .and_then(|z| z.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unparsable z in {rule:?}"))
+        .unwrap_or_else(|| panic!("no number after {label:?} in {rule:?}"))
 }
 
 #[test]
@@ -58,13 +67,7 @@ fn mean_product_noise_is_not_read_as_off_diagonal_signal() {
     for seed in 0..seeds {
         let signals = sim::simulate_signal(&[&collection], &sampler, n, 100 + seed);
         let acc = sim::add_noise(&collection, &signals[0], 200 + seed);
-        let est = estimate(
-            &EstimationInput::from_collection(&collection),
-            &acc,
-            &EstimateOptions::default(),
-        )
-        .expect("estimate");
-        let z = signal_z(&est.rule);
+        let z = reported(&default_rule(&collection, &acc), "off-diagonal signal z = ");
         eprintln!("seed {seed}: z = {z:.2}");
         assert!(
             z < 3.5,
@@ -112,28 +115,11 @@ fn rank_one_noise_is_not_read_as_spikes_when_n_is_not_much_larger_than_p() {
     let mut total = 0.0;
     for seed in 0..seeds {
         let acc = sim::per_user(&collection, &sampler, n, 300 + seed, 400 + seed);
-        let est = estimate(
-            &EstimationInput::from_collection(&collection),
-            &acc,
-            &EstimateOptions::default(),
-        )
-        .expect("estimate");
-        let z = top_z(&est.rule);
-        eprintln!("seed {seed}: top z = {z:.2} ({})", est.rule);
+        let rule = default_rule(&collection, &acc);
+        let z = reported(&rule, "top z = ");
+        eprintln!("seed {seed}: top z = {z:.2} ({rule})");
         total += z;
     }
     let mean_z = total / seeds as f64;
     assert!(mean_z < 1.5, "mean top z over {seeds} seeds = {mean_z}");
-}
-
-/// The top-eigenvalue z the estimate's rule name reports ("top z = …").
-fn top_z(rule: &str) -> f64 {
-    let tail = rule
-        .split("top z = ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no top z in {rule:?}"));
-    tail.split([',', ' ', ')'])
-        .next()
-        .and_then(|z| z.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unparsable top z in {rule:?}"))
 }

@@ -544,7 +544,7 @@ fn run_point(
         encoding: 0,
         ..base.spec()
     })?;
-    let users = if per_user || mechanism == MechanismArg::RankOne {
+    let users = if per_user {
         Users::PerUser(Sampler::gaussian(&truth.m)?)
     } else {
         Users::Population(Box::new(sim::SignalSums::population(&c, &truth.m, pt.n)))
@@ -712,6 +712,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             truths.push((synthetic(name, p)?, vec![p]));
         }
     }
+    // Per user whenever asked, and always for the rank-one report (no population path).
     let per_user = args.per_user || args.mechanism == MechanismArg::RankOne;
     if per_user && !args.data.is_empty() {
         anyhow::bail!(
@@ -752,7 +753,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             args.reps,
             args.variants,
             args.mechanism,
-            args.per_user,
+            per_user,
         )
     });
     let secs = started.elapsed().as_secs_f64();
