@@ -120,13 +120,29 @@ pub enum Tails {
     },
 }
 
-/// Draws vectors with a given covariance (Gaussian) or scale matrix (t), centred at 0
-/// or at the mean set by [`Sampler::with_mean`].
+/// Draws vectors with a given covariance (Gaussian) or scale matrix (t), or from the
+/// eigen-axis mixture of [`Sampler::eigen_mixture`], centred at 0 or at the mean set by
+/// [`Sampler::with_mean`].
 #[derive(Debug, Clone)]
 pub struct Sampler {
-    chol: DMatrix<f64>,
-    tails: Tails,
+    shape: Shape,
     mean: Option<Vec<f64>>,
+}
+
+/// How a [`Sampler`] draws a centred vector.
+#[derive(Debug, Clone)]
+enum Shape {
+    /// `L·z·scale`, `L` the Cholesky factor, z standard normal, the scale from the tails.
+    Linear { chol: DMatrix<f64>, tails: Tails },
+    /// `±√(tr Σ)·v_k`, eigenvector k drawn with probability `λ_k / tr Σ`.
+    EigenMixture {
+        /// Eigenvectors as columns.
+        vectors: DMatrix<f64>,
+        /// Cumulative probabilities `Σ_{j ≤ k} λ_j / tr Σ` (the last is 1).
+        cumulative: Vec<f64>,
+        /// `√(tr Σ)`, every vector's norm.
+        norm: f64,
+    },
 }
 
 impl Sampler {
@@ -150,8 +166,50 @@ impl Sampler {
             .ok_or(ModelError::NotPositiveDefinite)?
             .l();
         Ok(Sampler {
-            chol,
-            tails,
+            shape: Shape::Linear { chol, tails },
+            mean: None,
+        })
+    }
+
+    /// Vectors whose second moment is exactly `sigma` and whose norm is always
+    /// `√(tr Σ)`: `±√(tr Σ)·v_k` with the eigenvector `v_k` drawn with probability
+    /// `λ_k / tr Σ` (so `E[xxᵀ] = Σ_k λ_k v_k v_kᵀ = Σ`).
+    ///
+    /// This is the per-user counterpart of the population fast path
+    /// ([`SignalSums::population`](crate::sim::SignalSums::population)): with a clip
+    /// radius `R ≥ √(tr Σ)` no user is clipped, so the collection's estimand `M` is `Σ`
+    /// itself and a per-user mechanism (the rank-one report) can be compared with the
+    /// Gaussian report's fast path on the same target. Not a model of real data:
+    /// every vector lies on an eigen-axis.
+    pub fn eigen_mixture(sigma: &DMatrix<f64>) -> Result<Self, ModelError> {
+        if sigma.nrows() != sigma.ncols() || sigma.nrows() == 0 {
+            return Err(ModelError::Parameter(
+                "Σ must be a non-empty square matrix".into(),
+            ));
+        }
+        let eig = sigma.clone().symmetric_eigen();
+        if eig.eigenvalues.iter().any(|&l| !(l > 0.0 && l.is_finite())) {
+            return Err(ModelError::NotPositiveDefinite);
+        }
+        let trace: f64 = eig.eigenvalues.iter().sum();
+        let mut running = 0.0;
+        let mut cumulative: Vec<f64> = eig
+            .eigenvalues
+            .iter()
+            .map(|l| {
+                running += l / trace;
+                running
+            })
+            .collect();
+        if let Some(last) = cumulative.last_mut() {
+            *last = 1.0;
+        }
+        Ok(Sampler {
+            shape: Shape::EigenMixture {
+                vectors: eig.eigenvectors,
+                cumulative,
+                norm: trace.sqrt(),
+            },
             mean: None,
         })
     }
@@ -168,19 +226,36 @@ impl Sampler {
 
     /// Dimension p.
     pub fn dim(&self) -> usize {
-        self.chol.nrows()
+        match &self.shape {
+            Shape::Linear { chol, .. } => chol.nrows(),
+            Shape::EigenMixture { vectors, .. } => vectors.nrows(),
+        }
     }
 
     /// One vector.
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> Vec<f64> {
         let p = self.dim();
-        let z = DVector::from_fn(p, |_, _| StandardNormal.sample(rng));
-        let x = &self.chol * z;
-        let scale = match self.tails {
-            Tails::Gaussian => 1.0,
-            Tails::StudentT { nu } => {
-                let chi: f64 = ChiSquared::new(nu).map(|c| c.sample(rng)).unwrap_or(nu);
-                (nu / chi).sqrt()
+        let (x, scale) = match &self.shape {
+            Shape::Linear { chol, tails } => {
+                let z = DVector::from_fn(p, |_, _| StandardNormal.sample(rng));
+                let scale = match *tails {
+                    Tails::Gaussian => 1.0,
+                    Tails::StudentT { nu } => {
+                        let chi: f64 = ChiSquared::new(nu).map(|c| c.sample(rng)).unwrap_or(nu);
+                        (nu / chi).sqrt()
+                    }
+                };
+                (chol * z, scale)
+            }
+            Shape::EigenMixture {
+                vectors,
+                cumulative,
+                norm,
+            } => {
+                let u: f64 = rng.random();
+                let k = cumulative.partition_point(|&c| c <= u).min(p - 1);
+                let sign = if rng.random::<bool>() { 1.0 } else { -1.0 };
+                (vectors.column(k).into_owned(), sign * norm)
             }
         };
         match &self.mean {
@@ -224,6 +299,26 @@ mod tests {
         }
         acc /= n as f64;
         assert!((acc - sigma).abs().max() < 0.06);
+    }
+
+    #[test]
+    fn eigen_mixture_has_the_second_moment_and_a_constant_norm() {
+        // Every draw has ‖x‖² = tr Σ = 4 exactly. The second moment's entries are
+        // averages of 20 000 draws of x_i x_j, bounded by tr Σ·|v_ki v_kj| ≤ 4, so each
+        // has a standard error ≤ 4/√20 000 ≈ 0.028; 0.15 is over five of them.
+        let sigma = Model::Tridiagonal2.covariance(4);
+        let s = Sampler::eigen_mixture(&sigma).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let n = 20_000;
+        let mut acc = DMatrix::<f64>::zeros(4, 4);
+        for _ in 0..n {
+            let x = DVector::from_vec(s.sample(&mut rng));
+            assert!((x.norm_squared() - sigma.trace()).abs() < 1e-9);
+            acc += &x * x.transpose();
+        }
+        acc /= n as f64;
+        assert!((acc - sigma).abs().max() < 0.15);
+        assert!(Sampler::eigen_mixture(&DMatrix::from_element(2, 2, 1.0)).is_err());
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //!
 //! * [`Path::PerUser`] — each user's `x` goes through [`Perturber::perturb`] with a
 //!   seeded [`DiscreteGaussianSampler`] and into [`Accumulator::add`] under the fold of a random
-//!   [`ReportId`]: exactly what the client and the aggregator do, minus the network.
-//!   Cost O(n·d) noise draws.
+//!   [`ReportId`]: exactly what the client and the aggregator do, minus the network
+//!   (rank-one reports are encoded, decoded and added in batches, as the daemon adds
+//!   them). Cost O(n·d) noise draws.
 //! * [`Path::SumOfNoise`] — the users' *signal* (clip, `triu(uuᵀ)` rounded to the grid
 //!   by the same [`Perturber`] with zero noise) is summed per fold in [`SignalSums`],
 //!   and the noise of each fold is drawn at once: the sum of `n_k` independent
@@ -31,6 +32,7 @@
 
 use ldpcov_client::{DiscreteGaussianSampler, NoiseSampler, Perturber};
 use ldpcov_estimate::{Accumulator, FOLDS};
+use ldpcov_proto::mechanism::ReportEntries;
 use ldpcov_proto::v1::{CollectionSpec, Moments};
 use ldpcov_proto::{Collection, ReportId, ReportMechanism, SpecError};
 use rand::{Rng, SeedableRng};
@@ -270,19 +272,48 @@ pub fn per_user(
     noise_seed: u64,
 ) -> Accumulator {
     let perturber = Perturber::new(collection.clone());
+    let mechanism = collection.mechanism();
     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(noise_seed);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut acc = Accumulator::new(collection.entries(), FOLDS);
+    // Rank-one reports go the daemon's way: encoded, decoded into their outer-product
+    // form and added a batch at a time (`Accumulator::add_reports`: the same sums,
+    // O(p²) per report through one matrix product per batch instead of an expansion).
+    let mut batch: Vec<(usize, ReportEntries)> = Vec::new();
+    let flush = |acc: &mut Accumulator, batch: &mut Vec<(usize, ReportEntries)>| {
+        let refs: Vec<(usize, &ReportEntries)> = batch.iter().map(|(f, e)| (*f, e)).collect();
+        acc.add_reports(&refs);
+        batch.clear();
+    };
     for _ in 0..n {
         let x = sampler.sample(&mut rng);
-        let fold = simulated_report_id(&mut rng).fold(FOLDS);
-        let report = perturber
-            .perturb(&x, &mut noise)
-            .expect("finite x of dimension p");
-        acc.add(fold, &report);
+        let id = simulated_report_id(&mut rng);
+        let fold = id.fold(FOLDS);
+        if let ReportMechanism::RankOne(_) = mechanism {
+            let report = perturber
+                .report(&x, &mut noise, id)
+                .expect("finite x of dimension p");
+            let entries = mechanism
+                .decode(report.encoding, &report.payload)
+                .expect("the device's own report decodes");
+            batch.push((fold, entries));
+            if batch.len() == PER_USER_BATCH {
+                flush(&mut acc, &mut batch);
+            }
+        } else {
+            let report = perturber
+                .perturb(&x, &mut noise)
+                .expect("finite x of dimension p");
+            acc.add(fold, &report);
+        }
     }
+    flush(&mut acc, &mut batch);
     acc
 }
+
+/// Reports per [`Accumulator::add_reports`] call on the per-user path (the daemon's
+/// group commits are of this order).
+const PER_USER_BATCH: usize = 256;
 
 /// The sum-of-noise fast path: the accumulator the aggregator would hold after the
 /// users of `signal` reported to `collection` (whose devices must send that signal:

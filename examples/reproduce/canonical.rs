@@ -3,7 +3,7 @@
 //! and Frobenius error of every estimator, and the ratio of the default (CV) to the
 //! better of raw+PSD and Wang & Xu's universal rule.
 
-use crate::{MechanismArg, Out, seed_of};
+use crate::{MechanismArg, Out, UserData, seed_of};
 use anyhow::Result;
 use ldpcov::estimate::{
     Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput,
@@ -42,6 +42,11 @@ pub(crate) struct Args {
     /// the draw itself, with no sum-of-noise shortcut).
     #[arg(long, value_enum, default_value = "gaussian-triu")]
     mechanism: MechanismArg,
+    /// The per-user path's users: `gaussian` (N(0, Σ), clipped at R = √(2p) as real
+    /// data are) or `unclipped` (the eigen-axis mixture with second moment Σ, no user
+    /// clipped: the same target `M = Σ` as the sum-of-noise path).
+    #[arg(long, value_enum, default_value = "gaussian")]
+    user_data: UserData,
 }
 
 /// The estimators compared, in output order. The last two are computed on the same
@@ -160,8 +165,13 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         "natural variable order"
     };
     out.text(format!(
-        "# canonical benchmark: path {}, mechanism {:?}, p = {p}, R = √(2p), δ = {delta}, {} reps, {order}; mean (s.e.) of relative spectral | Frobenius error",
+        "# canonical benchmark: path {}{}, mechanism {:?}, p = {p}, R = √(2p), δ = {delta}, {} reps, {order}; mean (s.e.) of relative spectral | Frobenius error",
         path.name(),
+        if path == Path::PerUser {
+            format!(" ({})", args.user_data.name())
+        } else {
+            String::new()
+        },
         args.mechanism,
         args.reps
     ));
@@ -178,7 +188,10 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         } else {
             model.covariance(p)
         };
-        let sampler = Sampler::gaussian(&truth)?;
+        let sampler = match path {
+            Path::PerUser => args.user_data.sampler(&truth, r)?,
+            Path::SumOfNoise => Sampler::gaussian(&truth)?,
+        };
         // Models 1 and 2 in their given order are ordered (their covariances decay
         // with |i − j|), and the collection says so; permuted, they are not.
         let collections = args

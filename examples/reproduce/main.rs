@@ -18,6 +18,7 @@
 //! cargo run --release --example reproduce -- seed003 --reps 10
 //! cargo run --release --example reproduce -- joint --reps 5
 //! cargo run --release --example reproduce -- central --experiment local-vs-central
+//! cargo run --release --example reproduce -- mechanisms --ps 20,100,1000 --ns 100000
 //! cargo run --release --example reproduce -- --json canonical --reps 2 --ns 100000
 //! cargo run --release --example reproduce -- unordered --data wine=/tmp/wine.npy
 //! ```
@@ -25,6 +26,7 @@
 mod canonical;
 mod central;
 mod joint;
+mod mechanisms;
 mod papers;
 mod plot;
 mod seed000;
@@ -65,6 +67,9 @@ enum Experiment {
     /// Non-centred data: mean and covariance vs the second moment, with and without a
     /// public centre (Model 1 shifted, p = 20).
     Joint(joint::Args),
+    /// The local mechanisms side by side at equal n: raw average and default
+    /// estimate, bytes, users for a target error (p × ε grid).
+    Mechanisms(mechanisms::Args),
     /// Central (trusted-aggregator) releases: local vs central at equal (ε, δ, n), and
     /// Dong, Liang & Yi's GaussCov / SeparateCov trends.
     Central(central::Args),
@@ -109,6 +114,7 @@ fn main() -> Result<()> {
         Experiment::Unordered(a) => unordered::run(&a, out),
         Experiment::Joint(a) => joint::run(&a, out),
         Experiment::Central(a) => central::run(&a, out),
+        Experiment::Mechanisms(a) => mechanisms::run(&a, out),
     }
 }
 
@@ -136,12 +142,66 @@ impl MechanismArg {
         }
     }
 
+    /// The CLI spelling.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            MechanismArg::GaussianTriu => "gaussian-triu",
+            MechanismArg::Gaussian => "gaussian",
+            MechanismArg::RankOne => "rank-one",
+        }
+    }
+
     /// δ of the collection: 0 for the pure ε mechanism, `delta` otherwise.
     pub(crate) fn delta(self, delta: f64) -> f64 {
         if self == MechanismArg::RankOne {
             0.0
         } else {
             delta
+        }
+    }
+}
+
+/// `--user-data`: how the per-user path draws its users.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum UserData {
+    /// `N(0, Σ)`, clipped at the collection's radius as real data are: the estimand is
+    /// the clipped second moment `M ≼ Σ`, and every estimator carries the clipping
+    /// bias `Σ − M` on top of its own error.
+    Gaussian,
+    /// `±√(tr Σ)·v_k` with probability `λ_k / tr Σ` (`Sampler::eigen_mixture`): second
+    /// moment exactly Σ and no user clipped, the per-user counterpart of the
+    /// population fast path (which also has `M = Σ`). Not a model of real data.
+    Unclipped,
+}
+
+impl UserData {
+    /// The sampler for target Σ under clip radius `r`; the unclipped mixture needs
+    /// `tr Σ ≤ r²` (else it would be clipped too).
+    pub(crate) fn sampler(
+        self,
+        sigma: &nalgebra::DMatrix<f64>,
+        r: f64,
+    ) -> anyhow::Result<ldpcov::models::Sampler> {
+        use ldpcov::models::Sampler;
+        Ok(match self {
+            UserData::Gaussian => Sampler::gaussian(sigma)?,
+            UserData::Unclipped => {
+                anyhow::ensure!(
+                    sigma.trace() <= r * r * (1.0 + 1e-12),
+                    "--user-data unclipped needs tr Σ ≤ R² (tr Σ = {}, R² = {})",
+                    sigma.trace(),
+                    r * r
+                );
+                Sampler::eigen_mixture(sigma)?
+            }
+        })
+    }
+
+    /// The name printed in the results.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            UserData::Gaussian => "users N(0, Σ), clipped",
+            UserData::Unclipped => "users from the unclipped eigen-axis mixture (M = Σ)",
         }
     }
 }

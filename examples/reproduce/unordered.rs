@@ -16,7 +16,7 @@
 //! default 2) and the target is its correlation matrix, so the clipping bias counts
 //! against every estimator.
 
-use crate::{MechanismArg, Out, seed_of};
+use crate::{MechanismArg, Out, UserData, seed_of};
 use anyhow::{Context, Result};
 use ldpcov::data::DataSet;
 use ldpcov::estimate::{
@@ -95,6 +95,11 @@ pub(crate) struct Args {
     /// estimator as it does real data, which the population fast path leaves out.
     #[arg(long)]
     per_user: bool,
+    /// The per-user path's users: `gaussian` (N(0, Σ), clipped as real data are) or
+    /// `unclipped` (the eigen-axis mixture with second moment Σ and no user clipped,
+    /// the per-user counterpart of the population fast path).
+    #[arg(long, value_enum, default_value = "gaussian")]
+    user_data: UserData,
 }
 
 /// One model of the grid: its name, target Σ, the released mean's expectation M and
@@ -524,7 +529,8 @@ enum Users {
     /// Every user reports the population second moment (`SignalSums::population`),
     /// noise added per fold (`sim::add_noise`).
     Population(Box<sim::SignalSums>),
-    /// Users drawn from N(0, Σ), each through the real `Perturber` (`sim::per_user`).
+    /// Users drawn by the `--user-data` sampler, each through the real `Perturber`
+    /// (`sim::per_user`).
     PerUser(Sampler),
 }
 
@@ -534,7 +540,7 @@ fn run_point(
     reps: usize,
     variants: bool,
     mechanism: MechanismArg,
-    per_user: bool,
+    per_user: Option<UserData>,
 ) -> Result<PointResult> {
     let base = sim::collection(pt.p, pt.epsilon, 1e-6, truth.clip_radius)?;
     let c = Collection::from_spec(&CollectionSpec {
@@ -544,10 +550,9 @@ fn run_point(
         encoding: 0,
         ..base.spec()
     })?;
-    let users = if per_user {
-        Users::PerUser(Sampler::gaussian(&truth.m)?)
-    } else {
-        Users::Population(Box::new(sim::SignalSums::population(&c, &truth.m, pt.n)))
+    let users = match per_user {
+        Some(data) => Users::PerUser(data.sampler(&truth.m, truth.clip_radius)?),
+        None => Users::Population(Box::new(sim::SignalSums::population(&c, &truth.m, pt.n))),
     };
     let rules = rules(variants);
     let oracle = oracle_candidates();
@@ -753,7 +758,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
             args.reps,
             args.variants,
             args.mechanism,
-            per_user,
+            per_user.then_some(args.user_data),
         )
     });
     let secs = started.elapsed().as_secs_f64();
@@ -772,9 +777,9 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         args.mechanism,
         args.mechanism.delta(1e-6),
         if per_user {
-            "per-user path"
+            format!("per-user path, {}", args.user_data.name())
         } else {
-            "population fast path"
+            "population fast path".to_string()
         }
     ));
     out.text("# ratio = mean relative error / min(none+psd, universal(c=4)) at the same point, spectral / Frobenius\n");
