@@ -3,7 +3,7 @@
 //! and Frobenius error of every estimator, and the ratio of the default (CV) to the
 //! better of raw+PSD and Wang & Xu's universal rule.
 
-use crate::{MechanismArg, Out, UserData, seed_of};
+use crate::{MechanismArg, Out, UserData, chosen_candidate, seed_of};
 use anyhow::Result;
 use ldpcov::estimate::{
     Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput,
@@ -251,11 +251,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                             relative_frobenius_error(&est.matrix, &truth),
                         ));
                         if *name == "cv default" {
-                            // The candidate and its β, without the per-run
-                            // "(5 folds, off-diagonal signal z = …)".
-                            let chosen = est.rule.split('→').nth(1).unwrap_or("");
-                            choices
-                                .push(chosen.split(" (").next().unwrap_or("").trim().to_string());
+                            choices.push(chosen_candidate(&est.rule));
                         }
                     }
                     for opts in &floors {

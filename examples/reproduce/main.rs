@@ -206,6 +206,14 @@ impl UserData {
     }
 }
 
+/// The candidate (and its β) the cross-validation chose, from an estimate's rule name,
+/// without the per-run "(5 folds, off-diagonal signal z = …)"; empty for a rule that
+/// is not a cross-validation's.
+pub(crate) fn chosen_candidate(rule: &str) -> String {
+    let chosen = rule.split('→').nth(1).unwrap_or("");
+    chosen.split(" (").next().unwrap_or("").trim().to_string()
+}
+
 /// A stable seed from a few integers (SplitMix64 finaliser over a running hash).
 pub(crate) fn seed_of(parts: &[u64]) -> u64 {
     let mut h: u64 = 0x9E37_79B9_7F4A_7C15;

@@ -12,7 +12,7 @@
 //! bias of real data is the same for every mechanism and is measured elsewhere
 //! (`unordered --per-user`).
 
-use crate::{MechanismArg, Out, UserData, seed_of};
+use crate::{MechanismArg, Out, UserData, chosen_candidate, seed_of};
 use anyhow::Result;
 use ldpcov::estimate::{EstimateOptions, EstimationInput, RegularisationRule, estimate};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
@@ -182,17 +182,7 @@ fn run_point(
         add(&mut raw, &raw_options)?;
         add(&mut none_psd, &none_psd_options)?;
         let rule = add(&mut default, &EstimateOptions::default())?;
-        // The cross-validation's choice, without the per-run detail in parentheses.
-        rules.push(
-            rule.split('→')
-                .nth(1)
-                .unwrap_or(&rule)
-                .split(" (")
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string(),
-        );
+        rules.push(chosen_candidate(&rule));
     }
     rules.dedup();
     let rule = rules.join("; ");
