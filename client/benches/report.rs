@@ -1,8 +1,10 @@
 //! Time to build one report on the device: `Perturber::report` (clip, the mechanism's
 //! exact noise or draw, encode) with the exact sampler a device uses
-//! (`DiscreteGaussianSampler`, ChaCha20), per mechanism at p = 10, 100 and 1 000,
-//! ε = 1 (δ = 10⁻⁶ for the Gaussian reports, 0 for the rank-one report), second
-//! moment, each mechanism's own encoding (i32 for the Gaussian ones, i16 for rank-one).
+//! (`DiscreteGaussianSampler`, ChaCha20), per mechanism at p = 10, 100 and 1 000:
+//! the svec Gaussian report at ε = 1 (δ = 10⁻⁶; its cost, one exact draw per entry,
+//! hardly depends on ε), the rank-one report (δ = 0) at ε = 0.5, 1, 2, 4 and 8 (its
+//! rejection loop takes about `expected_rounds` tries of p + 1 draws, which grows with
+//! ε). Second moment, each mechanism's own encoding (i32 Gaussian, i16 rank-one).
 //!
 //! `cargo bench -p ldpcov-client --bench report -- --warm-up-time 1 --measurement-time 3`
 //!
@@ -16,12 +18,15 @@ use std::hint::black_box;
 
 const DIMS: [u32; 3] = [10, 100, 1000];
 
-fn collection(dim: u32, mechanism: LocalMechanism) -> Collection {
+/// The rank-one report's privacy levels.
+const RANK_ONE_EPSILONS: [f64; 5] = [0.5, 1.0, 2.0, 4.0, 8.0];
+
+fn collection(dim: u32, mechanism: LocalMechanism, epsilon: f64) -> Collection {
     let rank_one = mechanism == LocalMechanism::RankOne;
     Collection::create(&CollectionSpec {
         collection_id: "bench".into(),
         dim,
-        epsilon: 1.0,
+        epsilon,
         delta: if rank_one { 0.0 } else { 1e-6 },
         clip_radius: 1.0,
         min_reports: 1,
@@ -33,17 +38,23 @@ fn collection(dim: u32, mechanism: LocalMechanism) -> Collection {
 
 fn main() {
     let mut c = Criterion::default().configure_from_args();
-    for (name, mechanism) in [
-        ("gaussian_svec", LocalMechanism::Gaussian),
-        ("rank_one", LocalMechanism::RankOne),
-    ] {
+    let mut cases = vec![("gaussian_svec".to_string(), LocalMechanism::Gaussian, 1.0)];
+    for epsilon in RANK_ONE_EPSILONS {
+        cases.push((
+            format!("rank_one_eps{epsilon}"),
+            LocalMechanism::RankOne,
+            epsilon,
+        ));
+    }
+    for (name, mechanism, epsilon) in cases {
         let mut group = c.benchmark_group(format!("report/{name}"));
         for dim in DIMS {
-            if dim == 1000 && mechanism == LocalMechanism::Gaussian {
-                // 500 500 noisy entries: a few ms each, so fewer samples.
+            if dim == 1000 && (mechanism == LocalMechanism::Gaussian || epsilon >= 4.0) {
+                // 500 500 noisy entries, or hundreds of rejection rounds: a few ms
+                // each, so fewer samples.
                 group.sample_size(10);
             }
-            let perturber = Perturber::new(collection(dim, mechanism));
+            let perturber = Perturber::new(collection(dim, mechanism, epsilon));
             let x: Vec<f64> = (0..dim)
                 .map(|i| ((i as f64) * 0.37).sin() / (dim as f64).sqrt())
                 .collect();

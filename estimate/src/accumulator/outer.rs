@@ -1,5 +1,6 @@
 //! Adding a batch of [`OuterProduct`] reports (the rank-one mechanism's): the packed
-//! triangle of `Σ vvᵀ` as one f64 matrix product per fold, exact because every partial
+//! triangle of `Σ vvᵀ` as f64 matrix products per fold (a block of columns at a time,
+//! each added while in cache), exact because every partial
 //! sum is an integer below `2^53`, instead of expanding each report into its
 //! `p(p + 1)/2` products.
 //!
@@ -13,7 +14,7 @@
 //! are batched, so replicas and a replayed store agree exactly. The mean block and the
 //! diagonal's sums of squares are exact.
 
-use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use ldpcov_proto::mechanism::OuterProduct;
 use std::cell::RefCell;
@@ -128,15 +129,9 @@ impl Accumulator {
                     .map(|(_, r)| *r)
                     .collect();
                 for chunk in in_fold.chunks(SUM_ROWS) {
-                    for (r, report) in chunk.iter().enumerate() {
-                        let column = scratch.factor.col_as_slice_mut(r);
-                        for (c, &x) in column.iter_mut().zip(report.values()) {
-                            *c = f64::from(x);
-                        }
-                    }
-                    let product = scratch.gram(chunk.len());
+                    scratch.load(chunk.iter().map(|r| r.values()), f64::from);
                     let sums = &mut self.fold_sums[fold][base..];
-                    for_each_packed_row(product, sums, |row, values| {
+                    scratch.add_gram(chunk.len(), sums, |row, values| {
                         for (s, &x) in row.iter_mut().zip(values) {
                             // An integer below 2^53 in magnitude: the cast is exact.
                             *s += x as i64;
@@ -145,15 +140,11 @@ impl Accumulator {
                 }
             }
             for chunk in reports.chunks(SQUARE_ROWS) {
-                for (r, (_, report)) in chunk.iter().enumerate() {
-                    let column = scratch.factor.col_as_slice_mut(r);
-                    for (c, &x) in column.iter_mut().zip(report.values()) {
-                        *c = rounded_square(x) as f64;
-                    }
-                }
-                let product = scratch.gram(chunk.len());
+                scratch.load(chunk.iter().map(|(_, r)| r.values()), |x| {
+                    rounded_square(x) as f64
+                });
                 let squares = &mut self.sum_squares[base..];
-                for_each_packed_row(product, squares, |row, values| {
+                scratch.add_gram(chunk.len(), squares, |row, values| {
                     // The diagonal (first) is summed exactly above. Off it, a
                     // non-negative integer at most 2^52: the cast is exact.
                     for (q, &x) in row.iter_mut().zip(values).skip(1) {
@@ -165,69 +156,82 @@ impl Accumulator {
     }
 }
 
+/// Columns of the triangle per block product in [`Scratch::add_gram`]: a p × 128 block
+/// (1 MB at p = 1 000) is still in cache when it is added into the sums, and the tall
+/// operand is packed only p/128 times per product (64 and 256 measured slower).
+const GRAM_BLOCK: usize = 128;
+
 thread_local! {
     /// This thread's buffers for [`Accumulator::add_triangles_by_products`]: allocating
-    /// (and faulting in) a fresh 8 MB product and 8 MB factor per batch at p = 1 000
-    /// cost about as much as the walks over the sums.
+    /// (and faulting in) a fresh 8 MB factor per batch at p = 1 000 costs about as much
+    /// as the walks over the sums.
     static SCRATCH: RefCell<Scratch> = const {
         RefCell::new(Scratch {
-            product: Mat::new(),
+            block: Mat::new(),
             factor: Mat::new(),
         })
     };
 }
 
-/// A p × p product and a p × [`SUM_ROWS`] factor whose first columns hold a chunk's
-/// vectors.
+/// A p × [`GRAM_BLOCK`] block of a product and a p × [`SUM_ROWS`] factor whose first
+/// columns hold a chunk's vectors.
 struct Scratch {
-    product: Mat<f64>,
+    block: Mat<f64>,
     factor: Mat<f64>,
 }
 
 impl Scratch {
     /// Sizes the buffers for dimension `p` (kept when they already are).
     fn fit(&mut self, p: usize) {
-        if self.product.nrows() != p {
-            self.product = Mat::zeros(p, p);
+        if self.factor.nrows() != p {
+            self.block = Mat::zeros(p, GRAM_BLOCK);
             self.factor = Mat::zeros(p, SUM_ROWS.max(SQUARE_ROWS));
         }
     }
 
-    /// The lower triangle (diagonal included) of `V·Vᵀ`, V the factor's first `rows`
-    /// columns.
-    fn gram(&mut self, rows: usize) -> &Mat<f64> {
-        let v = self.factor.as_ref().subcols(0, rows);
-        matmul(
-            self.product.as_mut(),
-            BlockStructure::TriangularLower,
-            Accum::Replace,
-            v,
-            BlockStructure::Rectangular,
-            v.transpose(),
-            BlockStructure::Rectangular,
-            1.0,
-            Par::Seq,
-        );
-        &self.product
+    /// Puts `convert` of each report's values in the factor's columns, in order.
+    fn load<'a>(&mut self, reports: impl Iterator<Item = &'a [i32]>, convert: impl Fn(i32) -> f64) {
+        for (r, values) in reports.enumerate() {
+            let column = self.factor.col_as_slice_mut(r);
+            for (c, &x) in column.iter_mut().zip(values) {
+                *c = convert(x);
+            }
+        }
     }
-}
 
-/// Walks the lower triangle of `product` in the packed upper triangle's order: column
-/// `i` from row `i` down is row `i` of the packed triangle, so `visit` gets each packed
-/// row's slice of `packed` beside the column's values from the diagonal down (the
-/// first pair is the diagonal entry).
-fn for_each_packed_row<T>(
-    product: &Mat<f64>,
-    packed: &mut [T],
-    mut visit: impl FnMut(&mut [T], &[f64]),
-) {
-    let p = product.nrows();
-    let mut start = 0;
-    for i in 0..p {
-        let column = &product.col_as_slice(i)[i..];
-        let row = &mut packed[start..start + column.len()];
-        visit(row, column);
-        start += column.len();
+    /// Visits the lower triangle (diagonal included) of `V·Vᵀ`, V the factor's first
+    /// `rows` columns, in the packed upper triangle's order: column `i` of the product
+    /// from row `i` down is row `i` of `packed`, so `visit` gets each packed row's slice
+    /// beside those values (the first pair is the diagonal entry). The product is made
+    /// [`GRAM_BLOCK`] columns at a time, each block (rows `c₀..p`) visited while it is
+    /// in cache; every entry is the same dot product as in one whole product, an exact
+    /// integer, so the blocking changes no value.
+    fn add_gram<T>(
+        &mut self,
+        rows: usize,
+        packed: &mut [T],
+        mut visit: impl FnMut(&mut [T], &[f64]),
+    ) {
+        let p = self.factor.nrows();
+        let v = self.factor.as_ref().subcols(0, rows);
+        let mut start = 0;
+        for c0 in (0..p).step_by(GRAM_BLOCK) {
+            let (width, height) = (GRAM_BLOCK.min(p - c0), p - c0);
+            matmul(
+                self.block.as_mut().submatrix_mut(0, 0, height, width),
+                Accum::Replace,
+                v.subrows(c0, height),
+                v.subrows(c0, width).transpose(),
+                1.0,
+                Par::Seq,
+            );
+            for k in 0..width {
+                let column = &self.block.col_as_slice(k)[k..height];
+                let row = &mut packed[start..start + column.len()];
+                visit(row, column);
+                start += column.len();
+            }
+        }
     }
 }
 
@@ -271,7 +275,8 @@ mod tests {
     /// splitting a batch in two changes nothing.
     #[test]
     fn products_equal_loops_and_batching_does_not_matter() {
-        for (p, shift) in [(5, Some(11)), (9, None)] {
+        // p = 2·128 + 22: three column blocks of the product, the last one partial.
+        for (p, shift) in [(5, Some(11)), (9, None), (2 * GRAM_BLOCK + 22, Some(11))] {
             let all = reports(p, 1_100, shift, 7);
             let entries = all[0].1.entries();
             let mut by_loops = Accumulator::new(entries, FOLDS);
