@@ -206,6 +206,5 @@ export function erfc(x: number): number {
 export function roundHalfAway(x: number): number {
   const r = Math.trunc(x);
   const frac = x - r; // exact
-  if (Math.abs(frac) >= 0.5) return r + Math.sign(x);
-  return r === 0 ? r * Math.sign(x) || r : r;
+  return Math.abs(frac) >= 0.5 ? r + Math.sign(x) : r;
 }
