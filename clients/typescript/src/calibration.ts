@@ -178,3 +178,27 @@ export function rankOneParams(dim: number, epsilon: number, cap: Cap): RankOnePa
   const nominalEpsilon = scalbn(Math.floor(scalbn(nominal, NOMINAL_EPSILON_BITS)), -NOMINAL_EPSILON_BITS);
   return { dim, epsilon, cap, gammaUnits, gamma, nominalEpsilon, eta, moments: capMoments(gamma, nominalEpsilon, cap) };
 }
+
+// ---- zCDP accounting (`calibration.rs`), for the device's budget ledger ----
+
+/** ρ of the Gaussian mechanism: `Δ²/(2σ²)` (`zcdp_rho`). */
+export function zcdpRho(sensitivity: number, sigma: number): number {
+  return (sensitivity * sensitivity) / (2 * sigma * sigma);
+}
+
+/** ρ of a pure ε-DP release: `ε²/2` (`pure_dp_rho`). */
+export function pureDpRho(epsilon: number): number {
+  return (epsilon * epsilon) / 2;
+}
+
+/** The ε at which ρ-zCDP implies (ε, δ)-DP: `ρ + 2√(ρ·ln(1/δ))` (`zcdp_epsilon`). */
+export function zcdpEpsilon(rho: number, delta: number): number {
+  return rho + 2 * Math.sqrt(rho * Math.log(1 / delta));
+}
+
+/** The largest ρ whose `zcdpEpsilon` at δ is at most ε: `(√(ln(1/δ) + ε) − √(ln(1/δ)))²` (`zcdp_rho_for_epsilon`). */
+export function zcdpRhoForEpsilon(epsilon: number, delta: number): number {
+  const l = Math.log(1 / delta);
+  const r = Math.sqrt(l + epsilon) - Math.sqrt(l);
+  return r * r;
+}

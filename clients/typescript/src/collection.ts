@@ -14,7 +14,16 @@ import {
   Moments,
   PrivacyModel,
 } from "./gen/ldpcov/v1/ldpcov_pb.js";
-import { analyticSigma, type Cap, type RankOneParams, rankOneParams, WIRE_STEP_BITS } from "./calibration.js";
+import {
+  analyticSigma,
+  type Cap,
+  pureDpRho,
+  type RankOneParams,
+  rankOneParams,
+  WIRE_STEP_BITS,
+  zcdpRho,
+  zcdpRhoForEpsilon,
+} from "./calibration.js";
 import { scalbn } from "./libm.js";
 
 export const MAX_DIM = 4096;
@@ -208,6 +217,22 @@ export class Collection {
       );
     }
     return local;
+  }
+
+  /**
+   * The zCDP ρ one report spends (`Collection::rho`): `Δ²/(2σ²)` for the Gaussian
+   * mechanism, `ε²/2` for the pure ε-LDP rank-one mechanism, and for a central
+   * collection the ρ whose (ε, δ) conversion meets its spec.
+   */
+  get rho(): number {
+    switch (this.mechanism.kind) {
+      case "gaussian":
+        return zcdpRho(this.mechanism.sensitivity, this.mechanism.sigma);
+      case "rank_one":
+        return pureDpRho(this.epsilon);
+      case "raw_vector":
+        return zcdpRhoForEpsilon(this.epsilon, this.delta);
+    }
   }
 
   get isCentral(): boolean {

@@ -233,14 +233,19 @@ export class Perturber {
   /** A complete report for `x`, tagged with `reportId` (reuse both when resending). */
   report(x: readonly number[], noise: NoiseSampler, reportId: Uint8Array): Report {
     if (reportId.length !== REPORT_ID_LEN) throw new InputError(`report id has ${reportId.length} bytes, expected 16`);
-    const u = this.clip(x);
-    return create(ReportSchema, {
-      collectionId: this.collection.id,
-      reportId: Uint8Array.from(reportId),
-      encoding: this.collection.encoding,
-      payload: payloadOfClipped(this.collection, u, noise),
-    });
+    return reportOfClipped(this.collection, this.clip(x), noise, reportId);
   }
+}
+
+/** The complete report of the clipped `u` (`report_of_clipped`), tagged with `reportId`. */
+export function reportOfClipped(collection: Collection, u: readonly number[], noise: NoiseSampler, reportId: Uint8Array): Report {
+  if (reportId.length !== REPORT_ID_LEN) throw new InputError(`report id has ${reportId.length} bytes, expected 16`);
+  return create(ReportSchema, {
+    collectionId: collection.id,
+    reportId: Uint8Array.from(reportId),
+    encoding: collection.encoding,
+    payload: payloadOfClipped(collection, u, noise),
+  });
 }
 
 /** A **trusted-curator** report for a central collection: the clipped `x` on the grid `2^−15`, without noise. */

@@ -23,6 +23,7 @@ for (const c of vectors.cases) {
     assert.equal(bitsOf(col.sensitivity), (d["sensitivity"] as F64).bits, "sensitivity");
     assert.equal(bitsOf(col.baseSensitivity), (d["base_sensitivity"] as F64).bits, "base sensitivity");
     assert.equal(bitsOf(col.sigma), (d["sigma"] as F64).bits, "sigma");
+    assert.equal(bitsOf(col.rho), (d["rho"] as F64).bits, "rho (the ledger's spend)");
     assert.equal(col.maxAbsGridValue.toString(), d["max_abs_grid_value"]);
     assert.equal(col.wireStep.toString(), d["wire_step"]);
     assert.equal(col.wireMax.toString(), d["wire_max"]);
