@@ -1,7 +1,9 @@
-//! Runs the TypeScript client's tests (`clients/typescript`: `npm ci`, then `npm test`,
-//! which compiles with `tsc` and runs `node --test`) from `cargo test`, so that the
-//! TypeScript client is held to the same vectors as the Rust one. Fails, never skips,
-//! when Node.js or npm is missing.
+//! Runs the TypeScript client's tests that need no daemon (`clients/typescript`: `npm ci`,
+//! then `npm run test:unit`, which compiles with `tsc` and runs `node --test` on the
+//! vector, sampler, client and ledger tests) from `cargo test`, so that the TypeScript
+//! client is held to the same vectors as the Rust one. Its end-to-end tests against the
+//! real daemon run from `cli/tests/typescript_client.rs`. Fails, never skips, when
+//! Node.js or npm is missing.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -59,7 +61,10 @@ fn typescript_client_passes_the_shared_vectors() {
         &run("npm", &["ci", "--no-audit", "--no-fund"]),
         "npm ci (clients/typescript)",
     );
-    let stdout = check(&run("npm", &["test"]), "npm test (clients/typescript)");
+    let stdout = check(
+        &run("npm", &["run", "test:unit"]),
+        "npm run test:unit (clients/typescript)",
+    );
     // node --test's summary: tests ran, none failed, none was skipped.
     let count = |key: &str| {
         stdout
