@@ -18,7 +18,6 @@ export interface Measurement {
   payload_bytes: number;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function measure(m: any, config: MeasureConfig): Promise<Measurement[]> {
   const out: Measurement[] = [];
   const now = () => globalThis.performance.now();

@@ -194,6 +194,9 @@ export class AggregatorClient {
    * served with `serve --grpc-web`). Nothing is sent until the first call.
    */
   constructor(baseUrl: string, options: AggregatorClientOptions = {}) {
+    if (options.transport !== undefined && options.token !== undefined) {
+      throw new TypeError("with a custom transport, set the token on the transport");
+    }
     const interceptors: Interceptor[] = [];
     if (options.token !== undefined) {
       const token = options.token.trim();
@@ -211,9 +214,6 @@ export class AggregatorClient {
         interceptors,
         ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
       });
-    if (options.transport !== undefined && interceptors.length > 0) {
-      throw new TypeError("with a custom transport, set the token on the transport");
-    }
     this.#client = createClient(Aggregator, transport);
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.#policy = { ...(options.policy ?? DEFAULT_PRIVACY_POLICY) };

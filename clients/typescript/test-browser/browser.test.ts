@@ -56,7 +56,6 @@ const MECHANISMS = [
 async function sendFromPage(id: string, n: number, db: string, lifetimeEpsilon = 10) {
   return page.evaluate(
     async ({ url, token, id, n, db, x, lifetimeEpsilon }) => {
-      // eslint-disable-next-line @typescript-eslint/no-explicit-any
       const m = (window as any).ldpcov;
       const limits = { ...m.DEFAULT_BUDGET_LIMITS, lifetimeEpsilon, periodEpsilon: null };
       const ledger = await m.BudgetLedger.open(new m.IndexedDbLedgerStorage(db), limits);

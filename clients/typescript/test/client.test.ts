@@ -256,3 +256,14 @@ test("over the real gRPC-Web transport: bearer token, framing, failed fetches re
   await assert.rejects(c2.submit(collection, [0.5]), (e: unknown) => e instanceof StatusError && e.codeName === "UNKNOWN" && e.attempts === 1);
   assert.equal(calls, 1);
 });
+
+test("an attempt that outlives timeoutMs is a retryable DEADLINE_EXCEEDED", async () => {
+  let calls = 0;
+  const hanging: typeof globalThis.fetch = (_input, init) => {
+    calls++;
+    return new Promise((_resolve, reject) => init!.signal!.addEventListener("abort", () => reject(init!.signal!.reason)));
+  };
+  const client = new AggregatorClient("http://aggregator.test", { fetch: hanging, timeoutMs: 30, retry: { ...FAST, maxAttempts: 2 } });
+  await assert.rejects(client.status("x"), (e: unknown) => e instanceof StatusError && e.codeName === "DEADLINE_EXCEEDED" && e.attempts === 2);
+  assert.equal(calls, 2);
+});
