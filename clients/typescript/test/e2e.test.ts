@@ -5,9 +5,12 @@
 // spent and nothing more is counted; resending a report counts it once.
 
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { after, before, test } from "node:test";
 import { Encoding, LocalMechanism, Moments, PrivacyModel } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
 import {
@@ -171,4 +174,34 @@ test("an unreachable daemon is retried (transport failure), then reported", asyn
   const params = await admin.collection("e2e-auth");
   const client = new AggregatorClient("http://127.0.0.1:9", { token: SUBMIT_TOKEN, retry: { maxAttempts: 3, initialBackoffMs: 1, maxBackoffMs: 2 } });
   await assert.rejects(client.submit(params, [0.1, 0.2]), (e: unknown) => e instanceof StatusError && e.attempts === 3);
+});
+
+test("the packed package (npm pack) installs into a scratch project and sends reports from there", async () => {
+  const run = promisify(execFile);
+  const packageDir = fileURLToPath(new URL("../..", import.meta.url));
+  const scratch = await mkdtemp(join(tmpdir(), "ldpcov-pack-"));
+  try {
+    const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", scratch], { cwd: packageDir });
+    const tarball = join(scratch, stdout.trim().split("\n").at(-1)!);
+    await writeFile(join(scratch, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
+    await run("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", tarball], { cwd: scratch });
+    await admin.createCollection({ collectionId: "e2e-packed", dim: 3, epsilon: 1, delta: 1e-6, clipRadius: 1, minReports: 1n });
+    await writeFile(
+      join(scratch, "main.mjs"),
+      `import { AggregatorClient, BudgetLedger, FileLedgerStorage } from "@ldpcov/client/node";
+import { Collection } from "@ldpcov/client";
+const ledger = await BudgetLedger.open(new FileLedgerStorage("ledger"));
+const client = new AggregatorClient(process.env.DAEMON_URL, { token: process.env.SUBMIT_TOKEN, ledger });
+const collection = await client.collection("e2e-packed");
+if (!(collection instanceof Collection)) throw new Error("two copies of the package");
+for (const x of [[0.1, 0.2, 0.3], [-0.3, 0.2, 0.1]]) await client.submit(collection, x);
+console.log(ledger.spends.length);
+`,
+    );
+    const out = await run("node", ["main.mjs"], { cwd: scratch, env: { ...process.env, DAEMON_URL: daemon.url, SUBMIT_TOKEN } });
+    assert.equal(out.stdout.trim(), "2");
+    assert.equal(await count("e2e-packed"), 2n);
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
 });
