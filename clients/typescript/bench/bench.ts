@@ -1,0 +1,46 @@
+// `npm run bench`: the time to build one report (clip, exact noise, encoding) at
+// p = 10, 100, 1000 for each mechanism, in Node and in headless Chromium (the bundled
+// package in a page on localhost), printed as one JSON document on stdout.
+// BENCH_BUDGET_MS (default 1000) bounds the time per (mechanism, p); BENCH_BROWSER=0
+// skips the browser.
+
+import * as ldpcov from "../src/index.js";
+import { Encoding, LocalMechanism } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
+import { launch, servePage } from "../test-browser/browser.js";
+import { type MeasureConfig, measure } from "./measure.js";
+
+const config: MeasureConfig = {
+  mechanisms: [
+    { name: "gaussian-svec-i32", localMechanism: LocalMechanism.GAUSSIAN, encoding: Encoding.I32_LE, delta: 1e-6 },
+    { name: "gaussian-triu-i32", localMechanism: LocalMechanism.GAUSSIAN_TRIU, encoding: Encoding.I32_LE, delta: 1e-6 },
+    { name: "gaussian-triu-i16", localMechanism: LocalMechanism.GAUSSIAN_TRIU, encoding: Encoding.I16_LE, delta: 1e-6 },
+    { name: "gaussian-triu-i8", localMechanism: LocalMechanism.GAUSSIAN_TRIU, encoding: Encoding.I8, delta: 1e-6 },
+    { name: "rank-one", localMechanism: LocalMechanism.RANK_ONE, encoding: Encoding.I16_LE, delta: 0 },
+  ],
+  dims: [10, 100, 1000],
+  budgetMs: Number(process.env["BENCH_BUDGET_MS"] ?? 1000),
+  maxReports: 1000,
+};
+
+const result: Record<string, unknown> = {
+  what: "milliseconds to build one report (clip, exact discrete Gaussian or rank-one draw, encoding), epsilon 1, delta 1e-6 (0 for rank-one), sampler seeded from crypto.getRandomValues",
+  node: { version: process.version, results: await measure(ldpcov, config) },
+};
+
+if (process.env["BENCH_BROWSER"] !== "0") {
+  const { server, origin } = await servePage();
+  const browser = await launch();
+  try {
+    const page = await browser.context.newPage();
+    await page.goto(`${origin}/`);
+    await page.waitForFunction(() => document.getElementById("state")?.textContent === "ready");
+    const version = browser.context.browser()?.version() ?? (await page.evaluate(() => navigator.userAgent));
+    const results = await page.evaluate(`(${measure.toString()})(window.ldpcov, ${JSON.stringify(config)})`);
+    result["chromium"] = { version, results };
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
+console.log(JSON.stringify(result, null, 2));

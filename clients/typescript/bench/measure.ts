@@ -1,0 +1,55 @@
+// The time to build one report (clip, noise, encoding: `Perturber.report` with the
+// sampler seeded from crypto.getRandomValues), self-contained so that the same function
+// runs in Node and, as source text, in the browser page.
+
+export interface MeasureConfig {
+  mechanisms: { name: string; localMechanism: number; encoding: number; delta: number }[];
+  dims: number[];
+  /** Time spent per (mechanism, p), at least one report. */
+  budgetMs: number;
+  maxReports: number;
+}
+
+export interface Measurement {
+  mechanism: string;
+  p: number;
+  reports: number;
+  ms_per_report: number;
+  payload_bytes: number;
+}
+
+export async function measure(m: any, config: MeasureConfig): Promise<Measurement[]> {
+  const out: Measurement[] = [];
+  const now = () => globalThis.performance.now();
+  for (const mech of config.mechanisms) {
+    for (const p of config.dims) {
+      const collection = m.Collection.fromSpec({
+        collectionId: `bench-${mech.name}-${p}`,
+        dim: p,
+        epsilon: 1,
+        delta: mech.delta,
+        clipRadius: 1,
+        minReports: 1n,
+        localMechanism: mech.localMechanism,
+        encoding: mech.encoding,
+      });
+      const perturber = new m.Perturber(collection);
+      const noise = m.DiscreteGaussianSampler.fromOsRng();
+      const words = new Uint32Array(p);
+      globalThis.crypto.getRandomValues(words);
+      const x = Array.from(words, (w: number) => (w / 2 ** 32 - 0.5) / Math.sqrt(p));
+      // One report first: the sampler's tables for this σ, the JIT.
+      let bytes = perturber.report(x, noise, m.randomReportId()).payload.length;
+      let reports = 0;
+      const start = now();
+      let elapsed = 0;
+      while (reports < config.maxReports && (reports === 0 || elapsed < config.budgetMs)) {
+        bytes = perturber.report(x, noise, m.randomReportId()).payload.length;
+        reports++;
+        elapsed = now() - start;
+      }
+      out.push({ mechanism: mech.name, p, reports, ms_per_report: elapsed / reports, payload_bytes: bytes });
+    }
+  }
+  return out;
+}

@@ -1,0 +1,68 @@
+/**
+ * `@ldpcov/client`: the ldpcov device client for browsers and Node. Reports are built
+ * exactly as the Rust client builds them (checked byte for byte against the shared test
+ * vectors), with the exact discrete Gaussian on integers and ChaCha20 seeded from
+ * `crypto.getRandomValues`, and sent over gRPC-Web with retries under the same report id.
+ */
+
+export { Collection, SpecError, type Mechanism, type GaussianParams } from "./collection.js";
+export {
+  Perturber,
+  InputError,
+  clip,
+  reportOfClipped,
+  trustedCuratorReport,
+  encodeReport,
+  randomReportId,
+  CLIP_MARGIN,
+  REPORT_ID_LEN,
+} from "./perturb.js";
+export {
+  DiscreteGaussian,
+  DiscreteGaussianSampler,
+  RandomBits,
+  Sigma2,
+  SigmaError,
+  type NoiseSampler,
+} from "./noise.js";
+export { ChaCha20Rng, seedFromU64, type WordSource } from "./rng.js";
+export {
+  analyticSigma,
+  gaussianDelta,
+  rankOneParams,
+  zcdpEpsilon,
+  zcdpRho,
+  zcdpRhoForEpsilon,
+  pureDpRho,
+  type RankOneParams,
+} from "./calibration.js";
+export { checkPolicy, DEFAULT_PRIVACY_POLICY, PolicyViolationError, type PrivacyPolicy } from "./policy.js";
+export {
+  BudgetLedger,
+  BudgetExceededError,
+  DEFAULT_BUDGET_LIMITS,
+  IndexedDbLedgerStorage,
+  InvalidBudgetError,
+  LEDGER_FILE,
+  LedgerCorruptError,
+  LedgerError,
+  LedgerStorageError,
+  MemoryLedgerStorage,
+  type BudgetLimits,
+  type LedgerStorage,
+  type Spend,
+} from "./ledger.js";
+export {
+  AggregatorClient,
+  CentralCollectionError,
+  CollectionMismatchError,
+  DEFAULT_RETRY_POLICY,
+  InvalidTokenError,
+  isRetryable,
+  NO_RETRIES,
+  StatusError,
+  type AggregatorClientOptions,
+  type RetryPolicy,
+  type SubmitOutcome,
+} from "./client.js";
+export * as pb from "./gen/ldpcov/v1/ldpcov_pb.js";

@@ -1,0 +1,18 @@
+//! The committed vectors are exactly what the Rust client produces today: regenerated
+//! in memory and compared with the file, so that the file cannot drift from the client.
+
+use std::path::PathBuf;
+
+#[test]
+fn committed_vectors_match_the_rust_client() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reports-v1.json");
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let fresh = ldpcov_test_vectors::render().expect("the vectors build");
+    assert!(
+        committed == fresh,
+        "{} is stale: regenerate it with `cargo run -p ldpcov-test-vectors -- --write {}`",
+        path.display(),
+        ldpcov_test_vectors::FILE
+    );
+}
