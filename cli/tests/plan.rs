@@ -81,3 +81,64 @@ fn plan_predicts_each_mechanism_and_inverts() {
     ])
     .fails_with("at most 10 for the rank-one mechanism");
 }
+
+/// `--shuffle-batch`: the central ε of a rank-one collection whose reports arrive
+/// shuffled in batches of at least n (ε0 = 8, n = 10⁶, δ = 10⁻⁶: 0.4445 by the
+/// independent implementation in testing/reference/, 0.44 in issue #33's table); the
+/// Gaussian mechanisms, whose δ0 > 0 the bound does not cover, are refused in one line.
+#[test]
+fn plan_shuffle_batch_is_for_the_rank_one_mechanism() {
+    let out = run(&[
+        "plan",
+        "--dim",
+        "10",
+        "--epsilon",
+        "8",
+        "--mechanism",
+        "rank-one",
+        "--users",
+        "1000000",
+        "--shuffle-batch",
+        "1000000",
+    ])
+    .json();
+    let shuffled = &out["mechanisms"][0]["shuffled"];
+    assert_eq!(shuffled["min_batch"], 1_000_000);
+    assert_eq!(shuffled["local_epsilon"], 8.0);
+    assert_eq!(shuffled["central_delta"], 1e-6);
+    let eps = shuffled["central_epsilon"]
+        .as_f64()
+        .expect("central_epsilon");
+    assert!((0.444_468..=0.444_470).contains(&eps), "{out}");
+    for mechanism in [None, Some("gaussian"), Some("gaussian-triu")] {
+        let mut args = vec![
+            "plan",
+            "--dim",
+            "10",
+            "--epsilon",
+            "1",
+            "--users",
+            "1000",
+            "--shuffle-batch",
+            "1000",
+        ];
+        if let Some(m) = mechanism {
+            args.extend(["--mechanism", m]);
+        }
+        run(&args).fails_with("--shuffle-batch needs --mechanism rank-one: the shuffling bound is for pure epsilon0 reports");
+    }
+    run(&[
+        "plan",
+        "--dim",
+        "10",
+        "--epsilon",
+        "8",
+        "--mechanism",
+        "rank-one",
+        "--users",
+        "1000",
+        "--shuffle-batch",
+        "1",
+    ])
+    .fails_with("--shuffle-batch: batch size 1 must be at least 2");
+}

@@ -2,6 +2,8 @@
 //! must agree on.
 //!
 //! * [`v1`] — the generated `ldpcov.v1` protobuf messages and gRPC stubs.
+//! * [`amplification`] — amplification by shuffling: the central (ε, δ) of a shuffled
+//!   batch of pure ε0-LDP reports (Feldman, McMillan & Talwar 2021).
 //! * [`calibration`] — the analytic Gaussian mechanism (σ from ε, δ, Δ), the classic
 //!   formula and zCDP ρ.
 //! * [`Collection`] — a validated collection spec with its derived grid, sensitivity,
@@ -36,6 +38,7 @@
 //! # Ok::<(), ldpcov_proto::SpecError>(())
 //! ```
 
+pub mod amplification;
 pub mod calibration;
 pub mod collection;
 pub mod encoding;

@@ -1,7 +1,8 @@
 //! `plan`: before collecting anything, the predicted error of the raw average and the
 //! bytes per report of each local mechanism at (p, ε, δ, R, n), or the users a target
-//! error needs. Computed here, from the same derivation a daemon and a device make
-//! (`ldpcov_proto::plan`); no daemon is contacted.
+//! error needs; with `--shuffle-batch`, the central (ε, δ) of a rank-one collection
+//! whose reports arrive shuffled. Computed here, from the same derivation a daemon and
+//! a device make (`ldpcov_proto::plan`); no daemon is contacted.
 
 use anyhow::{Result, bail};
 use ldpcov_proto::Collection;
@@ -48,6 +49,13 @@ pub(crate) struct Options {
     /// Wire encoding of the Gaussian reports (the rank-one report is always i16).
     #[arg(long, value_enum, default_value_t = crate::create::WireEncoding::I32)]
     encoding: crate::create::WireEncoding,
+    /// Reports reach the aggregator shuffled, in batches of at least this many: print
+    /// the central (ε, δ) against the aggregator (rank-one mechanism only).
+    #[arg(long)]
+    shuffle_batch: Option<u64>,
+    /// The central δ at which `--shuffle-batch` states ε.
+    #[arg(long, default_value_t = 1e-6)]
+    shuffle_delta: f64,
 }
 
 impl Options {
@@ -69,6 +77,11 @@ impl Options {
         }
         if self.users == Some(0) {
             bail!("--users must be at least 1");
+        }
+        if self.shuffle_batch.is_some() && self.mechanism != Some(MechanismArg::RankOne) {
+            bail!(
+                "--shuffle-batch needs --mechanism rank-one: the shuffling bound is for pure epsilon0 reports, and a Gaussian report's delta0 > 0 would add about n*delta0 to the central delta"
+            );
         }
         let mechanisms = match self.mechanism {
             Some(m) => vec![m],
@@ -100,6 +113,19 @@ impl Options {
             let c = Collection::create(&spec)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", mechanism.to_proto().as_str_name()))?;
             let r2 = c.clip_radius() * c.clip_radius();
+            let shuffled = match self.shuffle_batch {
+                Some(n) => {
+                    let s = plan::shuffled_privacy(&c, n, self.shuffle_delta)
+                        .map_err(|e| anyhow::anyhow!("--shuffle-batch: {e}"))?;
+                    Some(serde_json::json!({
+                        "min_batch": s.min_batch,
+                        "local_epsilon": s.local_epsilon,
+                        "central_epsilon": s.central_epsilon,
+                        "central_delta": s.central_delta,
+                    }))
+                }
+                None => None,
+            };
             rows.push(serde_json::json!({
                 "mechanism": c.mechanism().local_mechanism().as_str_name(),
                 "epsilon": c.epsilon(),
@@ -109,6 +135,7 @@ impl Options {
                 "diagonal_noise_sd_per_report": r2 * c.unbiased_report_noise_sd(Entry::Diagonal),
                 "raw_average_frobenius_error": self.users.map(|n| plan::raw_average_error(&c, n, self.mean_square_norm)),
                 "users_for_target_error": self.target_error.map(|t| plan::users_for_error(&c, t, self.mean_square_norm)),
+                "shuffled": shuffled,
             }));
         }
         print_json(&serde_json::json!({

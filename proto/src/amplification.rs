@@ -1,0 +1,766 @@
+//! Amplification by shuffling: the central (ε, δ) of a shuffled batch of pure
+//! ε0-LDP reports, by the bound of Feldman, McMillan & Talwar, "Hiding Among the
+//! Clones: A Simple and Nearly Optimal Analysis of Privacy Amplification by
+//! Shuffling" (FOCS 2021, arXiv:2012.12803).
+//!
+//! **The bound.** Let `n` users each send one report of an ε0-DP local randomizer, and
+//! let the aggregator see only the uniformly shuffled multiset of the `n` reports. The
+//! paper's Theorem 3.2 reduces the privacy of the shuffled output to that of a pair of
+//! distributions on `{0, …, c + 1}` mixed over the number `c` of *clones* (the other
+//! users whose report looks like one of the two differing users' reports):
+//!
+//! ```text
+//! C ~ Bin(n − 1, e^−ε0),   A ~ Bin(C, 1/2),   α = e^ε0 / (1 + e^ε0),
+//! P_c = A + 1 with probability α, A otherwise;   Q_c = A with probability α, A + 1 otherwise,
+//! δ(ε) = Σ_c Pr[C = c] · D_{e^ε}(P_c ‖ Q_c),   D_{e^ε}(P ‖ Q) = Σ_k max(0, P(k) − e^ε·Q(k)),
+//! ```
+//!
+//! and the shuffled output is (ε, δ(ε))-DP for every ε ≥ 0. (`C` is recoverable from
+//! `P_c`'s pair `(A + Δ, C − A + 1 − Δ)`, so the hockey-stick divergence of the mixture
+//! is the mixture of the divergences; `Q_c` is `P_c` mirrored, `k ↦ c + 1 − k`, so the
+//! divergence is symmetric.) This is the bound the authors' numerical method computes
+//! with the general clone probability `e^−ε0`; δ(ε) = 0 for ε ≥ ε0, and ε for a target
+//! δ is the smallest ε with δ(ε) ≤ δ ([`shuffled_epsilon`]).
+//!
+//! **The computation.** `P_c(k)/Q_c(k)` increases with `k`, so the divergence is
+//! `Pr[P_c ≥ m] − e^ε·Pr[Q_c ≥ m]` for the first `k = m` where the ratio exceeds `e^ε`
+//! (`m = ⌊θ(c + 1)⌋ + 1` for a fixed θ ∈ [1/2, 1)), which needs the tail `Pr[A ≥ m]`
+//! of `Bin(c, 1/2)`. Walking `c` upwards, `m` grows by 0 or 1 and the tail follows by
+//! an exact identity (`Pr[Bin(c+1, ½) ≥ m] = Pr[Bin(c, ½) ≥ m] + ½·Pr[Bin(c, ½) = m − 1]`),
+//! so each `c` costs O(1) binomial probabilities, computed by Loader's saddle-point
+//! form (accurate to a few ulps for any `n`, where the `ln Γ` difference loses
+//! `log10(n)` digits). Only the `c` whose probability mass matters are summed: the mass
+//! left out below the window (bounded by the Chernoff bound, at most 10⁻³⁰) is added to
+//! δ at the largest divergence any `c` has, and above the window each left-out `c`
+//! has at most the divergence of the last one summed (the divergence decreases in `c`:
+//! `A` at `c + 1` is `A` at `c` plus an independent coin, a post-processing). So the
+//! result is an upper bound on δ(ε); a bound on its floating-point error (tracked along
+//! the recurrence, which is re-summed directly when that bound grows) is added too.
+//! The cost grows as `√n`: [`shuffled_epsilon`] takes 2–55 ms at n = 10⁶ (the most
+//! for ε0 ≤ 1, whose clone counts spread widest) and 20–430 ms at n = 10⁸.
+//!
+//! δ is resolved down to about 10⁻³⁰ (the left-out mass added); below that the value is
+//! that bound, not δ, so a target δ under 10⁻²⁵ gets a conservative ε.
+//!
+//! [`analytic_epsilon`] is the paper's closed form (Theorem 3.1), looser and valid only
+//! for `ε0 ≤ ln(n / (16·ln(2/δ)))`.
+//!
+//! ```
+//! use ldpcov_proto::amplification::{analytic_epsilon, shuffled_delta, shuffled_epsilon};
+//!
+//! // One million users reporting at ε0 = 8 through a shuffler: central ε ≈ 0.44 at δ = 10⁻⁶.
+//! let eps = shuffled_epsilon(8.0, 1_000_000, 1e-6)?;
+//! assert!(eps > 0.44 && eps < 0.45);
+//! // The returned ε is never optimistic: its δ is within the target.
+//! assert!(shuffled_delta(8.0, 1_000_000, eps) <= 1e-6);
+//! // The closed form applies only for ε0 ≤ ln(n / (16·ln(2/δ))) = 8.37 here, and is
+//! // looser where it does.
+//! assert_eq!(analytic_epsilon(9.0, 1_000_000, 1e-6), None);
+//! let closed = analytic_epsilon(8.0, 1_000_000, 1e-6).unwrap();
+//! assert!(closed > 1.0 && eps < closed);
+//! # Ok::<(), ldpcov_proto::amplification::AmplificationError>(())
+//! ```
+
+use thiserror::Error;
+
+/// Width of the final bracket of [`shuffled_epsilon`]'s bisection: the returned ε is at
+/// most this much above the smallest ε with δ(ε) ≤ δ (and never below it).
+pub const EPSILON_TOLERANCE: f64 = 1e-6;
+
+/// The largest batch size computed as such: a larger `n` is computed as this one, which
+/// is conservative (δ(ε) does not increase with `n`) and keeps the cost (∝ √n) bounded.
+pub const MAX_BATCH_SIZE: u64 = 1_000_000_000;
+
+/// Local ε0 above which no amplification is claimed ([`shuffled_delta`] returns the
+/// trivial bound): `e^−ε0` is then below 10⁻⁴³, so a batch of at most
+/// [`MAX_BATCH_SIZE`] reports holds a clone with probability below 10⁻³⁴.
+pub const MAX_AMPLIFIED_LOCAL_EPSILON: f64 = 100.0;
+
+/// Probability mass of the clone count left out of [`shuffled_delta`]'s window on each
+/// side (bounded and added to δ).
+const NEGLECTED_MASS: f64 = 1e-30;
+
+/// [`shuffled_epsilon`] leaves out this fraction of the target δ instead (at least
+/// [`NEGLECTED_MASS`]): a narrower window, and a δ larger by at most 2·10⁻⁹ of the
+/// target, which moves ε by far less than [`EPSILON_TOLERANCE`].
+const NEGLECTED_FRACTION_OF_TARGET: f64 = 1e-9;
+
+/// Above the window's mean, the walk stops once a clone count's divergence is below
+/// this fraction of the δ summed so far (the rest is bounded and added).
+const UPPER_STOP_RELATIVE: f64 = 1e-12;
+
+/// Why an amplification bound could not be computed.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum AmplificationError {
+    /// ε0 not a positive finite number.
+    #[error("local epsilon {0} must be a positive finite number")]
+    LocalEpsilon(f64),
+    /// Fewer than two reports in a batch: nothing to hide among.
+    #[error("batch size {0} must be at least 2 (a shuffled batch of one report hides nothing)")]
+    BatchSize(u64),
+    /// δ outside (0, 1).
+    #[error("delta {0} must lie strictly between 0 and 1")]
+    Delta(f64),
+}
+
+fn check(eps0: f64, n: u64) -> Result<(), AmplificationError> {
+    if !(eps0.is_finite() && eps0 > 0.0) {
+        return Err(AmplificationError::LocalEpsilon(eps0));
+    }
+    if n < 2 {
+        return Err(AmplificationError::BatchSize(n));
+    }
+    Ok(())
+}
+
+fn check_delta(delta: f64) -> Result<(), AmplificationError> {
+    if !(delta > 0.0 && delta < 1.0) {
+        return Err(AmplificationError::Delta(delta));
+    }
+    Ok(())
+}
+
+/// The numerical δ(ε) of `n` shuffled reports of a pure `eps0`-LDP randomizer: the
+/// shuffled batch is (ε, δ)-DP against whoever sees only the shuffled batch (see the
+/// module docs for the bound and how it is summed). An upper bound on the paper's
+/// δ(ε), 0 for `eps ≥ eps0`, non-increasing in `n` and in `eps`.
+///
+/// `n = 1` is allowed here (no clones: the randomizer's own worst case,
+/// `(e^ε0 − e^ε)/(1 + e^ε0)`); `n` above [`MAX_BATCH_SIZE`] is computed as
+/// [`MAX_BATCH_SIZE`]. Outside the domain (`eps0` not positive and finite, `n = 0`,
+/// `eps` negative or NaN) and for `eps0` above [`MAX_AMPLIFIED_LOCAL_EPSILON`] it returns
+/// the trivial bound 1 (for `eps < eps0`).
+pub fn shuffled_delta(eps0: f64, n: u64, eps: f64) -> f64 {
+    delta_upper_bound(eps0, n, eps, NEGLECTED_MASS)
+}
+
+/// [`shuffled_delta`] with `neglected_mass` of the clone count left out on each side.
+fn delta_upper_bound(eps0: f64, n: u64, eps: f64, neglected_mass: f64) -> f64 {
+    if !(eps0.is_finite() && eps0 > 0.0) || n == 0 || eps.is_nan() || eps < 0.0 {
+        return 1.0;
+    }
+    if eps >= eps0 {
+        return 0.0;
+    }
+    if eps0 > MAX_AMPLIFIED_LOCAL_EPSILON {
+        return 1.0;
+    }
+    let (estimate, error_bound) =
+        Clones::new(eps0, n.min(MAX_BATCH_SIZE), eps).delta(neglected_mass);
+    (estimate + error_bound).min(1.0)
+}
+
+/// The central ε of `n` shuffled reports of a pure `eps0`-LDP randomizer at `delta`:
+/// the smallest ε with [`shuffled_delta`]`(eps0, n, ε) ≤ delta`, found by bisection on
+/// `[0, eps0]` down to a bracket of [`EPSILON_TOLERANCE`] and returned at the bracket's
+/// upper end (so its δ was checked to be within `delta`: never optimistic). Never above
+/// `eps0`: shuffling cannot weaken the local guarantee.
+///
+/// The bisection's points depend on `eps0` only, so the result is exactly monotone in
+/// `n` and `delta` (non-increasing).
+pub fn shuffled_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, AmplificationError> {
+    check(eps0, n)?;
+    check_delta(delta)?;
+    let neglected = (NEGLECTED_FRACTION_OF_TARGET * delta).max(NEGLECTED_MASS);
+    let delta_at = |eps: f64| delta_upper_bound(eps0, n, eps, neglected);
+    if delta_at(0.0) <= delta {
+        return Ok(0.0);
+    }
+    // Invariant: δ(lo) > delta ≥ δ(hi) (δ(eps0) = 0).
+    let (mut lo, mut hi) = (0.0f64, eps0);
+    while hi - lo > EPSILON_TOLERANCE {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if delta_at(mid) <= delta {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(hi.min(eps0))
+}
+
+/// The paper's closed-form bound (Feldman, McMillan & Talwar 2021, Theorem 3.1):
+/// `ε = ln(1 + (e^ε0 − 1)/(e^ε0 + 1) · (8·√(e^ε0·ln(4/δ)/n) + 8·e^ε0/n))`, or `None`
+/// outside its conditions (`ε0 ≤ ln(n / (16·ln(2/δ)))`, and valid arguments: `eps0`
+/// positive and finite, `n ≥ 2`, `delta` in (0, 1)). Looser than [`shuffled_epsilon`];
+/// exposed for comparison.
+pub fn analytic_epsilon(eps0: f64, n: u64, delta: f64) -> Option<f64> {
+    check(eps0, n).ok()?;
+    check_delta(delta).ok()?;
+    let nf = n as f64;
+    if eps0 > (nf / (16.0 * (2.0 / delta).ln())).ln() {
+        return None;
+    }
+    let e0 = eps0.exp();
+    let x = 8.0 * ((e0 * (4.0 / delta).ln() / nf).sqrt() + e0 / nf);
+    Some(((0.5 * eps0).tanh() * x).ln_1p())
+}
+
+/// One evaluation of δ(ε): the constants of the pair `(P_c, Q_c)` and the law of `C`.
+struct Clones {
+    /// Trials of `C ~ Bin(trials, p)`: `n − 1`.
+    trials: u64,
+    /// `p = e^−ε0` and `q = 1 − p`.
+    p: f64,
+    q: f64,
+    /// `θ`: `P_c(k)/Q_c(k) > e^ε` iff `k > θ(c + 1)`.
+    theta: f64,
+    /// `δ_c = a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m]`, with `a1 = α − e^ε(1 − α)` and
+    /// `a2 = e^ε·α − (1 − α)`; `a1` is also `δ_0`, the largest divergence.
+    a1: f64,
+    a2: f64,
+}
+
+impl Clones {
+    /// Requires `0 ≤ eps < eps0 ≤ MAX_AMPLIFIED_LOCAL_EPSILON` and `n ≥ 1`.
+    fn new(eps0: f64, n: u64, eps: f64) -> Self {
+        let p = (-eps0).exp();
+        let q = -(-eps0).exp_m1();
+        // Written without e^ε0 so that nothing overflows and nothing cancels at small ε0:
+        // 1 + e^−ε0 = 1/α, e^ε − e^−ε0 = expm1(ε) − expm1(−ε0) (a sum of two non-negative
+        // numbers), 1 − e^{ε−ε0} = −expm1(ε − ε0).
+        let one_plus_p = 1.0 + p;
+        let e_minus_p = eps.exp_m1() - (-eps0).exp_m1();
+        Clones {
+            trials: n - 1,
+            p,
+            q,
+            theta: e_minus_p / (q * (1.0 + eps.exp())),
+            a1: -(eps - eps0).exp_m1() / one_plus_p,
+            a2: e_minus_p / one_plus_p,
+        }
+    }
+
+    /// The first `k` with `P_c(k) > e^ε·Q_c(k)`, in `[1, c + 1]`.
+    fn threshold(&self, c: u64) -> u64 {
+        let m = (self.theta * (c + 1) as f64).floor() as u64 + 1;
+        m.clamp(1, c + 1)
+    }
+
+    /// `Pr[C = c]`.
+    fn clone_pmf(&self, c: u64) -> f64 {
+        binomial_pmf(c, self.trials, self.p, self.q)
+    }
+
+    /// Chernoff bound on `Pr[C ≤ k]` (`k` below the mean) or `Pr[C ≥ k]` (above it):
+    /// `exp(−(n−1)·KL(k/(n−1) ‖ p))`.
+    fn clone_tail_bound(&self, k: u64) -> f64 {
+        let n = self.trials as f64;
+        let x = k as f64;
+        (-(bd0(x, n * self.p) + bd0(n - x, n * self.q)))
+            .exp()
+            .min(1.0)
+    }
+
+    /// δ(ε) as `(estimate, bound)`: the sum with each clone count's divergence as
+    /// computed (the left-out mass included), and a bound on the floating-point error
+    /// of that sum, which [`shuffled_delta`] adds.
+    fn delta(&self, neglected_mass: f64) -> (f64, f64) {
+        let n = self.trials;
+        if n == 0 {
+            return (self.a1, 0.0);
+        }
+        let mean = n as f64 * self.p;
+        let sd = (mean * self.q).sqrt();
+        let step = (sd.ceil() as u64).max(1);
+        // The window: from ±6 sd, widened until the mass outside it is negligible.
+        let mut lo = (mean - 6.0 * sd).floor().max(0.0) as u64;
+        while lo > 0 && self.clone_tail_bound(lo - 1) > neglected_mass {
+            lo = lo.saturating_sub(step);
+        }
+        let mut hi = ((mean + 6.0 * sd).ceil() as u64).min(n);
+        while hi < n && self.clone_tail_bound(hi + 1) > neglected_mass {
+            hi = (hi + step).min(n);
+        }
+        // Below the window every divergence is at most δ_0 = a1.
+        let mut total = if lo > 0 {
+            self.a1 * self.clone_tail_bound(lo - 1)
+        } else {
+            0.0
+        };
+        let mut sum = 0.0;
+        let mut sum_bound = 0.0;
+        let mut c = lo;
+        let mut m = self.threshold(c);
+        // tail = Pr[Bin(c, ½) ≥ m] and err a bound on its absolute error, summed directly
+        // here and whenever the recurrence's error grows past 10⁻⁹ of the tail.
+        let (mut tail, mut err) = half_binomial_upper_tail(m, c);
+        // pmf_m1 = Pr[Bin(c, ½) = m − 1].
+        let mut pmf_m1 = half_binomial_pmf(m - 1, c);
+        loop {
+            // δ_c = a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m], plus a bound on its error (the
+            // tail's, the pmf's and this line's rounding), so that it stays an upper bound
+            // where the two terms nearly cancel.
+            let value = self.a1 * (tail + pmf_m1) - self.a2 * tail;
+            let bound = (self.a1 + self.a2) * err
+                + PMF_RELATIVE_ERROR * self.a1 * pmf_m1
+                + 4.0 * f64::EPSILON * (self.a1 * (tail + pmf_m1) + self.a2 * tail);
+            let delta_c = (value + bound).clamp(0.0, 1.0);
+            let w = self.clone_pmf(c);
+            sum += w * value.max(0.0);
+            sum_bound += w * (delta_c - value.max(0.0));
+            let stop_early = c as f64 > mean && delta_c <= UPPER_STOP_RELATIVE * sum;
+            if c == hi || stop_early {
+                // Above c every divergence is at most delta_c.
+                if c < n {
+                    total += delta_c * self.clone_tail_bound(c + 1);
+                }
+                break;
+            }
+            // Step to c + 1: Pr[Bin(c+1, ½) ≥ m] = Pr[Bin(c, ½) ≥ m] + ½·Pr[Bin(c, ½) = m − 1].
+            tail += 0.5 * pmf_m1;
+            err += f64::EPSILON * tail + PMF_RELATIVE_ERROR * 0.5 * pmf_m1;
+            c += 1;
+            let next = self.threshold(c);
+            debug_assert!(next == m || next == m + 1);
+            if next > m {
+                // Pr[Bin(c, ½) = m] leaves the tail and is the new pmf at m' − 1.
+                pmf_m1 = half_binomial_pmf(m, c);
+                err += f64::EPSILON * tail + PMF_RELATIVE_ERROR * pmf_m1;
+                tail -= pmf_m1;
+                m = next;
+            } else {
+                pmf_m1 = half_binomial_pmf(m - 1, c);
+            }
+            // The subtraction keeps the absolute error while the tail shrinks; once it
+            // is no longer small against the tail, sum the tail afresh. This happens
+            // only where the tail falls fast with c, i.e. far out, where the direct sum
+            // has few terms.
+            // (Not where even the whole error bound, which is added, is negligible: far
+            // out in the window the tails are subnormal.)
+            if err > REANCHOR_RELATIVE * tail && (self.a1 + self.a2) * err > NEGLIGIBLE_ERROR {
+                (tail, err) = half_binomial_upper_tail(m, c);
+            }
+        }
+        (total + sum, sum_bound)
+    }
+}
+
+/// Relative error assumed of one binomial probability from [`binomial_pmf`] (Loader's
+/// form is accurate to a few ulps; checked against exact values in the tests).
+const PMF_RELATIVE_ERROR: f64 = 1e-14;
+
+/// The recurrence's error bound, relative to the tail, past which the tail is summed
+/// afresh.
+const REANCHOR_RELATIVE: f64 = 1e-9;
+
+/// An error bound on one clone count's divergence this small is added without
+/// re-summing the tail (it is far below [`NEGLECTED_MASS`]).
+const NEGLIGIBLE_ERROR: f64 = 1e-40;
+
+/// `Pr[Bin(c, ½) = k]`.
+fn half_binomial_pmf(k: u64, c: u64) -> f64 {
+    binomial_pmf(k, c, 0.5, 0.5)
+}
+
+/// `Pr[Bin(c, ½) ≥ m]` for `m > c/2` (the terms decrease from `m` on) and a bound on
+/// its absolute error: summed until a term is below 10⁻¹⁹ of the sum, the rest bounded
+/// by a geometric series (the ratio of successive terms decreases) and added.
+fn half_binomial_upper_tail(m: u64, c: u64) -> (f64, f64) {
+    if m > c {
+        return (0.0, 0.0);
+    }
+    let mut term = half_binomial_pmf(m, c);
+    let mut sum = term;
+    let mut k = m;
+    let mut ratio = 0.0;
+    while k < c {
+        ratio = (c - k) as f64 / (k + 1) as f64;
+        if term <= 1e-19 * sum {
+            break;
+        }
+        term *= ratio;
+        sum += term;
+        k += 1;
+    }
+    let rest = if k < c {
+        term * ratio / (1.0 - ratio)
+    } else {
+        0.0
+    };
+    let terms = (k - m + 1) as f64;
+    // Each term carries the first one's error and 3 roundings per ratio applied; the
+    // sum one rounding per term.
+    let err = sum * (PMF_RELATIVE_ERROR + 4.0 * f64::EPSILON * terms) + rest;
+    (sum + rest, err)
+}
+
+/// `Pr[Bin(n, p) = k]` with `q = 1 − p` given separately, by Loader's saddle-point
+/// form ("Fast and accurate computation of binomial probabilities", 2000):
+/// `exp(−stirlerr terms − bd0(k, np) − bd0(n−k, nq)) / √(2πk(n−k)/n)`, accurate to a few
+/// ulps where `ln C(n, k)` from `ln Γ` would lose `log10(n)` digits to cancellation.
+fn binomial_pmf(k: u64, n: u64, p: f64, q: f64) -> f64 {
+    if k > n {
+        return 0.0;
+    }
+    let nf = n as f64;
+    if k == 0 {
+        return (nf * (-p).ln_1p()).exp();
+    }
+    if k == n {
+        return (nf * (-q).ln_1p()).exp();
+    }
+    let x = k as f64;
+    let lc = stirlerr(n) - stirlerr(k) - stirlerr(n - k) - bd0(x, nf * p) - bd0(nf - x, nf * q);
+    let lf = LN_2PI + x.ln() + (-x / nf).ln_1p();
+    (lc - 0.5 * lf).exp()
+}
+
+/// ln(2π).
+const LN_2PI: f64 = 1.837_877_066_409_345_5;
+
+/// `ln(k!) − ln(√(2πk)·(k/e)^k)`, the error of Stirling's formula (`k ≥ 1`).
+fn stirlerr(k: u64) -> f64 {
+    let x = k as f64;
+    if k <= 15 {
+        // Small k: directly (the values are small, nothing cancels much).
+        return libm::lgamma(x + 1.0) - (x + 0.5) * x.ln() + x - 0.5 * LN_2PI;
+    }
+    // The Stirling series 1/(12k) − 1/(360k³) + 1/(1260k⁵) − 1/(1680k⁷) + 1/(1188k⁹);
+    // the next term is below 10⁻¹⁶ of the sum at k = 16.
+    let r = 1.0 / x;
+    let r2 = r * r;
+    r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 * (1.0 / 1260.0 - r2 * (1.0 / 1680.0 - r2 / 1188.0))))
+}
+
+/// `x·ln(x/m) + m − x`, the deviance term, without cancellation when `x ≈ m`.
+fn bd0(x: f64, m: f64) -> f64 {
+    if x == 0.0 {
+        return m;
+    }
+    if (x - m).abs() < 0.1 * (x + m) {
+        // With v = (x − m)/(x + m): (x − m)·v + Σ_{j≥1} 2x·v^{2j+1}/(2j + 1).
+        let v = (x - m) / (x + m);
+        let v2 = v * v;
+        let mut s = (x - m) * v;
+        let mut ej = 2.0 * x * v;
+        for j in 1..1000 {
+            ej *= v2;
+            let next = s + ej / (2 * j + 1) as f64;
+            if next == s {
+                break;
+            }
+            s = next;
+        }
+        return s;
+    }
+    x * (x / m).ln() + m - x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binomial_pmf_matches_exact_values() {
+        // Exact small cases: C(10, 3)/2^10 and C(20, 7)·0.3^7·0.7^13.
+        let got = binomial_pmf(3, 10, 0.5, 0.5);
+        assert!((got - 120.0 / 1024.0).abs() <= 1e-15, "{got}");
+        let want = 77_520.0 * 0.3f64.powi(7) * 0.7f64.powi(13);
+        let got = binomial_pmf(7, 20, 0.3, 0.7);
+        assert!((got / want - 1.0).abs() <= 1e-13, "{got} vs {want}");
+        // The pmf sums to one at a large n (Bin(10⁶, ½), ±40 sd).
+        let c = 1_000_000u64;
+        let s: f64 = (480_000..=520_000).map(|k| half_binomial_pmf(k, c)).sum();
+        assert!((s - 1.0).abs() <= 1e-12, "{s}");
+        // Symmetry at n = 10⁸, where ln Γ would have lost 8 digits.
+        let n = 100_000_000u64;
+        let a = half_binomial_pmf(n / 2 - 3_000, n);
+        let b = half_binomial_pmf(n / 2 + 3_000, n);
+        assert!((a / b - 1.0).abs() <= 1e-13, "{a} {b}");
+    }
+
+    #[test]
+    fn one_report_is_the_local_guarantee() {
+        // n = 1: no clones, δ(ε) = (e^ε0 − e^ε)/(1 + e^ε0), randomized response's curve.
+        for &(eps0, eps) in &[(1.0f64, 0.0f64), (1.0, 0.5), (4.0, 2.0)] {
+            let want = (eps0.exp() - eps.exp()) / (1.0 + eps0.exp());
+            let got = shuffled_delta(eps0, 1, eps);
+            assert!((got - want).abs() <= 1e-15, "{eps0} {eps}: {got} vs {want}");
+        }
+        assert_eq!(shuffled_delta(1.0, 5, 1.0), 0.0);
+        assert_eq!(shuffled_delta(1.0, 5, 2.0), 0.0);
+    }
+
+    /// The table of issue #33 (central ε at δ = 10⁻⁶ as printed there, two decimals),
+    /// computed with the authors' numerical method.
+    #[test]
+    fn issue_table() {
+        for &(eps0, n, want) in &[
+            (6.0, 100_000, 0.52),
+            (6.0, 1_000_000, 0.15),
+            (8.0, 100_000, 2.19),
+            (8.0, 1_000_000, 0.44),
+        ] {
+            let got = shuffled_epsilon(eps0, n, 1e-6).unwrap();
+            assert!(
+                (got - want).abs() <= 0.005,
+                "ε0 {eps0} n {n}: {got}, table {want}"
+            );
+        }
+    }
+
+    /// Values of `testing/reference/shuffle_amplification.py`, an independent
+    /// implementation (scipy's incomplete-beta binomial tails at every clone count,
+    /// bisection to 10⁻⁹). Its ε is within 10⁻⁹ above the smallest ε with δ(ε) ≤ δ;
+    /// ours is within [`EPSILON_TOLERANCE`] above it; so ours must lie in
+    /// `[py − 10⁻⁹, py + EPSILON_TOLERANCE]` (widened by 10⁻⁹ more for the two
+    /// computations' rounding of δ, which moves ε by far less).
+    #[test]
+    fn independent_implementation_values() {
+        for &(eps0, n, delta, py) in REFERENCE {
+            let got = shuffled_epsilon(eps0, n, delta).unwrap();
+            assert!(
+                got >= py - 2e-9 && got <= py + EPSILON_TOLERANCE + 2e-9,
+                "ε0 {eps0} n {n} δ {delta}: {got}, reference {py}"
+            );
+        }
+        // δ itself: the reference lies within our estimate ± our error bound (widened
+        // by 10⁻¹¹ of δ for the reference's own rounding: scipy's tails to ~10⁻¹⁵,
+        // times the cancellation between the two tails), and the bound, added to the
+        // estimate to make the result an upper bound, is a small part of it.
+        for &(eps0, n, eps, py) in REFERENCE_DELTA {
+            let (estimate, bound) = Clones::new(eps0, n, eps).delta(NEGLECTED_MASS);
+            assert!(
+                (estimate - py).abs() <= bound + 1e-11 * py,
+                "ε0 {eps0} n {n} ε {eps}: δ {estimate} ± {bound}, reference {py}"
+            );
+            assert!(
+                bound >= 0.0 && bound <= 1e-6 * estimate,
+                "{bound} {estimate}"
+            );
+            assert_eq!(shuffled_delta(eps0, n, eps), estimate + bound);
+        }
+    }
+
+    /// (ε0, n, δ, ε) from `python3 testing/reference/shuffle_amplification.py`.
+    const REFERENCE: &[(f64, u64, f64, f64)] = &[
+        (1.0, 1_000, 1e-06, 0.182412348),
+        (1.0, 10_000, 1e-06, 0.053005317),
+        (1.0, 100_000, 1e-06, 0.015282063),
+        (1.0, 1_000_000, 1e-06, 0.004334521),
+        (2.0, 1_000, 1e-06, 0.545497966),
+        (2.0, 10_000, 1e-06, 0.155045243),
+        (2.0, 100_000, 1e-06, 0.045025581),
+        (2.0, 1_000_000, 1e-06, 0.012958370),
+        (4.0, 1_000, 1e-06, 3.989963599),
+        (4.0, 10_000, 1e-06, 0.600908764),
+        (4.0, 100_000, 1e-06, 0.169769748),
+        (4.0, 1_000_000, 1e-06, 0.049307074),
+        (6.0, 1_000, 1e-06, 5.999996540),
+        (6.0, 10_000, 1e-06, 5.721008140),
+        (6.0, 100_000, 1e-06, 0.524180546),
+        (6.0, 1_000_000, 1e-06, 0.149290901),
+        (8.0, 1_000, 1e-06, 7.999998817),
+        (8.0, 10_000, 1e-06, 7.999994648),
+        (8.0, 100_000, 1e-06, 2.188565535),
+        (8.0, 1_000_000, 1e-06, 0.444468746),
+        (10.0, 1_000, 1e-06, 9.999998977),
+        (10.0, 10_000, 1e-06, 9.999998746),
+        (10.0, 100_000, 1e-06, 9.999990321),
+        (10.0, 1_000_000, 1e-06, 1.597060613),
+        (1.0, 1_000, 1e-08, 0.230555968),
+        (1.0, 10_000, 1e-08, 0.068880424),
+        (1.0, 100_000, 1e-08, 0.020593415),
+        (1.0, 1_000_000, 1e-08, 0.006125477),
+        (2.0, 1_000, 1e-08, 0.683988030),
+        (2.0, 10_000, 1e-08, 0.196624000),
+        (2.0, 100_000, 1e-08, 0.058762904),
+        (2.0, 1_000_000, 1e-08, 0.017558903),
+        (4.0, 1_000, 1e-08, 3.999900133),
+        (4.0, 10_000, 1e-08, 0.754629243),
+        (4.0, 100_000, 1e-08, 0.214928017),
+        (4.0, 1_000_000, 1e-08, 0.064196844),
+        (6.0, 1_000, 1e-08, 5.999999966),
+        (6.0, 10_000, 1e-08, 5.997562493),
+        (6.0, 100_000, 1e-08, 0.657007602),
+        (6.0, 1_000_000, 1e-08, 0.189465504),
+        (8.0, 1_000, 1e-08, 7.999999989),
+        (8.0, 10_000, 1e-08, 7.999999947),
+        (8.0, 100_000, 1e-08, 7.785785841),
+        (8.0, 1_000_000, 1e-08, 0.556639058),
+        (10.0, 1_000, 1e-08, 9.999999990),
+        (10.0, 10_000, 1e-08, 9.999999988),
+        (10.0, 100_000, 1e-08, 9.999999903),
+        (10.0, 1_000_000, 1e-08, 2.290240572),
+    ];
+
+    /// The same comparison at n = 10⁷ and 10⁸ (the reference's `shuffled_epsilon`
+    /// called directly at these points; about 15 s each in Python).
+    #[test]
+    fn independent_implementation_values_large_n() {
+        for &(eps0, n, delta, py) in &[
+            (1.0, 10_000_000, 1e-8, 0.001_808_641),
+            (4.0, 100_000_000, 1e-6, 0.004_024_110),
+            (10.0, 100_000_000, 1e-6, 0.108_453_017),
+        ] {
+            let got = shuffled_epsilon(eps0, n, delta).unwrap();
+            assert!(
+                got >= py - 2e-9 && got <= py + EPSILON_TOLERANCE + 2e-9,
+                "ε0 {eps0} n {n} δ {delta}: {got}, reference {py}"
+            );
+        }
+    }
+
+    /// (ε0, n, ε, δ(ε)) from the same script.
+    const REFERENCE_DELTA: &[(f64, u64, f64, f64)] = &[
+        (6.0, 100_000, 0.5, 2.151321709797e-06),
+        (8.0, 1_000_000, 0.4, 5.067442885064e-06),
+        (2.0, 10_000, 0.3, 2.193988326055e-15),
+        (4.0, 1_000, 2.0, 2.283557209033e-04),
+    ];
+
+    #[test]
+    fn the_returned_epsilon_is_minimal_to_the_tolerance() {
+        for &(eps0, n, delta) in &[
+            (1.0, 10_000, 1e-6),
+            (4.0, 100_000, 1e-8),
+            (8.0, 1_000_000, 1e-6),
+        ] {
+            let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+            assert!(shuffled_delta(eps0, n, eps) <= delta);
+            assert!(shuffled_delta(eps0, n, eps - EPSILON_TOLERANCE) > delta);
+        }
+    }
+
+    #[test]
+    fn monotone_in_n_and_eps0_and_never_above_eps0() {
+        let ns = [2u64, 10, 100, 1_000, 10_000, 100_000, 1_000_000];
+        let eps0s = [0.1, 0.5, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0];
+        for &delta in &[1e-6, 1e-9] {
+            for &eps0 in &eps0s {
+                let mut last = f64::INFINITY;
+                for &n in &ns {
+                    let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+                    assert!(eps <= eps0, "ε0 {eps0} n {n}: {eps}");
+                    assert!(
+                        eps <= last,
+                        "ε0 {eps0} n {n}: {eps} > {last} at fewer users"
+                    );
+                    last = eps;
+                }
+            }
+            for &n in &ns {
+                let mut last = 0.0;
+                for &eps0 in &eps0s {
+                    let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+                    assert!(
+                        eps >= last,
+                        "n {n} ε0 {eps0}: {eps} < {last} at a smaller ε0"
+                    );
+                    last = eps;
+                }
+            }
+        }
+        // δ(ε) itself, at fixed ε: non-increasing in n, non-decreasing in ε0 and
+        // non-increasing in ε. (At points where δ is resolved: the 10⁻³⁰ of left-out
+        // clone mass sets a floor below which the values are that bound, not δ.)
+        let resolved = |d: f64| assert!(d > 1e-25, "{d} is below the resolved range");
+        let mut last = f64::INFINITY;
+        for n in [2u64, 3, 50, 999, 1_000, 1_001, 40_000, 100_000] {
+            let d = shuffled_delta(3.0, n, 0.1);
+            resolved(d);
+            assert!(d <= last, "n {n}: {d} > {last}");
+            last = d;
+        }
+        let mut last = 0.0;
+        for eps0 in [1.0, 1.5, 2.0, 3.0, 5.0, 9.0] {
+            let d = shuffled_delta(eps0, 1_000, 0.2);
+            resolved(d);
+            assert!(d >= last, "ε0 {eps0}: {d} < {last}");
+            last = d;
+        }
+        let mut last = f64::INFINITY;
+        for eps in [0.0, 0.01, 0.1, 0.3, 0.6, 1.0, 1.9, 1.99] {
+            let d = shuffled_delta(2.0, 10, eps);
+            resolved(d);
+            assert!(d <= last, "ε {eps}: {d} > {last}");
+            last = d;
+        }
+        assert_eq!(shuffled_delta(2.0, 10, 2.0), 0.0);
+    }
+
+    #[test]
+    fn numerical_bound_is_below_the_closed_form_where_that_applies() {
+        let mut compared = 0;
+        for &delta in &[1e-4, 1e-6, 1e-8] {
+            for &n in &[1_000u64, 10_000, 100_000, 1_000_000, 10_000_000] {
+                for &eps0 in &[0.05, 0.1, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0] {
+                    let Some(closed) = analytic_epsilon(eps0, n, delta) else {
+                        continue;
+                    };
+                    compared += 1;
+                    let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+                    assert!(
+                        eps <= closed,
+                        "ε0 {eps0} n {n} δ {delta}: numerical {eps} > closed form {closed}"
+                    );
+                }
+            }
+        }
+        // The grid reaches the closed form's regime often enough to mean something.
+        assert!(compared >= 40, "{compared}");
+    }
+
+    #[test]
+    fn closed_form_conditions() {
+        // ln(10⁶ / (16·ln(2·10⁶))) = 8.368: ε0 = 8.36 applies, 8.37 does not.
+        assert!(analytic_epsilon(8.36, 1_000_000, 1e-6).is_some());
+        assert_eq!(analytic_epsilon(8.37, 1_000_000, 1e-6), None);
+        // Small n: no ε0 qualifies (16·ln(2/δ) = 232 > 200).
+        assert_eq!(analytic_epsilon(0.01, 200, 1e-6), None);
+        assert_eq!(analytic_epsilon(0.0, 1_000_000, 1e-6), None);
+        assert_eq!(analytic_epsilon(1.0, 1, 1e-6), None);
+        assert_eq!(analytic_epsilon(1.0, 1_000_000, 1.0), None);
+        // The formula at one point: ε0 = 1, n = 10⁶, δ = 10⁻⁶, by hand:
+        // tanh(½)·8·(√(e·ln(4·10⁶)/10⁶) + e/10⁶) = 0.4621172·0.0514480 = 0.0237750,
+        // ln(1.0237750) = 0.02349677 (Python's math module, double precision).
+        let got = analytic_epsilon(1.0, 1_000_000, 1e-6).unwrap();
+        assert!((got - 0.023_496_774_905_355_63).abs() < 1e-15, "{got}");
+    }
+
+    #[test]
+    fn bad_input() {
+        use AmplificationError::*;
+        assert_eq!(shuffled_epsilon(0.0, 100, 1e-6), Err(LocalEpsilon(0.0)));
+        assert_eq!(shuffled_epsilon(-1.0, 100, 1e-6), Err(LocalEpsilon(-1.0)));
+        assert!(matches!(
+            shuffled_epsilon(f64::NAN, 100, 1e-6),
+            Err(LocalEpsilon(_))
+        ));
+        assert_eq!(
+            shuffled_epsilon(f64::INFINITY, 100, 1e-6),
+            Err(LocalEpsilon(f64::INFINITY))
+        );
+        assert_eq!(shuffled_epsilon(1.0, 1, 1e-6), Err(BatchSize(1)));
+        assert_eq!(shuffled_epsilon(1.0, 0, 1e-6), Err(BatchSize(0)));
+        assert_eq!(shuffled_epsilon(1.0, 100, 0.0), Err(Delta(0.0)));
+        assert_eq!(shuffled_epsilon(1.0, 100, 1.0), Err(Delta(1.0)));
+        assert!(matches!(
+            shuffled_epsilon(1.0, 100, f64::NAN),
+            Err(Delta(_))
+        ));
+        assert_eq!(
+            BatchSize(1).to_string(),
+            "batch size 1 must be at least 2 (a shuffled batch of one report hides nothing)"
+        );
+        // δ outside its domain is the trivial bound.
+        assert_eq!(shuffled_delta(0.0, 100, 0.5), 1.0);
+        assert_eq!(shuffled_delta(1.0, 0, 0.5), 1.0);
+        assert_eq!(shuffled_delta(1.0, 100, -0.5), 1.0);
+        assert_eq!(shuffled_delta(1.0, 100, f64::NAN), 1.0);
+        // Past the amplified range: nothing is claimed, ε = ε0.
+        assert_eq!(shuffled_delta(150.0, 1_000_000, 10.0), 1.0);
+        assert_eq!(shuffled_epsilon(150.0, 1_000_000, 1e-6), Ok(150.0));
+    }
+
+    #[test]
+    fn large_batches_are_capped_conservatively() {
+        let capped = shuffled_delta(2.0, MAX_BATCH_SIZE, 0.005);
+        assert_eq!(shuffled_delta(2.0, u64::MAX, 0.005), capped);
+        assert!(capped > 0.0 && capped < 1.0);
+    }
+}
