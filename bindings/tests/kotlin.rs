@@ -107,7 +107,7 @@ fn kotlin_bindings_end_to_end() {
     );
     let (tests, failed, skipped) = surefire_totals(&reports);
     // Every JUnit test ran and passed; none was skipped.
-    assert!(tests >= 8, "only {tests} JUnit tests ran");
+    assert!(tests >= 12, "only {tests} JUnit tests ran");
     assert_eq!(failed, 0, "JUnit failures:\n{stdout}\n{stderr}");
     assert_eq!(skipped, 0, "JUnit tests were skipped:\n{stdout}\n{stderr}");
     eprintln!("Kotlin (JVM): {tests} JUnit tests passed in {elapsed:.1?}");
