@@ -11,10 +11,12 @@ Run it with ``bindings/python/run_tests.sh``, which builds the library, generate
 Plain ``unittest``: no third-party test runner. numpy is used when importable.
 """
 
+import json
 import math
 import os
 import random
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,11 @@ N_REPORTS = 300
 DIM = 4
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# The shared test vectors: every client reproduces the Rust client's bytes.
+VECTORS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "testing", "vectors", "reports-v1.json"
+)
 
 
 class Daemon:
@@ -262,6 +269,62 @@ class BindingsTest(unittest.TestCase):
             )
         with self.assertRaises(ldp.LdpcovError.NotFound):
             self.admin.status("py-rank-one-delta")
+
+
+def f64(value):
+    """A vector file's f64: its IEEE-754 bits are authoritative."""
+    return struct.unpack(">d", bytes.fromhex(value["bits"]))[0]
+
+
+class TestVectorsTest(unittest.TestCase):
+    """The library the bindings load reproduces testing/vectors/reports-v1.json."""
+
+    @classmethod
+    def setUpClass(cls):
+        with open(VECTORS, encoding="utf-8") as f:
+            cls.vectors = json.load(f)
+
+    def build(self, case, seed=None):
+        return ldp.reports_with_seed_for_test_vectors(
+            bytes.fromhex(case["params_hex"]),
+            int(case["seed"]) if seed is None else seed,
+            [[f64(v) for v in r["x"]] for r in case["reports"]],
+            [bytes.fromhex(r["report_id"]) for r in case["reports"]],
+        )
+
+    def test_every_case_byte_for_byte(self):
+        self.assertEqual(self.vectors["format"], "ldpcov-report-vectors")
+        self.assertEqual(self.vectors["version"], 1)
+        cases = self.vectors["cases"]
+        self.assertGreaterEqual(len(cases), 17)
+        checked = 0
+        for case in cases:
+            with self.subTest(case=case["name"]):
+                built = self.build(case)
+                self.assertEqual(len(built), len(case["reports"]))
+                for n, (got, want) in enumerate(zip(built, case["reports"])):
+                    self.assertEqual(got.payload.hex(), want["payload"], f"report {n}")
+                    self.assertEqual(got.report_message.hex(), want["report_message"], f"report {n}")
+                    checked += 1
+        self.assertEqual(checked, sum(len(c["reports"]) for c in cases))
+
+    def test_another_seed_gives_other_bytes(self):
+        # The check above could not pass by accident: the noise depends on the seed.
+        case = next(c for c in self.vectors["cases"] if c["name"].startswith("gaussian-svec-i32"))
+        built = self.build(case, seed=int(case["seed"]) + 1)
+        self.assertNotEqual(built[0].payload.hex(), case["reports"][0]["payload"])
+
+    def test_bad_arguments_raise(self):
+        case = self.vectors["cases"][0]
+        params = bytes.fromhex(case["params_hex"])
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            ldp.reports_with_seed_for_test_vectors(params, 1, [[0.5]], [bytes(15)])
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            ldp.reports_with_seed_for_test_vectors(params, 1, [[0.5], [0.25]], [bytes(16)])
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            ldp.reports_with_seed_for_test_vectors(params, 1, [[math.nan]], [bytes(16)])
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            ldp.reports_with_seed_for_test_vectors(b"\xff\xff", 1, [], [])
 
 
 if __name__ == "__main__":

@@ -27,11 +27,13 @@ uniffi::setup_scaffolding!();
 mod admin;
 mod device;
 mod error;
+mod test_vectors;
 
 pub use admin::{Admin, CollectionSpecInput, CollectionStatusInfo, EstimateInfo};
 pub use device::{Device, LedgerConfig, PolicyConfig, SubmitResult};
 
 pub use error::LdpcovError;
+pub use test_vectors::{TestVectorReport, reports_with_seed_for_test_vectors};
 
 use ldpcov_client::proto::v1::{Encoding as ProtoEncoding, LocalMechanism};
 use ldpcov_client::{AggregatorClient, Collection};

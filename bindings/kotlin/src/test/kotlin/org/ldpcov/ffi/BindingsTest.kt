@@ -1,0 +1,241 @@
+// End-to-end test of the Kotlin bindings (uniffi.ldpcov_ffi) on the JVM against a real
+// aggregator: the JUnit twin of bindings/python/test_ldpcov.py.
+//
+// Run by bindings/kotlin/run_tests.sh (or `cargo test -p ldpcov-ffi`), which sets
+// LDPCOV_URL (environment) and jna.library.path (system property: where JNA finds
+// libldpcov_ffi).
+package org.ldpcov.ffi
+
+import java.nio.file.Files
+import java.util.Random
+import kotlin.math.ln
+import kotlin.math.sqrt
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertFalse
+import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.AfterAll
+import org.junit.jupiter.api.BeforeAll
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.TestInstance
+import org.junit.jupiter.api.assertThrows
+import uniffi.ldpcov_ffi.Admin
+import uniffi.ldpcov_ffi.CollectionInfo
+import uniffi.ldpcov_ffi.CollectionSpecInput
+import uniffi.ldpcov_ffi.Device
+import uniffi.ldpcov_ffi.LdpcovException
+import uniffi.ldpcov_ffi.LedgerConfig
+import uniffi.ldpcov_ffi.Mechanism
+import uniffi.ldpcov_ffi.PolicyConfig
+import uniffi.ldpcov_ffi.SubmitResult
+import uniffi.ldpcov_ffi.WireEncoding
+
+// Every collection of the test: epsilon = 1 per report at delta = 1e-6.
+private const val EPSILON = 1.0
+private const val DELTA = 1e-6
+// Reports the main collection receives from Kotlin.
+private const val N_REPORTS = 300
+private const val DIM = 4
+
+private fun spec(id: String, dim: Int, minReports: Long) = CollectionSpecInput(
+    collectionId = id,
+    dim = dim.toUInt(),
+    epsilon = EPSILON,
+    delta = DELTA,
+    clipRadius = 3.0,
+    minReports = minReports.toULong(),
+)
+
+/// Epsilon at `delta` of rho-zCDP (Bun & Steinke 2016, Proposition 1.3), as the ledger states it.
+private fun epsilonOfRho(rho: Double, delta: Double) = rho + 2.0 * sqrt(rho * ln(1.0 / delta))
+
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class BindingsTest {
+    private val url: String = System.getenv("LDPCOV_URL")
+        ?: error("LDPCOV_URL must name an aggregator (run bindings/kotlin/run_tests.sh)")
+    private lateinit var admin: Admin
+    private lateinit var info: CollectionInfo
+    private lateinit var deviceInfo: CollectionInfo
+    private lateinit var sampler: String
+    private lateinit var results: List<SubmitResult>
+    private var before = 0uL
+    private var after = 0uL
+
+    @BeforeAll
+    fun sendTheMainCollection() {
+        admin = Admin.connect(url)
+        info = admin.createCollection(spec("kt-e2e", DIM, 100))
+        before = admin.status("kt-e2e").reports
+        // A device without a ledger stands in for a fleet of devices here.
+        Device.connect(url).use { device ->
+            sampler = device.noiseSamplerKind()
+            deviceInfo = device.collection("kt-e2e")
+            val rng = Random(20240601)
+            results = List(N_REPORTS) {
+                device.submit("kt-e2e", List(DIM) { rng.nextGaussian() })
+            }
+        }
+        after = admin.status("kt-e2e").reports
+    }
+
+    @AfterAll
+    fun closeAdmin() {
+        admin.close()
+    }
+
+    @Test
+    fun deviceUsesTheExactSamplerAndRederivedParameters() {
+        assertEquals("exact-discrete-gaussian", sampler)
+        // Both sides re-derive the parameters from the same spec.
+        assertEquals(info, deviceInfo)
+        assertEquals(DIM.toUInt(), info.dim)
+        assertEquals(WireEncoding.I32, info.encoding)
+        assertEquals(Mechanism.GAUSSIAN, info.mechanism)
+        assertTrue(info.sigma > 0.0)
+    }
+
+    @Test
+    fun countMovedByExactlyTheReportsSent() {
+        assertEquals(0uL, before)
+        assertEquals(N_REPORTS.toULong(), after - before)
+        val ids = results.map { it.reportId }.toSet()
+        assertEquals(N_REPORTS, ids.size, "report ids must be fresh")
+        assertTrue(ids.all { it.length == 32 })
+        assertFalse(results.any { it.duplicate })
+    }
+
+    @Test
+    fun estimateComesFromTheDaemon() {
+        val est = admin.estimate("kt-e2e")
+        assertEquals("kt-e2e", est.collectionId)
+        assertEquals(N_REPORTS.toULong(), est.reports)
+        assertEquals(DIM.toUInt(), est.dim)
+        assertEquals(DIM * (DIM + 1) / 2, est.upperTriangle.size)
+        assertEquals(DIM * DIM, est.matrix.size)
+        assertTrue(est.psdProjected)
+        // The full matrix is the packed triangle mirrored: row-major i <= j.
+        var k = 0
+        for (i in 0 until DIM) {
+            for (j in i until DIM) {
+                assertEquals(est.upperTriangle[k], est.matrix[i * DIM + j])
+                assertEquals(est.upperTriangle[k], est.matrix[j * DIM + i])
+                k++
+            }
+        }
+    }
+
+    @Test
+    fun estimateBelowMinimumIsRefused() {
+        admin.createCollection(spec("kt-few", 2, 1000))
+        assertThrows<LdpcovException.FailedPrecondition> { admin.estimate("kt-few") }
+    }
+
+    @Test
+    fun badInputRaisesTypedErrorsAndCountsNothing() {
+        admin.createCollection(spec("kt-bad", 3, 1))
+        val ledgerDir = Files.createTempDirectory("ldpcov-kt-ledger")
+        Device.connect(url, ledger = LedgerConfig(dir = ledgerDir.toString())).use { device ->
+            val bad = listOf(
+                listOf(1.0, 2.0),
+                listOf(1.0, 2.0, 3.0, 4.0),
+                listOf(1.0, Double.NaN, 0.0),
+                listOf(Double.POSITIVE_INFINITY, 0.0, 0.0),
+                listOf(0.0, Double.NEGATIVE_INFINITY, 0.0),
+            )
+            for (x in bad) {
+                assertThrows<LdpcovException.InvalidInput>("$x") { device.submit("kt-bad", x) }
+            }
+            // Refused before the ledger was charged, and nothing was sent.
+            // (A fresh ledger reports -0.0: equal to 0 within a zero tolerance.)
+            val spent = device.spentEpsilon() ?: error("a device with a ledger reports its spend")
+            assertEquals(0.0, spent, 0.0)
+            assertEquals(0uL, admin.status("kt-bad").reports)
+            assertThrows<LdpcovException.NotFound> {
+                device.submit("kt-no-such-collection", listOf(0.0, 0.0, 0.0))
+            }
+            // The count is live: one good report moves it by one.
+            device.submit("kt-bad", listOf(0.5, -0.5, 1.0))
+            assertEquals(1uL, admin.status("kt-bad").reports)
+        }
+    }
+
+    @Test
+    fun deviceWithoutLedgerReportsNoSpend() {
+        Device.connect(url).use { device -> assertNull(device.spentEpsilon()) }
+    }
+
+    @Test
+    fun privacyPolicyRefusesWeakerCollections() {
+        admin.createCollection(spec("kt-policy", 2, 1))
+        val strict = PolicyConfig(maxEpsilon = EPSILON / 2, maxDelta = DELTA)
+        Device.connect(url, policy = strict).use { device ->
+            assertThrows<LdpcovException.PolicyRefused> { device.submit("kt-policy", listOf(0.1, 0.2)) }
+        }
+        assertEquals(0uL, admin.status("kt-policy").reports)
+    }
+
+    @Test
+    fun ledgerRefusesPastTheBudget() {
+        val created = admin.createCollection(spec("kt-ledger", 3, 1))
+        // A lifetime budget of 2.5 reports' rho admits exactly 2 reports (2 rho <= 2.5 rho
+        // < 3 rho); the margin of half a report is far above the rounding of the conversion.
+        val budget = epsilonOfRho(2.5 * created.rho, DELTA)
+        val ledgerDir = Files.createTempDirectory("ldpcov-kt-ledger")
+        val config = LedgerConfig(
+            dir = ledgerDir.toString(),
+            lifetimeEpsilon = budget,
+            periodDays = 0u,
+            delta = DELTA,
+        )
+        Device.connect(url, ledger = config).use { device ->
+            device.submit("kt-ledger", listOf(1.0, 0.0, -1.0))
+            device.submit("kt-ledger", listOf(0.0, 2.0, 0.5))
+            assertThrows<LdpcovException.BudgetExceeded> {
+                device.submit("kt-ledger", listOf(0.3, 0.3, 0.3))
+            }
+            assertEquals(2uL, admin.status("kt-ledger").reports)
+            val spent = device.spentEpsilon() ?: error("a device with a ledger reports its spend")
+            assertEquals(epsilonOfRho(2.0 * created.rho, DELTA), spent, 1e-9)
+        }
+        // The spend is on disk: a new device over the same directory refuses too.
+        Device.connect(url, ledger = config).use { again ->
+            assertThrows<LdpcovException.BudgetExceeded> {
+                again.submit("kt-ledger", listOf(0.3, 0.3, 0.3))
+            }
+        }
+        assertEquals(2uL, admin.status("kt-ledger").reports)
+    }
+
+    @Test
+    fun rankOneCollectionsAreCreatedAndCount() {
+        val rankOne = CollectionSpecInput(
+            collectionId = "kt-rank-one",
+            dim = DIM.toUInt(),
+            epsilon = 2.0,
+            delta = 0.0,
+            clipRadius = 3.0,
+            minReports = 50uL,
+            mechanism = Mechanism.RANK_ONE,
+        )
+        val created = admin.createCollection(rankOne)
+        assertEquals(Mechanism.RANK_ONE, created.mechanism)
+        assertEquals(WireEncoding.I16, created.encoding)
+        assertEquals(0.0, created.sigma)
+        // Pure epsilon implies epsilon^2/2-zCDP: what a ledger adds up.
+        assertEquals(2.0 * 2.0 / 2, created.rho, 1e-12)
+        Device.connect(url).use { device ->
+            assertEquals(created, device.collection("kt-rank-one"))
+            val rng = Random(7)
+            repeat(60) { device.submit("kt-rank-one", List(DIM) { rng.nextGaussian() }) }
+        }
+        assertEquals(60uL, admin.status("kt-rank-one").reports)
+        val est = admin.estimate("kt-rank-one")
+        assertEquals(60uL, est.reports)
+        assertTrue(est.upperTriangle.all { it.isFinite() })
+        // A rank-one collection with a delta is refused, and nothing is created.
+        assertThrows<LdpcovException.InvalidInput> {
+            admin.createCollection(rankOne.copy(collectionId = "kt-rank-one-delta", delta = 1e-6))
+        }
+        assertThrows<LdpcovException.NotFound> { admin.status("kt-rank-one-delta") }
+    }
+}
