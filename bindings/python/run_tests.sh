@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Python bindings' end-to-end test (test_ldpcov.py) against a real aggregator:
 # builds ldpcov-ffi and the daemon, generates the ldpcov_ffi module into a temporary
-# directory, installs numpy with pip if it is missing, and runs the test. Exits
-# non-zero on any failure.
+# directory, packs it into a wheel (build_wheel.py), installs the wheel into a fresh
+# virtual environment (with numpy from PyPI), and runs the test there. Exits non-zero
+# on any failure.
 #
 # `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/python.rs), with
 # LDPCOV_FFI_LIB and UNIFFI_BINDGEN naming what its own build made (no cargo call
@@ -31,9 +32,15 @@ trap 'rm -rf "$module_dir"' EXIT
 "$root/bindings/generate.sh" --out "$module_dir" python >/dev/null
 export LDPCOV_PY_MODULE_DIR="$module_dir/python"
 
-if ! "$python" -c 'import numpy' 2>/dev/null; then
-    "$python" -m pip install --quiet numpy ||
-        echo "warning: numpy could not be installed; the numpy check will be skipped" >&2
+# The package as users install it: a wheel of the generated module and the library,
+# installed into a fresh virtual environment, where the test then runs (and checks that
+# it imported the installed package).
+wheel=$("$python" "$here/build_wheel.py" "$module_dir/python" --out "$module_dir/dist")
+"$python" -m venv "$module_dir/venv"
+venv_python="$module_dir/venv/bin/python"
+"$venv_python" -m pip install --quiet --no-index "$wheel"
+if ! "$venv_python" -m pip install --quiet numpy; then
+    echo "warning: numpy could not be installed; the numpy check will be skipped" >&2
 fi
 
-"$python" "$here/test_ldpcov.py"
+LDPCOV_PY_MODULE_DIR= LDPCOV_PY_FROM_WHEEL=1 "$venv_python" "$here/test_ldpcov.py"

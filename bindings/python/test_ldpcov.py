@@ -3,7 +3,9 @@
 Run it with ``bindings/python/run_tests.sh``, which builds the library, generates the
 ``ldpcov_ffi`` module and sets:
 
-* ``LDPCOV_PY_MODULE_DIR`` -- the directory holding ``ldpcov_ffi.py`` and the library;
+* ``LDPCOV_PY_MODULE_DIR`` -- the directory holding ``ldpcov_ffi.py`` and the library,
+  or empty: the package installed from the wheel (``build_wheel.py``) into the running
+  interpreter's environment, which ``LDPCOV_PY_FROM_WHEEL=1`` then checks;
 * ``LDPCOV_URL`` -- an aggregator to use, or else
 * ``LDPCOV_AGGREGATOR_BIN`` -- the daemon binary, started here as
   ``serve --memory --listen 127.0.0.1:0`` (its address is read from its log).
@@ -23,7 +25,8 @@ import tempfile
 import threading
 import unittest
 
-sys.path.insert(0, os.environ["LDPCOV_PY_MODULE_DIR"])
+if os.environ.get("LDPCOV_PY_MODULE_DIR"):
+    sys.path.insert(0, os.environ["LDPCOV_PY_MODULE_DIR"])
 
 import ldpcov_ffi as ldp  # noqa: E402  (after the path is set)
 
@@ -274,6 +277,24 @@ class BindingsTest(unittest.TestCase):
 def f64(value):
     """A vector file's f64: its IEEE-754 bits are authoritative."""
     return struct.unpack(">d", bytes.fromhex(value["bits"]))[0]
+
+
+@unittest.skipUnless(
+    os.environ.get("LDPCOV_PY_FROM_WHEEL") == "1", "run from a module directory, not a wheel"
+)
+class WheelTest(unittest.TestCase):
+    """The package under test is the one the wheel installed (run_tests.sh)."""
+
+    def test_imported_from_the_installed_wheel(self):
+        import importlib.metadata
+
+        self.assertEqual(importlib.metadata.version("ldpcov-ffi"), "0.1.0")
+        here = os.path.realpath(ldp.__file__)
+        self.assertTrue(
+            here.startswith(os.path.realpath(sys.prefix) + os.sep),
+            f"ldpcov_ffi imported from {here}, outside the environment {sys.prefix}",
+        )
+        self.assertNotEqual(sys.prefix, sys.base_prefix, "not a virtual environment")
 
 
 class TestVectorsTest(unittest.TestCase):
