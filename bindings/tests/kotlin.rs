@@ -5,7 +5,7 @@
 //! As in `python.rs`, cargo is not called from here (it holds the build directory
 //! lock): the script gets the `cdylib` this test's build put in `deps/` (JNA loads it
 //! from there through `jna.library.path`), this package's `uniffi-bindgen` binary, and
-//! an in-process [`EmbeddedServer`] as `LDPCOV_URL`.
+//! an in-process `EmbeddedServer` as `LDPCOV_URL`.
 //!
 //! Java and Maven are required: without them the test fails, it does not skip. Maven's
 //! build directory is kept under cargo's (`CARGO_TARGET_TMPDIR`), so a second run
@@ -13,24 +13,8 @@
 //! compiler, JNA and JUnit from Maven Central into `~/.m2`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use ldpcov_aggregator::EmbeddedServer;
-use ldpcov_aggregator::Limits;
-
-/// The `cdylib` this test's build produced (see `python.rs`).
-fn ffi_library() -> PathBuf {
-    let name = format!(
-        "{}ldpcov_ffi{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
-    let exe = std::env::current_exe().expect("path of the test binary");
-    let deps = exe.parent().expect("the test binary is in deps/");
-    let library = deps.join(&name);
-    assert!(library.is_file(), "{} not found", library.display());
-    library
-}
+mod common;
 
 /// `name="value"` of an XML start tag.
 fn attribute<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
@@ -71,40 +55,17 @@ fn surefire_totals(reports: &Path) -> (u64, u64, u64) {
 
 #[test]
 fn kotlin_bindings_end_to_end() {
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let server = runtime
-        .block_on(EmbeddedServer::start(Limits::default()))
-        .expect("start the in-process aggregator");
-
     let build_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kotlin-bindings");
     let reports = build_dir.join("maven/surefire-reports");
     // Reports of an earlier run must not count for this one.
     if reports.exists() {
         std::fs::remove_dir_all(&reports).expect("remove the old Surefire reports");
     }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kotlin/run_tests.sh");
-    let started = std::time::Instant::now();
-    let output = Command::new("bash")
-        .arg(&script)
-        .env("LDPCOV_FFI_LIB", ffi_library())
-        .env("UNIFFI_BINDGEN", env!("CARGO_BIN_EXE_uniffi-bindgen"))
-        .env("LDPCOV_URL", server.url())
-        .env("LDPCOV_KOTLIN_BUILD_DIR", &build_dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let elapsed = started.elapsed();
-    runtime
-        .block_on(server.shutdown())
-        .expect("stop the in-process aggregator");
-
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-        script.display(),
-        output.status
+    let out = common::run_script_against_embedded_server(
+        "kotlin/run_tests.sh",
+        &[("LDPCOV_KOTLIN_BUILD_DIR", build_dir.as_os_str())],
     );
+    let (stdout, stderr, elapsed) = (&out.stdout, &out.stderr, out.elapsed);
     let (tests, failed, skipped) = surefire_totals(&reports);
     // Every JUnit test ran and passed; none was skipped.
     assert!(tests >= 12, "only {tests} JUnit tests ran");

@@ -197,19 +197,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         let collections = args
             .epsilons
             .iter()
-            .map(|&e| {
-                // The Gaussian simulation spec, then the mechanism and its δ.
-                sim::collection(p, e, 1e-6, r).and_then(|c| {
-                    Collection::from_spec(&CollectionSpec {
-                        ordered_variables: !args.permute,
-                        local_mechanism: args.mechanism.to_proto() as i32,
-                        delta,
-                        // The mechanism's own encoding (i16 for the rank-one report).
-                        encoding: 0,
-                        ..c.spec()
-                    })
-                })
-            })
+            .map(|&e| args.mechanism.collection(p, e, r, !args.permute))
             .collect::<Result<Vec<_>, _>>()?;
         // The non-private floors read the clipped data's own second moment: for the
         // rank-one mechanism, whose report carries no noise-free signal, from a

@@ -142,6 +142,28 @@ impl MechanismArg {
         }
     }
 
+    /// The simulation collection of dimension `p` at `epsilon`, clip radius `r`
+    /// ([`sim::collection`](ldpcov::sim::collection)), with this mechanism, its δ
+    /// ([`delta`](Self::delta) of 10⁻⁶) and its own encoding (i16 for the rank-one
+    /// report, i32 otherwise); `ordered` declares the variables ordered.
+    pub(crate) fn collection(
+        self,
+        p: usize,
+        epsilon: f64,
+        r: f64,
+        ordered: bool,
+    ) -> Result<ldpcov::proto::Collection, ldpcov::proto::SpecError> {
+        use ldpcov::proto::{Collection, v1::CollectionSpec};
+        let base = ldpcov::sim::collection(p, epsilon, 1e-6, r)?;
+        Collection::from_spec(&CollectionSpec {
+            ordered_variables: ordered,
+            local_mechanism: self.to_proto() as i32,
+            delta: self.delta(1e-6),
+            encoding: 0,
+            ..base.spec()
+        })
+    }
+
     /// The CLI spelling.
     pub(crate) fn name(self) -> &'static str {
         match self {

@@ -17,7 +17,7 @@ use anyhow::Result;
 use ldpcov::estimate::{EstimateOptions, EstimationInput, RegularisationRule, estimate};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::Model;
-use ldpcov::proto::{Collection, plan, v1::CollectionSpec};
+use ldpcov::proto::plan;
 use ldpcov::sim;
 use serde_json::json;
 
@@ -141,14 +141,7 @@ fn run_point(
     let started = std::time::Instant::now();
     let truth = Model::BandedGeometric.covariance(p);
     let r = (2.0 * p as f64).sqrt();
-    let base = sim::collection(p, epsilon, 1e-6, r)?;
-    let c = Collection::from_spec(&CollectionSpec {
-        local_mechanism: mechanism.to_proto() as i32,
-        delta: mechanism.delta(1e-6),
-        // The mechanism's own encoding (i16 for the rank-one report, i32 otherwise).
-        encoding: 0,
-        ..base.spec()
-    })?;
+    let c = mechanism.collection(p, epsilon, r, false)?;
     let input = EstimationInput::from_collection(&c);
     let raw_options = EstimateOptions {
         rule: RegularisationRule::None,

@@ -542,14 +542,7 @@ fn run_point(
     mechanism: MechanismArg,
     per_user: Option<UserData>,
 ) -> Result<PointResult> {
-    let base = sim::collection(pt.p, pt.epsilon, 1e-6, truth.clip_radius)?;
-    let c = Collection::from_spec(&CollectionSpec {
-        local_mechanism: mechanism.to_proto() as i32,
-        delta: mechanism.delta(1e-6),
-        // The mechanism's own encoding (i16 for the rank-one report).
-        encoding: 0,
-        ..base.spec()
-    })?;
+    let c = mechanism.collection(pt.p, pt.epsilon, truth.clip_radius, false)?;
     let users = match per_user {
         Some(data) => Users::PerUser(data.sampler(&truth.m, truth.clip_radius)?),
         None => Users::Population(Box::new(sim::SignalSums::population(&c, &truth.m, pt.n))),

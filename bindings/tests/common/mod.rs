@@ -1,0 +1,75 @@
+//! What the bindings' end-to-end tests share: the `cdylib` this test build produced and
+//! a language's `run_tests.sh` run against an in-process aggregator.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use ldpcov_aggregator::EmbeddedServer;
+use ldpcov_aggregator::Limits;
+
+/// The `cdylib` this test's build produced: `libldpcov_ffi.so` in the `deps/` directory
+/// holding this test binary. (The copy in `target/<profile>/` is only refreshed by
+/// `cargo build`, so it can be stale under `cargo test`.)
+fn ffi_library() -> PathBuf {
+    let name = format!(
+        "{}ldpcov_ffi{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let exe = std::env::current_exe().expect("path of the test binary");
+    let deps = exe.parent().expect("the test binary is in deps/");
+    let library = deps.join(&name);
+    assert!(library.is_file(), "{} not found", library.display());
+    library
+}
+
+/// What a script printed.
+pub(crate) struct ScriptOutput {
+    /// Standard output.
+    pub(crate) stdout: String,
+    /// Standard error.
+    pub(crate) stderr: String,
+    /// Wall time of the script.
+    pub(crate) elapsed: std::time::Duration,
+}
+
+/// Runs `bash bindings/<script>` with `LDPCOV_FFI_LIB` (this build's library),
+/// `UNIFFI_BINDGEN` (this package's binary), `LDPCOV_URL` (an in-process aggregator,
+/// stopped afterwards) and `envs`; panics with both outputs unless it succeeds.
+pub(crate) fn run_script_against_embedded_server(
+    script: &str,
+    envs: &[(&str, &std::ffi::OsStr)],
+) -> ScriptOutput {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let server = runtime
+        .block_on(EmbeddedServer::start(Limits::default()))
+        .expect("start the in-process aggregator");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(script);
+    let started = std::time::Instant::now();
+    let output = Command::new("bash")
+        .arg(&script)
+        .env("LDPCOV_FFI_LIB", ffi_library())
+        .env("UNIFFI_BINDGEN", env!("CARGO_BIN_EXE_uniffi-bindgen"))
+        .env("LDPCOV_URL", server.url())
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let elapsed = started.elapsed();
+    runtime
+        .block_on(server.shutdown())
+        .expect("stop the in-process aggregator");
+
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        script.display(),
+        output.status
+    );
+    ScriptOutput {
+        stdout,
+        stderr,
+        elapsed,
+    }
+}
