@@ -10,6 +10,11 @@
 //! | `SubmitReport`, `SubmitReports` | a submit token for the report's collection, or the admin token |
 //! | `GetCollection` (public parameters) | as a submit |
 //! | `GetStatus` (reveals the count) | as a submit |
+//! | `SubmitShuffledBatch` | a relay token, always (nothing else; refused outright when none is configured) |
+//!
+//! A **relay token** ([`AuthConfig::with_relay_tokens`]) identifies a shuffled
+//! collection's relay (docs/PRIVACY.md §9): it may send batches and read any
+//! collection's parameters, nothing else. Batches are never open, whatever else is.
 //!
 //! A right nobody configured a token for is open: with no token at all everything is
 //! open (the daemon warns at startup); with only an admin token, submits and the two
@@ -50,6 +55,10 @@ pub enum AuthError {
     /// would have admin rights.
     #[error("the admin token is also given as a submit token; give submitters a different token")]
     AdminAmongSubmit,
+    /// A relay token equal to the admin token or to a submit token: the relay would
+    /// hold rights it must not have, or a device could pose as the relay.
+    #[error("a relay token equals the admin token or a submit token; give the relay its own token")]
+    RelayTokenShared,
     /// A token file could not be read (the OS error is the source, printed once by
     /// the error chain).
     #[error("cannot read token file {path}")]
@@ -147,6 +156,10 @@ pub enum Right<'a> {
     /// Opening a submit stream: any submit token (each report's collection is
     /// checked as it arrives).
     AnySubmit,
+    /// Reading this collection's parameters or status: as a submit, or a relay token.
+    Read(&'a str),
+    /// Sending a shuffled batch: a relay token only.
+    Relay,
 }
 
 /// Who presented what.
@@ -160,6 +173,8 @@ enum Caller<'a> {
     Admin,
     /// A submit token (with its collection, if restricted).
     Submit(Option<&'a str>),
+    /// A relay token.
+    Relay,
 }
 
 /// The daemon's tokens. `AuthConfig::default()` is open (no tokens).
@@ -167,6 +182,7 @@ enum Caller<'a> {
 pub struct AuthConfig {
     admin: Option<Token>,
     submit: Vec<SubmitToken>,
+    relay: Vec<Token>,
 }
 
 impl AuthConfig {
@@ -181,7 +197,30 @@ impl AuthConfig {
         {
             return Err(AuthError::AdminAmongSubmit);
         }
-        Ok(AuthConfig { admin, submit })
+        Ok(AuthConfig {
+            admin,
+            submit,
+            relay: Vec::new(),
+        })
+    }
+
+    /// Adds the tokens of the relays that may send shuffled batches. None may equal
+    /// the admin token or a submit token.
+    pub fn with_relay_tokens(mut self, relay: Vec<Token>) -> Result<Self, AuthError> {
+        let shared = relay.iter().any(|r| {
+            self.admin.as_ref().is_some_and(|a| a.matches(&r.0))
+                || self.submit.iter().any(|s| s.token.matches(&r.0))
+        });
+        if shared {
+            return Err(AuthError::RelayTokenShared);
+        }
+        self.relay = relay;
+        Ok(self)
+    }
+
+    /// Number of relay tokens (for the startup log).
+    pub fn relay_tokens(&self) -> usize {
+        self.relay.len()
     }
 
     /// No token at all: every call is allowed.
@@ -219,6 +258,11 @@ impl AuthConfig {
                 found = Caller::Submit(s.collection.as_deref());
             }
         }
+        for r in &self.relay {
+            if r.matches(presented) && found == Caller::Unknown {
+                found = Caller::Relay;
+            }
+        }
         found
     }
 
@@ -245,7 +289,8 @@ impl AuthConfig {
     fn guards(&self, right: Right<'_>) -> bool {
         match right {
             Right::Admin => self.admin.is_some(),
-            Right::Submit(_) | Right::AnySubmit => self.submit_guarded(),
+            Right::Submit(_) | Right::Read(_) | Right::AnySubmit => self.submit_guarded(),
+            Right::Relay => true,
         }
     }
 
@@ -264,22 +309,38 @@ impl AuthConfig {
         if !guarded {
             return Ok(());
         }
+        if right == Right::Relay && self.relay.is_empty() {
+            return Err(Status::failed_precondition(
+                "this aggregator takes shuffled batches from no relay: start it with --relay-token-file",
+            ));
+        }
         match (self.caller(authorization), right) {
             (Caller::Anonymous, _) => Err(Status::unauthenticated(
                 "this call needs an `authorization: Bearer <token>` header",
             )),
             (Caller::Unknown, _) => Err(Status::unauthenticated("invalid bearer token")),
+            (Caller::Relay, Right::Relay | Right::Read(_) | Right::AnySubmit) => Ok(()),
+            (Caller::Relay, Right::Admin) => {
+                Err(Status::permission_denied("this call needs the admin token"))
+            }
+            (Caller::Relay, Right::Submit(_)) => Err(Status::permission_denied(
+                "a relay token reads parameters and sends batches; it submits no reports",
+            )),
+            (_, Right::Relay) => Err(Status::permission_denied(
+                "shuffled batches are taken from the relay's token only",
+            )),
             (Caller::Admin, _) => Ok(()),
             (Caller::Submit(_), Right::Admin) => {
                 Err(Status::permission_denied("this call needs the admin token"))
             }
-            (Caller::Submit(_), Right::AnySubmit) | (Caller::Submit(None), Right::Submit(_)) => {
+            (Caller::Submit(_), Right::AnySubmit)
+            | (Caller::Submit(None), Right::Submit(_) | Right::Read(_)) => Ok(()),
+            (Caller::Submit(Some(scope)), Right::Submit(id) | Right::Read(id)) if scope == id => {
                 Ok(())
             }
-            (Caller::Submit(Some(scope)), Right::Submit(id)) if scope == id => Ok(()),
-            (Caller::Submit(Some(_)), Right::Submit(id)) => Err(Status::permission_denied(
-                format!("this token may not access collection {id:?}"),
-            )),
+            (Caller::Submit(Some(_)), Right::Submit(id) | Right::Read(id)) => Err(
+                Status::permission_denied(format!("this token may not access collection {id:?}")),
+            ),
         }
     }
 }
@@ -295,6 +356,7 @@ pub fn right_before_body(path: &str) -> Option<Right<'static>> {
             Some(Right::Admin)
         }
         "SubmitReport" | "SubmitReports" | "GetCollection" | "GetStatus" => Some(Right::AnySubmit),
+        "SubmitShuffledBatch" => Some(Right::Relay),
         _ => None,
     }
 }

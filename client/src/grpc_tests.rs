@@ -228,6 +228,13 @@ impl Aggregator for Fake {
         ))
     }
 
+    async fn submit_shuffled_batch(
+        &self,
+        _request: Request<tonic::Streaming<ldpcov_proto::v1::ShuffledBatchChunk>>,
+    ) -> Result<Response<ldpcov_proto::v1::ShuffledBatchResponse>, Status> {
+        Err(Status::unimplemented("the fake takes no batches"))
+    }
+
     async fn get_estimate(
         &self,
         request: Request<GetEstimateRequest>,

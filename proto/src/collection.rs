@@ -12,6 +12,8 @@
 //! keep the parameters it was created with). [`Collection::spec`] always writes the
 //! resolved value, so a spec stored by this code reads back the same on both paths.
 
+use std::sync::OnceLock;
+
 use crate::SpecError;
 use crate::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
 use crate::layout::triangle_len;
@@ -19,9 +21,11 @@ use crate::mechanism::{
     GaussianReport, NoiseModel, OffDiagonalWeighting, RankOneReport, RawVectorReport,
     ReportMechanism, Unbiasing,
 };
+use crate::plan::ShuffledPrivacy;
+use crate::shuffle::ShuffleSettings;
 use crate::v1::{
     CollectionParams, CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel,
-    RankOneParams,
+    RankOneParams, ShuffleParams,
 };
 
 pub use crate::mechanism::gaussian::{
@@ -212,6 +216,20 @@ pub struct Collection {
     allow_compressed_release: bool,
     rho: f64,
     mechanism: ReportMechanism,
+    shuffle: Option<ShuffleSettings>,
+    /// The central guarantee of a shuffled collection, computed once on demand.
+    shuffled_privacy: LazyShuffledPrivacy,
+}
+
+/// A cache of [`Collection::shuffled_privacy`]: a function of the other fields, so it
+/// takes no part in comparisons (a computed and a fresh copy are equal).
+#[derive(Debug, Clone, Default)]
+struct LazyShuffledPrivacy(OnceLock<Option<ShuffledPrivacy>>);
+
+impl PartialEq for LazyShuffledPrivacy {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Checks a collection id: 1–128 characters from `[A-Za-z0-9._-]`.
@@ -253,6 +271,9 @@ impl Collection {
         );
         if local && spec.local_mechanism == LocalMechanism::Unspecified as i32 {
             resolved.local_mechanism = LocalMechanism::Gaussian as i32;
+        }
+        if let Some(shuffle) = &spec.shuffle {
+            resolved.shuffle = Some(ShuffleSettings::create(shuffle)?.spec());
         }
         let collection = Self::from_spec(&resolved)?;
         validate_new_spec(&resolved)?;
@@ -379,6 +400,17 @@ impl Collection {
             let rho = zcdp_rho(gaussian.sensitivity(), gaussian.sigma());
             (ReportMechanism::Gaussian(gaussian), rho)
         };
+        let shuffle = match &spec.shuffle {
+            None => None,
+            Some(_) if central || !rank_one => {
+                return Err(SpecError::ShuffleMechanism(if central {
+                    "a central collection"
+                } else {
+                    local_mechanism.as_str_name()
+                }));
+            }
+            Some(s) => Some(ShuffleSettings::from_spec(s)?),
+        };
         Ok(Collection {
             id: spec.collection_id.clone(),
             dim,
@@ -394,6 +426,8 @@ impl Collection {
             allow_compressed_release: spec.allow_compressed_release,
             rho,
             mechanism,
+            shuffle,
+            shuffled_privacy: LazyShuffledPrivacy::default(),
         })
     }
 
@@ -444,7 +478,28 @@ impl Collection {
             norm_bins: self.norm_bins() as u32,
             allow_compressed_release: self.allow_compressed_release,
             local_mechanism: self.mechanism.local_mechanism() as i32,
+            shuffle: self.shuffle.as_ref().map(ShuffleSettings::spec),
         }
+    }
+
+    /// The shuffle settings of a shuffled collection (its reports come only through a
+    /// relay, sealed, in batches), `None` otherwise.
+    pub fn shuffle(&self) -> Option<&ShuffleSettings> {
+        self.shuffle.as_ref()
+    }
+
+    /// A shuffled collection's central guarantee at its minimum batch size
+    /// ([`plan::shuffled_privacy`](crate::plan::shuffled_privacy)), computed on the
+    /// first call (milliseconds) and kept; `None` for a collection that is not shuffled.
+    pub fn shuffled_privacy(&self) -> Option<ShuffledPrivacy> {
+        *self.shuffled_privacy.0.get_or_init(|| {
+            let settings = self.shuffle.as_ref()?;
+            // from_spec checked everything shuffled_privacy checks (a rank-one local
+            // collection, 2 ≤ n, 0 < δ < 1), so an error here is a bug; it is logged
+            // by the caller as a missing guarantee rather than a panic.
+            crate::plan::shuffled_privacy(self, settings.min_batch_size(), settings.central_delta())
+                .ok()
+        })
     }
 
     /// Collection id (1–128 characters from `[A-Za-z0-9._-]`).
@@ -638,6 +693,16 @@ impl Collection {
                 }
                 _ => None,
             },
+            shuffle: self.shuffle.as_ref().map(|settings| {
+                let privacy = self.shuffled_privacy();
+                ShuffleParams {
+                    local_epsilon: self.epsilon,
+                    central_epsilon: privacy.map_or(f64::NAN, |p| p.central_epsilon),
+                    central_delta: settings.central_delta(),
+                    min_batch_size: settings.min_batch_size(),
+                    keys: Vec::new(),
+                }
+            }),
         }
     }
 

@@ -45,6 +45,7 @@ pub mod encoding;
 pub mod layout;
 pub mod mechanism;
 pub mod plan;
+pub mod shuffle;
 pub mod wire;
 
 pub use collection::Collection;
@@ -228,6 +229,11 @@ pub enum SpecError {
         max = mechanism::rank_one::MAX_RANK_ONE_EPSILON
     )]
     RankOneEpsilon(f64),
+    /// A shuffled collection whose mechanism is not pure ε-LDP, or that is central.
+    #[error(
+        "a shuffled collection needs a pure epsilon-LDP mechanism (local_mechanism LOCAL_MECHANISM_RANK_ONE, delta 0): the amplification bound does not cover {0}"
+    )]
+    ShuffleMechanism(&'static str),
     /// Parameters without a spec.
     #[error("collection parameters carry no spec")]
     MissingSpec,

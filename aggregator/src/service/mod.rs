@@ -13,7 +13,8 @@ use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
     DeleteCollectionRequest, DeleteCollectionResponse, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, SubmitReportResponse, SubmitReportsResponse,
+    GetEstimateRequest, GetStatusRequest, Report, ShuffledBatchChunk, ShuffledBatchResponse,
+    SubmitReportResponse, SubmitReportsResponse,
 };
 use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
 use tokio_stream::StreamExt;
@@ -324,7 +325,7 @@ impl Aggregator for AggregatorService {
         request: Request<GetCollectionRequest>,
     ) -> Result<Response<CollectionParams>, Status> {
         let id = &request.get_ref().collection_id;
-        self.auth.check(request.metadata(), Right::Submit(id))?;
+        self.auth.check(request.metadata(), Right::Read(id))?;
         let c = self.collection(id).await?;
         Ok(Response::new(c.params()))
     }
@@ -381,7 +382,7 @@ impl Aggregator for AggregatorService {
         request: Request<GetStatusRequest>,
     ) -> Result<Response<CollectionStatus>, Status> {
         let id = &request.get_ref().collection_id;
-        self.auth.check(request.metadata(), Right::Submit(id))?;
+        self.auth.check(request.metadata(), Right::Read(id))?;
         let c = self.collection(id).await?;
         Ok(Response::new(self.status_of(&c).await?))
     }
@@ -491,6 +492,13 @@ impl Aggregator for AggregatorService {
         Ok(Response::new(estimate_response(
             &c, &target, sigma, &result, precision, release,
         )))
+    }
+
+    async fn submit_shuffled_batch(
+        &self,
+        _request: Request<Streaming<ShuffledBatchChunk>>,
+    ) -> Result<Response<ShuffledBatchResponse>, Status> {
+        Err(Status::unimplemented("shuffled batches are not served yet"))
     }
 }
 
