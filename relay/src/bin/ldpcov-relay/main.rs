@@ -1,0 +1,229 @@
+//! `ldpcov-relay`: the anonymising relay daemon of shuffled collections (`serve`) and
+//! the device-token tool (`issue-device-token`). Every flag can also be set by an
+//! environment variable (shown in `--help`); errors are one line and a non-zero exit.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use ldpcov_relay::{
+    DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore, Secret, Upstream, serve,
+};
+
+/// The command line.
+#[derive(Parser)]
+#[command(name = "ldpcov-relay", version, about = "ldpcov anonymising relay for shuffled collections")]
+struct Cli {
+    /// Log filter (tracing-subscriber EnvFilter syntax).
+    #[arg(long, env = "LDPCOV_RELAY_LOG", default_value = "info", global = true)]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the relay until SIGTERM or Ctrl-C.
+    Serve(Box<ServeArgs>),
+    /// Print the device token of a device id (the app backend's job in production).
+    IssueDeviceToken(IssueArgs),
+}
+
+#[derive(clap::Args)]
+struct IssueArgs {
+    /// File holding the device-token secret (64 hex digits).
+    #[arg(long, env = "LDPCOV_RELAY_DEVICE_TOKEN_SECRET_FILE")]
+    device_token_secret_file: PathBuf,
+    /// The device id: 1 to 128 characters of [A-Za-z0-9._-].
+    #[arg(long, env = "LDPCOV_RELAY_DEVICE_ID")]
+    device_id: String,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "LDPCOV_RELAY_LISTEN", default_value = "127.0.0.1:50061")]
+    listen: SocketAddr,
+    /// The aggregator's URL (`https://` for TLS).
+    #[arg(long, env = "LDPCOV_RELAY_AGGREGATOR")]
+    aggregator: String,
+    /// PEM CA certificate to trust for an https aggregator (default: the web PKI).
+    #[arg(long, env = "LDPCOV_RELAY_AGGREGATOR_CA_CERT")]
+    aggregator_ca_cert: Option<PathBuf>,
+    /// File holding the relay token the aggregator knows (its --relay-token-file).
+    #[arg(long, env = "LDPCOV_RELAY_RELAY_TOKEN_FILE")]
+    relay_token_file: PathBuf,
+    /// File holding the device-token secret (64 hex digits: 32 random bytes).
+    #[arg(long, env = "LDPCOV_RELAY_DEVICE_TOKEN_SECRET_FILE")]
+    device_token_secret_file: PathBuf,
+    /// Directory of the relay's durable store (created if missing).
+    #[arg(long, env = "LDPCOV_RELAY_DATA_DIR")]
+    data_dir: PathBuf,
+    /// File holding the admin token for GetRelayStatus (without it, refused).
+    #[arg(long, env = "LDPCOV_RELAY_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve TLS (needs --tls-key).
+    #[arg(long, env = "LDPCOV_RELAY_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "LDPCOV_RELAY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`).
+    #[arg(long, env = "LDPCOV_RELAY_METRICS_LISTEN", value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// How often due windows become batches and stored batches are sent (ms).
+    #[arg(long, env = "LDPCOV_RELAY_BATCH_CHECK_INTERVAL_MS", default_value_t = 1000)]
+    batch_check_interval_ms: u64,
+    /// Largest request accepted, bytes.
+    #[arg(long, env = "LDPCOV_RELAY_MAX_MESSAGE_BYTES", default_value_t = RelayLimits::default().max_message_bytes)]
+    max_message_bytes: usize,
+    /// Calls handled at once over all connections (more wait).
+    #[arg(long, env = "LDPCOV_RELAY_MAX_CONCURRENT_REQUESTS", default_value_t = RelayLimits::default().max_concurrent_requests)]
+    max_concurrent_requests: usize,
+    /// HTTP/2 streams one connection may open.
+    #[arg(long, env = "LDPCOV_RELAY_MAX_CONCURRENT_STREAMS", default_value_t = RelayLimits::default().max_concurrent_streams)]
+    max_concurrent_streams: u32,
+    /// Calls handled at once on one connection.
+    #[arg(long, env = "LDPCOV_RELAY_MAX_CALLS_PER_CONNECTION", default_value_t = RelayLimits::default().max_calls_per_connection)]
+    max_calls_per_connection: usize,
+    /// Calls running longer than this many seconds are cancelled.
+    #[arg(long, env = "LDPCOV_RELAY_REQUEST_TIMEOUT_SECS", default_value_t = RelayLimits::default().request_timeout.as_secs())]
+    request_timeout_secs: u64,
+}
+
+fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+        bail!("{what} {} is not PEM (no -----BEGIN line)", path.display());
+    }
+    Ok(bytes)
+}
+
+impl ServeArgs {
+    async fn run(self) -> Result<()> {
+        let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
+        let issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?;
+        let admin = self
+            .admin_token_file
+            .as_ref()
+            .map(|p| Secret::from_file(p, "admin token"))
+            .transpose()?;
+        if admin.is_none() {
+            tracing::warn!("no --admin-token-file: GetRelayStatus is refused");
+        }
+        let ca = self
+            .aggregator_ca_cert
+            .as_ref()
+            .map(|p| read_pem(p, "CA certificate"))
+            .transpose()?;
+        let upstream = Upstream::new(&self.aggregator, relay_token, ca)?;
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((
+                read_pem(cert, "certificate")?,
+                read_pem(key, "private key")?,
+            )),
+            _ => None,
+        };
+        if self.batch_check_interval_ms == 0 {
+            bail!("--batch-check-interval-ms must be at least 1");
+        }
+        let limits = RelayLimits {
+            max_message_bytes: self.max_message_bytes,
+            max_concurrent_requests: self.max_concurrent_requests,
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_calls_per_connection: self.max_calls_per_connection,
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+        };
+        let store = Arc::new(
+            RelayStore::open(&self.data_dir)
+                .with_context(|| format!("cannot open the relay store in {}", self.data_dir.display()))?,
+        );
+        if let Some(addr) = self.metrics_listen {
+            ldpcov_relay::install_prometheus_exporter(addr)
+                .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        }
+        let listener = tokio::net::TcpListener::bind(self.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", self.listen))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(
+            %addr,
+            tls = tls.is_some(),
+            data_dir = %self.data_dir.display(),
+            "ldpcov relay listening"
+        );
+        let options = RelayOptions {
+            admin,
+            tls,
+            limits,
+            batch_check_interval: Duration::from_millis(self.batch_check_interval_ms),
+            ..RelayOptions::new(upstream, issuer)
+        };
+        serve(store, options, listener, shutdown_signal()).await?;
+        tracing::info!("ldpcov relay stopped");
+        Ok(())
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::IssueDeviceToken(args) => DeviceTokenIssuer::from_file(&args.device_token_secret_file)
+            .map_err(anyhow::Error::from)
+            .and_then(|issuer| Ok(issuer.issue(&args.device_id)?))
+            .map(|token| println!("{token}")),
+        Command::Serve(args) => match tokio::runtime::Runtime::new() {
+            Ok(runtime) => runtime.block_on(args.run()),
+            Err(e) => Err(anyhow::anyhow!("cannot start the async runtime: {e}")),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The background task: every check interval it turns due windows into batches
+//! ([`RelayStore::form_due_batches`]) and sends every stored batch to the aggregator
+//! ([`Upstream::send_batch`]), oldest first.
+//!
+//! A batch the aggregator acknowledges (OK, with accepted + duplicates + refused =
+//! batch size) is deleted durably; its refused reports are logged by code and counted.
+//! A batch that fails stays and is sent again — same id, same order — after an
+//! exponential backoff from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`], per batch, so that
+//! one collection's failures delay no other. A report is never sent alone and a batch
+//! is never dropped before the aggregator acknowledged it; a batch sent again after a
+//! crash counts nothing twice, since the aggregator counts each report id once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::service::Clock;
+use crate::store::{PendingBatch, RelayStore};
+use crate::upstream::Upstream;
+
+/// The first wait before a failed batch is sent again.
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts at a batch.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Longest one batch call may take.
+pub const BATCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+struct Retry {
+    next: Instant,
+    backoff: Duration,
+}
+
+/// The forwarder's state: when each failed batch may be tried again.
+pub struct Forwarder {
+    store: Arc<RelayStore>,
+    upstream: Upstream,
+    clock: Clock,
+    first_backoff: Duration,
+    retries: HashMap<u64, Retry>,
+}
+
+impl std::fmt::Debug for Forwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarder").finish_non_exhaustive()
+    }
+}
+
+impl Forwarder {
+    /// A forwarder of `store`'s batches to `upstream`, reading the time from `clock`.
+    pub fn new(store: Arc<RelayStore>, upstream: Upstream, clock: Clock) -> Self {
+        Forwarder {
+            store,
+            upstream,
+            clock,
+            first_backoff: FIRST_BACKOFF,
+            retries: HashMap::new(),
+        }
+    }
+
+    /// Replaces [`FIRST_BACKOFF`] (tests).
+    pub fn with_first_backoff(mut self, backoff: Duration) -> Self {
+        self.first_backoff = backoff;
+        self
+    }
+
+    /// Runs [`tick`](Self::tick) every `interval` until `shutdown` resolves.
+    pub async fn run(mut self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        let mut every = tokio::time::interval(interval);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = every.tick() => { self.tick().await; }
+            }
+        }
+    }
+
+    /// Forms the due batches, then sends every stored batch whose backoff has passed.
+    /// Returns how many batches the aggregator acknowledged.
+    pub async fn tick(&mut self) -> usize {
+        let now = (self.clock)();
+        match self.store.form_due_batches(now).await {
+            Ok(formed) => {
+                for b in &formed {
+                    tracing::info!(collection = %b.collection_id, reports = b.size, "batch formed");
+                    metrics::counter!("ldpcov_relay_batches_formed_total", "collection" => b.collection_id.clone())
+                        .increment(1);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot form batches"),
+        }
+        let store = Arc::clone(&self.store);
+        let pending = match tokio::task::spawn_blocking(move || store.pending_batches()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "cannot list the stored batches");
+                return 0;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the stored batches");
+                return 0;
+            }
+        };
+        self.retries
+            .retain(|seq, _| pending.iter().any(|b| b.seq == *seq));
+        let mut sent = 0;
+        for batch in pending {
+            if self
+                .retries
+                .get(&batch.seq)
+                .is_some_and(|r| Instant::now() < r.next)
+            {
+                continue;
+            }
+            if self.forward(&batch).await {
+                self.retries.remove(&batch.seq);
+                sent += 1;
+            } else {
+                let backoff = self
+                    .retries
+                    .get(&batch.seq)
+                    .map_or(self.first_backoff, |r| (r.backoff * 2).min(MAX_BACKOFF));
+                self.retries.insert(
+                    batch.seq,
+                    Retry {
+                        next: Instant::now() + backoff,
+                        backoff,
+                    },
+                );
+            }
+        }
+        sent
+    }
+
+    /// One attempt at one batch; true once it is acknowledged and deleted.
+    async fn forward(&self, batch: &PendingBatch) -> bool {
+        let store = Arc::clone(&self.store);
+        let seq = batch.seq;
+        let reports = match tokio::task::spawn_blocking(move || store.batch_reports(seq)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "cannot read a stored batch");
+                return false;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read a stored batch");
+                return false;
+            }
+        };
+        if reports.len() as u64 != batch.size {
+            tracing::error!(
+                collection = %batch.collection_id,
+                stored = reports.len(),
+                size = batch.size,
+                "a stored batch has lost reports; not sending it"
+            );
+            return false;
+        }
+        let collection = batch.collection_id.clone();
+        match self.upstream.send_batch(batch, reports, BATCH_TIMEOUT).await {
+            Ok(response) => {
+                let refused = response.refused.len() as u64;
+                let total = response.accepted + response.duplicates + refused;
+                if total != batch.size {
+                    tracing::warn!(
+                        collection = %collection,
+                        size = batch.size,
+                        total,
+                        "the aggregator's answer does not add up to the batch size"
+                    );
+                }
+                let mut codes: HashMap<i32, u64> = HashMap::new();
+                for r in &response.refused {
+                    *codes.entry(r.code).or_default() += 1;
+                }
+                for (code, n) in codes {
+                    let name = format!("{:?}", tonic::Code::from_i32(code));
+                    tracing::warn!(collection = %collection, code = %name, reports = n, "the aggregator refused reports of a batch");
+                    metrics::counter!("ldpcov_relay_reports_refused_by_aggregator_total", "collection" => collection.clone(), "code" => name)
+                        .increment(n);
+                }
+                match self.store.forwarded(batch.seq).await {
+                    Ok(_) => {
+                        tracing::info!(
+                            collection = %collection,
+                            reports = batch.size,
+                            accepted = response.accepted,
+                            duplicates = response.duplicates,
+                            refused,
+                            "batch forwarded"
+                        );
+                        metrics::counter!("ldpcov_relay_batches_forwarded_total", "collection" => collection.clone())
+                            .increment(1);
+                        metrics::counter!("ldpcov_relay_reports_forwarded_total", "collection" => collection)
+                            .increment(batch.size);
+                        true
+                    }
+                    Err(e) => {
+                        // Sent again later: the aggregator counts nothing twice.
+                        tracing::error!(error = %e, "cannot delete a forwarded batch");
+                        false
+                    }
+                }
+            }
+            Err(status) => {
+                tracing::warn!(
+                    collection = %collection,
+                    code = ?status.code(),
+                    message = status.message(),
+                    "cannot forward a batch; will retry"
+                );
+                metrics::counter!("ldpcov_relay_forward_failures_total", "collection" => collection)
+                    .increment(1);
+                false
+            }
+        }
+    }
+}

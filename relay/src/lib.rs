@@ -1,0 +1,107 @@
+//! `ldpcov-relay`: the anonymising relay of shuffled collections (docs/PRIVACY.md §9),
+//! run by a party other than the aggregator's operator.
+//!
+//! Devices seal their reports with HPKE to the aggregator's key (`ldpcov-seal`) and
+//! send them here (`ldpcov.v1.Relay/SubmitSealedReport`) with a device token. The
+//! relay cannot read them. It keeps at most one report per device per collection per
+//! batch window, durably ([`RelayStore`]), and when a window is at least
+//! `batch_window_seconds` old **and** holds at least `min_batch_size` reports (a window
+//! past its time stays open until it has enough) it shuffles the window's reports into
+//! a batch with an OS-seeded CSPRNG. The [`Forwarder`] sends each batch to the
+//! aggregator (`Aggregator/SubmitShuffledBatch`) as one call carrying only the sealed
+//! reports and the relay's own token, and deletes it once acknowledged; so the
+//! aggregator cannot tell whose report is whose, and each report's local ε0 is
+//! amplified to the collection's central ε.
+//!
+//! * [`token`](DeviceTokenIssuer) — device tokens `v1.<device id>.<hex HMAC-SHA256>`
+//!   and the relay's own secrets ([`Secret`]).
+//! * [`RelayStore`] — the redb store: windows, dedupe records, batches, counters.
+//! * [`Upstream`] — the aggregator: collection parameters (cached) and the batch call.
+//! * [`RelayService`] — the gRPC service; [`serve`] runs it with health, reflection,
+//!   limits, TLS and the [`Forwarder`].
+//!
+//! **The relay never holds the aggregator's master secret or any opening key**, never
+//! forwards, logs or stores a device's identity beyond the current window's dedupe
+//! record (a keyed hash), and never forwards a report but in a batch of at least the
+//! collection's minimum.
+//!
+//! ```
+//! use ldpcov_relay::{CloseRule, DeviceTokenIssuer, RelayStore, Submission, SubmitOutcome};
+//! use ldpcov_relay::proto::v1::SealedReport;
+//!
+//! # tokio::runtime::Runtime::new()?.block_on(async {
+//! let dir = tempfile::tempdir()?;
+//! let store = RelayStore::open(dir.path())?;
+//! let issuer = DeviceTokenIssuer::from_bytes([9; 32]);
+//! let rule = CloseRule { min_batch_size: 2, window_seconds: 60 };
+//! for (device, now) in [("phone-1", 1000), ("phone-2", 1010)] {
+//!     let token = issuer.issue(device)?;
+//!     let submission = Submission {
+//!         collection_id: "heights".into(),
+//!         device: issuer.verify(&token).expect("a token we issued"),
+//!         submission_id: [now as u8; 16],
+//!         sealed: SealedReport { key_id: 1, enc: vec![0; 32], ciphertext: vec![1; 40] },
+//!         now,
+//!         rule,
+//!     };
+//!     assert_eq!(store.submit(submission).await?, SubmitOutcome::Stored);
+//! }
+//! // Two reports, but the window is not 60 s old yet: no batch.
+//! assert!(store.form_due_batches(1059).await?.is_empty());
+//! let batches = store.form_due_batches(1060).await?;
+//! assert_eq!(batches.len(), 1);
+//! assert_eq!(store.batch_reports(batches[0].seq)?.len(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod forward;
+mod server;
+mod service;
+mod store;
+mod token;
+mod upstream;
+
+/// The wire types (`ldpcov-proto`).
+pub use ldpcov_proto as proto;
+
+pub use forward::{BATCH_TIMEOUT, FIRST_BACKOFF, Forwarder, MAX_BACKOFF};
+pub use server::{
+    HEALTH_SERVICE_NAME, RelayLimits, RelayOptions, ServeError, serve, serve_with_clock,
+};
+pub use service::{Clock, ENC_LEN, RelayService, TAG_LEN, system_clock};
+pub use store::{
+    CloseRule, DB_FILE, FORMAT_VERSION, FormedBatch, PendingBatch, RelayStore, StoreError,
+    Submission, SubmitOutcome,
+};
+pub use token::{
+    DEVICE_SECRET_LEN, DEVICE_TOKEN_LABEL, DeviceId, DeviceTokenIssuer, MAX_DEVICE_ID_LEN,
+    MAX_TOKEN_LEN, Secret, TokenError,
+};
+pub use upstream::{
+    CHUNK_BYTES, CHUNK_REPORTS, COLLECTION_TTL, CollectionInfo, KEY_REFRESH_AGE, NEGATIVE_TTL,
+    Upstream, UpstreamError, chunk,
+};
+
+/// Installs the Prometheus exporter (its own HTTP listener on `addr`, `GET /metrics`).
+///
+/// | name | type | labels | what |
+/// |---|---|---|---|
+/// | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
+/// | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
+/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `not_found`, `not_shuffled`, `key_id`, `already_reported`, `aggregator_unavailable`, `store`) |
+/// | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
+/// | `ldpcov_relay_batches_forwarded_total` | counter | collection | batches the aggregator acknowledged |
+/// | `ldpcov_relay_reports_forwarded_total` | counter | collection | their reports |
+/// | `ldpcov_relay_reports_refused_by_aggregator_total` | counter | collection, code | reports of acknowledged batches the aggregator refused |
+/// | `ldpcov_relay_forward_failures_total` | counter | collection | failed batch calls (retried) |
+/// | `ldpcov_relay_commit_duration_seconds` | histogram | result | group commits |
+/// | `ldpcov_relay_commit_group_commands` | histogram | | commands per group commit |
+pub fn install_prometheus_exporter(
+    addr: std::net::SocketAddr,
+) -> Result<(), metrics_exporter_prometheus::BuildError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .install()
+}

@@ -1,0 +1,226 @@
+//! Serving the relay: `ldpcov.v1.Relay`, gRPC health and reflection (both without
+//! tokens), transport limits, optional TLS, and the forwarder in the background.
+//!
+//! Health: `""` and `ldpcov.v1.Relay` are SERVING exactly while the store's last
+//! commit succeeded and no shutdown has begun.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ldpcov_proto::v1::relay_server::RelayServer;
+use tokio::net::TcpListener;
+use tonic::server::NamedService;
+use tonic::service::LayerExt;
+use tonic::transport::{Identity, ServerTlsConfig};
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+use crate::forward::Forwarder;
+use crate::service::{Clock, RelayService, system_clock};
+use crate::store::RelayStore;
+use crate::token::{DeviceTokenIssuer, Secret};
+use crate::upstream::Upstream;
+
+/// The name the health service reports the relay under: `ldpcov.v1.Relay`.
+pub const HEALTH_SERVICE_NAME: &str = <RelayServer<RelayService> as NamedService>::NAME;
+
+/// Transport limits of the relay's gRPC server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayLimits {
+    /// Largest request accepted, bytes.
+    pub max_message_bytes: usize,
+    /// Calls handled at once over all connections (more wait).
+    pub max_concurrent_requests: usize,
+    /// HTTP/2 streams one connection may open.
+    pub max_concurrent_streams: u32,
+    /// Calls handled at once on one connection.
+    pub max_calls_per_connection: usize,
+    /// A call running longer is cancelled.
+    pub request_timeout: Duration,
+}
+
+impl Default for RelayLimits {
+    /// 4 MiB messages, 1024 calls at once, 256 streams and calls per connection, 60 s
+    /// per call.
+    fn default() -> Self {
+        RelayLimits {
+            max_message_bytes: 4 << 20,
+            max_concurrent_requests: 1024,
+            max_concurrent_streams: 256,
+            max_calls_per_connection: 256,
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Everything [`serve`] needs besides the store and the listener.
+#[derive(Debug, Clone)]
+pub struct RelayOptions {
+    /// The aggregator.
+    pub upstream: Upstream,
+    /// Checks device tokens.
+    pub issuer: DeviceTokenIssuer,
+    /// Guards `GetRelayStatus` (none: refused).
+    pub admin: Option<Secret>,
+    /// PEM certificate chain and key: serve TLS.
+    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// Transport limits.
+    pub limits: RelayLimits,
+    /// How often the forwarder forms due batches and sends stored ones.
+    pub batch_check_interval: Duration,
+}
+
+impl RelayOptions {
+    /// Default limits, no admin token, no TLS, a check every second.
+    pub fn new(upstream: Upstream, issuer: DeviceTokenIssuer) -> Self {
+        RelayOptions {
+            upstream,
+            issuer,
+            admin: None,
+            tls: None,
+            limits: RelayLimits::default(),
+            batch_check_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why the relay could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The gRPC transport failed (TLS configuration included).
+    #[error("gRPC transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    /// The reflection service could not be built.
+    #[error("gRPC reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// A limit is zero.
+    #[error("{0} must be at least 1")]
+    Limit(&'static str),
+}
+
+async fn set_health(reporter: &HealthReporter, serving: bool) {
+    let status = if serving {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
+    reporter.set_service_status("", status).await;
+    reporter
+        .set_service_status(HEALTH_SERVICE_NAME, status)
+        .await;
+}
+
+/// Serves the relay on `listener` until `shutdown` resolves, with the forwarder
+/// running beside it; then drains calls and stops the forwarder.
+pub async fn serve(
+    store: Arc<RelayStore>,
+    options: RelayOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    serve_with_clock(store, options, listener, shutdown, system_clock()).await
+}
+
+/// [`serve`] with a clock (tests).
+pub async fn serve_with_clock(
+    store: Arc<RelayStore>,
+    options: RelayOptions,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+    clock: Clock,
+) -> Result<(), ServeError> {
+    let RelayOptions {
+        upstream,
+        issuer,
+        admin,
+        tls,
+        limits,
+        batch_check_interval,
+    } = options;
+    for (name, zero) in [
+        ("max_message_bytes", limits.max_message_bytes == 0),
+        ("max_concurrent_requests", limits.max_concurrent_requests == 0),
+        ("max_concurrent_streams", limits.max_concurrent_streams == 0),
+        ("max_calls_per_connection", limits.max_calls_per_connection == 0),
+        ("request_timeout", limits.request_timeout.is_zero()),
+        ("batch_check_interval", batch_check_interval.is_zero()),
+    ] {
+        if zero {
+            return Err(ServeError::Limit(name));
+        }
+    }
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let mut write_health = store.write_health();
+    set_health(&reporter, *write_health.borrow_and_update()).await;
+    let follower = {
+        let reporter = reporter.clone();
+        tokio::spawn(async move {
+            while write_health.changed().await.is_ok() {
+                let healthy = *write_health.borrow_and_update();
+                if !healthy {
+                    tracing::warn!("the relay store refuses writes: health NOT_SERVING");
+                }
+                set_health(&reporter, healthy).await;
+            }
+        })
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let forwarder = tokio::spawn(
+        Forwarder::new(Arc::clone(&store), upstream.clone(), Arc::clone(&clock)).run(
+            batch_check_interval,
+            async move {
+                let _ = stop_rx.await;
+            },
+        ),
+    );
+    let shutdown = async move {
+        shutdown.await;
+        follower.abort();
+        let _ = follower.await;
+        set_health(&reporter, false).await;
+        tracing::info!("shutting down: health NOT_SERVING, draining calls");
+    };
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let service = RelayService::new(Arc::clone(&store), upstream, issuer, admin).with_clock(clock);
+    let service = RelayServer::new(service)
+        .max_decoding_message_size(limits.max_message_bytes)
+        .max_encoding_message_size(64 << 10);
+    let service = tower::ServiceBuilder::new()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            limits.max_concurrent_requests,
+        ))
+        .named_layer(service);
+    let mut builder = tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .concurrency_limit_per_connection(limits.max_calls_per_connection)
+        .http2_keepalive_interval(Some(Duration::from_secs(60)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .timeout(limits.request_timeout);
+    if let Some((cert, key)) = tls {
+        builder = builder.tls_config(
+            ServerTlsConfig::new()
+                .identity(Identity::from_pem(cert, key))
+                .timeout(Duration::from_secs(10)),
+        )?;
+    }
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let served = builder
+        .add_service(service)
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    let _ = stop_tx.send(());
+    let _ = forwarder.await;
+    served?;
+    Ok(())
+}

@@ -1,0 +1,664 @@
+//! The relay's durable store: redb in the data directory, written by one commit thread
+//! with group commit, read by anyone through snapshots.
+//!
+//! # Tables
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `meta` | name | `format_version`, `next_batch_seq` |
+//! | `windows` | collection id | the open window: opened at, its close rule (min batch, seconds), reports, next position, dedupe salt |
+//! | `window_reports` | (collection id, arrival position) | an encoded `SealedReport` |
+//! | `window_devices` | (collection id, HMAC-SHA256(salt, device id)) | the device's submission id |
+//! | `batches` | batch sequence number | batch id, size, collection id |
+//! | `batch_reports` | (batch sequence number, position in the batch) | an encoded `SealedReport` |
+//! | `counters` | (collection id, name) | `forwarded_batches`, `forwarded_reports` |
+//!
+//! A window's device records hold a keyed hash of the device id under the window's
+//! random salt, never the id, and go with the window. A batch holds its sealed reports
+//! in shuffled order and nothing else about them: no device, submission id or arrival
+//! time (its sequence number orders batches, not reports).
+//!
+//! # Writes
+//!
+//! Every write is a [`Command`] to the commit thread, which takes every command
+//! waiting, applies them in order in one redb write transaction, commits it with
+//! [`Durability::Immediate`] (the commit returns once the file is fsynced) and only
+//! then answers each caller: an acknowledged submission is on disk. A failed commit
+//! fails every command of the group and changes nothing; the store's write health
+//! ([`RelayStore::write_health`]) turns false until a commit succeeds again.
+//!
+//! # Windows and batches
+//!
+//! A window opens at its collection's first report and takes the close rule of that
+//! moment's collection parameters. [`RelayStore::form_due_batches`] closes every
+//! window that is at least `batch_window_seconds` old **and** holds at least
+//! `min_batch_size` reports (a window past its time stays open until it has enough),
+//! in one transaction per call: its reports shuffled by an OS-seeded CSPRNG
+//! ([`StdRng::from_os_rng`], a Fisher–Yates shuffle), a random 16-byte batch id, the
+//! batch stored, the window's reports and device records deleted. The next report
+//! opens a new window. A batch stays until [`RelayStore::forwarded`] deletes it.
+//!
+//! A crash at any point leaves the last committed state: every acknowledged report is
+//! in exactly one of a window or a batch, and a batch's id and order never change.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use hmac::{Hmac, KeyInit, Mac};
+use ldpcov_proto::v1::{RelayStatus, SealedReport};
+use prost::Message;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngCore, SeedableRng};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
+use sha2::Sha256;
+use tokio::sync::{oneshot, watch};
+
+use crate::token::DeviceId;
+
+/// Name of the database file inside the data directory.
+pub const DB_FILE: &str = "ldpcov-relay.redb";
+/// Version of the table layout; a store with another version is refused.
+pub const FORMAT_VERSION: u64 = 1;
+/// Most commands applied in one group commit.
+const MAX_GROUP: usize = 1024;
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const WINDOWS: TableDefinition<&str, &[u8]> = TableDefinition::new("windows");
+const WINDOW_REPORTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("window_reports");
+const WINDOW_DEVICES: TableDefinition<(&str, [u8; 32]), [u8; 16]> =
+    TableDefinition::new("window_devices");
+const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");
+const BATCH_REPORTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("batch_reports");
+const COUNTERS: TableDefinition<(&str, &str), u64> = TableDefinition::new("counters");
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The data directory could not be created.
+    #[error("cannot create data directory {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The database failed (in the message: the daemon prints sources after it).
+    #[error("database: {0}")]
+    Db(String),
+    /// The database holds something this version cannot read.
+    #[error("corrupt or incompatible relay store: {0}")]
+    Corrupt(String),
+    /// The commit thread has stopped (the store is shutting down, or it panicked).
+    #[error("the store's commit thread has stopped")]
+    Stopped,
+}
+
+macro_rules! db_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self {
+                StoreError::Db(e.to_string())
+            }
+        }
+    )*};
+}
+db_errors!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::SetDurabilityError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// A device's sealed report, checked by the service, to store in its collection's
+/// window.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The collection.
+    pub collection_id: String,
+    /// The device (held in memory only; the store keeps a keyed hash in the window).
+    pub device: DeviceId,
+    /// The device's submission id.
+    pub submission_id: [u8; 16],
+    /// The sealed report, stored as received.
+    pub sealed: SealedReport,
+    /// Now, unix seconds.
+    pub now: u64,
+    /// The collection's close rule, used when this report opens a window.
+    pub rule: CloseRule,
+}
+
+/// When a window becomes a batch: at least `window_seconds` after it opened, and
+/// holding at least `min_batch_size` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CloseRule {
+    /// Fewest reports in a batch.
+    pub min_batch_size: u64,
+    /// Shortest window, seconds.
+    pub window_seconds: u64,
+}
+
+/// What became of a submission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubmitOutcome {
+    /// Stored (durably) in the open window.
+    Stored,
+    /// This device already stored this submission id in the open window: nothing
+    /// changed.
+    Duplicate,
+    /// This device already stored another report in the open window: refused.
+    DeviceAlreadyReported,
+}
+
+/// A batch formed by [`RelayStore::form_due_batches`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormedBatch {
+    /// Its sequence number (the store's key).
+    pub seq: u64,
+    /// Its collection.
+    pub collection_id: String,
+    /// Its 16 random bytes of id.
+    pub batch_id: [u8; 16],
+    /// Its reports.
+    pub size: u64,
+}
+
+/// A stored batch not yet acknowledged by the aggregator (same fields as
+/// [`FormedBatch`]).
+pub type PendingBatch = FormedBatch;
+
+/// The open window of a collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Window {
+    opened: u64,
+    rule: CloseRule,
+    reports: u64,
+    next_position: u64,
+    salt: [u8; 32],
+}
+
+const WINDOW_LEN: usize = 8 * 5 + 32;
+
+impl Window {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(WINDOW_LEN);
+        for v in [
+            self.opened,
+            self.rule.min_batch_size,
+            self.rule.window_seconds,
+            self.reports,
+            self.next_position,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&self.salt);
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+        if bytes.len() != WINDOW_LEN {
+            return Err(StoreError::Corrupt(format!(
+                "a window record of {} bytes",
+                bytes.len()
+            )));
+        }
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let mut salt = [0u8; 32];
+        salt.copy_from_slice(&bytes[40..]);
+        Ok(Window {
+            opened: word(0),
+            rule: CloseRule {
+                min_batch_size: word(1),
+                window_seconds: word(2),
+            },
+            reports: word(3),
+            next_position: word(4),
+            salt,
+        })
+    }
+
+    fn due(&self, now: u64) -> bool {
+        now >= self.opened.saturating_add(self.rule.window_seconds)
+            && self.reports >= self.rule.min_batch_size
+    }
+
+    /// The dedupe key of a device in this window: HMAC-SHA256(salt, device id).
+    fn device_tag(&self, device: &DeviceId) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.salt)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(device.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+}
+
+fn encode_batch(batch_id: &[u8; 16], size: u64, collection_id: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24 + collection_id.len());
+    out.extend_from_slice(batch_id);
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(collection_id.as_bytes());
+    out
+}
+
+fn decode_batch(seq: u64, bytes: &[u8]) -> Result<PendingBatch, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("batch record {seq}"));
+    if bytes.len() < 24 {
+        return Err(corrupt());
+    }
+    let mut batch_id = [0u8; 16];
+    batch_id.copy_from_slice(&bytes[..16]);
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&bytes[16..24]);
+    let collection_id = std::str::from_utf8(&bytes[24..])
+        .map_err(|_| corrupt())?
+        .to_string();
+    Ok(FormedBatch {
+        seq,
+        collection_id,
+        batch_id,
+        size: u64::from_le_bytes(size),
+    })
+}
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// A write, applied by the commit thread.
+enum Command {
+    Submit(Box<Submission>, Reply<SubmitOutcome>),
+    FormDue(u64, Reply<Vec<FormedBatch>>),
+    Forwarded(u64, Reply<bool>),
+}
+
+/// What a command produced, sent once its group committed.
+enum Done {
+    Submit(Reply<SubmitOutcome>, SubmitOutcome),
+    FormDue(Reply<Vec<FormedBatch>>, Vec<FormedBatch>),
+    Forwarded(Reply<bool>, bool),
+}
+
+impl Command {
+    fn fail(self, e: &StoreError) {
+        let e = StoreError::Db(e.to_string());
+        match self {
+            Command::Submit(_, r) => drop(r.send(Err(e))),
+            Command::FormDue(_, r) => drop(r.send(Err(e))),
+            Command::Forwarded(_, r) => drop(r.send(Err(e))),
+        }
+    }
+}
+
+impl Done {
+    fn send(self) {
+        match self {
+            Done::Submit(r, v) => drop(r.send(Ok(v))),
+            Done::FormDue(r, v) => drop(r.send(Ok(v))),
+            Done::Forwarded(r, v) => drop(r.send(Ok(v))),
+        }
+    }
+}
+
+/// The relay's durable store (see the module docs). Dropping it stops the commit
+/// thread after the commands already sent.
+pub struct RelayStore {
+    db: Arc<Database>,
+    tx: Option<mpsc::Sender<Command>>,
+    thread: Option<JoinHandle<()>>,
+    health: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for RelayStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayStore").finish_non_exhaustive()
+    }
+}
+
+fn begin_durable(db: &Database) -> Result<redb::WriteTransaction, StoreError> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    Ok(txn)
+}
+
+impl RelayStore {
+    /// Opens (or creates) the store in `dir` and starts its commit thread.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let db = Database::builder().create(dir.join(DB_FILE))?;
+        let txn = begin_durable(&db)?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let version = meta.get("format_version")?.map(|v| v.value());
+            match version {
+                None => {
+                    meta.insert("format_version", FORMAT_VERSION)?;
+                }
+                Some(FORMAT_VERSION) => {}
+                Some(other) => {
+                    return Err(StoreError::Corrupt(format!(
+                        "format version {other}, this relay reads {FORMAT_VERSION}"
+                    )));
+                }
+            }
+            txn.open_table(WINDOWS)?;
+            txn.open_table(WINDOW_REPORTS)?;
+            txn.open_table(WINDOW_DEVICES)?;
+            txn.open_table(BATCHES)?;
+            txn.open_table(BATCH_REPORTS)?;
+            txn.open_table(COUNTERS)?;
+        }
+        txn.commit()?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let (health_tx, health) = watch::channel(true);
+        let thread = {
+            let db = Arc::clone(&db);
+            std::thread::Builder::new()
+                .name("relay-commit".into())
+                .spawn(move || commit_loop(&db, &rx, &health_tx))
+                .map_err(|source| StoreError::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?
+        };
+        Ok(RelayStore {
+            db,
+            tx: Some(tx),
+            thread: Some(thread),
+            health,
+        })
+    }
+
+    /// Whether the last write transaction committed (drives gRPC health).
+    pub fn write_health(&self) -> watch::Receiver<bool> {
+        self.health.clone()
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        let tx = self.tx.as_ref().ok_or(StoreError::Stopped)?;
+        tx.send(make(reply)).map_err(|_| StoreError::Stopped)?;
+        rx.await.map_err(|_| StoreError::Stopped)?
+    }
+
+    /// Stores a submission in its collection's window (opening one if none is open);
+    /// returns once the commit holding it is on disk.
+    pub async fn submit(&self, submission: Submission) -> Result<SubmitOutcome, StoreError> {
+        self.call(|r| Command::Submit(Box::new(submission), r))
+            .await
+    }
+
+    /// Turns every due window into a batch (see the module docs); returns the batches
+    /// formed, once on disk.
+    pub async fn form_due_batches(&self, now: u64) -> Result<Vec<FormedBatch>, StoreError> {
+        self.call(|r| Command::FormDue(now, r)).await
+    }
+
+    /// The aggregator acknowledged batch `seq`: deletes it and counts it as
+    /// forwarded, durably. False when it was already gone.
+    pub async fn forwarded(&self, seq: u64) -> Result<bool, StoreError> {
+        self.call(|r| Command::Forwarded(seq, r)).await
+    }
+
+    /// The stored batches, oldest first.
+    pub fn pending_batches(&self) -> Result<Vec<PendingBatch>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(BATCHES)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (seq, bytes) = row?;
+            out.push(decode_batch(seq.value(), bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// A stored batch's reports in their (shuffled) order; empty if it is gone.
+    pub fn batch_reports(&self, seq: u64) -> Result<Vec<SealedReport>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(BATCH_REPORTS)?;
+        let mut out = Vec::new();
+        for row in table.range((seq, 0)..=(seq, u64::MAX))? {
+            let (_, bytes) = row?;
+            let report = SealedReport::decode(bytes.value())
+                .map_err(|e| StoreError::Corrupt(format!("a report of batch {seq}: {e}")))?;
+            out.push(report);
+        }
+        Ok(out)
+    }
+
+    /// What the store holds for a collection.
+    pub fn status(&self, collection_id: &str) -> Result<RelayStatus, StoreError> {
+        let txn = self.db.begin_read()?;
+        let mut status = RelayStatus {
+            collection_id: collection_id.to_string(),
+            ..Default::default()
+        };
+        if let Some(w) = txn.open_table(WINDOWS)?.get(collection_id)? {
+            let w = Window::decode(w.value())?;
+            status.window_reports = w.reports;
+            status.window_opened = w.opened;
+        }
+        for row in txn.open_table(BATCHES)?.iter()? {
+            let (seq, bytes) = row?;
+            let b = decode_batch(seq.value(), bytes.value())?;
+            if b.collection_id == collection_id {
+                status.pending_batches += 1;
+                status.pending_batch_reports += b.size;
+            }
+        }
+        let counters = txn.open_table(COUNTERS)?;
+        let counter = |name: &str| -> Result<u64, StoreError> {
+            Ok(counters
+                .get((collection_id, name))?
+                .map_or(0, |v| v.value()))
+        };
+        status.forwarded_batches = counter("forwarded_batches")?;
+        status.forwarded_reports = counter("forwarded_reports")?;
+        Ok(status)
+    }
+
+    /// Reports in open windows and batches stored, over every collection (gauges).
+    pub fn totals(&self) -> Result<(u64, u64), StoreError> {
+        let txn = self.db.begin_read()?;
+        let mut window_reports = 0;
+        for row in txn.open_table(WINDOWS)?.iter()? {
+            window_reports += Window::decode(row?.1.value())?.reports;
+        }
+        let batches = txn.open_table(BATCHES)?.len()?;
+        Ok((window_reports, batches))
+    }
+}
+
+impl Drop for RelayStore {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The commit thread: every waiting command in one durable transaction.
+fn commit_loop(db: &Database, rx: &mpsc::Receiver<Command>, health: &watch::Sender<bool>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(c) => group.push(c),
+                Err(_) => break,
+            }
+        }
+        let started = Instant::now();
+        let size = group.len();
+        match apply_group(db, &mut group) {
+            Ok(done) => {
+                health.send_if_modified(|h| !std::mem::replace(h, true));
+                metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "ok")
+                    .record(started.elapsed().as_secs_f64());
+                metrics::histogram!("ldpcov_relay_commit_group_commands").record(size as f64);
+                for d in done {
+                    d.send();
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, commands = size, "relay store commit failed");
+                health.send_if_modified(|h| std::mem::replace(h, false));
+                metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "failed")
+                    .record(started.elapsed().as_secs_f64());
+                for c in group {
+                    c.fail(&e);
+                }
+            }
+        }
+    }
+}
+
+/// Applies `group` in one transaction and commits it; on success the commands are
+/// consumed into their answers, on failure they stay in `group` to be failed.
+fn apply_group(db: &Database, group: &mut Vec<Command>) -> Result<Vec<Done>, StoreError> {
+    let txn = begin_durable(db)?;
+    let mut answers = Vec::with_capacity(group.len());
+    for command in group.iter() {
+        answers.push(match command {
+            Command::Submit(s, _) => Answer::Submit(apply_submit(&txn, s)?),
+            Command::FormDue(now, _) => Answer::FormDue(apply_form_due(&txn, *now)?),
+            Command::Forwarded(seq, _) => Answer::Forwarded(apply_forwarded(&txn, *seq)?),
+        });
+    }
+    txn.commit()?;
+    Ok(group
+        .drain(..)
+        .zip(answers)
+        .map(|(command, answer)| match (command, answer) {
+            (Command::Submit(_, r), Answer::Submit(v)) => Done::Submit(r, v),
+            (Command::FormDue(_, r), Answer::FormDue(v)) => Done::FormDue(r, v),
+            (Command::Forwarded(_, r), Answer::Forwarded(v)) => Done::Forwarded(r, v),
+            _ => unreachable!("answers follow their commands"),
+        })
+        .collect())
+}
+
+enum Answer {
+    Submit(SubmitOutcome),
+    FormDue(Vec<FormedBatch>),
+    Forwarded(bool),
+}
+
+fn apply_submit(txn: &redb::WriteTransaction, s: &Submission) -> Result<SubmitOutcome, StoreError> {
+    let id = s.collection_id.as_str();
+    let mut windows = txn.open_table(WINDOWS)?;
+    let existing = windows.get(id)?.map(|w| Window::decode(w.value()));
+    let mut window = match existing {
+        Some(w) => w?,
+        None => {
+            let mut salt = [0u8; 32];
+            StdRng::from_os_rng().fill_bytes(&mut salt);
+            Window {
+                opened: s.now,
+                rule: s.rule,
+                reports: 0,
+                next_position: 0,
+                salt,
+            }
+        }
+    };
+    let tag = window.device_tag(&s.device);
+    let mut devices = txn.open_table(WINDOW_DEVICES)?;
+    if let Some(previous) = devices.get((id, tag))? {
+        return Ok(if previous.value() == s.submission_id {
+            SubmitOutcome::Duplicate
+        } else {
+            SubmitOutcome::DeviceAlreadyReported
+        });
+    }
+    devices.insert((id, tag), s.submission_id)?;
+    txn.open_table(WINDOW_REPORTS)?.insert(
+        (id, window.next_position),
+        s.sealed.encode_to_vec().as_slice(),
+    )?;
+    window.next_position += 1;
+    window.reports += 1;
+    windows.insert(id, window.encode().as_slice())?;
+    Ok(SubmitOutcome::Stored)
+}
+
+fn apply_form_due(txn: &redb::WriteTransaction, now: u64) -> Result<Vec<FormedBatch>, StoreError> {
+    let mut windows = txn.open_table(WINDOWS)?;
+    let mut due = Vec::new();
+    for row in windows.iter()? {
+        let (id, bytes) = row?;
+        if Window::decode(bytes.value())?.due(now) {
+            due.push(id.value().to_string());
+        }
+    }
+    let mut formed = Vec::new();
+    if due.is_empty() {
+        return Ok(formed);
+    }
+    let mut meta = txn.open_table(META)?;
+    let mut window_reports = txn.open_table(WINDOW_REPORTS)?;
+    let mut devices = txn.open_table(WINDOW_DEVICES)?;
+    let mut batches = txn.open_table(BATCHES)?;
+    let mut batch_reports = txn.open_table(BATCH_REPORTS)?;
+    for id in due {
+        let id = id.as_str();
+        let mut reports: Vec<Vec<u8>> = Vec::new();
+        for row in window_reports.range((id, 0)..=(id, u64::MAX))? {
+            reports.push(row?.1.value().to_vec());
+        }
+        // A fresh OS-seeded CSPRNG per batch: the order and the id are unpredictable
+        // to anyone who saw the arrivals.
+        let mut rng = StdRng::from_os_rng();
+        reports.shuffle(&mut rng);
+        let mut batch_id = [0u8; 16];
+        rng.fill_bytes(&mut batch_id);
+        let seq = meta.get("next_batch_seq")?.map_or(0, |v| v.value());
+        meta.insert("next_batch_seq", seq + 1)?;
+        let size = reports.len() as u64;
+        batches.insert(seq, encode_batch(&batch_id, size, id).as_slice())?;
+        for (i, report) in reports.iter().enumerate() {
+            batch_reports.insert((seq, i as u64), report.as_slice())?;
+        }
+        window_reports.retain_in((id, 0)..=(id, u64::MAX), |_, _| false)?;
+        devices.retain_in((id, [0u8; 32])..=(id, [0xffu8; 32]), |_, _| false)?;
+        windows.remove(id)?;
+        formed.push(FormedBatch {
+            seq,
+            collection_id: id.to_string(),
+            batch_id,
+            size,
+        });
+    }
+    Ok(formed)
+}
+
+fn apply_forwarded(txn: &redb::WriteTransaction, seq: u64) -> Result<bool, StoreError> {
+    let mut batches = txn.open_table(BATCHES)?;
+    let Some(batch) = batches.remove(seq)?.map(|b| decode_batch(seq, b.value())) else {
+        return Ok(false);
+    };
+    let batch = batch?;
+    txn.open_table(BATCH_REPORTS)?
+        .retain_in((seq, 0)..=(seq, u64::MAX), |_, _| false)?;
+    let mut counters = txn.open_table(COUNTERS)?;
+    let id = batch.collection_id.as_str();
+    for (name, add) in [("forwarded_batches", 1), ("forwarded_reports", batch.size)] {
+        let v = counters.get((id, name))?.map_or(0, |v| v.value());
+        counters.insert((id, name), v + add)?;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests;

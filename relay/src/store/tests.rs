@@ -1,0 +1,277 @@
+use super::*;
+use crate::token::DeviceTokenIssuer;
+
+const RULE: CloseRule = CloseRule {
+    min_batch_size: 3,
+    window_seconds: 100,
+};
+
+fn device(name: &str) -> DeviceId {
+    DeviceId::new(name).unwrap()
+}
+
+fn sealed(tag: u64) -> SealedReport {
+    let mut ciphertext = tag.to_le_bytes().to_vec();
+    ciphertext.extend_from_slice(&[0xab; 24]);
+    SealedReport {
+        key_id: 7,
+        enc: vec![tag as u8; 32],
+        ciphertext,
+    }
+}
+
+fn submission(collection: &str, dev: &str, sub: u8, tag: u64, now: u64) -> Submission {
+    Submission {
+        collection_id: collection.into(),
+        device: device(dev),
+        submission_id: [sub; 16],
+        sealed: sealed(tag),
+        now,
+        rule: RULE,
+    }
+}
+
+fn open() -> (tempfile::TempDir, RelayStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RelayStore::open(dir.path()).unwrap();
+    (dir, store)
+}
+
+#[tokio::test]
+async fn one_report_per_device_per_window_and_resends_are_idempotent() {
+    let (_dir, store) = open();
+    assert_eq!(
+        store.submit(submission("c", "d1", 1, 1, 10)).await.unwrap(),
+        SubmitOutcome::Stored
+    );
+    // The same submission again: a duplicate, nothing changes.
+    assert_eq!(
+        store.submit(submission("c", "d1", 1, 1, 11)).await.unwrap(),
+        SubmitOutcome::Duplicate
+    );
+    // Another report of the same device in the same window: refused.
+    assert_eq!(
+        store.submit(submission("c", "d1", 2, 2, 12)).await.unwrap(),
+        SubmitOutcome::DeviceAlreadyReported
+    );
+    // The same device in another collection, another device here: fine.
+    assert_eq!(
+        store.submit(submission("other", "d1", 2, 2, 12)).await.unwrap(),
+        SubmitOutcome::Stored
+    );
+    assert_eq!(
+        store.submit(submission("c", "d2", 3, 3, 13)).await.unwrap(),
+        SubmitOutcome::Stored
+    );
+    let status = store.status("c").unwrap();
+    assert_eq!((status.window_reports, status.window_opened), (2, 10));
+    // Close the window: the device may report again in the next one.
+    store.submit(submission("c", "d3", 4, 4, 14)).await.unwrap();
+    assert_eq!(store.form_due_batches(110).await.unwrap().len(), 1);
+    assert_eq!(
+        store.submit(submission("c", "d1", 2, 2, 120)).await.unwrap(),
+        SubmitOutcome::Stored
+    );
+    let status = store.status("c").unwrap();
+    assert_eq!((status.window_reports, status.window_opened), (1, 120));
+    assert_eq!((status.pending_batches, status.pending_batch_reports), (1, 3));
+}
+
+#[tokio::test]
+async fn a_window_closes_only_when_old_enough_and_full_enough() {
+    let (_dir, store) = open();
+    for (i, dev) in ["a", "b"].iter().enumerate() {
+        store
+            .submit(submission("c", dev, i as u8, i as u64, 1000 + i as u64))
+            .await
+            .unwrap();
+    }
+    // Old enough, but 2 < 3 reports: it stays open past its time.
+    assert!(store.form_due_batches(5000).await.unwrap().is_empty());
+    store.submit(submission("c", "z", 9, 9, 5001)).await.unwrap();
+    // Full enough, one second short of 100 s after the first report: still open.
+    assert!(store.form_due_batches(1099).await.unwrap().is_empty());
+    let formed = store.form_due_batches(1100).await.unwrap();
+    assert_eq!(formed.len(), 1);
+    assert_eq!((formed[0].collection_id.as_str(), formed[0].size), ("c", 3));
+    assert_eq!(store.status("c").unwrap().window_reports, 0);
+    assert!(store.form_due_batches(9999).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_batch_holds_exactly_the_sealed_reports_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let sent: Vec<SealedReport> = (0..5).map(sealed).collect();
+    let formed = {
+        let store = RelayStore::open(dir.path()).unwrap();
+        for (i, s) in sent.iter().enumerate() {
+            let mut sub = submission("c", &format!("dev-{i}"), i as u8, 0, 50);
+            sub.sealed = s.clone();
+            store.submit(sub).await.unwrap();
+        }
+        store.form_due_batches(150).await.unwrap()
+    };
+    // Reopened: the batch is there, with exactly the bytes received (as a multiset).
+    let store = RelayStore::open(dir.path()).unwrap();
+    assert_eq!(store.pending_batches().unwrap(), formed);
+    let mut got = store.batch_reports(formed[0].seq).unwrap();
+    let key = |r: &SealedReport| r.encode_to_vec();
+    got.sort_by_key(key);
+    let mut want = sent.clone();
+    want.sort_by_key(key);
+    assert_eq!(got, want);
+    // Nothing else about a report is stored with the batch: every value of the batch
+    // tables is a sealed report or the batch header (id, size, collection id).
+    let txn = store.db.begin_read().unwrap();
+    for row in txn.open_table(BATCH_REPORTS).unwrap().iter().unwrap() {
+        let (_, v) = row.unwrap();
+        assert!(want.iter().any(|s| s.encode_to_vec() == v.value()));
+    }
+    for row in txn.open_table(BATCHES).unwrap().iter().unwrap() {
+        let (_, v) = row.unwrap();
+        assert_eq!(v.value().len(), 16 + 8 + 1);
+    }
+    // The window's reports and device records are gone with it.
+    assert_eq!(txn.open_table(WINDOW_REPORTS).unwrap().len().unwrap(), 0);
+    assert_eq!(txn.open_table(WINDOW_DEVICES).unwrap().len().unwrap(), 0);
+    assert_eq!(txn.open_table(WINDOWS).unwrap().len().unwrap(), 0);
+    drop(txn);
+    // Acknowledged: deleted and counted, once.
+    assert!(store.forwarded(formed[0].seq).await.unwrap());
+    assert!(!store.forwarded(formed[0].seq).await.unwrap());
+    let status = store.status("c").unwrap();
+    assert_eq!(
+        (
+            status.pending_batches,
+            status.forwarded_batches,
+            status.forwarded_reports
+        ),
+        (0, 1, 5)
+    );
+}
+
+#[tokio::test]
+async fn the_dedupe_record_holds_no_device_id() {
+    let (_dir, store) = open();
+    let id = "device-with-a-recognisable-name";
+    store.submit(submission("c", id, 1, 1, 1)).await.unwrap();
+    let txn = store.db.begin_read().unwrap();
+    for row in txn.open_table(WINDOW_DEVICES).unwrap().iter().unwrap() {
+        let (k, _) = row.unwrap();
+        let (_, tag) = k.value();
+        assert!(!tag.windows(6).any(|w| w == &id.as_bytes()[..6]));
+    }
+    drop(txn);
+    let bytes = std::fs::read(_dir.path().join(DB_FILE)).unwrap();
+    assert!(!bytes.windows(id.len()).any(|w| w == id.as_bytes()));
+}
+
+/// The χ² statistic of a table of counts against a uniform expectation.
+fn chi_square(table: &[Vec<u64>], expected: f64) -> f64 {
+    table
+        .iter()
+        .flatten()
+        .map(|&o| (o as f64 - expected).powi(2) / expected)
+        .sum()
+}
+
+/// A batch is a uniformly random permutation of its window's arrivals.
+///
+/// N = 8 reports per window, identifiable by their arrival rank; B = 2000 batches (50
+/// collections per round, 40 rounds). Under a uniform permutation every cell of the
+/// arrival-rank × batch-position table has expectation E = B/N = 250 and the statistic
+/// Σ (O − E)²/E is asymptotically χ² with (N − 1)² = 49 degrees of freedom (both
+/// margins are fixed at B). Its upper 10⁻⁶ quantile is 111.14 (series for the
+/// regularised incomplete gamma, bisection), so the test fails spuriously once in a
+/// million runs. The shuffle draws from the OS, so no seed can be fixed; the bound is.
+/// An unshuffled store (the identity) would score 8·1750²/250 + 56·250 = 112 000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_are_uniformly_permuted() {
+    const N: usize = 8;
+    const COLLECTIONS: usize = 50;
+    const ROUNDS: usize = 40;
+    const BOUND: f64 = 111.14;
+    let (_dir, store) = open();
+    let store = Arc::new(store);
+    let issuer = DeviceTokenIssuer::from_bytes([3; 32]);
+    let mut table = vec![vec![0u64; N]; N];
+    let mut batches = 0;
+    for round in 0..ROUNDS {
+        let now = 1000 * round as u64;
+        // Arrival order is the order of the commits: submit rank r of every collection,
+        // wait for all, then rank r + 1.
+        for rank in 0..N {
+            let tasks: Vec<_> = (0..COLLECTIONS)
+                .map(|c| {
+                    let store = Arc::clone(&store);
+                    let device = issuer
+                        .verify(&issuer.issue(&format!("d{rank}")).unwrap())
+                        .unwrap();
+                    tokio::spawn(async move {
+                        store
+                            .submit(Submission {
+                                collection_id: format!("c{c}"),
+                                device,
+                                submission_id: [rank as u8; 16],
+                                sealed: sealed(rank as u64),
+                                now: now + rank as u64,
+                                rule: CloseRule {
+                                    min_batch_size: N as u64,
+                                    window_seconds: 1,
+                                },
+                            })
+                            .await
+                    })
+                })
+                .collect();
+            for t in tasks {
+                assert_eq!(t.await.unwrap().unwrap(), SubmitOutcome::Stored);
+            }
+        }
+        let formed = store.form_due_batches(now + 100).await.unwrap();
+        assert_eq!(formed.len(), COLLECTIONS);
+        for b in formed {
+            let reports = store.batch_reports(b.seq).unwrap();
+            assert_eq!(reports.len(), N);
+            for (position, r) in reports.iter().enumerate() {
+                let rank = u64::from_le_bytes(r.ciphertext[..8].try_into().unwrap()) as usize;
+                table[rank][position] += 1;
+            }
+            store.forwarded(b.seq).await.unwrap();
+            batches += 1;
+        }
+    }
+    assert_eq!(batches, COLLECTIONS * ROUNDS);
+    let expected = batches as f64 / N as f64;
+    let statistic = chi_square(&table, expected);
+    assert!(
+        statistic < BOUND,
+        "χ² = {statistic:.1} ≥ {BOUND} (49 df, α = 1e-6): positions depend on arrival; {table:?}"
+    );
+    // The test has power: the identity permutation is far beyond the bound.
+    let identity: Vec<Vec<u64>> = (0..N)
+        .map(|r| (0..N).map(|p| if r == p { batches as u64 } else { 0 }).collect())
+        .collect();
+    assert!(chi_square(&identity, expected) > 1000.0 * BOUND);
+}
+
+#[tokio::test]
+async fn batch_ids_are_random_and_distinct() {
+    let (_dir, store) = open();
+    let mut ids = std::collections::HashSet::new();
+    for round in 0..20u64 {
+        for d in 0..3 {
+            store
+                .submit(submission("c", &format!("d{d}"), d as u8, d, round * 1000))
+                .await
+                .unwrap();
+        }
+        for b in store.form_due_batches(round * 1000 + 500).await.unwrap() {
+            assert!(ids.insert(b.batch_id));
+        }
+    }
+    assert_eq!(ids.len(), 20);
+    // Sequence numbers order the batches; their ids carry no order.
+    let seqs: Vec<u64> = store.pending_batches().unwrap().iter().map(|b| b.seq).collect();
+    assert_eq!(seqs, (0..20).collect::<Vec<_>>());
+}

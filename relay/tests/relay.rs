@@ -1,0 +1,391 @@
+//! The relay in-process against a fake aggregator: device authentication and
+//! validation, one report per device per window, what a forwarded batch carries, and
+//! retries.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ldpcov_proto::v1::relay_client::RelayClient;
+use ldpcov_proto::v1::{RelayReport, RelayStatusRequest, SealedReport};
+use ldpcov_relay::{DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream, serve};
+use tonic::{Code, Request};
+
+mod support;
+use support::{ACTIVE_KEY, FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec, tag};
+
+const ADMIN: &str = "relay-admin-token";
+
+struct Relay {
+    addr: SocketAddr,
+    issuer: DeviceTokenIssuer,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Relay {
+    async fn start(aggregator: SocketAddr) -> Relay {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(RelayStore::open(dir.path()).expect("store"));
+        let issuer = DeviceTokenIssuer::from_bytes([42; 32]);
+        let upstream = Upstream::new(
+            &format!("http://{aggregator}"),
+            Secret::new(RELAY_TOKEN, "relay").expect("token"),
+            None,
+        )
+        .expect("upstream");
+        let options = RelayOptions {
+            admin: Some(Secret::new(ADMIN, "admin").expect("admin")),
+            batch_check_interval: Duration::from_millis(50),
+            ..RelayOptions::new(upstream, issuer.clone())
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            serve(store, options, listener, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("serve");
+        });
+        Relay {
+            addr,
+            issuer,
+            _dir: dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    async fn client(&self) -> RelayClient<tonic::transport::Channel> {
+        RelayClient::connect(format!("http://{}", self.addr))
+            .await
+            .expect("connect")
+    }
+
+    async fn submit(
+        &self,
+        token: Option<&str>,
+        collection: &str,
+        submission: u8,
+        report: SealedReport,
+    ) -> Result<bool, tonic::Status> {
+        let mut request = Request::new(RelayReport {
+            collection_id: collection.into(),
+            submission_id: vec![submission; 16],
+            sealed: Some(report),
+        });
+        if let Some(t) = token {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().expect("ascii"));
+        }
+        self.client()
+            .await
+            .submit_sealed_report(request)
+            .await
+            .map(|r| r.into_inner().duplicate)
+    }
+
+    fn token(&self, device: &str) -> String {
+        self.issuer.issue(device).expect("device id")
+    }
+
+    async fn status(&self, collection: &str) -> ldpcov_proto::v1::RelayStatus {
+        let mut request = Request::new(RelayStatusRequest {
+            collection_id: collection.into(),
+        });
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {ADMIN}").parse().expect("ascii"));
+        self.client()
+            .await
+            .get_relay_status(request)
+            .await
+            .expect("status")
+            .into_inner()
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("relay task");
+        }
+    }
+}
+
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn devices_are_authenticated_and_reports_checked_before_storing() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 3, 3600), true);
+    let mut plain = shuffled_spec("plain", 3, 3600);
+    plain.shuffle = None;
+    fake.add(plain, false);
+    let relay = Relay::start(fake.serve().await).await;
+    let code = |r: Result<bool, tonic::Status>| r.map_err(|s| s.code());
+
+    // Tokens: missing, forged (another secret), altered.
+    assert_eq!(code(relay.submit(None, "s", 1, sealed(1)).await), Err(Code::Unauthenticated));
+    let forged = DeviceTokenIssuer::from_bytes([1; 32]).issue("d1").expect("id");
+    assert_eq!(
+        code(relay.submit(Some(&forged), "s", 1, sealed(1)).await),
+        Err(Code::Unauthenticated)
+    );
+    let good = relay.token("d1");
+    let altered = good.replacen("v1.d1.", "v1.d2.", 1);
+    assert_eq!(
+        code(relay.submit(Some(&altered), "s", 1, sealed(1)).await),
+        Err(Code::Unauthenticated)
+    );
+    // Shape: bad collection id, short enc, a ciphertext shorter than the tag or
+    // longer than any report of a p = 4 collection can be.
+    assert_eq!(
+        code(relay.submit(Some(&good), "no spaces", 1, sealed(1)).await),
+        Err(Code::InvalidArgument)
+    );
+    let mut short_enc = sealed(1);
+    short_enc.enc.pop();
+    assert_eq!(code(relay.submit(Some(&good), "s", 1, short_enc).await), Err(Code::InvalidArgument));
+    let mut tiny = sealed(1);
+    tiny.ciphertext.truncate(15);
+    assert_eq!(code(relay.submit(Some(&good), "s", 1, tiny).await), Err(Code::InvalidArgument));
+    let mut huge = sealed(1);
+    huge.ciphertext.resize(100_000, 0);
+    assert_eq!(code(relay.submit(Some(&good), "s", 1, huge).await), Err(Code::InvalidArgument));
+    // The collection: unknown, not shuffled; a key that is neither active nor pending
+    // (a retired one included).
+    assert_eq!(code(relay.submit(Some(&good), "nope", 1, sealed(1)).await), Err(Code::NotFound));
+    assert_eq!(
+        code(relay.submit(Some(&good), "plain", 1, sealed(1)).await),
+        Err(Code::FailedPrecondition)
+    );
+    for key_id in [ACTIVE_KEY - 1, ACTIVE_KEY + 2, 0] {
+        let mut r = sealed(1);
+        r.key_id = key_id;
+        assert_eq!(code(relay.submit(Some(&good), "s", 1, r).await), Err(Code::FailedPrecondition));
+    }
+    // Nothing of the refused ones was stored.
+    assert_eq!(relay.status("s").await.window_reports, 0);
+
+    // Stored; the same submission again is a duplicate; another report of the same
+    // device in the same window is refused with a clear message.
+    assert_eq!(code(relay.submit(Some(&good), "s", 1, sealed(1)).await), Ok(false));
+    assert_eq!(code(relay.submit(Some(&good), "s", 1, sealed(1)).await), Ok(true));
+    let err = relay
+        .submit(Some(&good), "s", 2, sealed(2))
+        .await
+        .expect_err("a second report in the window");
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert!(err.message().contains("already sent a report"), "{}", err.message());
+    // The pending key is fine too, for another device.
+    let mut pending = sealed(3);
+    pending.key_id = ACTIVE_KEY + 1;
+    assert_eq!(code(relay.submit(Some(&relay.token("d3")), "s", 3, pending).await), Ok(false));
+    assert_eq!(relay.status("s").await.window_reports, 2);
+
+    // The admin call needs the admin token.
+    let mut client = relay.client().await;
+    let err = client
+        .get_relay_status(RelayStatusRequest {
+            collection_id: "s".into(),
+        })
+        .await
+        .expect_err("no token");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    // Every lookup the relay made carried its own token and nothing of the devices'.
+    for lookup in &fake.state().lookups {
+        assert!(lookup.contains(&("authorization".into(), format!("Bearer {RELAY_TOKEN}"))));
+        assert!(!lookup.iter().any(|(_, v)| v.contains("v1.d")), "{lookup:?}");
+    }
+    relay.stop().await;
+}
+
+/// The standard headers a tonic client sends; anything else would be the relay's.
+const STANDARD_HEADERS: [&str; 5] = ["te", "content-type", "user-agent", "grpc-timeout", "grpc-accept-encoding"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minimum() {
+    const MIN: u64 = 5;
+    const DEVICES: u64 = 13;
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", MIN, 1), true);
+    let relay = Relay::start(fake.serve().await).await;
+    let mut tokens = Vec::new();
+    let mut sent = Vec::new();
+    for d in 0..DEVICES {
+        let device = format!("device-{d}-identifiable");
+        let token = relay.token(&device);
+        let report = sealed(d);
+        assert!(!relay.submit(Some(&token), "s", d as u8, report.clone()).await.expect("stored"));
+        tokens.push((device, token));
+        sent.push(report);
+        // Spread the arrivals over time (several windows may close meanwhile).
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // Top up the last window until everything was forwarded.
+    let mut extra = DEVICES;
+    loop {
+        let status = relay.status("s").await;
+        if status.window_reports == 0 && status.pending_batches == 0 {
+            break;
+        }
+        if status.window_reports > 0 && status.window_reports < MIN {
+            let device = format!("filler-{extra}");
+            let token = relay.token(&device);
+            let report = sealed(extra);
+            relay.submit(Some(&token), "s", extra as u8, report.clone()).await.expect("stored");
+            tokens.push((device, token));
+            sent.push(report);
+            extra += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let state = fake.state();
+    assert!(state.violations.is_empty(), "{:?}", state.violations);
+    assert!(!state.calls.is_empty());
+    let mut forwarded: Vec<SealedReport> = Vec::new();
+    for call in &state.calls {
+        // Metadata: the relay token and the standard gRPC headers, nothing else.
+        for (name, value) in &call.metadata {
+            assert!(
+                name == "authorization" || STANDARD_HEADERS.contains(&name.as_str()),
+                "unexpected metadata {name}: {value}"
+            );
+            for (device, token) in &tokens {
+                assert!(!value.contains(device.as_str()) && !value.contains(token.as_str()));
+            }
+        }
+        assert_eq!(
+            call.metadata.iter().filter(|(k, _)| k == "authorization").count(),
+            1
+        );
+        // Messages: only the header and the sealed reports; no device id or token in
+        // their bytes.
+        for chunk in &call.chunks {
+            let bytes = prost::Message::encode_to_vec(chunk);
+            for (device, token) in &tokens {
+                assert!(!bytes.windows(device.len()).any(|w| w == device.as_bytes()));
+                assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()));
+            }
+        }
+        let reports = call.reports();
+        assert!(reports.len() as u64 >= MIN, "a batch of {} < {MIN}", reports.len());
+        assert_eq!(call.batch_id().len(), 16);
+        forwarded.extend(reports);
+    }
+    // Exactly the bytes received, each once (no failures were injected).
+    let mut got: Vec<_> = forwarded.iter().map(prost::Message::encode_to_vec).collect();
+    let mut want: Vec<_> = sent.iter().map(prost::Message::encode_to_vec).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    let status = relay.status("s").await;
+    assert_eq!(status.forwarded_reports, sent.len() as u64);
+    assert_eq!(status.forwarded_batches, state.calls.len() as u64);
+    drop(state);
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_batch_is_resent_with_the_same_id_and_order_until_acknowledged() {
+    const MIN: u64 = 4;
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", MIN, 1), true);
+    fake.state().fail_next = 2;
+    let relay = Relay::start(fake.serve().await).await;
+    for d in 0..MIN {
+        relay
+            .submit(Some(&relay.token(&format!("d{d}"))), "s", d as u8, sealed(d))
+            .await
+            .expect("stored");
+    }
+    // Two failures (backoff 1 s, then 2 s), then the acknowledgement.
+    wait_for("three attempts", || fake.state().calls.len() >= 3).await;
+    wait_for("the batch deleted", || fake.state().accepted == MIN).await;
+    let calls = fake.state().calls.clone();
+    assert_eq!(calls.len(), 3);
+    let first: Vec<u64> = calls[0].reports().iter().map(tag).collect();
+    for c in &calls {
+        assert_eq!(c.batch_id(), calls[0].batch_id());
+        assert_eq!(c.reports().iter().map(tag).collect::<Vec<_>>(), first);
+    }
+    let mut sorted = first.clone();
+    sorted.sort();
+    assert_eq!(sorted, (0..MIN).collect::<Vec<_>>());
+    // Acknowledged: deleted, counted, never sent again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let status = relay.status("s").await;
+        if status.pending_batches == 0 {
+            assert_eq!((status.forwarded_batches, status.forwarded_reports), (1, MIN));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the batch was not deleted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.state().calls.len(), 3);
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn without_published_keys_the_key_schedule_decides() {
+    let fake = FakeAggregator::default();
+    // key_rotation_seconds defaults to 86 400.
+    fake.add(shuffled_spec("s", 3, 3600), false);
+    let relay = Relay::start(fake.serve().await).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let current = (now / 86_400) as u32;
+    for (i, (key_id, ok)) in [(current, true), (current + 1, true), (current - 1, false), (current + 2, false)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = sealed(i as u64);
+        r.key_id = key_id;
+        let result = relay
+            .submit(Some(&relay.token(&format!("d{i}"))), "s", i as u8, r)
+            .await;
+        assert_eq!(result.is_ok(), ok, "key {key_id} (current {current}): {result:?}");
+    }
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn health_is_serving() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    let fake = FakeAggregator::default();
+    let relay = Relay::start(fake.serve().await).await;
+    let mut health = HealthClient::connect(format!("http://{}", relay.addr))
+        .await
+        .expect("connect");
+    for service in ["", "ldpcov.v1.Relay"] {
+        let status = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("check")
+            .into_inner()
+            .status;
+        assert_eq!(status, ServingStatus::Serving as i32);
+    }
+    relay.stop().await;
+}
