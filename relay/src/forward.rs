@@ -66,7 +66,11 @@ impl Forwarder {
     }
 
     /// Runs [`tick`](Self::tick) every `interval` until `shutdown` resolves.
-    pub async fn run(mut self, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        mut self,
+        interval: Duration,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         let mut every = tokio::time::interval(interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
@@ -160,7 +164,11 @@ impl Forwarder {
             return false;
         }
         let collection = batch.collection_id.clone();
-        match self.upstream.send_batch(batch, reports, BATCH_TIMEOUT).await {
+        match self
+            .upstream
+            .send_batch(batch, reports, BATCH_TIMEOUT)
+            .await
+        {
             Ok(response) => {
                 let refused = response.refused.len() as u64;
                 let total = response.accepted + response.duplicates + refused;

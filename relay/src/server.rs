@@ -140,9 +140,15 @@ pub async fn serve_with_clock(
     } = options;
     for (name, zero) in [
         ("max_message_bytes", limits.max_message_bytes == 0),
-        ("max_concurrent_requests", limits.max_concurrent_requests == 0),
+        (
+            "max_concurrent_requests",
+            limits.max_concurrent_requests == 0,
+        ),
         ("max_concurrent_streams", limits.max_concurrent_streams == 0),
-        ("max_calls_per_connection", limits.max_calls_per_connection == 0),
+        (
+            "max_calls_per_connection",
+            limits.max_calls_per_connection == 0,
+        ),
         ("request_timeout", limits.request_timeout.is_zero()),
         ("batch_check_interval", batch_check_interval.is_zero()),
     ] {
@@ -152,7 +158,8 @@ pub async fn serve_with_clock(
     }
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let mut write_health = store.write_health();
-    set_health(&reporter, *write_health.borrow_and_update()).await;
+    let healthy = *write_health.borrow_and_update();
+    set_health(&reporter, healthy).await;
     let follower = {
         let reporter = reporter.clone();
         tokio::spawn(async move {

@@ -134,11 +134,12 @@ impl Relay for RelayService {
         let bad = |why: String| refused("invalid_argument", Status::invalid_argument(why));
         let id = report.collection_id;
         ldpcov_proto::collection::validate_collection_id(&id).map_err(|e| bad(e.to_string()))?;
-        let submission_id: [u8; 16] = report
-            .submission_id
-            .as_slice()
-            .try_into()
-            .map_err(|_| bad(format!("submission_id must be 16 bytes, got {}", report.submission_id.len())))?;
+        let submission_id: [u8; 16] = report.submission_id.as_slice().try_into().map_err(|_| {
+            bad(format!(
+                "submission_id must be 16 bytes, got {}",
+                report.submission_id.len()
+            ))
+        })?;
         let sealed = report
             .sealed
             .ok_or_else(|| bad("the sealed report is missing".into()))?;

@@ -225,7 +225,11 @@ mod tests {
         let mut flipped = token.clone().into_bytes();
         let last = flipped.len() - 1;
         flipped[last] = if flipped[last] == b'0' { b'1' } else { b'0' };
-        assert!(issuer.verify(std::str::from_utf8(&flipped).unwrap()).is_none());
+        assert!(
+            issuer
+                .verify(std::str::from_utf8(&flipped).unwrap())
+                .is_none()
+        );
         assert!(issuer.verify(&token.replacen("v1.", "v2.", 1)).is_none());
         assert!(issuer.verify(&token[..token.len() - 2]).is_none());
         assert!(issuer.verify("").is_none());

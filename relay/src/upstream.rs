@@ -191,7 +191,11 @@ impl Upstream {
         request
     }
 
-    fn cached(&self, id: &str, max_age: Option<Duration>) -> Option<Result<Arc<CollectionInfo>, Status>> {
+    fn cached(
+        &self,
+        id: &str,
+        max_age: Option<Duration>,
+    ) -> Option<Result<Arc<CollectionInfo>, Status>> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let entry = cache.get(id)?;
         let ttl = if entry.result.is_ok() {

@@ -108,9 +108,10 @@ async fn send_until_acked(url: &str, token: &str, tag: u64) -> bool {
                 sealed: Some(sealed(tag)),
             });
             request.set_timeout(Duration::from_secs(5));
-            request
-                .metadata_mut()
-                .insert("authorization", format!("Bearer {token}").parse().expect("ascii"));
+            request.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {token}").parse().expect("ascii"),
+            );
             client
                 .submit_sealed_report(request)
                 .await
@@ -149,10 +150,15 @@ async fn status(url: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
     let mut request = Request::new(RelayStatusRequest {
         collection_id: "s".into(),
     });
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {ADMIN}").parse().expect("ascii"));
-    client.get_relay_status(request).await.ok().map(|r| r.into_inner())
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {ADMIN}").parse().expect("ascii"),
+    );
+    client
+        .get_relay_status(request)
+        .await
+        .ok()
+        .map(|r| r.into_inner())
 }
 
 fn write(path: &Path, text: &str) {
@@ -239,7 +245,10 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
         .collect();
     let lost: Vec<_> = acked_set.difference(&counted).collect();
     let extra: Vec<_> = counted.difference(&acked_set).collect();
-    assert!(lost.is_empty() && extra.is_empty(), "lost {lost:?}, extra {extra:?}");
+    assert!(
+        lost.is_empty() && extra.is_empty(),
+        "lost {lost:?}, extra {extra:?}"
+    );
     assert_eq!(state.accepted, acked.len() as u64);
     // A batch sent more than once kept its id and order; a report in two different
     // batches is one whose device resent it after a crash lost the acknowledgement
@@ -248,7 +257,9 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
     for call in &state.calls {
         let tags: Vec<u64> = call.reports().iter().map(tag).collect();
         assert!(tags.len() as u64 >= MIN);
-        let previous = batches.entry(call.batch_id()).or_insert_with(|| tags.clone());
+        let previous = batches
+            .entry(call.batch_id())
+            .or_insert_with(|| tags.clone());
         assert_eq!(previous, &tags, "a batch was resent with another content");
     }
     let mut in_batches: HashMap<u64, usize> = HashMap::new();
@@ -258,7 +269,10 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
         }
     }
     for (t, n) in &in_batches {
-        assert!(*n == 1 || resent.contains(t), "report {t} in {n} batches, never resent");
+        assert!(
+            *n == 1 || resent.contains(t),
+            "report {t} in {n} batches, never resent"
+        );
     }
     let resends = state.calls.len() - batches.len();
     eprintln!(

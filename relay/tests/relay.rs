@@ -80,9 +80,10 @@ impl Relay {
             sealed: Some(report),
         });
         if let Some(t) = token {
-            request
-                .metadata_mut()
-                .insert("authorization", format!("Bearer {t}").parse().expect("ascii"));
+            request.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {t}").parse().expect("ascii"),
+            );
         }
         self.client()
             .await
@@ -99,9 +100,10 @@ impl Relay {
         let mut request = Request::new(RelayStatusRequest {
             collection_id: collection.into(),
         });
-        request
-            .metadata_mut()
-            .insert("authorization", format!("Bearer {ADMIN}").parse().expect("ascii"));
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {ADMIN}").parse().expect("ascii"),
+        );
         self.client()
             .await
             .get_relay_status(request)
@@ -139,8 +141,13 @@ async fn devices_are_authenticated_and_reports_checked_before_storing() {
     let code = |r: Result<bool, tonic::Status>| r.map_err(|s| s.code());
 
     // Tokens: missing, forged (another secret), altered.
-    assert_eq!(code(relay.submit(None, "s", 1, sealed(1)).await), Err(Code::Unauthenticated));
-    let forged = DeviceTokenIssuer::from_bytes([1; 32]).issue("d1").expect("id");
+    assert_eq!(
+        code(relay.submit(None, "s", 1, sealed(1)).await),
+        Err(Code::Unauthenticated)
+    );
+    let forged = DeviceTokenIssuer::from_bytes([1; 32])
+        .issue("d1")
+        .expect("id");
     assert_eq!(
         code(relay.submit(Some(&forged), "s", 1, sealed(1)).await),
         Err(Code::Unauthenticated)
@@ -159,16 +166,28 @@ async fn devices_are_authenticated_and_reports_checked_before_storing() {
     );
     let mut short_enc = sealed(1);
     short_enc.enc.pop();
-    assert_eq!(code(relay.submit(Some(&good), "s", 1, short_enc).await), Err(Code::InvalidArgument));
+    assert_eq!(
+        code(relay.submit(Some(&good), "s", 1, short_enc).await),
+        Err(Code::InvalidArgument)
+    );
     let mut tiny = sealed(1);
     tiny.ciphertext.truncate(15);
-    assert_eq!(code(relay.submit(Some(&good), "s", 1, tiny).await), Err(Code::InvalidArgument));
+    assert_eq!(
+        code(relay.submit(Some(&good), "s", 1, tiny).await),
+        Err(Code::InvalidArgument)
+    );
     let mut huge = sealed(1);
     huge.ciphertext.resize(100_000, 0);
-    assert_eq!(code(relay.submit(Some(&good), "s", 1, huge).await), Err(Code::InvalidArgument));
+    assert_eq!(
+        code(relay.submit(Some(&good), "s", 1, huge).await),
+        Err(Code::InvalidArgument)
+    );
     // The collection: unknown, not shuffled; a key that is neither active nor pending
     // (a retired one included).
-    assert_eq!(code(relay.submit(Some(&good), "nope", 1, sealed(1)).await), Err(Code::NotFound));
+    assert_eq!(
+        code(relay.submit(Some(&good), "nope", 1, sealed(1)).await),
+        Err(Code::NotFound)
+    );
     assert_eq!(
         code(relay.submit(Some(&good), "plain", 1, sealed(1)).await),
         Err(Code::FailedPrecondition)
@@ -176,25 +195,45 @@ async fn devices_are_authenticated_and_reports_checked_before_storing() {
     for key_id in [ACTIVE_KEY - 1, ACTIVE_KEY + 2, 0] {
         let mut r = sealed(1);
         r.key_id = key_id;
-        assert_eq!(code(relay.submit(Some(&good), "s", 1, r).await), Err(Code::FailedPrecondition));
+        assert_eq!(
+            code(relay.submit(Some(&good), "s", 1, r).await),
+            Err(Code::FailedPrecondition)
+        );
     }
     // Nothing of the refused ones was stored.
     assert_eq!(relay.status("s").await.window_reports, 0);
 
     // Stored; the same submission again is a duplicate; another report of the same
     // device in the same window is refused with a clear message.
-    assert_eq!(code(relay.submit(Some(&good), "s", 1, sealed(1)).await), Ok(false));
-    assert_eq!(code(relay.submit(Some(&good), "s", 1, sealed(1)).await), Ok(true));
+    assert_eq!(
+        code(relay.submit(Some(&good), "s", 1, sealed(1)).await),
+        Ok(false)
+    );
+    assert_eq!(
+        code(relay.submit(Some(&good), "s", 1, sealed(1)).await),
+        Ok(true)
+    );
     let err = relay
         .submit(Some(&good), "s", 2, sealed(2))
         .await
         .expect_err("a second report in the window");
     assert_eq!(err.code(), Code::AlreadyExists);
-    assert!(err.message().contains("already sent a report"), "{}", err.message());
+    assert!(
+        err.message().contains("already sent a report"),
+        "{}",
+        err.message()
+    );
     // The pending key is fine too, for another device.
     let mut pending = sealed(3);
     pending.key_id = ACTIVE_KEY + 1;
-    assert_eq!(code(relay.submit(Some(&relay.token("d3")), "s", 3, pending).await), Ok(false));
+    assert_eq!(
+        code(
+            relay
+                .submit(Some(&relay.token("d3")), "s", 3, pending)
+                .await
+        ),
+        Ok(false)
+    );
     assert_eq!(relay.status("s").await.window_reports, 2);
 
     // The admin call needs the admin token.
@@ -209,13 +248,22 @@ async fn devices_are_authenticated_and_reports_checked_before_storing() {
     // Every lookup the relay made carried its own token and nothing of the devices'.
     for lookup in &fake.state().lookups {
         assert!(lookup.contains(&("authorization".into(), format!("Bearer {RELAY_TOKEN}"))));
-        assert!(!lookup.iter().any(|(_, v)| v.contains("v1.d")), "{lookup:?}");
+        assert!(
+            !lookup.iter().any(|(_, v)| v.contains("v1.d")),
+            "{lookup:?}"
+        );
     }
     relay.stop().await;
 }
 
 /// The standard headers a tonic client sends; anything else would be the relay's.
-const STANDARD_HEADERS: [&str; 5] = ["te", "content-type", "user-agent", "grpc-timeout", "grpc-accept-encoding"];
+const STANDARD_HEADERS: [&str; 5] = [
+    "te",
+    "content-type",
+    "user-agent",
+    "grpc-timeout",
+    "grpc-accept-encoding",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minimum() {
@@ -230,7 +278,12 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
         let device = format!("device-{d}-identifiable");
         let token = relay.token(&device);
         let report = sealed(d);
-        assert!(!relay.submit(Some(&token), "s", d as u8, report.clone()).await.expect("stored"));
+        assert!(
+            !relay
+                .submit(Some(&token), "s", d as u8, report.clone())
+                .await
+                .expect("stored")
+        );
         tokens.push((device, token));
         sent.push(report);
         // Spread the arrivals over time (several windows may close meanwhile).
@@ -247,7 +300,10 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
             let device = format!("filler-{extra}");
             let token = relay.token(&device);
             let report = sealed(extra);
-            relay.submit(Some(&token), "s", extra as u8, report.clone()).await.expect("stored");
+            relay
+                .submit(Some(&token), "s", extra as u8, report.clone())
+                .await
+                .expect("stored");
             tokens.push((device, token));
             sent.push(report);
             extra += 1;
@@ -270,7 +326,10 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
             }
         }
         assert_eq!(
-            call.metadata.iter().filter(|(k, _)| k == "authorization").count(),
+            call.metadata
+                .iter()
+                .filter(|(k, _)| k == "authorization")
+                .count(),
             1
         );
         // Messages: only the header and the sealed reports; no device id or token in
@@ -283,12 +342,19 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
             }
         }
         let reports = call.reports();
-        assert!(reports.len() as u64 >= MIN, "a batch of {} < {MIN}", reports.len());
+        assert!(
+            reports.len() as u64 >= MIN,
+            "a batch of {} < {MIN}",
+            reports.len()
+        );
         assert_eq!(call.batch_id().len(), 16);
         forwarded.extend(reports);
     }
     // Exactly the bytes received, each once (no failures were injected).
-    let mut got: Vec<_> = forwarded.iter().map(prost::Message::encode_to_vec).collect();
+    let mut got: Vec<_> = forwarded
+        .iter()
+        .map(prost::Message::encode_to_vec)
+        .collect();
     let mut want: Vec<_> = sent.iter().map(prost::Message::encode_to_vec).collect();
     got.sort();
     want.sort();
@@ -309,7 +375,12 @@ async fn a_failed_batch_is_resent_with_the_same_id_and_order_until_acknowledged(
     let relay = Relay::start(fake.serve().await).await;
     for d in 0..MIN {
         relay
-            .submit(Some(&relay.token(&format!("d{d}"))), "s", d as u8, sealed(d))
+            .submit(
+                Some(&relay.token(&format!("d{d}"))),
+                "s",
+                d as u8,
+                sealed(d),
+            )
             .await
             .expect("stored");
     }
@@ -331,7 +402,10 @@ async fn a_failed_batch_is_resent_with_the_same_id_and_order_until_acknowledged(
     loop {
         let status = relay.status("s").await;
         if status.pending_batches == 0 {
-            assert_eq!((status.forwarded_batches, status.forwarded_reports), (1, MIN));
+            assert_eq!(
+                (status.forwarded_batches, status.forwarded_reports),
+                (1, MIN)
+            );
             break;
         }
         assert!(Instant::now() < deadline, "the batch was not deleted");
@@ -353,16 +427,25 @@ async fn without_published_keys_the_key_schedule_decides() {
         .expect("time")
         .as_secs();
     let current = (now / 86_400) as u32;
-    for (i, (key_id, ok)) in [(current, true), (current + 1, true), (current - 1, false), (current + 2, false)]
-        .into_iter()
-        .enumerate()
+    for (i, (key_id, ok)) in [
+        (current, true),
+        (current + 1, true),
+        (current - 1, false),
+        (current + 2, false),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let mut r = sealed(i as u64);
         r.key_id = key_id;
         let result = relay
             .submit(Some(&relay.token(&format!("d{i}"))), "s", i as u8, r)
             .await;
-        assert_eq!(result.is_ok(), ok, "key {key_id} (current {current}): {result:?}");
+        assert_eq!(
+            result.is_ok(),
+            ok,
+            "key {key_id} (current {current}): {result:?}"
+        );
     }
     relay.stop().await;
 }
@@ -373,9 +456,12 @@ async fn health_is_serving() {
     use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
     let fake = FakeAggregator::default();
     let relay = Relay::start(fake.serve().await).await;
-    let mut health = HealthClient::connect(format!("http://{}", relay.addr))
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", relay.addr))
+        .expect("url")
+        .connect()
         .await
         .expect("connect");
+    let mut health = HealthClient::new(channel);
     for service in ["", "ldpcov.v1.Relay"] {
         let status = health
             .check(HealthCheckRequest {

@@ -56,7 +56,10 @@ async fn one_report_per_device_per_window_and_resends_are_idempotent() {
     );
     // The same device in another collection, another device here: fine.
     assert_eq!(
-        store.submit(submission("other", "d1", 2, 2, 12)).await.unwrap(),
+        store
+            .submit(submission("other", "d1", 2, 2, 12))
+            .await
+            .unwrap(),
         SubmitOutcome::Stored
     );
     assert_eq!(
@@ -69,12 +72,18 @@ async fn one_report_per_device_per_window_and_resends_are_idempotent() {
     store.submit(submission("c", "d3", 4, 4, 14)).await.unwrap();
     assert_eq!(store.form_due_batches(110).await.unwrap().len(), 1);
     assert_eq!(
-        store.submit(submission("c", "d1", 2, 2, 120)).await.unwrap(),
+        store
+            .submit(submission("c", "d1", 2, 2, 120))
+            .await
+            .unwrap(),
         SubmitOutcome::Stored
     );
     let status = store.status("c").unwrap();
     assert_eq!((status.window_reports, status.window_opened), (1, 120));
-    assert_eq!((status.pending_batches, status.pending_batch_reports), (1, 3));
+    assert_eq!(
+        (status.pending_batches, status.pending_batch_reports),
+        (1, 3)
+    );
 }
 
 #[tokio::test]
@@ -88,7 +97,10 @@ async fn a_window_closes_only_when_old_enough_and_full_enough() {
     }
     // Old enough, but 2 < 3 reports: it stays open past its time.
     assert!(store.form_due_batches(5000).await.unwrap().is_empty());
-    store.submit(submission("c", "z", 9, 9, 5001)).await.unwrap();
+    store
+        .submit(submission("c", "z", 9, 9, 5001))
+        .await
+        .unwrap();
     // Full enough, one second short of 100 s after the first report: still open.
     assert!(store.form_due_batches(1099).await.unwrap().is_empty());
     let formed = store.form_due_batches(1100).await.unwrap();
@@ -250,7 +262,11 @@ async fn batches_are_uniformly_permuted() {
     );
     // The test has power: the identity permutation is far beyond the bound.
     let identity: Vec<Vec<u64>> = (0..N)
-        .map(|r| (0..N).map(|p| if r == p { batches as u64 } else { 0 }).collect())
+        .map(|r| {
+            (0..N)
+                .map(|p| if r == p { batches as u64 } else { 0 })
+                .collect()
+        })
         .collect();
     assert!(chi_square(&identity, expected) > 1000.0 * BOUND);
 }
@@ -272,6 +288,11 @@ async fn batch_ids_are_random_and_distinct() {
     }
     assert_eq!(ids.len(), 20);
     // Sequence numbers order the batches; their ids carry no order.
-    let seqs: Vec<u64> = store.pending_batches().unwrap().iter().map(|b| b.seq).collect();
+    let seqs: Vec<u64> = store
+        .pending_batches()
+        .unwrap()
+        .iter()
+        .map(|b| b.seq)
+        .collect();
     assert_eq!(seqs, (0..20).collect::<Vec<_>>());
 }

@@ -256,25 +256,35 @@ impl Aggregator for FakeAggregator {
             .find(|(k, _)| k == "authorization")
             .map(|(_, v)| v.clone());
         if auth.as_deref() != Some(&format!("Bearer {RELAY_TOKEN}")) {
-            state.violations.push("a batch without the relay token".into());
+            state
+                .violations
+                .push("a batch without the relay token".into());
             return Err(Status::unauthenticated("relay token"));
         }
         let Some(first) = call.chunks.first() else {
             state.violations.push("an empty batch stream".into());
             return Err(Status::invalid_argument("empty"));
         };
-        let header = (first.collection_id.clone(), first.batch_id.clone(), first.batch_size);
+        let header = (
+            first.collection_id.clone(),
+            first.batch_id.clone(),
+            first.batch_size,
+        );
         for c in &call.chunks {
             if (c.collection_id.clone(), c.batch_id.clone(), c.batch_size) != header {
                 state.violations.push("chunk headers differ".into());
             }
             if c.reports.len() > 1000 {
-                state.violations.push("a chunk of more than 1000 reports".into());
+                state
+                    .violations
+                    .push("a chunk of more than 1000 reports".into());
             }
         }
         let reports = call.reports();
         if reports.len() as u64 != header.2 {
-            state.violations.push("batch_size is not the number of reports".into());
+            state
+                .violations
+                .push("batch_size is not the number of reports".into());
         }
         let min = state
             .collections

@@ -16,7 +16,11 @@ use ldpcov_relay::{
 
 /// The command line.
 #[derive(Parser)]
-#[command(name = "ldpcov-relay", version, about = "ldpcov anonymising relay for shuffled collections")]
+#[command(
+    name = "ldpcov-relay",
+    version,
+    about = "ldpcov anonymising relay for shuffled collections"
+)]
 struct Cli {
     /// Log filter (tracing-subscriber EnvFilter syntax).
     #[arg(long, env = "LDPCOV_RELAY_LOG", default_value = "info", global = true)]
@@ -76,7 +80,11 @@ struct ServeArgs {
     #[arg(long, env = "LDPCOV_RELAY_METRICS_LISTEN", value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
     /// How often due windows become batches and stored batches are sent (ms).
-    #[arg(long, env = "LDPCOV_RELAY_BATCH_CHECK_INTERVAL_MS", default_value_t = 1000)]
+    #[arg(
+        long,
+        env = "LDPCOV_RELAY_BATCH_CHECK_INTERVAL_MS",
+        default_value_t = 1000
+    )]
     batch_check_interval_ms: u64,
     /// Largest request accepted, bytes.
     #[arg(long, env = "LDPCOV_RELAY_MAX_MESSAGE_BYTES", default_value_t = RelayLimits::default().max_message_bytes)]
@@ -96,7 +104,8 @@ struct ServeArgs {
 }
 
 fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
     if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
         bail!("{what} {} is not PEM (no -----BEGIN line)", path.display());
     }
@@ -138,10 +147,9 @@ impl ServeArgs {
             max_calls_per_connection: self.max_calls_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
         };
-        let store = Arc::new(
-            RelayStore::open(&self.data_dir)
-                .with_context(|| format!("cannot open the relay store in {}", self.data_dir.display()))?,
-        );
+        let store = Arc::new(RelayStore::open(&self.data_dir).with_context(|| {
+            format!("cannot open the relay store in {}", self.data_dir.display())
+        })?);
         if let Some(addr) = self.metrics_listen {
             ldpcov_relay::install_prometheus_exporter(addr)
                 .with_context(|| format!("cannot serve metrics on {addr}"))?;
@@ -210,10 +218,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
-        Command::IssueDeviceToken(args) => DeviceTokenIssuer::from_file(&args.device_token_secret_file)
-            .map_err(anyhow::Error::from)
-            .and_then(|issuer| Ok(issuer.issue(&args.device_id)?))
-            .map(|token| println!("{token}")),
+        Command::IssueDeviceToken(args) => {
+            DeviceTokenIssuer::from_file(&args.device_token_secret_file)
+                .map_err(anyhow::Error::from)
+                .and_then(|issuer| Ok(issuer.issue(&args.device_id)?))
+                .map(|token| println!("{token}"))
+        }
         Command::Serve(args) => match tokio::runtime::Runtime::new() {
             Ok(runtime) => runtime.block_on(args.run()),
             Err(e) => Err(anyhow::anyhow!("cannot start the async runtime: {e}")),
