@@ -11,8 +11,8 @@ use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeO
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayReport};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
-    CollectionSpec, GetStatusRequest, HpkeKeyState, LocalMechanism, Report, SealedReport,
-    ShuffleSpec, ShuffledBatchChunk, ShuffledBatchResponse,
+    CollectionSpec, GetEstimateRequest, GetStatusRequest, HpkeKeyState, LocalMechanism, Report,
+    SealedReport, ShuffleSpec, ShuffledBatchChunk, ShuffledBatchResponse,
 };
 use tonic::Code;
 use tonic::metadata::MetadataValue;
@@ -226,6 +226,21 @@ async fn batches_are_taken_from_the_relay_token_only_and_never_below_the_minimum
         .unwrap();
     assert_eq!((whole.accepted, whole.duplicates), (1, MIN_BATCH - 1));
     assert_eq!(count(&url, "s").await, MIN_BATCH);
+    // The estimate carries the guarantee its reports had.
+    let estimate = admin(&url)
+        .await
+        .estimate(GetEstimateRequest {
+            collection_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let shuffle = estimate.shuffle.expect("the estimate's shuffle guarantee");
+    assert_eq!(
+        (shuffle.local_epsilon, shuffle.min_batch_size),
+        (4.0, MIN_BATCH)
+    );
+    assert!(shuffle.central_epsilon < 4.0 && shuffle.keys.is_empty());
 
     // An aggregator with no relay token takes no batch at all.
     let closed = server_without_relay().await;
