@@ -59,8 +59,8 @@ pub use server::{
     HEALTH_SERVICE_NAME, OriginError, ServeError, ServeOptions, TransportLimits, serve, serve_with,
 };
 pub use service::{
-    AggregatorService, Limits, MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST, STREAM_BATCH,
-    default_max_concurrent_estimates,
+    AggregatorService, BATCH_ID_LEN, Limits, MAX_BATCH_SIZE, MAX_ESTIMATE_CANDIDATES,
+    MAX_ESTIMATE_LIST, STREAM_BATCH, default_max_concurrent_estimates,
 };
 pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use store::redb::{

@@ -29,6 +29,7 @@
 //! * the accept loop backs off [`ACCEPT_BACKOFF`] on an accept error such as
 //!   EMFILE/ENFILE (out of file descriptors) instead of spinning.
 
+use ldpcov_seal::MasterSecret;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -155,6 +156,10 @@ pub struct ServeOptions {
     /// Also answer gRPC-Web (HTTP/1.1 and HTTP/2, `application/grpc-web*`), for
     /// browsers; `None`: native gRPC only.
     pub grpc_web: Option<GrpcWebOptions>,
+    /// The secret shuffled collections' HPKE keys are derived from
+    /// ([`AggregatorService::with_shuffle_secret`]); `None`: one drawn for this server
+    /// alone.
+    pub shuffle_secret: Option<Arc<MasterSecret>>,
 }
 
 /// gRPC-Web for browsers (`serve --grpc-web`): the same services, tokens and limits as
@@ -303,6 +308,7 @@ pub async fn serve_with(
         tls,
         metrics,
         grpc_web,
+        shuffle_secret,
     } = options;
     if let Some(name) = transport.zero() {
         return Err(ServeError::Limit(name));
@@ -341,7 +347,11 @@ pub async fn serve_with(
         .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let service = AggregatorService::new(store, limits)
+    let mut service = AggregatorService::new(store, limits);
+    if let Some(secret) = shuffle_secret {
+        service = service.with_shuffle_secret(secret);
+    }
+    let service = service
         .with_auth(Arc::clone(&auth))
         .with_max_concurrent_estimates(transport.max_concurrent_estimates)
         .with_transport_security(tls.is_some());

@@ -34,6 +34,29 @@ pub struct CollectionSpecInput {
     pub mechanism: Option<Mechanism>,
 }
 
+impl CollectionSpecInput {
+    /// The `CollectionSpec` an operator sends (`Admin::create_collection`): the
+    /// encoding made explicit (i32, or i16 for the rank-one mechanism), the rest as
+    /// the aggregator's defaults.
+    pub(crate) fn to_proto(&self) -> CollectionSpec {
+        CollectionSpec {
+            collection_id: self.collection_id.clone(),
+            dim: self.dim,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            clip_radius: self.clip_radius,
+            min_reports: self.min_reports,
+            encoding: match (self.encoding, self.mechanism) {
+                (Some(encoding), _) => encoding.to_proto().into(),
+                (None, Some(Mechanism::RankOne)) => WireEncoding::I16.to_proto().into(),
+                (None, _) => WireEncoding::I32.to_proto().into(),
+            },
+            local_mechanism: self.mechanism.map_or(0, |m| m.to_proto() as i32),
+            ..Default::default()
+        }
+    }
+}
+
 /// A collection's count and state.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct CollectionStatusInfo {
@@ -113,21 +136,7 @@ impl Admin {
         &self,
         spec: CollectionSpecInput,
     ) -> Result<CollectionInfo, LdpcovError> {
-        let spec = CollectionSpec {
-            collection_id: spec.collection_id,
-            dim: spec.dim,
-            epsilon: spec.epsilon,
-            delta: spec.delta,
-            clip_radius: spec.clip_radius,
-            min_reports: spec.min_reports,
-            encoding: match (spec.encoding, spec.mechanism) {
-                (Some(encoding), _) => encoding.to_proto().into(),
-                (None, Some(Mechanism::RankOne)) => WireEncoding::I16.to_proto().into(),
-                (None, _) => WireEncoding::I32.to_proto().into(),
-            },
-            local_mechanism: spec.mechanism.map_or(0, |m| m.to_proto() as i32),
-            ..Default::default()
-        };
+        let spec = spec.to_proto();
         let mut client = lock(&self.client)?;
         let params = self.runtime.block_on(client.create_collection(spec))?;
         let collection =

@@ -33,7 +33,9 @@ pub use admin::{Admin, CollectionSpecInput, CollectionStatusInfo, EstimateInfo};
 pub use device::{Device, LedgerConfig, PolicyConfig, SubmitResult};
 
 pub use error::LdpcovError;
-pub use test_vectors::{TestVectorReport, reports_with_seed_for_test_vectors};
+pub use test_vectors::{
+    TestVectorReport, collection_params_for_test_vectors, reports_with_seed_for_test_vectors,
+};
 
 use ldpcov_client::proto::v1::{Encoding as ProtoEncoding, LocalMechanism};
 use ldpcov_client::{AggregatorClient, Collection};

@@ -1,6 +1,7 @@
 //! **For the cross-language test vectors only** (`testing/vectors/reports-v1.json`):
 //! reports built from a fixed seed, so that the Python and Kotlin test suites can check
-//! that the library their bindings load produces the Rust client's bytes.
+//! that the library their bindings load produces the Rust client's bytes (and the JVM
+//! benchmark can time report building without an aggregator).
 
 use ldpcov_client::proto::v1::CollectionParams;
 use ldpcov_client::{
@@ -8,7 +9,7 @@ use ldpcov_client::{
 };
 use prost::Message;
 
-use crate::LdpcovError;
+use crate::{CollectionSpecInput, LdpcovError};
 
 /// One report of [`reports_with_seed_for_test_vectors`].
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
@@ -69,4 +70,93 @@ pub fn reports_with_seed_for_test_vectors(
             })
         })
         .collect()
+}
+
+/// The protobuf-encoded `CollectionParams` an aggregator announces for a collection
+/// created with `spec` (`Collection::create`, as the daemon's `CreateCollection`: the
+/// mean and covariance, the mechanism's default encoding), derived locally; nothing is
+/// sent. The input of [`reports_with_seed_for_test_vectors`] where no aggregator runs
+/// (the JVM benchmark, `bindings/kotlin/bench.sh`). The parameters are public; apps get
+/// them from their aggregator through `Device.collection`.
+#[uniffi::export]
+pub fn collection_params_for_test_vectors(
+    spec: CollectionSpecInput,
+) -> Result<Vec<u8>, LdpcovError> {
+    let collection =
+        Collection::create(&spec.to_proto()).map_err(|e| LdpcovError::InvalidInput {
+            reason: e.to_string(),
+        })?;
+    Ok(collection.params().encode_to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Mechanism;
+    use ldpcov_client::proto::v1::{Encoding, Moments};
+
+    fn spec(dim: u32, mechanism: Option<Mechanism>) -> CollectionSpecInput {
+        CollectionSpecInput {
+            collection_id: "params".into(),
+            dim,
+            epsilon: 1.0,
+            delta: if mechanism == Some(Mechanism::RankOne) {
+                0.0
+            } else {
+                1e-6
+            },
+            clip_radius: 1.0,
+            min_reports: 1,
+            encoding: None,
+            mechanism,
+        }
+    }
+
+    #[test]
+    fn derived_params_are_the_created_collections_and_build_its_reports() {
+        for (mechanism, encoding) in [
+            (None, Encoding::I32Le),
+            (Some(Mechanism::Gaussian), Encoding::I32Le),
+            (Some(Mechanism::GaussianTriu), Encoding::I32Le),
+            (Some(Mechanism::RankOne), Encoding::I16Le),
+        ] {
+            let input = spec(5, mechanism);
+            let params = collection_params_for_test_vectors(input.clone()).unwrap();
+            let created = Collection::create(&input.to_proto()).unwrap();
+            assert_eq!(params, created.params().encode_to_vec());
+            let collection =
+                Collection::from_params(&CollectionParams::decode(params.as_slice()).unwrap())
+                    .unwrap();
+            // What `create` makes of the spec: the mean and covariance, the mechanism
+            // asked for (the svec Gaussian by default), its default encoding.
+            let resolved = collection.spec();
+            assert_eq!(resolved.moments, Moments::MeanAndCovariance as i32);
+            let want = mechanism.unwrap_or(Mechanism::Gaussian).to_proto();
+            assert_eq!(resolved.local_mechanism, want as i32, "{mechanism:?}");
+            assert_eq!(collection.encoding(), encoding, "{mechanism:?}");
+            let reports = reports_with_seed_for_test_vectors(
+                params,
+                1,
+                vec![vec![0.1; 5]],
+                vec![vec![7; 16]],
+            )
+            .unwrap();
+            assert_eq!(
+                reports[0].payload.len(),
+                collection.payload_bytes(),
+                "{mechanism:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invalid_spec_is_refused() {
+        let mut bad = spec(5, Some(Mechanism::RankOne));
+        bad.delta = 1e-6;
+        assert!(matches!(
+            collection_params_for_test_vectors(bad),
+            Err(LdpcovError::InvalidInput { .. })
+        ));
+        assert!(collection_params_for_test_vectors(spec(0, None)).is_err());
+    }
 }

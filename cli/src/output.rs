@@ -95,6 +95,17 @@ struct JsonEstimate<'a> {
     variable_names: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     release: Option<JsonRelease>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shuffle: Option<JsonShuffle>,
+}
+
+/// A shuffled collection's guarantee (docs/PRIVACY.md §9).
+#[derive(Serialize)]
+struct JsonShuffle {
+    local_epsilon: f64,
+    central_epsilon: f64,
+    central_delta: f64,
+    min_batch_size: u64,
 }
 
 /// A central collection's release and budget.
@@ -298,6 +309,12 @@ pub fn write_estimate(
                     rho_spent: estimate.rho_spent,
                     radius: estimate.release_radius,
                     trace: estimate.release_trace,
+                }),
+                shuffle: estimate.shuffle.as_ref().map(|s| JsonShuffle {
+                    local_epsilon: s.local_epsilon,
+                    central_epsilon: s.central_epsilon,
+                    central_delta: s.central_delta,
+                    min_batch_size: s.min_batch_size,
                 }),
                 precision: is_precision.then(|| JsonPrecision {
                     covariance: covariance.chunks(p.max(1)).collect(),

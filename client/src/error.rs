@@ -76,6 +76,10 @@ pub enum ClientError {
     /// The device's privacy budget ledger refused the report, or could not record it.
     #[error(transparent)]
     Budget(#[from] crate::ledger::LedgerError),
+    /// A shuffled collection's report could not be sealed (no usable key, the
+    /// collection is not shuffled, or no relay is configured).
+    #[error("cannot seal the report for the relay: {0}")]
+    Sealing(String),
     /// The operating system's random number generator failed.
     #[error("the operating system's random number generator failed: {0}")]
     Entropy(OsError),

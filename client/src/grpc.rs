@@ -5,13 +5,16 @@ use crate::discrete_gaussian::DiscreteGaussianSampler;
 use crate::perturb::{random_report_id, report_of_clipped};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::relay_client::RelayClient as RawRelayClient;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionSpec, CollectionStatus,
     CreateCollectionRequest, DeleteCollectionRequest, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, SubmitReportsResponse,
+    GetEstimateRequest, GetStatusRequest, RelayReport, Report, SubmitReportsResponse,
 };
 use ldpcov_proto::{Collection, ReportId};
+use ldpcov_seal::PublicKeyConfig;
 use rand::Rng;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +47,30 @@ impl Interceptor for BearerToken {
 }
 
 type Stub = RawClient<InterceptedService<Channel, BearerToken>>;
+type RelayStub = RawRelayClient<InterceptedService<Channel, BearerToken>>;
+
+/// Builds a bearer-token interceptor (see [`AggregatorClient::with_token`]).
+fn bearer_token(token: &str) -> Result<BearerToken, ClientError> {
+    let token = token.trim();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ClientError::InvalidToken);
+    }
+    let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| ClientError::InvalidToken)?;
+    value.set_sensitive(true);
+    Ok(BearerToken(Some(value)))
+}
+
+/// A report of a shuffled collection, sealed for its relay and ready to send (and to
+/// resend as it is): [`AggregatorClient::prepare_relay_report`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreparedRelayReport {
+    /// The id of the report inside the seal (the aggregator counts it once).
+    pub report_id: ReportId,
+    /// What goes to the relay.
+    pub request: RelayReport,
+}
 
 /// Largest gRPC message sent or accepted: 256 MiB (an estimate at p = 4096 is 67 MB).
 pub const MAX_MESSAGE_SIZE: usize = 256 * 1024 * 1024;
@@ -157,6 +184,10 @@ pub struct AggregatorClient {
     timeout: Option<Duration>,
     noise: Box<dyn HeldNoise>,
     ledger: Option<BudgetLedger>,
+    /// The relay shuffled collections' reports go through, with the device's token.
+    relay: Option<RelayStub>,
+    /// The active key of each shuffled collection fetched, as its server declared it.
+    active_keys: HashMap<String, PublicKeyConfig>,
 }
 
 impl std::fmt::Debug for AggregatorClient {
@@ -214,7 +245,21 @@ impl AggregatorClient {
             timeout: None,
             noise: Box::new(DiscreteGaussianSampler::from_os_rng()?),
             ledger: None,
+            relay: None,
+            active_keys: HashMap::new(),
         })
+    }
+
+    /// Sends shuffled collections' reports through the relay on `channel`, with the
+    /// device's relay token (`ldpcov-relay issue-device-token`), sealed to the
+    /// collection's key so that the relay cannot read them (docs/PRIVACY.md §9).
+    /// Without a relay, [`submit`](Self::submit) refuses a shuffled collection.
+    pub fn with_relay(mut self, channel: Channel, device_token: &str) -> Result<Self, ClientError> {
+        let stub = RawRelayClient::with_interceptor(channel, bearer_token(device_token)?)
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        self.relay = Some(stub);
+        Ok(self)
     }
 
     fn stub(channel: Channel, token: BearerToken) -> Stub {
@@ -227,15 +272,7 @@ impl AggregatorClient {
     /// token for devices, the admin token for admin calls). Fails with
     /// [`ClientError::InvalidToken`] unless the token is visible ASCII.
     pub fn with_token(mut self, token: String) -> Result<Self, ClientError> {
-        let token = token.trim();
-        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(ClientError::InvalidToken);
-        }
-        let mut value: MetadataValue<Ascii> = format!("Bearer {token}")
-            .parse()
-            .map_err(|_| ClientError::InvalidToken)?;
-        value.set_sensitive(true);
-        self.inner = Self::stub(self.channel.clone(), BearerToken(Some(value)));
+        self.inner = Self::stub(self.channel.clone(), bearer_token(&token)?);
         Ok(self)
     }
 
@@ -314,7 +351,95 @@ impl AggregatorClient {
             });
         }
         self.policy.check(&collection)?;
+        // A shuffled collection's active key, kept for sealing (refetched when its
+        // period ends); a collection without a usable one fails when a report is sealed.
+        if let Some(shuffle) = &params.shuffle {
+            match crate::shuffle::active_key(&shuffle.keys) {
+                Ok(key) => {
+                    self.active_keys.insert(id.to_string(), key);
+                }
+                Err(_) => {
+                    self.active_keys.remove(id);
+                }
+            }
+        }
         Ok(collection)
+    }
+
+    /// Builds a shuffled collection's report for `x` and seals it for the relay: the
+    /// report exactly as [`prepare_report`](Self::prepare_report) builds it (ledger
+    /// charged, noise drawn), encoded and sealed to the collection's active key under
+    /// a fresh submission id. Fetches the collection again first when its active key
+    /// is unknown or its period has ended. Resend the result with
+    /// [`submit_relay_report`](Self::submit_relay_report).
+    pub async fn prepare_relay_report(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<PreparedRelayReport, ClientError> {
+        if collection.shuffle().is_none() {
+            return Err(ClientError::Sealing(format!(
+                "collection {} is not shuffled: send its reports to the aggregator",
+                collection.id()
+            )));
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let fresh = self
+            .active_keys
+            .get(collection.id())
+            .is_some_and(|k| now < k.active_until);
+        if !fresh {
+            let refetched = self.collection(collection.id()).await?;
+            if &refetched != collection {
+                return Err(ClientError::CollectionMismatch {
+                    requested: collection.id().to_string(),
+                    got: refetched.id().to_string(),
+                });
+            }
+        }
+        let key = self
+            .active_keys
+            .get(collection.id())
+            .cloned()
+            .ok_or_else(|| {
+                ClientError::Sealing("the collection publishes no usable active key".into())
+            })?;
+        let report = self.prepare_report(collection, x)?;
+        let report_id = ReportId::try_from(report.report_id.as_slice())?;
+        let request = crate::shuffle::seal_report(collection, &key, &report)?;
+        Ok(PreparedRelayReport { report_id, request })
+    }
+
+    /// Sends a sealed report to the relay, retrying transient failures with the same
+    /// bytes and submission id (the relay stores a submission once).
+    pub async fn submit_relay_report(
+        &mut self,
+        prepared: &PreparedRelayReport,
+    ) -> Result<SubmitOutcome, ClientError> {
+        let relay = self
+            .relay
+            .clone()
+            .ok_or_else(|| ClientError::Sealing("no relay configured (with_relay)".into()))?;
+        let request = Arc::new(prepared.request.clone());
+        let (response, attempts) = retrying(
+            self.retry,
+            self.timeout,
+            "SubmitSealedReport",
+            relay,
+            |mut c| {
+                let request = RelayReport::clone(&request);
+                async move { c.submit_sealed_report(request).await }
+            },
+        )
+        .await
+        .map_err(|(status, _)| status)?;
+        Ok(SubmitOutcome {
+            report_id: prepared.report_id,
+            duplicate: response.duplicate,
+            attempts,
+        })
     }
 
     /// Builds a complete report for `x` without sending it: checks the collection
@@ -355,6 +480,18 @@ impl AggregatorClient {
         collection: &Collection,
         x: &[f64],
     ) -> Result<SubmitOutcome, ClientError> {
+        if collection.shuffle().is_some() {
+            // A shuffled collection: sealed, through the relay (refused before any
+            // noise is drawn when no relay is configured).
+            if self.relay.is_none() {
+                return Err(ClientError::Sealing(format!(
+                    "collection {} is shuffled: its reports go through a relay (with_relay)",
+                    collection.id()
+                )));
+            }
+            let prepared = self.prepare_relay_report(collection, x).await?;
+            return self.submit_relay_report(&prepared).await;
+        }
         let report = self.prepare_report(collection, x)?;
         self.submit_report(report).await
     }
@@ -523,19 +660,45 @@ impl AggregatorClient {
     async fn call<T, F, Fut>(
         &mut self,
         method: &'static str,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<(T, u32), (Status, u32)>
     where
         F: FnMut(Stub) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        let max_attempts = self.retry.max_attempts.max(1);
-        let mut backoff = self.retry.initial_backoff.min(self.retry.max_backoff);
+        retrying(
+            self.retry,
+            self.timeout,
+            method,
+            self.inner.clone(),
+            attempt,
+        )
+        .await
+    }
+}
+
+/// Calls `attempt` on clones of `stub` until it succeeds, fails for good, or `retry`
+/// gives up, with the number of attempts made.
+async fn retrying<S, T, F, Fut>(
+    retry: RetryPolicy,
+    timeout: Option<Duration>,
+    method: &'static str,
+    stub: S,
+    mut attempt: F,
+) -> Result<(T, u32), (Status, u32)>
+where
+    S: Clone,
+    F: FnMut(S) -> Fut,
+    Fut: Future<Output = Result<Response<T>, Status>>,
+{
+    {
+        let max_attempts = retry.max_attempts.max(1);
+        let mut backoff = retry.initial_backoff.min(retry.max_backoff);
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let call = attempt(self.inner.clone());
-            let result = match self.timeout {
+            let call = attempt(stub.clone());
+            let result = match timeout {
                 Some(limit) => match tokio::time::timeout(limit, call).await {
                     Ok(result) => result,
                     Err(_) => Err(Status::deadline_exceeded(format!(
@@ -556,7 +719,7 @@ impl AggregatorClient {
                         "retrying aggregator call"
                     );
                     tokio::time::sleep(wait).await;
-                    backoff = backoff.saturating_mul(2).min(self.retry.max_backoff);
+                    backoff = backoff.saturating_mul(2).min(retry.max_backoff);
                 }
                 Err(status) => {
                     tracing::debug!(method, attempts, code = ?status.code(), "aggregator call failed");

@@ -196,9 +196,11 @@ impl BudgetLedger {
         &self.spends
     }
 
-    /// Total ρ spent over the device's life.
+    /// Total ρ spent over the device's life (`+0.0` for a fresh ledger).
     pub fn lifetime_rho(&self) -> f64 {
-        self.spends.iter().map(|s| s.rho).sum()
+        // Folded from +0.0: `Sum for f64` starts from -0.0, so an empty ledger would
+        // report -0.0 (and `lifetime_epsilon` -0.0 with it).
+        self.spends.iter().fold(0.0, |total, s| total + s.rho)
     }
 
     /// Total lifetime spend as ε at the ledger's δ.
@@ -237,8 +239,7 @@ impl BudgetLedger {
                 .spends
                 .iter()
                 .filter(|s| s.unix_secs > since)
-                .map(|s| s.rho)
-                .sum::<f64>()
+                .fold(0.0, |total, s| total + s.rho)
                 + rho;
             if recent > zcdp_rho_for_epsilon(period_epsilon, delta) {
                 return Err(self.exceeded("period", rho, recent, period_epsilon));
@@ -328,6 +329,18 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ldpcov-ledger-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn a_fresh_ledger_has_spent_positive_zero() {
+        let dir = tempdir("fresh");
+        let ledger = BudgetLedger::open(&dir, BudgetLimits::default()).unwrap();
+        assert!(ledger.spends().is_empty());
+        // +0.0, not -0.0 (which compares equal to 0.0 but prints "-0"): check the bits.
+        assert_eq!(ledger.lifetime_rho().to_bits(), 0.0f64.to_bits());
+        assert_eq!(ledger.lifetime_epsilon().to_bits(), 0.0f64.to_bits());
+        assert_eq!(format!("{}", ledger.lifetime_epsilon()), "0");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

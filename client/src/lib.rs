@@ -68,6 +68,7 @@ mod ledger;
 mod mechanism;
 mod perturb;
 mod policy;
+mod shuffle;
 
 #[cfg(feature = "grpc")]
 mod grpc;
@@ -83,6 +84,10 @@ pub use perturb::{
     CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
 };
 pub use policy::PrivacyPolicy;
+pub use shuffle::{SUBMISSION_ID_LEN, active_key, seal_report};
 
 #[cfg(feature = "grpc")]
-pub use grpc::{AggregatorClient, MAX_MESSAGE_SIZE, RetryPolicy, SubmitOutcome, is_retryable};
+pub use grpc::{
+    AggregatorClient, MAX_MESSAGE_SIZE, PreparedRelayReport, RetryPolicy, SubmitOutcome,
+    is_retryable,
+};

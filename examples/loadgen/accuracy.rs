@@ -13,11 +13,15 @@ use ldpcov::metrics::{
     estimate_correlation_matrix, estimate_matrix, relative_frobenius_error,
     relative_spectral_error, spectral_norm_symmetric,
 };
-use ldpcov::proto::v1::{GetEstimateRequest, NoThreshold, get_estimate_request};
+use ldpcov::proto::Collection;
+use ldpcov::proto::v1::relay_client::RelayClient;
+use ldpcov::proto::v1::{
+    CollectionSpec, GetEstimateRequest, LocalMechanism, NoThreshold, get_estimate_request,
+};
 use rand::SeedableRng;
 
 use crate::args::Args;
-use crate::report::{DataSummary, Summary};
+use crate::report::{DataSummary, ShuffleSummary, Summary};
 use crate::setup::{Setup, Source, build_report};
 
 /// What the workers sent: reports accepted, duplicates, payload bytes per report.
@@ -37,8 +41,20 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
 
     let started = Instant::now();
     let (accepted, duplicates, bytes_per_report) = send(args, setup, &bar).await?;
-    let elapsed = started.elapsed();
     bar.finish_and_clear();
+    // Through a relay, the reports reach the aggregator once their window is due:
+    // wait until it counts every report the relay acknowledged.
+    if setup.relay.is_some() {
+        let expected = setup.reports_before + accepted;
+        crate::relay::wait_for_count(
+            &mut setup.admin,
+            &setup.id,
+            expected,
+            std::time::Duration::from_secs(300),
+        )
+        .await?;
+    }
+    let elapsed = started.elapsed();
 
     let id = &setup.id;
     // The server's default rule is the headline (K-fold cross-validation for a local
@@ -143,12 +159,50 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         bytes_per_report,
         embedded_server: setup.embedded.is_some(),
         data,
+        shuffle: shuffle_summary(setup, mean_square_norm),
+    })
+}
+
+/// A shuffled collection's guarantee, and the planner's raw-average error of the
+/// local-only mechanisms at ε = the central ε and the same n (relative to ‖Σ‖_F).
+fn shuffle_summary(setup: &Setup, mean_square_norm: f64) -> Option<ShuffleSummary> {
+    let privacy = setup.collection.shuffled_privacy()?;
+    let c = &setup.collection;
+    let local_only = |mechanism: LocalMechanism| -> Option<f64> {
+        let spec = CollectionSpec {
+            collection_id: "local-only".into(),
+            dim: c.dim() as u32,
+            epsilon: privacy.central_epsilon,
+            delta: if mechanism == LocalMechanism::RankOne { 0.0 } else { 1e-6 },
+            clip_radius: c.clip_radius(),
+            min_reports: 1,
+            moments: c.moments() as i32,
+            local_mechanism: mechanism as i32,
+            ..Default::default()
+        };
+        let local = Collection::create(&spec).ok()?;
+        Some(
+            ldpcov::proto::plan::raw_average_error(&local, setup.users, mean_square_norm)
+                / setup.truth.norm(),
+        )
+    };
+    Some(ShuffleSummary {
+        local_epsilon: privacy.local_epsilon,
+        central_epsilon: privacy.central_epsilon,
+        central_delta: privacy.central_delta,
+        min_batch_size: privacy.min_batch,
+        planned_rel_frobenius_noise_local_rank_one: local_only(LocalMechanism::RankOne),
+        planned_rel_frobenius_noise_local_gaussian: local_only(LocalMechanism::Gaussian),
     })
 }
 
 /// `--concurrency` workers, each with its own connection and data seed, share the
 /// users and send them in streams of `--batch` reports.
 async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
+    let relay = setup
+        .relay
+        .as_ref()
+        .map(|r| (r.url.clone(), r.issuer()));
     let mut workers = Vec::new();
     let workers_n = args.concurrency as u64;
     let mut first = 0u64;
@@ -164,6 +218,7 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
             bar.clone(),
         );
         let (batch, seed, token) = (args.batch, args.seed, args.token.clone());
+        let relay = relay.clone();
         workers.push(tokio::spawn(async move {
             let mut client = AggregatorClient::connect(url)
                 .await?
@@ -177,6 +232,35 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
             let (mut accepted, mut duplicates, mut bytes) = (0u64, 0u64, 0usize);
             let mut left = share;
             let mut next = start as usize;
+            if let Some((relay_url, issuer)) = relay {
+                // Each user seals its report and sends it under its own device token.
+                let relay_client = RelayClient::connect(relay_url).await?;
+                while left > 0 {
+                    let n = left.min(batch as u64) as usize;
+                    let mut sealed = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        let x = match source.as_ref() {
+                            Source::Model { sampler, .. } => sampler.sample(&mut rng),
+                            Source::Data { users, rows, .. } => users.row(rows[next]).to_vec(),
+                        };
+                        let prepared = client.prepare_relay_report(&collection, &x).await?;
+                        bytes = prepared
+                            .request
+                            .sealed
+                            .as_ref()
+                            .map_or(0, |s| s.ciphertext.len() + s.enc.len());
+                        sealed.push((next as u64, prepared));
+                        next += 1;
+                    }
+                    let (stored, dup) =
+                        crate::relay::send_sealed(&relay_client, &issuer, sealed).await?;
+                    accepted += stored;
+                    duplicates += dup;
+                    bar.inc(n as u64);
+                    left -= n as u64;
+                }
+                return anyhow::Ok((accepted, duplicates, bytes));
+            }
             while left > 0 {
                 let n = left.min(batch as u64) as usize;
                 let mut reports = Vec::with_capacity(n);

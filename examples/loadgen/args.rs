@@ -3,7 +3,9 @@
 use anyhow::{Result, bail};
 use clap::{Parser, ValueEnum};
 use ldpcov::models::{Model, Tails};
-use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel};
+use ldpcov::proto::v1::{
+    CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel, ShuffleSpec,
+};
 use nalgebra::DMatrix;
 use std::path::PathBuf;
 
@@ -165,6 +167,28 @@ pub(crate) struct Args {
     /// collection and submits). Default: none.
     #[arg(long, env = "LDPCOV_TOKEN", hide_env_values = true)]
     pub(crate) token: Option<String>,
+    /// The shuffle model end to end (docs/PRIVACY.md §9): the users seal their
+    /// rank-one reports and send them, each with its own device token, through an
+    /// embedded `ldpcov-relay`, which forwards shuffled batches to the embedded
+    /// aggregator. The collection is a shuffled rank-one one.
+    #[arg(long, conflicts_with_all = ["aggregator", "duration_secs", "token"])]
+    pub(crate) relay: bool,
+    /// With --relay: the central ε wanted against the aggregator (at δ = 1e-6); each
+    /// report's ε0 is then the largest whose batches of --shuffle-min-batch meet it,
+    /// instead of --epsilon.
+    #[arg(long, requires = "relay")]
+    pub(crate) central_epsilon: Option<f64>,
+    /// With --relay: the collection's minimum batch size (default: every user in one
+    /// batch).
+    #[arg(long, requires = "relay")]
+    pub(crate) shuffle_min_batch: Option<u64>,
+}
+
+/// The shuffled collection of a `--relay` run: each report's ε0 and the minimum batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShufflePlan {
+    pub(crate) local_epsilon: f64,
+    pub(crate) min_batch: u64,
 }
 
 impl Args {
@@ -176,6 +200,15 @@ impl Args {
             || self.clients == Some(0)
         {
             bail!("--users, --concurrency, --batch and --clients must be at least 1");
+        }
+        if self.relay
+            && (self.privacy_model == PrivacyModelArg::Central
+                || self.mechanism.is_some_and(|m| m != MechanismArg::RankOne))
+        {
+            bail!("--relay needs the rank-one mechanism (pure epsilon): leave --mechanism out or give rank-one");
+        }
+        if self.shuffle_min_batch.is_some_and(|n| n < 2) {
+            bail!("--shuffle-min-batch must be at least 2");
         }
         if self.duration_secs == Some(0) {
             bail!("--duration-secs must be at least 1");
@@ -226,13 +259,46 @@ impl Args {
             .unwrap_or_else(|| format!("loadgen-{}-{dim}", self.seed))
     }
 
+    /// With `--relay`, for `users` users: ε0 (from `--central-epsilon` when given) and
+    /// the minimum batch size.
+    pub(crate) fn shuffle_plan(&self, users: u64) -> Result<Option<ShufflePlan>> {
+        if !self.relay {
+            return Ok(None);
+        }
+        let min_batch = self.shuffle_min_batch.unwrap_or(users).max(2);
+        if min_batch > users {
+            bail!("--shuffle-min-batch {min_batch} exceeds the {users} users: no batch would ever be forwarded");
+        }
+        let local_epsilon = match self.central_epsilon {
+            Some(target) => ldpcov::proto::amplification::local_epsilon_for(
+                target,
+                min_batch,
+                ldpcov::proto::shuffle::DEFAULT_CENTRAL_DELTA,
+                ldpcov::proto::mechanism::rank_one::MAX_RANK_ONE_EPSILON,
+            )
+            .map_err(|e| anyhow::anyhow!("--central-epsilon: {e}"))?,
+            None => self.epsilon,
+        };
+        Ok(Some(ShufflePlan {
+            local_epsilon,
+            min_batch,
+        }))
+    }
+
     /// The spec of the collection created when none of that id exists, for `users`
-    /// users of dimension `dim` clipped to `clip_radius`.
-    pub(crate) fn spec(&self, id: &str, dim: u32, clip_radius: f64, users: u64) -> CollectionSpec {
+    /// users of dimension `dim` clipped to `clip_radius` (shuffled with `shuffle`).
+    pub(crate) fn spec(
+        &self,
+        id: &str,
+        dim: u32,
+        clip_radius: f64,
+        users: u64,
+        shuffle: Option<ShufflePlan>,
+    ) -> CollectionSpec {
         CollectionSpec {
             collection_id: id.to_string(),
             dim,
-            epsilon: self.epsilon,
+            epsilon: shuffle.map_or(self.epsilon, |s| s.local_epsilon),
             delta: self.delta(),
             clip_radius,
             min_reports: match self.duration_secs {
@@ -243,7 +309,9 @@ impl Args {
                 // A central collection's reports are raw vectors, a rank-one
                 // collection's are i16.
                 (PrivacyModelArg::Central, _) => Encoding::Unspecified,
-                _ if self.mechanism == Some(MechanismArg::RankOne) => Encoding::Unspecified,
+                _ if self.mechanism == Some(MechanismArg::RankOne) || self.relay => {
+                    Encoding::Unspecified
+                }
                 (_, WireEncoding::I32) => Encoding::I32Le,
                 (_, WireEncoding::I16) => Encoding::I16Le,
                 (_, WireEncoding::I8) => Encoding::I8,
@@ -258,11 +326,18 @@ impl Args {
                 Some(MomentsArg::MeanAndCovariance) => Moments::MeanAndCovariance,
             } as i32,
             local_mechanism: match self.mechanism {
+                None if self.relay => LocalMechanism::RankOne,
                 None => LocalMechanism::Unspecified,
                 Some(MechanismArg::Gaussian) => LocalMechanism::Gaussian,
                 Some(MechanismArg::GaussianTriu) => LocalMechanism::GaussianTriu,
                 Some(MechanismArg::RankOne) => LocalMechanism::RankOne,
             } as i32,
+            // A one-second window: the relay forwards as soon as the users are in.
+            shuffle: shuffle.map(|s| ShuffleSpec {
+                min_batch_size: s.min_batch,
+                batch_window_seconds: 1,
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -273,6 +348,7 @@ impl Args {
         match (self.delta, self.mechanism) {
             (Some(delta), _) => delta,
             (None, Some(MechanismArg::RankOne)) => 0.0,
+            (None, None) if self.relay => 0.0,
             (None, _) => 1e-6,
         }
     }

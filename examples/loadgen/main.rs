@@ -59,13 +59,28 @@
 //!     --server-pid $! --clients 200 --duration-secs 60 --json
 //! ```
 //!
+//! # The shuffle model (`--relay`)
+//!
+//! `--relay` puts an embedded `ldpcov-relay` between the users and the embedded
+//! aggregator: a shuffled rank-one collection, each user sealing its report and sending
+//! it under its own device token, the relay forwarding shuffled batches of at least
+//! `--shuffle-min-batch` (default: all users). `--central-epsilon E` picks each
+//! report's ε0 so that the batches are (E, 10⁻⁶)-DP against the aggregator. The summary
+//! adds ε0, the central ε and the planner's local-only errors at the same n.
+//!
+//! ```text
+//! cargo run --release --example loadgen -- --relay --central-epsilon 1 --users 100000 --dim 20
+//! ```
+//!
 //! Modules: `args` (the command line), `setup` (the aggregator, the collection and
 //! the data — a model or a file —, shared by both modes), `accuracy` (the fixed number of users), `load`
-//! (the load test) and `report` (their summaries, JSON or readable).
+//! (the load test), `relay` (the embedded relay of `--relay`) and `report` (their
+//! summaries, JSON or readable).
 
 mod accuracy;
 mod args;
 mod load;
+mod relay;
 mod report;
 mod setup;
 
@@ -117,6 +132,9 @@ async fn run() -> Result<()> {
                 println!("{}", serde_json::to_string(&summary)?);
             } else {
                 report::print_human(&summary);
+            }
+            if let Some(relay) = setup.relay {
+                relay.shutdown().await?;
             }
             if let Some(server) = setup.embedded {
                 server.shutdown().await?;

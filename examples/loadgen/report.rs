@@ -43,6 +43,24 @@ pub(crate) struct Summary {
     /// With `--data`: the file, its centring and the errors against its second moment
     /// (null for a model).
     pub(crate) data: Option<DataSummary>,
+    /// With `--relay`: the shuffled collection's guarantee and the local-only errors
+    /// (null otherwise).
+    pub(crate) shuffle: Option<ShuffleSummary>,
+}
+
+/// What a `--relay` run adds: ε0 of each report (what the relay and aggregator
+/// together learn), the central (ε, δ) against the aggregator at the minimum batch,
+/// and the planner's relative Frobenius noise of the raw average had the same n users
+/// reported locally at ε = the central ε (rank-one, and the default Gaussian at
+/// δ = 1e-6).
+#[derive(Serialize)]
+pub(crate) struct ShuffleSummary {
+    pub(crate) local_epsilon: f64,
+    pub(crate) central_epsilon: f64,
+    pub(crate) central_delta: f64,
+    pub(crate) min_batch_size: u64,
+    pub(crate) planned_rel_frobenius_noise_local_rank_one: Option<f64>,
+    pub(crate) planned_rel_frobenius_noise_local_gaussian: Option<f64>,
 }
 
 /// What a `--data` run adds to the summary. The main errors (`rel_*_error`) are
@@ -146,6 +164,20 @@ pub(crate) fn print_human(s: &Summary) {
             "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian, {})",
             s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma, s.mechanism
         ),
+    }
+    if let Some(sh) = &s.shuffle {
+        println!(
+            "  shuffled through a relay: ε0 = {:.3} per report (against relay and aggregator together), central ε = {:.4} at δ = {:e} against the aggregator (batches of ≥ {})",
+            sh.local_epsilon, sh.central_epsilon, sh.central_delta, sh.min_batch_size
+        );
+        println!(
+            "  local-only at ε = {:.4} and the same n (planned relative Frobenius noise of the raw average): rank-one {}, Gaussian {}",
+            sh.central_epsilon,
+            sh.planned_rel_frobenius_noise_local_rank_one
+                .map_or("n/a".into(), |v| format!("{v:.4}")),
+            sh.planned_rel_frobenius_noise_local_gaussian
+                .map_or("n/a".into(), |v| format!("{v:.4}")),
+        );
     }
     println!(
         "  sent {} reports in {:.2} s: {:.0} reports/s, {} payload bytes each ({} accepted, {} duplicates)",

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use ldpcov::aggregator::EmbeddedServer;
-use ldpcov::aggregator::Limits;
+use ldpcov::aggregator::{
+    AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token,
+};
 use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
 use ldpcov::data_users::DataUsers;
 use ldpcov::models::{Model, Sampler};
@@ -17,6 +18,7 @@ use nalgebra::DMatrix;
 use rand::Rng;
 
 use crate::args::Args;
+use crate::relay::EmbeddedRelay;
 
 /// Where the users' vectors come from.
 pub(crate) enum Source {
@@ -81,6 +83,8 @@ pub(crate) struct Setup {
     /// What the estimate is scored against: the model's covariance, or the file's
     /// covariance (correlation with `--standardize`).
     pub(crate) truth: DMatrix<f64>,
+    /// With `--relay`: the embedded relay the users send through.
+    pub(crate) relay: Option<EmbeddedRelay>,
 }
 
 /// One user's report for `collection`: perturbed on the "device" for a local
@@ -149,9 +153,28 @@ impl Setup {
         };
         let p = dim as usize;
 
-        let embedded = match &args.aggregator {
-            Some(_) => None,
-            None => Some(EmbeddedServer::start(Limits::default()).await?),
+        let shuffle = args.shuffle_plan(users)?;
+        // With --relay the aggregator takes batches from a relay token of this run.
+        let relay_token = match shuffle {
+            Some(_) => Some(crate::relay::random_secret_hex()?),
+            None => None,
+        };
+        let embedded = match (&args.aggregator, &relay_token) {
+            (Some(_), _) => None,
+            (None, Some(token)) => {
+                let auth = AuthConfig::default().with_relay_tokens(vec![Token::new(token, "relay")?])?;
+                Some(
+                    EmbeddedServer::start_with_options(
+                        Arc::new(MemoryStore::new()),
+                        ServeOptions {
+                            auth: Arc::new(auth),
+                            ..ServeOptions::default()
+                        },
+                    )
+                    .await?,
+                )
+            }
+            (None, None) => Some(EmbeddedServer::start(Limits::default()).await?),
         };
         let url = match (&args.aggregator, &embedded) {
             (Some(u), _) => u.clone(),
@@ -171,7 +194,7 @@ impl Setup {
                     .is_some_and(|s| s.code() == tonic::Code::NotFound) =>
             {
                 admin
-                    .create_collection(args.spec(&id, dim, clip_radius, users))
+                    .create_collection(args.spec(&id, dim, clip_radius, users, shuffle))
                     .await?;
                 admin.collection(&id).await?
             }
@@ -199,7 +222,12 @@ impl Setup {
         if reports_before > 0 {
             tracing::warn!(collection = %id, reports = reports_before, "the collection already held reports before this run");
         }
+        let relay = match &relay_token {
+            Some(token) => Some(EmbeddedRelay::start(&url, token).await?),
+            None => None,
+        };
         Ok(Setup {
+            relay,
             embedded,
             url,
             admin,

@@ -101,6 +101,9 @@ pub enum AmplificationError {
     /// δ outside (0, 1).
     #[error("delta {0} must lie strictly between 0 and 1")]
     Delta(f64),
+    /// A target central ε that is not a positive finite number.
+    #[error("central epsilon {0} must be a positive finite number")]
+    CentralEpsilon(f64),
 }
 
 fn check(eps0: f64, n: u64) -> Result<(), AmplificationError> {
@@ -180,6 +183,58 @@ pub fn shuffled_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, Amplificat
         }
     }
     Ok(hi.min(eps0))
+}
+
+/// Resolution of [`local_epsilon_for`]'s bisection on ε0.
+pub const LOCAL_EPSILON_TOLERANCE: f64 = 1e-3;
+
+/// The inverse question: the largest ε0 in `[target, max_eps0]` whose shuffled batches
+/// of `n` reports are (ε, `delta`)-DP with ε ≤ `target` ([`shuffled_epsilon`]). Bisected
+/// to [`LOCAL_EPSILON_TOLERANCE`] and returned at the bracket's lower end, whose
+/// central ε was computed and checked: never optimistic. At least `target` itself (a
+/// batch is never weaker than one report) unless `max_eps0` is smaller, and then
+/// `max_eps0`.
+///
+/// ```
+/// use ldpcov_proto::amplification::{local_epsilon_for, shuffled_epsilon};
+///
+/// // A central ε of 1 at δ = 1e-6 from batches of 10⁶: each report may have ε0 ≈ 9.
+/// let eps0 = local_epsilon_for(1.0, 1_000_000, 1e-6, 10.0)?;
+/// assert!(eps0 > 9.0 && eps0 < 9.5);
+/// assert!(shuffled_epsilon(eps0, 1_000_000, 1e-6)? <= 1.0);
+/// # Ok::<(), ldpcov_proto::amplification::AmplificationError>(())
+/// ```
+pub fn local_epsilon_for(
+    target: f64,
+    n: u64,
+    delta: f64,
+    max_eps0: f64,
+) -> Result<f64, AmplificationError> {
+    if !(target.is_finite() && target > 0.0) {
+        return Err(AmplificationError::CentralEpsilon(target));
+    }
+    check(max_eps0, n)?;
+    check_delta(delta)?;
+    if max_eps0 <= target {
+        return Ok(max_eps0);
+    }
+    if shuffled_epsilon(max_eps0, n, delta)? <= target {
+        return Ok(max_eps0);
+    }
+    // Invariant: central(lo) ≤ target < central(hi); central(target) ≤ target.
+    let (mut lo, mut hi) = (target, max_eps0);
+    while hi - lo > LOCAL_EPSILON_TOLERANCE {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if shuffled_epsilon(mid, n, delta)? <= target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }
 
 /// The paper's closed-form bound (Feldman, McMillan & Talwar 2021, Theorem 3.1):
@@ -453,6 +508,41 @@ fn bd0(x: f64, m: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The inverse is the bound's own inverse: the ε0 it returns meets the target, and
+    /// one tolerance step above it does not (else the bisection stopped early); below
+    /// the target or at the cap it returns the obvious ends.
+    #[test]
+    fn local_epsilon_for_inverts_shuffled_epsilon() {
+        for (target, n) in [
+            (1.0, 100_000u64),
+            (1.0, 1_000_000),
+            (0.5, 1_000_000),
+            (2.0, 10_000),
+        ] {
+            let eps0 = local_epsilon_for(target, n, 1e-6, 10.0).unwrap();
+            assert!(
+                shuffled_epsilon(eps0, n, 1e-6).unwrap() <= target,
+                "{target} {n}"
+            );
+            if eps0 < 10.0 {
+                let above = eps0 + 2.0 * LOCAL_EPSILON_TOLERANCE;
+                assert!(
+                    shuffled_epsilon(above, n, 1e-6).unwrap() > target,
+                    "{target} {n}"
+                );
+            }
+            assert!(eps0 >= target);
+        }
+        // Batches of 10⁸ amplify ε0 = 10 below 1: the cap is returned.
+        assert_eq!(
+            local_epsilon_for(1.0, 100_000_000, 1e-6, 10.0).unwrap(),
+            10.0
+        );
+        assert_eq!(local_epsilon_for(3.0, 10, 1e-6, 2.0).unwrap(), 2.0);
+        assert!(local_epsilon_for(0.0, 10, 1e-6, 2.0).is_err());
+        assert!(local_epsilon_for(f64::NAN, 10, 1e-6, 2.0).is_err());
+    }
 
     #[test]
     fn binomial_pmf_matches_exact_values() {

@@ -283,6 +283,8 @@ pub(super) fn estimate_response(
         },
         correlation: packed(&estimate::correlation(&result.matrix)),
         variable_names: c.variable_names().to_vec(),
+        // The guarantee, not the keys (a parameter answer carries those).
+        shuffle: c.params().shuffle,
         ..Default::default()
     };
     if let Some(info) = release {

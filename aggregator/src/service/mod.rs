@@ -24,10 +24,14 @@ use crate::auth::{AuthConfig, Right};
 use crate::store::{Store, StoreError, ValidReport};
 use crate::telemetry;
 use ldpcov_estimate::{self as estimate, EstimationInput, estimate_precision};
+use ldpcov_seal::MasterSecret;
 
 mod central;
 mod convert;
+mod shuffle;
 mod status;
+
+pub use shuffle::{BATCH_ID_LEN, MAX_BATCH_SIZE};
 
 pub use convert::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
 use convert::{Target, estimate_response, options_from_request};
@@ -84,6 +88,8 @@ pub struct AggregatorService {
     /// One permit per estimate allowed to run at once.
     estimates: Arc<tokio::sync::Semaphore>,
     max_estimates: usize,
+    /// The secret every shuffled collection's HPKE keys are derived from.
+    shuffle_secret: Arc<MasterSecret>,
 }
 
 /// Default of [`AggregatorService::with_max_concurrent_estimates`]: twice the cores.
@@ -103,7 +109,21 @@ impl AggregatorService {
                 default_max_concurrent_estimates(),
             )),
             max_estimates: default_max_concurrent_estimates(),
+            // Replaced by the daemon's persistent secret (`with_shuffle_secret`); an
+            // in-memory service (tests, the embedded default) draws its own.
+            shuffle_secret: Arc::new(
+                MasterSecret::generate().expect("the OS random generator is available"),
+            ),
         }
+    }
+
+    /// Derives shuffled collections' HPKE keys from `secret` (default: a secret drawn
+    /// for this service alone, so reports sealed for it open nowhere else and not
+    /// after a restart). A daemon keeps it in a file (`serve --hpke-secret-file`);
+    /// replicas of one store share it.
+    pub fn with_shuffle_secret(mut self, secret: Arc<MasterSecret>) -> Self {
+        self.shuffle_secret = secret;
+        self
     }
 
     /// Lets at most `n` (at least 1) GetEstimate calls compute at once; a call beyond
@@ -163,7 +183,7 @@ impl AggregatorService {
             (0.0, 0.0)
         };
         Ok(CollectionStatus {
-            params: Some(c.params()),
+            params: Some(self.params_of(c)?),
             reports,
             releasable: reports >= c.min_reports(),
             closed,
@@ -215,7 +235,10 @@ impl AggregatorService {
                     .check(&metadata, Right::Submit(&report.collection_id))
                 {
                     Ok(()) => match self.collection(&report.collection_id).await {
-                        Ok(c) => self.ensure_open(c.id()).await.map(|()| c),
+                        Ok(c) => match Self::ensure_direct(&c) {
+                            Ok(()) => self.ensure_open(c.id()).await.map(|()| c),
+                            Err(status) => Err(status),
+                        },
                         Err(status) => Err(status),
                     },
                     Err(status) => Err(status),
@@ -317,7 +340,7 @@ impl Aggregator for AggregatorService {
             );
         }
         self.refresh_collections_gauge().await;
-        Ok(Response::new(created.params()))
+        Ok(Response::new(self.params_of(&created)?))
     }
 
     async fn get_collection(
@@ -327,7 +350,7 @@ impl Aggregator for AggregatorService {
         let id = &request.get_ref().collection_id;
         self.auth.check(request.metadata(), Right::Read(id))?;
         let c = self.collection(id).await?;
-        Ok(Response::new(c.params()))
+        Ok(Response::new(self.params_of(&c)?))
     }
 
     async fn submit_report(
@@ -345,6 +368,7 @@ impl Aggregator for AggregatorService {
             )?;
             let report = request.into_inner();
             let collection = found.insert(self.collection(&report.collection_id).await?);
+            Self::ensure_direct(collection)?;
             self.ensure_open(collection.id()).await?;
             let valid = Self::validate(collection, &report)?;
             self.store
@@ -496,9 +520,9 @@ impl Aggregator for AggregatorService {
 
     async fn submit_shuffled_batch(
         &self,
-        _request: Request<Streaming<ShuffledBatchChunk>>,
+        request: Request<Streaming<ShuffledBatchChunk>>,
     ) -> Result<Response<ShuffledBatchResponse>, Status> {
-        Err(Status::unimplemented("shuffled batches are not served yet"))
+        self.shuffled_batch(request).await.map(Response::new)
     }
 }
 

@@ -28,6 +28,15 @@ async function tempdir(): Promise<string> {
   return mkdtemp(join(tmpdir(), "ldpcov-ledger-"));
 }
 
+test("a fresh ledger has spent +0, not -0", async () => {
+  const ledger = await BudgetLedger.open(new MemoryLedgerStorage(), DEFAULT_BUDGET_LIMITS);
+  assert.equal(ledger.spends.length, 0);
+  // assert.equal (strict) compares with Object.is: -0 would fail.
+  assert.equal(ledger.lifetimeRho, 0);
+  assert.equal(ledger.lifetimeEpsilon, 0);
+  assert.equal(String(ledger.lifetimeEpsilon), "0");
+});
+
 test("the lifetime budget composes by zCDP and refuses the report that exceeds it, across reopening", async () => {
   const dir = await tempdir();
   try {

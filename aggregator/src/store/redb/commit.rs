@@ -184,7 +184,7 @@ impl Committer {
             Command::ReadCommitted { id, reply } => {
                 let _ = reply.send(self.read_committed(&id));
             }
-            Command::Create { collection, reply } => self.add_create(batch, collection, reply),
+            Command::Create { collection, reply } => self.add_create(batch, *collection, reply),
             Command::Submit { id, reports, reply } => self.add_submit(batch, id, reports, reply),
             Command::Close { id, reply } => self.add_close(batch, id, reply),
             // `run` never adds a delete to a batch; should one get here, it still runs

@@ -222,7 +222,7 @@ enum Command {
         reply: Reply<BatchOutcome>,
     },
     Create {
-        collection: Collection,
+        collection: Box<Collection>,
         reply: Reply<Arc<Collection>>,
     },
     ReadCommitted {
@@ -588,7 +588,10 @@ impl Store for DurableStore {
             Err(e) => return Err(e),
         }
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Create { collection, reply })?;
+        self.send(Command::Create {
+            collection: Box::new(collection),
+            reply,
+        })?;
         self.receive(rx).await
     }
 

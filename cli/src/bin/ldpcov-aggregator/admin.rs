@@ -170,5 +170,37 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
             "dither_variance": r.dither_variance,
             "expected_rounds": r.expected_rounds,
         })),
+        "shuffle": p.shuffle.as_ref().map(|s| shuffle_json(s, spec.shuffle.unwrap_or_default())),
+    })
+}
+
+/// A shuffled collection's guarantee, settings and published keys.
+fn shuffle_json(
+    s: &ldpcov_proto::v1::ShuffleParams,
+    settings: ldpcov_proto::v1::ShuffleSpec,
+) -> serde_json::Value {
+    let keys: Vec<serde_json::Value> = s
+        .keys
+        .iter()
+        .map(|k| {
+            serde_json::json!({
+                "key_id": k.key_id,
+                "state": ldpcov_proto::v1::HpkeKeyState::try_from(k.state).map(|s| s.as_str_name()).unwrap_or("unknown"),
+                "public_key": hex::encode(&k.public_key),
+                "not_before": k.not_before,
+                "active_until": k.active_until,
+                "not_after": k.not_after,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "local_epsilon": s.local_epsilon,
+        "central_epsilon": s.central_epsilon,
+        "central_delta": s.central_delta,
+        "min_batch_size": s.min_batch_size,
+        "batch_window_seconds": settings.batch_window_seconds,
+        "key_rotation_seconds": settings.key_rotation_seconds,
+        "key_grace_rotations": settings.key_grace_rotations,
+        "keys": keys,
     })
 }

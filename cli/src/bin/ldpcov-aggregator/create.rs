@@ -6,6 +6,7 @@ use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use ldpcov_proto::v1::{
     CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments, PrivacyModel,
+    ShuffleSpec,
 };
 
 use crate::admin::{ServerArgs, params_json, print_json, status_error};
@@ -86,6 +87,31 @@ pub(crate) struct Options {
     /// File holding the variable names, one per line (names may contain commas).
     #[arg(long, env = "LDPCOV_NAMES_FILE")]
     names_file: Option<PathBuf>,
+    /// Make the collection shuffled (docs/PRIVACY.md §9): devices seal their reports
+    /// and send them through a relay, which forwards batches of at least this many;
+    /// direct reports are refused. Needs --mechanism rank-one.
+    #[arg(long, env = "LDPCOV_SHUFFLE_MIN_BATCH")]
+    shuffle_min_batch: Option<u64>,
+    /// Shortest batch window of the relay, seconds (default 3600).
+    #[arg(
+        long,
+        env = "LDPCOV_SHUFFLE_WINDOW_SECS",
+        requires = "shuffle_min_batch"
+    )]
+    shuffle_window_secs: Option<u64>,
+    /// δ of the shuffled collection's central guarantee (default 1e-6).
+    #[arg(long, env = "LDPCOV_SHUFFLE_DELTA", requires = "shuffle_min_batch")]
+    shuffle_delta: Option<f64>,
+    /// The collection's HPKE key rotates this often, seconds (default 86400).
+    #[arg(long, env = "LDPCOV_KEY_ROTATION_SECS", requires = "shuffle_min_batch")]
+    key_rotation_secs: Option<u64>,
+    /// Rotations a superseded key still opens reports for (default 7).
+    #[arg(
+        long,
+        env = "LDPCOV_KEY_GRACE_ROTATIONS",
+        requires = "shuffle_min_batch"
+    )]
+    key_grace_rotations: Option<u32>,
 }
 
 /// `--moments`.
@@ -241,6 +267,14 @@ impl Options {
                 .mechanism
                 .map_or(LocalMechanism::Unspecified, MechanismArg::to_proto)
                 as i32,
+            // 0 takes the server's default at create.
+            shuffle: self.shuffle_min_batch.map(|min_batch_size| ShuffleSpec {
+                min_batch_size,
+                batch_window_seconds: self.shuffle_window_secs.unwrap_or(0),
+                central_delta: self.shuffle_delta.unwrap_or(0.0),
+                key_rotation_seconds: self.key_rotation_secs.unwrap_or(0),
+                key_grace_rotations: self.key_grace_rotations.unwrap_or(0),
+            }),
         };
         let params = self
             .server

@@ -19,9 +19,13 @@ pub(crate) struct Options {
     /// Dimension p of each user's vector.
     #[arg(long)]
     dim: u32,
-    /// ε of one report.
-    #[arg(long)]
-    epsilon: f64,
+    /// ε of one report (not with --central-epsilon, which chooses it).
+    #[arg(
+        long,
+        required_unless_present = "central_epsilon",
+        conflicts_with = "central_epsilon"
+    )]
+    epsilon: Option<f64>,
     /// δ of one report for the Gaussian mechanisms (the rank-one mechanism is pure ε).
     #[arg(long, default_value_t = 1e-6)]
     delta: f64,
@@ -56,6 +60,10 @@ pub(crate) struct Options {
     /// The central δ at which `--shuffle-batch` states ε.
     #[arg(long, default_value_t = 1e-6)]
     shuffle_delta: f64,
+    /// With --shuffle-batch: the central ε wanted; the plan uses the largest ε0 (at
+    /// most 10) whose batches meet it.
+    #[arg(long, requires = "shuffle_batch")]
+    central_epsilon: Option<f64>,
 }
 
 impl Options {
@@ -83,6 +91,17 @@ impl Options {
                 "--shuffle-batch needs --mechanism rank-one: the shuffling bound is for pure epsilon0 reports, and a Gaussian report's delta0 > 0 would add about n*delta0 to the central delta"
             );
         }
+        let epsilon = match (self.epsilon, self.central_epsilon, self.shuffle_batch) {
+            (Some(e), _, _) => e,
+            (None, Some(target), Some(n)) => ldpcov_proto::amplification::local_epsilon_for(
+                target,
+                n,
+                self.shuffle_delta,
+                ldpcov_proto::mechanism::rank_one::MAX_RANK_ONE_EPSILON,
+            )
+            .map_err(|e| anyhow::anyhow!("--central-epsilon: {e}"))?,
+            _ => bail!("give --epsilon, or --central-epsilon with --shuffle-batch"),
+        };
         let mechanisms = match self.mechanism {
             Some(m) => vec![m],
             None => vec![
@@ -97,7 +116,7 @@ impl Options {
             let spec = CollectionSpec {
                 collection_id: "plan".into(),
                 dim: self.dim,
-                epsilon: self.epsilon,
+                epsilon,
                 delta: if rank_one { 0.0 } else { self.delta },
                 clip_radius: self.clip_radius,
                 min_reports: 1,

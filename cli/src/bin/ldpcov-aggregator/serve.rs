@@ -1,5 +1,6 @@
 //! `serve`: run the aggregator daemon until SIGTERM or Ctrl-C.
 
+use ldpcov_seal::MasterSecret;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ type StoreFailed = std::pin::Pin<Box<dyn std::future::Future<Output = String> + 
 
 /// Where `serve` keeps its data unless told otherwise.
 pub(crate) const DEFAULT_DATA_DIR: &str = "ldpcov-data";
+/// The HPKE master secret's file name in --data-dir.
+pub(crate) const HPKE_SECRET_FILE: &str = "hpke-secret.hex";
 
 /// The flags of `serve`.
 #[derive(clap::Args)]
@@ -111,6 +114,18 @@ struct AccessArgs {
     /// and lines starting with # ignored).
     #[arg(long, env = "LDPCOV_SUBMIT_TOKEN_FILE")]
     submit_token_file: Option<PathBuf>,
+    /// File of relay tokens, one per line (blank lines and lines starting with #
+    /// ignored): the relays that may send shuffled collections' batches
+    /// (docs/PRIVACY.md §9). Without it, batches are refused.
+    #[arg(long, env = "LDPCOV_RELAY_TOKEN_FILE")]
+    relay_token_file: Option<PathBuf>,
+    /// File of the 32-byte secret (hex) that shuffled collections' HPKE keys are
+    /// derived from; created (mode 0600) if missing. Default: `hpke-secret.hex` in
+    /// --data-dir; with --memory a secret drawn for this run; with --store, required
+    /// for shuffled collections to outlive a restart and to open on every replica
+    /// (give every replica the same file).
+    #[arg(long, env = "LDPCOV_HPKE_SECRET_FILE")]
+    hpke_secret_file: Option<PathBuf>,
     /// PEM certificate chain: serve TLS (needs --tls-key).
     #[arg(long, env = "LDPCOV_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -179,7 +194,22 @@ impl AccessArgs {
                 );
             }
         }
-        Ok(AuthConfig::new(admin, submit)?)
+        let mut relay = Vec::new();
+        if let Some(path) = &self.relay_token_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read relay token file {}", path.display()))?;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                relay.push(
+                    Token::new(line, "relay")
+                        .with_context(|| format!("{} line {}", path.display(), n + 1))?,
+                );
+            }
+        }
+        Ok(AuthConfig::new(admin, submit)?.with_relay_tokens(relay)?)
     }
 
     /// The server's TLS identity, when `--tls-cert` and `--tls-key` are set.
@@ -289,6 +319,16 @@ impl Options {
         let auth = access.auth()?;
         let tls = access.tls()?;
         let transport = access.transport()?;
+        // The HPKE master secret of shuffled collections: the flag's file, else one
+        // beside the durable store, else (memory, PostgreSQL) drawn for this run.
+        let secret_file = access.hpke_secret_file.clone().or_else(|| {
+            (store_url.is_none() && !memory).then(|| {
+                data_dir
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR))
+                    .join(HPKE_SECRET_FILE)
+            })
+        });
         // Bound before the store is opened: a busy or bad address fails fast.
         if let Some(addr) = metrics_listen {
             ldpcov_aggregator::install_prometheus_exporter(addr)?;
@@ -337,6 +377,19 @@ impl Options {
             store_failed = Some(Box::pin(store.failed()));
             Arc::new(store)
         };
+        let shuffle_secret = match &secret_file {
+            Some(path) => Some(Arc::new(MasterSecret::load_or_create(path).with_context(
+                || format!("cannot load the HPKE secret {}", path.display()),
+            )?)),
+            None => {
+                if store_url.is_some() {
+                    tracing::warn!(
+                        "no --hpke-secret-file: shuffled collections' keys are drawn for this run and replica only"
+                    );
+                }
+                None
+            }
+        };
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
@@ -355,6 +408,7 @@ impl Options {
             tracing::info!(
                 admin_token = true,
                 submit_tokens = auth.submit_tokens(),
+                relay_tokens = auth.relay_tokens(),
                 submits_need_token = auth.submit_guarded(),
                 "access control on"
             );
@@ -403,6 +457,7 @@ impl Options {
                 tls,
                 metrics: metrics_listen.is_some(),
                 grpc_web,
+                shuffle_secret,
             },
             listener,
             shutdown,

@@ -146,9 +146,10 @@ class BindingsTest {
                 assertThrows<LdpcovException.InvalidInput>("$x") { device.submit("kt-bad", x) }
             }
             // Refused before the ledger was charged, and nothing was sent.
-            // (A fresh ledger reports -0.0: equal to 0 within a zero tolerance.)
+            // +0.0 exactly (assertEquals on doubles compares the bits: -0.0 would fail).
             val spent = device.spentEpsilon() ?: error("a device with a ledger reports its spend")
-            assertEquals(0.0, spent, 0.0)
+            assertEquals(0.0, spent)
+            assertEquals("0.0", spent.toString())
             assertEquals(0uL, admin.status("kt-bad").reports)
             assertThrows<LdpcovException.NotFound> {
                 device.submit("kt-no-such-collection", listOf(0.0, 0.0, 0.0))

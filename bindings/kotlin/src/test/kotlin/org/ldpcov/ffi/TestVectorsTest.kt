@@ -12,8 +12,11 @@ import org.junit.jupiter.api.Assertions.assertNotEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
+import uniffi.ldpcov_ffi.CollectionSpecInput
 import uniffi.ldpcov_ffi.LdpcovException
+import uniffi.ldpcov_ffi.Mechanism
 import uniffi.ldpcov_ffi.TestVectorReport
+import uniffi.ldpcov_ffi.collectionParamsForTestVectors
 import uniffi.ldpcov_ffi.reportsWithSeedForTestVectors
 
 private fun String.hexToBytes(): ByteArray {
@@ -91,6 +94,27 @@ class TestVectorsTest {
         }
         assertThrows<LdpcovException.InvalidInput> {
             reportsWithSeedForTestVectors(byteArrayOf(-1, -1), 1uL, listOf(), listOf())
+        }
+    }
+
+    @Test
+    fun paramsDerivedFromASpecBuildReports() {
+        // What the JVM benchmark (src/bench/kotlin) builds its reports from.
+        val spec = CollectionSpecInput(
+            collectionId = "kt-params",
+            dim = 4u,
+            epsilon = 1.0,
+            delta = 1e-6,
+            clipRadius = 1.0,
+            minReports = 1uL,
+        )
+        val params = collectionParamsForTestVectors(spec)
+        val built = reportsWithSeedForTestVectors(params, 1uL, listOf(listOf(0.1, 0.2, 0.3, 0.4)), listOf(ByteArray(16)))
+        // A created collection collects the mean and covariance: p + p(p + 1)/2 i32 entries.
+        assertEquals((4 + 10) * 4, built.single().payload.size)
+        // A rank-one collection is pure epsilon: with a delta it is refused.
+        assertThrows<LdpcovException.InvalidInput> {
+            collectionParamsForTestVectors(spec.copy(mechanism = Mechanism.RANK_ONE))
         }
     }
 }

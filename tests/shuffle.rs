@@ -1,0 +1,306 @@
+//! Shuffled collections on the aggregator, through the real gRPC server
+//! (docs/PRIVACY.md §9): the published keys and central guarantee, the refusal of
+//! direct reports, and the relay's batch stream — only with the relay's token, never
+//! below the minimum batch size, each sealed report opened and checked alone (bad
+//! ones refused by position, the rest counted), a resent batch counted once. The
+//! relay daemon itself is tested in `relay/`.
+
+use std::sync::Arc;
+
+use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
+use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayReport};
+use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov::proto::v1::{
+    CollectionSpec, GetEstimateRequest, GetStatusRequest, HpkeKeyState, LocalMechanism, Report,
+    SealedReport, ShuffleSpec, ShuffledBatchChunk, ShuffledBatchResponse,
+};
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+
+const ADMIN: &str = "admin-secret";
+const RELAY: &str = "relay-secret";
+const MIN_BATCH: u64 = 40;
+
+async fn server(relay_tokens: &[&str]) -> EmbeddedServer {
+    let auth = AuthConfig::new(Some(Token::new(ADMIN, "admin").unwrap()), Vec::new())
+        .unwrap()
+        .with_relay_tokens(
+            relay_tokens
+                .iter()
+                .map(|t| Token::new(t, "relay").unwrap())
+                .collect(),
+        )
+        .unwrap();
+    EmbeddedServer::start_with_options(
+        Arc::new(MemoryStore::new()),
+        ServeOptions {
+            limits: Limits::default(),
+            auth: Arc::new(auth),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+fn shuffled_spec(id: &str) -> CollectionSpec {
+    CollectionSpec {
+        collection_id: id.into(),
+        dim: 6,
+        epsilon: 4.0,
+        delta: 0.0,
+        clip_radius: 1.0,
+        min_reports: 10,
+        local_mechanism: LocalMechanism::RankOne as i32,
+        shuffle: Some(ShuffleSpec {
+            min_batch_size: MIN_BATCH,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn admin(url: &str) -> AggregatorClient {
+    AggregatorClient::connect(url.to_string())
+        .await
+        .unwrap()
+        .with_token(ADMIN.into())
+        .unwrap()
+}
+
+/// A device client; its relay channel points at the aggregator (only
+/// `prepare_relay_report` is used here: the relay is played by the test).
+async fn device(url: &str, seed: u64) -> AggregatorClient {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+        .unwrap()
+        .connect_lazy();
+    AggregatorClient::connect(url.to_string())
+        .await
+        .unwrap()
+        .with_noise_sampler(DiscreteGaussianSampler::from_seed_for_simulation(seed))
+        .with_relay(channel, "device-token")
+        .unwrap()
+}
+
+fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        MetadataValue::try_from(format!("Bearer {token}")).unwrap(),
+    );
+    request
+}
+
+/// Sends `reports` as one batch in chunks of 16, as a relay would.
+async fn send_batch(
+    url: &str,
+    token: &str,
+    collection: &str,
+    batch_id: [u8; 16],
+    batch_size: u64,
+    reports: &[SealedReport],
+) -> Result<ShuffledBatchResponse, tonic::Status> {
+    let mut raw = RawClient::connect(url.to_string()).await.unwrap();
+    let chunks: Vec<ShuffledBatchChunk> = reports
+        .chunks(16)
+        .map(|c| ShuffledBatchChunk {
+            collection_id: collection.into(),
+            batch_id: batch_id.to_vec(),
+            batch_size,
+            reports: c.to_vec(),
+        })
+        .collect();
+    raw.submit_shuffled_batch(with_token(tokio_stream::iter(chunks), token))
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+async fn count(url: &str, id: &str) -> u64 {
+    let mut raw = RawClient::connect(url.to_string()).await.unwrap();
+    raw.get_status(GetStatusRequest {
+        collection_id: id.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .reports
+}
+
+/// `n` sealed reports of users at x = e₁/2 (any data would do: only counts are checked).
+async fn sealed_reports(url: &str, id: &str, n: usize) -> Vec<PreparedRelayReport> {
+    let mut device = device(url, 7).await;
+    let collection = device.collection(id).await.unwrap();
+    let mut x = vec![0.0; collection.dim()];
+    x[0] = 0.5;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(device.prepare_relay_report(&collection, &x).await.unwrap());
+    }
+    out
+}
+
+fn sealed(prepared: &[PreparedRelayReport]) -> Vec<SealedReport> {
+    prepared
+        .iter()
+        .map(|p| p.request.sealed.clone().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shuffled_collection_publishes_its_keys_and_central_guarantee_and_refuses_direct_reports()
+{
+    let server = server(&[RELAY]).await;
+    let url = server.url();
+    let params = admin(&url)
+        .await
+        .create_collection(shuffled_spec("s"))
+        .await
+        .unwrap();
+    let shuffle = params.shuffle.expect("a shuffled collection's parameters");
+    assert_eq!(shuffle.local_epsilon, 4.0);
+    assert_eq!(shuffle.min_batch_size, MIN_BATCH);
+    // Amplification at n = 40 is weak but real: 0 < ε < ε0.
+    assert!(shuffle.central_epsilon > 0.0 && shuffle.central_epsilon < 4.0);
+    let states: Vec<i32> = shuffle.keys.iter().map(|k| k.state).collect();
+    assert_eq!(
+        states,
+        [HpkeKeyState::Pending as i32, HpkeKeyState::Active as i32]
+    );
+    assert!(shuffle.keys.iter().all(|k| k.public_key.len() == 32));
+
+    // A direct report (a well-formed one, built by the client for this collection):
+    // FAILED_PRECONDITION, nothing counted; the client's own submit refuses without a
+    // relay before drawing noise.
+    let mut plain = AggregatorClient::connect(url.clone()).await.unwrap();
+    let collection = plain.collection("s").await.unwrap();
+    let report = plain.prepare_report(&collection, &[0.0; 6]).unwrap();
+    let status = plain.submit_report(report).await.unwrap_err();
+    let status = status.status().unwrap();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("shuffled"), "{status:?}");
+    let err = plain.submit(&collection, &[0.0; 6]).await.unwrap_err();
+    assert!(err.to_string().contains("relay"), "{err}");
+    assert_eq!(count(&url, "s").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_are_taken_from_the_relay_token_only_and_never_below_the_minimum() {
+    let server = server(&[RELAY]).await;
+    let url = server.url();
+    admin(&url)
+        .await
+        .create_collection(shuffled_spec("s"))
+        .await
+        .unwrap();
+    let reports = sealed(&sealed_reports(&url, "s", MIN_BATCH as usize).await);
+    // The admin token, no token, a wrong token: refused, nothing counted.
+    for (token, code) in [
+        (ADMIN, Code::PermissionDenied),
+        ("wrong", Code::Unauthenticated),
+    ] {
+        let status = send_batch(&url, token, "s", [1; 16], MIN_BATCH, &reports)
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), code, "{status:?}");
+    }
+    // One report short of the minimum: FAILED_PRECONDITION before anything is opened.
+    let short = &reports[..MIN_BATCH as usize - 1];
+    let status = send_batch(&url, RELAY, "s", [2; 16], MIN_BATCH - 1, short)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(
+        status.message().contains("minimum batch size"),
+        "{status:?}"
+    );
+    // A stream that announces the minimum but carries fewer: INVALID_ARGUMENT, and what
+    // it did carry is said to be counted (a resent batch counts it once).
+    let status = send_batch(&url, RELAY, "s", [3; 16], MIN_BATCH, short)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert_eq!(count(&url, "s").await, MIN_BATCH - 1);
+    // The whole batch: the missing report is counted, the others come back duplicates.
+    let whole = send_batch(&url, RELAY, "s", [3; 16], MIN_BATCH, &reports)
+        .await
+        .unwrap();
+    assert_eq!((whole.accepted, whole.duplicates), (1, MIN_BATCH - 1));
+    assert_eq!(count(&url, "s").await, MIN_BATCH);
+    // The estimate carries the guarantee its reports had.
+    let estimate = admin(&url)
+        .await
+        .estimate(GetEstimateRequest {
+            collection_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let shuffle = estimate.shuffle.expect("the estimate's shuffle guarantee");
+    assert_eq!(
+        (shuffle.local_epsilon, shuffle.min_batch_size),
+        (4.0, MIN_BATCH)
+    );
+    assert!(shuffle.central_epsilon < 4.0 && shuffle.keys.is_empty());
+
+    // An aggregator with no relay token takes no batch at all.
+    let closed = server_without_relay().await;
+    let status = send_batch(&closed.url(), RELAY, "s", [4; 16], MIN_BATCH, &reports)
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+}
+
+async fn server_without_relay() -> EmbeddedServer {
+    server(&[]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position() {
+    let server = server(&[RELAY]).await;
+    let url = server.url();
+    let mut admin = admin(&url).await;
+    admin.create_collection(shuffled_spec("s")).await.unwrap();
+    admin
+        .create_collection(shuffled_spec("other"))
+        .await
+        .unwrap();
+    let mut reports = sealed(&sealed_reports(&url, "s", MIN_BATCH as usize).await);
+    // Position 5: a flipped ciphertext bit (the AEAD refuses it). Position 17: another
+    // collection's report (its associated data binds it there: the relay cannot move
+    // it). Position 30: a key id the collection never published.
+    reports[5].ciphertext[3] ^= 1;
+    reports[17] = sealed(&sealed_reports(&url, "other", 1).await).remove(0);
+    reports[30].key_id += 5;
+    let response = send_batch(&url, RELAY, "s", [9; 16], MIN_BATCH, &reports)
+        .await
+        .unwrap();
+    let refused: Vec<(u64, i32)> = response.refused.iter().map(|r| (r.index, r.code)).collect();
+    assert_eq!(
+        refused,
+        [
+            (5, Code::InvalidArgument as i32),
+            (17, Code::InvalidArgument as i32),
+            (30, Code::InvalidArgument as i32)
+        ],
+        "{:?}",
+        response.refused
+    );
+    assert_eq!((response.accepted, response.duplicates), (MIN_BATCH - 3, 0));
+    assert_eq!(count(&url, "s").await, MIN_BATCH - 3);
+    assert_eq!(count(&url, "other").await, 0);
+    // The relay resends the batch (its acknowledgement was lost): nothing twice.
+    let again = send_batch(&url, RELAY, "s", [9; 16], MIN_BATCH, &reports)
+        .await
+        .unwrap();
+    assert_eq!((again.accepted, again.duplicates), (0, MIN_BATCH - 3));
+    assert_eq!(count(&url, "s").await, MIN_BATCH - 3);
+    // An empty ciphertext in the batch is refused too (a fifth batch id: a new batch
+    // whose good reports are all duplicates).
+    let mut junk = reports.clone();
+    junk[0].ciphertext = Report::default().payload;
+    let response = send_batch(&url, RELAY, "s", [10; 16], MIN_BATCH, &junk)
+        .await
+        .unwrap();
+    assert_eq!(response.refused.len(), 4);
+    assert_eq!(response.duplicates, MIN_BATCH - 4);
+}
