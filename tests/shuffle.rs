@@ -304,3 +304,145 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
     assert_eq!(response.refused.len(), 4);
     assert_eq!(response.duplicates, MIN_BATCH - 4);
 }
+
+/// An in-process `ldpcov-relay` (durable store in a temporary directory) forwarding
+/// to `aggregator` with the relay token.
+struct Relay {
+    url: String,
+    issuer: ldpcov_relay::DeviceTokenIssuer,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+    _dir: tempfile::TempDir,
+}
+
+async fn relay(aggregator: &str) -> Relay {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(ldpcov_relay::RelayStore::open(dir.path()).unwrap());
+    let upstream = ldpcov_relay::Upstream::new(
+        aggregator,
+        ldpcov_relay::Secret::new(RELAY, "relay").unwrap(),
+        None,
+    )
+    .unwrap();
+    let issuer = ldpcov_relay::DeviceTokenIssuer::from_bytes([7; 32]);
+    let mut options = ldpcov_relay::RelayOptions::new(upstream, issuer.clone());
+    options.batch_check_interval = std::time::Duration::from_millis(100);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(ldpcov_relay::serve(store, options, listener, async {
+        let _ = rx.await;
+    }));
+    Relay {
+        url,
+        issuer,
+        _shutdown: tx,
+        _dir: dir,
+    }
+}
+
+/// Devices → the real relay → the real aggregator. Every user sends x = u with
+/// ‖u‖ = R = 1, so the second moment is exactly uuᵀ and the raw average's error is the
+/// mechanism's noise alone: the planner's `raw_average_error(n, s = 1)` predicts its
+/// Frobenius norm. The noise matrix has p(p+1)/2 = 820 weakly dependent entries at
+/// p = 40, so its Frobenius norm has a relative sd of about 1/p = 2.5 %: a 10 % band
+/// is 4 sd wide and fails for a wrong κ, dither or count (each moves it by > 10 %).
+/// The count must equal what the relay acknowledged, once, and a device's second
+/// report in the window is refused by the relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error() {
+    const P: usize = 40;
+    const N: u64 = 1200;
+    const WINDOW_SECS: u64 = 30;
+    let server = server(&[RELAY]).await;
+    let url = server.url();
+    let spec = CollectionSpec {
+        dim: P as u32,
+        min_reports: 100,
+        moments: ldpcov::proto::v1::Moments::SecondMoment as i32,
+        // Every report must land in the first window, so that one batch carries all
+        // of them: sending 1 200 takes a few seconds, the window 30.
+        shuffle: Some(ShuffleSpec {
+            min_batch_size: 1000,
+            batch_window_seconds: WINDOW_SECS,
+            ..Default::default()
+        }),
+        ..shuffled_spec("e2e")
+    };
+    admin(&url).await.create_collection(spec).await.unwrap();
+    let relay = relay(&url).await;
+    let u: Vec<f64> = (0..P).map(|_| 1.0 / (P as f64).sqrt()).collect();
+
+    // One user through the client's own path (`with_relay` + `submit`) …
+    let channel = tonic::transport::Endpoint::from_shared(relay.url.clone())
+        .unwrap()
+        .connect_lazy();
+    let mut first = AggregatorClient::connect(url.clone())
+        .await
+        .unwrap()
+        .with_noise_sampler(DiscreteGaussianSampler::from_seed_for_simulation(1))
+        .with_relay(channel.clone(), &relay.issuer.issue("user-0").unwrap())
+        .unwrap();
+    let collection = first.collection("e2e").await.unwrap();
+    let outcome = first.submit(&collection, &u).await.unwrap();
+    assert!(!outcome.duplicate);
+    // … whose second report in the same window the relay refuses.
+    let err = first.submit(&collection, &u).await.unwrap_err();
+    assert_eq!(
+        err.status().map(|s| s.code()),
+        Some(Code::AlreadyExists),
+        "{err}"
+    );
+
+    // The others: prepared by one client, each sent under its own device token.
+    let mut device = device(&url, 2).await;
+    let raw = ldpcov::proto::v1::relay_client::RelayClient::new(channel);
+    let mut acknowledged = 1u64;
+    for user in 1..N {
+        let prepared = device.prepare_relay_report(&collection, &u).await.unwrap();
+        let token = relay.issuer.issue(&format!("user-{user}")).unwrap();
+        let response = raw
+            .clone()
+            .submit_sealed_report(with_token(prepared.request, &token))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(!response.duplicate);
+        acknowledged += 1;
+    }
+    // Nothing reaches the aggregator before the window closes (30 s after the first
+    // report, with ≥ 1 000 in it); then one batch carries them all.
+    assert_eq!(count(&url, "e2e").await, 0);
+    let started = std::time::Instant::now();
+    while count(&url, "e2e").await < acknowledged {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(WINDOW_SECS + 60),
+            "the aggregator counts {} of {acknowledged}",
+            count(&url, "e2e").await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(count(&url, "e2e").await, acknowledged);
+
+    let estimate = admin(&url)
+        .await
+        .estimate(GetEstimateRequest {
+            collection_id: "e2e".into(),
+            threshold: Some(ldpcov::proto::v1::get_estimate_request::Threshold::None(
+                ldpcov::proto::v1::NoThreshold {},
+            )),
+            skip_psd_projection: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut error2 = 0.0;
+    for ((i, j), v) in ldpcov::proto::layout::triangle_pairs(P).zip(&estimate.upper_triangle) {
+        let e = v - u[i] * u[j];
+        error2 += if i == j { e * e } else { 2.0 * e * e };
+    }
+    let planned = ldpcov::proto::plan::raw_average_error(&collection, acknowledged, 1.0);
+    let ratio = error2.sqrt() / planned;
+    eprintln!("measured / planned Frobenius error of the raw average: {ratio:.4}");
+    assert!((0.9..=1.1).contains(&ratio), "measured / planned = {ratio}");
+}

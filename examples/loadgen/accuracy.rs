@@ -173,7 +173,11 @@ fn shuffle_summary(setup: &Setup, mean_square_norm: f64) -> Option<ShuffleSummar
             collection_id: "local-only".into(),
             dim: c.dim() as u32,
             epsilon: privacy.central_epsilon,
-            delta: if mechanism == LocalMechanism::RankOne { 0.0 } else { 1e-6 },
+            delta: if mechanism == LocalMechanism::RankOne {
+                0.0
+            } else {
+                1e-6
+            },
             clip_radius: c.clip_radius(),
             min_reports: 1,
             moments: c.moments() as i32,
@@ -199,10 +203,7 @@ fn shuffle_summary(setup: &Setup, mean_square_norm: f64) -> Option<ShuffleSummar
 /// `--concurrency` workers, each with its own connection and data seed, share the
 /// users and send them in streams of `--batch` reports.
 async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
-    let relay = setup
-        .relay
-        .as_ref()
-        .map(|r| (r.url.clone(), r.issuer()));
+    let relay = setup.relay.as_ref().map(|r| (r.url.clone(), r.issuer()));
     let mut workers = Vec::new();
     let workers_n = args.concurrency as u64;
     let mut first = 0u64;

@@ -205,7 +205,9 @@ impl Args {
             && (self.privacy_model == PrivacyModelArg::Central
                 || self.mechanism.is_some_and(|m| m != MechanismArg::RankOne))
         {
-            bail!("--relay needs the rank-one mechanism (pure epsilon): leave --mechanism out or give rank-one");
+            bail!(
+                "--relay needs the rank-one mechanism (pure epsilon): leave --mechanism out or give rank-one"
+            );
         }
         if self.shuffle_min_batch.is_some_and(|n| n < 2) {
             bail!("--shuffle-min-batch must be at least 2");
@@ -267,7 +269,9 @@ impl Args {
         }
         let min_batch = self.shuffle_min_batch.unwrap_or(users).max(2);
         if min_batch > users {
-            bail!("--shuffle-min-batch {min_batch} exceeds the {users} users: no batch would ever be forwarded");
+            bail!(
+                "--shuffle-min-batch {min_batch} exceeds the {users} users: no batch would ever be forwarded"
+            );
         }
         let local_epsilon = match self.central_epsilon {
             Some(target) => ldpcov::proto::amplification::local_epsilon_for(

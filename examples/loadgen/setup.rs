@@ -6,9 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use ldpcov::aggregator::{
-    AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token,
-};
+use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
 use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
 use ldpcov::data_users::DataUsers;
 use ldpcov::models::{Model, Sampler};
@@ -162,7 +160,8 @@ impl Setup {
         let embedded = match (&args.aggregator, &relay_token) {
             (Some(_), _) => None,
             (None, Some(token)) => {
-                let auth = AuthConfig::default().with_relay_tokens(vec![Token::new(token, "relay")?])?;
+                let auth =
+                    AuthConfig::default().with_relay_tokens(vec![Token::new(token, "relay")?])?;
                 Some(
                     EmbeddedServer::start_with_options(
                         Arc::new(MemoryStore::new()),
