@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use ldpcov_proto::v1::{
-    CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments, PrivacyModel,
+    CentralWeighting, CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments,
+    PrivacyModel,
 };
 
 use crate::admin::{ServerArgs, params_json, print_json, status_error};
@@ -47,6 +48,11 @@ pub(crate) struct Options {
     /// budget (ε, δ). Serve such a collection with TLS and a submit token.
     #[arg(long, env = "LDPCOV_PRIVACY_MODEL", value_enum, default_value_t = PrivacyModelArg::Local)]
     privacy_model: PrivacyModelArg,
+    /// Central collections: how Gaussian releases weight the off-diagonal sums
+    /// (default `svec`: half their noise variance at the same ρ; `triu` matches a
+    /// central collection created before the weighting existed).
+    #[arg(long, env = "LDPCOV_CENTRAL_WEIGHTING", value_enum)]
+    central_weighting: Option<CentralWeightingArg>,
     /// Central second-moment collections: dyadic norm bins to keep for
     /// `estimate --release adaptive-cov` (0: none; at most 15).
     #[arg(long, env = "LDPCOV_NORM_BINS", default_value_t = 0)]
@@ -152,6 +158,15 @@ enum PrivacyModelArg {
     Central,
 }
 
+/// `--central-weighting`.
+#[derive(Clone, Copy, ValueEnum)]
+enum CentralWeightingArg {
+    /// Noise σ² on the mean and diagonal sums, σ²/2 on the off-diagonal ones.
+    Svec,
+    /// Noise σ² on every sum: the original release.
+    Triu,
+}
+
 /// `--encoding`.
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum WireEncoding {
@@ -241,6 +256,11 @@ impl Options {
                 .mechanism
                 .map_or(LocalMechanism::Unspecified, MechanismArg::to_proto)
                 as i32,
+            central_weighting: match self.central_weighting {
+                None => CentralWeighting::Unspecified,
+                Some(CentralWeightingArg::Svec) => CentralWeighting::Svec,
+                Some(CentralWeightingArg::Triu) => CentralWeighting::Triu,
+            } as i32,
         };
         let params = self
             .server
