@@ -30,17 +30,26 @@
 //!    by `2^{30+2j}`, so two of them differ by at most `√2·2^30`, and the rounding of
 //!    `T` moves a term by at most `√d/2` (twice: `√d`). Rounded back to the grid
 //!    `2^−30` (post-processing), the noise sd there is `that/2^{2j}`: clipping at
-//!    `2^−j` divides the noise by `4^j`.
+//!    `2^−j` divides the noise by `4^j`. In the `svec` weighting (the collection's
+//!    [`central_weighting`](ldpcov_proto::Collection::central_weighting)) the
+//!    off-diagonal entries get variance `σ²/2`, and the sensitivity is charged in the
+//!    `svec` norm: the exact terms still differ by at most `√2·2^30`
+//!    (`‖svec(A)‖ = ‖A‖_F`), and a rounding error of at most ½ per entry has svec norm
+//!    at most `√(p/4 + 2(d − p)/4) = p/2` (`2d − p = p²`), so `σ = (√2·2^30 + p)/√(2ρ_r)`.
+//!    The query's noise term then uses the Frobenius norm of that release's noise,
+//!    `σ·√d` instead of `σ·p` (public, data-independent: no privacy cost).
 //!
 //! Composition: ρ/8 + ρ/8 + 3ρ/4 = ρ. The pure-DP variant (Dong, Liang & Yi's) splits ε the
 //! same way with discrete Laplace noise throughout ([`AdaptiveBudget::Epsilon`]).
 
+use crate::gaussian::{NoiseSd, ReleaseNoise, off_diagonal_entries};
 use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, NoisySums};
 use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
 use ldpcov_proto::Collection;
 use ldpcov_proto::calibration::pure_dp_rho;
 use ldpcov_proto::layout::{triangle_len, triangle_pairs};
+use ldpcov_proto::mechanism::OffDiagonalWeighting;
 
 /// Which calibration an AdaptiveCov release uses.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,9 +86,18 @@ pub(crate) fn adaptive_cov(
             "adaptive_cov needs a central second-moment collection created with norm_bins".into(),
         ));
     }
+    let weighting = collection
+        .central_weighting()
+        .ok_or_else(|| CentralError::Parameter("adaptive_cov needs a central collection".into()))?;
     let p = collection.dim();
     let d = triangle_len(p);
     let unit = collection.grid_scale(); // 2^30
+    // The Gaussian release's rounding term and the Frobenius norm of its noise per
+    // unit σ, in the collection's weighting (module docs).
+    let (rounding_l2, frobenius_per_sigma) = match weighting {
+        OffDiagonalWeighting::Raw => ((d as f64).sqrt(), p as f64),
+        OffDiagonalWeighting::Svec => (p as f64, (d as f64).sqrt()),
+    };
     let diagonal: Vec<usize> = triangle_pairs(p)
         .enumerate()
         .filter(|(_, (i, j))| i == j)
@@ -111,10 +129,10 @@ pub(crate) fn adaptive_cov(
 
     // 2. The radius (ρ/8 or ε/8): AboveThreshold with Δ = 2^30 grid units. Each query
     // compares the clipping bias with the Frobenius norm of the release noise saved:
-    // σ·p for the Gaussian (σ = Δ₂/√(2ρ_r), Δ₂ = √2·τ²), √2·b·p for the Laplace
-    // (b = Δ₁/ε_r, Δ₁ = (p + 1)·τ²).
+    // σ·p (σ·√d in the svec weighting) for the Gaussian (σ = Δ₂/√(2ρ_r), Δ₂ = √2·τ²),
+    // √2·b·p for the Laplace (b = Δ₁/ε_r, Δ₁ = (p + 1)·τ²).
     let (epsilon_svt, noise_per_tau2) = match budget {
-        AdaptiveBudget::Rho(rho) => (rho.sqrt() / 2.0, p as f64 / (0.75 * rho).sqrt()),
+        AdaptiveBudget::Rho(rho) => (rho.sqrt() / 2.0, frobenius_per_sigma / (0.75 * rho).sqrt()),
         AdaptiveBudget::Epsilon(epsilon) => (
             epsilon / 8.0,
             std::f64::consts::SQRT_2 * (p as f64 + 1.0) / (0.75 * epsilon) * p as f64,
@@ -142,39 +160,36 @@ pub(crate) fn adaptive_cov(
     }
 
     // 3. The release of the sums clipped at 2^−chosen (3ρ/4 or 3ε/4), in units of
-    // 2^−(30+2j): ℓ₂ sensitivity √2·2^30 + √d, ℓ₁ (p + 1)·2^30 + d (module docs).
+    // 2^−(30+2j): ℓ₂ sensitivity √2·2^30 + √d (+ p in the svec norm), ℓ₁
+    // (p + 1)·2^30 + d (module docs).
     let j = chosen;
     let scale = 1i128 << (2 * j);
     let v = clipped_sums(collection, sums, j);
-    let mut draw: Box<dyn FnMut(&mut DiscreteGaussianSampler) -> i64> = match budget {
+    type Draw = Box<dyn FnMut(bool, &mut DiscreteGaussianSampler) -> i64>;
+    let (mut draw, noise_sd): (Draw, NoiseSd) = match budget {
         AdaptiveBudget::Rho(rho) => {
-            let l2 = std::f64::consts::SQRT_2 * unit + (d as f64).sqrt();
-            let sigma = check_sigma(gaussian_sigma(l2, 0.75 * rho))?;
-            Box::new(move |s: &mut DiscreteGaussianSampler| s.sample_grid(sigma))
+            let l2 = std::f64::consts::SQRT_2 * unit + rounding_l2;
+            let noise = ReleaseNoise::new(check_sigma(gaussian_sigma(l2, 0.75 * rho))?, weighting)?;
+            let sd = noise.sd();
+            (Box::new(move |off, s| noise.draw(off, s)), sd)
         }
         AdaptiveBudget::Epsilon(epsilon) => {
             let l1 = (p as f64 + 1.0) * unit + d as f64;
             let t = laplace_scale("release", l1 / (0.75 * epsilon))?;
-            Box::new(move |s: &mut DiscreteGaussianSampler| {
-                ldpcov_noise::cks20::discrete_laplace(s.rng_mut(), t)
-            })
-        }
-    };
-    let noise_sd = match budget {
-        AdaptiveBudget::Rho(rho) => gaussian_sigma(
-            std::f64::consts::SQRT_2 * unit + (d as f64).sqrt(),
-            0.75 * rho,
-        ),
-        AdaptiveBudget::Epsilon(epsilon) => {
-            let t = (((p as f64 + 1.0) * unit + d as f64) / (0.75 * epsilon)).ceil();
-            let q = (-1.0 / t).exp();
-            (2.0 * q).sqrt() / (1.0 - q)
+            let q = (-1.0 / t as f64).exp();
+            (
+                Box::new(move |_, s: &mut DiscreteGaussianSampler| {
+                    ldpcov_noise::cks20::discrete_laplace(s.rng_mut(), t)
+                }),
+                NoiseSd::uniform((2.0 * q).sqrt() / (1.0 - q)),
+            )
         }
     };
     let released = v
         .into_iter()
-        .map(|x| {
-            let noisy = x + i128::from(draw(sampler));
+        .zip(off_diagonal_entries(p, 0))
+        .map(|(x, off)| {
+            let noisy = x + i128::from(draw(off, sampler));
             // Back to the grid 2^−30: round(noisy / 4^j), post-processing.
             let rounded = (noisy + noisy.signum() * scale / 2) / scale;
             i64::try_from(rounded)
@@ -185,7 +200,8 @@ pub(crate) fn adaptive_cov(
         mechanism,
         sums: released,
         count,
-        noise_sd_grid: noise_sd / scale as f64,
+        noise_sd_grid: noise_sd.diagonal / scale as f64,
+        off_diagonal_noise_sd_grid: noise_sd.off_diagonal / scale as f64,
         rho,
         radius: 0.5f64.powi(j as i32),
         trace: noisy_trace as f64,

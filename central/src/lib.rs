@@ -10,7 +10,9 @@
 //! The mechanisms (Dong, Liang & Yi, "Differentially private covariance
 //! revisited"):
 //!
-//! * [`gauss_cov`] — every entry plus exact discrete Gaussian noise, ρ-zCDP;
+//! * [`gauss_cov`] — every entry plus exact discrete Gaussian noise, ρ-zCDP; in the
+//!   `svec` weighting ([`OffDiagonalWeighting::Svec`], what new central collections
+//!   use) the off-diagonal entries get half the variance at the same ρ;
 //! * [`separate_cov`] — noisy eigenvalues (ρ/2) with the eigenvectors of a GaussCov
 //!   release (ρ/2), better when the trace is small;
 //! * [`laplace_cov`] — the pure ε-DP variant with exact discrete Laplace noise.
@@ -22,7 +24,7 @@
 //! average). No I/O, no gRPC; randomness is passed in.
 //!
 //! ```
-//! use ldpcov_central::{CentralStatistics, CENTRAL_GRID_BITS, gauss_cov};
+//! use ldpcov_central::{CentralStatistics, CENTRAL_GRID_BITS, OffDiagonalWeighting, gauss_cov};
 //! use ldpcov_noise::DiscreteGaussianSampler;
 //!
 //! let mut stats = CentralStatistics::new(3, CENTRAL_GRID_BITS)?;
@@ -32,10 +34,12 @@
 //! }
 //! // Real noise: ChaCha20 seeded by the operating system.
 //! let mut noise = DiscreteGaussianSampler::from_os_rng()?;
-//! let release = gauss_cov(&stats, 0.5, &mut noise)?;
+//! let release = gauss_cov(&stats, 0.5, OffDiagonalWeighting::Svec, &mut noise)?;
 //! assert_eq!(release.rho, 0.5);
-//! // Each averaged entry carries noise of sd 1/(n√ρ).
+//! // Each averaged diagonal entry carries noise of sd 1/(n√ρ), each off-diagonal one
+//! // 1/(n√(2ρ)).
 //! assert!((release.noise_sd - 1.0 / (1000.0 * 0.5f64.sqrt())).abs() < 1e-12);
+//! assert!((release.off_diagonal_noise_sd - 1.0 / 1000.0).abs() < 1e-12);
 //! let exact = stats.exact_second_moment().unwrap();
 //! assert!((release.matrix[(1, 1)] - exact[(1, 1)]).abs() < 10.0 * release.noise_sd);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -43,6 +47,7 @@
 
 mod adaptive;
 mod error;
+mod gaussian;
 mod mechanisms;
 mod release;
 mod statistics;
@@ -50,6 +55,8 @@ mod statistics;
 mod tests;
 
 pub use error::CentralError;
+pub use gaussian::NoiseSd;
+pub use ldpcov_proto::mechanism::OffDiagonalWeighting;
 pub use mechanisms::{
     CentralRelease, Mechanism, eigenvalue_l1_sensitivity, eigenvalue_sensitivity, gauss_cov,
     gaussian_sigma, laplace_cov, separate_cov, separate_cov_laplace,

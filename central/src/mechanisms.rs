@@ -10,7 +10,10 @@
 //!   so its norm is at most the Frobenius norm of the full difference,
 //!   `‖uuᵀ − wwᵀ‖_F² = ‖u‖⁴ + ‖w‖⁴ − 2(uᵀw)² ≤ 2`: **Δ₂ = √2**, attained by two
 //!   orthogonal unit vectors. The papers print `1/n` for the average (Wang & Xu Alg. 1);
-//!   replace-one neighbours need `√2/n`. In grid units: `√2·2^2k`.
+//!   replace-one neighbours need `√2/n`. In grid units: `√2·2^2k`. The same bound holds
+//!   in the `svec` norm, `‖svec(uuᵀ − wwᵀ)‖ = ‖uuᵀ − wwᵀ‖_F` exactly, which is what a
+//!   release in the `svec` weighting (noise `σ²/2` on the off-diagonal sums, the
+//!   `gaussian` module) is charged in: the same ρ, half the off-diagonal variance.
 //! * **ℓ₁ (Laplace):** `‖triu(uuᵀ)‖₁ = Σ_i u_i² + Σ_{i<j} |u_i u_j| = (‖u‖₂² + ‖u‖₁²)/2
 //!   ≤ (1 + p)/2` (Cauchy–Schwarz: `‖u‖₁² ≤ p‖u‖₂²`), so **Δ₁ = p + 1** (the triangle
 //!   inequality on the two terms). In grid units: `(p + 1)·2^2k`.
@@ -28,8 +31,9 @@
 //! ε-DP release (discrete Laplace of scale `t ≥ Δ₁/ε`) is `ε²/2`-zCDP.
 
 use crate::{CentralError, CentralStatistics};
-use ldpcov_noise::NoiseSampler;
+use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
 use ldpcov_proto::calibration::pure_dp_rho;
+use ldpcov_proto::mechanism::OffDiagonalWeighting;
 use nalgebra::DMatrix;
 use rand::RngCore;
 
@@ -82,8 +86,12 @@ pub struct CentralRelease {
     /// The released (noisy, symmetric, not projected) second moment.
     pub matrix: DMatrix<f64>,
     /// The standard deviation of the noise on each released coordinate of the average:
-    /// each entry for GaussCov and LaplaceCov, each eigenvalue for SeparateCov.
+    /// each entry for GaussCov (each diagonal entry in the `svec` weighting) and
+    /// LaplaceCov, each eigenvalue for SeparateCov.
     pub noise_sd: f64,
+    /// The standard deviation of the noise on each off-diagonal entry of the average:
+    /// `noise_sd/√2` for GaussCov in the `svec` weighting, `noise_sd` otherwise.
+    pub off_diagonal_noise_sd: f64,
     /// The zCDP ρ this release spent.
     pub rho: f64,
     /// Users in the release (public under replace-one neighbours).
@@ -126,21 +134,33 @@ pub(crate) fn check_sigma(sigma: f64) -> Result<f64, CentralError> {
 
 /// GaussCov (Dong, Liang & Yi): `S + Z` with `Z` independent `N_Z(0, σ²)` on each packed entry,
 /// `σ = Δ₂/√(2ρ) = 2^2k/√ρ` (Δ₂ = `√2·2^2k`, module docs), divided by n: the noise sd
-/// of each averaged entry is `1/(n√ρ)`. Spends exactly `rho`.
+/// of each averaged entry is `1/(n√ρ)`. In the `svec` weighting the off-diagonal
+/// entries get `N_Z(0, σ²/2)` instead (sd `1/(n√(2ρ))`) at the same ρ. Spends exactly
+/// `rho`.
 pub fn gauss_cov(
     stats: &CentralStatistics,
     rho: f64,
-    noise: &mut impl NoiseSampler,
+    weighting: OffDiagonalWeighting,
+    noise: &mut DiscreteGaussianSampler,
 ) -> Result<CentralRelease, CentralError> {
     let n = check_release(stats)?;
     let unit = stats.unit() as f64;
-    let (noisy, sigma) =
-        crate::gaussian_sums(stats.sums(), std::f64::consts::SQRT_2 * unit, rho, noise)?;
+    let (noisy, sd) = crate::gaussian_sums(
+        stats.sums(),
+        stats.dim(),
+        0,
+        std::f64::consts::SQRT_2 * unit,
+        rho,
+        weighting,
+        noise,
+    )?;
     let noisy: Vec<f64> = noisy.into_iter().map(|v| v as f64).collect();
+    let sd = sd.scaled(unit * n);
     Ok(CentralRelease {
         mechanism: Mechanism::GaussCov,
         matrix: stats.unpack(&noisy, n),
-        noise_sd: sigma / (unit * n),
+        noise_sd: sd.diagonal,
+        off_diagonal_noise_sd: sd.off_diagonal,
         rho,
         count: stats.count(),
     })
@@ -164,7 +184,9 @@ pub fn eigenvalue_sensitivity(stats: &CentralStatistics) -> f64 {
 ///
 /// * Eigenvalues: those of the exact `S` (grid units), rounded to integers, plus
 ///   `N_Z(0, σ_λ²)` with `σ_λ = Δ_λ/√(2·ρ/2)` ([`eigenvalue_sensitivity`]).
-/// * Eigenvectors: those of a [`gauss_cov`] release at ρ/2.
+/// * Eigenvectors: those of a [`gauss_cov`] release at ρ/2 in `weighting` (the
+///   eigenvalue noise is isotropic: Hoffman–Wielandt bounds the eigenvalues' ℓ₂
+///   change, and no weighting of them helps).
 /// * Output `P̃·diag(λ̃)·P̃ᵀ/n`, the i-th largest noisy eigenvalue paired with the
 ///   eigenvector of the i-th largest *signed* eigenvalue of the GaussCov matrix.
 ///
@@ -172,7 +194,8 @@ pub fn eigenvalue_sensitivity(stats: &CentralStatistics) -> f64 {
 pub fn separate_cov(
     stats: &CentralStatistics,
     rho: f64,
-    noise: &mut impl NoiseSampler,
+    weighting: OffDiagonalWeighting,
+    noise: &mut DiscreteGaussianSampler,
 ) -> Result<CentralRelease, CentralError> {
     check_budget("rho", rho)?;
     let n = check_release(stats)?;
@@ -185,11 +208,12 @@ pub fn separate_cov(
         *l = l.round() + noise.sample_grid(sigma) as f64;
     }
     // Eigenvectors of a GaussCov release at ρ/2.
-    let directions = gauss_cov(stats, rho / 2.0, noise)?;
+    let directions = gauss_cov(stats, rho / 2.0, weighting, noise)?;
     Ok(CentralRelease {
         mechanism: Mechanism::SeparateCov,
         matrix: pair_eigenvalues(lambda, &directions.matrix, unit * n)?,
         noise_sd: sigma / (unit * n),
+        off_diagonal_noise_sd: sigma / (unit * n),
         rho,
         count: stats.count(),
     })
@@ -262,6 +286,7 @@ pub fn separate_cov_laplace(
         mechanism: Mechanism::SeparateCovLaplace,
         matrix: pair_eigenvalues(lambda, &directions.matrix, unit * n)?,
         noise_sd: (2.0 * q).sqrt() / (1.0 - q) / (unit * n),
+        off_diagonal_noise_sd: (2.0 * q).sqrt() / (1.0 - q) / (unit * n),
         rho: pure_dp_rho(epsilon),
         count: stats.count(),
     })
@@ -285,6 +310,7 @@ pub fn laplace_cov(
         mechanism: Mechanism::LaplaceCov,
         matrix: stats.unpack(&noisy, n),
         noise_sd: sd / (unit * n),
+        off_diagonal_noise_sd: sd / (unit * n),
         rho: pure_dp_rho(epsilon),
         count: stats.count(),
     })

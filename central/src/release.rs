@@ -16,13 +16,26 @@
 //! * ℓ₁: `‖v(u)‖₁ = w‖u‖₁ + (‖u‖₂² + ‖u‖₁²)/2 ≤ w√p + (1 + p)/2` (Cauchy–Schwarz,
 //!   `‖u‖₁ ≤ √p`), so `Δ₁ ≤ 2w√p + p + 1` by the triangle inequality (`p + 1` without
 //!   the mean block, as in [`laplace_cov`](crate::laplace_cov)).
+//!
+//! # The weighting of the Gaussian releases
+//!
+//! A collection's [`central_weighting`](Collection::central_weighting) decides the
+//! noise of its off-diagonal sums: `σ²` (the raw triangle, collections stored before
+//! the field) or exactly `σ²/2` (`svec`, new collections), the mean and diagonal sums
+//! keeping `σ²`. The ℓ₂ derivation above already bounds `‖triu(A)‖ ≤ ‖A‖_F`, which is
+//! `‖svec(A)‖`: the svec release is ρ-zCDP at the same σ (the `gaussian` module's
+//! docs; docs/PRIVACY.md §6b). The Laplace releases are not weighted: their ℓ₁
+//! sensitivity is dominated by the off-diagonal terms, and lowering their noise only
+//! raises it.
 
+use crate::gaussian::{NoiseSd, ReleaseNoise, off_diagonal_entries};
 use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, CentralStatistics, separate_cov};
-use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
+use ldpcov_noise::DiscreteGaussianSampler;
 use ldpcov_proto::Collection;
 use ldpcov_proto::calibration::pure_dp_rho;
 use ldpcov_proto::collection::{CENTRAL_GRID_BITS, joint_base_sensitivity};
+use ldpcov_proto::mechanism::OffDiagonalWeighting;
 use rand::RngCore;
 
 /// The privacy parameter a release spends.
@@ -47,9 +60,12 @@ pub struct NoisySums {
     pub sums: Vec<i64>,
     /// Reports in the release.
     pub count: u64,
-    /// Noise sd of each released sum entry in grid units (SeparateCov: of each
-    /// eigenvalue of the sum).
+    /// Noise sd of each released mean and diagonal sum entry in grid units
+    /// (SeparateCov: of each eigenvalue of the sum).
     pub noise_sd_grid: f64,
+    /// Noise sd of each released off-diagonal sum entry in grid units: `σ/√2` for a
+    /// Gaussian release in the `svec` weighting, `noise_sd_grid` otherwise.
+    pub off_diagonal_noise_sd_grid: f64,
     /// The zCDP ρ spent (`ε²/2` for LaplaceCov).
     pub rho: f64,
     /// The clipping radius of the release, unit-ball units (AdaptiveCov's `2^−j`; 1
@@ -60,21 +76,48 @@ pub struct NoisySums {
     pub trace: f64,
 }
 
-/// Adds exact discrete Gaussian noise of sd `Δ₂/√(2ρ)` (grid units) to every sum:
-/// ρ-zCDP for sums whose replace-one ℓ₂ sensitivity is `l2_grid` grid units.
+/// Adds exact discrete Gaussian noise to every sum, `σ = Δ₂/√(2ρ)` (grid units): of
+/// variance `σ²` on each entry in the raw triangle; in the `svec` weighting `σ²` on the
+/// mean and diagonal entries and exactly `σ²/2` on the off-diagonal ones. ρ-zCDP for
+/// sums whose replace-one ℓ₂ sensitivity — in the `svec` norm for the `svec`
+/// weighting — is `l2_grid` grid units (module docs). `sums` is laid out as `dim`'s
+/// release: `mean_entries` mean entries, then the packed triangle. Returns the noisy
+/// sums and their noise sds.
 pub fn gaussian_sums(
     sums: &[i64],
+    dim: usize,
+    mean_entries: usize,
     l2_grid: f64,
     rho: f64,
-    noise: &mut impl NoiseSampler,
-) -> Result<(Vec<i64>, f64), CentralError> {
+    weighting: OffDiagonalWeighting,
+    sampler: &mut DiscreteGaussianSampler,
+) -> Result<(Vec<i64>, NoiseSd), CentralError> {
     check_budget("rho", rho)?;
+    let expected = mean_entries + ldpcov_proto::layout::triangle_len(dim);
+    if sums.len() != expected {
+        return Err(CentralError::Length {
+            expected,
+            got: sums.len(),
+        });
+    }
     let sigma = check_sigma(gaussian_sigma(l2_grid, rho))?;
+    let noise = ReleaseNoise::new(sigma, weighting)?;
     let noisy = sums
         .iter()
-        .map(|&s| add_noise(s, noise.sample_grid(sigma)))
+        .zip(off_diagonal_entries(dim, mean_entries))
+        .map(|(&s, off)| add_noise(s, noise.draw(off, sampler)))
         .collect::<Result<_, _>>()?;
-    Ok((noisy, sigma))
+    Ok((noisy, noise.sd()))
+}
+
+/// The weighting of a central collection's Gaussian releases (refuses a local one).
+fn weighting_of(collection: &Collection) -> Result<OffDiagonalWeighting, CentralError> {
+    collection.central_weighting().ok_or_else(|| {
+        CentralError::Parameter(format!(
+            "collection {} is not a central collection",
+            collection.id()
+        ))
+    })
 }
 
 /// Adds exact discrete Laplace noise of scale `t = ⌈Δ₁/ε⌉` (grid units) to every sum:
@@ -123,10 +166,12 @@ pub fn collection_l1_sensitivity(collection: &Collection) -> f64 {
 
 /// One release of a central collection's exact `sums` over `count` reports.
 ///
-/// * GaussCov: [`gaussian_sums`] at [`collection_l2_sensitivity`], spends ρ.
+/// * GaussCov: [`gaussian_sums`] at [`collection_l2_sensitivity`] in the collection's
+///   [`central_weighting`](Collection::central_weighting), spends ρ.
 /// * LaplaceCov: [`laplace_sums`] at [`collection_l1_sensitivity`], spends ε²/2.
-/// * SeparateCov ([`separate_cov`], second-moment collections only): its matrix,
-///   times n, rounded to the grid; spends ρ.
+/// * SeparateCov ([`separate_cov`], second-moment collections only, its GaussCov
+///   directions in the collection's weighting): its matrix, times n, rounded to the
+///   grid; spends ρ.
 ///
 /// Refuses a local collection, sums of the wrong length, no reports, a budget of the
 /// wrong kind for the mechanism, and ρ or ε out of range; nothing is drawn then.
@@ -138,6 +183,7 @@ pub fn release_sums(
     budget: ReleaseBudget,
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<NoisySums, CentralError> {
+    let weighting = weighting_of(collection)?;
     if !collection.is_central() || collection.grid_bits() != CENTRAL_GRID_BITS {
         return Err(CentralError::Parameter(format!(
             "collection {} is not a central collection",
@@ -174,10 +220,17 @@ pub fn release_sums(
     }
     // The other mechanisms release the moments, without the norm bins.
     let sums = &sums[..collection.release_entries()];
-    let (sums, noise_sd_grid, rho) = match (mechanism, budget) {
+    let (sums, sd, rho) = match (mechanism, budget) {
         (Mechanism::GaussCov, ReleaseBudget::Rho(rho)) => {
-            let (noisy, sd) =
-                gaussian_sums(sums, collection_l2_sensitivity(collection), rho, sampler)?;
+            let (noisy, sd) = gaussian_sums(
+                sums,
+                collection.dim(),
+                collection.mean_entries(),
+                collection_l2_sensitivity(collection),
+                rho,
+                weighting,
+                sampler,
+            )?;
             (noisy, sd, rho)
         }
         (Mechanism::LaplaceCov, ReleaseBudget::Epsilon(epsilon)) => {
@@ -187,21 +240,25 @@ pub fn release_sums(
                 epsilon,
                 sampler.rng_mut(),
             )?;
-            (noisy, sd, pure_dp_rho(epsilon))
+            (noisy, NoiseSd::uniform(sd), pure_dp_rho(epsilon))
         }
         (Mechanism::SeparateCovLaplace, ReleaseBudget::Epsilon(epsilon)) => {
             let stats = second_moment_statistics(collection, count, sums, "laplace_cov")?;
             let release = crate::separate_cov_laplace(&stats, epsilon, sampler.rng_mut())?;
             let scale = collection.grid_scale() * count as f64;
             let packed = grid_sums(collection, &release.matrix, scale);
-            (packed, release.noise_sd * scale, release.rho)
+            (
+                packed,
+                NoiseSd::uniform(release.noise_sd * scale),
+                release.rho,
+            )
         }
         (Mechanism::SeparateCov, ReleaseBudget::Rho(rho)) => {
             let stats = second_moment_statistics(collection, count, sums, "gauss_cov")?;
-            let release = separate_cov(&stats, rho, sampler)?;
+            let release = separate_cov(&stats, rho, weighting, sampler)?;
             let scale = collection.grid_scale() * count as f64;
             let packed = grid_sums(collection, &release.matrix, scale);
-            (packed, release.noise_sd * scale, rho)
+            (packed, NoiseSd::uniform(release.noise_sd * scale), rho)
         }
         (mechanism, budget) => {
             return Err(CentralError::Parameter(format!(
@@ -224,7 +281,8 @@ pub fn release_sums(
         mechanism,
         sums,
         count,
-        noise_sd_grid,
+        noise_sd_grid: sd.diagonal,
+        off_diagonal_noise_sd_grid: sd.off_diagonal,
         rho,
         radius: 1.0,
         trace: 0.0,
@@ -287,6 +345,7 @@ fn compressed_not_dp(
         sums: gram,
         count,
         noise_sd_grid: 0.0,
+        off_diagonal_noise_sd_grid: 0.0,
         rho: 0.0,
         radius: 1.0,
         trace: 0.0,
@@ -300,19 +359,23 @@ pub struct NoisyFolds {
     pub fold_sums: Vec<Vec<i64>>,
     /// Reports per fold.
     pub fold_counts: Vec<u64>,
-    /// Noise sd of each released fold-sum entry, grid units.
+    /// Noise sd of each released mean and diagonal fold-sum entry, grid units.
     pub noise_sd_grid: f64,
+    /// Noise sd of each released off-diagonal fold-sum entry, grid units (`σ/√2` in
+    /// the `svec` weighting).
+    pub off_diagonal_noise_sd_grid: f64,
     /// The zCDP ρ spent.
     pub rho: f64,
 }
 
 /// GaussCov of every cross-validation fold's sums, each entry with discrete Gaussian
-/// noise of sd `Δ₀(w)·2^30/√(2ρ)` ([`collection_l2_sensitivity`]): **ρ-zCDP for all
-/// folds together.** A user is in one fold (fixed by the report id, not by the data),
+/// noise of sd `σ = Δ₀(w)·2^30/√(2ρ)` ([`collection_l2_sensitivity`]; `σ/√2` on the
+/// off-diagonal entries in the `svec` weighting): **ρ-zCDP for all folds together.** A user is in one fold (fixed by the report id, not by the data),
 /// so replacing that user's vector moves one fold's sums by at most `Δ₀(w)`; and if
 /// the neighbouring user also changes fold, two folds move, by `‖v(u)‖ ≤ √(1 + w²)`
 /// and `‖v(w)‖` respectively, together `√2·√(1 + w²) ≤ Δ₀(w)` (`1.58 ≤ 1.59` at
-/// `w = 1/2`; `√2` without the mean block). The total of K fold releases has K times
+/// `w = 1/2`; `√2` without the mean block). Both bounds hold in the `svec` norm
+/// (`‖(w·u, svec(uuᵀ))‖² = w²‖u‖² + ‖u‖⁴`). The total of K fold releases has K times
 /// GaussCov's noise variance; in exchange the held-out folds let cross-validation run
 /// on private statistics. Norm bins are not released.
 pub fn gauss_cov_folds(
@@ -322,12 +385,7 @@ pub fn gauss_cov_folds(
     rho: f64,
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<NoisyFolds, CentralError> {
-    if !collection.is_central() {
-        return Err(CentralError::Parameter(format!(
-            "collection {} is not a central collection",
-            collection.id()
-        )));
-    }
+    let weighting = weighting_of(collection)?;
     if fold_counts.len() != fold_sums.len()
         || fold_sums.iter().any(|f| f.len() != collection.entries())
     {
@@ -342,16 +400,25 @@ pub fn gauss_cov_folds(
     let entries = collection.release_entries();
     let l2 = collection_l2_sensitivity(collection);
     let mut noisy = Vec::with_capacity(fold_sums.len());
-    let mut sd = 0.0;
+    let mut sd = NoiseSd::uniform(0.0);
     for fold in fold_sums {
-        let (sums, sigma) = gaussian_sums(&fold[..entries], l2, rho, sampler)?;
+        let (sums, fold_sd) = gaussian_sums(
+            &fold[..entries],
+            collection.dim(),
+            collection.mean_entries(),
+            l2,
+            rho,
+            weighting,
+            sampler,
+        )?;
         noisy.push(sums);
-        sd = sigma;
+        sd = fold_sd;
     }
     Ok(NoisyFolds {
         fold_sums: noisy,
         fold_counts: fold_counts.to_vec(),
-        noise_sd_grid: sd,
+        noise_sd_grid: sd.diagonal,
+        off_diagonal_noise_sd_grid: sd.off_diagonal,
         rho,
     })
 }

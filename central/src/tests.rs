@@ -143,7 +143,7 @@ fn gauss_cov_noise_has_the_calibrated_scale() {
     let (n, rho) = (40.0, 0.7);
     let mut residuals = Vec::new();
     for _ in 0..300 {
-        let r = gauss_cov(&s, rho, &mut noise).unwrap();
+        let r = gauss_cov(&s, rho, OffDiagonalWeighting::Raw, &mut noise).unwrap();
         assert_eq!(
             (r.rho, r.count, r.mechanism),
             (rho, 40, Mechanism::GaussCov)
@@ -157,6 +157,45 @@ fn gauss_cov_noise_has_the_calibrated_scale() {
     let (mean, var) = moments(&residuals);
     assert!(mean.abs() < 5.0 / 3000f64.sqrt(), "mean {mean}");
     assert!((var - 1.0).abs() < 0.13, "variance {var}");
+}
+
+/// GaussCov in the svec weighting: at the same ρ and the same σ the diagonal entries
+/// keep variance σ² and the off-diagonal ones get exactly half. 400 releases of p = 4
+/// (4 diagonal, 6 off-diagonal entries each): 1600 and 2400 standardised residuals, so
+/// the sample variances are within 5·√(2/1600) = 0.18 and 5·√(2/2400)·½ = 0.072 of 1 and
+/// ½ (a chi-square with N − 1 degrees of freedom over N − 1 has sd √(2/(N − 1))). The
+/// triangle's 1 off the diagonal, or a σ/2 (variance ¼), fail.
+#[test]
+fn gauss_cov_in_the_svec_weighting_halves_the_off_diagonal_variance_at_the_same_rho() {
+    let s = stats_from(&random_rows(40, 4, 3));
+    let exact = s.exact_second_moment().unwrap();
+    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(44);
+    let (n, rho) = (40.0, 0.7);
+    let (mut diagonal, mut off) = (Vec::new(), Vec::new());
+    for _ in 0..400 {
+        let r = gauss_cov(&s, rho, OffDiagonalWeighting::Svec, &mut noise).unwrap();
+        assert_eq!(r.rho, rho);
+        // The same σ as the triangle's, and σ/√2 off the diagonal.
+        assert!((r.noise_sd - 1.0 / (n * f64::sqrt(rho))).abs() < 1e-15);
+        assert!((r.off_diagonal_noise_sd - 1.0 / (n * f64::sqrt(2.0 * rho))).abs() < 1e-15);
+        assert_eq!(r.matrix, r.matrix.transpose());
+        for i in 0..4 {
+            for j in i..4 {
+                let z = (r.matrix[(i, j)] - exact[(i, j)]) * n * rho.sqrt();
+                if i == j {
+                    diagonal.push(z)
+                } else {
+                    off.push(z)
+                }
+            }
+        }
+    }
+    let (mean, var) = moments(&diagonal);
+    assert!(mean.abs() < 5.0 / 1600f64.sqrt(), "mean {mean}");
+    assert!((var - 1.0).abs() < 0.18, "diagonal variance {var}");
+    let (mean, var) = moments(&off);
+    assert!(mean.abs() < 5.0 * (0.5 / 2400f64).sqrt(), "mean {mean}");
+    assert!((var - 0.5).abs() < 0.072, "off-diagonal variance {var}");
 }
 
 /// SeparateCov's eigenvalues: the released matrix has exactly the noisy eigenvalues,
@@ -182,7 +221,7 @@ fn separate_cov_eigenvalue_noise_has_the_calibrated_scale() {
     let rho = 2.0;
     let mut residuals = Vec::new();
     for _ in 0..300 {
-        let r = separate_cov(&s, rho, &mut noise).unwrap();
+        let r = separate_cov(&s, rho, OffDiagonalWeighting::Raw, &mut noise).unwrap();
         assert_eq!(r.mechanism, Mechanism::SeparateCov);
         // σ_λ of the average: Δ_λ/√(2·ρ/2)/(n·2^2k), with Δ_λ ≈ √2·2^2k.
         let want_sd = eigenvalue_sensitivity(&s) / rho.sqrt() / (2000.0 * (1u64 << (2 * K)) as f64);
@@ -205,7 +244,7 @@ fn separate_cov_pairs_eigenvalues_with_their_eigenvectors() {
     let s = stats_from(&random_rows(500, 5, 6));
     let exact = s.exact_second_moment().unwrap();
     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(7);
-    let r = separate_cov(&s, 1e18, &mut noise).unwrap();
+    let r = separate_cov(&s, 1e18, OffDiagonalWeighting::Svec, &mut noise).unwrap();
     let err = (&r.matrix - &exact).abs().max();
     assert!(err < 1e-6, "max error {err}");
 }
@@ -244,18 +283,21 @@ fn bad_parameters_are_refused() {
     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(11);
     for rho in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e-20] {
         assert!(matches!(
-            gauss_cov(&s, rho, &mut noise),
+            gauss_cov(&s, rho, OffDiagonalWeighting::Raw, &mut noise),
             Err(CentralError::Parameter(_))
         ));
         assert!(matches!(
-            separate_cov(&s, rho, &mut noise),
+            separate_cov(&s, rho, OffDiagonalWeighting::Raw, &mut noise),
             Err(CentralError::Parameter(_))
         ));
     }
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(12);
     assert!(laplace_cov(&s, 0.0, &mut rng).is_err());
     let empty = CentralStatistics::new(3, K).unwrap();
-    assert_eq!(gauss_cov(&empty, 1.0, &mut noise), Err(CentralError::Empty));
+    assert_eq!(
+        gauss_cov(&empty, 1.0, OffDiagonalWeighting::Svec, &mut noise),
+        Err(CentralError::Empty)
+    );
 }
 
 /// A central collection of moments MEAN_AND_COVARIANCE, the way the daemon releases it:
@@ -292,6 +334,10 @@ fn collection_releases_use_the_joint_sensitivity() {
             *s += i64::from(e);
         }
     }
+    assert_eq!(
+        collection.central_weighting(),
+        Some(OffDiagonalWeighting::Raw)
+    );
     let rho: f64 = 0.3;
     let want_sd = 2.25 / std::f64::consts::SQRT_2 * (1u64 << 30) as f64 / (2.0 * rho).sqrt();
     let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(14);
@@ -308,6 +354,7 @@ fn collection_releases_use_the_joint_sensitivity() {
         .unwrap();
         assert_eq!((r.rho, r.count), (rho, 50));
         assert!((r.noise_sd_grid / want_sd - 1.0).abs() < 1e-12);
+        assert_eq!(r.off_diagonal_noise_sd_grid, r.noise_sd_grid);
         for (got, want) in r.sums.iter().zip(&sums) {
             residuals.push((got - want) as f64 / want_sd);
         }
@@ -353,6 +400,7 @@ fn collection_releases_use_the_joint_sensitivity() {
     let local = ldpcov_proto::Collection::from_spec(&CollectionSpec {
         privacy_model: PrivacyModel::Local as i32,
         encoding: 0,
+        central_weighting: 0,
         ..collection.spec()
     })
     .unwrap();
@@ -367,6 +415,131 @@ fn collection_releases_use_the_joint_sensitivity() {
         )
         .is_err()
     );
+}
+
+/// A new central collection (CreateCollection: the svec weighting) of moments
+/// MEAN_AND_COVARIANCE: GaussCov at the same ρ and the same `σ = Δ₀(w)·2^30/√(2ρ)` as
+/// the stored triangle's, variance σ² on the 3 mean and 3 diagonal entries and σ²/2 on
+/// the 3 off-diagonal ones. 400 releases: 2400 and 1200 standardised residuals, sample
+/// variances within 5·√(2/2400) = 0.145 of 1 and 5·√(2/1200)·½ = 0.102 of ½. So are
+/// the folds' (200 × 5 folds × 3 off-diagonal entries: within 5·√(2/3000)·½ = 0.065
+/// of ½), and the Laplace release is not weighted.
+#[test]
+fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
+    use ldpcov_proto::v1::{CentralWeighting, CollectionSpec, Moments, PrivacyModel};
+    let spec = CollectionSpec {
+        collection_id: "c".into(),
+        dim: 3,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 1.0,
+        min_reports: 1,
+        moments: Moments::MeanAndCovariance as i32,
+        privacy_model: PrivacyModel::Central as i32,
+        ..Default::default()
+    };
+    let collection = ldpcov_proto::Collection::create(&spec).unwrap();
+    assert_eq!(
+        collection.central_weighting(),
+        Some(OffDiagonalWeighting::Svec)
+    );
+    assert_eq!(
+        collection.spec().central_weighting,
+        CentralWeighting::Svec as i32
+    );
+    let stored = ldpcov_proto::Collection::from_spec(&spec).unwrap();
+    let mut sums = vec![0i64; collection.entries()];
+    let mut fold_sums = vec![vec![0i64; collection.entries()]; 5];
+    for (k, row) in random_rows(50, 3, 13).iter().enumerate() {
+        let u = to_grid_unit_ball(row, K).unwrap();
+        ldpcov_proto::wire::add_raw_vector(&collection, &u, &mut sums).unwrap();
+        ldpcov_proto::wire::add_raw_vector(&collection, &u, &mut fold_sums[k % 5]).unwrap();
+    }
+    let rho: f64 = 0.3;
+    let sigma = 2.25 / std::f64::consts::SQRT_2 * (1u64 << 30) as f64 / (2.0 * rho).sqrt();
+    let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(15);
+    let off_diagonal: Vec<bool> = [false; 3]
+        .into_iter()
+        .chain(ldpcov_proto::layout::triangle_pairs(3).map(|(i, j)| i != j))
+        .collect();
+    let (mut diagonal, mut off) = (Vec::new(), Vec::new());
+    for _ in 0..400 {
+        let r = release_sums(
+            &collection,
+            50,
+            &sums,
+            Mechanism::GaussCov,
+            ReleaseBudget::Rho(rho),
+            &mut sampler,
+        )
+        .unwrap();
+        let triangle = release_sums(
+            &stored,
+            50,
+            &sums,
+            Mechanism::GaussCov,
+            ReleaseBudget::Rho(rho),
+            &mut sampler,
+        )
+        .unwrap();
+        // The ρ charged and σ are the triangle's; only the off-diagonal sd halves.
+        assert_eq!(
+            (r.rho, r.noise_sd_grid),
+            (triangle.rho, triangle.noise_sd_grid)
+        );
+        assert!((r.noise_sd_grid / sigma - 1.0).abs() < 1e-12);
+        assert_eq!(
+            r.off_diagonal_noise_sd_grid,
+            r.noise_sd_grid * std::f64::consts::FRAC_1_SQRT_2
+        );
+        for ((got, want), &is_off) in r.sums.iter().zip(&sums).zip(&off_diagonal) {
+            let z = (got - want) as f64 / sigma;
+            if is_off {
+                off.push(z)
+            } else {
+                diagonal.push(z)
+            }
+        }
+    }
+    let (_, var) = moments(&diagonal);
+    assert!((var - 1.0).abs() < 0.145, "diagonal variance {var}");
+    let (_, var) = moments(&off);
+    assert!((var - 0.5).abs() < 0.102, "off-diagonal variance {var}");
+
+    let counts = vec![10u64; 5];
+    let mut off = Vec::new();
+    for _ in 0..200 {
+        let r = gauss_cov_folds(&collection, &counts, &fold_sums, rho, &mut sampler).unwrap();
+        assert_eq!(r.rho, rho);
+        assert!((r.noise_sd_grid / sigma - 1.0).abs() < 1e-12);
+        assert_eq!(
+            r.off_diagonal_noise_sd_grid,
+            r.noise_sd_grid * std::f64::consts::FRAC_1_SQRT_2
+        );
+        for (noisy, exact) in r.fold_sums.iter().zip(&fold_sums) {
+            for ((a, b), &is_off) in noisy.iter().zip(exact).zip(&off_diagonal) {
+                if is_off {
+                    off.push((a - b) as f64 / sigma);
+                }
+            }
+        }
+    }
+    let (_, var) = moments(&off);
+    assert!(
+        (var - 0.5).abs() < 0.065,
+        "fold off-diagonal variance {var}"
+    );
+
+    let lap = release_sums(
+        &collection,
+        50,
+        &sums,
+        Mechanism::LaplaceCov,
+        ReleaseBudget::Epsilon(0.5),
+        &mut sampler,
+    )
+    .unwrap();
+    assert_eq!(lap.off_diagonal_noise_sd_grid, lap.noise_sd_grid);
 }
 
 /// A central second-moment collection with `bins` norm bins, and the exact sums of
@@ -534,6 +707,51 @@ fn adaptive_cov_releases_at_its_radius_with_the_calibrated_noise() {
         )
         .is_err()
     );
+}
+
+/// AdaptiveCov of a new (svec) collection: its Gaussian release is charged
+/// `√2·2^30 + p` (the rounding of `T` in the svec norm, `p/2` per neighbour) and adds
+/// σ² to the diagonal, σ²/2 to the off-diagonal entries, at the same ρ.
+#[test]
+fn adaptive_cov_of_a_new_collection_releases_in_the_svec_weighting() {
+    let rows: Vec<Vec<f64>> = (0..200)
+        .map(|k| {
+            let a = k as f64 * 0.37;
+            vec![0.1 * a.cos(), 0.1 * a.sin(), 0.0]
+        })
+        .collect();
+    let (stored, sums) = binned(&rows, 6);
+    let collection = ldpcov_proto::Collection::create(&ldpcov_proto::v1::CollectionSpec {
+        central_weighting: 0,
+        ..stored.spec()
+    })
+    .unwrap();
+    assert_eq!(
+        collection.central_weighting(),
+        Some(OffDiagonalWeighting::Svec)
+    );
+    let rho: f64 = 1e4;
+    let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(22);
+    for _ in 0..20 {
+        let r = release_sums(
+            &collection,
+            200,
+            &sums,
+            Mechanism::AdaptiveCov,
+            ReleaseBudget::Rho(rho),
+            &mut sampler,
+        )
+        .unwrap();
+        assert_eq!(r.rho, rho);
+        let j = (-r.radius.log2()).round() as i32;
+        let want_sd = (std::f64::consts::SQRT_2 * (1u64 << 30) as f64 + 3.0)
+            / (2.0 * 0.75 * rho).sqrt()
+            / 4f64.powi(j);
+        assert!((r.noise_sd_grid / want_sd - 1.0).abs() < 1e-12, "j = {j}");
+        assert!(
+            (r.off_diagonal_noise_sd_grid * std::f64::consts::SQRT_2 / want_sd - 1.0).abs() < 1e-12
+        );
+    }
 }
 
 /// The compressed release (Zhou, Ligett & Wasserman, not DP): its Gram matrix `YᵀY/m` is Wishart

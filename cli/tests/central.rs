@@ -21,8 +21,10 @@ mod support;
 ///   an honest daemon fails this with probability below 2·10⁻⁹ (its noise is seeded
 ///   by the OS, as it must be). The sensitivity 1 the papers print (variance × 1/2)
 ///   lands near 410 and twice the variance near 1640: both outside.
-/// * The reported noise sd is pinned exactly: `R²/(n√ρ)` (sensitivity √2·2^30 grid
-///   units, σ = Δ/√(2ρ)).
+///   Each entry is standardised by its own sd: the collection is new, so its release is
+///   in the svec weighting, `√2` times the reported sd on the diagonal.
+/// * The reported (off-diagonal) noise sd is pinned exactly: `R²/(n√(2ρ))` (sensitivity
+///   √2·2^30 grid units, σ = Δ/√(2ρ), halved variance off the diagonal).
 #[test]
 fn central_collection_releases_spend_a_durable_budget() {
     const CP: usize = 40;
@@ -54,6 +56,7 @@ fn central_collection_releases_spend_a_durable_budget() {
     ])
     .json();
     assert_eq!(params["privacy_model"], "PRIVACY_MODEL_CENTRAL");
+    assert_eq!(params["central_weighting"], "CENTRAL_WEIGHTING_SVEC");
     assert_eq!(params["encoding"], "ENCODING_RAW_I32_LE");
     assert_eq!(params["sigma"], 0.0);
     assert_eq!(params["grid_bits"], 30);
@@ -222,16 +225,25 @@ fn central_collection_releases_spend_a_durable_budget() {
     assert_eq!(release["mechanism"], "gauss-cov");
     assert_eq!(release["rho_spent_by_this_call"].as_f64(), Some(0.05));
     assert_eq!(release["rho_spent"].as_f64(), Some(0.05));
+    // A new central collection releases in the svec weighting: entry_noise_sd is the
+    // off-diagonal sd, R²/(n√(2ρ)); the diagonal's is √2 times it (docs/PRIVACY.md §3).
     let sd = doc["entry_noise_sd"].as_f64().expect("noise sd");
-    let want_sd = R * R / (CN as f64 * 0.05f64.sqrt());
+    let want_sd = R * R / (CN as f64 * 0.05f64.sqrt()) * std::f64::consts::FRAC_1_SQRT_2;
     assert!((sd - want_sd).abs() < 1e-12 * want_sd, "{sd} vs {want_sd}");
     let unit = (1u64 << 30) as f64;
+    let diagonal = (0..CP).flat_map(|i| (i..CP).map(move |j| i == j));
     let z2: f64 = upper_triangle(&matrix, CP)
         .iter()
         .zip(&exact_sums)
-        .map(|(m, &s)| {
+        .zip(diagonal)
+        .map(|((m, &s), on_diagonal)| {
             let exact = R * R * s as f64 / (unit * CN as f64);
-            ((m - exact) / sd).powi(2)
+            let entry_sd = if on_diagonal {
+                sd * std::f64::consts::SQRT_2
+            } else {
+                sd
+            };
+            ((m - exact) / entry_sd).powi(2)
         })
         .sum();
     assert!(
@@ -433,7 +445,12 @@ fn adaptive_cov_releases_through_the_cli() {
     assert_eq!(params["norm_bins"], 6);
     // d = 10 entries, then 6 bins of 2d + 1.
     assert_eq!(params["entries"], 10 + 6 * 21);
-    create_run(args("plain", "central", "0")).json();
+    // A central collection may ask for the original triangle (to match one created
+    // before the svec weighting).
+    let mut triu = args("plain", "central", "0");
+    triu.extend(["--central-weighting".to_string(), "triu".to_string()]);
+    let plain = create_run(triu).json();
+    assert_eq!(plain["central_weighting"], "CENTRAL_WEIGHTING_TRIU");
 
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async {
@@ -491,9 +508,10 @@ fn adaptive_cov_releases_through_the_cli() {
         "{}",
         cv["threshold_rule"]
     );
-    // √K = √5 times GaussCov's entry noise at the same ρ: R²·√5/(n√ρ).
+    // √K = √5 times GaussCov's off-diagonal noise at the same ρ (the svec weighting of
+    // a new collection): R²·√5/(n√(2ρ)).
     let sd = cv["entry_noise_sd"].as_f64().expect("sd");
-    let want = 4.0 * 5f64.sqrt() / (400.0 * 0.02f64.sqrt());
+    let want = 4.0 * 5f64.sqrt() / (400.0 * 0.04f64.sqrt());
     assert!((sd / want - 1.0).abs() < 1e-12, "{sd} vs {want}");
     // The adaptive threshold would need sums of squares: refused, nothing spent.
     let mut adaptive_rule = folds.to_vec();

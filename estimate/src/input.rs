@@ -51,23 +51,34 @@ impl EstimationInput {
 
     /// The input of a central collection's release: the release's `release_entries`
     /// noisy sums of `reports` reports (the moments only, without norm bins), whose
-    /// total carries Gaussian noise of sd `sum_noise_sd_grid` grid units per entry.
-    /// The noise model is the per-report sd whose average has the release's noise:
+    /// total carries Gaussian noise of sd `sum_noise_sd_grid` grid units on each mean
+    /// and diagonal entry and `off_diagonal_sum_noise_sd_grid` on each off-diagonal
+    /// one (the same for the triangle; `σ/√2` for an `svec` release). The noise model
+    /// is the per-report sd whose average has the release's noise:
     /// `σ_eq = sd_grid/(2^k·√n)`, so that `σ_eq/√n` per entry of the average equals
-    /// `sd_grid/(2^k·n)`. (With folds of about n/K reports each, a fold's average then
-    /// has its own noise too, up to the folds' balance.)
+    /// `sd_grid/(2^k·n)`: [`NoiseModel::IidGaussian`] when the two sds are equal,
+    /// [`NoiseModel::SplitGaussian`] otherwise. (With folds of about n/K reports each,
+    /// a fold's average then has its own noise too, up to the folds' balance.)
     pub fn from_central_release(
         collection: &Collection,
         release_entries: usize,
         sum_noise_sd_grid: f64,
+        off_diagonal_sum_noise_sd_grid: f64,
         reports: u64,
     ) -> Self {
-        let per_report_sd = sum_noise_sd_grid / (collection.grid_scale() * (reports as f64).sqrt());
+        let per_report = |sd: f64| sd / (collection.grid_scale() * (reports as f64).sqrt());
+        let sigma = per_report(sum_noise_sd_grid);
+        let noise = if off_diagonal_sum_noise_sd_grid == sum_noise_sd_grid {
+            NoiseModel::IidGaussian { sigma }
+        } else {
+            NoiseModel::SplitGaussian {
+                sigma,
+                off_diagonal_sigma: per_report(off_diagonal_sum_noise_sd_grid),
+            }
+        };
         EstimationInput {
             entries: release_entries,
-            noise: NoiseModel::IidGaussian {
-                sigma: per_report_sd,
-            },
+            noise,
             ..Self::from_collection(collection)
         }
     }
@@ -178,7 +189,9 @@ impl EstimationInput {
             NoiseModel::RankOne { .. } => {
                 sd * (1.0 + 0.5 * (self.dim() as f64 / n.max(1) as f64).sqrt())
             }
-            NoiseModel::IidGaussian { .. } | NoiseModel::Noiseless => sd,
+            NoiseModel::IidGaussian { .. }
+            | NoiseModel::SplitGaussian { .. }
+            | NoiseModel::Noiseless => sd,
         }
     }
 

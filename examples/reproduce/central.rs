@@ -12,14 +12,22 @@
 //!   against the exact `XᵀX/n` of the rows, as the paper measures it. The sums are a
 //!   central collection's (with 15 norm bins), built by the daemon's own expansion
 //!   (`ldpcov_proto::wire::add_raw_vector`), and released by `release_sums`.
+//! * `--experiment svec`: GaussCov's raw release (no projection) in the triangle and in
+//!   the `svec` weighting new central collections use (docs/PRIVACY.md §6b), on the
+//!   same sums and at the same ρ: the Frobenius error `‖Σ̂ − XᵀX/n‖_F` of each, and
+//!   the predicted ratio `√((p + 1)/(2p))` (noise `p²σ²` against `p(p + 1)σ²/2`).
+//!
+//! The other experiments release in the triangle, the weighting of the collections
+//! they reproduce (`from_spec` of a spec without `central_weighting`), so that their
+//! documented numbers stay comparable.
 //!
 //! Simulation only: the noise is seeded, nothing produced here is private.
 
 use crate::{Out, seed_of};
 use anyhow::Result;
 use ldpcov::central::{
-    CENTRAL_GRID_BITS, CentralStatistics, Mechanism, ReleaseBudget, gauss_cov, release_sums,
-    separate_cov,
+    CENTRAL_GRID_BITS, CentralStatistics, Mechanism, OffDiagonalWeighting, ReleaseBudget,
+    gauss_cov, release_sums, separate_cov,
 };
 use ldpcov::client::DiscreteGaussianSampler;
 use ldpcov::estimate::{
@@ -35,8 +43,8 @@ use serde_json::json;
 /// Options of the central experiments.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// `local-vs-central`, `seed002` or `seed001` (the central columns of its
-    /// Tables 1–6).
+    /// `local-vs-central`, `seed002`, `seed001` (the central columns of its
+    /// Tables 1–6) or `svec` (GaussCov in the triangle and in the svec weighting).
     #[arg(long, default_value = "local-vs-central")]
     experiment: String,
     /// Repetitions per point.
@@ -84,8 +92,9 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         "local-vs-central" => local_vs_central(args, out),
         "seed002" => seed002(args, out),
         "seed001" => crate::papers::run_seed001_central(args.reps, &args.tables, out),
+        "svec" => svec(args, out),
         other => {
-            anyhow::bail!("unknown experiment {other} (local-vs-central, seed002 or seed001)")
+            anyhow::bail!("unknown experiment {other} (local-vs-central, seed002, seed001 or svec)")
         }
     }
 }
@@ -131,8 +140,10 @@ fn local_vs_central(args: &Args, out: Out) -> Result<()> {
                         stats.add_vector(&x).expect("finite x");
                     }
                     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 2);
-                    let gauss = gauss_cov(&stats, rho, &mut noise).expect("gauss_cov");
-                    let separate = separate_cov(&stats, rho, &mut noise).expect("separate_cov");
+                    let raw = OffDiagonalWeighting::Raw;
+                    let gauss = gauss_cov(&stats, rho, raw, &mut noise).expect("gauss_cov");
+                    let separate =
+                        separate_cov(&stats, rho, raw, &mut noise).expect("separate_cov");
                     let errors = |m: &DMatrix<f64>| {
                         (
                             relative_spectral_error(m, &truth),
@@ -257,8 +268,9 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                             .expect("sums");
                     let exact = stats.exact_second_moment().expect("n > 0");
                     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 3);
-                    let g = gauss_cov(&stats, rho, &mut noise).expect("gauss_cov");
-                    let s = separate_cov(&stats, rho, &mut noise).expect("separate_cov");
+                    let raw = OffDiagonalWeighting::Raw;
+                    let g = gauss_cov(&stats, rho, raw, &mut noise).expect("gauss_cov");
+                    let s = separate_cov(&stats, rho, raw, &mut noise).expect("separate_cov");
                     let a = release_sums(
                         &collection,
                         n,
@@ -299,6 +311,54 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                     "| {bins} | {n} | {rho} | {g:.5} | {s:.5} | {a:.5} ({j:.1}) | {tr:.4} |"
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// GaussCov's raw release in both weightings on the same sums (module docs).
+fn svec(args: &Args, out: Out) -> Result<()> {
+    let d = args.dim;
+    out.text(format!(
+        "# GaussCov raw release, triangle vs svec: p = {d}, rows of norm 1 (seed 002's generator, one bin), {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units)",
+        args.reps
+    ));
+    out.text("| p | n | ρ | triangle | svec | svec/triangle | predicted √((p+1)/(2p)) |");
+    out.text("|---|---|---|---|---|---|---|");
+    let mut urng = rand_chacha::ChaCha8Rng::seed_from_u64(2002);
+    let u = DMatrix::from_fn(d, d, |_, _| urng.random::<f64>());
+    for &n in &args.ns {
+        for &rho in &args.rhos {
+            let reps = sim::parallel_reps(args.reps, out.threads, |rep| {
+                let seed = seed_of(&[72, n, rep as u64, rho.to_bits(), d as u64]);
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+                let mut stats = CentralStatistics::new(d, CENTRAL_GRID_BITS).expect("dimension");
+                for _ in 0..n {
+                    stats
+                        .add_vector(&seed002_row(&u, &[1.0], &mut rng))
+                        .expect("finite row");
+                }
+                let exact = stats.exact_second_moment().expect("n > 0");
+                let error = |weighting| {
+                    let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 5);
+                    let g = gauss_cov(&stats, rho, weighting, &mut noise).expect("gauss_cov");
+                    (&g.matrix - &exact).norm()
+                };
+                (
+                    error(OffDiagonalWeighting::Raw),
+                    error(OffDiagonalWeighting::Svec),
+                )
+            });
+            let k = reps.len() as f64;
+            let raw = reps.iter().map(|r| r.0).sum::<f64>() / k;
+            let svec = reps.iter().map(|r| r.1).sum::<f64>() / k;
+            let predicted = ((d as f64 + 1.0) / (2.0 * d as f64)).sqrt();
+            out.row(json!({"experiment": "svec", "p": d, "n": n, "rho": rho,
+                "triangle": raw, "svec": svec, "predicted_ratio": predicted}));
+            out.text(format!(
+                "| {d} | {n} | {rho} | {raw:.4e} | {svec:.4e} | {:.3} | {predicted:.3} |",
+                svec / raw
+            ));
         }
     }
     Ok(())

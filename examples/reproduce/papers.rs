@@ -436,7 +436,7 @@ pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
 ///   (×R²); ξ is fixed at 0 because choosing it privately (noisy fold sums) is not
 ///   built yet.
 pub(crate) fn run_seed001_central(reps: usize, tables: &[u8], out: Out) -> Result<()> {
-    use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, gauss_cov};
+    use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, OffDiagonalWeighting, gauss_cov};
     use ldpcov::client::DiscreteGaussianSampler;
     out.text(format!(
         "# seed 001 Tables 1–6, central columns, {reps} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.): spectral | Frobenius"
@@ -525,7 +525,9 @@ pub(crate) fn run_seed001_central(reps: usize, tables: &[u8], out: Out) -> Resul
                 stats.add_vector(&u).expect("finite x");
             }
             let mut dg = DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 7);
-            let release = gauss_cov(&stats, rho, &mut dg).expect("gauss_cov");
+            // The triangle, as the paper's Alg. 1 (one noise level on every entry).
+            let release =
+                gauss_cov(&stats, rho, OffDiagonalWeighting::Raw, &mut dg).expect("gauss_cov");
             let sigma1_private = release.noise_sd * r * r;
             let private = threshold_all_psd(
                 &(release.matrix * (r * r)),

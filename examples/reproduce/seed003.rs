@@ -29,7 +29,7 @@
 use crate::central::rho_for;
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, gauss_cov};
+use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, OffDiagonalWeighting, gauss_cov};
 use ldpcov::client::{DiscreteGaussianSampler, FloatGaussianNotPrivate, Perturber};
 use ldpcov::estimate::{
     Accumulator, EstimateOptions, EstimationInput, FOLDS, GlassoOptions, PrecisionMethod,
@@ -300,9 +300,15 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                         }
                         let mut gauss_noise =
                             DiscreteGaussianSampler::from_seed_for_simulation(seed ^ 0xC3);
-                        let s_gauss = gauss_cov(&stats, rho_for(epsilon, delta), &mut gauss_noise)
-                            .expect("gauss_cov")
-                            .matrix;
+                        // The triangle, as the documented numbers were run.
+                        let s_gauss = gauss_cov(
+                            &stats,
+                            rho_for(epsilon, delta),
+                            OffDiagonalWeighting::Raw,
+                            &mut gauss_noise,
+                        )
+                        .expect("gauss_cov")
+                        .matrix;
                         let fit = |m: &DMatrix<f64>| -> Option<DMatrix<f64>> {
                             let input = match method {
                                 PrecisionMethod::Ridge => m.clone(),

@@ -11,6 +11,9 @@
 //! [`Moments::SecondMoment`]: such a spec predates the field, and its collection must
 //! keep the parameters it was created with). [`Collection::spec`] always writes the
 //! resolved value, so a spec stored by this code reads back the same on both paths.
+//! `local_mechanism` and `central_weighting` are resolved the same way: unspecified
+//! means the weighting of collections stored before the field existed on the stored
+//! path (the raw triangle) and the `svec` weighting at CreateCollection.
 
 use std::sync::OnceLock;
 
@@ -24,8 +27,8 @@ use crate::mechanism::{
 use crate::plan::ShuffledPrivacy;
 use crate::shuffle::ShuffleSettings;
 use crate::v1::{
-    CollectionParams, CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel,
-    RankOneParams, ShuffleParams,
+    CentralWeighting, CollectionParams, CollectionSpec, Encoding, LocalMechanism, Moments,
+    PrivacyModel, RankOneParams, ShuffleParams,
 };
 
 pub use crate::mechanism::gaussian::{
@@ -214,6 +217,7 @@ pub struct Collection {
     ordered_variables: bool,
     privacy_model: PrivacyModel,
     allow_compressed_release: bool,
+    central_weighting: Option<OffDiagonalWeighting>,
     rho: f64,
     mechanism: ReportMechanism,
     shuffle: Option<ShuffleSettings>,
@@ -252,8 +256,9 @@ impl Collection {
     /// The CreateCollection path: like [`from_spec`](Collection::from_spec), except
     /// that an unspecified `moments` means [`Moments::MeanAndCovariance`] and, for a
     /// local collection, an unspecified `local_mechanism` means
-    /// [`LocalMechanism::Gaussian`] (see the module docs). The returned collection's [`spec`](Collection::spec) carries the
-    /// resolved value.
+    /// [`LocalMechanism::Gaussian`] and, for a central collection, an unspecified
+    /// `central_weighting` means [`CentralWeighting::Svec`] (see the module docs). The
+    /// returned collection's [`spec`](Collection::spec) carries the resolved values.
     ///
     /// A new collection is also held to bounds a stored one is not (so no stored
     /// collection becomes unreadable): R between [`MIN_CLIP_RADIUS`] and [`MAX_CLIP_RADIUS`],
@@ -272,6 +277,9 @@ impl Collection {
         if local && spec.local_mechanism == LocalMechanism::Unspecified as i32 {
             resolved.local_mechanism = LocalMechanism::Gaussian as i32;
         }
+        if !local && spec.central_weighting == CentralWeighting::Unspecified as i32 {
+            resolved.central_weighting = CentralWeighting::Svec as i32;
+        }
         if let Some(shuffle) = &spec.shuffle {
             resolved.shuffle = Some(ShuffleSettings::create(shuffle)?.spec());
         }
@@ -283,9 +291,10 @@ impl Collection {
     /// Validates `spec` and derives the grid, sensitivity and noise. This is the path
     /// of a stored spec or of one sent by a server: an unspecified `moments` means
     /// [`Moments::SecondMoment`] and an unspecified `local_mechanism` of a local
-    /// collection means [`LocalMechanism::GaussianTriu`], the weighting collections
-    /// stored before the field existed were created with (new collections go through
-    /// [`create`](Collection::create)).
+    /// collection means [`LocalMechanism::GaussianTriu`] and an unspecified
+    /// `central_weighting` of a central collection [`CentralWeighting::Triu`]: the
+    /// weightings collections stored before those fields existed were created with
+    /// (new collections go through [`create`](Collection::create)).
     ///
     /// The report mechanism is derived here: a local collection's Gaussian report is
     /// calibrated by the rule [`GaussianReport`] documents (the finest grid whose
@@ -316,6 +325,16 @@ impl Collection {
             }
             Ok(m) => m,
             Err(_) => return Err(SpecError::LocalMechanism(spec.local_mechanism)),
+        };
+        let central_weighting = match CentralWeighting::try_from(spec.central_weighting) {
+            Ok(CentralWeighting::Unspecified) if central => Some(OffDiagonalWeighting::Raw),
+            Ok(CentralWeighting::Unspecified) => None,
+            Ok(_) if !central => {
+                return Err(SpecError::CentralWeightingForLocal(spec.central_weighting));
+            }
+            Ok(CentralWeighting::Svec) => Some(OffDiagonalWeighting::Svec),
+            Ok(CentralWeighting::Triu) => Some(OffDiagonalWeighting::Raw),
+            Err(_) => return Err(SpecError::CentralWeighting(spec.central_weighting)),
         };
         let rank_one = local_mechanism == LocalMechanism::RankOne;
         if rank_one {
@@ -424,6 +443,7 @@ impl Collection {
             ordered_variables: spec.ordered_variables,
             privacy_model,
             allow_compressed_release: spec.allow_compressed_release,
+            central_weighting,
             rho,
             mechanism,
             shuffle,
@@ -479,6 +499,11 @@ impl Collection {
             allow_compressed_release: self.allow_compressed_release,
             local_mechanism: self.mechanism.local_mechanism() as i32,
             shuffle: self.shuffle.as_ref().map(ShuffleSettings::spec),
+            central_weighting: match self.central_weighting {
+                None => CentralWeighting::Unspecified,
+                Some(OffDiagonalWeighting::Svec) => CentralWeighting::Svec,
+                Some(OffDiagonalWeighting::Raw) => CentralWeighting::Triu,
+            } as i32,
         }
     }
 
@@ -716,6 +741,14 @@ impl Collection {
     /// report): the [`NoiseModel`]'s sd over the [`Unbiasing`] divisor.
     pub fn unbiased_report_noise_sd(&self, entry: Entry) -> f64 {
         self.noise_model().unbiased_sd(&self.unbiasing(), entry)
+    }
+
+    /// How a central collection's Gaussian releases weight the off-diagonal sums
+    /// (`CollectionSpec.central_weighting`, resolved): [`OffDiagonalWeighting::Svec`]
+    /// adds noise of variance σ²/2 to them instead of σ² at the same ρ
+    /// (docs/PRIVACY.md §6b). `None` for a local collection.
+    pub fn central_weighting(&self) -> Option<OffDiagonalWeighting> {
+        self.central_weighting
     }
 
     /// Whether this is a central (trusted-curator) collection.

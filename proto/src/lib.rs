@@ -216,6 +216,14 @@ pub enum SpecError {
         "local_mechanism {0} is for local collections; a central collection's must be unspecified"
     )]
     LocalMechanismForCentral(i32),
+    /// An unknown central weighting.
+    #[error("unknown central weighting {0} (1 = svec, 2 = triu, 0 = the default)")]
+    CentralWeighting(i32),
+    /// A central weighting named for a local collection.
+    #[error(
+        "central_weighting {0} is for central collections; a local collection's must be unspecified"
+    )]
+    CentralWeightingForLocal(i32),
     /// A rank-one collection with a δ.
     #[error("the rank-one mechanism is pure epsilon-LDP: delta must be 0, not {}", collection::ShortNumber(*.0))]
     RankOneDelta(f64),

@@ -14,7 +14,10 @@
 //!    [`EstimationInput`] built from the release
 //!    ([`EstimationInput::from_central_release`]: the release's entries and the
 //!    per-report σ that gives its noise per averaged entry,
-//!    `σ_eq = sd_grid/(2^30·√n)`): everything after the release is post-processing.
+//!    `σ_eq = sd_grid/(2^30·√n)`, on the diagonal and, `σ_eq/√2` in a collection of
+//!    the `svec` weighting, off it): everything after the release is post-processing.
+//!    A release recorded before the ledger kept the off-diagonal sd (field 0) has the
+//!    diagonal's, which is what the triangle it was drawn in has.
 //!
 //! Rules that need more than the release — cross-validation (fold sums), the adaptive
 //! threshold (sums of squares), a cross-validated precision λ — are refused: a free
@@ -295,52 +298,74 @@ impl AggregatorService {
         let stored = StoredCentralRelease::decode(recorded.body.as_slice()).map_err(|e| {
             Status::internal(format!("the ledger holds an unreadable release: {e}"))
         })?;
-        if stored.sums.len() != c.release_entries() || stored.reports != n {
-            return Err(Status::internal(
-                "the ledger's release does not match its key (entries or reports)",
-            ));
-        }
-        let entries = c.release_entries();
-        let folds = stored.fold_counts.len();
-        let (acc, total_sd_grid) = if folds == 0 {
-            let mut acc = Accumulator::new(entries, 1);
-            acc.count = n;
-            acc.fold_counts[0] = n;
-            acc.fold_sums[0] = stored.sums;
-            (acc, stored.noise_sd_grid)
-        } else {
-            if stored.fold_sums.len() != folds * entries {
-                return Err(Status::internal(
-                    "the ledger's fold release does not match its collection",
-                ));
-            }
-            let mut acc = Accumulator::new(entries, folds);
-            acc.count = n;
-            acc.fold_counts = stored.fold_counts;
-            acc.fold_sums = stored
-                .fold_sums
-                .chunks(entries)
-                .map(<[i64]>::to_vec)
-                .collect();
-            // The total of K fold sums carries √K times one fold's noise sd.
-            (acc, stored.noise_sd_grid * (folds as f64).sqrt())
-        };
-        // The estimators see the released moments only, never the norm bins, with the
-        // per-report σ whose average has the release's noise.
-        let input = EstimationInput::from_central_release(c, entries, total_sd_grid, n);
+        let radius = stored.radius;
+        let trace = stored.trace;
+        let (input, acc) = release_input(c, stored, n)?;
         Ok(CentralInput {
             input,
             acc,
             info: ReleaseInfo {
                 release,
-                radius: c.clip_radius() * stored.radius,
-                trace: c.clip_radius() * c.clip_radius() * stored.trace
-                    / (c.grid_scale() * n as f64),
+                radius: c.clip_radius() * radius,
+                trace: c.clip_radius() * c.clip_radius() * trace / (c.grid_scale() * n as f64),
                 rho_spent_now: if recorded.fresh { recorded.rho } else { 0.0 },
                 rho_spent_total: recorded.spent,
             },
         })
     }
+}
+
+/// The accumulators and estimation input of a recorded release over `n` reports: its
+/// sums (or fold sums) and the noise it was drawn with. A record without
+/// `off_diagonal_noise_sd_grid` (0: written before the field, or a release of the
+/// triangle) has the diagonal's sd off the diagonal too, so it answers exactly as it
+/// did when it was recorded.
+fn release_input(
+    c: &Collection,
+    stored: StoredCentralRelease,
+    n: u64,
+) -> Result<(EstimationInput, Accumulator), Status> {
+    if stored.sums.len() != c.release_entries() || stored.reports != n {
+        return Err(Status::internal(
+            "the ledger's release does not match its key (entries or reports)",
+        ));
+    }
+    let entries = c.release_entries();
+    let folds = stored.fold_counts.len();
+    let off_diagonal_sd_grid = if stored.off_diagonal_noise_sd_grid == 0.0 {
+        stored.noise_sd_grid
+    } else {
+        stored.off_diagonal_noise_sd_grid
+    };
+    let (acc, total_sd_grid, total_off_sd_grid) = if folds == 0 {
+        let mut acc = Accumulator::new(entries, 1);
+        acc.count = n;
+        acc.fold_counts[0] = n;
+        acc.fold_sums[0] = stored.sums;
+        (acc, stored.noise_sd_grid, off_diagonal_sd_grid)
+    } else {
+        if stored.fold_sums.len() != folds * entries {
+            return Err(Status::internal(
+                "the ledger's fold release does not match its collection",
+            ));
+        }
+        let mut acc = Accumulator::new(entries, folds);
+        acc.count = n;
+        acc.fold_counts = stored.fold_counts;
+        acc.fold_sums = stored
+            .fold_sums
+            .chunks(entries)
+            .map(<[i64]>::to_vec)
+            .collect();
+        // The total of K fold sums carries √K times one fold's noise sd.
+        let k = (folds as f64).sqrt();
+        (acc, stored.noise_sd_grid * k, off_diagonal_sd_grid * k)
+    };
+    // The estimators see the released moments only, never the norm bins, with the
+    // per-report σ whose average has the release's noise.
+    let input =
+        EstimationInput::from_central_release(c, entries, total_sd_grid, total_off_sd_grid, n);
+    Ok((input, acc))
 }
 
 /// Draws the release a request names from the collection's exact accumulators: the
@@ -370,6 +395,10 @@ fn draw_release(
             rho,
             reports: acc.count,
             noise_sd_grid: folds.noise_sd_grid,
+            off_diagonal_noise_sd_grid: recorded_off_diagonal(
+                folds.noise_sd_grid,
+                folds.off_diagonal_noise_sd_grid,
+            ),
             sums: total,
             radius: 1.0,
             fold_sums: folds.fold_sums.concat(),
@@ -389,9 +418,110 @@ fn draw_release(
         rho: noisy.rho,
         reports: noisy.count,
         noise_sd_grid: noisy.noise_sd_grid,
+        off_diagonal_noise_sd_grid: recorded_off_diagonal(
+            noisy.noise_sd_grid,
+            noisy.off_diagonal_noise_sd_grid,
+        ),
         sums: noisy.sums,
         radius: noisy.radius,
         trace: noisy.trace,
         ..Default::default()
     })
+}
+
+/// The ledger's `off_diagonal_noise_sd_grid`: 0 when it equals the diagonal's (every
+/// release of the triangle, recorded exactly as before the field existed), else the sd.
+fn recorded_off_diagonal(diagonal: f64, off_diagonal: f64) -> f64 {
+    if off_diagonal == diagonal {
+        0.0
+    } else {
+        off_diagonal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpcov_estimate::NoiseModel;
+    use ldpcov_proto::v1::{CentralWeighting, CollectionSpec, Moments, PrivacyModel};
+
+    fn central(weighting: CentralWeighting) -> Collection {
+        Collection::from_spec(&CollectionSpec {
+            collection_id: "c".into(),
+            dim: 3,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            moments: Moments::SecondMoment as i32,
+            privacy_model: PrivacyModel::Central as i32,
+            central_weighting: weighting as i32,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// A release recorded before the ledger kept the off-diagonal sd (no field 11, as
+    /// an older version wrote it) answers with the noise it answered with then: the
+    /// per-report σ `sd/(2^30·√n)` on every entry. An svec collection's release is
+    /// recorded with σ/√2 off the diagonal and read back as such; a triangle's is
+    /// recorded exactly as before (field 11 left at 0).
+    #[test]
+    fn recorded_releases_answer_with_the_noise_they_were_drawn_with() {
+        let old = central(CentralWeighting::Unspecified);
+        let n = 40u64;
+        let record = StoredCentralRelease {
+            mechanism: CentralMechanism::GaussCov as i32,
+            rho: 0.01,
+            reports: n,
+            noise_sd_grid: 1.5e10,
+            sums: vec![7; 6],
+            radius: 1.0,
+            ..Default::default()
+        };
+        let bytes = record.encode_to_vec();
+        let (input, acc) = release_input(
+            &old,
+            StoredCentralRelease::decode(bytes.as_slice()).unwrap(),
+            n,
+        )
+        .unwrap();
+        let sigma = 1.5e10 / (old.grid_scale() * (n as f64).sqrt());
+        assert_eq!(input.noise(), NoiseModel::IidGaussian { sigma });
+        assert_eq!(acc.sums(), vec![7; 6]);
+
+        let mut acc = Accumulator::new(6, 1);
+        acc.count = n;
+        acc.fold_counts[0] = n;
+        let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(3);
+        let gauss = ReleaseBudget::Rho(0.01);
+        for (c, svec) in [(&old, false), (&central(CentralWeighting::Svec), true)] {
+            for mechanism in [Mechanism::GaussCov, Mechanism::GaussCovFolds] {
+                let stored = draw_release(c, &acc, mechanism, gauss, &mut sampler).unwrap();
+                let sd = stored.noise_sd_grid;
+                let want = if svec {
+                    sd * std::f64::consts::FRAC_1_SQRT_2
+                } else {
+                    0.0
+                };
+                assert_eq!(stored.off_diagonal_noise_sd_grid, want, "{mechanism:?}");
+                let bytes = stored.encode_to_vec();
+                let (input, _) = release_input(
+                    c,
+                    StoredCentralRelease::decode(bytes.as_slice()).unwrap(),
+                    n,
+                )
+                .unwrap();
+                let noise = input.noise();
+                let ratio = noise.off_diagonal_sd() / noise.diagonal_sd();
+                let expected = if svec {
+                    std::f64::consts::FRAC_1_SQRT_2
+                } else {
+                    1.0
+                };
+                assert!((ratio - expected).abs() < 1e-15, "{mechanism:?}: {ratio}");
+                assert_eq!(matches!(noise, NoiseModel::SplitGaussian { .. }), svec);
+            }
+        }
+    }
 }

@@ -478,9 +478,11 @@ impl Aggregator for AggregatorService {
             (EstimationInput::from_collection(&c), snapshot.acc, None)
         };
         // The per-report Gaussian σ (CollectionParams.sigma; a central release's
-        // equivalent); 0 for the rank-one report, whose noise is not additive.
+        // equivalent, that of its diagonal entries in the svec weighting); 0 for the
+        // rank-one report, whose noise is not additive.
         let sigma = match input.noise() {
-            ldpcov_estimate::NoiseModel::IidGaussian { sigma } => sigma,
+            ldpcov_estimate::NoiseModel::IidGaussian { sigma }
+            | ldpcov_estimate::NoiseModel::SplitGaussian { sigma, .. } => sigma,
             _ => 0.0,
         };
         // The eigendecompositions take a while at large p: keep them off the reactor.

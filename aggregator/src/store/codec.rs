@@ -273,6 +273,42 @@ mod tests {
         assert_eq!(round_trip, created);
     }
 
+    /// A central spec stored before `central_weighting` existed, as the bytes an older
+    /// version wrote (id "oldc", dim 4, ε = 1, δ = 10⁻⁶, R = 1, min_reports 1, encoding
+    /// RAW_I32_LE, moments SECOND_MOMENT, privacy model CENTRAL; no field 16), reads
+    /// back as the raw triangle it was created with; CreateCollection of the same spec
+    /// resolves the svec weighting, which a store keeps.
+    #[test]
+    fn stored_central_specs_keep_the_triangle() {
+        use ldpcov_proto::mechanism::OffDiagonalWeighting;
+        use ldpcov_proto::v1::CentralWeighting;
+        let mut old = vec![0x0a, 4, b'o', b'l', b'd', b'c', 0x10, 4, 0x19];
+        old.extend_from_slice(&1.0f64.to_le_bytes());
+        old.push(0x21);
+        old.extend_from_slice(&[0x8d, 0xed, 0xb5, 0xa0, 0xf7, 0xc6, 0xb0, 0x3e]);
+        old.push(0x29);
+        old.extend_from_slice(&1.0f64.to_le_bytes());
+        old.extend_from_slice(&[0x30, 1, 0x38, 4, 0x40, 1, 0x60, 2]);
+        let stored = decode_collection("oldc", &old).unwrap();
+        assert!(stored.is_central());
+        assert_eq!(stored.delta(), 1e-6);
+        assert_eq!(stored.central_weighting(), Some(OffDiagonalWeighting::Raw));
+        assert_eq!(
+            stored.spec().central_weighting,
+            CentralWeighting::Triu as i32
+        );
+        // Written back (with the field now explicit) it still reads as the triangle.
+        let again = decode_collection("oldc", &stored.spec().encode_to_vec()).unwrap();
+        assert_eq!(again, stored);
+        let created = Collection::create(&CollectionSpec::decode(old.as_slice()).unwrap()).unwrap();
+        assert_eq!(
+            created.central_weighting(),
+            Some(OffDiagonalWeighting::Svec)
+        );
+        let round_trip = decode_collection("oldc", &created.spec().encode_to_vec()).unwrap();
+        assert_eq!(round_trip, created);
+    }
+
     #[test]
     fn blob_round_trips_and_rejects_damage() {
         let mut acc = Accumulator::new(3, FOLDS);

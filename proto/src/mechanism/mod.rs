@@ -117,6 +117,16 @@ pub enum NoiseModel {
         /// c: `E[y] = c·ũ` (0 for the symmetric cap).
         mean_scale: f64,
     },
+    /// Independent centred Gaussian noise, independent of the signal, of sd `sigma` on
+    /// every mean and diagonal entry and `off_diagonal_sigma` on every off-diagonal
+    /// one, with no [`Unbiasing`] divisor to undo: a central release in the `svec`
+    /// weighting (`off_diagonal_sigma = σ/√2`, docs/PRIVACY.md §6b).
+    SplitGaussian {
+        /// Noise sd of a mean or diagonal entry, unit-ball units.
+        sigma: f64,
+        /// Noise sd of an off-diagonal entry, unit-ball units.
+        off_diagonal_sigma: f64,
+    },
     /// Reports carry no noise (a central collection: its releases add the noise).
     Noiseless,
 }
@@ -125,7 +135,7 @@ impl NoiseModel {
     /// Noise sd of one diagonal second-moment entry of a report (leading order).
     pub fn diagonal_sd(&self) -> f64 {
         match *self {
-            NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::IidGaussian { sigma } | NoiseModel::SplitGaussian { sigma, .. } => sigma,
             NoiseModel::RankOne { .. } => std::f64::consts::SQRT_2,
             NoiseModel::Noiseless => 0.0,
         }
@@ -135,6 +145,9 @@ impl NoiseModel {
     pub fn off_diagonal_sd(&self) -> f64 {
         match *self {
             NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::SplitGaussian {
+                off_diagonal_sigma, ..
+            } => off_diagonal_sigma,
             NoiseModel::RankOne { .. } => 1.0,
             NoiseModel::Noiseless => 0.0,
         }
@@ -143,7 +156,7 @@ impl NoiseModel {
     /// Noise sd of one mean-block entry of a report, at `u = 0`.
     pub fn mean_sd(&self) -> f64 {
         match *self {
-            NoiseModel::IidGaussian { sigma } => sigma,
+            NoiseModel::IidGaussian { sigma } | NoiseModel::SplitGaussian { sigma, .. } => sigma,
             NoiseModel::RankOne { .. } => 1.0,
             NoiseModel::Noiseless => 0.0,
         }

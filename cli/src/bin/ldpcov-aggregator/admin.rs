@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use ldpcov_aggregator::{client_config, read_ca};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
-    CollectionParams, CollectionStatus, Encoding, LocalMechanism, Moments, PrivacyModel,
+    CentralWeighting, CollectionParams, CollectionStatus, Encoding, LocalMechanism, Moments,
+    PrivacyModel,
 };
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
@@ -145,6 +146,7 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
         "norm_bins": spec.norm_bins,
         "allow_compressed_release": spec.allow_compressed_release,
         "local_mechanism": LocalMechanism::try_from(spec.local_mechanism).map(|m| m.as_str_name()).unwrap_or("unknown"),
+        "central_weighting": CentralWeighting::try_from(spec.central_weighting).map(|m| m.as_str_name()).unwrap_or("unknown"),
         "entries": p.entries,
         "mean_entries": p.mean_entries,
         "mean_weight": p.mean_weight,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use ldpcov_proto::v1::{
-    CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments, PrivacyModel,
-    ShuffleSpec,
+    CentralWeighting, CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments,
+    PrivacyModel, ShuffleSpec,
 };
 
 use crate::admin::{ServerArgs, params_json, print_json, status_error};
@@ -48,6 +48,11 @@ pub(crate) struct Options {
     /// budget (ε, δ). Serve such a collection with TLS and a submit token.
     #[arg(long, env = "LDPCOV_PRIVACY_MODEL", value_enum, default_value_t = PrivacyModelArg::Local)]
     privacy_model: PrivacyModelArg,
+    /// Central collections: how Gaussian releases weight the off-diagonal sums
+    /// (default `svec`: half their noise variance at the same ρ; `triu` matches a
+    /// central collection created before the weighting existed).
+    #[arg(long, env = "LDPCOV_CENTRAL_WEIGHTING", value_enum)]
+    central_weighting: Option<CentralWeightingArg>,
     /// Central second-moment collections: dyadic norm bins to keep for
     /// `estimate --release adaptive-cov` (0: none; at most 15).
     #[arg(long, env = "LDPCOV_NORM_BINS", default_value_t = 0)]
@@ -178,6 +183,15 @@ enum PrivacyModelArg {
     Central,
 }
 
+/// `--central-weighting`.
+#[derive(Clone, Copy, ValueEnum)]
+enum CentralWeightingArg {
+    /// Noise σ² on the mean and diagonal sums, σ²/2 on the off-diagonal ones.
+    Svec,
+    /// Noise σ² on every sum: the original release.
+    Triu,
+}
+
 /// `--encoding`.
 #[derive(Clone, Copy, ValueEnum)]
 pub(crate) enum WireEncoding {
@@ -267,6 +281,11 @@ impl Options {
                 .mechanism
                 .map_or(LocalMechanism::Unspecified, MechanismArg::to_proto)
                 as i32,
+            central_weighting: match self.central_weighting {
+                None => CentralWeighting::Unspecified,
+                Some(CentralWeightingArg::Svec) => CentralWeighting::Svec,
+                Some(CentralWeightingArg::Triu) => CentralWeighting::Triu,
+            } as i32,
             // 0 takes the server's default at create.
             shuffle: self.shuffle_min_batch.map(|min_batch_size| ShuffleSpec {
                 min_batch_size,
