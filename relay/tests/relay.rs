@@ -310,11 +310,14 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let state = fake.state();
-    assert!(state.violations.is_empty(), "{:?}", state.violations);
-    assert!(!state.calls.is_empty());
+    let (violations, calls) = {
+        let state = fake.state();
+        (state.violations.clone(), state.calls.clone())
+    };
+    assert!(violations.is_empty(), "{:?}", violations);
+    assert!(!calls.is_empty());
     let mut forwarded: Vec<SealedReport> = Vec::new();
-    for call in &state.calls {
+    for call in &calls {
         // Metadata: the relay token and the standard gRPC headers, nothing else.
         for (name, value) in &call.metadata {
             assert!(
@@ -361,8 +364,7 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
     assert_eq!(got, want);
     let status = relay.status("s").await;
     assert_eq!(status.forwarded_reports, sent.len() as u64);
-    assert_eq!(status.forwarded_batches, state.calls.len() as u64);
-    drop(state);
+    assert_eq!(status.forwarded_batches, calls.len() as u64);
     relay.stop().await;
 }
 
