@@ -24,7 +24,7 @@ mod support;
 use support::{FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec, tag};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
-const KILLS: usize = 12;
+const KILLS: usize = 20;
 const DEVICES: u64 = 4;
 const MIN: u64 = 10;
 const ADMIN: &str = "crash-admin-token";
@@ -94,19 +94,29 @@ struct Outcome {
     resent: HashSet<u64>,
 }
 
+/// The fake aggregator's report `tag`: a recognisable "ciphertext".
+fn fake_report(tag: u64) -> RelayReport {
+    RelayReport {
+        collection_id: "s".into(),
+        submission_id: tag.to_le_bytes().repeat(2),
+        sealed: Some(sealed(tag)),
+    }
+}
+
 /// Sends one report (tag, submission id) until acknowledged; true if it was resent.
 async fn send_until_acked(url: &str, token: &str, tag: u64) -> bool {
+    send_report_until_acked(url, token, tag, fake_report(tag)).await
+}
+
+/// Sends `report` until acknowledged; true if it was resent.
+async fn send_report_until_acked(url: &str, token: &str, tag: u64, report: RelayReport) -> bool {
     let mut resent = false;
     loop {
         let attempt = async {
             let mut client = RelayClient::connect(url.to_string())
                 .await
                 .map_err(|_| Code::Unavailable)?;
-            let mut request = Request::new(RelayReport {
-                collection_id: "s".into(),
-                submission_id: tag.to_le_bytes().repeat(2),
-                sealed: Some(sealed(tag)),
-            });
+            let mut request = Request::new(report.clone());
             request.set_timeout(Duration::from_secs(5));
             request.metadata_mut().insert(
                 "authorization",
@@ -146,9 +156,13 @@ async fn device_pool(url: String, pool: u64, stop: Arc<AtomicBool>) -> Outcome {
 }
 
 async fn status(url: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
+    status_of(url, "s").await
+}
+
+async fn status_of(url: &str, collection: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
     let mut client = RelayClient::connect(url.to_string()).await.ok()?;
     let mut request = Request::new(RelayStatusRequest {
-        collection_id: "s".into(),
+        collection_id: collection.into(),
     });
     request.metadata_mut().insert(
         "authorization",
@@ -192,7 +206,7 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
         .collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0001);
     for _ in 0..KILLS {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(50..700))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(20..500))).await;
         relay.kill().expect("SIGKILL");
         relay.wait().expect("reap");
         relay = spawn(addr, aggregator, &files);
@@ -288,4 +302,145 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
     let log = std::fs::read_to_string(&files.log).expect("log");
     assert!(!log.contains(RELAY_TOKEN) && !log.contains(ADMIN) && !log.contains("dev-"));
     assert!(!log.contains(&hex::encode(SECRET)));
+}
+
+/// Real sealed reports of collection "real" by `pool`'s devices, sent until
+/// acknowledged; returns how many were acknowledged.
+async fn real_device_pool(
+    relay_url: String,
+    aggregator_url: String,
+    pool: u64,
+    stop: Arc<AtomicBool>,
+) -> u64 {
+    let issuer = DeviceTokenIssuer::from_bytes(SECRET);
+    let mut maker = ldpcov_client::AggregatorClient::connect(aggregator_url)
+        .await
+        .expect("connect")
+        .with_noise_sampler(ldpcov_client::DiscreteGaussianSampler::from_seed_for_simulation(pool));
+    let collection = maker.collection("real").await.expect("collection");
+    let mut acked = 0;
+    let mut n = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let tag = pool * 1_000_000 + n;
+        n += 1;
+        let prepared = maker
+            .prepare_relay_report(&collection, &[0.3, -0.2, 0.1, 0.0])
+            .await
+            .expect("prepare");
+        let token = issuer.issue(&format!("dev-{tag}")).expect("id");
+        send_report_until_acked(&relay_url, &token, tag, prepared.request).await;
+        acked += 1;
+    }
+    acked
+}
+
+/// As above with the real aggregator (an embedded one, in this process, opening the
+/// sealed reports with its HPKE secret): its count must equal the reports the relay
+/// acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once() {
+    use ldpcov_aggregator::{AuthConfig, EmbeddedServer, MemoryStore, ServeOptions, Token};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let files = Files {
+        relay_token: tmp.path().join("relay-token"),
+        secret: tmp.path().join("device-secret"),
+        admin: tmp.path().join("admin-token"),
+        data: tmp.path().join("data"),
+        log: tmp.path().join("relay.log"),
+    };
+    write(&files.relay_token, RELAY_TOKEN);
+    write(&files.secret, &hex::encode(SECRET));
+    write(&files.admin, ADMIN);
+    let auth = AuthConfig::new(
+        Some(Token::new("agg-admin", "admin").expect("admin")),
+        Vec::new(),
+    )
+    .expect("auth")
+    .with_relay_tokens(vec![Token::new(RELAY_TOKEN, "relay").expect("relay")])
+    .expect("relay tokens");
+    let aggregator = EmbeddedServer::start_with_options(
+        Arc::new(MemoryStore::new()),
+        ServeOptions {
+            auth: Arc::new(auth),
+            ..ServeOptions::default()
+        },
+    )
+    .await
+    .expect("aggregator");
+    let mut admin = ldpcov_client::AggregatorClient::connect(aggregator.url())
+        .await
+        .expect("connect")
+        .with_token("agg-admin".into())
+        .expect("token");
+    admin
+        .create_collection(shuffled_spec("real", MIN, 1))
+        .await
+        .expect("create");
+    let addr = free_port();
+    let url = format!("http://{addr}");
+    let mut relay = spawn(addr, aggregator.addr(), &files);
+    wait_ready(&url).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let pools: Vec<_> = (0..DEVICES)
+        .map(|p| {
+            tokio::spawn(real_device_pool(
+                url.clone(),
+                aggregator.url(),
+                p,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0002);
+    for _ in 0..KILLS / 2 {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(20..500))).await;
+        relay.kill().expect("SIGKILL");
+        relay.wait().expect("reap");
+        relay = spawn(addr, aggregator.addr(), &files);
+        if rng.random_bool(0.7) {
+            wait_ready(&url).await;
+        }
+    }
+    wait_ready(&url).await;
+    stop.store(true, Ordering::SeqCst);
+    let mut acked = 0;
+    for p in pools {
+        acked += p.await.expect("pool");
+    }
+    // Top up and drain, as above.
+    let issuer = DeviceTokenIssuer::from_bytes(SECRET);
+    let mut maker = ldpcov_client::AggregatorClient::connect(aggregator.url())
+        .await
+        .expect("connect");
+    let collection = maker.collection("real").await.expect("collection");
+    let mut filler = 9_000_000;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the relay did not drain");
+        let Some(s) = status_of(&url, "real").await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        if s.window_reports == 0 && s.pending_batches == 0 {
+            break;
+        }
+        if s.window_reports > 0 && s.window_reports < MIN {
+            let prepared = maker
+                .prepare_relay_report(&collection, &[0.1, 0.1, 0.1, 0.1])
+                .await
+                .expect("prepare");
+            let token = issuer.issue(&format!("filler-{filler}")).expect("id");
+            send_report_until_acked(&url, &token, filler, prepared.request).await;
+            acked += 1;
+            filler += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    relay.kill().expect("SIGKILL");
+    relay.wait().expect("reap");
+    let counted = admin.status("real").await.expect("status").reports;
+    eprintln!("real aggregator: {acked} reports acknowledged by the relay, {counted} counted");
+    assert_eq!(counted, acked);
+    assert!(acked > 50, "too little load: {acked}");
+    aggregator.shutdown().await.expect("shutdown");
 }

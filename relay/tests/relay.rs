@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_proto::v1::{RelayReport, RelayStatusRequest, SealedReport};
 use ldpcov_relay::{DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream, serve};
@@ -310,11 +311,14 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let state = fake.state();
-    assert!(state.violations.is_empty(), "{:?}", state.violations);
-    assert!(!state.calls.is_empty());
+    let (violations, calls) = {
+        let state = fake.state();
+        (state.violations.clone(), state.calls.clone())
+    };
+    assert!(violations.is_empty(), "{:?}", violations);
+    assert!(!calls.is_empty());
     let mut forwarded: Vec<SealedReport> = Vec::new();
-    for call in &state.calls {
+    for call in &calls {
         // Metadata: the relay token and the standard gRPC headers, nothing else.
         for (name, value) in &call.metadata {
             assert!(
@@ -361,8 +365,7 @@ async fn a_forwarded_batch_carries_only_the_sealed_reports_of_at_least_the_minim
     assert_eq!(got, want);
     let status = relay.status("s").await;
     assert_eq!(status.forwarded_reports, sent.len() as u64);
-    assert_eq!(status.forwarded_batches, state.calls.len() as u64);
-    drop(state);
+    assert_eq!(status.forwarded_batches, calls.len() as u64);
     relay.stop().await;
 }
 
@@ -474,4 +477,57 @@ async fn health_is_serving() {
         assert_eq!(status, ServingStatus::Serving as i32);
     }
     relay.stop().await;
+}
+
+/// Measurement, not a check (`cargo test -p ldpcov-relay --release --test relay --
+/// --ignored --nocapture submit_throughput`): `REPORTS` sealed reports from distinct
+/// devices, `IN_FLIGHT` at a time, against the relay's durable store on this machine's
+/// disk; prints the throughput and latency percentiles of `SubmitSealedReport`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run explicitly"]
+async fn submit_throughput() {
+    const REPORTS: u64 = 4000;
+    for in_flight in [1usize, 16, 64] {
+        let fake = FakeAggregator::default();
+        fake.add(shuffled_spec("s", 1_000_000, 3600), true);
+        let relay = Relay::start(fake.serve().await).await;
+        let client = relay.client().await;
+        let reports = if in_flight == 1 { REPORTS / 8 } else { REPORTS };
+        let tokens: Vec<String> = (0..reports)
+            .map(|d| relay.token(&format!("d{d}")))
+            .collect();
+        let started = Instant::now();
+        let mut latencies: Vec<Duration> = futures::stream::iter(tokens.into_iter().enumerate())
+            .map(|(d, token)| {
+                let mut client = client.clone();
+                async move {
+                    let mut request = Request::new(RelayReport {
+                        collection_id: "s".into(),
+                        submission_id: (d as u128).to_le_bytes().to_vec(),
+                        sealed: Some(sealed(d as u64)),
+                    });
+                    request.metadata_mut().insert(
+                        "authorization",
+                        format!("Bearer {token}").parse().expect("ascii"),
+                    );
+                    let t = Instant::now();
+                    client.submit_sealed_report(request).await.expect("stored");
+                    t.elapsed()
+                }
+            })
+            .buffer_unordered(in_flight)
+            .collect()
+            .await;
+        let elapsed = started.elapsed();
+        latencies.sort();
+        let p = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize];
+        eprintln!(
+            "in flight {in_flight}: {reports} reports in {elapsed:.2?} = {:.0}/s; latency p50 {:.2?} p99 {:.2?}",
+            reports as f64 / elapsed.as_secs_f64(),
+            p(0.5),
+            p(0.99)
+        );
+        assert_eq!(relay.status("s").await.window_reports, reports);
+        relay.stop().await;
+    }
 }

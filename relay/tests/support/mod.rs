@@ -139,6 +139,7 @@ impl FakeAggregator {
                 public_key: vec![1; 32],
                 state: state as i32,
                 not_before: 0,
+                active_until: u64::MAX,
                 not_after: u64::MAX,
             })
             .collect();

@@ -1,0 +1,136 @@
+//! The `ldpcov-relay` binary's command line: `issue-device-token`, environment
+//! variables, and one-line errors with a non-zero exit on bad input.
+
+use std::process::Command;
+
+use ldpcov_relay::DeviceTokenIssuer;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
+
+fn relay() -> Command {
+    let mut cmd = Command::new(BIN);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("LDPCOV_RELAY_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+#[test]
+fn issue_device_token_prints_a_token_the_relay_accepts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, format!("{}\n", "0f".repeat(32))).expect("write");
+    let out = relay()
+        .args(["issue-device-token", "--device-token-secret-file"])
+        .arg(&secret)
+        .env("LDPCOV_RELAY_DEVICE_ID", "phone-7")
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).expect("utf-8");
+    let issuer = DeviceTokenIssuer::from_bytes([0x0f; 32]);
+    assert_eq!(
+        issuer.verify(token.trim()).expect("valid").as_bytes(),
+        b"phone-7"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let short = dir.path().join("short");
+    std::fs::write(&short, "abcd").expect("write");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "relay-token").expect("write");
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (
+            vec![
+                "issue-device-token".into(),
+                "--device-token-secret-file".into(),
+                short.clone().into(),
+                "--device-id".into(),
+                "x".into(),
+            ],
+            "64 hex digits",
+        ),
+        (
+            vec![
+                "issue-device-token".into(),
+                "--device-token-secret-file".into(),
+                dir.path().join("missing").into(),
+                "--device-id".into(),
+                "x".into(),
+            ],
+            "cannot read",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--aggregator".into(),
+                "ftp://nope".into(),
+                "--relay-token-file".into(),
+                token.clone().into(),
+                "--device-token-secret-file".into(),
+                short.clone().into(),
+                "--data-dir".into(),
+                dir.path().join("data").into(),
+            ],
+            "64 hex digits",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = relay().args(&args).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(expected),
+            "{stderr}"
+        );
+    }
+    // A bad device id.
+    std::fs::write(&short, "ab".repeat(32)).expect("write");
+    let out = relay()
+        .args([
+            "issue-device-token",
+            "--device-id",
+            "a b",
+            "--device-token-secret-file",
+        ])
+        .arg(&short)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("device id"));
+    // A bad aggregator URL.
+    let out = relay()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--aggregator",
+            "ftp://nope",
+            "--relay-token-file",
+        ])
+        .arg(&token)
+        .arg("--device-token-secret-file")
+        .arg(&short)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("invalid aggregator URL"),
+        "{stderr}"
+    );
+}
