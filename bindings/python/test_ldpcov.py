@@ -274,6 +274,65 @@ class BindingsTest(unittest.TestCase):
             self.admin.status("py-rank-one-delta")
 
 
+    def test_shuffled_collection_goes_sealed_through_the_relay(self):
+        # The relay of cargo test's harness (bindings/tests/common/test_relay.rs): it
+        # forwards a collection's reports to the aggregator as one shuffled batch once
+        # it holds LDPCOV_TEST_RELAY_BATCH of them. Run by hand, there is no relay.
+        relay_url = os.environ.get("LDPCOV_RELAY_URL")
+        if not relay_url:
+            self.skipTest("no relay (LDPCOV_RELAY_URL): run through cargo test -p ldpcov-ffi")
+        batch = int(os.environ["LDPCOV_TEST_RELAY_BATCH"])
+        epsilon = 2.0
+        info = self.admin.create_collection(
+            ldp.CollectionSpecInput(
+                collection_id="py-shuffled",
+                dim=3,
+                epsilon=epsilon,
+                delta=0.0,
+                clip_radius=1.0,
+                min_reports=1,
+                mechanism=ldp.Mechanism.RANK_ONE,
+                shuffle_min_batch_size=batch,
+            )
+        )
+        self.assertTrue(info.shuffled)
+        self.assertFalse(self.info.shuffled)
+        rng = random.Random(33)
+        x = lambda: [rng.uniform(-0.5, 0.5) for _ in range(3)]  # noqa: E731
+        with tempfile.TemporaryDirectory() as ledger_dir:
+            config = ldp.LedgerConfig(
+                dir=ledger_dir, lifetime_epsilon=1000.0, period_days=0, delta=DELTA
+            )
+            # Without a relay the device refuses before charging anything.
+            direct = ldp.Device.connect(self.url, ledger=config)
+            with self.assertRaises(ldp.LdpcovError.Sealing) as refused:
+                direct.submit("py-shuffled", x())
+            self.assertIn("relay", str(refused.exception))
+            self.assertEqual(direct.spent_epsilon(), 0.0)
+            del direct
+
+            relay = ldp.RelayConfig(url=relay_url, token=os.environ["LDPCOV_RELAY_DEVICE_TOKEN"])
+            device = ldp.Device.connect(self.url, ledger=config, relay=relay)
+            self.assertEqual(device.collection("py-shuffled"), info)
+            for _ in range(batch - 1):
+                self.assertFalse(device.submit("py-shuffled", x()).duplicate)
+            # The relay holds them: the aggregator has seen nothing yet.
+            self.assertEqual(self.admin.status("py-shuffled").reports, 0)
+            device.submit("py-shuffled", x())
+            # The batch arrived and the aggregator opened every sealed report.
+            self.assertEqual(self.admin.status("py-shuffled").reports, batch)
+            # Each report spent epsilon0 (rho = epsilon0^2 / 2), as a direct one would.
+            rho = batch * epsilon**2 / 2
+            self.assertAlmostEqual(
+                device.spent_epsilon(), rho + 2.0 * math.sqrt(rho * math.log(1.0 / DELTA))
+            )
+        # A device token the relay does not know: refused, nothing counted.
+        stranger = ldp.Device.connect(self.url, relay=ldp.RelayConfig(url=relay_url, token="wrong"))
+        with self.assertRaises(ldp.LdpcovError.Unauthorized):
+            stranger.submit("py-shuffled", x())
+        self.assertEqual(self.admin.status("py-shuffled").reports, batch)
+        print(f"shuffled: {batch} sealed reports counted through the test relay", file=sys.stderr)
+
 def f64(value):
     """A vector file's f64: its IEEE-754 bits are authoritative."""
     return struct.unpack(">d", bytes.fromhex(value["bits"]))[0]

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use ldpcov_client::proto::layout::unpack_symmetric;
-use ldpcov_client::proto::v1::{CollectionSpec, CollectionStatus, GetEstimateRequest};
+use ldpcov_client::proto::v1::{CollectionSpec, CollectionStatus, GetEstimateRequest, ShuffleSpec};
 use ldpcov_client::{AggregatorClient, Collection};
 use tokio::runtime::Runtime;
 
@@ -32,6 +32,11 @@ pub struct CollectionSpecInput {
     /// How devices perturb their reports (`None`: [`Mechanism::Gaussian`]).
     #[uniffi(default)]
     pub mechanism: Option<Mechanism>,
+    /// A shuffled collection (rank-one only): devices send their reports sealed
+    /// through a relay, which forwards them in shuffled batches of at least this many
+    /// reports (2 or more); `None`: reports go directly to the aggregator.
+    #[uniffi(default)]
+    pub shuffle_min_batch_size: Option<u64>,
 }
 
 impl CollectionSpecInput {
@@ -52,6 +57,12 @@ impl CollectionSpecInput {
                 (None, _) => WireEncoding::I32.to_proto().into(),
             },
             local_mechanism: self.mechanism.map_or(0, |m| m.to_proto() as i32),
+            shuffle: self
+                .shuffle_min_batch_size
+                .map(|min_batch_size| ShuffleSpec {
+                    min_batch_size,
+                    ..Default::default()
+                }),
             ..Default::default()
         }
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ldpcov_client::{AggregatorClient, BudgetLedger, BudgetLimits, Collection, PrivacyPolicy};
 use tokio::runtime::Runtime;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::{CollectionInfo, LdpcovError, connect, lock, new_runtime};
 
@@ -54,13 +55,29 @@ pub struct PolicyConfig {
     pub max_delta: f64,
 }
 
+/// The relay a shuffled collection's reports go through (`ldpcov-relay`, run by another
+/// party than the aggregator's operator): the device seals each report to the
+/// collection's key, so the relay cannot read it, and the relay forwards the reports to
+/// the aggregator in shuffled batches.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct RelayConfig {
+    /// The relay's URL: `http://host:port`, or `https://` for TLS.
+    pub url: String,
+    /// The device's relay token (`ldpcov-relay issue-device-token`).
+    pub token: String,
+    /// A PEM CA certificate to trust for an `https://` relay (else the public web PKI).
+    #[uniffi(default)]
+    pub ca_pem: Option<String>,
+}
+
 /// What happened to a submitted report.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct SubmitResult {
     /// The random 16-byte report id, in hex.
     pub report_id: String,
     /// The aggregator had already counted this id (an earlier attempt got through but
-    /// its answer was lost); the report is counted exactly once either way.
+    /// its answer was lost), or for a shuffled collection the relay had already
+    /// stored it; the report is counted exactly once either way.
     pub duplicate: bool,
     /// Calls made, retries included.
     pub attempts: u32,
@@ -91,17 +108,30 @@ impl Device {
     ///
     /// `token` is the submit token the aggregator requires, if any. With `ledger`, every
     /// report is charged to that persistent budget first; `policy` bounds the (ε, δ)
-    /// this device accepts.
-    #[uniffi::constructor(default(token = None, ca_pem = None, ledger = None, policy = None))]
+    /// this device accepts. `relay` is where shuffled collections' reports go (sealed);
+    /// without it, `submit` refuses a shuffled collection with `LdpcovError.Sealing`.
+    /// The relay is connected on first use.
+    #[uniffi::constructor(default(
+        token = None,
+        ca_pem = None,
+        ledger = None,
+        policy = None,
+        relay = None
+    ))]
     pub fn connect(
         url: String,
         token: Option<String>,
         ca_pem: Option<String>,
         ledger: Option<LedgerConfig>,
         policy: Option<PolicyConfig>,
+        relay: Option<RelayConfig>,
     ) -> Result<Arc<Self>, LdpcovError> {
         let runtime = new_runtime()?;
         let mut client = connect(&runtime, url, token, ca_pem)?;
+        if let Some(relay) = relay {
+            let channel = relay_channel(&runtime, relay.url, relay.ca_pem)?;
+            client = client.with_relay(channel, &relay.token)?;
+        }
         if let Some(config) = ledger {
             client = client.with_ledger(BudgetLedger::open(&config.dir, config.limits())?);
         }
@@ -128,7 +158,9 @@ impl Device {
         Ok(CollectionInfo::from(&collection))
     }
 
-    /// Perturbs `x` locally and submits it to the collection.
+    /// Perturbs `x` locally and submits it to the collection (a shuffled collection's
+    /// report sealed to the collection's key and sent to the relay instead; the budget
+    /// is charged the same ε).
     ///
     /// Input errors (`x` of the wrong length, a NaN or infinite coordinate) raise
     /// `InvalidInput` before any noise is drawn or budget spent. The report — `x`
@@ -173,6 +205,36 @@ impl Device {
             .ledger()
             .map(BudgetLedger::lifetime_epsilon))
     }
+}
+
+/// The relay's channel: plain HTTP/2 for `http://` URLs, TLS for `https://` ones
+/// (trusting `ca_pem` if given, else the bundled web PKI roots), connected on first use.
+fn relay_channel(
+    runtime: &Runtime,
+    url: String,
+    ca_pem: Option<String>,
+) -> Result<Channel, LdpcovError> {
+    let invalid = |reason: String| LdpcovError::InvalidInput { reason };
+    let tls = url.starts_with("https://");
+    if ca_pem.is_some() && !tls {
+        return Err(invalid(
+            "a relay CA certificate is only used with an https:// URL".into(),
+        ));
+    }
+    let mut endpoint =
+        Endpoint::from_shared(url).map_err(|e| invalid(format!("bad relay URL: {e}")))?;
+    if tls {
+        let config = match ca_pem {
+            Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+            None => ClientTlsConfig::new().with_webpki_roots(),
+        };
+        endpoint = endpoint
+            .tls_config(config)
+            .map_err(|e| invalid(format!("relay TLS configuration: {e}")))?;
+    }
+    // A lazy channel spawns its connection task on the runtime that drives it.
+    let _guard = runtime.enter();
+    Ok(endpoint.connect_lazy())
 }
 
 impl Device {

@@ -77,6 +77,14 @@ pub enum LdpcovError {
         /// The server's message.
         reason: String,
     },
+    /// A shuffled collection's report could not be sealed for its relay: the device
+    /// has no relay (`RelayConfig`), or the collection publishes no usable key.
+    /// Nothing was sent.
+    #[error("shuffled collection: {reason}")]
+    Sealing {
+        /// Why.
+        reason: String,
+    },
     /// Anything else: the operating system's random number generator failed, the
     /// runtime could not start, or the server answered with an unexpected status.
     #[error("internal error: {reason}")]
@@ -109,6 +117,7 @@ impl From<ClientError> for LdpcovError {
                 LdpcovError::ServerMismatch { reason }
             }
             ClientError::Budget(ledger) => ledger.into(),
+            ClientError::Sealing(_) => LdpcovError::Sealing { reason },
             ClientError::Transport(_) => LdpcovError::Unavailable { reason },
             ClientError::Status(status) => {
                 let reason = status.message().to_string();

@@ -30,7 +30,7 @@ mod error;
 mod test_vectors;
 
 pub use admin::{Admin, CollectionSpecInput, CollectionStatusInfo, EstimateInfo};
-pub use device::{Device, LedgerConfig, PolicyConfig, SubmitResult};
+pub use device::{Device, LedgerConfig, PolicyConfig, RelayConfig, SubmitResult};
 
 pub use error::LdpcovError;
 pub use test_vectors::{
@@ -134,6 +134,8 @@ pub struct CollectionInfo {
     pub min_reports: u64,
     /// Wire encoding of the reports.
     pub encoding: WireEncoding,
+    /// Reports go through a relay, sealed, in shuffled batches (see `RelayConfig`).
+    pub shuffled: bool,
 }
 
 impl From<&Collection> for CollectionInfo {
@@ -150,6 +152,7 @@ impl From<&Collection> for CollectionInfo {
             rho: c.rho(),
             min_reports: c.min_reports(),
             encoding: WireEncoding::from_proto(c.encoding()),
+            shuffled: c.shuffle().is_some(),
         }
     }
 }

@@ -109,6 +109,7 @@ mod tests {
             min_reports: 1,
             encoding: None,
             mechanism,
+            shuffle_min_batch_size: None,
         }
     }
 

@@ -30,5 +30,12 @@ fn python_bindings_end_to_end() {
         out.stdout,
         out.stderr
     );
+    // The shuffled collection's test ran (it skips only without the harness's relay).
+    assert!(
+        out.stderr
+            .contains("sealed reports counted through the test relay"),
+        "the shuffled-collection test did not run:\n{}",
+        out.stderr
+    );
     eprintln!("{}(in {:.1?})", out.stderr, out.elapsed);
 }

@@ -3,7 +3,9 @@
 //! the `ldpcov-aggregator` binary cargo built for these tests, so that the package's
 //! end-to-end tests (`test/e2e.test.ts`: the client over gRPC-Web creates collections,
 //! sends reports for every mechanism, and the daemon's count moves by exactly what was
-//! sent; bad input and the budget ledger send nothing) run on every `cargo test`. The
+//! sent; bad input and the budget ledger send nothing; `test/e2e-shuffle.test.ts`:
+//! sealed reports through a minimal test relay, opened by the daemon) run on every
+//! `cargo test`. The
 //! test lives in this crate because only a crate's own tests get its binary's path
 //! (`CARGO_BIN_EXE_*`) from cargo. Fails, never skips, when Node.js ≥ 18 or npm is
 //! missing or the daemon cannot start.
@@ -112,6 +114,10 @@ fn typescript_client_against_the_real_daemon() {
     assert!(
         stdout.contains("e2e-rank-one"),
         "the end-to-end tests did not run:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("e2e-shuffled"),
+        "the shuffled-collection end-to-end test did not run:\n{stdout}"
     );
     eprintln!("TypeScript client: {pass} tests passed, the end-to-end ones against {BIN}");
 }

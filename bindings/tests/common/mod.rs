@@ -1,11 +1,15 @@
 //! What the bindings' end-to-end tests share: the `cdylib` this test build produced and
-//! a language's `run_tests.sh` run against an in-process aggregator.
+//! a language's `run_tests.sh` run against an in-process aggregator, with the minimal
+//! test relay of `test_relay.rs` in front of it for shuffled collections.
+
+mod test_relay;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 
-use ldpcov_aggregator::EmbeddedServer;
-use ldpcov_aggregator::Limits;
+use ldpcov_aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
+use test_relay::{TEST_DEVICE_TOKEN, TEST_RELAY_BATCH, TEST_RELAY_TOKEN, start_test_relay};
 
 /// The `cdylib` this test's build produced: `libldpcov_ffi.so` in the `deps/` directory
 /// holding this test binary. (The copy in `target/<profile>/` is only refreshed by
@@ -35,15 +39,32 @@ pub(crate) struct ScriptOutput {
 
 /// Runs `bash bindings/<script>` with `LDPCOV_FFI_LIB` (this build's library),
 /// `UNIFFI_BINDGEN` (this package's binary), `LDPCOV_URL` (an in-process aggregator,
-/// stopped afterwards) and `envs`; panics with both outputs unless it succeeds.
+/// open but for shuffled batches, which it takes from the test relay's token only;
+/// stopped afterwards), `LDPCOV_RELAY_URL`, `LDPCOV_RELAY_DEVICE_TOKEN` and
+/// `LDPCOV_TEST_RELAY_BATCH` (the test relay, which forwards a collection's reports to
+/// that aggregator in batches of that many) and `envs`; panics with both outputs
+/// unless it succeeds.
 pub(crate) fn run_script_against_embedded_server(
     script: &str,
     envs: &[(&str, &std::ffi::OsStr)],
 ) -> ScriptOutput {
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let auth = AuthConfig::default()
+        .with_relay_tokens(vec![
+            Token::new(TEST_RELAY_TOKEN, "relay").expect("a relay token"),
+        ])
+        .expect("the relay token");
     let server = runtime
-        .block_on(EmbeddedServer::start(Limits::default()))
+        .block_on(EmbeddedServer::start_with_options(
+            Arc::new(MemoryStore::new()),
+            ServeOptions {
+                limits: Limits::default(),
+                auth: Arc::new(auth),
+                ..ServeOptions::default()
+            },
+        ))
         .expect("start the in-process aggregator");
+    let relay = runtime.block_on(start_test_relay(server.url()));
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(script);
     let started = std::time::Instant::now();
     let output = Command::new("bash")
@@ -51,10 +72,14 @@ pub(crate) fn run_script_against_embedded_server(
         .env("LDPCOV_FFI_LIB", ffi_library())
         .env("UNIFFI_BINDGEN", env!("CARGO_BIN_EXE_uniffi-bindgen"))
         .env("LDPCOV_URL", server.url())
+        .env("LDPCOV_RELAY_URL", &relay.url)
+        .env("LDPCOV_RELAY_DEVICE_TOKEN", TEST_DEVICE_TOKEN)
+        .env("LDPCOV_TEST_RELAY_BATCH", TEST_RELAY_BATCH.to_string())
         .envs(envs.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     let elapsed = started.elapsed();
+    runtime.block_on(async { drop(relay) });
     runtime
         .block_on(server.shutdown())
         .expect("stop the in-process aggregator");

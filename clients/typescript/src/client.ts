@@ -18,6 +18,9 @@ import {
   type Estimate,
   type GetEstimateRequest,
   GetEstimateRequestSchema,
+  Relay,
+  type RelayReport,
+  RelayReportSchema,
   type Report,
   ReportSchema,
 } from "./gen/ldpcov/v1/ldpcov_pb.js";
@@ -25,6 +28,7 @@ import type { BudgetLedger } from "./ledger.js";
 import { DiscreteGaussianSampler, type NoiseSampler } from "./noise.js";
 import { clip, InputError, randomReportId, REPORT_ID_LEN, reportOfClipped, trustedCuratorReport } from "./perturb.js";
 import { checkPolicy, DEFAULT_PRIVACY_POLICY, type PrivacyPolicy } from "./policy.js";
+import { type ActiveKey, activeKey, SealingError, sealReport, SUBMISSION_ID_LEN } from "./seal.js";
 
 /**
  * How failed calls are retried: exponential backoff with jitter. The n-th retry waits
@@ -150,6 +154,24 @@ export interface SubmitOutcome {
   attempts: number;
 }
 
+/** A shuffled collection's report, sealed for its relay and ready to send (and to resend as it is). */
+export interface PreparedRelayReport {
+  /** The id of the report inside the seal (the aggregator counts it once). */
+  reportId: Uint8Array;
+  /** What goes to the relay: the collection id, a random submission id and the sealed report. */
+  request: RelayReport;
+}
+
+/** The relay that shuffled collections' reports go through (`ldpcov-relay`, served with gRPC-Web). */
+export interface RelayOptions {
+  /** The relay's base URL, e.g. `https://relay.example.com`. */
+  url: string;
+  /** The device's relay token (`ldpcov-relay issue-device-token`), sent as `authorization: Bearer <token>`. */
+  token?: string;
+  /** Replaces the relay's gRPC-Web transport altogether (tests, or another Connect transport). */
+  transport?: Transport;
+}
+
 /** How to reach the aggregator and how to behave. */
 export interface AggregatorClientOptions {
   /** Sent as `authorization: Bearer <token>` with every call (a submit token for devices, the admin token for admin calls). */
@@ -170,6 +192,23 @@ export interface AggregatorClientOptions {
   fetch?: typeof globalThis.fetch;
   /** Replaces the gRPC-Web transport altogether (tests, or another Connect transport). */
   transport?: Transport;
+  /**
+   * The relay of shuffled collections: their reports are sealed to the collection's key
+   * and sent there (`Relay.SubmitSealedReport`), never to the aggregator. Without it,
+   * {@link AggregatorClient.submit} refuses a shuffled collection (`SealingError`).
+   */
+  relay?: RelayOptions;
+}
+
+/** The interceptor that sends `authorization: Bearer <token>`, the token checked first. */
+function bearer(token: string): Interceptor {
+  const trimmed = token.trim();
+  if (trimmed.length === 0 || !/^[\x21-\x7e]+$/.test(trimmed)) throw new InvalidTokenError();
+  const value = `Bearer ${trimmed}`;
+  return (next) => async (request) => {
+    request.header.set("authorization", value);
+    return next(request);
+  };
 }
 
 /**
@@ -183,6 +222,9 @@ export interface AggregatorClientOptions {
  */
 export class AggregatorClient {
   readonly #client: Client<typeof Aggregator>;
+  readonly #relay: Client<typeof Relay> | undefined;
+  /** The active key of each shuffled collection fetched, as its server declared it. */
+  readonly #activeKeys = new Map<string, ActiveKey>();
   readonly #retry: RetryPolicy;
   readonly #policy: PrivacyPolicy;
   readonly #timeoutMs: number | undefined;
@@ -198,15 +240,7 @@ export class AggregatorClient {
       throw new TypeError("with a custom transport, set the token on the transport");
     }
     const interceptors: Interceptor[] = [];
-    if (options.token !== undefined) {
-      const token = options.token.trim();
-      if (token.length === 0 || !/^[\x21-\x7e]+$/.test(token)) throw new InvalidTokenError();
-      const value = `Bearer ${token}`;
-      interceptors.push((next) => async (request) => {
-        request.header.set("authorization", value);
-        return next(request);
-      });
-    }
+    if (options.token !== undefined) interceptors.push(bearer(options.token));
     const transport =
       options.transport ??
       createGrpcWebTransport({
@@ -215,6 +249,20 @@ export class AggregatorClient {
         ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
       });
     this.#client = createClient(Aggregator, transport);
+    const relay = options.relay;
+    if (relay !== undefined) {
+      if (relay.transport !== undefined && relay.token !== undefined) {
+        throw new TypeError("with a custom relay transport, set the token on the transport");
+      }
+      const relayTransport =
+        relay.transport ??
+        createGrpcWebTransport({
+          baseUrl: relay.url,
+          interceptors: relay.token === undefined ? [] : [bearer(relay.token)],
+          ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+        });
+      this.#relay = createClient(Relay, relayTransport);
+    }
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
     this.#policy = { ...(options.policy ?? DEFAULT_PRIVACY_POLICY) };
     this.#timeoutMs = options.timeoutMs;
@@ -233,7 +281,56 @@ export class AggregatorClient {
     const collection = Collection.fromParams(params);
     if (collection.id !== id) throw new CollectionMismatchError(id, collection.id);
     checkPolicy(this.#policy, collection);
+    // A shuffled collection's active key, kept for sealing (refetched when its period
+    // ends); a collection without a usable one fails when a report is sealed.
+    if (collection.shuffled) {
+      try {
+        this.#activeKeys.set(id, activeKey(params.shuffle?.keys ?? []));
+      } catch {
+        this.#activeKeys.delete(id);
+      }
+    }
     return collection;
+  }
+
+  /**
+   * Builds a shuffled collection's report for `x` and seals it for the relay: the report
+   * exactly as {@link prepareReport} builds it (ledger charged, noise drawn), encoded and
+   * sealed to the collection's active key under a fresh random submission id. Fetches
+   * the collection again first when its active key is unknown or its period has ended
+   * (before anything is charged). Resend the result with {@link submitRelayReport}.
+   */
+  async prepareRelayReport(collection: Collection, x: readonly number[]): Promise<PreparedRelayReport> {
+    if (!collection.shuffled) {
+      throw new SealingError(`collection ${JSON.stringify(collection.id)} is not shuffled: send its reports to the aggregator`);
+    }
+    const now = BigInt(Math.floor(Date.now() / 1000));
+    const known = this.#activeKeys.get(collection.id);
+    if (known === undefined || now >= known.activeUntil) {
+      const refetched = await this.collection(collection.id);
+      if (refetched.id !== collection.id || !refetched.shuffled) throw new CollectionMismatchError(collection.id, refetched.id);
+    }
+    const key = this.#activeKeys.get(collection.id);
+    if (key === undefined) throw new SealingError("the collection publishes no usable active key");
+    const report = await this.prepareReport(collection, x);
+    const request = await sealReport(collection.id, key, report);
+    return { reportId: Uint8Array.from(report.reportId), request };
+  }
+
+  /**
+   * Sends a sealed report to the relay, retrying transient failures with the same bytes
+   * and submission id (the relay stores a submission once). `duplicate` says the relay
+   * had already stored this submission.
+   */
+  async submitRelayReport(prepared: PreparedRelayReport): Promise<SubmitOutcome> {
+    const relay = this.#relay;
+    if (relay === undefined) throw new SealingError("no relay configured (the relay option)");
+    if (prepared.request.submissionId.length !== SUBMISSION_ID_LEN) {
+      throw new InputError(`submission id has ${prepared.request.submissionId.length} bytes, expected ${SUBMISSION_ID_LEN}`);
+    }
+    const sent = clone(RelayReportSchema, prepared.request);
+    const [response, attempts] = await this.#call("SubmitSealedReport", (o) => relay.submitSealedReport(sent, o));
+    return { reportId: Uint8Array.from(prepared.reportId), duplicate: response.duplicate, attempts };
   }
 
   /**
@@ -254,8 +351,19 @@ export class AggregatorClient {
     return reportOfClipped(collection, u, this.#noise, reportId);
   }
 
-  /** Perturbs `x` and submits it: the report is complete before any network call, then sent with retries. */
+  /**
+   * Perturbs `x` and submits it: the report is complete before any network call, then
+   * sent with retries. A shuffled collection's report is sealed and sent to the relay.
+   */
   async submit(collection: Collection, x: readonly number[]): Promise<SubmitOutcome> {
+    if (collection.shuffled) {
+      // Sealed, through the relay; refused before any budget is spent or noise drawn
+      // when no relay is configured.
+      if (this.#relay === undefined) {
+        throw new SealingError(`collection ${JSON.stringify(collection.id)} is shuffled: its reports go through a relay (the relay option)`);
+      }
+      return this.submitRelayReport(await this.prepareRelayReport(collection, x));
+    }
     const report = await this.prepareReport(collection, x);
     return this.submitReport(report);
   }

@@ -127,6 +127,11 @@ export class Collection {
     readonly hasMean: boolean,
     readonly encoding: Encoding,
     readonly mechanism: Mechanism,
+    /**
+     * A shuffled collection (`CollectionSpec.shuffle` set, rank-one only): its reports
+     * are sealed to the collection's key and sent through a relay, never directly.
+     */
+    readonly shuffled: boolean = false,
   ) {}
 
   /** Derives a collection from its spec (the stored path: unspecified fields keep their old meaning). */
@@ -163,6 +168,8 @@ export class Collection {
     if (s.centre.length !== 0 && (s.centre.length !== dim || !s.centre.every(Number.isFinite))) {
       throw new SpecError("the centre must be empty or dim finite values");
     }
+    const shuffled = s.shuffle !== undefined;
+    if (shuffled && (central || !rankOne)) throw new SpecError("only a local rank-one collection can be shuffled");
     let mechanism: Mechanism;
     if (central) mechanism = { kind: "raw_vector" };
     else if (rankOne) {
@@ -171,7 +178,7 @@ export class Collection {
     } else {
       mechanism = calibrateGaussian(dim, hasMean, local === LocalMechanism.GAUSSIAN, epsilon, delta, encoding);
     }
-    return new Collection(s.collectionId, dim, epsilon, delta, clipRadius, [...s.centre], hasMean, encoding, mechanism);
+    return new Collection(s.collectionId, dim, epsilon, delta, clipRadius, [...s.centre], hasMean, encoding, mechanism, shuffled);
   }
 
   /**

@@ -62,7 +62,27 @@ export {
   NO_RETRIES,
   StatusError,
   type AggregatorClientOptions,
+  type PreparedRelayReport,
+  type RelayOptions,
   type RetryPolicy,
   type SubmitOutcome,
 } from "./client.js";
+export {
+  AAD_LABEL,
+  AEAD_ID,
+  activeKey,
+  cipherSuite,
+  HPKE_INFO,
+  KDF_ID,
+  KEM_ID,
+  PUBLIC_KEY_LEN,
+  sealAad,
+  sealBytes,
+  SealingError,
+  sealReport,
+  sealWithIkmForTestVectorsNotPrivate,
+  SUBMISSION_ID_LEN,
+  type ActiveKey,
+  type Sealed,
+} from "./seal.js";
 export * as pb from "./gen/ldpcov/v1/ldpcov_pb.js";

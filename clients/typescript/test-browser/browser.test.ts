@@ -7,6 +7,7 @@
 // decimal digits).
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { after, before, test } from "node:test";
 import type { Page } from "playwright-core";
@@ -107,6 +108,33 @@ test("the IndexedDB ledger refuses once the budget is spent; nothing more is cou
   assert.equal(again.sent, 0, "the ledger survived in IndexedDB");
   assert.equal(again.spends, 5);
   assert.equal((await admin.status("web-ledger")).reports, 5n);
+});
+
+test("HPKE works in Chromium: the page reproduces and opens the Rust client's sealed reports (sealed-v1.json)", async () => {
+  const sealed = JSON.parse(readFileSync(new URL("../../../../testing/vectors/sealed-v1.json", import.meta.url), "utf8")) as {
+    cases: { pk_r: string; sk_r: string; collection_id: string; key_id: number; ikm_e: string; plaintext: string; enc: string; ciphertext: string }[];
+  };
+  for (const c of sealed.cases) {
+    const got = await page.evaluate(async (c) => {
+      const m = (window as any).ldpcov;
+      const unhex = (h: string) => new Uint8Array((h.match(/../g) ?? []).map((b) => parseInt(b, 16)));
+      const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+      const key = { keyId: c.key_id, publicKey: unhex(c.pk_r), activeUntil: 0n };
+      const ours = await m.sealWithIkmForTestVectorsNotPrivate(key, c.collection_id, unhex(c.plaintext), unhex(c.ikm_e));
+      const suite = m.cipherSuite();
+      const recipient = await suite.createRecipientContext({
+        recipientKey: await suite.kem.deserializePrivateKey(unhex(c.sk_r)),
+        enc: unhex(c.enc),
+        info: m.HPKE_INFO,
+      });
+      const opened = new Uint8Array(await recipient.open(unhex(c.ciphertext), m.sealAad(c.collection_id, c.key_id)));
+      // A fresh random ephemeral key seals too (crypto.getRandomValues in the page).
+      const fresh = await m.sealBytes(key, c.collection_id, unhex(c.plaintext));
+      return { enc: hex(ours.enc), ciphertext: hex(ours.ciphertext), opened: hex(opened), freshEnc: hex(fresh.enc) };
+    }, c);
+    assert.deepEqual({ enc: got.enc, ciphertext: got.ciphertext, opened: got.opened }, { enc: c.enc, ciphertext: c.ciphertext, opened: c.plaintext });
+    assert.notEqual(got.freshEnc, c.enc);
+  }
 });
 
 test("no request body the page sent holds a raw input value", () => {

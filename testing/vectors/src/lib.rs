@@ -25,6 +25,14 @@
 //!   the grid values before noise; rank-one: the lifted input on the grid `2^−40`;
 //!   central: the coordinates on the grid `2^−15`), the report id, the payload and the
 //!   whole `Report` message, protobuf-encoded.
+//!
+//! The sealed-report vectors of shuffled collections are a file of their own,
+//! `testing/vectors/sealed-v1.json` (see [`sealed_vectors`]), written by the same binary
+//! (`--write-sealed <path>`).
+
+mod sealed;
+
+pub use sealed::{SEALED_FILE, SEALED_VERSION, render_sealed, sealed_vectors};
 
 use ldpcov_client::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel};
 use ldpcov_client::{

@@ -1,18 +1,25 @@
 //! Writes the shared test vectors: `ldpcov-test-vectors --write <path>` (the committed
-//! file is `testing/vectors/reports-v1.json`), or prints them without `--write`.
+//! file is `testing/vectors/reports-v1.json`) and `--write-sealed <path>` (the sealed
+//! reports, `testing/vectors/sealed-v1.json`), or prints the report vectors without a
+//! flag.
 
 use anyhow::{Context, bail};
 
+fn write(path: &str, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {path}"))?;
+    eprintln!("wrote {path} ({} bytes)", text.len());
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let text = ldpcov_test_vectors::render()?;
     match args.as_slice() {
-        [] => print!("{text}"),
-        [flag, path] if flag == "--write" => {
-            std::fs::write(path, &text).with_context(|| format!("cannot write {path}"))?;
-            eprintln!("wrote {path} ({} bytes)", text.len());
+        [] => print!("{}", ldpcov_test_vectors::render()?),
+        [flag, path] if flag == "--write" => write(path, &ldpcov_test_vectors::render()?)?,
+        [flag, path] if flag == "--write-sealed" => {
+            write(path, &ldpcov_test_vectors::render_sealed()?)?;
         }
-        _ => bail!("usage: ldpcov-test-vectors [--write <path>]"),
+        _ => bail!("usage: ldpcov-test-vectors [--write <path> | --write-sealed <path>]"),
     }
     Ok(())
 }

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpcov/v1/ldpcov.proto.
  */
 export const file_ldpcov_v1_ldpcov: GenFile = /*@__PURE__*/
-  fileDesc("ChZsZHBjb3YvdjEvbGRwY292LnByb3RvEglsZHBjb3YudjEipgMKDkNvbGxlY3Rpb25TcGVjEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEg8KB2Vwc2lsb24YAyABKAESDQoFZGVsdGEYBCABKAESEwoLY2xpcF9yYWRpdXMYBSABKAESEwoLbWluX3JlcG9ydHMYBiABKAQSJQoIZW5jb2RpbmcYByABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSIwoHbW9tZW50cxgIIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEg4KBmNlbnRyZRgJIAMoARIZChFvcmRlcmVkX3ZhcmlhYmxlcxgKIAEoCBIWCg52YXJpYWJsZV9uYW1lcxgLIAMoCRIuCg1wcml2YWN5X21vZGVsGAwgASgOMhcubGRwY292LnYxLlByaXZhY3lNb2RlbBIRCglub3JtX2JpbnMYDSABKA0SIAoYYWxsb3dfY29tcHJlc3NlZF9yZWxlYXNlGA4gASgIEjIKD2xvY2FsX21lY2hhbmlzbRgPIAEoDjIZLmxkcGNvdi52MS5Mb2NhbE1lY2hhbmlzbSKoAwoQQ29sbGVjdGlvblBhcmFtcxInCgRzcGVjGAEgASgLMhkubGRwY292LnYxLkNvbGxlY3Rpb25TcGVjEg8KB2VudHJpZXMYAiABKA0SEQoJZ3JpZF9iaXRzGAMgASgNEhMKC3NlbnNpdGl2aXR5GAQgASgBEg0KBXNpZ21hGAUgASgBEgsKA3JobxgGIAEoARIaChJtYXhfYWJzX2dyaWRfdmFsdWUYByABKAMSEwoLY2FsaWJyYXRpb24YCCABKAkSEQoJd2lyZV9zdGVwGAkgASgDEhAKCHdpcmVfbWF4GAogASgDEhMKC21lYW5fd2VpZ2h0GAsgASgBEhQKDG1lYW5fZW50cmllcxgMIAEoDRIYChBiYXNlX3NlbnNpdGl2aXR5GA0gASgBEhkKEWRpYWdvbmFsX25vaXNlX3NkGA4gASgBEh0KFW9mZl9kaWFnb25hbF9ub2lzZV9zZBgPIAEoARIVCg1tZWFuX25vaXNlX3NkGBAgASgBEioKCHJhbmtfb25lGBEgASgLMhgubGRwY292LnYxLlJhbmtPbmVQYXJhbXMirgEKDVJhbmtPbmVQYXJhbXMSEwoLZ2FtbWFfdW5pdHMYASABKAQSDQoFZ2FtbWEYAiABKAESFwoPbm9taW5hbF9lcHNpbG9uGAMgASgBEgsKA2V0YRgEIAEoARINCgVrYXBwYRgFIAEoARISCgptZWFuX3NjYWxlGAYgASgBEhcKD2RpdGhlcl92YXJpYW5jZRgHIAEoARIXCg9leHBlY3RlZF9yb3VuZHMYCCABKAEiQgoXQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QSJwoEc3BlYxgBIAEoCzIZLmxkcGNvdi52MS5Db2xsZWN0aW9uU3BlYyItChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJImoKBlJlcG9ydBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEhEKCXJlcG9ydF9pZBgCIAEoDBIlCghlbmNvZGluZxgDIAEoDjITLmxkcGNvdi52MS5FbmNvZGluZxIPCgdwYXlsb2FkGAQgASgMIikKFFN1Ym1pdFJlcG9ydFJlc3BvbnNlEhEKCWR1cGxpY2F0ZRgBIAEoCCI9ChVTdWJtaXRSZXBvcnRzUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAQSEgoKZHVwbGljYXRlcxgCIAEoBCIpChBHZXRTdGF0dXNSZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkimwEKEENvbGxlY3Rpb25TdGF0dXMSKwoGcGFyYW1zGAEgASgLMhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSDwoHcmVwb3J0cxgCIAEoBBISCgpyZWxlYXNhYmxlGAMgASgIEg4KBmNsb3NlZBgEIAEoCBISCgpyaG9fYnVkZ2V0GAUgASgBEhEKCXJob19zcGVudBgGIAEoASINCgtOb1RocmVzaG9sZCJKChJVbml2ZXJzYWxUaHJlc2hvbGQSDQoFZ2FtbWEYASABKAESCQoBYxgCIAEoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAyABKAgiOgoQU2VlZDAwMVRocmVzaG9sZBIKCgJ4aRgBIAEoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAiABKAgiPAoRQWRhcHRpdmVUaHJlc2hvbGQSCwoDZXRhGAEgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgCIAEoCCL8AQoXQ3Jvc3NWYWxpZGF0ZWRUaHJlc2hvbGQSFAoMbm9pc2Vfc2NhbGVzGAEgAygBEhcKD2FkYXB0aXZlX3NjYWxlcxgCIAMoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAyABKAgSGgoSZGlhZ29uYWxfc2hyaW5rYWdlGAQgAygBEhIKCmJhbmR3aWR0aHMYBSADKA0SGwoTdW5vcmRlcmVkX3ZhcmlhYmxlcxgGIAEoCBITCgtub19zcGVjdHJhbBgHIAEoCBIfChdzbWFsbGVzdF9tZWFuX3RocmVzaG9sZBgIIAEoCBITCgtub19zdGFja2luZxgJIAEoCCJWChFTcGVjdHJhbFNocmlua2FnZRIlCgRsb3NzGAEgASgOMhcubGRwY292LnYxLlNwZWN0cmFsTG9zcxIRCgRyYW5rGAIgASgNSACIAQFCBwoFX3JhbmsiKQoLRmFjdG9yTW9kZWwSEQoEcmFuaxgBIAEoDUgAiAEBQgcKBV9yYW5rIi0KDUJ1bGtTaHJpbmthZ2USDgoGYWxwaGFzGAEgAygBEgwKBHRhdXMYAiADKAEicQoPUHJlY2lzaW9uUGFyYW1zEhMKBmxhbWJkYRgBIAEoAUgAiAEBEgsKA3JobxgCIAEoARIWCg5tYXhfaXRlcmF0aW9ucxgDIAEoDRIZChFwZW5hbGl6ZV9kaWFnb25hbBgEIAEoCEIJCgdfbGFtYmRhIqoFChJHZXRFc3RpbWF0ZVJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRImCgRub25lGAIgASgLMhYubGRwY292LnYxLk5vVGhyZXNob2xkSAASMgoJdW5pdmVyc2FsGAMgASgLMh0ubGRwY292LnYxLlVuaXZlcnNhbFRocmVzaG9sZEgAEi4KB3NlZWQwMDEYBSABKAsyGy5sZHBjb3YudjEuU2VlZDAwMVRocmVzaG9sZEgAEjAKCGFkYXB0aXZlGAYgASgLMhwubGRwY292LnYxLkFkYXB0aXZlVGhyZXNob2xkSAASPQoPY3Jvc3NfdmFsaWRhdGVkGAcgASgLMiIubGRwY292LnYxLkNyb3NzVmFsaWRhdGVkVGhyZXNob2xkSAASMAoIc3BlY3RyYWwYDCABKAsyHC5sZHBjb3YudjEuU3BlY3RyYWxTaHJpbmthZ2VIABIoCgZmYWN0b3IYDSABKAsyFi5sZHBjb3YudjEuRmFjdG9yTW9kZWxIABIvCgtidWxrX3NocmluaxgOIAEoCzIYLmxkcGNvdi52MS5CdWxrU2hyaW5rYWdlSAASGwoTc2tpcF9wc2RfcHJvamVjdGlvbhgEIAEoCBIwCg50aHJlc2hvbGRfa2luZBgIIAEoDjIYLmxkcGNvdi52MS5UaHJlc2hvbGRLaW5kEhEKCXBzZF9mbG9vchgJIAEoARIpCgZ0YXJnZXQYCiABKA4yGS5sZHBjb3YudjEuRXN0aW1hdGVUYXJnZXQSLQoJcHJlY2lzaW9uGAsgASgLMhoubGRwY292LnYxLlByZWNpc2lvblBhcmFtcxIqCgdyZWxlYXNlGA8gASgLMhkubGRwY292LnYxLkNlbnRyYWxSZWxlYXNlQgsKCXRocmVzaG9sZCJ3Cg5DZW50cmFsUmVsZWFzZRIuCgltZWNoYW5pc20YASABKA4yGy5sZHBjb3YudjEuQ2VudHJhbE1lY2hhbmlzbRILCgNyaG8YAiABKAESDwoHZXBzaWxvbhgDIAEoARIXCg9jb21wcmVzc2VkX3Jvd3MYBCABKA0i4QEKFFN0b3JlZENlbnRyYWxSZWxlYXNlEi4KCW1lY2hhbmlzbRgBIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsTWVjaGFuaXNtEgsKA3JobxgCIAEoARIPCgdlcHNpbG9uGAMgASgBEg8KB3JlcG9ydHMYBCABKAQSFQoNbm9pc2Vfc2RfZ3JpZBgFIAEoARIMCgRzdW1zGAYgAygSEg4KBnJhZGl1cxgHIAEoARINCgV0cmFjZRgIIAEoARIRCglmb2xkX3N1bXMYCSADKBISEwoLZm9sZF9jb3VudHMYCiADKAQiHAoERWRnZRIJCgFpGAEgASgNEgkKAWoYAiABKA0ipwYKCEVzdGltYXRlEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEhYKDnVwcGVyX3RyaWFuZ2xlGAMgAygBEg8KB3JlcG9ydHMYBCABKAQSDQoFc2lnbWEYBSABKAESFgoOZW50cnlfbm9pc2Vfc2QYBiABKAESEQoJdGhyZXNob2xkGAcgASgBEhYKDnRocmVzaG9sZF9ydWxlGAggASgJEhkKEXN1cnZpdmluZ19lbnRyaWVzGAkgASgEEhsKE2NsYW1wZWRfZWlnZW52YWx1ZXMYCiABKA0SFQoNcHNkX3Byb2plY3RlZBgLIAEoCBIpCgZ0YXJnZXQYDCABKA4yGS5sZHBjb3YudjEuRXN0aW1hdGVUYXJnZXQSFgoOdGhyZXNob2xkX2tpbmQYDSABKAkSIAoYcHJlY2lzaW9uX3VwcGVyX3RyaWFuZ2xlGA4gAygBEhgKEHByZWNpc2lvbl9sYW1iZGEYDyABKAESKAogcHJlY2lzaW9uX2xhbWJkYV9jcm9zc192YWxpZGF0ZWQYECABKAgSHgoFZ3JhcGgYESADKAsyDy5sZHBjb3YudjEuRWRnZRIcChRwcmVjaXNpb25faXRlcmF0aW9ucxgSIAEoDRIbChNwcmVjaXNpb25fY29udmVyZ2VkGBMgASgIEiMKB21vbWVudHMYFCABKA4yEi5sZHBjb3YudjEuTW9tZW50cxIMCgRtZWFuGBUgAygBEhUKDW1lYW5fbm9pc2Vfc2QYFiABKAESFQoNc2Vjb25kX21vbWVudBgXIAMoARITCgtjb3JyZWxhdGlvbhgYIAMoARIWCg52YXJpYWJsZV9uYW1lcxgZIAMoCRIqCgdyZWxlYXNlGBogASgLMhkubGRwY292LnYxLkNlbnRyYWxSZWxlYXNlEhkKEXJlbGVhc2VfcmhvX3NwZW50GBsgASgBEhIKCnJob19idWRnZXQYHCABKAESEQoJcmhvX3NwZW50GB0gASgBEhYKDnJlbGVhc2VfcmFkaXVzGB4gASgBEhUKDXJlbGVhc2VfdHJhY2UYHyABKAEiLwoWQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIjAKF0RlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiKwoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEg8KB3JlcG9ydHMYASABKAQqeAoIRW5jb2RpbmcSGAoURU5DT0RJTkdfVU5TUEVDSUZJRUQQABITCg9FTkNPRElOR19JMzJfTEUQARITCg9FTkNPRElOR19JMTZfTEUQAhIPCgtFTkNPRElOR19JOBADEhcKE0VOQ09ESU5HX1JBV19JMzJfTEUQBCphCgxQcml2YWN5TW9kZWwSHQoZUFJJVkFDWV9NT0RFTF9VTlNQRUNJRklFRBAAEhcKE1BSSVZBQ1lfTU9ERUxfTE9DQUwQARIZChVQUklWQUNZX01PREVMX0NFTlRSQUwQAipeCgdNb21lbnRzEhcKE01PTUVOVFNfVU5TUEVDSUZJRUQQABIZChVNT01FTlRTX1NFQ09ORF9NT01FTlQQARIfChtNT01FTlRTX01FQU5fQU5EX0NPVkFSSUFOQ0UQAiqQAQoOTG9jYWxNZWNoYW5pc20SHwobTE9DQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHAoYTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOEAESIQodTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOX1RSSVUQAhIcChhMT0NBTF9NRUNIQU5JU01fUkFOS19PTkUQAyqCAQoMU3BlY3RyYWxMb3NzEh0KGVNQRUNUUkFMX0xPU1NfVU5TUEVDSUZJRUQQABIbChdTUEVDVFJBTF9MT1NTX0ZST0JFTklVUxABEhoKFlNQRUNUUkFMX0xPU1NfT1BFUkFUT1IQAhIaChZTUEVDVFJBTF9MT1NTX0JBTEFOQ0VEEAMqYQoNVGhyZXNob2xkS2luZBIeChpUSFJFU0hPTERfS0lORF9VTlNQRUNJRklFRBAAEhcKE1RIUkVTSE9MRF9LSU5EX0hBUkQQARIXChNUSFJFU0hPTERfS0lORF9TT0ZUEAIqnAEKDkVzdGltYXRlVGFyZ2V0Eh8KG0VTVElNQVRFX1RBUkdFVF9VTlNQRUNJRklFRBAAEh4KGkVTVElNQVRFX1RBUkdFVF9DT1ZBUklBTkNFEAESIwofRVNUSU1BVEVfVEFSR0VUX1BSRUNJU0lPTl9SSURHRRACEiQKIEVTVElNQVRFX1RBUkdFVF9QUkVDSVNJT05fR0xBU1NPEAMq6QIKEENlbnRyYWxNZWNoYW5pc20SIQodQ0VOVFJBTF9NRUNIQU5JU01fVU5TUEVDSUZJRUQQABIfChtDRU5UUkFMX01FQ0hBTklTTV9HQVVTU19DT1YQARIiCh5DRU5UUkFMX01FQ0hBTklTTV9TRVBBUkFURV9DT1YQAhIhCh1DRU5UUkFMX01FQ0hBTklTTV9MQVBMQUNFX0NPVhADEiIKHkNFTlRSQUxfTUVDSEFOSVNNX0FEQVBUSVZFX0NPVhAEEicKI0NFTlRSQUxfTUVDSEFOSVNNX0NPTVBSRVNTRURfTk9UX0RQEAUSJQohQ0VOVFJBTF9NRUNIQU5JU01fR0FVU1NfQ09WX0ZPTERTEAYSKgomQ0VOVFJBTF9NRUNIQU5JU01fU0VQQVJBVEVfQ09WX0xBUExBQ0UQBxIqCiZDRU5UUkFMX01FQ0hBTklTTV9BREFQVElWRV9DT1ZfTEFQTEFDRRAIMvYECgpBZ2dyZWdhdG9yElMKEENyZWF0ZUNvbGxlY3Rpb24SIi5sZHBjb3YudjEuQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblBhcmFtcxJNCg1HZXRDb2xsZWN0aW9uEh8ubGRwY292LnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSQgoMU3VibWl0UmVwb3J0EhEubGRwY292LnYxLlJlcG9ydBofLmxkcGNvdi52MS5TdWJtaXRSZXBvcnRSZXNwb25zZRJGCg1TdWJtaXRSZXBvcnRzEhEubGRwY292LnYxLlJlcG9ydBogLmxkcGNvdi52MS5TdWJtaXRSZXBvcnRzUmVzcG9uc2UoARJFCglHZXRTdGF0dXMSGy5sZHBjb3YudjEuR2V0U3RhdHVzUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzEkEKC0dldEVzdGltYXRlEh0ubGRwY292LnYxLkdldEVzdGltYXRlUmVxdWVzdBoTLmxkcGNvdi52MS5Fc3RpbWF0ZRJRCg9DbG9zZUNvbGxlY3Rpb24SIS5sZHBjb3YudjEuQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzElsKEERlbGV0ZUNvbGxlY3Rpb24SIi5sZHBjb3YudjEuRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QaIy5sZHBjb3YudjEuRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChZsZHBjb3YvdjEvbGRwY292LnByb3RvEglsZHBjb3YudjEizwMKDkNvbGxlY3Rpb25TcGVjEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEg8KB2Vwc2lsb24YAyABKAESDQoFZGVsdGEYBCABKAESEwoLY2xpcF9yYWRpdXMYBSABKAESEwoLbWluX3JlcG9ydHMYBiABKAQSJQoIZW5jb2RpbmcYByABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSIwoHbW9tZW50cxgIIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEg4KBmNlbnRyZRgJIAMoARIZChFvcmRlcmVkX3ZhcmlhYmxlcxgKIAEoCBIWCg52YXJpYWJsZV9uYW1lcxgLIAMoCRIuCg1wcml2YWN5X21vZGVsGAwgASgOMhcubGRwY292LnYxLlByaXZhY3lNb2RlbBIRCglub3JtX2JpbnMYDSABKA0SIAoYYWxsb3dfY29tcHJlc3NlZF9yZWxlYXNlGA4gASgIEjIKD2xvY2FsX21lY2hhbmlzbRgPIAEoDjIZLmxkcGNvdi52MS5Mb2NhbE1lY2hhbmlzbRInCgdzaHVmZmxlGBEgASgLMhYubGRwY292LnYxLlNodWZmbGVTcGVjIpUBCgtTaHVmZmxlU3BlYxIWCg5taW5fYmF0Y2hfc2l6ZRgBIAEoBBIcChRiYXRjaF93aW5kb3dfc2Vjb25kcxgCIAEoBBIVCg1jZW50cmFsX2RlbHRhGAMgASgBEhwKFGtleV9yb3RhdGlvbl9zZWNvbmRzGAQgASgEEhsKE2tleV9ncmFjZV9yb3RhdGlvbnMYBSABKA0i0wMKEENvbGxlY3Rpb25QYXJhbXMSJwoEc3BlYxgBIAEoCzIZLmxkcGNvdi52MS5Db2xsZWN0aW9uU3BlYxIPCgdlbnRyaWVzGAIgASgNEhEKCWdyaWRfYml0cxgDIAEoDRITCgtzZW5zaXRpdml0eRgEIAEoARINCgVzaWdtYRgFIAEoARILCgNyaG8YBiABKAESGgoSbWF4X2Fic19ncmlkX3ZhbHVlGAcgASgDEhMKC2NhbGlicmF0aW9uGAggASgJEhEKCXdpcmVfc3RlcBgJIAEoAxIQCgh3aXJlX21heBgKIAEoAxITCgttZWFuX3dlaWdodBgLIAEoARIUCgxtZWFuX2VudHJpZXMYDCABKA0SGAoQYmFzZV9zZW5zaXRpdml0eRgNIAEoARIZChFkaWFnb25hbF9ub2lzZV9zZBgOIAEoARIdChVvZmZfZGlhZ29uYWxfbm9pc2Vfc2QYDyABKAESFQoNbWVhbl9ub2lzZV9zZBgQIAEoARIqCghyYW5rX29uZRgRIAEoCzIYLmxkcGNvdi52MS5SYW5rT25lUGFyYW1zEikKB3NodWZmbGUYEiABKAsyGC5sZHBjb3YudjEuU2h1ZmZsZVBhcmFtcyKWAQoNU2h1ZmZsZVBhcmFtcxIVCg1sb2NhbF9lcHNpbG9uGAEgASgBEhcKD2NlbnRyYWxfZXBzaWxvbhgCIAEoARIVCg1jZW50cmFsX2RlbHRhGAMgASgBEhYKDm1pbl9iYXRjaF9zaXplGAQgASgEEiYKBGtleXMYBSADKAsyGC5sZHBjb3YudjEuSHBrZVB1YmxpY0tleSLJAQoNSHBrZVB1YmxpY0tleRIOCgZrZXlfaWQYASABKA0SDgoGa2VtX2lkGAIgASgNEg4KBmtkZl9pZBgDIAEoDRIPCgdhZWFkX2lkGAQgASgNEhIKCnB1YmxpY19rZXkYBSABKAwSJgoFc3RhdGUYBiABKA4yFy5sZHBjb3YudjEuSHBrZUtleVN0YXRlEhIKCm5vdF9iZWZvcmUYByABKAQSEQoJbm90X2FmdGVyGAggASgEEhQKDGFjdGl2ZV91bnRpbBgJIAEoBCI/CgxTZWFsZWRSZXBvcnQSDgoGa2V5X2lkGAEgASgNEgsKA2VuYxgCIAEoDBISCgpjaXBoZXJ0ZXh0GAMgASgMImQKC1JlbGF5UmVwb3J0EhUKDWNvbGxlY3Rpb25faWQYASABKAkSFQoNc3VibWlzc2lvbl9pZBgCIAEoDBInCgZzZWFsZWQYAyABKAsyFy5sZHBjb3YudjEuU2VhbGVkUmVwb3J0IigKE1JlbGF5UmVwb3J0UmVzcG9uc2USEQoJZHVwbGljYXRlGAEgASgIIisKElJlbGF5U3RhdHVzUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIsEBCgtSZWxheVN0YXR1cxIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEhYKDndpbmRvd19yZXBvcnRzGAIgASgEEhUKDXdpbmRvd19vcGVuZWQYAyABKAQSFwoPcGVuZGluZ19iYXRjaGVzGAQgASgEEh0KFXBlbmRpbmdfYmF0Y2hfcmVwb3J0cxgFIAEoBBIZChFmb3J3YXJkZWRfYmF0Y2hlcxgGIAEoBBIZChFmb3J3YXJkZWRfcmVwb3J0cxgHIAEoBCJ7ChJTaHVmZmxlZEJhdGNoQ2h1bmsSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIQCghiYXRjaF9pZBgCIAEoDBISCgpiYXRjaF9zaXplGAMgASgEEigKB3JlcG9ydHMYBCADKAsyFy5sZHBjb3YudjEuU2VhbGVkUmVwb3J0Ij0KDVJlZnVzZWRSZXBvcnQSDQoFaW5kZXgYASABKAQSDAoEY29kZRgCIAEoBRIPCgdtZXNzYWdlGAMgASgJImgKFVNodWZmbGVkQmF0Y2hSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoBBISCgpkdXBsaWNhdGVzGAIgASgEEikKB3JlZnVzZWQYAyADKAsyGC5sZHBjb3YudjEuUmVmdXNlZFJlcG9ydCKuAQoNUmFua09uZVBhcmFtcxITCgtnYW1tYV91bml0cxgBIAEoBBINCgVnYW1tYRgCIAEoARIXCg9ub21pbmFsX2Vwc2lsb24YAyABKAESCwoDZXRhGAQgASgBEg0KBWthcHBhGAUgASgBEhIKCm1lYW5fc2NhbGUYBiABKAESFwoPZGl0aGVyX3ZhcmlhbmNlGAcgASgBEhcKD2V4cGVjdGVkX3JvdW5kcxgIIAEoASJCChdDcmVhdGVDb2xsZWN0aW9uUmVxdWVzdBInCgRzcGVjGAEgASgLMhkubGRwY292LnYxLkNvbGxlY3Rpb25TcGVjIi0KFEdldENvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiagoGUmVwb3J0EhUKDWNvbGxlY3Rpb25faWQYASABKAkSEQoJcmVwb3J0X2lkGAIgASgMEiUKCGVuY29kaW5nGAMgASgOMhMubGRwY292LnYxLkVuY29kaW5nEg8KB3BheWxvYWQYBCABKAwiKQoUU3VibWl0UmVwb3J0UmVzcG9uc2USEQoJZHVwbGljYXRlGAEgASgIIj0KFVN1Ym1pdFJlcG9ydHNSZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoBBISCgpkdXBsaWNhdGVzGAIgASgEIikKEEdldFN0YXR1c1JlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSKbAQoQQ29sbGVjdGlvblN0YXR1cxIrCgZwYXJhbXMYASABKAsyGy5sZHBjb3YudjEuQ29sbGVjdGlvblBhcmFtcxIPCgdyZXBvcnRzGAIgASgEEhIKCnJlbGVhc2FibGUYAyABKAgSDgoGY2xvc2VkGAQgASgIEhIKCnJob19idWRnZXQYBSABKAESEQoJcmhvX3NwZW50GAYgASgBIg0KC05vVGhyZXNob2xkIkoKElVuaXZlcnNhbFRocmVzaG9sZBINCgVnYW1tYRgBIAEoARIJCgFjGAIgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgDIAEoCCI6ChBTZWVkMDAxVGhyZXNob2xkEgoKAnhpGAEgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgCIAEoCCI8ChFBZGFwdGl2ZVRocmVzaG9sZBILCgNldGEYASABKAESGgoSdGhyZXNob2xkX2RpYWdvbmFsGAIgASgIIvwBChdDcm9zc1ZhbGlkYXRlZFRocmVzaG9sZBIUCgxub2lzZV9zY2FsZXMYASADKAESFwoPYWRhcHRpdmVfc2NhbGVzGAIgAygBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgDIAEoCBIaChJkaWFnb25hbF9zaHJpbmthZ2UYBCADKAESEgoKYmFuZHdpZHRocxgFIAMoDRIbChN1bm9yZGVyZWRfdmFyaWFibGVzGAYgASgIEhMKC25vX3NwZWN0cmFsGAcgASgIEh8KF3NtYWxsZXN0X21lYW5fdGhyZXNob2xkGAggASgIEhMKC25vX3N0YWNraW5nGAkgASgIIlYKEVNwZWN0cmFsU2hyaW5rYWdlEiUKBGxvc3MYASABKA4yFy5sZHBjb3YudjEuU3BlY3RyYWxMb3NzEhEKBHJhbmsYAiABKA1IAIgBAUIHCgVfcmFuayIpCgtGYWN0b3JNb2RlbBIRCgRyYW5rGAEgASgNSACIAQFCBwoFX3JhbmsiLQoNQnVsa1Nocmlua2FnZRIOCgZhbHBoYXMYASADKAESDAoEdGF1cxgCIAMoASJxCg9QcmVjaXNpb25QYXJhbXMSEwoGbGFtYmRhGAEgASgBSACIAQESCwoDcmhvGAIgASgBEhYKDm1heF9pdGVyYXRpb25zGAMgASgNEhkKEXBlbmFsaXplX2RpYWdvbmFsGAQgASgIQgkKB19sYW1iZGEiqgUKEkdldEVzdGltYXRlUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEiYKBG5vbmUYAiABKAsyFi5sZHBjb3YudjEuTm9UaHJlc2hvbGRIABIyCgl1bml2ZXJzYWwYAyABKAsyHS5sZHBjb3YudjEuVW5pdmVyc2FsVGhyZXNob2xkSAASLgoHc2VlZDAwMRgFIAEoCzIbLmxkcGNvdi52MS5TZWVkMDAxVGhyZXNob2xkSAASMAoIYWRhcHRpdmUYBiABKAsyHC5sZHBjb3YudjEuQWRhcHRpdmVUaHJlc2hvbGRIABI9Cg9jcm9zc192YWxpZGF0ZWQYByABKAsyIi5sZHBjb3YudjEuQ3Jvc3NWYWxpZGF0ZWRUaHJlc2hvbGRIABIwCghzcGVjdHJhbBgMIAEoCzIcLmxkcGNvdi52MS5TcGVjdHJhbFNocmlua2FnZUgAEigKBmZhY3RvchgNIAEoCzIWLmxkcGNvdi52MS5GYWN0b3JNb2RlbEgAEi8KC2J1bGtfc2hyaW5rGA4gASgLMhgubGRwY292LnYxLkJ1bGtTaHJpbmthZ2VIABIbChNza2lwX3BzZF9wcm9qZWN0aW9uGAQgASgIEjAKDnRocmVzaG9sZF9raW5kGAggASgOMhgubGRwY292LnYxLlRocmVzaG9sZEtpbmQSEQoJcHNkX2Zsb29yGAkgASgBEikKBnRhcmdldBgKIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBItCglwcmVjaXNpb24YCyABKAsyGi5sZHBjb3YudjEuUHJlY2lzaW9uUGFyYW1zEioKB3JlbGVhc2UYDyABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2VCCwoJdGhyZXNob2xkIncKDkNlbnRyYWxSZWxlYXNlEi4KCW1lY2hhbmlzbRgBIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsTWVjaGFuaXNtEgsKA3JobxgCIAEoARIPCgdlcHNpbG9uGAMgASgBEhcKD2NvbXByZXNzZWRfcm93cxgEIAEoDSLhAQoUU3RvcmVkQ2VudHJhbFJlbGVhc2USLgoJbWVjaGFuaXNtGAEgASgOMhsubGRwY292LnYxLkNlbnRyYWxNZWNoYW5pc20SCwoDcmhvGAIgASgBEg8KB2Vwc2lsb24YAyABKAESDwoHcmVwb3J0cxgEIAEoBBIVCg1ub2lzZV9zZF9ncmlkGAUgASgBEgwKBHN1bXMYBiADKBISDgoGcmFkaXVzGAcgASgBEg0KBXRyYWNlGAggASgBEhEKCWZvbGRfc3VtcxgJIAMoEhITCgtmb2xkX2NvdW50cxgKIAMoBCIcCgRFZGdlEgkKAWkYASABKA0SCQoBahgCIAEoDSLSBgoIRXN0aW1hdGUSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRILCgNkaW0YAiABKA0SFgoOdXBwZXJfdHJpYW5nbGUYAyADKAESDwoHcmVwb3J0cxgEIAEoBBINCgVzaWdtYRgFIAEoARIWCg5lbnRyeV9ub2lzZV9zZBgGIAEoARIRCgl0aHJlc2hvbGQYByABKAESFgoOdGhyZXNob2xkX3J1bGUYCCABKAkSGQoRc3Vydml2aW5nX2VudHJpZXMYCSABKAQSGwoTY2xhbXBlZF9laWdlbnZhbHVlcxgKIAEoDRIVCg1wc2RfcHJvamVjdGVkGAsgASgIEikKBnRhcmdldBgMIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBIWCg50aHJlc2hvbGRfa2luZBgNIAEoCRIgChhwcmVjaXNpb25fdXBwZXJfdHJpYW5nbGUYDiADKAESGAoQcHJlY2lzaW9uX2xhbWJkYRgPIAEoARIoCiBwcmVjaXNpb25fbGFtYmRhX2Nyb3NzX3ZhbGlkYXRlZBgQIAEoCBIeCgVncmFwaBgRIAMoCzIPLmxkcGNvdi52MS5FZGdlEhwKFHByZWNpc2lvbl9pdGVyYXRpb25zGBIgASgNEhsKE3ByZWNpc2lvbl9jb252ZXJnZWQYEyABKAgSIwoHbW9tZW50cxgUIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEgwKBG1lYW4YFSADKAESFQoNbWVhbl9ub2lzZV9zZBgWIAEoARIVCg1zZWNvbmRfbW9tZW50GBcgAygBEhMKC2NvcnJlbGF0aW9uGBggAygBEhYKDnZhcmlhYmxlX25hbWVzGBkgAygJEioKB3JlbGVhc2UYGiABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2USGQoRcmVsZWFzZV9yaG9fc3BlbnQYGyABKAESEgoKcmhvX2J1ZGdldBgcIAEoARIRCglyaG9fc3BlbnQYHSABKAESFgoOcmVsZWFzZV9yYWRpdXMYHiABKAESFQoNcmVsZWFzZV90cmFjZRgfIAEoARIpCgdzaHVmZmxlGCAgASgLMhgubGRwY292LnYxLlNodWZmbGVQYXJhbXMiLwoWQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIjAKF0RlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiKwoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEg8KB3JlcG9ydHMYASABKAQqeAoIRW5jb2RpbmcSGAoURU5DT0RJTkdfVU5TUEVDSUZJRUQQABITCg9FTkNPRElOR19JMzJfTEUQARITCg9FTkNPRElOR19JMTZfTEUQAhIPCgtFTkNPRElOR19JOBADEhcKE0VOQ09ESU5HX1JBV19JMzJfTEUQBCphCgxQcml2YWN5TW9kZWwSHQoZUFJJVkFDWV9NT0RFTF9VTlNQRUNJRklFRBAAEhcKE1BSSVZBQ1lfTU9ERUxfTE9DQUwQARIZChVQUklWQUNZX01PREVMX0NFTlRSQUwQAipeCgdNb21lbnRzEhcKE01PTUVOVFNfVU5TUEVDSUZJRUQQABIZChVNT01FTlRTX1NFQ09ORF9NT01FTlQQARIfChtNT01FTlRTX01FQU5fQU5EX0NPVkFSSUFOQ0UQAiqQAQoOTG9jYWxNZWNoYW5pc20SHwobTE9DQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHAoYTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOEAESIQodTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOX1RSSVUQAhIcChhMT0NBTF9NRUNIQU5JU01fUkFOS19PTkUQAyqdAQoMSHBrZUtleVN0YXRlEh4KGkhQS0VfS0VZX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWSFBLRV9LRVlfU1RBVEVfUEVORElORxABEhkKFUhQS0VfS0VZX1NUQVRFX0FDVElWRRACEhoKFkhQS0VfS0VZX1NUQVRFX1JFVElSRUQQAxIaChZIUEtFX0tFWV9TVEFURV9FWFBJUkVEEAQqggEKDFNwZWN0cmFsTG9zcxIdChlTUEVDVFJBTF9MT1NTX1VOU1BFQ0lGSUVEEAASGwoXU1BFQ1RSQUxfTE9TU19GUk9CRU5JVVMQARIaChZTUEVDVFJBTF9MT1NTX09QRVJBVE9SEAISGgoWU1BFQ1RSQUxfTE9TU19CQUxBTkNFRBADKmEKDVRocmVzaG9sZEtpbmQSHgoaVEhSRVNIT0xEX0tJTkRfVU5TUEVDSUZJRUQQABIXChNUSFJFU0hPTERfS0lORF9IQVJEEAESFwoTVEhSRVNIT0xEX0tJTkRfU09GVBACKpwBCg5Fc3RpbWF0ZVRhcmdldBIfChtFU1RJTUFURV9UQVJHRVRfVU5TUEVDSUZJRUQQABIeChpFU1RJTUFURV9UQVJHRVRfQ09WQVJJQU5DRRABEiMKH0VTVElNQVRFX1RBUkdFVF9QUkVDSVNJT05fUklER0UQAhIkCiBFU1RJTUFURV9UQVJHRVRfUFJFQ0lTSU9OX0dMQVNTTxADKukCChBDZW50cmFsTWVjaGFuaXNtEiEKHUNFTlRSQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHwobQ0VOVFJBTF9NRUNIQU5JU01fR0FVU1NfQ09WEAESIgoeQ0VOVFJBTF9NRUNIQU5JU01fU0VQQVJBVEVfQ09WEAISIQodQ0VOVFJBTF9NRUNIQU5JU01fTEFQTEFDRV9DT1YQAxIiCh5DRU5UUkFMX01FQ0hBTklTTV9BREFQVElWRV9DT1YQBBInCiNDRU5UUkFMX01FQ0hBTklTTV9DT01QUkVTU0VEX05PVF9EUBAFEiUKIUNFTlRSQUxfTUVDSEFOSVNNX0dBVVNTX0NPVl9GT0xEUxAGEioKJkNFTlRSQUxfTUVDSEFOSVNNX1NFUEFSQVRFX0NPVl9MQVBMQUNFEAcSKgomQ0VOVFJBTF9NRUNIQU5JU01fQURBUFRJVkVfQ09WX0xBUExBQ0UQCDLQBQoKQWdncmVnYXRvchJTChBDcmVhdGVDb2xsZWN0aW9uEiIubGRwY292LnYxLkNyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSTQoNR2V0Q29sbGVjdGlvbhIfLmxkcGNvdi52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEkIKDFN1Ym1pdFJlcG9ydBIRLmxkcGNvdi52MS5SZXBvcnQaHy5sZHBjb3YudjEuU3VibWl0UmVwb3J0UmVzcG9uc2USRgoNU3VibWl0UmVwb3J0cxIRLmxkcGNvdi52MS5SZXBvcnQaIC5sZHBjb3YudjEuU3VibWl0UmVwb3J0c1Jlc3BvbnNlKAESRQoJR2V0U3RhdHVzEhsubGRwY292LnYxLkdldFN0YXR1c1JlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cxJBCgtHZXRFc3RpbWF0ZRIdLmxkcGNvdi52MS5HZXRFc3RpbWF0ZVJlcXVlc3QaEy5sZHBjb3YudjEuRXN0aW1hdGUSUQoPQ2xvc2VDb2xsZWN0aW9uEiEubGRwY292LnYxLkNsb3NlQ29sbGVjdGlvblJlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cxJbChBEZWxldGVDb2xsZWN0aW9uEiIubGRwY292LnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0GiMubGRwY292LnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXNwb25zZRJYChNTdWJtaXRTaHVmZmxlZEJhdGNoEh0ubGRwY292LnYxLlNodWZmbGVkQmF0Y2hDaHVuaxogLmxkcGNvdi52MS5TaHVmZmxlZEJhdGNoUmVzcG9uc2UoATKeAQoFUmVsYXkSTAoSU3VibWl0U2VhbGVkUmVwb3J0EhYubGRwY292LnYxLlJlbGF5UmVwb3J0Gh4ubGRwY292LnYxLlJlbGF5UmVwb3J0UmVzcG9uc2USRwoOR2V0UmVsYXlTdGF0dXMSHS5sZHBjb3YudjEuUmVsYXlTdGF0dXNSZXF1ZXN0GhYubGRwY292LnYxLlJlbGF5U3RhdHVzYgZwcm90bzM");
 
 /**
  * What an operator asks for when creating a collection.
@@ -143,6 +143,17 @@ export type CollectionSpec = Message<"ldpcov.v1.CollectionSpec"> & {
    * @generated from field: ldpcov.v1.LocalMechanism local_mechanism = 15;
    */
   localMechanism: LocalMechanism;
+
+  /**
+   * Set: a shuffled collection (docs/PRIVACY.md §9). Devices seal their reports to
+   * the aggregator's HPKE key and send them to an anonymising relay, which forwards
+   * them to the aggregator only in shuffled batches of at least `min_batch_size`;
+   * the aggregator refuses direct reports. Needs a pure ε-LDP mechanism
+   * (LOCAL_MECHANISM_RANK_ONE).
+   *
+   * @generated from field: ldpcov.v1.ShuffleSpec shuffle = 17;
+   */
+  shuffle?: ShuffleSpec | undefined;
 };
 
 /**
@@ -151,6 +162,61 @@ export type CollectionSpec = Message<"ldpcov.v1.CollectionSpec"> & {
  */
 export const CollectionSpecSchema: GenMessage<CollectionSpec> = /*@__PURE__*/
   messageDesc(file_ldpcov_v1_ldpcov, 0);
+
+/**
+ * The shuffle model's settings. At CreateCollection a 0 takes the default written
+ * beside the field; the resolved values are stored and returned.
+ *
+ * @generated from message ldpcov.v1.ShuffleSpec
+ */
+export type ShuffleSpec = Message<"ldpcov.v1.ShuffleSpec"> & {
+  /**
+   * Fewest reports in a batch the aggregator accepts (2 to 10^9). The central
+   * (ε, δ) is computed at this batch size; larger batches only strengthen it.
+   *
+   * @generated from field: uint64 min_batch_size = 1;
+   */
+  minBatchSize: bigint;
+
+  /**
+   * The relay closes a batch window no sooner than this many seconds after it
+   * opened, and only once it holds min_batch_size reports (default 3600, at most
+   * 31 days). A device may send one report per collection per window.
+   *
+   * @generated from field: uint64 batch_window_seconds = 2;
+   */
+  batchWindowSeconds: bigint;
+
+  /**
+   * δ of the central guarantee (default 1e-6; 0 < δ < 1).
+   *
+   * @generated from field: double central_delta = 3;
+   */
+  centralDelta: number;
+
+  /**
+   * The aggregator's HPKE key for the collection rotates every this many seconds
+   * (default 86400, at least 60)...
+   *
+   * @generated from field: uint64 key_rotation_seconds = 4;
+   */
+  keyRotationSeconds: bigint;
+
+  /**
+   * ... and a superseded key still opens reports for this many rotations (default 7,
+   * at most 1000), then expires. A report sealed to an expired key is refused.
+   *
+   * @generated from field: uint32 key_grace_rotations = 5;
+   */
+  keyGraceRotations: number;
+};
+
+/**
+ * Describes the message ldpcov.v1.ShuffleSpec.
+ * Use `create(ShuffleSpecSchema)` to create a new message.
+ */
+export const ShuffleSpecSchema: GenMessage<ShuffleSpec> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 1);
 
 /**
  * The public parameters of a collection: the spec plus everything derived from it.
@@ -283,6 +349,13 @@ export type CollectionParams = Message<"ldpcov.v1.CollectionParams"> & {
    * @generated from field: ldpcov.v1.RankOneParams rank_one = 17;
    */
   rankOne?: RankOneParams | undefined;
+
+  /**
+   * Shuffled collections only (else unset).
+   *
+   * @generated from field: ldpcov.v1.ShuffleParams shuffle = 18;
+   */
+  shuffle?: ShuffleParams | undefined;
 };
 
 /**
@@ -290,7 +363,386 @@ export type CollectionParams = Message<"ldpcov.v1.CollectionParams"> & {
  * Use `create(CollectionParamsSchema)` to create a new message.
  */
 export const CollectionParamsSchema: GenMessage<CollectionParams> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 1);
+  messageDesc(file_ldpcov_v1_ldpcov, 2);
+
+/**
+ * What a shuffled collection guarantees, and where a device seals its report.
+ *
+ * @generated from message ldpcov.v1.ShuffleParams
+ */
+export type ShuffleParams = Message<"ldpcov.v1.ShuffleParams"> & {
+  /**
+   * What any single party (device network, relay, aggregator, or relay and aggregator
+   * together) learns about one report: the collection's pure ε.
+   *
+   * @generated from field: double local_epsilon = 1;
+   */
+  localEpsilon: number;
+
+  /**
+   * The aggregator alone, seeing shuffled batches of at least min_batch_size reports,
+   * each user in one batch: (central_epsilon, central_delta)-DP by the numerical
+   * Feldman–McMillan–Talwar bound (docs/PRIVACY.md §9).
+   *
+   * @generated from field: double central_epsilon = 2;
+   */
+  centralEpsilon: number;
+
+  /**
+   * @generated from field: double central_delta = 3;
+   */
+  centralDelta: number;
+
+  /**
+   * @generated from field: uint64 min_batch_size = 4;
+   */
+  minBatchSize: bigint;
+
+  /**
+   * The aggregator's HPKE public keys at the time of the answer (RFC 9180,
+   * DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305): the active key a
+   * device seals to and the pending next one. Not part of the derived parameters a
+   * client re-checks: they change with time.
+   *
+   * @generated from field: repeated ldpcov.v1.HpkePublicKey keys = 5;
+   */
+  keys: HpkePublicKey[];
+};
+
+/**
+ * Describes the message ldpcov.v1.ShuffleParams.
+ * Use `create(ShuffleParamsSchema)` to create a new message.
+ */
+export const ShuffleParamsSchema: GenMessage<ShuffleParams> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 3);
+
+/**
+ * One HPKE public key of a shuffled collection.
+ *
+ * @generated from message ldpcov.v1.HpkePublicKey
+ */
+export type HpkePublicKey = Message<"ldpcov.v1.HpkePublicKey"> & {
+  /**
+   * floor(unix time / key_rotation_seconds) of the period the key is active in.
+   *
+   * @generated from field: uint32 key_id = 1;
+   */
+  keyId: number;
+
+  /**
+   * RFC 9180 algorithm identifiers: 0x0020, 0x0001, 0x0003.
+   *
+   * @generated from field: uint32 kem_id = 2;
+   */
+  kemId: number;
+
+  /**
+   * @generated from field: uint32 kdf_id = 3;
+   */
+  kdfId: number;
+
+  /**
+   * @generated from field: uint32 aead_id = 4;
+   */
+  aeadId: number;
+
+  /**
+   * The raw 32-byte X25519 public key.
+   *
+   * @generated from field: bytes public_key = 5;
+   */
+  publicKey: Uint8Array;
+
+  /**
+   * @generated from field: ldpcov.v1.HpkeKeyState state = 6;
+   */
+  state: HpkeKeyState;
+
+  /**
+   * Unix seconds: sealing to the key starts at not_before and ends at active_until
+   * (the next key's not_before); the aggregator opens reports sealed to it until
+   * not_after.
+   *
+   * @generated from field: uint64 not_before = 7;
+   */
+  notBefore: bigint;
+
+  /**
+   * @generated from field: uint64 not_after = 8;
+   */
+  notAfter: bigint;
+
+  /**
+   * @generated from field: uint64 active_until = 9;
+   */
+  activeUntil: bigint;
+};
+
+/**
+ * Describes the message ldpcov.v1.HpkePublicKey.
+ * Use `create(HpkePublicKeySchema)` to create a new message.
+ */
+export const HpkePublicKeySchema: GenMessage<HpkePublicKey> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 4);
+
+/**
+ * A report sealed by its device: HPKE base mode, info "ldpcov report v1", associated
+ * data binding the collection id and key id (ldpcov-seal's `aad`). The plaintext is
+ * the encoded `Report` the device would otherwise have sent directly.
+ *
+ * @generated from message ldpcov.v1.SealedReport
+ */
+export type SealedReport = Message<"ldpcov.v1.SealedReport"> & {
+  /**
+   * @generated from field: uint32 key_id = 1;
+   */
+  keyId: number;
+
+  /**
+   * The encapsulated ephemeral key (32 bytes).
+   *
+   * @generated from field: bytes enc = 2;
+   */
+  enc: Uint8Array;
+
+  /**
+   * @generated from field: bytes ciphertext = 3;
+   */
+  ciphertext: Uint8Array;
+};
+
+/**
+ * Describes the message ldpcov.v1.SealedReport.
+ * Use `create(SealedReportSchema)` to create a new message.
+ */
+export const SealedReportSchema: GenMessage<SealedReport> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 5);
+
+/**
+ * A device's sealed report, sent to the relay.
+ *
+ * @generated from message ldpcov.v1.RelayReport
+ */
+export type RelayReport = Message<"ldpcov.v1.RelayReport"> & {
+  /**
+   * @generated from field: string collection_id = 1;
+   */
+  collectionId: string;
+
+  /**
+   * 16 random bytes chosen by the device; a retry reuses them (the relay stores a
+   * submission once) and they never leave the relay.
+   *
+   * @generated from field: bytes submission_id = 2;
+   */
+  submissionId: Uint8Array;
+
+  /**
+   * @generated from field: ldpcov.v1.SealedReport sealed = 3;
+   */
+  sealed?: SealedReport | undefined;
+};
+
+/**
+ * Describes the message ldpcov.v1.RelayReport.
+ * Use `create(RelayReportSchema)` to create a new message.
+ */
+export const RelayReportSchema: GenMessage<RelayReport> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 6);
+
+/**
+ * @generated from message ldpcov.v1.RelayReportResponse
+ */
+export type RelayReportResponse = Message<"ldpcov.v1.RelayReportResponse"> & {
+  /**
+   * True when this submission id had already been stored (nothing changed).
+   *
+   * @generated from field: bool duplicate = 1;
+   */
+  duplicate: boolean;
+};
+
+/**
+ * Describes the message ldpcov.v1.RelayReportResponse.
+ * Use `create(RelayReportResponseSchema)` to create a new message.
+ */
+export const RelayReportResponseSchema: GenMessage<RelayReportResponse> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 7);
+
+/**
+ * @generated from message ldpcov.v1.RelayStatusRequest
+ */
+export type RelayStatusRequest = Message<"ldpcov.v1.RelayStatusRequest"> & {
+  /**
+   * @generated from field: string collection_id = 1;
+   */
+  collectionId: string;
+};
+
+/**
+ * Describes the message ldpcov.v1.RelayStatusRequest.
+ * Use `create(RelayStatusRequestSchema)` to create a new message.
+ */
+export const RelayStatusRequestSchema: GenMessage<RelayStatusRequest> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 8);
+
+/**
+ * What the relay holds for one collection.
+ *
+ * @generated from message ldpcov.v1.RelayStatus
+ */
+export type RelayStatus = Message<"ldpcov.v1.RelayStatus"> & {
+  /**
+   * @generated from field: string collection_id = 1;
+   */
+  collectionId: string;
+
+  /**
+   * Reports stored in the open window, and when it opened (unix seconds).
+   *
+   * @generated from field: uint64 window_reports = 2;
+   */
+  windowReports: bigint;
+
+  /**
+   * @generated from field: uint64 window_opened = 3;
+   */
+  windowOpened: bigint;
+
+  /**
+   * Batches formed and not yet acknowledged by the aggregator, and their reports.
+   *
+   * @generated from field: uint64 pending_batches = 4;
+   */
+  pendingBatches: bigint;
+
+  /**
+   * @generated from field: uint64 pending_batch_reports = 5;
+   */
+  pendingBatchReports: bigint;
+
+  /**
+   * Batches and reports the aggregator has acknowledged since the relay first
+   * served this collection.
+   *
+   * @generated from field: uint64 forwarded_batches = 6;
+   */
+  forwardedBatches: bigint;
+
+  /**
+   * @generated from field: uint64 forwarded_reports = 7;
+   */
+  forwardedReports: bigint;
+};
+
+/**
+ * Describes the message ldpcov.v1.RelayStatus.
+ * Use `create(RelayStatusSchema)` to create a new message.
+ */
+export const RelayStatusSchema: GenMessage<RelayStatus> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 9);
+
+/**
+ * One message of a relay's batch stream. Every message repeats the header
+ * (collection, batch id, size); the reports of all messages, in order, are the batch.
+ *
+ * @generated from message ldpcov.v1.ShuffledBatchChunk
+ */
+export type ShuffledBatchChunk = Message<"ldpcov.v1.ShuffledBatchChunk"> & {
+  /**
+   * @generated from field: string collection_id = 1;
+   */
+  collectionId: string;
+
+  /**
+   * 16 bytes chosen by the relay when it formed the batch; a resend reuses them.
+   *
+   * @generated from field: bytes batch_id = 2;
+   */
+  batchId: Uint8Array;
+
+  /**
+   * Reports in the whole batch.
+   *
+   * @generated from field: uint64 batch_size = 3;
+   */
+  batchSize: bigint;
+
+  /**
+   * @generated from field: repeated ldpcov.v1.SealedReport reports = 4;
+   */
+  reports: SealedReport[];
+};
+
+/**
+ * Describes the message ldpcov.v1.ShuffledBatchChunk.
+ * Use `create(ShuffledBatchChunkSchema)` to create a new message.
+ */
+export const ShuffledBatchChunkSchema: GenMessage<ShuffledBatchChunk> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 10);
+
+/**
+ * A report of a batch the aggregator refused (the rest of the batch is counted).
+ *
+ * @generated from message ldpcov.v1.RefusedReport
+ */
+export type RefusedReport = Message<"ldpcov.v1.RefusedReport"> & {
+  /**
+   * Position in the batch.
+   *
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * The gRPC status code it would have got alone, and why.
+   *
+   * @generated from field: int32 code = 2;
+   */
+  code: number;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message ldpcov.v1.RefusedReport.
+ * Use `create(RefusedReportSchema)` to create a new message.
+ */
+export const RefusedReportSchema: GenMessage<RefusedReport> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 11);
+
+/**
+ * @generated from message ldpcov.v1.ShuffledBatchResponse
+ */
+export type ShuffledBatchResponse = Message<"ldpcov.v1.ShuffledBatchResponse"> & {
+  /**
+   * Reports of the batch counted now, already counted before (a resent batch), and
+   * refused.
+   *
+   * @generated from field: uint64 accepted = 1;
+   */
+  accepted: bigint;
+
+  /**
+   * @generated from field: uint64 duplicates = 2;
+   */
+  duplicates: bigint;
+
+  /**
+   * @generated from field: repeated ldpcov.v1.RefusedReport refused = 3;
+   */
+  refused: RefusedReport[];
+};
+
+/**
+ * Describes the message ldpcov.v1.ShuffledBatchResponse.
+ * Use `create(ShuffledBatchResponseSchema)` to create a new message.
+ */
+export const ShuffledBatchResponseSchema: GenMessage<ShuffledBatchResponse> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 12);
 
 /**
  * The derived parameters of a rank-one collection (docs/PRIVACY.md §8).
@@ -358,7 +810,7 @@ export type RankOneParams = Message<"ldpcov.v1.RankOneParams"> & {
  * Use `create(RankOneParamsSchema)` to create a new message.
  */
 export const RankOneParamsSchema: GenMessage<RankOneParams> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 2);
+  messageDesc(file_ldpcov_v1_ldpcov, 13);
 
 /**
  * @generated from message ldpcov.v1.CreateCollectionRequest
@@ -375,7 +827,7 @@ export type CreateCollectionRequest = Message<"ldpcov.v1.CreateCollectionRequest
  * Use `create(CreateCollectionRequestSchema)` to create a new message.
  */
 export const CreateCollectionRequestSchema: GenMessage<CreateCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 3);
+  messageDesc(file_ldpcov_v1_ldpcov, 14);
 
 /**
  * @generated from message ldpcov.v1.GetCollectionRequest
@@ -392,7 +844,7 @@ export type GetCollectionRequest = Message<"ldpcov.v1.GetCollectionRequest"> & {
  * Use `create(GetCollectionRequestSchema)` to create a new message.
  */
 export const GetCollectionRequestSchema: GenMessage<GetCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 4);
+  messageDesc(file_ldpcov_v1_ldpcov, 15);
 
 /**
  * One user's perturbed statistic.
@@ -431,7 +883,7 @@ export type Report = Message<"ldpcov.v1.Report"> & {
  * Use `create(ReportSchema)` to create a new message.
  */
 export const ReportSchema: GenMessage<Report> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 5);
+  messageDesc(file_ldpcov_v1_ldpcov, 16);
 
 /**
  * @generated from message ldpcov.v1.SubmitReportResponse
@@ -450,7 +902,7 @@ export type SubmitReportResponse = Message<"ldpcov.v1.SubmitReportResponse"> & {
  * Use `create(SubmitReportResponseSchema)` to create a new message.
  */
 export const SubmitReportResponseSchema: GenMessage<SubmitReportResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 6);
+  messageDesc(file_ldpcov_v1_ldpcov, 17);
 
 /**
  * @generated from message ldpcov.v1.SubmitReportsResponse
@@ -476,7 +928,7 @@ export type SubmitReportsResponse = Message<"ldpcov.v1.SubmitReportsResponse"> &
  * Use `create(SubmitReportsResponseSchema)` to create a new message.
  */
 export const SubmitReportsResponseSchema: GenMessage<SubmitReportsResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 7);
+  messageDesc(file_ldpcov_v1_ldpcov, 18);
 
 /**
  * @generated from message ldpcov.v1.GetStatusRequest
@@ -493,7 +945,7 @@ export type GetStatusRequest = Message<"ldpcov.v1.GetStatusRequest"> & {
  * Use `create(GetStatusRequestSchema)` to create a new message.
  */
 export const GetStatusRequestSchema: GenMessage<GetStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 8);
+  messageDesc(file_ldpcov_v1_ldpcov, 19);
 
 /**
  * @generated from message ldpcov.v1.CollectionStatus
@@ -544,7 +996,7 @@ export type CollectionStatus = Message<"ldpcov.v1.CollectionStatus"> & {
  * Use `create(CollectionStatusSchema)` to create a new message.
  */
 export const CollectionStatusSchema: GenMessage<CollectionStatus> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 9);
+  messageDesc(file_ldpcov_v1_ldpcov, 20);
 
 /**
  * No thresholding: the raw average (then the PSD projection if asked).
@@ -559,7 +1011,7 @@ export type NoThreshold = Message<"ldpcov.v1.NoThreshold"> & {
  * Use `create(NoThresholdSchema)` to create a new message.
  */
 export const NoThresholdSchema: GenMessage<NoThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 10);
+  messageDesc(file_ldpcov_v1_ldpcov, 21);
 
 /**
  * Seed 000's universal hard threshold λ = γ·√(log p / n) + c·σ_n·√(log p), where
@@ -593,7 +1045,7 @@ export type UniversalThreshold = Message<"ldpcov.v1.UniversalThreshold"> & {
  * Use `create(UniversalThresholdSchema)` to create a new message.
  */
 export const UniversalThresholdSchema: GenMessage<UniversalThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 11);
+  messageDesc(file_ldpcov_v1_ldpcov, 22);
 
 /**
  * Seed 001's LDP threshold with the 1/√n erratum fixed:
@@ -618,7 +1070,7 @@ export type Seed001Threshold = Message<"ldpcov.v1.Seed001Threshold"> & {
  * Use `create(Seed001ThresholdSchema)` to create a new message.
  */
 export const Seed001ThresholdSchema: GenMessage<Seed001Threshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 12);
+  messageDesc(file_ldpcov_v1_ldpcov, 23);
 
 /**
  * Cai & Liu's entry-adaptive threshold λ_ij = η·√(θ̂_ij·log p / n), θ̂_ij the variance
@@ -645,7 +1097,7 @@ export type AdaptiveThreshold = Message<"ldpcov.v1.AdaptiveThreshold"> & {
  * Use `create(AdaptiveThresholdSchema)` to create a new message.
  */
 export const AdaptiveThresholdSchema: GenMessage<AdaptiveThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 13);
+  messageDesc(file_ldpcov_v1_ldpcov, 24);
 
 /**
  * K-fold cross-validation over "no threshold", grids of the noise form
@@ -737,7 +1189,7 @@ export type CrossValidatedThreshold = Message<"ldpcov.v1.CrossValidatedThreshold
  * Use `create(CrossValidatedThresholdSchema)` to create a new message.
  */
 export const CrossValidatedThresholdSchema: GenMessage<CrossValidatedThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 14);
+  messageDesc(file_ldpcov_v1_ldpcov, 25);
 
 /**
  * Spikes of the average de-biased against the known noise level and shrunk for the
@@ -764,7 +1216,7 @@ export type SpectralShrinkage = Message<"ldpcov.v1.SpectralShrinkage"> & {
  * Use `create(SpectralShrinkageSchema)` to create a new message.
  */
 export const SpectralShrinkageSchema: GenMessage<SpectralShrinkage> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 15);
+  messageDesc(file_ldpcov_v1_ldpcov, 26);
 
 /**
  * Low rank plus diagonal: balanced-shrunk spikes plus a fitted non-negative diagonal.
@@ -785,7 +1237,7 @@ export type FactorModel = Message<"ldpcov.v1.FactorModel"> & {
  * Use `create(FactorModelSchema)` to create a new message.
  */
 export const FactorModelSchema: GenMessage<FactorModel> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 16);
+  messageDesc(file_ldpcov_v1_ldpcov, 27);
 
 /**
  * Spikes over a bulk shrunk toward its mean with weight α, and the eigenvalues near
@@ -815,7 +1267,7 @@ export type BulkShrinkage = Message<"ldpcov.v1.BulkShrinkage"> & {
  * Use `create(BulkShrinkageSchema)` to create a new message.
  */
 export const BulkShrinkageSchema: GenMessage<BulkShrinkage> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 17);
+  messageDesc(file_ldpcov_v1_ldpcov, 28);
 
 /**
  * Parameters of the precision targets.
@@ -858,7 +1310,7 @@ export type PrecisionParams = Message<"ldpcov.v1.PrecisionParams"> & {
  * Use `create(PrecisionParamsSchema)` to create a new message.
  */
 export const PrecisionParamsSchema: GenMessage<PrecisionParams> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 18);
+  messageDesc(file_ldpcov_v1_ldpcov, 29);
 
 /**
  * @generated from message ldpcov.v1.GetEstimateRequest
@@ -969,7 +1421,7 @@ export type GetEstimateRequest = Message<"ldpcov.v1.GetEstimateRequest"> & {
  * Use `create(GetEstimateRequestSchema)` to create a new message.
  */
 export const GetEstimateRequestSchema: GenMessage<GetEstimateRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 19);
+  messageDesc(file_ldpcov_v1_ldpcov, 30);
 
 /**
  * What one release of a central collection spends.
@@ -1009,7 +1461,7 @@ export type CentralRelease = Message<"ldpcov.v1.CentralRelease"> & {
  * Use `create(CentralReleaseSchema)` to create a new message.
  */
 export const CentralReleaseSchema: GenMessage<CentralRelease> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 20);
+  messageDesc(file_ldpcov_v1_ldpcov, 31);
 
 /**
  * How a central release is kept in the aggregator's ledger (not sent by the service):
@@ -1086,7 +1538,7 @@ export type StoredCentralRelease = Message<"ldpcov.v1.StoredCentralRelease"> & {
  * Use `create(StoredCentralReleaseSchema)` to create a new message.
  */
 export const StoredCentralReleaseSchema: GenMessage<StoredCentralRelease> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 21);
+  messageDesc(file_ldpcov_v1_ldpcov, 32);
 
 /**
  * An edge of the estimated graph (i < j).
@@ -1110,7 +1562,7 @@ export type Edge = Message<"ldpcov.v1.Edge"> & {
  * Use `create(EdgeSchema)` to create a new message.
  */
 export const EdgeSchema: GenMessage<Edge> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 22);
+  messageDesc(file_ldpcov_v1_ldpcov, 33);
 
 /**
  * @generated from message ldpcov.v1.Estimate
@@ -1322,6 +1774,14 @@ export type Estimate = Message<"ldpcov.v1.Estimate"> & {
    * @generated from field: double release_trace = 31;
    */
   releaseTrace: number;
+
+  /**
+   * Shuffled collections: the guarantee of the reports this estimate post-processes,
+   * local ε0 and central (ε, δ) against the aggregator (no keys). Unset otherwise.
+   *
+   * @generated from field: ldpcov.v1.ShuffleParams shuffle = 32;
+   */
+  shuffle?: ShuffleParams | undefined;
 };
 
 /**
@@ -1329,7 +1789,7 @@ export type Estimate = Message<"ldpcov.v1.Estimate"> & {
  * Use `create(EstimateSchema)` to create a new message.
  */
 export const EstimateSchema: GenMessage<Estimate> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 23);
+  messageDesc(file_ldpcov_v1_ldpcov, 34);
 
 /**
  * @generated from message ldpcov.v1.CloseCollectionRequest
@@ -1346,7 +1806,7 @@ export type CloseCollectionRequest = Message<"ldpcov.v1.CloseCollectionRequest">
  * Use `create(CloseCollectionRequestSchema)` to create a new message.
  */
 export const CloseCollectionRequestSchema: GenMessage<CloseCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 24);
+  messageDesc(file_ldpcov_v1_ldpcov, 35);
 
 /**
  * @generated from message ldpcov.v1.DeleteCollectionRequest
@@ -1363,7 +1823,7 @@ export type DeleteCollectionRequest = Message<"ldpcov.v1.DeleteCollectionRequest
  * Use `create(DeleteCollectionRequestSchema)` to create a new message.
  */
 export const DeleteCollectionRequestSchema: GenMessage<DeleteCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 25);
+  messageDesc(file_ldpcov_v1_ldpcov, 36);
 
 /**
  * @generated from message ldpcov.v1.DeleteCollectionResponse
@@ -1382,7 +1842,7 @@ export type DeleteCollectionResponse = Message<"ldpcov.v1.DeleteCollectionRespon
  * Use `create(DeleteCollectionResponseSchema)` to create a new message.
  */
 export const DeleteCollectionResponseSchema: GenMessage<DeleteCollectionResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 26);
+  messageDesc(file_ldpcov_v1_ldpcov, 37);
 
 /**
  * How the entries of a report are packed into `Report.payload`.
@@ -1570,6 +2030,45 @@ export const LocalMechanismSchema: GenEnum<LocalMechanism> = /*@__PURE__*/
   enumDesc(file_ldpcov_v1_ldpcov, 3);
 
 /**
+ * Where a key is in its life: pending (published ahead, not yet for sealing), active
+ * (seal to it), retired (superseded, still opens), expired (refused).
+ *
+ * @generated from enum ldpcov.v1.HpkeKeyState
+ */
+export enum HpkeKeyState {
+  /**
+   * @generated from enum value: HPKE_KEY_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: HPKE_KEY_STATE_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * @generated from enum value: HPKE_KEY_STATE_ACTIVE = 2;
+   */
+  ACTIVE = 2,
+
+  /**
+   * @generated from enum value: HPKE_KEY_STATE_RETIRED = 3;
+   */
+  RETIRED = 3,
+
+  /**
+   * @generated from enum value: HPKE_KEY_STATE_EXPIRED = 4;
+   */
+  EXPIRED = 4,
+}
+
+/**
+ * Describes the enum ldpcov.v1.HpkeKeyState.
+ */
+export const HpkeKeyStateSchema: GenEnum<HpkeKeyState> = /*@__PURE__*/
+  enumDesc(file_ldpcov_v1_ldpcov, 4);
+
+/**
  * The loss a spectral estimator's shrunk eigenvalues are optimal for.
  *
  * @generated from enum ldpcov.v1.SpectralLoss
@@ -1608,7 +2107,7 @@ export enum SpectralLoss {
  * Describes the enum ldpcov.v1.SpectralLoss.
  */
 export const SpectralLossSchema: GenEnum<SpectralLoss> = /*@__PURE__*/
-  enumDesc(file_ldpcov_v1_ldpcov, 4);
+  enumDesc(file_ldpcov_v1_ldpcov, 5);
 
 /**
  * Hard keeps x when |x| > λ; soft returns sign(x)·max(|x| − λ, 0).
@@ -1638,7 +2137,7 @@ export enum ThresholdKind {
  * Describes the enum ldpcov.v1.ThresholdKind.
  */
 export const ThresholdKindSchema: GenEnum<ThresholdKind> = /*@__PURE__*/
-  enumDesc(file_ldpcov_v1_ldpcov, 5);
+  enumDesc(file_ldpcov_v1_ldpcov, 6);
 
 /**
  * What GetEstimate returns.
@@ -1677,7 +2176,7 @@ export enum EstimateTarget {
  * Describes the enum ldpcov.v1.EstimateTarget.
  */
 export const EstimateTargetSchema: GenEnum<EstimateTarget> = /*@__PURE__*/
-  enumDesc(file_ldpcov_v1_ldpcov, 6);
+  enumDesc(file_ldpcov_v1_ldpcov, 7);
 
 /**
  * A central mechanism (seed 002, Dong, Liang & Yi).
@@ -1763,7 +2262,7 @@ export enum CentralMechanism {
  * Describes the enum ldpcov.v1.CentralMechanism.
  */
 export const CentralMechanismSchema: GenEnum<CentralMechanism> = /*@__PURE__*/
-  enumDesc(file_ldpcov_v1_ldpcov, 7);
+  enumDesc(file_ldpcov_v1_ldpcov, 8);
 
 /**
  * @generated from service ldpcov.v1.Aggregator
@@ -1853,6 +2352,51 @@ export const Aggregator: GenService<{
     input: typeof DeleteCollectionRequestSchema;
     output: typeof DeleteCollectionResponseSchema;
   },
+  /**
+   * Relays only (the relay token): one shuffled batch of sealed reports for a
+   * shuffled collection, at least its min_batch_size. The aggregator opens,
+   * checks and counts each report as if sent alone (a report id counts once, so a
+   * resent batch counts nothing twice), refuses bad ones individually and keeps
+   * the rest.
+   *
+   * @generated from rpc ldpcov.v1.Aggregator.SubmitShuffledBatch
+   */
+  submitShuffledBatch: {
+    methodKind: "client_streaming";
+    input: typeof ShuffledBatchChunkSchema;
+    output: typeof ShuffledBatchResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_ldpcov_v1_ldpcov, 0);
+
+/**
+ * The anonymising relay of shuffled collections (`ldpcov-relay`), run by a party
+ * other than the aggregator's operator.
+ *
+ * @generated from service ldpcov.v1.Relay
+ */
+export const Relay: GenService<{
+  /**
+   * Devices (a device token): one sealed report; at most one per device per
+   * collection per batch window.
+   *
+   * @generated from rpc ldpcov.v1.Relay.SubmitSealedReport
+   */
+  submitSealedReport: {
+    methodKind: "unary";
+    input: typeof RelayReportSchema;
+    output: typeof RelayReportResponseSchema;
+  },
+  /**
+   * What the relay holds for a collection (the relay's admin token).
+   *
+   * @generated from rpc ldpcov.v1.Relay.GetRelayStatus
+   */
+  getRelayStatus: {
+    methodKind: "unary";
+    input: typeof RelayStatusRequestSchema;
+    output: typeof RelayStatusSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_ldpcov_v1_ldpcov, 1);
 

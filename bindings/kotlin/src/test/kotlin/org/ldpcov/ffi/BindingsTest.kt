@@ -14,6 +14,7 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
 import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Assumptions.assumeTrue
 import org.junit.jupiter.api.AfterAll
 import org.junit.jupiter.api.BeforeAll
 import org.junit.jupiter.api.Test
@@ -27,6 +28,7 @@ import uniffi.ldpcov_ffi.LdpcovException
 import uniffi.ldpcov_ffi.LedgerConfig
 import uniffi.ldpcov_ffi.Mechanism
 import uniffi.ldpcov_ffi.PolicyConfig
+import uniffi.ldpcov_ffi.RelayConfig
 import uniffi.ldpcov_ffi.SubmitResult
 import uniffi.ldpcov_ffi.WireEncoding
 
@@ -238,5 +240,57 @@ class BindingsTest {
             admin.createCollection(rankOne.copy(collectionId = "kt-rank-one-delta", delta = 1e-6))
         }
         assertThrows<LdpcovException.NotFound> { admin.status("kt-rank-one-delta") }
+    }
+
+    @Test
+    fun shuffledCollectionsGoSealedThroughTheRelay() {
+        // The relay of cargo test's harness (bindings/tests/common/test_relay.rs): it
+        // forwards a collection's reports as one shuffled batch once it holds
+        // LDPCOV_TEST_RELAY_BATCH of them. Run by hand there is none (skipped, which
+        // bindings/tests/kotlin.rs does not allow).
+        val relayUrl = System.getenv("LDPCOV_RELAY_URL")
+        assumeTrue(relayUrl != null, "no relay (LDPCOV_RELAY_URL): run through cargo test -p ldpcov-ffi")
+        val batch = System.getenv("LDPCOV_TEST_RELAY_BATCH").toInt()
+        val epsilon = 2.0
+        val created = admin.createCollection(
+            CollectionSpecInput(
+                collectionId = "kt-shuffled",
+                dim = 3u,
+                epsilon = epsilon,
+                delta = 0.0,
+                clipRadius = 1.0,
+                minReports = 1uL,
+                mechanism = Mechanism.RANK_ONE,
+                shuffleMinBatchSize = batch.toULong(),
+            ),
+        )
+        assertTrue(created.shuffled)
+        val rng = Random(33)
+        val x = { List(3) { rng.nextDouble() - 0.5 } }
+        val ledgerDir = Files.createTempDirectory("kt-shuffled-ledger")
+        val config = LedgerConfig(dir = ledgerDir.toString(), lifetimeEpsilon = 1000.0, periodDays = 0u, delta = DELTA)
+        // Without a relay the device refuses before charging anything.
+        Device.connect(url, ledger = config).use { direct ->
+            val refused = assertThrows<LdpcovException.Sealing> { direct.submit("kt-shuffled", x()) }
+            assertTrue(refused.message!!.contains("relay"), refused.message)
+            assertEquals(0.0, direct.spentEpsilon()!!)
+        }
+        val relay = RelayConfig(url = relayUrl!!, token = System.getenv("LDPCOV_RELAY_DEVICE_TOKEN"))
+        Device.connect(url, ledger = config, relay = relay).use { device ->
+            assertEquals(created, device.collection("kt-shuffled"))
+            repeat(batch - 1) { assertFalse(device.submit("kt-shuffled", x()).duplicate) }
+            // The relay holds them: the aggregator has seen nothing yet.
+            assertEquals(0uL, admin.status("kt-shuffled").reports)
+            device.submit("kt-shuffled", x())
+            // The batch arrived and the aggregator opened every sealed report.
+            assertEquals(batch.toULong(), admin.status("kt-shuffled").reports)
+            // Each report spent epsilon0 (rho = epsilon0^2 / 2), as a direct one would.
+            assertEquals(epsilonOfRho(batch * epsilon * epsilon / 2, DELTA), device.spentEpsilon()!!, 1e-9)
+        }
+        // A device token the relay does not know: refused, nothing counted.
+        Device.connect(url, relay = RelayConfig(url = relayUrl, token = "wrong")).use { stranger ->
+            assertThrows<LdpcovException.Unauthorized> { stranger.submit("kt-shuffled", x()) }
+        }
+        assertEquals(batch.toULong(), admin.status("kt-shuffled").reports)
     }
 }
