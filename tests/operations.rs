@@ -111,6 +111,7 @@ async fn reflection_lists_the_services_and_describes_the_aggregator() {
             "GetStatus",
             "SubmitReport",
             "SubmitReports",
+            "SubmitShuffledBatch",
         ]
     );
     // A message type resolves too (what `describe ldpcov.v1.Report` needs).

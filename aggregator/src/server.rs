@@ -338,15 +338,19 @@ pub async fn serve_with(
         set_health(&reporter, ServingStatus::NotServing).await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // The services this server runs: `ldpcov.proto` also declares the relay's, which
+    // an aggregator does not serve.
+    let served = |reflection: &str| {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .with_service_name(HEALTH_SERVICE_NAME)
+            .with_service_name("grpc.health.v1.Health")
+            .with_service_name(reflection)
+    };
+    let reflection_v1 = served("grpc.reflection.v1.ServerReflection").build_v1()?;
     // Older grpcurl and grpc_cli only speak v1alpha.
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    let reflection_v1alpha = served("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?;
     let mut service = AggregatorService::new(store, limits);
     if let Some(secret) = shuffle_secret {
         service = service.with_shuffle_secret(secret);

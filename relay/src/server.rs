@@ -188,14 +188,17 @@ pub async fn serve_with_clock(
         set_health(&reporter, false).await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    // The services the relay runs: `ldpcov.proto` also declares the aggregator's.
+    let served = |reflection: &str| {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .with_service_name(HEALTH_SERVICE_NAME)
+            .with_service_name("grpc.health.v1.Health")
+            .with_service_name(reflection)
+    };
+    let reflection_v1 = served("grpc.reflection.v1.ServerReflection").build_v1()?;
+    let reflection_v1alpha = served("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?;
     let service = RelayService::new(Arc::clone(&store), upstream, issuer, admin).with_clock(clock);
     let service = RelayServer::new(service)
         .max_decoding_message_size(limits.max_message_bytes)
