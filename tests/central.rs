@@ -14,17 +14,6 @@ use ldpcov::proto::v1::{
 };
 use ldpcov_fixtures as fixtures;
 
-/// Laurent & Massart (2000, Lemma 1): for `X ~ χ²_k`,
-/// `P(X ≥ k + 2√(kx) + 2x) ≤ e^{−x}` and `P(X ≤ k − 2√(kx)) ≤ e^{−x}`; at x = 21 each
-/// side is below 10⁻⁹. Returns the two quantiles divided by k.
-fn chi2_ratio_bounds(k: usize) -> (f64, f64) {
-    let (k, x) = (k as f64, 21.0);
-    (
-        (k - 2.0 * (k * x).sqrt()) / k,
-        (k + 2.0 * (k * x).sqrt() + 2.0 * x) / k,
-    )
-}
-
 /// Two central second-moment collections on the same 40 users, all at x = 0 (so the
 /// exact sums are 0 and every released entry is pure noise): one created with the raw
 /// triangle (`CENTRAL_WEIGHTING_TRIU`, as stored collections keep), one with the
@@ -77,7 +66,7 @@ async fn central_svec_releases_halve_the_off_diagonal_noise_variance() {
     );
     assert!(rho <= svec.rho, "the release fits the budget");
     let mut raw = RawClient::connect(url).await.unwrap();
-    let (lo, hi) = chi2_ratio_bounds(P * (P - 1) / 2);
+    let (lo, hi) = support::chi2_ratio_bounds(P * (P - 1) / 2);
     assert!(hi * 0.5 < lo, "the bands of σ²/2 and σ² overlap");
     let sd_avg = 1.0 / (n as f64 * f64::sqrt(rho));
     let request = |id: &str| GetEstimateRequest {

@@ -29,17 +29,6 @@ fn raw_average(id: &str) -> GetEstimateRequest {
     }
 }
 
-/// Laurent & Massart (2000, Lemma 1): for `X ~ χ²_k`,
-/// `P(X ≥ k + 2√(kx) + 2x) ≤ e^{−x}` and `P(X ≤ k − 2√(kx)) ≤ e^{−x}`; at x = 21 each
-/// side is below 10⁻⁹. Returns the two quantiles divided by k.
-fn chi2_ratio_bounds(k: usize) -> (f64, f64) {
-    let (k, x) = (k as f64, 21.0);
-    (
-        (k - 2.0 * (k * x).sqrt()) / k,
-        (k + 2.0 * (k * x).sqrt() + 2.0 * x) / k,
-    )
-}
-
 /// Two second-moment collections on the same 50 users, all at x = 0 (so every released
 /// entry is pure noise): the raw-weighted Gaussian report (asked for explicitly) and
 /// the default, `svec`-weighted one. Each released off-diagonal entry is the average of
@@ -87,7 +76,7 @@ async fn the_svec_weighting_halves_the_off_diagonal_noise_variance() {
             9,
         )));
     let mut raw = RawClient::connect(url).await.unwrap();
-    let (lo, hi) = chi2_ratio_bounds(P * (P - 1) / 2);
+    let (lo, hi) = support::chi2_ratio_bounds(P * (P - 1) / 2);
     assert!(hi * 0.5 < lo, "the bands of σ²/2 and σ² overlap");
     for (id, params) in [("triu", &triu), ("svec", &svec)] {
         let c = device.collection(id).await.unwrap();
@@ -404,4 +393,140 @@ async fn bad_rank_one_specs_and_reports_are_refused() {
         );
     }
     assert_eq!(count(&mut raw).await, 1, "a bad report was counted");
+}
+
+/// The closed form the entry-adaptive rule reads for a rank-one collection's
+/// off-diagonal variances (the aggregator keeps no off-diagonal sums of squares for
+/// rank-one reports): on reports from the real sampler, through `prepare_report`, the
+/// sample variance of each wire product `yᵢyⱼ` (dither included) matches
+/// `NoiseModel::off_diagonal_variance_given_fourth_moment` at the population's exact
+/// moments, for both caps and three ε; the Isserlis stand-in for the data's fourth
+/// moment (`off_diagonal_population_variance`, what the estimator uses) is within 5 %
+/// of the exact form on these spread-out users; and the form with the cap's excess
+/// fourth moment dropped (e₄ = 0) is caught at ε = 4.
+///
+/// Bound: the sample variance of n i.i.d. draws has sd `√((μ₄ − σ⁴)/n)` to leading
+/// order (μ₄ the central fourth moment, estimated from the same draws); 6 sd per entry
+/// over 30 entries puts the false-failure rate near 10⁻⁷ (normal approximation; the
+/// products have finite moments of every order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
+    let (server, _url, mut admin) = support::seeded_server(7).await;
+    const P: usize = 5;
+    const USERS_N: usize = 16;
+    // Deterministic users spread over the coordinates, norms 0.3 … 0.95.
+    let users: Vec<Vec<f64>> = (0..USERS_N)
+        .map(|k| {
+            let raw: Vec<f64> = (0..P)
+                .map(|i| (1.3 * k as f64 + 0.7 * i as f64 + 0.11 * (k * i) as f64).sin())
+                .collect();
+            let norm = raw.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let target = 0.3 + 0.65 * k as f64 / (USERS_N - 1) as f64;
+            raw.iter().map(|v| v * target / norm).collect()
+        })
+        .collect();
+    let moment = |f: &dyn Fn(&[f64]) -> f64| -> f64 {
+        users.iter().map(|u| f(u)).sum::<f64>() / USERS_N as f64
+    };
+    let mut device = AggregatorClient::connect(server.url())
+        .await
+        .unwrap()
+        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+            13,
+        )));
+    let (step, _) =
+        ldpcov::proto::mechanism::rank_one::RankOneParams::wire_step_and_dither_variance();
+    let n = 40_000usize;
+    for (k, (epsilon, moments)) in [
+        (0.5, Moments::SecondMoment),
+        (1.0, Moments::MeanAndCovariance),
+        (4.0, Moments::SecondMoment),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("r1-var-{k}");
+        admin
+            .create_collection(CollectionSpec {
+                local_mechanism: LocalMechanism::RankOne as i32,
+                delta: 0.0,
+                encoding: Encoding::Unspecified as i32,
+                ..fixtures::spec(&id, P as u32)
+                    .epsilon(epsilon)
+                    .moments(moments)
+                    .min_reports(1)
+                    .build()
+            })
+            .await
+            .unwrap();
+        let c: Collection = device.collection(&id).await.unwrap();
+        let ReportMechanism::RankOne(report) = c.mechanism() else {
+            panic!("{id} is a rank-one collection");
+        };
+        let noise = report.noise();
+        let ldpcov::proto::mechanism::NoiseModel::RankOne {
+            kappa,
+            mean_scale,
+            dither_variance,
+            ..
+        } = noise
+        else {
+            panic!("{id}: rank-one noise model");
+        };
+        let without_e4 = ldpcov::proto::mechanism::NoiseModel::RankOne {
+            kappa,
+            mean_scale,
+            excess_fourth_moment: 0.0,
+            dither_variance,
+        };
+        // y from the wire: p little-endian i16 per report, in steps of Δ_w.
+        let ys: Vec<[f64; P]> = (0..n)
+            .map(|r| {
+                // R = 1 and ‖x‖ ≤ 1: u = x up to the clip margin of 2⁻³².
+                let report = device.prepare_report(&c, &users[r % USERS_N]).unwrap();
+                let mut y = [0.0; P];
+                for (v, b) in y.iter_mut().zip(report.payload.chunks_exact(2)) {
+                    *v = f64::from(i16::from_le_bytes([b[0], b[1]])) * step;
+                }
+                y
+            })
+            .collect();
+        let mut e4_caught = false;
+        for (i, j) in triangle_pairs(P).filter(|(i, j)| i != j) {
+            let x: Vec<f64> = ys.iter().map(|y| y[i] * y[j]).collect();
+            let mean = x.iter().sum::<f64>() / n as f64;
+            let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            let mu4 = x.iter().map(|v| (v - mean).powi(4)).sum::<f64>() / n as f64;
+            let tolerance = 6.0 * ((mu4 - var * var).max(0.0) / n as f64).sqrt();
+            let (m_ii, m_jj) = (moment(&|u| u[i] * u[i]), moment(&|u| u[j] * u[j]));
+            let m_ij = moment(&|u| u[i] * u[j]);
+            let xi = moment(&|u| u[i] * u[i] * u[j] * u[j]);
+            let exact = noise
+                .off_diagonal_variance_given_fourth_moment(m_ii, m_jj, m_ij, xi)
+                .unwrap();
+            assert!(
+                (var - exact).abs() <= tolerance,
+                "{id} ({i}, {j}): sample variance {var} vs closed form {exact} (± {tolerance})"
+            );
+            let approx = noise
+                .off_diagonal_population_variance(m_ii, m_jj, m_ij)
+                .unwrap();
+            assert!(
+                (approx - exact).abs() <= 0.05 * exact,
+                "{id} ({i}, {j}): Isserlis {approx} vs exact {exact}"
+            );
+            let broken = without_e4
+                .off_diagonal_variance_given_fourth_moment(m_ii, m_jj, m_ij, xi)
+                .unwrap();
+            e4_caught |= (var - broken).abs() > tolerance;
+            eprintln!(
+                "{id} ({i}, {j}): sample {var:.4} ± {tolerance:.4}, exact {exact:.4}, Isserlis {approx:.4}, e₄ = 0 {broken:.4}"
+            );
+        }
+        // e₄ moves the variance by e₄ξ: −0.67ξ at ε = 0.5 (lost in the noise floor 1),
+        // −30ξ at ε = 4 (ξ ≈ 0.01 here: a quarter of the variance).
+        if epsilon >= 4.0 {
+            assert!(e4_caught, "{id}: dropping e₄ went unnoticed");
+        }
+    }
 }

@@ -90,7 +90,11 @@ pub(crate) fn check_sums(input: &EstimationInput, sums: &[i64]) -> Result<(), Es
 /// `a/mean_divisor` (`w`, or `c`), `(a − diagonal_offset)/diagonal_divisor` on the
 /// diagonal, `a/off_diagonal_divisor` off it (1, √2 for the `svec` Gaussian report, κ for
 /// the rank-one report).
-fn unit_blocks(input: &EstimationInput, sums: &[i64], n: u64) -> (Option<Vec<f64>>, Vec<f64>) {
+pub(crate) fn unit_blocks(
+    input: &EstimationInput,
+    sums: &[i64],
+    n: u64,
+) -> (Option<Vec<f64>>, Vec<f64>) {
     let scale = 1.0 / (input.grid_scale() * n.max(1) as f64);
     let unbias = input.unbiasing();
     let (first, second) = sums.split_at(input.mean_entries());

@@ -95,3 +95,15 @@ pub(crate) async fn seeded_server(
         ));
     (server, url, client)
 }
+
+/// Laurent & Massart (2000, Lemma 1): for `X ~ χ²_k`,
+/// `P(X ≥ k + 2√(kx) + 2x) ≤ e^{−x}` and `P(X ≤ k − 2√(kx)) ≤ e^{−x}`; at x = 21 each
+/// side is below 10⁻⁹. Returns the two quantiles divided by k.
+#[allow(dead_code)] // each test crate compiles this module; only the χ² tests use it
+pub(crate) fn chi2_ratio_bounds(k: usize) -> (f64, f64) {
+    let (k, x) = (k as f64, 21.0);
+    (
+        (k - 2.0 * (k * x).sqrt()) / k,
+        (k + 2.0 * (k * x).sqrt() + 2.0 * x) / k,
+    )
+}

@@ -1,18 +1,15 @@
 //! Adding a batch of [`OuterProduct`] reports (the rank-one mechanism's): the packed
 //! triangle of `Σ vvᵀ` as f64 matrix products per fold (a block of columns at a time,
-//! each added while in cache), exact because every partial
-//! sum is an integer below `2^53`, instead of expanding each report into its
-//! `p(p + 1)/2` products.
+//! each added while in cache), exact because every partial sum is an integer below
+//! `2^53`, instead of expanding each report into its `p(p + 1)/2` products.
 //!
 //! What is added is exactly what adding each report's expansion would add, except for
-//! the off-diagonal sums of squares, `Σ (vᵢvⱼ)²`: a p × p product of `vᵢ²` would need
-//! 60-bit integers, so those are summed as `2^16·qᵢqⱼ` with `qᵢ = round(vᵢ²/2^8)`.
-//! Each report's term then differs from `(vᵢvⱼ)²` by at most `2^7(vᵢ² + vⱼ²) + 2^14`
-//! (`|qᵢ·2^8 − vᵢ²| ≤ 2^7`), a relative `2^−14` at a typical rank-one value
-//! `|vᵢ| ≈ 2^11`. The sums of squares only feed the entry-adaptive variance estimate,
-//! whose own sampling error is far larger. The result does not depend on how reports
-//! are batched, so replicas and a replayed store agree exactly. The mean block and the
-//! diagonal's sums of squares are exact.
+//! the off-diagonal sums of squares, `Σ (vᵢvⱼ)²`, which are not kept (they stay 0): a
+//! second p × p product per batch would double the ingest's cost, and the estimator
+//! reads a rank-one collection's off-diagonal variances from the mechanism's closed form
+//! instead (`threshold/adaptive.rs`). The mean block's and the diagonal's sums of
+//! squares are exact. The result does not depend on how reports are batched, so
+//! replicas and a replayed store agree exactly.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -26,27 +23,14 @@ use super::Accumulator;
 /// 1024 keeps the `p × 1024` matrix at 8 MB for p = 1000).
 const SUM_ROWS: usize = 1024;
 
-/// The rounding of `vᵢ²` in the off-diagonal sums of squares: `qᵢ = round(vᵢ²/2^8)`.
-const SQUARE_SHIFT: u32 = 8;
-
-/// Reports per f64 product of the sums of squares: `qᵢ ≤ 2^22`, so `qᵢqⱼ ≤ 2^44` and a
-/// sum of 256 is at most `2^52`, exact in f64.
-const SQUARE_ROWS: usize = 256;
-
 /// Below this dimension the products are summed by plain loops (the same numbers: a
 /// matrix product does not pay for itself on a small triangle).
 const PRODUCT_MIN_DIM: usize = 48;
 
-/// `qᵢ = round(v²/2^8)`, half up (`v² ≥ 0`); at most `2^22` for `|v| ≤ 2^15`.
-fn rounded_square(v: i32) -> i64 {
-    let v = i64::from(v);
-    (v * v + (1 << (SQUARE_SHIFT - 1))) >> SQUARE_SHIFT
-}
-
 impl Accumulator {
     /// Adds a batch of outer-product reports, each with its fold, all of this
     /// accumulator's dimension and mean block (see the [module docs](self) for the
-    /// one sum that is not the expansion's).
+    /// sums that are not the expansion's).
     pub(super) fn add_outer_products(&mut self, reports: &[(usize, &OuterProduct)]) {
         self.add_outer_products_with(reports, PRODUCT_MIN_DIM);
     }
@@ -91,20 +75,15 @@ impl Accumulator {
         }
     }
 
-    /// The triangle's fold sums and off-diagonal sums of squares, report by report.
+    /// The triangle's fold sums, report by report.
     fn add_triangles_by_loops(&mut self, reports: &[(usize, &OuterProduct)], base: usize) {
         for &(fold, report) in reports {
             let v = report.values();
-            let q: Vec<i64> = v.iter().map(|&x| rounded_square(x)).collect();
             let sums = &mut self.fold_sums[fold][base..];
-            let squares = &mut self.sum_squares[base..];
             let mut k = 0;
             for i in 0..v.len() {
                 for j in i..v.len() {
                     sums[k] += i64::from(v[i]) * i64::from(v[j]);
-                    if j > i {
-                        squares[k] += ((q[i] * q[j]) as u128) << (2 * SQUARE_SHIFT);
-                    }
                     k += 1;
                 }
             }
@@ -129,28 +108,9 @@ impl Accumulator {
                     .map(|(_, r)| *r)
                     .collect();
                 for chunk in in_fold.chunks(SUM_ROWS) {
-                    scratch.load(chunk.iter().map(|r| r.values()), f64::from);
-                    let sums = &mut self.fold_sums[fold][base..];
-                    scratch.add_gram(chunk.len(), sums, |row, values| {
-                        for (s, &x) in row.iter_mut().zip(values) {
-                            // An integer below 2^53 in magnitude: the cast is exact.
-                            *s += x as i64;
-                        }
-                    });
+                    scratch.load(chunk.iter().map(|r| r.values()));
+                    scratch.add_gram(chunk.len(), &mut self.fold_sums[fold][base..]);
                 }
-            }
-            for chunk in reports.chunks(SQUARE_ROWS) {
-                scratch.load(chunk.iter().map(|(_, r)| r.values()), |x| {
-                    rounded_square(x) as f64
-                });
-                let squares = &mut self.sum_squares[base..];
-                scratch.add_gram(chunk.len(), squares, |row, values| {
-                    // The diagonal (first) is summed exactly above. Off it, a
-                    // non-negative integer at most 2^52: the cast is exact.
-                    for (q, &x) in row.iter_mut().zip(values).skip(1) {
-                        *q += ((x as u64) as u128) << (2 * SQUARE_SHIFT);
-                    }
-                });
             }
         });
     }
@@ -185,33 +145,28 @@ impl Scratch {
     fn fit(&mut self, p: usize) {
         if self.factor.nrows() != p {
             self.block = Mat::zeros(p, GRAM_BLOCK);
-            self.factor = Mat::zeros(p, SUM_ROWS.max(SQUARE_ROWS));
+            self.factor = Mat::zeros(p, SUM_ROWS);
         }
     }
 
-    /// Puts `convert` of each report's values in the factor's columns, in order.
-    fn load<'a>(&mut self, reports: impl Iterator<Item = &'a [i32]>, convert: impl Fn(i32) -> f64) {
+    /// Puts each report's values in the factor's columns, in order.
+    fn load<'a>(&mut self, reports: impl Iterator<Item = &'a [i32]>) {
         for (r, values) in reports.enumerate() {
             let column = self.factor.col_as_slice_mut(r);
             for (c, &x) in column.iter_mut().zip(values) {
-                *c = convert(x);
+                *c = f64::from(x);
             }
         }
     }
 
-    /// Visits the lower triangle (diagonal included) of `V·Vᵀ`, V the factor's first
-    /// `rows` columns, in the packed upper triangle's order: column `i` of the product
-    /// from row `i` down is row `i` of `packed`, so `visit` gets each packed row's slice
-    /// beside those values (the first pair is the diagonal entry). The product is made
-    /// [`GRAM_BLOCK`] columns at a time, each block (rows `c₀..p`) visited while it is
-    /// in cache; every entry is the same dot product as in one whole product, an exact
-    /// integer, so the blocking changes no value.
-    fn add_gram<T>(
-        &mut self,
-        rows: usize,
-        packed: &mut [T],
-        mut visit: impl FnMut(&mut [T], &[f64]),
-    ) {
+    /// Adds the lower triangle (diagonal included) of `V·Vᵀ`, V the factor's first
+    /// `rows` columns, into `packed`, the upper triangle packed by rows: column `i` of
+    /// the product from row `i` down is row `i` of `packed`. The product is made
+    /// [`GRAM_BLOCK`] columns at a time, each block (rows `c₀..p`) added while it is in
+    /// cache; every entry is the same dot product as in one whole product, an integer
+    /// below `2^53` in magnitude (so the cast to i64 is exact), and the blocking
+    /// changes no value.
+    fn add_gram(&mut self, rows: usize, packed: &mut [i64]) {
         let p = self.factor.nrows();
         let v = self.factor.as_ref().subcols(0, rows);
         let mut start = 0;
@@ -228,7 +183,9 @@ impl Scratch {
             for k in 0..width {
                 let column = &self.block.col_as_slice(k)[k..height];
                 let row = &mut packed[start..start + column.len()];
-                visit(row, column);
+                for (s, &x) in row.iter_mut().zip(column) {
+                    *s += x as i64;
+                }
                 start += column.len();
             }
         }
@@ -271,8 +228,8 @@ mod tests {
     }
 
     /// The matrix products add exactly what the loops add, on batches that cross the
-    /// chunk sizes of both products (1 100 reports > SUM_ROWS, > 4 × SQUARE_ROWS), and
-    /// splitting a batch in two changes nothing.
+    /// chunk size of the products (1 100 reports: more than SUM_ROWS in some runs of
+    /// folds), and splitting a batch in two changes nothing.
     #[test]
     fn products_equal_loops_and_batching_does_not_matter() {
         // p = 2·128 + 22: three column blocks of the product, the last one partial.
@@ -292,10 +249,11 @@ mod tests {
     }
 
     /// Against the expanded reports added one by one: counts, every fold sum and the
-    /// exact sums of squares (mean block, diagonal) equal; each off-diagonal sum of
-    /// squares within the module's bound, summed over the reports.
+    /// sums of squares of the mean block and the diagonal equal; the off-diagonal sums
+    /// of squares are not kept (0), which is what the estimator expects of rank-one
+    /// accumulators.
     #[test]
-    fn the_sums_are_the_expansions_and_the_squares_within_their_bound() {
+    fn the_sums_are_the_expansions_and_only_the_off_diagonal_squares_are_left_out() {
         let p = 60; // above PRODUCT_MIN_DIM: the products path
         for shift in [Some(11), None] {
             let all = reports(p, 300, shift, 11);
@@ -314,19 +272,11 @@ mod tests {
             let mut k = base;
             for i in 0..p {
                 for j in i..p {
-                    let (got, exact) = (outer.sum_squares[k], dense.sum_squares[k]);
+                    let got = outer.sum_squares[k];
                     if i == j {
-                        assert_eq!(got, exact, "diagonal {i}");
+                        assert_eq!(got, dense.sum_squares[k], "diagonal {i}");
                     } else {
-                        let bound: u128 = all
-                            .iter()
-                            .map(|(_, r)| {
-                                let (a, b) = (r.values()[i], r.values()[j]);
-                                let (a2, b2) = ((a as i64).pow(2), (b as i64).pow(2));
-                                ((a2 + b2) as u128) * 128 + (1 << 14)
-                            })
-                            .sum();
-                        assert!(got.abs_diff(exact) <= bound, "({i}, {j}): {got} vs {exact}");
+                        assert_eq!(got, 0, "({i}, {j})");
                     }
                     k += 1;
                 }

@@ -4,13 +4,23 @@
 use super::Thresholds;
 use crate::accumulator::Accumulator;
 use crate::input::EstimationInput;
+use crate::moments::unit_blocks;
 use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_proto::mechanism::NoiseModel;
 
-/// Per-entry variance across reports in data units,
-/// `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)/d²` (clamped at 0 against rounding; `d` the
-/// entry's unbiasing divisor: 1, √2 or κ), packed: one
-/// per entry of the second-moment block (a mean-and-covariance report's mean block is
-/// skipped). All zeros when there are no reports.
+/// Per-entry variance across reports in data units, packed: one per entry of the
+/// second-moment block (a mean-and-covariance report's mean block is skipped). All
+/// zeros when there are no reports.
+///
+/// From the sums of squares, `θ̂_ij = R⁴/2^{2k}·(Σv²/n − (Σv/n)²)/d²` (clamped at 0
+/// against rounding; `d` the entry's unbiasing divisor: 1, √2 or κ), except for the
+/// off-diagonal entries of a rank-one collection: their sums of squares are not kept
+/// (a second p × p product per batch would double the ingest's cost,
+/// `accumulator/outer.rs`), and their variance is the mechanism's closed form
+/// ([`NoiseModel::off_diagonal_population_variance`]) at the estimated second moments,
+/// `R⁴·v(m̂_ii, m̂_jj, m̂_ij)/κ²`. The noise dominates that variance at every ε (its
+/// floor is `1/κ²`); the closed form carries it exactly, where the sums of squares
+/// would carry it with their own sampling error.
 ///
 /// For a mean-and-covariance collection this is the variance of the reported
 /// `uᵢuⱼ` (noise included), not of `(uᵢ − μᵢ)(uⱼ − μⱼ)`: the noise dominates both at
@@ -40,11 +50,30 @@ pub(crate) fn entry_variances_of_sums(
     let diagonal = scale / (unbias.diagonal_divisor * unbias.diagonal_divisor);
     let off_diagonal = scale / (unbias.off_diagonal_divisor * unbias.off_diagonal_divisor);
     let nf = n as f64;
+    let noise = input.noise();
+    // The unbiased second moments (unit-ball units) and their diagonal, for the model.
+    let second = matches!(noise, NoiseModel::RankOne { .. }).then(|| unit_blocks(input, sums, n).1);
+    let diagonal_of = |second: &[f64]| -> Vec<f64> {
+        triangle_pairs(input.dim())
+            .zip(second)
+            .filter(|((i, j), _)| i == j)
+            .map(|(_, &m)| m)
+            .collect()
+    };
+    let diagonal_moments = second.as_deref().map(diagonal_of);
+    let model_scale = r2 * r2 / (unbias.off_diagonal_divisor * unbias.off_diagonal_divisor);
     sums.iter()
         .zip(&acc.sum_squares)
         .skip(skip)
         .zip(triangle_pairs(input.dim()))
-        .map(|((&s, &q), (i, j))| {
+        .enumerate()
+        .map(|(k, ((&s, &q), (i, j)))| {
+            if i != j
+                && let (Some(m), Some(d)) = (&second, &diagonal_moments)
+                && let Some(v) = noise.off_diagonal_population_variance(d[i], d[j], m[k])
+            {
+                return model_scale * v;
+            }
             let mean = s as f64 / nf;
             let factor = if i == j { diagonal } else { off_diagonal };
             factor * (q as f64 / nf - mean * mean).max(0.0)

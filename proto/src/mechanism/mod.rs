@@ -116,6 +116,11 @@ pub enum NoiseModel {
         kappa: f64,
         /// c: `E[y] = c·ũ` (0 for the symmetric cap).
         mean_scale: f64,
+        /// `e₄ = E[t⁴] − 3(E[t²])²` of the cap's law of `t = ⟨y, ũ⟩`
+        /// ([`CapMoments::excess_fourth_moment`](rank_one::CapMoments)).
+        excess_fourth_moment: f64,
+        /// `Δ_w²/4`, the variance the wire's dither adds to every entry of `y`.
+        dither_variance: f64,
     },
     /// Independent centred Gaussian noise, independent of the signal, of sd `sigma` on
     /// every mean and diagonal entry and `off_diagonal_sigma` on every off-diagonal
@@ -176,9 +181,68 @@ impl NoiseModel {
     /// independent of the signal, `κ − c²` for the rank-one report.
     pub fn mean_signal_coupling(&self) -> f64 {
         match *self {
-            NoiseModel::RankOne { kappa, mean_scale } => kappa - mean_scale * mean_scale,
+            NoiseModel::RankOne {
+                kappa, mean_scale, ..
+            } => kappa - mean_scale * mean_scale,
             _ => 0.0,
         }
+    }
+
+    /// The variance across reports of one off-diagonal summed entry `yᵢyⱼ` (unit-ball
+    /// units, before the [`Unbiasing`] divisor) of a rank-one report, in a population
+    /// whose `u` has second moments `m_ii = E[uᵢ²]`, `m_jj`, `m_ij = E[uᵢuⱼ]`; `None`
+    /// for the other models (whose noise does not depend on the signal: their sums of
+    /// squares give the variance).
+    ///
+    /// For one input (`aᵢ = ũᵢ²`) the entry has variance
+    /// `(1 + κaᵢ)(1 + κaⱼ) + (κ² + e₄)aᵢaⱼ`
+    /// ([`CapMoments::second_moment_entry_variance`](rank_one::CapMoments) times κ²), and
+    /// each coordinate's dither `d` (variance `s²`, independent) adds
+    /// `s²(2 + κ(aᵢ + aⱼ)) + s⁴`. Averaged over the population, plus the variance of the
+    /// conditional mean `κũᵢũⱼ`:
+    /// `1 + (κ + s²)(m_ii + m_jj) + (3κ² + e₄)ξ − κ²m_ij² + 2s² + s⁴`, with
+    /// `ξ = E[uᵢ²uⱼ²]`, a fourth moment of the data that the sums do not carry: it is
+    /// taken as Isserlis' `m_ii·m_jj + 2m_ij²` (exact for centred Gaussian `u`), capped
+    /// at `min(m_ii, m_jj)` (as `uⱼ² ≤ 1`). Its coefficient `3 + e₄/κ²` lies in
+    /// `[−6.6, 0.8]` for ε ∈ [0.5, 8] (docs/PRIVACY.md §8.2) against a leading term
+    /// `1/κ²` of 14 to 0.0125, and `ξ` is of order `1/p²` for data spread over the
+    /// coordinates, so the approximation moves the variance by a few per cent at most.
+    /// The moments are clamped to what a vector in the unit ball can have (noisy
+    /// estimates can fall outside), and the result is floored at 1, the variance at
+    /// `u = 0`, so that noisy moments cannot drive it toward 0.
+    pub fn off_diagonal_population_variance(&self, m_ii: f64, m_jj: f64, m_ij: f64) -> Option<f64> {
+        let (m_ii, m_jj) = (m_ii.clamp(0.0, 1.0), m_jj.clamp(0.0, 1.0));
+        let m_ij = m_ij.clamp(-(m_ii * m_jj).sqrt(), (m_ii * m_jj).sqrt());
+        let xi = (m_ii * m_jj + 2.0 * m_ij * m_ij).min(m_ii.min(m_jj));
+        self.off_diagonal_variance_given_fourth_moment(m_ii, m_jj, m_ij, xi)
+            .map(|v| v.max(1.0))
+    }
+
+    /// [`off_diagonal_population_variance`](Self::off_diagonal_population_variance)
+    /// with the population's fourth moment `ξ = E[uᵢ²uⱼ²]` given, and nothing clamped:
+    /// `1 + (κ + s²)(m_ii + m_jj) + (3κ² + e₄)ξ − κ²m_ij² + 2s² + s⁴` (exact for any
+    /// population); `None` for the models other than the rank-one report's.
+    pub fn off_diagonal_variance_given_fourth_moment(
+        &self,
+        m_ii: f64,
+        m_jj: f64,
+        m_ij: f64,
+        xi: f64,
+    ) -> Option<f64> {
+        let NoiseModel::RankOne {
+            kappa: k,
+            excess_fourth_moment: e4,
+            dither_variance: s2,
+            ..
+        } = *self
+        else {
+            return None;
+        };
+        Some(
+            1.0 + (k + s2) * (m_ii + m_jj) + (3.0 * k * k + e4) * xi - k * k * m_ij * m_ij
+                + 2.0 * s2
+                + s2 * s2,
+        )
     }
 }
 

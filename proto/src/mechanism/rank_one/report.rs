@@ -91,12 +91,14 @@ impl RankOneReport {
         lift_to_sphere(&grid_input(u)?)
     }
 
-    /// The noise of the summed entries: the rank-one model with the collection's κ and
-    /// c.
+    /// The noise of the summed entries: the rank-one model with the collection's κ, c,
+    /// e₄ and the wire's dither variance.
     pub fn noise(&self) -> NoiseModel {
         NoiseModel::RankOne {
             kappa: self.params.moments.kappa,
             mean_scale: self.params.moments.mean_scale,
+            excess_fourth_moment: self.params.moments.excess_fourth_moment,
+            dither_variance: RankOneParams::wire_step_and_dither_variance().1,
         }
     }
 
