@@ -175,11 +175,17 @@ struct Point {
 
 /// A job: one scheme at one (p, case, rep, ε).
 struct Job {
+    /// Dimension.
     p: usize,
+    /// Index of the data case (in `--cases`).
     case: usize,
+    /// Repetition (selects the users).
     rep: usize,
+    /// The collection's ε.
     epsilon: f64,
+    /// Users.
     n: u64,
+    /// One-sided or split.
     scheme: Scheme,
     /// Expected lattice draws (for scheduling the expensive jobs first).
     cost: f64,
