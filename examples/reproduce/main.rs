@@ -19,6 +19,7 @@
 //! cargo run --release --example reproduce -- joint --reps 5
 //! cargo run --release --example reproduce -- central --experiment local-vs-central
 //! cargo run --release --example reproduce -- mechanisms --ps 20,100,1000 --ns 100000
+//! cargo run --release --example reproduce -- mean-cov --ps 20,100 --reps 2
 //! cargo run --release --example reproduce -- --json canonical --reps 2 --ns 100000
 //! cargo run --release --example reproduce -- unordered --data wine=/tmp/wine.npy
 //! ```
@@ -26,6 +27,7 @@
 mod canonical;
 mod central;
 mod joint;
+mod mean_cov;
 mod mechanisms;
 mod papers;
 mod plot;
@@ -70,6 +72,10 @@ enum Experiment {
     /// The local mechanisms side by side at equal n: raw average and default
     /// estimate, bytes, users for a target error (p × ε grid).
     Mechanisms(mechanisms::Args),
+    /// Mean-and-covariance collections with the rank-one report: one one-sided report
+    /// at ε vs a split ε (symmetric report for the second moment, one-sided for the
+    /// mean), raw Σ̂ errors against the analytic prediction.
+    MeanCov(mean_cov::Args),
     /// Central (trusted-aggregator) releases: local vs central at equal (ε, δ, n), and
     /// Dong, Liang & Yi's GaussCov / SeparateCov trends.
     Central(central::Args),
@@ -115,6 +121,7 @@ fn main() -> Result<()> {
         Experiment::Joint(a) => joint::run(&a, out),
         Experiment::Central(a) => central::run(&a, out),
         Experiment::Mechanisms(a) => mechanisms::run(&a, out),
+        Experiment::MeanCov(a) => mean_cov::run(&a, out),
     }
 }
 

@@ -131,7 +131,7 @@ impl Truth {
 
 /// `b·bᵀ + diag(1 − ‖b_i‖²)` with `b` (`p × k`) rows of random direction and squared
 /// length (communality) uniform in [0.3, 0.8]: a correlation matrix with k factors.
-fn factor_model(p: usize, k: usize, seed: u64) -> DMatrix<f64> {
+pub(crate) fn factor_model(p: usize, k: usize, seed: u64) -> DMatrix<f64> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut b = DMatrix::<f64>::from_fn(p, k, |_, _| rng.sample(StandardNormal));
     for i in 0..p {
