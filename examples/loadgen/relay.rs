@@ -84,9 +84,29 @@ impl EmbeddedRelay {
     }
 }
 
+/// Attempts per report before a transient failure is reported as an error.
+const ATTEMPTS: u32 = 30;
+
+/// Whether a refusal is one a device retries (the same bytes under the same
+/// submission id, which the relay stores at most once): the call timed out, was cut
+/// off or met a full server.
+fn transient(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Cancelled
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Unavailable
+            | tonic::Code::ResourceExhausted
+            | tonic::Code::Aborted
+    )
+}
+
 /// Sends prepared sealed reports to the relay, each under its user's device token,
-/// [`IN_FLIGHT`] at a time: the reports the relay acknowledged (stored) and those it
-/// already had.
+/// [`IN_FLIGHT`] at a time, resending one that met a [`transient`] failure (with
+/// backoff, as a device does) until it is acknowledged: the reports the relay
+/// acknowledged as stored and those it already had on the first attempt. A report
+/// acknowledged as a duplicate on a resend was stored by an attempt whose
+/// acknowledgement was lost, and counts as stored.
 pub(crate) async fn send_sealed(
     relay: &RelayClient<tonic::transport::Channel>,
     issuer: &DeviceTokenIssuer,
@@ -96,14 +116,29 @@ pub(crate) async fn send_sealed(
         let mut relay = relay.clone();
         let token = issuer.issue(&format!("user-{user}"));
         async move {
-            let mut request = tonic::Request::new(prepared.request);
             let value = MetadataValue::try_from(format!("Bearer {}", token?))?;
-            request.metadata_mut().insert("authorization", value);
-            let response = relay
-                .submit_sealed_report(request)
-                .await
-                .map_err(|s| anyhow::anyhow!("relay refused user {user}'s report: {s:?}"))?;
-            anyhow::Ok(response.into_inner().duplicate)
+            let mut attempt = 0u32;
+            loop {
+                let mut request = tonic::Request::new(prepared.request.clone());
+                request
+                    .metadata_mut()
+                    .insert("authorization", value.clone());
+                match relay.submit_sealed_report(request).await {
+                    Ok(response) => {
+                        let duplicate = response.into_inner().duplicate;
+                        return anyhow::Ok(duplicate && attempt == 0);
+                    }
+                    Err(status) if transient(status.code()) && attempt + 1 < ATTEMPTS => {
+                        attempt += 1;
+                        tracing::debug!(user, attempt, %status, "resending a sealed report");
+                        let backoff = Duration::from_millis(50 << attempt.min(6));
+                        tokio::time::sleep(backoff).await;
+                    }
+                    Err(status) => {
+                        bail!("relay refused user {user}'s report: {status:?}")
+                    }
+                }
+            }
         }
     });
     let mut results = futures::stream::iter(calls).buffer_unordered(IN_FLIGHT);
