@@ -280,7 +280,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
     // second: before, during or just after a batch call (the ones just after its
     // commit make the relay resend a batch the aggregator has counted). Sometimes the
     // aggregator is killed again before it is back up.
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_a66);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_0a66);
     for _ in 0..AGGREGATOR_KILLS {
         if rng.random_bool(0.5) {
             let skip = Duration::from_millis(rng.random_range(0..1000));
