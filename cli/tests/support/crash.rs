@@ -29,7 +29,8 @@ pub(crate) fn free_port() -> SocketAddr {
 }
 
 /// Starts `serve` on `addr` with the store chosen by `store` (`--data-dir DIR`,
-/// `--store URL`), small batches, and its stderr appended to `log`.
+/// `--store URL`, and any further flags: tokens), small batches, and its stderr
+/// appended to `log`.
 pub(crate) fn spawn_serve<S: AsRef<OsStr>>(addr: SocketAddr, store: &[S], log: &Path) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)

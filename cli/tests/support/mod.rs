@@ -6,7 +6,9 @@
 //! * [`admin`]: the admin commands as child processes, the standard collection, reports;
 //! * [`outputs`]: reading what `estimate` writes (JSON, NPY, CSV, PNG);
 //! * [`crash`]: daemons at fixed addresses killed with SIGKILL, and device pools that
-//!   resend until acknowledged.
+//!   resend until acknowledged;
+//! * [`relay`]: the `ldpcov-relay` binary of the same build (built when missing),
+//!   started at a fixed address.
 
 // Each test file compiles this module and uses a part of it.
 #![allow(dead_code, unused_imports)]
@@ -15,3 +17,4 @@ pub(crate) mod admin;
 pub(crate) mod crash;
 pub(crate) mod daemon;
 pub(crate) mod outputs;
+pub(crate) mod relay;
