@@ -22,6 +22,14 @@ const RELAY: &str = "relay-secret";
 const MIN_BATCH: u64 = 40;
 
 async fn server(relay_tokens: &[&str]) -> EmbeddedServer {
+    server_on(Arc::new(MemoryStore::new()), relay_tokens).await
+}
+
+/// [`server`] on a given store.
+async fn server_on(
+    store: Arc<dyn ldpcov::aggregator::Store>,
+    relay_tokens: &[&str],
+) -> EmbeddedServer {
     let auth = AuthConfig::new(Some(Token::new(ADMIN, "admin").unwrap()), Vec::new())
         .unwrap()
         .with_relay_tokens(
@@ -32,7 +40,7 @@ async fn server(relay_tokens: &[&str]) -> EmbeddedServer {
         )
         .unwrap();
     EmbeddedServer::start_with_options(
-        Arc::new(MemoryStore::new()),
+        store,
         ServeOptions {
             limits: Limits::default(),
             auth: Arc::new(auth),
@@ -340,7 +348,7 @@ async fn relay(aggregator: &str) -> Relay {
     }
 }
 
-/// Devices → the real relay → the real aggregator. Every user sends x = u with
+/// Devices → the real relay → the real aggregator, each with its durable store. Every user sends x = u with
 /// ‖u‖ = R = 1, so the second moment is exactly uuᵀ and the raw average's error is the
 /// mechanism's noise alone: the planner's `raw_average_error(n, s = 1)` predicts its
 /// Frobenius norm. The noise matrix has p(p+1)/2 = 820 weakly dependent entries at
@@ -353,7 +361,11 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
     const P: usize = 40;
     const N: u64 = 1200;
     const WINDOW_SECS: u64 = 30;
-    let server = server(&[RELAY]).await;
+    // Both durable: the aggregator on redb in a temporary directory (the relay's store
+    // is always durable).
+    let data = tempfile::tempdir().unwrap();
+    let store = ldpcov::aggregator::DurableStore::open(data.path(), Default::default()).unwrap();
+    let server = server_on(Arc::new(store), &[RELAY]).await;
     let url = server.url();
     let spec = CollectionSpec {
         dim: P as u32,
