@@ -49,7 +49,10 @@
 //!     );
 //! let server = tokio::spawn(server);
 //!
-//! let mut client = HealthClient::connect(format!("http://{addr}")).await?;
+//! let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+//!     .connect()
+//!     .await?;
+//! let mut client = HealthClient::new(channel);
 //! let check = |service: &str| HealthCheckRequest { service: service.into() };
 //! let status = client.check(check("ldpcov.v1.Relay")).await?.into_inner().status;
 //! assert_eq!(status, 1, "SERVING");
