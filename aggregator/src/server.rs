@@ -40,6 +40,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ldpcov_proto::v1::aggregator_server::AggregatorServer;
+use ldpcov_serve::{ConnectionLimits, Health, router, server_builder};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -49,8 +50,6 @@ use tonic::codegen::http;
 use tonic::server::NamedService;
 use tonic::service::LayerExt;
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
-use tonic_health::ServingStatus;
-use tonic_health::server::HealthReporter;
 use tower::{Layer, Service};
 
 use crate::auth::AuthConfig;
@@ -104,11 +103,11 @@ impl Default for TransportLimits {
             max_concurrent_requests: 1024,
             max_calls_per_connection: 256,
             request_timeout: Duration::from_secs(300),
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: ldpcov_serve::HANDSHAKE_TIMEOUT,
             idle_timeout: Duration::from_secs(300),
             max_concurrent_estimates: crate::service::default_max_concurrent_estimates(),
-            keepalive_interval: Duration::from_secs(60),
-            keepalive_timeout: Duration::from_secs(20),
+            keepalive_interval: ldpcov_serve::KEEPALIVE_INTERVAL,
+            keepalive_timeout: ldpcov_serve::KEEPALIVE_TIMEOUT,
         }
     }
 }
@@ -267,22 +266,6 @@ pub enum ServeError {
 /// The name the health service reports the aggregator under: `ldpcov.v1.Aggregator`.
 pub const HEALTH_SERVICE_NAME: &str = <AggregatorServer<AggregatorService> as NamedService>::NAME;
 
-/// Sets `""` and [`HEALTH_SERVICE_NAME`] to `status`.
-async fn set_health(reporter: &HealthReporter, status: ServingStatus) {
-    reporter.set_service_status("", status).await;
-    reporter
-        .set_service_status(HEALTH_SERVICE_NAME, status)
-        .await;
-}
-
-fn serving(healthy: bool) -> ServingStatus {
-    if healthy {
-        ServingStatus::Serving
-    } else {
-        ServingStatus::NotServing
-    }
-}
-
 /// Serves `store` on `listener` until `shutdown` completes, then drains in-flight calls.
 /// Open (no tokens), plaintext, default [`TransportLimits`].
 pub async fn serve(
@@ -313,44 +296,18 @@ pub async fn serve_with(
     if let Some(name) = transport.zero() {
         return Err(ServeError::Limit(name));
     }
-    let (reporter, health_service) = tonic_health::server::health_reporter();
-    let mut write_health = store.write_health();
-    let healthy = *write_health.borrow_and_update();
-    set_health(&reporter, serving(healthy)).await;
     // Follows the store's write health until the shutdown signal.
-    let follower = {
-        let reporter = reporter.clone();
-        tokio::spawn(async move {
-            while write_health.changed().await.is_ok() {
-                let healthy = *write_health.borrow_and_update();
-                if !healthy {
-                    tracing::warn!("the store refuses writes: health NOT_SERVING");
-                }
-                set_health(&reporter, serving(healthy)).await;
-            }
+    let health = Health::new(HEALTH_SERVICE_NAME);
+    let follower = health
+        .follow(store.write_health(), || {
+            tracing::warn!("the store refuses writes: health NOT_SERVING");
         })
-    };
+        .await;
     let shutdown = async move {
         shutdown.await;
-        // Stop following first, so that nothing turns SERVING again afterwards.
-        follower.abort();
-        let _ = follower.await;
-        set_health(&reporter, ServingStatus::NotServing).await;
+        follower.stop().await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
-    // The services this server runs: `ldpcov.proto` also declares the relay's, which
-    // an aggregator does not serve.
-    let served = |reflection: &str| {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .with_service_name(HEALTH_SERVICE_NAME)
-            .with_service_name("grpc.health.v1.Health")
-            .with_service_name(reflection)
-    };
-    let reflection_v1 = served("grpc.reflection.v1.ServerReflection").build_v1()?;
-    // Older grpcurl and grpc_cli only speak v1alpha.
-    let reflection_v1alpha = served("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?;
     let mut service = AggregatorService::new(store, limits);
     if let Some(secret) = shuffle_secret {
         service = service.with_shuffle_secret(secret);
@@ -359,18 +316,8 @@ pub async fn serve_with(
         .with_auth(Arc::clone(&auth))
         .with_max_concurrent_estimates(transport.max_concurrent_estimates)
         .with_transport_security(tls.is_some());
-    let gauge = if metrics {
-        let service = service.clone();
-        Some(tokio::spawn(async move {
-            let mut every = tokio::time::interval(COLLECTIONS_GAUGE_INTERVAL);
-            loop {
-                every.tick().await;
-                service.refresh_collections_gauge().await;
-            }
-        }))
-    } else {
-        None
-    };
+    // Cloned before the layers wrap it: the collections gauge reads the store through it.
+    let gauge_service = metrics.then(|| service.clone());
     let service = AggregatorServer::new(service)
         .max_decoding_message_size(limits.max_decoding_message_size())
         .max_encoding_message_size(limits.max_encoding_message_size());
@@ -383,15 +330,15 @@ pub async fn serve_with(
             transport.max_concurrent_requests,
         ))
         .named_layer(service);
-    let mut builder = tonic::transport::Server::builder()
-        .max_concurrent_streams(transport.max_concurrent_streams)
-        .concurrency_limit_per_connection(transport.max_calls_per_connection)
-        .http2_keepalive_interval(Some(transport.keepalive_interval))
-        .http2_keepalive_timeout(Some(transport.keepalive_timeout))
-        .timeout(transport.request_timeout);
-    if let Some(tls) = &tls {
-        builder = builder.tls_config(tls.config().timeout(transport.handshake_timeout))?;
-    }
+    let connection = ConnectionLimits {
+        max_concurrent_streams: transport.max_concurrent_streams,
+        max_calls_per_connection: transport.max_calls_per_connection,
+        request_timeout: transport.request_timeout,
+        keepalive_interval: transport.keepalive_interval,
+        keepalive_timeout: transport.keepalive_timeout,
+        handshake_timeout: transport.handshake_timeout,
+    };
+    let mut builder = server_builder(&connection, tls.as_ref().map(ServerTls::config))?;
     if grpc_web.is_some() {
         // gRPC-Web clients speak HTTP/1.1 (browsers without TLS always do).
         builder = builder.accept_http1(true);
@@ -404,14 +351,21 @@ pub async fn serve_with(
     // --grpc-web; the call tracking and every service layer as on native gRPC.
     let cors = tower::util::option_layer(grpc_web.as_ref().map(GrpcWebOptions::cors));
     let web = tower::util::option_layer(grpc_web.as_ref().map(|_| tonic_web::GrpcWebLayer::new()));
-    let served = builder
-        .layer(TrackCallsLayer)
-        .layer(cors)
-        .layer(web)
-        .add_service(service)
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
+    let router = router(
+        &mut builder.layer(TrackCallsLayer).layer(cors).layer(web),
+        &health,
+    )?
+    .add_service(service);
+    let gauge = gauge_service.map(|service| {
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(COLLECTIONS_GAUGE_INTERVAL);
+            loop {
+                every.tick().await;
+                service.refresh_collections_gauge().await;
+            }
+        })
+    });
+    let served = router
         .serve_with_incoming_shutdown(incoming(listener, transport), shutdown)
         .await;
     if let Some(gauge) = gauge {

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, ClientTlsConfig, ServerTlsConfig};
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -129,9 +129,9 @@ impl ServerTls {
         })
     }
 
-    /// tonic's server configuration.
+    /// tonic's server configuration ([`ldpcov_serve::tls_from_pem`]).
     pub fn config(&self) -> ServerTlsConfig {
-        ServerTlsConfig::new().identity(Identity::from_pem(&self.cert_pem, &self.key_pem))
+        ldpcov_serve::tls_from_pem(&self.cert_pem, &self.key_pem)
     }
 }
 

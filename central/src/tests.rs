@@ -36,9 +36,41 @@ fn moments(xs: &[f64]) -> (f64, f64) {
     (mean, var)
 }
 
+/// Checks that the sample variance of `xs` is within `tolerance` of `variance`;
+/// `what` names them in a failure.
+fn assert_variance(xs: &[f64], variance: f64, tolerance: f64, what: &str) {
+    let (_, var) = moments(xs);
+    assert!((var - variance).abs() < tolerance, "{what} {var}");
+}
+
+/// Checks that standardised residuals `xs` have a mean within `mean_bound` of 0 and
+/// a sample variance within `tolerance` of `variance` (the bounds each test derives).
+fn assert_standardised(xs: &[f64], mean_bound: f64, variance: f64, tolerance: f64, what: &str) {
+    let (mean, _) = moments(xs);
+    assert!(mean.abs() < mean_bound, "mean {mean}");
+    assert_variance(xs, variance, tolerance, what);
+}
+
 /// Packed upper-triangle entries of `m`.
 fn packed(m: &DMatrix<f64>) -> Vec<f64> {
     ldpcov_estimate::matrix_to_packed(m)
+}
+
+/// 2000 users along the axes of p = 4, in ± pairs: a second moment with the
+/// well-separated eigenvalues 0.405, 0.09, 0.024, 0.004.
+fn separated_spectrum() -> CentralStatistics {
+    let mut rows = Vec::new();
+    for (axis, (len, count)) in [(0.9, 1000), (0.6, 500), (0.4, 300), (0.2, 200)]
+        .into_iter()
+        .enumerate()
+    {
+        for k in 0..count {
+            let mut x = vec![0.0; 4];
+            x[axis] = if k % 2 == 0 { len } else { -len };
+            rows.push(x);
+        }
+    }
+    stats_from(&rows)
 }
 
 fn sorted_eigenvalues(m: &DMatrix<f64>) -> Vec<f64> {
@@ -154,9 +186,7 @@ fn gauss_cov_noise_has_the_calibrated_scale() {
             residuals.push((got - want) * n * rho.sqrt());
         }
     }
-    let (mean, var) = moments(&residuals);
-    assert!(mean.abs() < 5.0 / 3000f64.sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.13, "variance {var}");
+    assert_standardised(&residuals, 5.0 / 3000f64.sqrt(), 1.0, 0.13, "variance");
 }
 
 /// GaussCov in the svec weighting: at the same ρ and the same σ the diagonal entries
@@ -190,12 +220,20 @@ fn gauss_cov_in_the_svec_weighting_halves_the_off_diagonal_variance_at_the_same_
             }
         }
     }
-    let (mean, var) = moments(&diagonal);
-    assert!(mean.abs() < 5.0 / 1600f64.sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.18, "diagonal variance {var}");
-    let (mean, var) = moments(&off);
-    assert!(mean.abs() < 5.0 * (0.5 / 2400f64).sqrt(), "mean {mean}");
-    assert!((var - 0.5).abs() < 0.072, "off-diagonal variance {var}");
+    assert_standardised(
+        &diagonal,
+        5.0 / 1600f64.sqrt(),
+        1.0,
+        0.18,
+        "diagonal variance",
+    );
+    assert_standardised(
+        &off,
+        5.0 * (0.5 / 2400f64).sqrt(),
+        0.5,
+        0.072,
+        "off-diagonal variance",
+    );
 }
 
 /// SeparateCov's eigenvalues: the released matrix has exactly the noisy eigenvalues,
@@ -204,18 +242,7 @@ fn gauss_cov_in_the_svec_weighting_halves_the_off_diagonal_variance_at_the_same_
 /// noise sd ≈ 7·10⁻⁴) never swap. 300 releases × 4: within 5·√(2/1200) = 0.21 of 1.
 #[test]
 fn separate_cov_eigenvalue_noise_has_the_calibrated_scale() {
-    let mut rows = Vec::new();
-    for (axis, (len, count)) in [(0.9, 1000), (0.6, 500), (0.4, 300), (0.2, 200)]
-        .into_iter()
-        .enumerate()
-    {
-        for k in 0..count {
-            let mut x = vec![0.0; 4];
-            x[axis] = if k % 2 == 0 { len } else { -len };
-            rows.push(x);
-        }
-    }
-    let s = stats_from(&rows);
+    let s = separated_spectrum();
     let exact = sorted_eigenvalues(&s.exact_second_moment().unwrap());
     let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(5);
     let rho = 2.0;
@@ -231,9 +258,7 @@ fn separate_cov_eigenvalue_noise_has_the_calibrated_scale() {
             residuals.push((got - want) / r.noise_sd);
         }
     }
-    let (mean, var) = moments(&residuals);
-    assert!(mean.abs() < 5.0 / 1200f64.sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.21, "variance {var}");
+    assert_standardised(&residuals, 5.0 / 1200f64.sqrt(), 1.0, 0.21, "variance");
 }
 
 /// With almost no noise (a huge ρ) SeparateCov returns the exact matrix: each noisy
@@ -272,9 +297,13 @@ fn laplace_cov_noise_has_the_calibrated_scale() {
             residuals.push((got - want) / want_sd);
         }
     }
-    let (mean, var) = moments(&residuals);
-    assert!(mean.abs() < 5.0 * (1.0 / 3000f64).sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.2, "variance {var}");
+    assert_standardised(
+        &residuals,
+        5.0 * (1.0 / 3000f64).sqrt(),
+        1.0,
+        0.2,
+        "variance",
+    );
 }
 
 #[test]
@@ -359,9 +388,7 @@ fn collection_releases_use_the_joint_sensitivity() {
             residuals.push((got - want) as f64 / want_sd);
         }
     }
-    let (mean, var) = moments(&residuals);
-    assert!(mean.abs() < 5.0 / 2700f64.sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.136, "variance {var}");
+    assert_standardised(&residuals, 5.0 / 2700f64.sqrt(), 1.0, 0.136, "variance");
 
     let release =
         |m, b, s: &mut DiscreteGaussianSampler| release_sums(&collection, 50, &sums, m, b, s);
@@ -501,10 +528,8 @@ fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
             }
         }
     }
-    let (_, var) = moments(&diagonal);
-    assert!((var - 1.0).abs() < 0.145, "diagonal variance {var}");
-    let (_, var) = moments(&off);
-    assert!((var - 0.5).abs() < 0.102, "off-diagonal variance {var}");
+    assert_variance(&diagonal, 1.0, 0.145, "diagonal variance");
+    assert_variance(&off, 0.5, 0.102, "off-diagonal variance");
 
     let counts = vec![10u64; 5];
     let mut off = Vec::new();
@@ -524,11 +549,7 @@ fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
             }
         }
     }
-    let (_, var) = moments(&off);
-    assert!(
-        (var - 0.5).abs() < 0.065,
-        "fold off-diagonal variance {var}"
-    );
+    assert_variance(&off, 0.5, 0.065, "fold off-diagonal variance");
 
     let lap = release_sums(
         &collection,
@@ -679,10 +700,14 @@ fn adaptive_cov_releases_at_its_radius_with_the_calibrated_noise() {
     // The radius is never below the data's norm by more than the SVT allows: 1/16
     // clips every vector (bias 6.1 ≫ the noise scale 0.08), so it is never chosen.
     assert!(radii.keys().all(|&j| j <= 3), "{radii:?}");
-    let (mean, var) = moments(&residuals);
     let n = residuals.len() as f64;
-    assert!(mean.abs() < 5.0 / n.sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 5.0 * (2.0 / n).sqrt(), "variance {var}");
+    assert_standardised(
+        &residuals,
+        5.0 / n.sqrt(),
+        1.0,
+        5.0 * (2.0 / n).sqrt(),
+        "variance",
+    );
     // Without norm bins, or with an epsilon: refused.
     let (plain, plain_sums) = binned(&rows[..10], 0);
     assert!(
@@ -831,9 +856,7 @@ fn fold_releases_have_gauss_cov_noise_on_every_fold() {
             }
         }
     }
-    let (mean, var) = moments(&residuals);
-    assert!(mean.abs() < 5.0 / 6000f64.sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.091, "variance {var}");
+    assert_standardised(&residuals, 5.0 / 6000f64.sqrt(), 1.0, 0.091, "variance");
     assert!(gauss_cov_folds(&collection, &[0; 5], &fold_sums, rho, &mut sampler).is_err());
 }
 
@@ -843,18 +866,7 @@ fn fold_releases_have_gauss_cov_noise_on_every_fold() {
 /// well-separated spectrum as the Gaussian test (no swaps at this noise).
 #[test]
 fn separate_cov_laplace_eigenvalue_noise_has_the_calibrated_scale() {
-    let mut rows = Vec::new();
-    for (axis, (len, count)) in [(0.9, 1000), (0.6, 500), (0.4, 300), (0.2, 200)]
-        .into_iter()
-        .enumerate()
-    {
-        for k in 0..count {
-            let mut x = vec![0.0; 4];
-            x[axis] = if k % 2 == 0 { len } else { -len };
-            rows.push(x);
-        }
-    }
-    let s = stats_from(&rows);
+    let s = separated_spectrum();
     let exact = sorted_eigenvalues(&s.exact_second_moment().unwrap());
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(50);
     let epsilon = 4.0;
@@ -873,9 +885,13 @@ fn separate_cov_laplace_eigenvalue_noise_has_the_calibrated_scale() {
             residuals.push((got - want) / want_sd);
         }
     }
-    let (mean, var) = moments(&residuals);
-    assert!(mean.abs() < 5.0 * (2.0 / 1200f64).sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 0.32, "variance {var}");
+    assert_standardised(
+        &residuals,
+        5.0 * (2.0 / 1200f64).sqrt(),
+        1.0,
+        0.32,
+        "variance",
+    );
 }
 
 /// The pure-DP AdaptiveCov at a large ε (SVT ε/8 = 500: noise scales 0.004 and 0.008
@@ -917,8 +933,12 @@ fn adaptive_cov_laplace_releases_at_its_radius_with_the_calibrated_noise() {
             residuals.push((got - want) as f64 / want_sd);
         }
     }
-    let (mean, var) = moments(&residuals);
     let n = residuals.len() as f64;
-    assert!(mean.abs() < 5.0 * (2.0 / n).sqrt(), "mean {mean}");
-    assert!((var - 1.0).abs() < 5.0 * (5.0 / n).sqrt(), "variance {var}");
+    assert_standardised(
+        &residuals,
+        5.0 * (2.0 / n).sqrt(),
+        1.0,
+        5.0 * (5.0 / n).sqrt(),
+        "variance",
+    );
 }

@@ -9,12 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ldpcov_proto::v1::relay_server::RelayServer;
+use ldpcov_serve::{ConnectionLimits, Health, router, server_builder};
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
 use tonic::service::LayerExt;
-use tonic::transport::{Identity, ServerTlsConfig};
-use tonic_health::ServingStatus;
-use tonic_health::server::HealthReporter;
 
 use crate::forward::Forwarder;
 use crate::service::{Clock, RelayService, system_clock};
@@ -50,6 +48,18 @@ impl Default for RelayLimits {
             max_concurrent_streams: 256,
             max_calls_per_connection: 256,
             request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RelayLimits {
+    /// The per-connection limits: these streams, calls and call timeout, with the
+    /// default keepalive and TLS handshake timeout.
+    fn connection(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_concurrent_streams: self.max_concurrent_streams,
+            max_calls_per_connection: self.max_calls_per_connection,
+            ..ConnectionLimits::with_request_timeout(self.request_timeout)
         }
     }
 }
@@ -99,18 +109,6 @@ pub enum ServeError {
     Limit(&'static str),
 }
 
-async fn set_health(reporter: &HealthReporter, serving: bool) {
-    let status = if serving {
-        ServingStatus::Serving
-    } else {
-        ServingStatus::NotServing
-    };
-    reporter.set_service_status("", status).await;
-    reporter
-        .set_service_status(HEALTH_SERVICE_NAME, status)
-        .await;
-}
-
 /// Serves the relay on `listener` until `shutdown` resolves, with the forwarder
 /// running beside it; then drains calls and stops the forwarder.
 pub async fn serve(
@@ -156,22 +154,12 @@ pub async fn serve_with_clock(
             return Err(ServeError::Limit(name));
         }
     }
-    let (reporter, health_service) = tonic_health::server::health_reporter();
-    let mut write_health = store.write_health();
-    let healthy = *write_health.borrow_and_update();
-    set_health(&reporter, healthy).await;
-    let follower = {
-        let reporter = reporter.clone();
-        tokio::spawn(async move {
-            while write_health.changed().await.is_ok() {
-                let healthy = *write_health.borrow_and_update();
-                if !healthy {
-                    tracing::warn!("the relay store refuses writes: health NOT_SERVING");
-                }
-                set_health(&reporter, healthy).await;
-            }
+    let health = Health::new(HEALTH_SERVICE_NAME);
+    let follower = health
+        .follow(store.write_health(), || {
+            tracing::warn!("the relay store refuses writes: health NOT_SERVING");
         })
-    };
+        .await;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let forwarder = tokio::spawn(
         Forwarder::new(Arc::clone(&store), upstream.clone(), Arc::clone(&clock)).run(
@@ -183,22 +171,9 @@ pub async fn serve_with_clock(
     );
     let shutdown = async move {
         shutdown.await;
-        follower.abort();
-        let _ = follower.await;
-        set_health(&reporter, false).await;
+        follower.stop().await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
-    // The services the relay runs: `ldpcov.proto` also declares the aggregator's.
-    let served = |reflection: &str| {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(ldpcov_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .with_service_name(HEALTH_SERVICE_NAME)
-            .with_service_name("grpc.health.v1.Health")
-            .with_service_name(reflection)
-    };
-    let reflection_v1 = served("grpc.reflection.v1.ServerReflection").build_v1()?;
-    let reflection_v1alpha = served("grpc.reflection.v1alpha.ServerReflection").build_v1alpha()?;
     let service = RelayService::new(Arc::clone(&store), upstream, issuer, admin).with_clock(clock);
     let service = RelayServer::new(service)
         .max_decoding_message_size(limits.max_message_bytes)
@@ -208,25 +183,11 @@ pub async fn serve_with_clock(
             limits.max_concurrent_requests,
         ))
         .named_layer(service);
-    let mut builder = tonic::transport::Server::builder()
-        .max_concurrent_streams(limits.max_concurrent_streams)
-        .concurrency_limit_per_connection(limits.max_calls_per_connection)
-        .http2_keepalive_interval(Some(Duration::from_secs(60)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .timeout(limits.request_timeout);
-    if let Some((cert, key)) = tls {
-        builder = builder.tls_config(
-            ServerTlsConfig::new()
-                .identity(Identity::from_pem(cert, key))
-                .timeout(Duration::from_secs(10)),
-        )?;
-    }
+    let tls = tls.map(|(cert, key)| ldpcov_serve::tls_from_pem(cert, key));
+    let mut builder = server_builder(&limits.connection(), tls)?;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let served = builder
+    let served = router(&mut builder, &health)?
         .add_service(service)
-        .add_service(health_service)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     let _ = stop_tx.send(());

@@ -1,7 +1,8 @@
 //! What the admin commands (`create`, `status`, `close`, `estimate`) share: the flags
-//! naming the running daemon, the connection to it (TLS, bearer token), and the
-//! JSON they print.
+//! naming the running daemon, the connection to it (TLS, bearer token), the
+//! collection-status call of `status` and `close`, and the JSON they print.
 
+use std::future::Future;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -100,6 +101,34 @@ impl ServerArgs {
             AggregatorClient::with_interceptor(channel, BearerToken(header))
                 .max_decoding_message_size(usize::MAX),
         )
+    }
+}
+
+/// The flags of a command that names one collection and prints the status the daemon
+/// answers with (`status`, `close`).
+#[derive(clap::Args)]
+pub(crate) struct CollectionArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Collection id.
+    #[arg(long, env = "LDPCOV_COLLECTION")]
+    id: String,
+}
+
+impl CollectionArgs {
+    /// Connects, makes `call` with the collection id and prints the status it answers
+    /// with as JSON ([`status_json`]).
+    pub(crate) async fn print_status<F, Fut>(self, call: F) -> Result<()>
+    where
+        F: FnOnce(Client, String) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<CollectionStatus>, tonic::Status>>,
+    {
+        let client = self.server.connect().await?;
+        let status = call(client, self.id)
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        print_json(&status_json(&status))
     }
 }
 

@@ -3,31 +3,18 @@
 use anyhow::Result;
 use ldpcov_proto::v1::CloseCollectionRequest;
 
-use crate::admin::{ServerArgs, print_json, status_error, status_json};
+use crate::admin::CollectionArgs;
 
 /// The flags of `close`.
-#[derive(clap::Args)]
-pub(crate) struct Options {
-    #[command(flatten)]
-    server: ServerArgs,
-    /// Collection id.
-    #[arg(long, env = "LDPCOV_COLLECTION")]
-    id: String,
-}
+pub(crate) type Options = CollectionArgs;
 
-impl Options {
-    /// Closes the collection and prints the status the daemon answers with.
-    pub(crate) async fn run(self) -> Result<()> {
-        let status = self
-            .server
-            .connect()
-            .await?
-            .close_collection(CloseCollectionRequest {
-                collection_id: self.id,
-            })
-            .await
-            .map_err(status_error)?
-            .into_inner();
-        print_json(&status_json(&status))
-    }
+/// Closes the collection and prints the status the daemon answers with.
+pub(crate) async fn run(options: Options) -> Result<()> {
+    options
+        .print_status(|mut client, collection_id| async move {
+            client
+                .close_collection(CloseCollectionRequest { collection_id })
+                .await
+        })
+        .await
 }

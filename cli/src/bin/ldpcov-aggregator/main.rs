@@ -69,8 +69,8 @@ impl Command {
         match self {
             Command::Serve(o) => o.run().await,
             Command::Create(o) => o.run().await,
-            Command::Status(o) => o.run().await,
-            Command::Close(o) => o.run().await,
+            Command::Status(o) => status::run(o).await,
+            Command::Close(o) => close::run(o).await,
             Command::Estimate(o) => o.run().await,
             Command::Delete(o) => o.run().await,
             Command::Compact(o) => o.run(),
@@ -79,36 +79,12 @@ impl Command {
     }
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(cli.command.run()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+impl ldpcov_serve::DaemonCli for Cli {
+    fn log_filter(&self) -> &str {
+        &self.log
     }
+}
+
+fn main() -> ExitCode {
+    ldpcov_serve::process::main(|cli: Cli| ldpcov_serve::process::block_on(cli.command.run()))
 }

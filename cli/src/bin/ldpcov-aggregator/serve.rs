@@ -441,7 +441,9 @@ impl Options {
                 }
             };
             tokio::select! {
-                () = shutdown_signal() => {}
+                signal = ldpcov_serve::shutdown_signal() => {
+                    tracing::info!("{signal}: shutting down");
+                }
                 reason = failed => {
                     tracing::error!("the store cannot write any more: shutting down");
                     failure_tx.send_replace(Some(reason));
@@ -492,34 +494,6 @@ fn redacted(url: &str) -> String {
             format!("{scheme}://{user}:***@{host}{tail}")
         }
         _ => url.to_string(),
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM (on Unix).
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!("cannot listen for Ctrl-C: {e}");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!("cannot listen for SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
-        _ = terminate => tracing::info!("SIGTERM: shutting down"),
     }
 }
 

@@ -171,69 +171,29 @@ impl ServeArgs {
             batch_check_interval: Duration::from_millis(self.batch_check_interval_ms),
             ..RelayOptions::new(upstream, issuer)
         };
-        serve(store, options, listener, shutdown_signal()).await?;
+        let shutdown = async {
+            ldpcov_serve::shutdown_signal().await;
+        };
+        serve(store, options, listener, shutdown).await?;
         tracing::info!("ldpcov relay stopped");
         Ok(())
     }
 }
 
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+impl ldpcov_serve::DaemonCli for Cli {
+    fn log_filter(&self) -> &str {
+        &self.log
     }
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-    let result = match cli.command {
+    ldpcov_serve::process::main(|cli: Cli| match cli.command {
         Command::IssueDeviceToken(args) => {
             DeviceTokenIssuer::from_file(&args.device_token_secret_file)
                 .map_err(anyhow::Error::from)
                 .and_then(|issuer| Ok(issuer.issue(&args.device_id)?))
                 .map(|token| println!("{token}"))
         }
-        Command::Serve(args) => match tokio::runtime::Runtime::new() {
-            Ok(runtime) => runtime.block_on(args.run()),
-            Err(e) => Err(anyhow::anyhow!("cannot start the async runtime: {e}")),
-        },
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+        Command::Serve(args) => ldpcov_serve::process::block_on(args.run()),
+    })
 }
