@@ -95,8 +95,8 @@ fn locate_or_build() -> PathBuf {
 }
 
 /// The newest modification time among what the relay binary is built from: its crate,
-/// the proto crate it depends on (the relay depends on no other crate of the
-/// workspace), the lock file and the workspace manifest.
+/// the proto and serve crates it depends on (the relay depends on no other crate of
+/// the workspace), the lock file and the workspace manifest.
 fn newest_source() -> SystemTime {
     fn walk(path: &Path, newest: &mut SystemTime) {
         let Ok(meta) = std::fs::metadata(path) else {
@@ -119,7 +119,7 @@ fn newest_source() -> SystemTime {
         }
     }
     let mut newest = SystemTime::UNIX_EPOCH;
-    for part in ["relay", "proto", "Cargo.lock", "Cargo.toml"] {
+    for part in ["relay", "serve", "proto", "Cargo.lock", "Cargo.toml"] {
         walk(&workspace().join(part), &mut newest);
     }
     newest
