@@ -1,9 +1,8 @@
 //! End-to-end tests of the daemon's Prometheus metrics: counted exactly, a busy
 //! address refused.
 
-use std::io::Read;
-
 use ldpcov_client::AggregatorClient;
+use ldpcov_fixtures::metrics::{scrape, series};
 
 use support::admin::*;
 use support::daemon::*;
@@ -14,64 +13,6 @@ mod support;
 fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("local addr").to_string()
-}
-
-/// The body of `GET /metrics` on `addr` (HTTP/1.0: no chunked encoding).
-fn scrape(addr: &str) -> String {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(addr)
-        .unwrap_or_else(|e| panic!("cannot connect to the metrics endpoint {addr}: {e}"));
-    stream
-        .set_read_timeout(Some(COMMAND_TIMEOUT))
-        .expect("read timeout");
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read response");
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP header end in {response:?}"));
-    assert!(
-        head.starts_with("HTTP/1.") && head.contains(" 200 "),
-        "{head}"
-    );
-    body.to_string()
-}
-
-/// The value of the series `name` with exactly the labels `labels` in a Prometheus
-/// text exposition, or 0 when it is absent (a counter never incremented).
-fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let mut want: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    want.sort();
-    let mut found = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((key, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let (metric, mut have) = match key.split_once('{') {
-            Some((m, rest)) => (
-                m,
-                rest.trim_end_matches('}')
-                    .split(',')
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string)
-                    .collect::<Vec<_>>(),
-            ),
-            None => (key, Vec::new()),
-        };
-        have.sort();
-        if metric == name && have == want {
-            assert!(
-                found.is_none(),
-                "series {name} {labels:?} appears twice:\n{text}"
-            );
-            found = Some(
-                value
-                    .parse::<f64>()
-                    .unwrap_or_else(|e| panic!("bad value in {line:?}: {e}")),
-            );
-        }
-    }
-    found.unwrap_or(0.0)
 }
 
 #[test]
@@ -153,7 +94,7 @@ fn metrics_count_exactly_what_the_daemon_received() {
     });
     estimate(&daemon.url, "m", &["--format", "json"]).json();
 
-    let text = scrape(&metrics_addr);
+    let text = scrape(&metrics_addr, COMMAND_TIMEOUT);
     let m = [("collection", "m")];
     let check = |name: &str, labels: &[(&str, &str)], want: f64| {
         let got = series(&text, name, labels);

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use ldpcov_proto::v1::RelayReport;
 use ldpcov_proto::v1::relay_client::RelayClient;
-use ldpcov_proto::v1::{RelayReport, RelayStatusRequest};
 use ldpcov_relay::DeviceTokenIssuer;
 use rand::{Rng, SeedableRng};
 use tonic::{Code, Request};
@@ -160,19 +160,7 @@ async fn status(url: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
 }
 
 async fn status_of(url: &str, collection: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
-    let mut client = RelayClient::connect(url.to_string()).await.ok()?;
-    let mut request = Request::new(RelayStatusRequest {
-        collection_id: collection.into(),
-    });
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {ADMIN}").parse().expect("ascii"),
-    );
-    client
-        .get_relay_status(request)
-        .await
-        .ok()
-        .map(|r| r.into_inner())
+    support::relay_status(url, collection, ADMIN).await
 }
 
 fn write(path: &Path, text: &str) {

@@ -11,7 +11,6 @@
 //!   duplicate and refused reports, of batches formed and forwarded, of forwarded
 //!   reports and of failed batch calls move by exactly what the test did.
 
-use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use ldpcov_aggregator::{AuthConfig, EmbeddedServer, MemoryStore, ServeOptions, ServerTls, Token};
 use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayReport};
+use ldpcov_fixtures::metrics::{scrape, series};
 use ldpcov_proto::v1::relay_client::RelayClient;
-use ldpcov_proto::v1::{RelayReport, RelayStatus, RelayStatusRequest};
+use ldpcov_proto::v1::{RelayReport, RelayStatus};
 use ldpcov_relay::{CloseRule, DeviceId, DeviceTokenIssuer, RelayStore, Submission};
 use tonic::Request;
 
@@ -112,21 +112,9 @@ where
 }
 
 async fn status(url: &str, collection: &str) -> RelayStatus {
-    let mut client = RelayClient::connect(url.to_string())
+    support::relay_status(url, collection, ADMIN)
         .await
-        .expect("connect to the relay");
-    let mut request = Request::new(RelayStatusRequest {
-        collection_id: collection.into(),
-    });
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {ADMIN}").parse().expect("ascii"),
-    );
-    client
-        .get_relay_status(request)
-        .await
-        .expect("relay status")
-        .into_inner()
+        .expect("the relay's status")
 }
 
 /// Sends `report` as device `device`; the relay's answer (`duplicate`) or status.
@@ -316,62 +304,6 @@ fn read(path: &PathBuf) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-/// The body of `GET /metrics` on `addr` (HTTP/1.0: no chunked encoding).
-fn scrape(addr: SocketAddr) -> String {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(addr)
-        .unwrap_or_else(|e| panic!("cannot connect to the metrics endpoint {addr}: {e}"));
-    stream.set_read_timeout(Some(WAIT)).expect("read timeout");
-    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read response");
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP header end in {response:?}"));
-    assert!(
-        head.starts_with("HTTP/1.") && head.contains(" 200 "),
-        "{head}"
-    );
-    body.to_string()
-}
-
-/// The value of the series `name` with exactly the labels `labels` in a Prometheus
-/// text exposition, or 0 when it is absent (a counter never incremented).
-fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let mut want: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-    want.sort();
-    let mut found = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((key, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let (metric, mut have) = match key.split_once('{') {
-            Some((m, rest)) => (
-                m,
-                rest.trim_end_matches('}')
-                    .split(',')
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string)
-                    .collect::<Vec<_>>(),
-            ),
-            None => (key, Vec::new()),
-        };
-        have.sort();
-        if metric == name && have == want {
-            assert!(
-                found.is_none(),
-                "series {name} {labels:?} appears twice:\n{text}"
-            );
-            found = Some(
-                value
-                    .parse::<f64>()
-                    .unwrap_or_else(|e| panic!("bad value in {line:?}: {e}")),
-            );
-        }
-    }
-    found.unwrap_or(0.0)
-}
-
 fn fake_report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: "m".into(),
@@ -403,7 +335,7 @@ async fn metrics_count_what_the_relay_stored_refused_and_forwarded() {
     );
     wait_ready(&url).await;
     let m = [("collection", "m")];
-    let text = scrape(metrics);
+    let text = scrape(&metrics.to_string(), WAIT);
     assert_eq!(series(&text, "ldpcov_relay_reports_stored_total", &m), 0.0);
 
     // One report short of the minimum, so that the window cannot close yet: a resend
@@ -442,7 +374,7 @@ async fn metrics_count_what_the_relay_stored_refused_and_forwarded() {
         status(&url, "m").await.forwarded_batches == 1
     })
     .await;
-    let text = scrape(metrics);
+    let text = scrape(&metrics.to_string(), WAIT);
     let count = |name: &str, labels: &[(&str, &str)]| series(&text, name, labels);
     assert_eq!(count("ldpcov_relay_reports_stored_total", &m), MIN as f64);
     assert_eq!(count("ldpcov_relay_reports_duplicate_total", &m), 1.0);

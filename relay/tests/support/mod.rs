@@ -20,6 +20,30 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 pub(crate) const RELAY_TOKEN: &str = "relay-token-0123456789";
+
+/// The relay at `url`'s status of `collection`, asked with the admin token `admin`;
+/// `None` when the relay cannot be reached or refuses (a crash test polls through
+/// restarts).
+pub(crate) async fn relay_status(
+    url: &str,
+    collection: &str,
+    admin: &str,
+) -> Option<ldpcov_proto::v1::RelayStatus> {
+    let mut client = ldpcov_proto::v1::relay_client::RelayClient::connect(url.to_string())
+        .await
+        .ok()?;
+    let mut request = Request::new(ldpcov_proto::v1::RelayStatusRequest {
+        collection_id: collection.into(),
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {admin}").parse().ok()?);
+    client
+        .get_relay_status(request)
+        .await
+        .ok()
+        .map(|r| r.into_inner())
+}
 pub(crate) const ACTIVE_KEY: u32 = 100;
 
 /// A rank-one shuffled collection spec.
