@@ -327,7 +327,7 @@ async fn real_device_pool(
 /// acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once() {
-    use ldpcov_aggregator::{AuthConfig, EmbeddedServer, MemoryStore, ServeOptions, Token};
+    use ldpcov_aggregator::{EmbeddedServer, MemoryStore, ServeOptions};
     let tmp = tempfile::tempdir().expect("tempdir");
     let files = Files {
         relay_token: tmp.path().join("relay-token"),
@@ -339,13 +339,7 @@ async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once(
     write(&files.relay_token, RELAY_TOKEN);
     write(&files.secret, &hex::encode(SECRET));
     write(&files.admin, ADMIN);
-    let auth = AuthConfig::new(
-        Some(Token::new("agg-admin", "admin").expect("admin")),
-        Vec::new(),
-    )
-    .expect("auth")
-    .with_relay_tokens(vec![Token::new(RELAY_TOKEN, "relay").expect("relay")])
-    .expect("relay tokens");
+    let auth = support::aggregator_auth("agg-admin");
     let aggregator = EmbeddedServer::start_with_options(
         Arc::new(MemoryStore::new()),
         ServeOptions {

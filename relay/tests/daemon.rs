@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ldpcov_aggregator::{AuthConfig, EmbeddedServer, MemoryStore, ServeOptions, ServerTls, Token};
+use ldpcov_aggregator::{EmbeddedServer, MemoryStore, ServeOptions, ServerTls};
 use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayReport};
 use ldpcov_fixtures::metrics::{scrape, series};
 use ldpcov_proto::v1::relay_client::RelayClient;
@@ -180,13 +180,7 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
     let (cert, key) = self_signed();
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, &cert).expect("write");
-    let auth = AuthConfig::new(
-        Some(Token::new(AGGREGATOR_ADMIN, "admin").expect("admin")),
-        Vec::new(),
-    )
-    .expect("auth")
-    .with_relay_tokens(vec![Token::new(RELAY_TOKEN, "relay").expect("relay")])
-    .expect("relay tokens");
+    let auth = support::aggregator_auth(AGGREGATOR_ADMIN);
     let aggregator = EmbeddedServer::start_with_options(
         Arc::new(MemoryStore::new()),
         ServeOptions {

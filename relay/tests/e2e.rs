@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ldpcov_aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
+use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, ServeOptions};
 use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_proto::v1::RelayStatusRequest;
 use ldpcov_proto::v1::relay_client::RelayClient;
@@ -26,10 +26,7 @@ const DEVICES: u64 = 70;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aggregator_counts_exactly_what_the_relay_acknowledged() {
     // The aggregator: admin token, the relay's token; its HPKE secret is generated.
-    let auth = AuthConfig::new(Some(Token::new(ADMIN, "admin").expect("admin")), Vec::new())
-        .expect("auth")
-        .with_relay_tokens(vec![Token::new(RELAY_TOKEN, "relay").expect("relay")])
-        .expect("relay tokens");
+    let auth = support::aggregator_auth(ADMIN);
     let aggregator = EmbeddedServer::start_with_options(
         Arc::new(MemoryStore::new()),
         ServeOptions {

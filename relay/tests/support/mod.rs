@@ -21,6 +21,16 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 pub(crate) const RELAY_TOKEN: &str = "relay-token-0123456789";
 
+/// An embedded aggregator's auth: the admin token `admin` and [`RELAY_TOKEN`] as the
+/// relay's identity.
+pub(crate) fn aggregator_auth(admin: &str) -> ldpcov_aggregator::AuthConfig {
+    use ldpcov_aggregator::{AuthConfig, Token};
+    AuthConfig::new(Some(Token::new(admin, "admin").expect("admin")), Vec::new())
+        .expect("auth")
+        .with_relay_tokens(vec![Token::new(RELAY_TOKEN, "relay").expect("relay")])
+        .expect("relay tokens")
+}
+
 /// The relay at `url`'s status of `collection`, asked with the admin token `admin`;
 /// `None` when the relay cannot be reached or refuses (a crash test polls through
 /// restarts).
