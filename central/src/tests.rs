@@ -339,17 +339,12 @@ fn bad_parameters_are_refused() {
 #[test]
 fn collection_releases_use_the_joint_sensitivity() {
     use ldpcov_proto::v1::{CollectionSpec, Moments, PrivacyModel};
-    let collection = ldpcov_proto::Collection::from_spec(&CollectionSpec {
-        collection_id: "c".into(),
-        dim: 3,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        moments: Moments::MeanAndCovariance as i32,
-        privacy_model: PrivacyModel::Central as i32,
-        ..Default::default()
-    })
+    let collection = ldpcov_proto::Collection::from_spec(
+        &ldpcov_fixtures::spec("c", 3)
+            .moments(Moments::MeanAndCovariance)
+            .privacy_model(PrivacyModel::Central)
+            .build(),
+    )
     .unwrap();
     // Exact sums of 50 users, expanded as the wire decoder does.
     let mut sums = vec![0i64; collection.entries()];
@@ -453,18 +448,11 @@ fn collection_releases_use_the_joint_sensitivity() {
 /// of ½), and the Laplace release is not weighted.
 #[test]
 fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
-    use ldpcov_proto::v1::{CentralWeighting, CollectionSpec, Moments, PrivacyModel};
-    let spec = CollectionSpec {
-        collection_id: "c".into(),
-        dim: 3,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        moments: Moments::MeanAndCovariance as i32,
-        privacy_model: PrivacyModel::Central as i32,
-        ..Default::default()
-    };
+    use ldpcov_proto::v1::{CentralWeighting, Moments, PrivacyModel};
+    let spec = ldpcov_fixtures::spec("c", 3)
+        .moments(Moments::MeanAndCovariance)
+        .privacy_model(PrivacyModel::Central)
+        .build();
     let collection = ldpcov_proto::Collection::create(&spec).unwrap();
     assert_eq!(
         collection.central_weighting(),

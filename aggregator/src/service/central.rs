@@ -447,16 +447,11 @@ mod tests {
 
     fn central(weighting: CentralWeighting) -> Collection {
         Collection::from_spec(&CollectionSpec {
-            collection_id: "c".into(),
-            dim: 3,
-            epsilon: 1.0,
-            delta: 1e-6,
-            clip_radius: 1.0,
-            min_reports: 1,
-            moments: Moments::SecondMoment as i32,
-            privacy_model: PrivacyModel::Central as i32,
             central_weighting: weighting as i32,
-            ..Default::default()
+            ..ldpcov_fixtures::spec("c", 3)
+                .moments(Moments::SecondMoment)
+                .privacy_model(PrivacyModel::Central)
+                .build()
         })
         .unwrap()
     }
