@@ -51,16 +51,17 @@ pub(crate) fn entry_variances_of_sums(
     let off_diagonal = scale / (unbias.off_diagonal_divisor * unbias.off_diagonal_divisor);
     let nf = n as f64;
     let noise = input.noise();
-    // The unbiased second moments (unit-ball units) and their diagonal, for the model.
-    let second = matches!(noise, NoiseModel::RankOne { .. }).then(|| unit_blocks(input, sums, n).1);
-    let diagonal_of = |second: &[f64]| -> Vec<f64> {
-        triangle_pairs(input.dim())
-            .zip(second)
+    // A rank-one collection's unbiased second moments (unit-ball units) and their
+    // diagonal: what the closed form reads.
+    let moments = matches!(noise, NoiseModel::RankOne { .. }).then(|| {
+        let second = unit_blocks(input, sums, n).1;
+        let diagonal: Vec<f64> = triangle_pairs(input.dim())
+            .zip(&second)
             .filter(|((i, j), _)| i == j)
             .map(|(_, &m)| m)
-            .collect()
-    };
-    let diagonal_moments = second.as_deref().map(diagonal_of);
+            .collect();
+        (second, diagonal)
+    });
     let model_scale = r2 * r2 / (unbias.off_diagonal_divisor * unbias.off_diagonal_divisor);
     sums.iter()
         .zip(&acc.sum_squares)
@@ -69,7 +70,7 @@ pub(crate) fn entry_variances_of_sums(
         .enumerate()
         .map(|(k, ((&s, &q), (i, j)))| {
             if i != j
-                && let (Some(m), Some(d)) = (&second, &diagonal_moments)
+                && let Some((m, d)) = &moments
                 && let Some(v) = noise.off_diagonal_population_variance(d[i], d[j], m[k])
             {
                 return model_scale * v;
