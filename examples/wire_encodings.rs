@@ -7,11 +7,11 @@
 //! ```
 
 use anyhow::Result;
+use ldpcov::accounting::calibration::std_normal_cdf;
 use ldpcov::client::{DiscreteGaussianSampler, Perturber};
-use ldpcov::proto::calibration::std_normal_cdf;
-use ldpcov::proto::collection::{VALIDATION_SIGMAS, WIRE_CLAMP_SIGMAS};
+use ldpcov::privacy::collection::{VALIDATION_SIGMAS, WIRE_CLAMP_SIGMAS};
+use ldpcov::privacy::{Collection, wire::bytes_per_entry};
 use ldpcov::proto::v1::{CollectionSpec, Encoding};
-use ldpcov::proto::{Collection, wire::bytes_per_entry};
 use serde::Serialize;
 
 #[derive(Serialize)]

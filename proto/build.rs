@@ -1,6 +1,7 @@
 //! Compiles `proto/ldpcov/v1/ldpcov.proto` with protox (pure Rust: no `protoc` needed),
 //! and writes its encoded file descriptor set to `OUT_DIR/ldpcov_descriptor.bin` for
-//! gRPC server reflection (`ldpcov_proto::FILE_DESCRIPTOR_SET`).
+//! gRPC server reflection (`ldpcov_proto::FILE_DESCRIPTOR_SET`). The gRPC service stubs
+//! are generated only with the `grpc` feature.
 
 use protox::prost::Message;
 
@@ -10,6 +11,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile([proto], ["proto"])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("ldpcov_descriptor.bin"), fds.encode_to_vec())?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    let grpc = std::env::var_os("CARGO_FEATURE_GRPC").is_some();
+    tonic_prost_build::configure()
+        .build_client(grpc)
+        .build_server(grpc)
+        .compile_fds(fds)?;
     Ok(())
 }

@@ -30,10 +30,12 @@
 //! # Ok::<(), ldpcov::models::ModelError>(())
 //! ```
 
+pub use ldpcov_accounting as accounting;
 pub use ldpcov_aggregator as aggregator;
 pub use ldpcov_central as central;
 pub use ldpcov_client as client;
 pub use ldpcov_estimate as estimate;
+pub use ldpcov_privacy as privacy;
 pub use ldpcov_proto as proto;
 
 pub mod data;

@@ -32,9 +32,9 @@
 
 use ldpcov_client::{DiscreteGaussianSampler, NoiseSampler, Perturber};
 use ldpcov_estimate::{Accumulator, FOLDS};
-use ldpcov_proto::mechanism::ReportEntries;
+use ldpcov_privacy::mechanism::ReportEntries;
+use ldpcov_privacy::{Collection, ReportId, ReportMechanism, SpecError};
 use ldpcov_proto::v1::{CollectionSpec, Moments};
-use ldpcov_proto::{Collection, ReportId, ReportMechanism, SpecError};
 use rand::{Rng, SeedableRng};
 use rand_distr::{ChiSquared, Distribution, StandardNormal};
 
@@ -192,7 +192,7 @@ impl SignalSums {
             ReportMechanism::Gaussian(g) => g.weighting().factor(),
             _ => 1.0,
         };
-        let signal: Vec<i64> = ldpcov_proto::layout::triangle_pairs(collection.dim())
+        let signal: Vec<i64> = ldpcov_privacy::layout::triangle_pairs(collection.dim())
             .map(|(i, j)| {
                 let weight = if i == j { 1.0 } else { off_diagonal };
                 (collection.grid_scale() * weight * m[(i, j)] / r2).round() as i64

@@ -19,7 +19,7 @@ use ldpcov::aggregator::{Limits, STREAM_BATCH};
 use ldpcov::client::{
     AggregatorClient, ClientError, DiscreteGaussianSampler, NoiseSampler, Perturber, RetryPolicy,
 };
-use ldpcov::proto::Collection;
+use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
@@ -206,7 +206,7 @@ async fn an_oversized_message_is_out_of_range() {
 
 #[tokio::test]
 async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
-    let max = ldpcov::proto::collection::MAX_DIM;
+    let max = ldpcov::privacy::limits::MAX_DIM;
     let server = EmbeddedServer::start(Limits { max_dim: max })
         .await
         .unwrap();
@@ -915,7 +915,7 @@ impl NoiseSampler for Recording {
 /// a t of 4 about 63 times.
 #[test]
 fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
-    let c = ldpcov::proto::Collection::from_spec(&CollectionSpec {
+    let c = ldpcov::privacy::Collection::from_spec(&CollectionSpec {
         epsilon: 20.0,
         ..spec("tail", 44)
     })
@@ -940,7 +940,7 @@ fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
     assert!(reports * c.entries() >= 1_000_000);
     assert_eq!(hits, 0, "honest entries clamped at ±{bound}");
     assert!(
-        noise.max_sigmas > 4.0 && noise.max_sigmas < ldpcov::proto::collection::VALIDATION_SIGMAS,
+        noise.max_sigmas > 4.0 && noise.max_sigmas < ldpcov::privacy::collection::VALIDATION_SIGMAS,
         "largest draw {} σ",
         noise.max_sigmas
     );

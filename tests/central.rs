@@ -6,7 +6,7 @@
 
 mod support;
 
-use ldpcov::proto::layout::triangle_pairs;
+use ldpcov::privacy::layout::triangle_pairs;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CentralMechanism, CentralRelease, CentralWeighting, CollectionSpec, Encoding,

@@ -8,13 +8,13 @@ use ldpcov::aggregator::Limits;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::{estimate_matrix, spectral_norm_symmetric};
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::collection::SVEC_ROUNDING_MARGIN;
+use ldpcov::privacy::collection::SVEC_ROUNDING_MARGIN;
+use ldpcov::privacy::{Collection, layout::triangle_pairs};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
     Moments, NoThreshold, Report, UniversalThreshold, get_estimate_request,
 };
-use ldpcov::proto::{Collection, layout::triangle_pairs};
 use ldpcov_fixtures as fixtures;
 use nalgebra::DMatrix;
 use rand::SeedableRng;
@@ -608,7 +608,7 @@ async fn the_device_ledger_stops_reports_beyond_the_budget() {
         .unwrap();
     let collection = cl.collection("budget").await.unwrap();
     // ρ budget of ε = 2 at δ = 1e-6 over ρ per report: how many reports fit.
-    let fit = (ldpcov::proto::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho())
+    let fit = (ldpcov::accounting::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho())
         .floor() as u64;
     assert!(fit >= 1);
     for _ in 0..fit {

@@ -9,7 +9,7 @@ use ldpcov::aggregator::EmbeddedServer;
 use ldpcov::client::AggregatorClient;
 use ldpcov::metrics::estimate_matrix;
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::layout::unpack_symmetric;
+use ldpcov::privacy::layout::unpack_symmetric;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     AdaptiveThreshold, BulkShrinkage, CollectionSpec, CrossValidatedThreshold, Encoding, Estimate,

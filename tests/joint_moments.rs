@@ -10,8 +10,8 @@ use ldpcov::aggregator::{EmbeddedServer, Limits};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::metrics::estimate_matrix;
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::Collection;
-use ldpcov::proto::layout::triangle_pairs;
+use ldpcov::privacy::Collection;
+use ldpcov::privacy::layout::triangle_pairs;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CollectionSpec, Encoding, GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, Report,
@@ -233,7 +233,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     let m_hat = DMatrix::from_row_slice(
         P,
         P,
-        &ldpcov::proto::layout::unpack_symmetric(P, &est.second_moment),
+        &ldpcov::privacy::layout::unpack_symmetric(P, &est.second_moment),
     );
     let m_bound = r2 * (s * (2.0 * chi2_quantile(21)).sqrt() + 0.5 * P as f64 / c.grid_scale());
     assert!(frob(&m_hat, &(&e.second * r2)) <= m_bound);

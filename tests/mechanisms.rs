@@ -7,9 +7,9 @@
 mod support;
 
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::proto::Collection;
-use ldpcov::proto::layout::{triangle_pairs, unpack_symmetric};
-use ldpcov::proto::mechanism::ReportMechanism;
+use ldpcov::privacy::Collection;
+use ldpcov::privacy::layout::{triangle_pairs, unpack_symmetric};
+use ldpcov::privacy::mechanism::ReportMechanism;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest, GetStatusRequest,
@@ -435,7 +435,7 @@ async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
             13,
         )));
     let (step, _) =
-        ldpcov::proto::mechanism::rank_one::RankOneParams::wire_step_and_dither_variance();
+        ldpcov::privacy::mechanism::rank_one::RankOneParams::wire_step_and_dither_variance();
     let n = 40_000usize;
     for (k, (epsilon, moments)) in [
         (0.5, Moments::SecondMoment),
@@ -464,7 +464,7 @@ async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
             panic!("{id} is a rank-one collection");
         };
         let noise = report.noise();
-        let ldpcov::proto::mechanism::NoiseModel::RankOne {
+        let ldpcov::privacy::mechanism::NoiseModel::RankOne {
             kappa,
             mean_scale,
             dither_variance,
@@ -473,7 +473,7 @@ async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
         else {
             panic!("{id}: rank-one noise model");
         };
-        let without_e4 = ldpcov::proto::mechanism::NoiseModel::RankOne {
+        let without_e4 = ldpcov::privacy::mechanism::NoiseModel::RankOne {
             kappa,
             mean_scale,
             excess_fourth_moment: 0.0,

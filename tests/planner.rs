@@ -1,4 +1,4 @@
-//! The planner (`ldpcov_proto::plan`, `ldpcov-aggregator plan`) against simulation:
+//! The planner (`ldpcov_privacy::plan`, `ldpcov-aggregator plan`) against simulation:
 //! for each local mechanism at three (p, ε, n) points, the root mean square Frobenius
 //! error of the raw average over repeated simulated collections is within 10 % of the
 //! prediction.
@@ -20,8 +20,8 @@
 use ldpcov::client::{DiscreteGaussianSampler, Perturber};
 use ldpcov::estimate::{Accumulator, EstimationInput, average};
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::Collection;
-use ldpcov::proto::plan;
+use ldpcov::privacy::Collection;
+use ldpcov::privacy::plan;
 use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments};
 use nalgebra::DMatrix;
 use rand::SeedableRng;

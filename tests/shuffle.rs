@@ -449,11 +449,11 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
         .await
         .unwrap();
     let mut error2 = 0.0;
-    for ((i, j), v) in ldpcov::proto::layout::triangle_pairs(P).zip(&estimate.upper_triangle) {
+    for ((i, j), v) in ldpcov::privacy::layout::triangle_pairs(P).zip(&estimate.upper_triangle) {
         let e = v - u[i] * u[j];
         error2 += if i == j { e * e } else { 2.0 * e * e };
     }
-    let planned = ldpcov::proto::plan::raw_average_error(&collection, acknowledged, 1.0);
+    let planned = ldpcov::privacy::plan::raw_average_error(&collection, acknowledged, 1.0);
     let ratio = error2.sqrt() / planned;
     eprintln!("measured / planned Frobenius error of the raw average: {ratio:.4}");
     assert!((0.9..=1.1).contains(&ratio), "measured / planned = {ratio}");

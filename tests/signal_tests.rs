@@ -17,7 +17,7 @@
 
 use ldpcov::estimate::{EstimateOptions, EstimationInput, estimate};
 use ldpcov::models::Sampler;
-use ldpcov::proto::Collection;
+use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::{CollectionSpec, LocalMechanism, Moments};
 use ldpcov::sim;
 use nalgebra::DMatrix;

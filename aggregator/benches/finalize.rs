@@ -29,8 +29,8 @@ use ldpcov_estimate::{
     Accumulator, CrossValidation, EstimateOptions, EstimationInput, RegularisationRule,
     UniversalThreshold, average, estimate, symmetric_eigen,
 };
-use ldpcov_proto::Collection;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::layout::triangle_pairs;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use std::hint::black_box;

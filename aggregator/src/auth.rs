@@ -131,7 +131,7 @@ impl SubmitToken {
     pub fn parse(text: &str) -> Result<Self, AuthError> {
         match text.split_once('=') {
             Some((collection, secret)) => {
-                ldpcov_proto::collection::validate_collection_id(collection)
+                ldpcov_privacy::collection::validate_collection_id(collection)
                     .map_err(|_| AuthError::BadCollection(collection.to_string()))?;
                 Ok(SubmitToken {
                     collection: Some(collection.to_string()),

@@ -36,7 +36,7 @@
 //!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,
 //!     clip_radius: 1.0, min_reports: 1, ..Default::default()
 //! };
-//! let collection = ldpcov_proto::Collection::from_spec(&spec)?;
+//! let collection = ldpcov_privacy::Collection::from_spec(&spec)?;
 //! store.create_collection(collection).await?;
 //! assert_eq!(store.count("doc").await?, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use ldpcov_client::proto::layout::unpack_symmetric;
 use ldpcov_client::proto::v1::{CollectionSpec, CollectionStatus, GetEstimateRequest, ShuffleSpec};
 use ldpcov_client::{AggregatorClient, Collection};
+use ldpcov_privacy::layout::unpack_symmetric;
 use tokio::runtime::Runtime;
 
 use crate::{CollectionInfo, LdpcovError, Mechanism, WireEncoding, connect, lock, new_runtime};

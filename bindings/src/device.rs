@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ldpcov_client::{AggregatorClient, BudgetLedger, BudgetLimits, Collection, PrivacyPolicy};
+use ldpcov_client::{
+    AggregatorClient, BudgetLedger, BudgetLimits, Collection, PrivacyPolicy, ShufflePolicy,
+};
 use tokio::runtime::Runtime;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
@@ -47,12 +49,49 @@ impl LedgerConfig {
 /// The weakest privacy this device agrees to give: collections asking for a larger ε
 /// or δ per report are refused with `LdpcovError.PolicyRefused`, whatever the server
 /// says. `None` keeps the client's default policy (ε ≤ 10, δ ≤ 10⁻³).
+///
+/// With `min_shuffle_batch` and `max_central_epsilon` (both or neither), the device
+/// also insists on shuffling: a collection that is not shuffled, whose batches may be
+/// smaller, or whose central ε (computed on the device from the collection's ε0, batch
+/// floor and δ) is larger, is refused before any noise is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, uniffi::Record)]
 pub struct PolicyConfig {
     /// Largest ε of one report.
     pub max_epsilon: f64,
     /// Largest δ of one report.
     pub max_delta: f64,
+    /// Smallest batch floor of a shuffled collection accepted (`None`: shuffling not
+    /// required).
+    #[uniffi(default = None)]
+    pub min_shuffle_batch: Option<u64>,
+    /// Largest central ε of a shuffled collection accepted (`None`: shuffling not
+    /// required).
+    #[uniffi(default = None)]
+    pub max_central_epsilon: Option<f64>,
+}
+
+impl PolicyConfig {
+    /// The client's policy: InvalidInput when only one of the shuffle bounds is given.
+    fn policy(&self) -> Result<PrivacyPolicy, LdpcovError> {
+        let shuffle = match (self.min_shuffle_batch, self.max_central_epsilon) {
+            (Some(min_batch), Some(max_central_epsilon)) => Some(ShufflePolicy {
+                min_batch,
+                max_central_epsilon,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(LdpcovError::InvalidInput {
+                    reason: "give both min_shuffle_batch and max_central_epsilon, or neither"
+                        .into(),
+                });
+            }
+        };
+        Ok(PrivacyPolicy {
+            max_epsilon: self.max_epsilon,
+            max_delta: self.max_delta,
+            shuffle,
+        })
+    }
 }
 
 /// The relay a shuffled collection's reports go through (`ldpcov-relay`, run by another
@@ -136,10 +175,7 @@ impl Device {
             client = client.with_ledger(BudgetLedger::open(&config.dir, config.limits())?);
         }
         if let Some(policy) = policy {
-            client = client.with_privacy_policy(PrivacyPolicy {
-                max_epsilon: policy.max_epsilon,
-                max_delta: policy.max_delta,
-            });
+            client = client.with_privacy_policy(policy.policy()?);
         }
         Ok(Arc::new(Device {
             state: Mutex::new(DeviceState {

@@ -112,7 +112,9 @@ impl From<ClientError> for LdpcovError {
             ClientError::Dimension { .. }
             | ClientError::NonFinite { .. }
             | ClientError::InvalidToken => LdpcovError::InvalidInput { reason },
-            ClientError::PolicyViolation { .. } => LdpcovError::PolicyRefused { reason },
+            ClientError::PolicyViolation { .. } | ClientError::ShufflePolicyViolation { .. } => {
+                LdpcovError::PolicyRefused { reason }
+            }
             ClientError::Params(_) | ClientError::CollectionMismatch { .. } => {
                 LdpcovError::ServerMismatch { reason }
             }

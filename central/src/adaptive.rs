@@ -2,7 +2,7 @@
 //!
 //! The collection keeps, per dyadic norm bin `l` (`2^−(l+1) < ‖u‖ ≤ 2^−l`, the last
 //! bin taking every shorter vector), `S_l = Σ triu(uuᵀ)`, `T_l = Σ round(triu(uuᵀ)/‖u‖²)`
-//! and the count `c_l` (`ldpcov_proto::wire::decode_payload`). Clipping every vector at
+//! and the count `c_l` (`ldpcov_privacy::wire::decode_payload`). Clipping every vector at
 //! `τ = 2^−j` leaves the bins `l ≥ j` alone and scales those `l < j` to length τ, so
 //! the clipped sum is exactly `Σ_{l≥j} S_l + τ²·Σ_{l<j} T_l` (up to the rounding of T,
 //! counted in the sensitivity). The release spends ρ in three parts:
@@ -31,7 +31,7 @@
 //!    `T` moves a term by at most `√d/2` (twice: `√d`). Rounded back to the grid
 //!    `2^−30` (post-processing), the noise sd there is `that/2^{2j}`: clipping at
 //!    `2^−j` divides the noise by `4^j`. In the `svec` weighting (the collection's
-//!    [`central_weighting`](ldpcov_proto::Collection::central_weighting)) the
+//!    [`central_weighting`](ldpcov_privacy::Collection::central_weighting)) the
 //!    off-diagonal entries get variance `σ²/2`, and the sensitivity is charged in the
 //!    `svec` norm: the exact terms still differ by at most `√2·2^30`
 //!    (`‖svec(A)‖ = ‖A‖_F`), and a rounding error of at most ½ per entry has svec norm
@@ -45,11 +45,11 @@
 use crate::gaussian::{NoiseSd, ReleaseNoise, off_diagonal_entries};
 use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, NoisySums};
+use ldpcov_accounting::calibration::pure_dp_rho;
 use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
-use ldpcov_proto::Collection;
-use ldpcov_proto::calibration::pure_dp_rho;
-use ldpcov_proto::layout::{triangle_len, triangle_pairs};
-use ldpcov_proto::mechanism::OffDiagonalWeighting;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::layout::{triangle_len, triangle_pairs};
+use ldpcov_privacy::mechanism::OffDiagonalWeighting;
 
 /// Which calibration an AdaptiveCov release uses.
 #[derive(Debug, Clone, Copy, PartialEq)]

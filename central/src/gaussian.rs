@@ -28,8 +28,8 @@
 
 use crate::CentralError;
 use ldpcov_noise::{DiscreteGaussian, DiscreteGaussianSampler, Sigma2};
-use ldpcov_proto::layout::triangle_pairs;
-use ldpcov_proto::mechanism::OffDiagonalWeighting;
+use ldpcov_privacy::layout::triangle_pairs;
+use ldpcov_privacy::mechanism::OffDiagonalWeighting;
 
 /// The noise sd of a release's sums, grid units: of each mean and diagonal entry, and
 /// of each off-diagonal entry (the same in the triangle, `σ/√2` in the `svec`

@@ -56,7 +56,7 @@ mod tests;
 
 pub use error::CentralError;
 pub use gaussian::NoiseSd;
-pub use ldpcov_proto::mechanism::OffDiagonalWeighting;
+pub use ldpcov_privacy::mechanism::OffDiagonalWeighting;
 pub use mechanisms::{
     CentralRelease, Mechanism, eigenvalue_l1_sensitivity, eigenvalue_sensitivity, gauss_cov,
     gaussian_sigma, laplace_cov, separate_cov, separate_cov_laplace,

@@ -31,9 +31,9 @@
 //! ε-DP release (discrete Laplace of scale `t ≥ Δ₁/ε`) is `ε²/2`-zCDP.
 
 use crate::{CentralError, CentralStatistics};
+use ldpcov_accounting::calibration::pure_dp_rho;
 use ldpcov_noise::{DiscreteGaussianSampler, NoiseSampler};
-use ldpcov_proto::calibration::pure_dp_rho;
-use ldpcov_proto::mechanism::OffDiagonalWeighting;
+use ldpcov_privacy::mechanism::OffDiagonalWeighting;
 use nalgebra::DMatrix;
 use rand::RngCore;
 

@@ -2,14 +2,14 @@
 //!
 //! The aggregator keeps, per central collection, the exact integer sums of the
 //! expanded reports `v(u) = (w·u, triu(u·uᵀ))` (or `triu(u·uᵀ)` alone) in units of
-//! `2^−30` (`ldpcov_proto::collection::CENTRAL_GRID_BITS`). A release adds noise once
+//! `2^−30` (`ldpcov_privacy::collection::CENTRAL_GRID_BITS`). A release adds noise once
 //! to those sums. The result has the shape of a local collection's sums with known
 //! per-entry noise, so every estimator of `ldpcov-estimate` applies to it as
 //! post-processing, at no further privacy cost.
 //!
 //! # Sensitivities of the joint sums (replace-one, unit-ball units)
 //!
-//! * ℓ₂: `Δ₀(w) = (2 + w²)/√2` (`ldpcov_proto::collection::joint_base_sensitivity`,
+//! * ℓ₂: `Δ₀(w) = (2 + w²)/√2` (`ldpcov_privacy::collection::joint_base_sensitivity`,
 //!   derived there), `√2` without the mean block (`w = 0`). No rounding term: every
 //!   report is on the grid and inside the unit ball exactly (checked in integers
 //!   when it arrives), and `w·u_i`, `u_i·u_j` are computed exactly.
@@ -31,11 +31,11 @@
 use crate::gaussian::{NoiseSd, ReleaseNoise, off_diagonal_entries};
 use crate::mechanisms::{Mechanism, check_budget, check_sigma, gaussian_sigma};
 use crate::{CentralError, CentralStatistics, separate_cov};
+use ldpcov_accounting::calibration::pure_dp_rho;
 use ldpcov_noise::DiscreteGaussianSampler;
-use ldpcov_proto::Collection;
-use ldpcov_proto::calibration::pure_dp_rho;
-use ldpcov_proto::collection::{CENTRAL_GRID_BITS, joint_base_sensitivity};
-use ldpcov_proto::mechanism::OffDiagonalWeighting;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::collection::{CENTRAL_GRID_BITS, joint_base_sensitivity};
+use ldpcov_privacy::mechanism::OffDiagonalWeighting;
 use rand::RngCore;
 
 /// The privacy parameter a release spends.
@@ -93,7 +93,7 @@ pub fn gaussian_sums(
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<(Vec<i64>, NoiseSd), CentralError> {
     check_budget("rho", rho)?;
-    let expected = mean_entries + ldpcov_proto::layout::triangle_len(dim);
+    let expected = mean_entries + ldpcov_privacy::layout::triangle_len(dim);
     if sums.len() != expected {
         return Err(CentralError::Length {
             expected,
@@ -329,12 +329,12 @@ fn compressed_not_dp(
     let second = nalgebra::DMatrix::from_row_slice(
         p,
         p,
-        &ldpcov_proto::layout::unpack_symmetric(p, &packed),
+        &ldpcov_privacy::layout::unpack_symmetric(p, &packed),
     );
     let y = ldpcov_estimate::synthetic_rows(&[], &second, rows as usize, sampler.rng_mut())
         .map_err(CentralError::Eigen)?;
     let m = f64::from(rows);
-    let gram: Vec<i64> = ldpcov_proto::layout::triangle_pairs(p)
+    let gram: Vec<i64> = ldpcov_privacy::layout::triangle_pairs(p)
         .map(|(i, j)| {
             let g = y.iter().map(|r| r[i] * r[j]).sum::<f64>() / m;
             (g * unit * n).round() as i64
@@ -447,7 +447,7 @@ fn second_moment_statistics(
 /// A released matrix (data units) back as packed sums on the collection's grid, `scale`
 /// being `grid_scale·count`.
 fn grid_sums(collection: &Collection, matrix: &nalgebra::DMatrix<f64>, scale: f64) -> Vec<i64> {
-    ldpcov_proto::layout::triangle_pairs(collection.dim())
+    ldpcov_privacy::layout::triangle_pairs(collection.dim())
         .map(|(i, j)| (matrix[(i, j)] * scale).round() as i64)
         .collect()
 }

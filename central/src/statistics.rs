@@ -7,7 +7,7 @@ use nalgebra::DMatrix;
 /// The grid of central reports: a coordinate is an integer multiple of `2^−15`, so a
 /// product of two coordinates of a unit vector is at most `2^30` grid² units and fits
 /// an i32 (and a sum of `2^33` of them an i64).
-pub const CENTRAL_GRID_BITS: u32 = ldpcov_proto::collection::CENTRAL_COORDINATE_BITS;
+pub const CENTRAL_GRID_BITS: u32 = ldpcov_privacy::collection::CENTRAL_COORDINATE_BITS;
 
 /// `Σ triu(u·uᵀ)` over the users counted, exactly, in units of `2^−2k`, where every
 /// `u` is on the grid `2^−k` and inside the closed unit ball **exactly**
@@ -151,11 +151,11 @@ impl CentralStatistics {
 }
 
 /// `x` clipped into the unit ball and put on the grid `2^−k`, inside the ball exactly:
-/// [`ldpcov_proto::wire::to_grid_unit_ball`] (the devices' code), with this crate's
+/// [`ldpcov_privacy::wire::to_grid_unit_ball`] (the devices' code), with this crate's
 /// error.
 pub fn to_grid_unit_ball(x: &[f64], grid_bits: u32) -> Result<Vec<i32>, CentralError> {
-    ldpcov_proto::wire::to_grid_unit_ball(x, grid_bits).map_err(|e| match e {
-        ldpcov_proto::WireError::NotFinite { index } => CentralError::NotFinite { index },
+    ldpcov_privacy::wire::to_grid_unit_ball(x, grid_bits).map_err(|e| match e {
+        ldpcov_privacy::WireError::NotFinite { index } => CentralError::NotFinite { index },
         other => CentralError::Parameter(other.to_string()),
     })
 }

@@ -339,7 +339,7 @@ fn bad_parameters_are_refused() {
 #[test]
 fn collection_releases_use_the_joint_sensitivity() {
     use ldpcov_proto::v1::{CollectionSpec, Moments, PrivacyModel};
-    let collection = ldpcov_proto::Collection::from_spec(
+    let collection = ldpcov_privacy::Collection::from_spec(
         &ldpcov_fixtures::spec("c", 3)
             .moments(Moments::MeanAndCovariance)
             .privacy_model(PrivacyModel::Central)
@@ -350,8 +350,8 @@ fn collection_releases_use_the_joint_sensitivity() {
     let mut sums = vec![0i64; collection.entries()];
     for row in random_rows(50, 3, 13) {
         let u = to_grid_unit_ball(&row, K).unwrap();
-        let payload = ldpcov_proto::wire::encode_raw(&u);
-        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload)
+        let payload = ldpcov_privacy::wire::encode_raw(&u);
+        let entries = ldpcov_privacy::wire::decode_payload(&collection, 4, &payload)
             .unwrap()
             .to_dense();
         for (s, e) in sums.iter_mut().zip(entries) {
@@ -419,7 +419,7 @@ fn collection_releases_use_the_joint_sensitivity() {
     let q = (-1.0 / t).exp();
     assert!((lap.noise_sd_grid / ((2.0 * q).sqrt() / (1.0 - q)) - 1.0).abs() < 1e-12);
     // The same spec as a local collection.
-    let local = ldpcov_proto::Collection::from_spec(&CollectionSpec {
+    let local = ldpcov_privacy::Collection::from_spec(&CollectionSpec {
         privacy_model: PrivacyModel::Local as i32,
         encoding: 0,
         central_weighting: 0,
@@ -453,7 +453,7 @@ fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
         .moments(Moments::MeanAndCovariance)
         .privacy_model(PrivacyModel::Central)
         .build();
-    let collection = ldpcov_proto::Collection::create(&spec).unwrap();
+    let collection = ldpcov_privacy::Collection::create(&spec).unwrap();
     assert_eq!(
         collection.central_weighting(),
         Some(OffDiagonalWeighting::Svec)
@@ -462,20 +462,20 @@ fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
         collection.spec().central_weighting,
         CentralWeighting::Svec as i32
     );
-    let stored = ldpcov_proto::Collection::from_spec(&spec).unwrap();
+    let stored = ldpcov_privacy::Collection::from_spec(&spec).unwrap();
     let mut sums = vec![0i64; collection.entries()];
     let mut fold_sums = vec![vec![0i64; collection.entries()]; 5];
     for (k, row) in random_rows(50, 3, 13).iter().enumerate() {
         let u = to_grid_unit_ball(row, K).unwrap();
-        ldpcov_proto::wire::add_raw_vector(&collection, &u, &mut sums).unwrap();
-        ldpcov_proto::wire::add_raw_vector(&collection, &u, &mut fold_sums[k % 5]).unwrap();
+        ldpcov_privacy::wire::add_raw_vector(&collection, &u, &mut sums).unwrap();
+        ldpcov_privacy::wire::add_raw_vector(&collection, &u, &mut fold_sums[k % 5]).unwrap();
     }
     let rho: f64 = 0.3;
     let sigma = 2.25 / std::f64::consts::SQRT_2 * (1u64 << 30) as f64 / (2.0 * rho).sqrt();
     let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(15);
     let off_diagonal: Vec<bool> = [false; 3]
         .into_iter()
-        .chain(ldpcov_proto::layout::triangle_pairs(3).map(|(i, j)| i != j))
+        .chain(ldpcov_privacy::layout::triangle_pairs(3).map(|(i, j)| i != j))
         .collect();
     let (mut diagonal, mut off) = (Vec::new(), Vec::new());
     for _ in 0..400 {
@@ -553,9 +553,9 @@ fn new_central_collections_release_in_the_svec_weighting_at_the_same_rho() {
 
 /// A central second-moment collection with `bins` norm bins, and the exact sums of
 /// `rows` as the wire decoder expands them.
-fn binned(rows: &[Vec<f64>], bins: u32) -> (ldpcov_proto::Collection, Vec<i64>) {
+fn binned(rows: &[Vec<f64>], bins: u32) -> (ldpcov_privacy::Collection, Vec<i64>) {
     use ldpcov_proto::v1::{CollectionSpec, Moments, PrivacyModel};
-    let collection = ldpcov_proto::Collection::from_spec(&CollectionSpec {
+    let collection = ldpcov_privacy::Collection::from_spec(&CollectionSpec {
         collection_id: "a".into(),
         dim: rows[0].len() as u32,
         epsilon: 1.0,
@@ -571,8 +571,8 @@ fn binned(rows: &[Vec<f64>], bins: u32) -> (ldpcov_proto::Collection, Vec<i64>) 
     let mut sums = vec![0i64; collection.entries()];
     for row in rows {
         let u = to_grid_unit_ball(row, K).unwrap();
-        let payload = ldpcov_proto::wire::encode_raw(&u);
-        let entries = ldpcov_proto::wire::decode_payload(&collection, 4, &payload)
+        let payload = ldpcov_privacy::wire::encode_raw(&u);
+        let entries = ldpcov_privacy::wire::decode_payload(&collection, 4, &payload)
             .unwrap()
             .to_dense();
         for (s, e) in sums.iter_mut().zip(entries) {
@@ -734,7 +734,7 @@ fn adaptive_cov_of_a_new_collection_releases_in_the_svec_weighting() {
         })
         .collect();
     let (stored, sums) = binned(&rows, 6);
-    let collection = ldpcov_proto::Collection::create(&ldpcov_proto::v1::CollectionSpec {
+    let collection = ldpcov_privacy::Collection::create(&ldpcov_proto::v1::CollectionSpec {
         central_weighting: 0,
         ..stored.spec()
     })
@@ -778,11 +778,11 @@ fn the_compressed_release_is_a_wishart_draw_around_the_second_moment() {
     let rows = random_rows(500, 3, 30);
     let (collection, sums) = binned(&rows, 0);
     let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(31);
-    let release = |c: &ldpcov_proto::Collection, b, s: &mut DiscreteGaussianSampler| {
+    let release = |c: &ldpcov_privacy::Collection, b, s: &mut DiscreteGaussianSampler| {
         release_sums(c, 500, &sums, Mechanism::CompressedNotDp, b, s)
     };
     assert!(release(&collection, ReleaseBudget::CompressedRows(50), &mut sampler).is_err());
-    let collection = ldpcov_proto::Collection::from_spec(&ldpcov_proto::v1::CollectionSpec {
+    let collection = ldpcov_privacy::Collection::from_spec(&ldpcov_proto::v1::CollectionSpec {
         allow_compressed_release: true,
         ..collection.spec()
     })
@@ -827,7 +827,7 @@ fn fold_releases_have_gauss_cov_noise_on_every_fold() {
     let mut fold_sums = vec![vec![0i64; 6]; 5];
     for (k, row) in rows.iter().enumerate() {
         let u = to_grid_unit_ball(row, K).unwrap();
-        ldpcov_proto::wire::add_raw_vector(&collection, &u, &mut fold_sums[k % 5]).unwrap();
+        ldpcov_privacy::wire::add_raw_vector(&collection, &u, &mut fold_sums[k % 5]).unwrap();
     }
     let counts = vec![40u64; 5];
     let rho: f64 = 0.5;

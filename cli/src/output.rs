@@ -10,7 +10,7 @@
 
 use std::io::Write;
 
-use ldpcov_proto::layout::unpack_symmetric;
+use ldpcov_privacy::layout::unpack_symmetric;
 use ldpcov_proto::v1::{CentralMechanism, Estimate, EstimateTarget, Moments};
 use nalgebra::DMatrix;
 use serde::Serialize;
@@ -159,7 +159,7 @@ struct Unpacked {
 /// dimension or the target is unknown.
 fn unpack(estimate: &Estimate) -> std::io::Result<Unpacked> {
     let p = estimate.dim as usize;
-    let d = ldpcov_proto::layout::triangle_len(p);
+    let d = ldpcov_privacy::layout::triangle_len(p);
     if estimate.upper_triangle.len() != d {
         return Err(bad(format!(
             "estimate carries {} entries, dimension {p} needs {d}",

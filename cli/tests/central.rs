@@ -138,7 +138,7 @@ fn central_collection_releases_spend_a_durable_budget() {
         // Bad reports first: each refused with INVALID_ARGUMENT, nothing counted.
         let good = reports[0].clone();
         let mut outside = good.clone();
-        outside.payload = ldpcov_client::proto::wire::encode_raw(&{
+        outside.payload = ldpcov_privacy::wire::encode_raw(&{
             let mut v = vec![0i32; CP];
             v[0] = 1 << 15;
             v[1] = 1;

@@ -83,8 +83,9 @@ fn plan_predicts_each_mechanism_and_inverts() {
 }
 
 /// `--shuffle-batch`: the central ε of a rank-one collection whose reports arrive
-/// shuffled in batches of at least n (ε0 = 8, n = 10⁶, δ = 10⁻⁶: 0.4445 by the
-/// independent implementation in testing/reference/, 0.44 in issue #33's table); the
+/// shuffled in batches of at least n (ε0 = 8, n = 10⁶, δ = 10⁻⁶: 0.30369 by the
+/// variation-ratio bound, pinned against the independent implementation in
+/// testing/reference/ by ldpcov-accounting's tests; FMT21 gives 0.4445); the
 /// Gaussian mechanisms, whose δ0 > 0 the bound does not cover, are refused in one line.
 #[test]
 fn plan_shuffle_batch_is_for_the_rank_one_mechanism() {
@@ -109,7 +110,7 @@ fn plan_shuffle_batch_is_for_the_rank_one_mechanism() {
     let eps = shuffled["central_epsilon"]
         .as_f64()
         .expect("central_epsilon");
-    assert!((0.444_468..=0.444_470).contains(&eps), "{out}");
+    assert!((0.303_69..=0.303_70).contains(&eps), "{out}");
     for mechanism in [None, Some("gaussian"), Some("gaussian-triu")] {
         let mut args = vec![
             "plan",

@@ -29,19 +29,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ldpcov_aggregator::{DurableConfig, DurableStore, Store};
-use ldpcov_client::proto::mechanism::ReportEntries;
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_client::proto::v1::relay_client::RelayClient;
 use ldpcov_client::proto::v1::{
     CollectionSpec, GetCollectionRequest, GetEstimateRequest, LocalMechanism, RelayStatus,
     RelayStatusRequest, ShuffleSpec,
 };
-use ldpcov_client::proto::wire::decode_payload;
 use ldpcov_client::{
     AggregatorClient, Collection, DiscreteGaussianSampler, PreparedRelayReport, ReportId,
     RetryPolicy, active_key, seal_report,
 };
 use ldpcov_estimate::{Accumulator, FOLDS};
+use ldpcov_privacy::mechanism::ReportEntries;
+use ldpcov_privacy::wire::decode_payload;
 use ldpcov_relay::DeviceTokenIssuer;
 use ldpcov_seal::PublicKeyConfig;
 use rand::{Rng, SeedableRng};

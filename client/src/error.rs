@@ -1,6 +1,6 @@
 //! The client's error type.
 
-use ldpcov_proto::{SpecError, WireError};
+use ldpcov_privacy::{SpecError, WireError};
 use rand::rand_core::OsError;
 use thiserror::Error;
 
@@ -42,6 +42,15 @@ pub enum ClientError {
         max_epsilon: f64,
         /// Largest δ the client's [`PrivacyPolicy`](crate::PrivacyPolicy) accepts.
         max_delta: f64,
+    },
+    /// The device requires a shuffled collection ([`ShufflePolicy`](crate::ShufflePolicy))
+    /// and this one falls short.
+    #[error("collection {id:?} is refused by this device's shuffle policy: {reason}")]
+    ShufflePolicyViolation {
+        /// The collection.
+        id: String,
+        /// What falls short.
+        reason: String,
     },
     /// A local-model operation on a central collection: its reports are raw vectors
     /// that the operator sees, so nothing here perturbs them.

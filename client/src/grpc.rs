@@ -4,6 +4,7 @@ use crate::NoiseSampler;
 use crate::discrete_gaussian::DiscreteGaussianSampler;
 use crate::perturb::{random_report_id, report_of_clipped};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
+use ldpcov_privacy::{Collection, ReportId};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::relay_client::RelayClient as RawRelayClient;
 use ldpcov_proto::v1::{
@@ -11,7 +12,6 @@ use ldpcov_proto::v1::{
     CreateCollectionRequest, DeleteCollectionRequest, Estimate, GetCollectionRequest,
     GetEstimateRequest, GetStatusRequest, RelayReport, Report, SubmitReportsResponse,
 };
-use ldpcov_proto::{Collection, ReportId};
 use ldpcov_seal::PublicKeyConfig;
 use rand::Rng;
 use std::collections::HashMap;

@@ -1,10 +1,10 @@
 //! The gRPC client against a throwaway in-process aggregator that injects faults.
 
 use super::*;
-use ldpcov_proto::SpecError;
+use ldpcov_privacy::SpecError;
+use ldpcov_privacy::wire::decode_payload;
 use ldpcov_proto::v1::aggregator_server::{Aggregator, AggregatorServer};
 use ldpcov_proto::v1::{SubmitReportResponse, UniversalThreshold, get_estimate_request};
-use ldpcov_proto::wire::decode_payload;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -459,6 +459,7 @@ async fn weak_collections_and_bad_inputs_never_reach_the_network() {
     let mut relaxed = client.with_privacy_policy(PrivacyPolicy {
         max_epsilon: 50.0,
         max_delta: 1e-3,
+        shuffle: None,
     });
     assert_eq!(relaxed.collection("weak").await.unwrap(), weak);
     let before = fake.state().seen.len();

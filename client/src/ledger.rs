@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ldpcov_proto::Collection;
-use ldpcov_proto::calibration::{zcdp_epsilon, zcdp_rho_for_epsilon};
+use ldpcov_accounting::calibration::{zcdp_epsilon, zcdp_rho_for_epsilon};
+use ldpcov_privacy::Collection;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 

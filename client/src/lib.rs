@@ -21,7 +21,8 @@
 //! the same report under the same id.
 //!
 //! ```
-//! use ldpcov_client::proto::{v1::CollectionSpec, wire::decode_payload, Collection};
+//! use ldpcov_client::proto::v1::CollectionSpec;
+//! use ldpcov_privacy::{wire::decode_payload, Collection};
 //! use ldpcov_client::{random_report_id, DiscreteGaussianSampler, Perturber};
 //!
 //! let collection = Collection::from_spec(&CollectionSpec {
@@ -77,13 +78,13 @@ pub use error::ClientError;
 pub use ldpcov_noise::{
     DiscreteGaussian, DiscreteGaussianSampler, NoiseSampler, RandomBits, Sigma2, SigmaError,
 };
+pub use ldpcov_privacy::{Collection, ReportId};
 pub use ldpcov_proto as proto;
-pub use ldpcov_proto::{Collection, ReportId};
 pub use ledger::{BudgetLedger, BudgetLimits, LEDGER_FILE, LedgerError, Spend};
 pub use perturb::{
     CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
 };
-pub use policy::PrivacyPolicy;
+pub use policy::{PrivacyPolicy, ShufflePolicy};
 pub use shuffle::{SUBMISSION_ID_LEN, active_key, seal_report};
 
 #[cfg(feature = "grpc")]

@@ -9,9 +9,9 @@
 
 use crate::{ClientError, mechanism};
 use ldpcov_noise::NoiseSampler;
+use ldpcov_privacy::wire::{REPORT_ID_LEN, encode_payload};
+use ldpcov_privacy::{Collection, ReportId, ReportMechanism};
 use ldpcov_proto::v1::Report;
-use ldpcov_proto::wire::{REPORT_ID_LEN, encode_payload};
-use ldpcov_proto::{Collection, ReportId, ReportMechanism};
 use rand::rngs::OsRng;
 use rand::{Rng, RngCore, SeedableRng, TryRngCore};
 use rand_chacha::ChaCha20Rng;
@@ -137,17 +137,17 @@ impl Perturber {
     /// collection by the mean block `w·u` ([`Collection::mean_weight`]).
     ///
     /// Mean block: for each `i`, `round(w·uᵢ·2ᵏ)`. Then for each `(i, j)`, `i ≤ j`, in
-    /// [`triangle_pairs`](ldpcov_proto::layout::triangle_pairs) order:
+    /// [`triangle_pairs`](ldpcov_privacy::layout::triangle_pairs) order:
     /// `round(uᵢ·uⱼ·2ᵏ)` (nearest integer, ties away from zero, decided on the exact
-    /// product; [`GaussianReport::statistic`](ldpcov_proto::mechanism::GaussianReport::statistic)).
+    /// product; [`GaussianReport::statistic`](ldpcov_privacy::mechanism::GaussianReport::statistic)).
     /// Each entry gets one independent draw of `noise` with sd
     /// [`Collection::sigma_grid`] (calibrated to the sensitivity of the whole report)
     /// and is clamped to `±max_abs_grid_value`. The clamp acts on the already-noisy
     /// value, so it is post-processing and costs no privacy; an honest entry reaches it
-    /// with probability at most 10⁻¹² (`ldpcov_proto::collection::VALIDATION_SIGMAS`).
+    /// with probability at most 10⁻¹² (`ldpcov_privacy::collection::VALIDATION_SIGMAS`).
     ///
     /// For a rank-one collection the result is what the aggregator sums for the report
-    /// ([`RankOneReport::expand`](ldpcov_proto::mechanism::RankOneReport::expand) of
+    /// ([`RankOneReport::expand`](ldpcov_privacy::mechanism::RankOneReport::expand) of
     /// its wire values: the mean block `y` and the products `yᵢyⱼ`, grid `2^−22`); its
     /// noise is the mechanism's, not additive.
     ///
@@ -288,11 +288,11 @@ pub fn trusted_curator_report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ldpcov_proto::SpecError;
-    use ldpcov_proto::calibration::std_normal_cdf;
-    use ldpcov_proto::layout::triangle_pairs;
+    use ldpcov_accounting::calibration::std_normal_cdf;
+    use ldpcov_privacy::SpecError;
+    use ldpcov_privacy::layout::triangle_pairs;
+    use ldpcov_privacy::wire::decode_payload;
     use ldpcov_proto::v1::CollectionSpec;
-    use ldpcov_proto::wire::decode_payload;
     use rand::Rng;
 
     /// Test-only sampler: no noise at all.
@@ -852,7 +852,7 @@ mod tests {
         // (A new collection's svec report: its rounding term carries the margin.)
         let delta = 2.25 / 2f64.sqrt()
             + (c.entries() as f64).sqrt() / scale
-                * (1.0 + ldpcov_proto::collection::SVEC_ROUNDING_MARGIN);
+                * (1.0 + ldpcov_privacy::collection::SVEC_ROUNDING_MARGIN);
         let sigma_ref = 5.974_598_181_957_314 * delta / 2f64.sqrt() * scale;
         assert!((c.sigma_grid() / sigma_ref - 1.0).abs() < 1e-9);
         let mut noise = DiscreteGaussianSampler::from_seed_for_simulation(17);

@@ -6,7 +6,7 @@
 //!
 //! [`AggregatorClient`]: crate::AggregatorClient
 
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::{HpkeKeyState, HpkePublicKey, RelayReport, Report, SealedReport};
 use ldpcov_seal::{KeyState, PublicKeyConfig};
 use prost::Message;

@@ -14,7 +14,7 @@ pub enum EstimateError {
         need: u64,
     },
     /// A threshold parameter is negative or not finite.
-    #[error("threshold parameter {name} = {} must be a finite number ≥ 0", ldpcov_proto::collection::ShortNumber(*value))]
+    #[error("threshold parameter {name} = {} must be a finite number ≥ 0", ldpcov_privacy::limits::ShortNumber(*value))]
     ThresholdParameter {
         /// Parameter name.
         name: &'static str,
@@ -22,7 +22,7 @@ pub enum EstimateError {
         value: f64,
     },
     /// A parameter other than a threshold's is out of range.
-    #[error("parameter {name} = {} must be {requirement}", ldpcov_proto::collection::ShortNumber(*value))]
+    #[error("parameter {name} = {} must be {requirement}", ldpcov_privacy::limits::ShortNumber(*value))]
     Parameter {
         /// Parameter name.
         name: &'static str,

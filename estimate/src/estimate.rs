@@ -18,7 +18,7 @@ use crate::psd::project_psd_floor;
 use crate::select::{RegularisationRule, Resolved, resolve};
 use crate::spectral::{self, RankRule, Shrinker, SpectralOptions};
 use crate::threshold::{ThresholdKind, apply_threshold, shrink_diagonal};
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
 /// What to compute from the sums.
@@ -81,7 +81,7 @@ pub fn average(
 }
 
 /// Largest `psd_floor` an estimate may ask for: the square of the largest clip radius
-/// ([`ldpcov_proto::collection::MAX_CLIP_RADIUS`]), the scale of the largest covariance a
+/// ([`ldpcov_privacy::limits::MAX_CLIP_RADIUS`]), the scale of the largest covariance a
 /// collection can hold. A floor beyond it lifts every eigenvalue past anything the data
 /// can say, and at 1e308 the projected matrix holds `inf`.
 pub const MAX_PSD_FLOOR: f64 = 1e200;
@@ -265,8 +265,8 @@ mod tests {
         EstimationInput::from_collection(&collection_spec(dim, min_reports))
     }
 
-    fn collection_spec(dim: u32, min_reports: u64) -> ldpcov_proto::Collection {
-        ldpcov_proto::Collection::from_spec(&CollectionSpec {
+    fn collection_spec(dim: u32, min_reports: u64) -> ldpcov_privacy::Collection {
+        ldpcov_privacy::Collection::from_spec(&CollectionSpec {
             collection_id: "t".into(),
             dim,
             epsilon: 1.0,

@@ -5,12 +5,12 @@
 //! ([`EstimationInput::from_collection`]) or from a central release
 //! ([`EstimationInput::from_central_release`]); every estimator reads it and nothing
 //! else about the collection. Every noise level the estimators use goes through one
-//! type, the collection's mechanism's [`NoiseModel`] (`ldpcov_proto::mechanism`): a
+//! type, the collection's mechanism's [`NoiseModel`] (`ldpcov_privacy::mechanism`): a
 //! mechanism with another noise model is one new variant there.
 
-use ldpcov_proto::Collection;
-use ldpcov_proto::mechanism::Entry;
-pub use ldpcov_proto::mechanism::{NoiseModel, Unbiasing};
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::mechanism::Entry;
+pub use ldpcov_privacy::mechanism::{NoiseModel, Unbiasing};
 
 /// What the estimators act on besides the accumulators: the dimension, the report
 /// layout (entries; whether a mean block leads), the units (clip radius, centre, grid

@@ -41,7 +41,8 @@
 //! use ldpcov_estimate::{
 //!     Accumulator, EstimateOptions, EstimationInput, RegularisationRule, estimate,
 //! };
-//! use ldpcov_proto::{v1::CollectionSpec, Collection};
+//! use ldpcov_privacy::Collection;
+//! use ldpcov_proto::v1::CollectionSpec;
 //!
 //! let c = Collection::from_spec(&CollectionSpec {
 //!     collection_id: "doc".into(), dim: 2, epsilon: 1.0, delta: 1e-6,

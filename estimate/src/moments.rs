@@ -30,7 +30,7 @@
 
 use crate::error::EstimateError;
 use crate::input::EstimationInput;
-use ldpcov_proto::layout::{triangle_index, triangle_pairs};
+use ldpcov_privacy::layout::{triangle_index, triangle_pairs};
 use nalgebra::DMatrix;
 
 /// The moments of a collection's average, in data units (see the module docs).
@@ -220,8 +220,8 @@ pub fn correlation(a: &DMatrix<f64>) -> DMatrix<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ldpcov_proto::Collection;
-    use ldpcov_proto::layout::triangle_index;
+    use ldpcov_privacy::Collection;
+    use ldpcov_privacy::layout::triangle_index;
     use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, Moments};
 
     /// A mean-and-covariance collection with the raw-weighted Gaussian report (the
@@ -273,7 +273,7 @@ mod tests {
             0.0,
         ))
         .unwrap();
-        let ldpcov_proto::ReportMechanism::RankOne(report) = rank_one.mechanism() else {
+        let ldpcov_privacy::ReportMechanism::RankOne(report) = rank_one.mechanism() else {
             panic!("rank-one");
         };
         let (kappa, c) = (

@@ -1,7 +1,7 @@
 //! The one conversion between a packed upper triangle (the layout of reports, sums
-//! and releases: [`ldpcov_proto::layout`]) and the symmetric matrix it stands for.
+//! and releases: [`ldpcov_privacy::layout`]) and the symmetric matrix it stands for.
 
-use ldpcov_proto::layout::{triangle_pairs, unpack_symmetric};
+use ldpcov_privacy::layout::{triangle_pairs, unpack_symmetric};
 use nalgebra::DMatrix;
 
 /// The symmetric `p × p` matrix of a packed upper triangle (entries past the end of

@@ -17,7 +17,7 @@
 //! data with no order (or a permuted order) they lose and are not chosen.
 
 use crate::packed::{matrix_to_packed, packed_to_matrix};
-use ldpcov_proto::layout::triangle_index;
+use ldpcov_privacy::layout::triangle_index;
 use nalgebra::DMatrix;
 
 /// A structural regulariser of a symmetric matrix. The diagonal is never changed
@@ -119,7 +119,7 @@ pub(crate) fn bandwidth_grid(p: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ldpcov_proto::layout::{pack_upper, unpack_symmetric};
+    use ldpcov_privacy::layout::{pack_upper, unpack_symmetric};
 
     /// The example the module docs used to carry.
     #[test]

@@ -13,7 +13,7 @@ use ldpcov::metrics::{
     estimate_correlation_matrix, estimate_matrix, relative_frobenius_error,
     relative_spectral_error, spectral_norm_symmetric,
 };
-use ldpcov::proto::Collection;
+use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::relay_client::RelayClient;
 use ldpcov::proto::v1::{
     CollectionSpec, GetEstimateRequest, LocalMechanism, NoThreshold, get_estimate_request,
@@ -83,13 +83,13 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     // ‖W‖₂ of a p×p symmetric noise matrix with i.i.d. N(0, s²) entries is about 2√p·s.
     let predicted = 2.0 * (p as f64).sqrt() * est.entry_noise_sd / spectral_norm_symmetric(truth);
     let collection = &setup.collection;
-    // The planner's noise of the raw average (ldpcov_proto::plan, what `ldpcov-aggregator
+    // The planner's noise of the raw average (ldpcov_privacy::plan, what `ldpcov-aggregator
     // plan` prints), at the users' mean squared norm E‖x‖²/R² = tr Σ/R² (capped at 1 by
     // the clip), relative to ‖Σ‖_F.
     let mean_square_norm =
         (truth.trace() / (collection.clip_radius() * collection.clip_radius())).min(1.0);
     let planned_rel_frobenius_noise =
-        ldpcov::proto::plan::raw_average_error(collection, setup.users, mean_square_norm)
+        ldpcov::privacy::plan::raw_average_error(collection, setup.users, mean_square_norm)
             / truth.norm();
     let data = match setup.source.as_ref() {
         Source::Model { .. } => None,
@@ -186,7 +186,7 @@ fn shuffle_summary(setup: &Setup, mean_square_norm: f64) -> Option<ShuffleSummar
         };
         let local = Collection::create(&spec).ok()?;
         Some(
-            ldpcov::proto::plan::raw_average_error(&local, setup.users, mean_square_norm)
+            ldpcov::privacy::plan::raw_average_error(&local, setup.users, mean_square_norm)
                 / setup.truth.norm(),
         )
     };

@@ -274,11 +274,11 @@ impl Args {
             );
         }
         let local_epsilon = match self.central_epsilon {
-            Some(target) => ldpcov::proto::amplification::local_epsilon_for(
+            Some(target) => ldpcov::accounting::amplification::local_epsilon_for(
                 target,
                 min_batch,
-                ldpcov::proto::shuffle::DEFAULT_CENTRAL_DELTA,
-                ldpcov::proto::mechanism::rank_one::MAX_RANK_ONE_EPSILON,
+                ldpcov::privacy::shuffle::default_central_delta(min_batch),
+                ldpcov::privacy::limits::MAX_RANK_ONE_EPSILON,
             )
             .map_err(|e| anyhow::anyhow!("--central-epsilon: {e}"))?,
             None => self.epsilon,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler, RetryPolicy};
-use ldpcov::proto::Collection;
+use ldpcov::privacy::Collection;
 use rand::SeedableRng;
 
 use crate::args::Args;

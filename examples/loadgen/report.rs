@@ -34,7 +34,7 @@ pub(crate) struct Summary {
     pub(crate) rel_frobenius_error_no_threshold: f64,
     pub(crate) predicted_rel_spectral_noise: f64,
     /// The planner's relative Frobenius noise of the raw average
-    /// (`ldpcov_proto::plan::raw_average_error` over ‖Σ‖_F).
+    /// (`ldpcov_privacy::plan::raw_average_error` over ‖Σ‖_F).
     pub(crate) planned_rel_frobenius_noise: f64,
     pub(crate) elapsed_sec: f64,
     pub(crate) reports_per_sec: f64,

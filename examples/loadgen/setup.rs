@@ -10,7 +10,7 @@ use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeO
 use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
 use ldpcov::data_users::DataUsers;
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::Collection;
+use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::{CentralMechanism, CentralRelease, Report};
 use nalgebra::DMatrix;
 use rand::Rng;

@@ -11,7 +11,8 @@ use ldpcov::estimate::{
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model, Sampler};
-use ldpcov::proto::{Collection, v1::CollectionSpec};
+use ldpcov::privacy::Collection;
+use ldpcov::proto::v1::CollectionSpec;
 use ldpcov::sim::{self, Path};
 use serde_json::json;
 

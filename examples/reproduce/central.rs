@@ -11,7 +11,7 @@
 //!   `2^−b` with `P(b) ∝ (b + 1)^−s` over `--zipf-bins` bins), error in Frobenius norm
 //!   against the exact `XᵀX/n` of the rows, as the paper measures it. The sums are a
 //!   central collection's (with 15 norm bins), built by the daemon's own expansion
-//!   (`ldpcov_proto::wire::add_raw_vector`), and released by `release_sums`.
+//!   (`ldpcov_privacy::wire::add_raw_vector`), and released by `release_sums`.
 //! * `--experiment svec`: GaussCov's raw release (no projection) in the triangle and in
 //!   the `svec` weighting new central collections use (docs/PRIVACY.md §6b), on the
 //!   same sums and at the same ρ: the Frobenius error `‖Σ̂ − XᵀX/n‖_F` of each, and
@@ -77,7 +77,7 @@ pub(crate) struct Args {
 /// The largest ρ whose conversion `ρ + 2√(ρ·ln(1/δ))` is at most ε (Bun & Steinke 2016,
 /// Prop. 1.3): `ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²`.
 pub(crate) fn rho_for(epsilon: f64, delta: f64) -> f64 {
-    ldpcov::proto::calibration::zcdp_rho_for_epsilon(epsilon, delta)
+    ldpcov::accounting::calibration::zcdp_rho_for_epsilon(epsilon, delta)
 }
 
 /// The PSD projection of a released second moment, in data units.
@@ -224,7 +224,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
     let mut urng = rand_chacha::ChaCha8Rng::seed_from_u64(2002);
     let u = DMatrix::from_fn(d, d, |_, _| urng.random::<f64>());
     // The collection the daemon would keep: central, second moment, 15 norm bins.
-    let collection = ldpcov::proto::Collection::from_spec(&ldpcov::proto::v1::CollectionSpec {
+    let collection = ldpcov::privacy::Collection::from_spec(&ldpcov::proto::v1::CollectionSpec {
         collection_id: "seed002".into(),
         dim: d as u32,
         epsilon: 1.0,
@@ -233,7 +233,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
         min_reports: 1,
         moments: ldpcov::proto::v1::Moments::SecondMoment as i32,
         privacy_model: ldpcov::proto::v1::PrivacyModel::Central as i32,
-        norm_bins: ldpcov::proto::collection::MAX_NORM_BINS,
+        norm_bins: ldpcov::privacy::limits::MAX_NORM_BINS,
         ..Default::default()
     })?;
     let tri = d * (d + 1) / 2;
@@ -258,9 +258,10 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                     let mut sums = vec![0i64; collection.entries()];
                     for _ in 0..n {
                         let row = seed002_row(&u, &zipf, &mut rng);
-                        let grid = ldpcov::proto::wire::to_grid_unit_ball(&row, CENTRAL_GRID_BITS)
-                            .expect("finite row");
-                        ldpcov::proto::wire::add_raw_vector(&collection, &grid, &mut sums)
+                        let grid =
+                            ldpcov::privacy::wire::to_grid_unit_ball(&row, CENTRAL_GRID_BITS)
+                                .expect("finite row");
+                        ldpcov::privacy::wire::add_raw_vector(&collection, &grid, &mut sums)
                             .expect("inside the unit ball");
                     }
                     let stats =
@@ -282,7 +283,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                     .expect("adaptive_cov");
                     let scale = 1.0 / (collection.grid_scale() * n as f64);
                     let packed: Vec<f64> = a.sums.iter().map(|&v| v as f64 * scale).collect();
-                    let full = ldpcov::proto::layout::unpack_symmetric(d, &packed);
+                    let full = ldpcov::privacy::layout::unpack_symmetric(d, &packed);
                     let adaptive = DMatrix::from_row_slice(d, d, &full);
                     (
                         (&g.matrix - &exact).norm(),

@@ -10,7 +10,7 @@ use anyhow::Result;
 use ldpcov::estimate::{EstimateOptions, EstimationInput, estimate};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::Collection;
+use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::Moments;
 use ldpcov::sim::{self, Path};
 use serde_json::json;

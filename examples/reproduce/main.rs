@@ -159,8 +159,9 @@ impl MechanismArg {
         epsilon: f64,
         r: f64,
         ordered: bool,
-    ) -> Result<ldpcov::proto::Collection, ldpcov::proto::SpecError> {
-        use ldpcov::proto::{Collection, v1::CollectionSpec};
+    ) -> Result<ldpcov::privacy::Collection, ldpcov::privacy::SpecError> {
+        use ldpcov::privacy::Collection;
+        use ldpcov::proto::v1::CollectionSpec;
         let base = ldpcov::sim::collection(p, epsilon, 1e-6, r)?;
         Collection::from_spec(&CollectionSpec {
             ordered_variables: ordered,

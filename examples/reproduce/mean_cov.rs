@@ -47,9 +47,9 @@ use ldpcov::estimate::{
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{Model, Sampler};
-use ldpcov::proto::mechanism::rank_one::{CapMoments, RankOneParams};
+use ldpcov::privacy::mechanism::rank_one::{CapMoments, RankOneParams};
+use ldpcov::privacy::{Collection, ReportMechanism};
 use ldpcov::proto::v1::{CollectionSpec, LocalMechanism, Moments};
-use ldpcov::proto::{Collection, ReportMechanism};
 use ldpcov::sim;
 use nalgebra::{DMatrix, DVector};
 use rand::{Rng, SeedableRng};

@@ -17,7 +17,7 @@ use anyhow::Result;
 use ldpcov::estimate::{EstimateOptions, EstimationInput, RegularisationRule, estimate};
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::Model;
-use ldpcov::proto::plan;
+use ldpcov::privacy::plan;
 use ldpcov::sim;
 use serde_json::json;
 

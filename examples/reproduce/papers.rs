@@ -32,7 +32,7 @@ use ldpcov::estimate::{
     ThresholdKind, Thresholds, apply_threshold, estimate, project_psd,
 };
 use ldpcov::models::{Model, Sampler, Tails};
-use ldpcov::proto::layout::triangle_pairs;
+use ldpcov::privacy::layout::triangle_pairs;
 use ldpcov::sim::{self, Path};
 use nalgebra::DMatrix;
 use rand::SeedableRng;

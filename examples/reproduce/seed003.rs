@@ -36,7 +36,7 @@ use ldpcov::estimate::{
     RegularisationRule, average, cross_validate_lambda, lambda_grid, precision, project_psd,
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_l1_error, relative_spectral_error};
-use ldpcov::proto::layout::triangle_pairs;
+use ldpcov::privacy::layout::triangle_pairs;
 use ldpcov::sim::{self, Path};
 use nalgebra::{DMatrix, DVector};
 use rand::{Rng, SeedableRng};

@@ -27,7 +27,8 @@ use ldpcov::estimate::{
 };
 use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
 use ldpcov::models::{self, Model, Sampler};
-use ldpcov::proto::{Collection, v1::CollectionSpec};
+use ldpcov::privacy::Collection;
+use ldpcov::proto::v1::CollectionSpec;
 use ldpcov::sim;
 use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
@@ -669,7 +670,7 @@ fn run_point(
 /// collection's; they estimate a per-report variance, not the held-out fold.) 0 with
 /// fewer than two folds or no spread.
 fn held_out_z_of(
-    c: &ldpcov::proto::Collection,
+    c: &ldpcov::privacy::Collection,
     acc: &ldpcov::estimate::Accumulator,
     a: &EstimateOptions,
     b: &EstimateOptions,

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use ldpcov_proto::v1::{CollectionSpec, Encoding, Report};
-use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
+use ldpcov_privacy::{Collection, ReportId, collection::validate_collection_id, wire};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 

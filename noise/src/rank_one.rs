@@ -1,6 +1,6 @@
 //! [`RankOneSampler`]: the exact sampler of the rank-one PrivUnitG mechanism (pure
 //! ε-LDP). Parameters (γ, the nominal ε, the lattice and input grids) come from
-//! `ldpcov_proto::mechanism::rank_one`; the privacy argument is in `docs/PRIVACY.md`, section
+//! `ldpcov_privacy::mechanism::rank_one`; the privacy argument is in `docs/PRIVACY.md`, section
 //! "The rank-one mechanism".
 //!
 //! One report: repeat { draw `k ∈ Z^{p+1}`, each coordinate an independent exact
@@ -67,14 +67,14 @@ pub enum RankOneSamplerError {
     #[error("{0} coordinates are too many for an exact i128 inner product at these grids")]
     TooLong(usize),
     /// A lifted input off its norm band `2^{2m} − 2^{m+1} ≤ ‖v‖² ≤ 2^{2m}` (not lifted
-    /// to the sphere by `ldpcov_proto::mechanism::rank_one::lift_to_sphere`).
+    /// to the sphere by `ldpcov_privacy::mechanism::rank_one::lift_to_sphere`).
     #[error(
         "the lifted input's squared norm is outside [2^2m - 2^(m+1), 2^2m]: lift it to the sphere first"
     )]
     NotOnSphere,
 }
 
-/// The cap of the rank-one mechanism (mirrors `ldpcov_proto::mechanism::rank_one::Cap`, which this
+/// The cap of the rank-one mechanism (mirrors `ldpcov_privacy::mechanism::rank_one::Cap`, which this
 /// crate cannot depend on).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CapShape {
@@ -90,14 +90,14 @@ pub enum CapShape {
 /// lattice `2^−K`, an exact i128 cap test of `Σ kᵢvᵢ` against `γ·2^{K+m}`, and one exact
 /// Bernoulli(e^{−ε_nominal}) drawn in every round; the round is accepted if the
 /// candidate is in the cap or the coin came up. Its output is ε_nominal-LDP up to the
-/// lattice slack that `ldpcov_proto::mechanism::rank_one::nominal_epsilon` charges (the algorithm
+/// lattice slack that `ldpcov_privacy::mechanism::rank_one::nominal_epsilon` charges (the algorithm
 /// and the privacy argument: `docs/PRIVACY.md`, §8.3).
 ///
 /// ```
 /// use ldpcov_noise::{CapShape, RandomBits, RankOneSampler};
 /// use rand::SeedableRng;
 ///
-/// // K = m = 40, γ = 82 261·2^−16 ≈ 1.2552, ε ≈ 1 (use ldpcov_proto::mechanism::rank_one's values).
+/// // K = m = 40, γ = 82 261·2^−16 ≈ 1.2552, ε ≈ 1 (use ldpcov_privacy::mechanism::rank_one's values).
 /// let s = RankOneSampler::new(CapShape::Symmetric, 40, 40, 82_261, 16, 0.999_999_999)?;
 /// let mut bits = RandomBits::new(rand_chacha::ChaCha20Rng::seed_from_u64(7)); // not private
 /// let direction = [0, 1i64 << 40]; // u = 0 lifted to (0, 1)

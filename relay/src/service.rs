@@ -133,7 +133,7 @@ impl Relay for RelayService {
         let report = request.into_inner();
         let bad = |why: String| refused("invalid_argument", Status::invalid_argument(why));
         let id = report.collection_id;
-        ldpcov_proto::collection::validate_collection_id(&id).map_err(|e| bad(e.to_string()))?;
+        ldpcov_privacy::collection::validate_collection_id(&id).map_err(|e| bad(e.to_string()))?;
         let submission_id: [u8; 16] = report.submission_id.as_slice().try_into().map_err(|_| {
             bad(format!(
                 "submission_id must be 16 bytes, got {}",
@@ -238,7 +238,7 @@ impl Relay for RelayService {
             return Err(Status::unauthenticated("missing or invalid admin token"));
         }
         let id = request.into_inner().collection_id;
-        ldpcov_proto::collection::validate_collection_id(&id)
+        ldpcov_privacy::collection::validate_collection_id(&id)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let store = Arc::clone(&self.store);
         let status = tokio::task::spawn_blocking(move || store.status(&id))

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ldpcov_proto::shuffle::ShuffleSettings;
+use ldpcov_privacy::shuffle::ShuffleSettings;
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
     GetCollectionRequest, HpkeKeyState, SealedReport, ShuffledBatchChunk, ShuffledBatchResponse,

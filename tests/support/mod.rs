@@ -1,8 +1,8 @@
 //! Helpers shared by the integration tests in `tests/` (each test crate includes this
 //! module with `mod support;`).
 
-use ldpcov::proto::collection::validate_collection_id;
-use ldpcov::proto::layout::{triangle_index, unpack_symmetric};
+use ldpcov::privacy::collection::validate_collection_id;
+use ldpcov::privacy::layout::{triangle_index, unpack_symmetric};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{CollectionSpec, CreateCollectionRequest, GetStatusRequest};
 use tonic::Code;

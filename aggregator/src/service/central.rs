@@ -31,7 +31,7 @@ use ldpcov_estimate::{
     Accumulator, BulkShrinkage, EstimateOptions, EstimationInput, RegularisationRule,
 };
 use ldpcov_noise::DiscreteGaussianSampler;
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::{
     CentralMechanism, CentralRelease, GetEstimateRequest, StoredCentralRelease,
     get_estimate_request::Threshold,
@@ -243,7 +243,7 @@ impl AggregatorService {
             None => {
                 let rho = match budget {
                     ReleaseBudget::Rho(r) => r,
-                    ReleaseBudget::Epsilon(e) => ldpcov_proto::calibration::pure_dp_rho(e),
+                    ReleaseBudget::Epsilon(e) => ldpcov_accounting::calibration::pure_dp_rho(e),
                     ReleaseBudget::CompressedRows(_) => {
                         tracing::warn!(
                             collection = %c.id(),

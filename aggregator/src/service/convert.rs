@@ -9,8 +9,8 @@ use ldpcov_estimate::{
     PrecisionMethod, RegularisationRule, SpectralShrinkage, ThresholdKind, UniversalThreshold,
     spectral::Shrinker,
 };
-use ldpcov_proto::Collection;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::layout::triangle_pairs;
 use ldpcov_proto::v1::{
     CentralRelease, CrossValidatedThreshold, Edge, Estimate, EstimateTarget, GetEstimateRequest,
     SpectralLoss, ThresholdKind as WireKind, get_estimate_request,
@@ -210,7 +210,7 @@ pub(crate) fn options_from_request(
             {
                 return Err(invalid(format!(
                     "ridge lambda = {} must be a number in (0, 1e200]",
-                    ldpcov_proto::collection::ShortNumber(l)
+                    ldpcov_privacy::limits::ShortNumber(l)
                 )));
             }
             Target::Precision(PrecisionMethod::Ridge, lambda)

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use ldpcov_privacy::{Collection, ReportId, collection::validate_collection_id, wire};
 use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
@@ -16,7 +17,6 @@ use ldpcov_proto::v1::{
     GetEstimateRequest, GetStatusRequest, Report, ShuffledBatchChunk, ShuffledBatchResponse,
     SubmitReportResponse, SubmitReportsResponse,
 };
-use ldpcov_proto::{Collection, ReportId, collection::validate_collection_id, wire};
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -64,7 +64,7 @@ impl Limits {
     /// (`p + d` entries with the mean block), plus framing. Never below tonic's
     /// default of 4 MiB.
     pub fn max_decoding_message_size(&self) -> usize {
-        let d = ldpcov_proto::layout::triangle_len(self.max_dim);
+        let d = ldpcov_privacy::layout::triangle_len(self.max_dim);
         (4 * (d + self.max_dim) + 64 * 1024).max(4 << 20)
     }
 
@@ -72,8 +72,8 @@ impl Limits {
     /// the covariance, the precision matrix, the second moment and the correlation,
     /// a graph of at most d edges, the mean and the names).
     pub fn max_encoding_message_size(&self) -> usize {
-        let d = ldpcov_proto::layout::triangle_len(self.max_dim);
-        let names = self.max_dim * (ldpcov_proto::collection::MAX_NAME_BYTES + 2);
+        let d = ldpcov_privacy::layout::triangle_len(self.max_dim);
+        let names = self.max_dim * (ldpcov_privacy::limits::MAX_NAME_BYTES + 2);
         (48 * d + 8 * self.max_dim + names + 64 * 1024).max(4 << 20)
     }
 }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::{
     CollectionParams, HpkeKeyState, HpkePublicKey, RefusedReport, Report, ShuffledBatchChunk,
     ShuffledBatchResponse,

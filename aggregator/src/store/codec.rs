@@ -9,7 +9,7 @@
 //! sums fold by fold (`i64` per entry), the sums of squares (`u128` per entry).
 
 use ldpcov_estimate::{Accumulator, FOLDS};
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::CollectionSpec;
 use prost::Message;
 use thiserror::Error;
@@ -164,7 +164,7 @@ pub enum Corruption {
         /// The collection.
         id: String,
         /// Why the spec is refused.
-        source: ldpcov_proto::SpecError,
+        source: ldpcov_privacy::SpecError,
     },
     /// A collection is stored under another collection's id.
     #[error("collection stored under {id:?} is {found:?}")]
@@ -245,7 +245,7 @@ mod tests {
     /// stored and read back keeps the svec weighting.
     #[test]
     fn stored_specs_keep_the_weighting_they_were_created_with() {
-        use ldpcov_proto::mechanism::{OffDiagonalWeighting, ReportMechanism};
+        use ldpcov_privacy::mechanism::{OffDiagonalWeighting, ReportMechanism};
         use ldpcov_proto::v1::LocalMechanism;
         let mut old = vec![0x0a, 3, b'o', b'l', b'd', 0x10, 4, 0x19];
         old.extend_from_slice(&1.0f64.to_le_bytes());
@@ -280,7 +280,7 @@ mod tests {
     /// resolves the svec weighting, which a store keeps.
     #[test]
     fn stored_central_specs_keep_the_triangle() {
-        use ldpcov_proto::mechanism::OffDiagonalWeighting;
+        use ldpcov_privacy::mechanism::OffDiagonalWeighting;
         use ldpcov_proto::v1::CentralWeighting;
         let mut old = vec![0x0a, 4, b'o', b'l', b'd', b'c', 0x10, 4, 0x19];
         old.extend_from_slice(&1.0f64.to_le_bytes());

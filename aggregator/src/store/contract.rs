@@ -62,7 +62,7 @@ where
 /// carries the mechanism), a collection of the same id and another mechanism is a
 /// conflict, and a rank-one report's expanded entries are summed exactly.
 async fn every_mechanism_is_stored_as_created<S: Store>(s: Arc<S>) {
-    use ldpcov_proto::ReportMechanism;
+    use ldpcov_privacy::ReportMechanism;
     use ldpcov_proto::v1::{CollectionSpec, LocalMechanism};
     let spec = |id: &str, mechanism: LocalMechanism| {
         let rank_one = mechanism == LocalMechanism::RankOne;

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
-use ldpcov_proto::{Collection, ReportId};
+use ldpcov_privacy::{Collection, ReportId};
 
 use super::{
     Accumulator, BatchOutcome, Cause, FOLDS, RecordedRelease, Snapshot, Store, StoreError,

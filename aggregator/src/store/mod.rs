@@ -26,8 +26,8 @@ pub(crate) mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ldpcov_proto::mechanism::ReportEntries;
-use ldpcov_proto::{Collection, ReportId};
+use ldpcov_privacy::mechanism::ReportEntries;
+use ldpcov_privacy::{Collection, ReportId};
 
 pub use codec::{CodecError, Corruption};
 pub use error::{BackendError, Cause, StoreError};

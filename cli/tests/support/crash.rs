@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ldpcov_client::proto::mechanism::ReportEntries;
 use ldpcov_client::proto::v1::Report;
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov_client::proto::wire::decode_payload;
 use ldpcov_client::{
     AggregatorClient, ClientError, Collection, DiscreteGaussianSampler, ReportId, RetryPolicy,
 };
+use ldpcov_privacy::mechanism::ReportEntries;
+use ldpcov_privacy::wire::decode_payload;
 use rand::{Rng, SeedableRng};
 use tonic::Code;
 

@@ -3,7 +3,7 @@
 //! the stochastic rounding to a coarse encoding's wire step.
 
 use ldpcov_noise::NoiseSampler;
-use ldpcov_proto::mechanism::GaussianReport;
+use ldpcov_privacy::mechanism::GaussianReport;
 
 /// The perturbed report entries, in grid units: each entry of
 /// [`GaussianReport::statistic`] gets one independent draw of `noise` with sd

@@ -1,6 +1,6 @@
 //! The device half of each report mechanism, keyed by the collection's
 //! [`ReportMechanism`]: what a device adds to the exact statistic that
-//! [`ldpcov_proto::mechanism`] defines (noise draws, clamp, stochastic rounding to the
+//! [`ldpcov_privacy::mechanism`] defines (noise draws, clamp, stochastic rounding to the
 //! wire step) before the bytes are encoded. A new mechanism is one new arm here and one
 //! new module beside [`gaussian`].
 
@@ -12,7 +12,7 @@ pub(crate) use raw_vector::raw_vector_payload;
 
 use crate::ClientError;
 use ldpcov_noise::NoiseSampler;
-use ldpcov_proto::{Collection, ReportMechanism};
+use ldpcov_privacy::{Collection, ReportMechanism};
 
 /// The perturbed values of one report of `collection` for the clipped vector `u`: a
 /// Gaussian report's noisy entries in grid units (before the wire step), a rank-one

@@ -7,8 +7,8 @@
 
 use crate::ClientError;
 use ldpcov_noise::{CapShape, NoiseSampler, RandomBits, RankOneSampler, TriangularDither};
-use ldpcov_proto::mechanism::RankOneReport;
-use ldpcov_proto::mechanism::rank_one::{
+use ldpcov_privacy::mechanism::RankOneReport;
+use ldpcov_privacy::mechanism::rank_one::{
     Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS, WIRE_STEP_BITS,
 };
 use std::collections::HashMap;

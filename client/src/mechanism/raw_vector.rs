@@ -2,8 +2,8 @@
 //! ([`RawVectorReport`]): no randomness at all, only the grid and the bytes.
 
 use crate::ClientError;
-use ldpcov_proto::mechanism::RawVectorReport;
-use ldpcov_proto::wire::encode_raw;
+use ldpcov_privacy::mechanism::RawVectorReport;
+use ldpcov_privacy::wire::encode_raw;
 
 /// The payload of a raw-vector report for the clipped `u`: its coordinates on the
 /// grid `2^−15`, inside the unit ball exactly, as little-endian i32.

@@ -4,10 +4,10 @@
 
 mod outer;
 
-use ldpcov_proto::mechanism::{OuterProduct, ReportEntries};
+use ldpcov_privacy::mechanism::{OuterProduct, ReportEntries};
 
 /// Number of cross-validation folds every collection keeps. Reports go to fold
-/// [`ReportId::fold`](ldpcov_proto::ReportId::fold)`(FOLDS)`; the estimators hold one fold out at a time.
+/// [`ReportId::fold`](ldpcov_privacy::ReportId::fold)`(FOLDS)`; the estimators hold one fold out at a time.
 pub const FOLDS: usize = 5;
 
 /// Entries per block of [`Accumulator::add_many`]: the touched sums of one block

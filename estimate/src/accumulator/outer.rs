@@ -13,7 +13,7 @@
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
-use ldpcov_proto::mechanism::OuterProduct;
+use ldpcov_privacy::mechanism::OuterProduct;
 use std::cell::RefCell;
 
 use super::Accumulator;

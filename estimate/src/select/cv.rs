@@ -12,7 +12,7 @@ use crate::full_average::FullAverage;
 use crate::moments::packed_covariance;
 use crate::packed::packed_to_matrix;
 use crate::threshold::has_sum_squares;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::layout::triangle_pairs;
 
 /// The outcome of a cross-validation.
 #[derive(Debug, Clone, PartialEq)]

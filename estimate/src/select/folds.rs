@@ -9,7 +9,7 @@ use crate::packed::{matrix_to_packed, packed_to_matrix};
 use crate::psd::project_packed;
 use crate::spectral::CvFits;
 use crate::threshold::shrink_packed_diagonal;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::layout::triangle_pairs;
 
 /// One usable fold, kept for the stacking weight after the choice: the training and
 /// held-out averages (packed) and the spectral candidates fitted to the training one.

@@ -6,7 +6,7 @@
 
 use crate::packed::packed_to_matrix;
 use crate::psd::symmetric_eigen;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::layout::triangle_pairs;
 
 /// The default of [`CrossValidation::threshold_one_standard_error_max_z`]: above this
 /// [`off_diagonal_signal_z`] the data show off-diagonal signal and the

@@ -42,7 +42,7 @@ use crate::error::EstimateError;
 use crate::full_average::FullAverage;
 use crate::spectral::{DEFAULT_BULK_ALPHAS, bulk_shrink_choice};
 use crate::threshold::ThresholdKind;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
 /// The edge soft thresholds τ the refit-free selection scores: 2 alone, no soft

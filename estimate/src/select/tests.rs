@@ -16,8 +16,8 @@ use crate::structure::Structure;
 use crate::threshold::{
     ThresholdKind, Thresholds, adaptive_thresholds, apply_threshold, shrink_diagonal,
 };
-use ldpcov_proto::Collection;
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::layout::triangle_pairs;
 use ldpcov_proto::v1::CollectionSpec;
 use nalgebra::DMatrix;
 use rand::SeedableRng;

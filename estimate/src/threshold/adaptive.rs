@@ -5,8 +5,8 @@ use super::Thresholds;
 use crate::accumulator::Accumulator;
 use crate::input::EstimationInput;
 use crate::moments::unit_blocks;
-use ldpcov_proto::layout::triangle_pairs;
-use ldpcov_proto::mechanism::NoiseModel;
+use ldpcov_privacy::layout::triangle_pairs;
+use ldpcov_privacy::mechanism::NoiseModel;
 
 /// Per-entry variance across reports in data units, packed: one per entry of the
 /// second-moment block (a mean-and-covariance report's mean block is skipped). All

@@ -1,7 +1,7 @@
 //! The threshold operator itself: hard or soft, one λ or one per entry, applied to a
 //! symmetric matrix; and the diagonal shrinkage toward the mean variance.
 
-use ldpcov_proto::layout::triangle_pairs;
+use ldpcov_privacy::layout::triangle_pairs;
 use nalgebra::DMatrix;
 
 /// How an entry above the threshold is kept.

@@ -14,7 +14,7 @@ use super::bigint::{ExpAffine, exp_neg_bounds, lazy_bernoulli, pow2, shr_ceil};
 use super::fixed_point::{exp_neg_q63, mul_u128_u64, shr192_small};
 use super::sampler::{ALIAS_BITS, build_alias};
 use super::{DiscreteGaussian, DiscreteGaussianSampler, RandomBits, Sigma2, cks20};
-use ldpcov_proto::calibration::std_normal_cdf;
+use ldpcov_accounting::calibration::std_normal_cdf;
 use num_bigint::BigUint;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha12Rng;

@@ -1,5 +1,5 @@
 //! The rank-one sampler against its specification (parameters from
-//! `ldpcov_proto::mechanism::rank_one`): the density ratio of two inputs within e^ε, the moments
+//! `ldpcov_privacy::mechanism::rank_one`): the density ratio of two inputs within e^ε, the moments
 //! the estimator relies on, an input-independent acceptance rate, the triangular
 //! dither's exact moments and the exact Bernoulli(exp(−x)).
 //!
@@ -9,7 +9,7 @@
 
 use super::{RandomBits, Z, assert_binomial};
 use crate::{BernoulliExpNeg, CapShape, RankOneSampler, RankOneSamplerError, TriangularDither};
-use ldpcov_proto::mechanism::rank_one::{
+use ldpcov_privacy::mechanism::rank_one::{
     Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS, RankOneParams, grid_input, lift_to_sphere,
 };
 use rand::SeedableRng;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::aggregator_server::{Aggregator, AggregatorServer};
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionSpec, CollectionStatus,

@@ -38,8 +38,8 @@ use ldpcov_client::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments
 use ldpcov_client::{
     ClientError, Collection, DiscreteGaussianSampler, Perturber, ReportId, trusted_curator_report,
 };
-use ldpcov_proto::ReportMechanism;
-use ldpcov_proto::mechanism::rank_one::{Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS};
+use ldpcov_privacy::ReportMechanism;
+use ldpcov_privacy::mechanism::rank_one::{Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS};
 use prost::Message;
 use serde_json::{Value, json};
 use thiserror::Error;
@@ -60,7 +60,7 @@ pub enum VectorError {
         /// The case.
         case: String,
         /// Why.
-        source: ldpcov_proto::SpecError,
+        source: ldpcov_privacy::SpecError,
     },
     /// The client refused an input (a bug in the case list).
     #[error("case {case}: {source}")]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;

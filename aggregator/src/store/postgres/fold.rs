@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Pool};
 use futures::StreamExt;
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use prost::Message;
 use tokio_postgres::IsolationLevel;
 use tokio_postgres::types::ToSql;

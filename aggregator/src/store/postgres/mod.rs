@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use prost::Message;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};

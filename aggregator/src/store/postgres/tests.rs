@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ldpcov_pg_cluster::PgCluster;
-use ldpcov_proto::ReportId;
+use ldpcov_privacy::ReportId;
 
 use super::*;
 use crate::store::contract;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, mpsc};
 use std::time::Instant;
 
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use prost::Message;
 use redb::{Database, ReadableDatabase};
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ldpcov_proto::Collection;
+use ldpcov_privacy::Collection;
 use thiserror::Error;
 use tokio::sync::oneshot;
 

@@ -4,7 +4,7 @@ use super::hooks::{Event, TestHooks};
 use super::*;
 use crate::store::MemoryStore;
 use crate::store::contract;
-use ldpcov_proto::ReportId;
+use ldpcov_privacy::ReportId;
 
 use crate::store::tests::collection;
 
@@ -562,7 +562,7 @@ async fn a_spec_stored_before_moments_existed_keeps_its_parameters() {
     assert_eq!(c.sensitivity(), sens);
     let sigma_ref = 5.974_598_181_957_314 * sens / std::f64::consts::SQRT_2;
     assert!((c.sigma() / sigma_ref - 1.0).abs() < 1e-9, "{}", c.sigma());
-    assert_ne!(*c, ldpcov_proto::Collection::create(&old).unwrap());
+    assert_ne!(*c, ldpcov_privacy::Collection::create(&old).unwrap());
 
     let server = EmbeddedServer::start_with_store(store.clone(), Limits::default())
         .await

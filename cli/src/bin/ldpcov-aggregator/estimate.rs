@@ -453,7 +453,7 @@ fn write_synthetic(
 ) -> Result<()> {
     use rand::SeedableRng;
     let p = estimate.dim as usize;
-    let full = ldpcov_proto::layout::unpack_symmetric(p, &estimate.upper_triangle);
+    let full = ldpcov_privacy::layout::unpack_symmetric(p, &estimate.upper_triangle);
     let sigma = nalgebra::DMatrix::from_row_slice(p, p, &full);
     let mut rng = match seed {
         Some(s) => rand_chacha::ChaCha20Rng::seed_from_u64(s),

@@ -2,12 +2,12 @@
 //! bytes per report of each local mechanism at (p, ε, δ, R, n), or the users a target
 //! error needs; with `--shuffle-batch`, the central (ε, δ) of a rank-one collection
 //! whose reports arrive shuffled. Computed here, from the same derivation a daemon and
-//! a device make (`ldpcov_proto::plan`); no daemon is contacted.
+//! a device make (`ldpcov_privacy::plan`); no daemon is contacted.
 
 use anyhow::{Result, bail};
-use ldpcov_proto::Collection;
-use ldpcov_proto::collection::Entry;
-use ldpcov_proto::plan;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::collection::Entry;
+use ldpcov_privacy::plan;
 use ldpcov_proto::v1::{CollectionSpec, Encoding};
 
 use crate::admin::print_json;
@@ -57,9 +57,11 @@ pub(crate) struct Options {
     /// the central (ε, δ) against the aggregator (rank-one mechanism only).
     #[arg(long)]
     shuffle_batch: Option<u64>,
-    /// The central δ at which `--shuffle-batch` states ε.
-    #[arg(long, default_value_t = 1e-6)]
-    shuffle_delta: f64,
+    /// The central δ at which `--shuffle-batch` states ε (default: the largest power
+    /// of ten at most 1/(10·batch) and 1e-6, as a new collection gets; refused at
+    /// 1/batch or more).
+    #[arg(long)]
+    shuffle_delta: Option<f64>,
     /// With --shuffle-batch: the central ε wanted; the plan uses the largest ε0 (at
     /// most 10) whose batches meet it.
     #[arg(long, requires = "shuffle_batch")]
@@ -91,13 +93,20 @@ impl Options {
                 "--shuffle-batch needs --mechanism rank-one: the shuffling bound is for pure epsilon0 reports, and a Gaussian report's delta0 > 0 would add about n*delta0 to the central delta"
             );
         }
+        let shuffle_delta = match (self.shuffle_delta, self.shuffle_batch) {
+            (Some(d), Some(n)) if d * n as f64 >= 1.0 => bail!(
+                "--shuffle-delta {d} is at least 1/{n}: a central delta of 1/n or more allows one report in the clear per batch"
+            ),
+            (Some(d), _) => d,
+            (None, n) => ldpcov_privacy::shuffle::default_central_delta(n.unwrap_or(1)),
+        };
         let epsilon = match (self.epsilon, self.central_epsilon, self.shuffle_batch) {
             (Some(e), _, _) => e,
-            (None, Some(target), Some(n)) => ldpcov_proto::amplification::local_epsilon_for(
+            (None, Some(target), Some(n)) => ldpcov_accounting::amplification::local_epsilon_for(
                 target,
                 n,
-                self.shuffle_delta,
-                ldpcov_proto::mechanism::rank_one::MAX_RANK_ONE_EPSILON,
+                shuffle_delta,
+                ldpcov_privacy::limits::MAX_RANK_ONE_EPSILON,
             )
             .map_err(|e| anyhow::anyhow!("--central-epsilon: {e}"))?,
             _ => bail!("give --epsilon, or --central-epsilon with --shuffle-batch"),
@@ -134,7 +143,7 @@ impl Options {
             let r2 = c.clip_radius() * c.clip_radius();
             let shuffled = match self.shuffle_batch {
                 Some(n) => {
-                    let s = plan::shuffled_privacy(&c, n, self.shuffle_delta)
+                    let s = plan::shuffled_privacy(&c, n, shuffle_delta)
                         .map_err(|e| anyhow::anyhow!("--shuffle-batch: {e}"))?;
                     Some(serde_json::json!({
                         "min_batch": s.min_batch,

@@ -282,10 +282,10 @@ impl Options {
             grpc_web_origins,
             access,
         } = self;
-        if max_dim == 0 || max_dim > ldpcov_proto::collection::MAX_DIM {
+        if max_dim == 0 || max_dim > ldpcov_privacy::limits::MAX_DIM {
             anyhow::bail!(
                 "--max-dim {max_dim} must be between 1 and {}",
-                ldpcov_proto::collection::MAX_DIM
+                ldpcov_privacy::limits::MAX_DIM
             );
         }
         if batch_size == 0 {

@@ -26,7 +26,7 @@
 //! [`nominal_epsilon`] charges to ε.
 //!
 //! ```
-//! use ldpcov_proto::mechanism::rank_one::{Cap, RankOneParams, grid_input, lift_to_sphere};
+//! use ldpcov_privacy::mechanism::rank_one::{Cap, RankOneParams, grid_input, lift_to_sphere};
 //!
 //! let params = RankOneParams::new(100, 1.0, Cap::Symmetric)?;
 //! assert!((params.gamma - 1.255).abs() < 0.01);
@@ -37,15 +37,15 @@
 //! // A clipped vector on the input grid, lifted to the sphere exactly in integers.
 //! let v = lift_to_sphere(&grid_input(&[0.6, 0.0])?)?;
 //! assert_eq!(v.len(), 3);
-//! # Ok::<(), ldpcov_proto::mechanism::rank_one::RankOneError>(())
+//! # Ok::<(), ldpcov_privacy::mechanism::rank_one::RankOneError>(())
 //! ```
 
 pub mod report;
 
 pub use report::{RANK_ONE_GRID_BITS, RANK_ONE_WIRE_MAX, RankOneReport};
 
-use crate::calibration::std_normal_cdf;
-use crate::collection::MAX_DIM;
+use crate::limits::{MAX_DIM, MAX_RANK_ONE_EPSILON};
+use ldpcov_accounting::calibration::std_normal_cdf;
 use thiserror::Error;
 
 /// `K`: the sampler's lattice is `h·Z^{p+1}`, `h = 2^−K`; each coordinate is the exact
@@ -60,9 +60,6 @@ pub const GAMMA_BITS: u32 = 16;
 /// it with a triangular dither (`ldpcov_noise::TriangularDither`) and sent as an i16,
 /// range `±32 767·Δ_w ≈ ±16`.
 pub const WIRE_STEP_BITS: u32 = 11;
-/// The largest ε the rank-one mechanism accepts: the expected number of rejection
-/// rounds `1/Z` grows like `e^ε/q` (about 2 800 rounds of `p + 1` draws at ε = 10).
-pub const MAX_RANK_ONE_EPSILON: f64 = 10.0;
 
 /// √(2π).
 const SQRT_2PI: f64 = 2.506_628_274_631_000_7;

@@ -15,7 +15,7 @@
 //! reach the clip radius, the worst case at the dimensions that matter).
 //!
 //! ```
-//! use ldpcov_proto::{Collection, plan};
+//! use ldpcov_privacy::{Collection, plan};
 //! use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, Moments};
 //!
 //! let spec = |mechanism: LocalMechanism, delta: f64| CollectionSpec {
@@ -39,10 +39,11 @@
 //! // The inverse: the users a target error needs.
 //! let users = plan::users_for_error(&rank_one, r, 1.0);
 //! assert!(users.abs_diff(n) <= 1);
-//! # Ok::<(), ldpcov_proto::SpecError>(())
+//! # Ok::<(), ldpcov_privacy::SpecError>(())
 //! ```
 
 use crate::Collection;
+use crate::shuffle::{ShuffleError, ShuffledPrivacy};
 
 /// `√(E‖M̂ − M_n‖²_F)` of the raw average of `n` reports to `collection`, data units
 /// (see the module docs); `mean_square_norm` is `s = E‖u‖²` in `[0, 1]` (only the
@@ -76,53 +77,15 @@ fn report_variance(collection: &Collection, mean_square_norm: f64) -> f64 {
             .second_moment_report_variance(mean_square_norm.clamp(0.0, 1.0))
 }
 
-/// The central guarantee of a collection whose reports reach the aggregator through a
-/// shuffler ([`shuffled_privacy`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ShuffledPrivacy {
-    /// The smallest batch the aggregator accepts: every user is in exactly one batch
-    /// of at least this many reports.
-    pub min_batch: u64,
-    /// ε0 of one report: what any single party that sees it learns (the shuffler, or
-    /// the aggregator colluding with it).
-    pub local_epsilon: f64,
-    /// ε against the aggregator alone, at `central_delta`
-    /// ([`shuffled_epsilon`](crate::amplification::shuffled_epsilon)).
-    pub central_epsilon: f64,
-    /// δ of the central guarantee.
-    pub central_delta: f64,
-}
-
-/// Why [`shuffled_privacy`] has no answer for a collection.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ShuffleError {
-    /// An (ε0, δ0) mechanism: the bound is for pure ε0 reports.
-    #[error(
-        "the shuffling bound is for pure epsilon0 reports (the rank-one mechanism); a {mechanism} report has delta0 = {delta} > 0, which would add about n*delta0 to the central delta"
-    )]
-    NotPure {
-        /// The collection's mechanism.
-        mechanism: &'static str,
-        /// Its δ0.
-        delta: f64,
-    },
-    /// A central collection: its reports carry no local noise to amplify.
-    #[error("a central collection's reports are not locally private: there is nothing to amplify")]
-    Central,
-    /// Bad batch size or δ.
-    #[error(transparent)]
-    Amplification(#[from] crate::amplification::AmplificationError),
-}
-
 /// The central (ε, δ) against the aggregator of a rank-one (pure ε0) collection whose
 /// reports arrive shuffled in batches of at least `min_batch`, at `central_delta`: the
-/// numerical Feldman–McMillan–Talwar bound of [`crate::amplification`]. Each user in
+/// bound of [`ShuffledPrivacy::of_reports`]. Each user in
 /// one batch (parallel composition across batches), so the smallest batch sets the
 /// guarantee. Refused for the Gaussian mechanisms, whose δ0 > 0 the bound does not
 /// cover, and for central collections.
 ///
 /// ```
-/// use ldpcov_proto::{Collection, plan};
+/// use ldpcov_privacy::{Collection, plan};
 /// use ldpcov_proto::v1::{CollectionSpec, LocalMechanism};
 ///
 /// let spec = CollectionSpec {
@@ -138,39 +101,27 @@ pub enum ShuffleError {
 /// let c = Collection::create(&spec)?;
 /// let s = plan::shuffled_privacy(&c, 1_000_000, 1e-6).unwrap();
 /// assert_eq!(s.local_epsilon, 8.0);
-/// assert!(s.central_epsilon > 0.44 && s.central_epsilon < 0.45);
-/// # Ok::<(), ldpcov_proto::SpecError>(())
+/// assert!(s.central_epsilon > 0.303 && s.central_epsilon < 0.304);
+/// # Ok::<(), ldpcov_privacy::SpecError>(())
 /// ```
 pub fn shuffled_privacy(
     collection: &Collection,
     min_batch: u64,
     central_delta: f64,
 ) -> Result<ShuffledPrivacy, ShuffleError> {
-    if collection.is_central() {
-        return Err(ShuffleError::Central);
-    }
-    let mechanism = collection.mechanism();
-    if !matches!(mechanism, crate::ReportMechanism::RankOne(_)) {
-        return Err(ShuffleError::NotPure {
-            mechanism: mechanism.local_mechanism().as_str_name(),
-            delta: collection.delta(),
-        });
-    }
-    let local_epsilon = collection.epsilon();
-    let central_epsilon =
-        crate::amplification::shuffled_epsilon(local_epsilon, min_batch, central_delta)?;
-    Ok(ShuffledPrivacy {
+    ShuffledPrivacy::of_reports(
+        collection.mechanism(),
+        collection.epsilon(),
+        collection.delta(),
         min_batch,
-        local_epsilon,
-        central_epsilon,
         central_delta,
-    })
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v1::{CollectionSpec, LocalMechanism, PrivacyModel};
+    use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, PrivacyModel};
 
     fn collection(mechanism: LocalMechanism, delta: f64) -> Collection {
         Collection::create(&CollectionSpec {
@@ -188,13 +139,13 @@ mod tests {
 
     #[test]
     fn shuffled_privacy_is_for_rank_one_collections_only() {
-        // ε0 = 6, n = 10⁵, δ = 10⁻⁶: 0.52 in issue #33's table.
+        // ε0 = 6, n = 10⁵, δ = 10⁻⁶: 0.357 by the variation-ratio bound (FMT21: 0.524).
         let s = shuffled_privacy(&collection(LocalMechanism::RankOne, 0.0), 100_000, 1e-6).unwrap();
         assert_eq!(
             (s.min_batch, s.local_epsilon, s.central_delta),
             (100_000, 6.0, 1e-6)
         );
-        assert!((s.central_epsilon - 0.52).abs() < 0.005, "{s:?}");
+        assert!((s.central_epsilon - 0.357).abs() < 0.001, "{s:?}");
         let gaussian = collection(LocalMechanism::Gaussian, 1e-6);
         let err = shuffled_privacy(&gaussian, 100_000, 1e-6).unwrap_err();
         assert_eq!(

@@ -12,7 +12,7 @@ use crate::SpecError;
 use crate::encoding::{WireError, encode_clamped};
 use crate::layout::triangle_len;
 use crate::mechanism::{NoiseModel, OuterProduct, Unbiasing};
-use crate::v1::Encoding;
+use ldpcov_proto::v1::Encoding;
 
 /// k of the summed entries: a product of two wire values (units `2^−11` each) is in
 /// units of `2^−22`; the mean block's wire values are scaled by `2^11` onto that grid.

@@ -8,7 +8,7 @@ use crate::layout::triangle_len;
 use crate::mechanism::statistic_of;
 
 /// The grid of a central report's coordinates: `u_i` is sent as an integer multiple
-/// of `2^−15` ([`Encoding::RawI32Le`](crate::v1::Encoding::RawI32Le)). A product of two
+/// of `2^−15` ([`Encoding::RawI32Le`](ldpcov_proto::v1::Encoding::RawI32Le)). A product of two
 /// coordinates of a vector in the unit ball is then at most `2^30` units of `2^−30` and
 /// fits an i32; the mean block `w·u_i` (`w = 1/2`) is `u_i·2^14` units, exact.
 pub const CENTRAL_COORDINATE_BITS: u32 = 15;
@@ -207,7 +207,7 @@ pub fn to_grid_unit_ball(x: &[f64], grid_bits: u32) -> Result<Vec<i32>, WireErro
 
 /// Serialises a central report: the coordinates `u` (units of `2^−15`, inside the
 /// unit ball exactly, e.g. from [`to_grid_unit_ball`]) as little-endian i32
-/// ([`Encoding::RawI32Le`](crate::v1::Encoding::RawI32Le)).
+/// ([`Encoding::RawI32Le`](ldpcov_proto::v1::Encoding::RawI32Le)).
 pub fn encode_raw(u: &[i32]) -> Vec<u8> {
     u.iter().flat_map(|v| v.to_le_bytes()).collect()
 }

@@ -20,7 +20,7 @@
 //! is the mixture of the divergences; `Q_c` is `P_c` mirrored, `k ↦ c + 1 − k`, so the
 //! divergence is symmetric.) This is the bound the authors' numerical method computes
 //! with the general clone probability `e^−ε0`; δ(ε) = 0 for ε ≥ ε0, and ε for a target
-//! δ is the smallest ε with δ(ε) ≤ δ ([`shuffled_epsilon`]).
+//! δ is the smallest ε with δ(ε) ≤ δ ([`fmt21_epsilon`]).
 //!
 //! **The computation.** `P_c(k)/Q_c(k)` increases with `k`, so the divergence is
 //! `Pr[P_c ≥ m] − e^ε·Pr[Q_c ≥ m]` for the first `k = m` where the ratio exceeds `e^ε`
@@ -36,7 +36,7 @@
 //! `A` at `c + 1` is `A` at `c` plus an independent coin, a post-processing). So the
 //! result is an upper bound on δ(ε); a bound on its floating-point error (tracked along
 //! the recurrence, which is re-summed directly when that bound grows) is added too.
-//! The cost grows as `√n`: [`shuffled_epsilon`] takes 2–55 ms at n = 10⁶ (the most
+//! The cost grows as `√n`: [`fmt21_epsilon`] takes 2–55 ms at n = 10⁶ (the most
 //! for ε0 ≤ 1, whose clone counts spread widest) and 20–430 ms at n = 10⁸.
 //!
 //! δ is resolved down to about 10⁻³⁰ (the left-out mass added); below that the value is
@@ -46,24 +46,29 @@
 //! for `ε0 ≤ ln(n / (16·ln(2/δ)))`.
 //!
 //! ```
-//! use ldpcov_proto::amplification::{analytic_epsilon, shuffled_delta, shuffled_epsilon};
+//! use ldpcov_accounting::amplification::{analytic_epsilon, fmt21_delta, fmt21_epsilon};
 //!
 //! // One million users reporting at ε0 = 8 through a shuffler: central ε ≈ 0.44 at δ = 10⁻⁶.
-//! let eps = shuffled_epsilon(8.0, 1_000_000, 1e-6)?;
+//! let eps = fmt21_epsilon(8.0, 1_000_000, 1e-6)?;
 //! assert!(eps > 0.44 && eps < 0.45);
 //! // The returned ε is never optimistic: its δ is within the target.
-//! assert!(shuffled_delta(8.0, 1_000_000, eps) <= 1e-6);
+//! assert!(fmt21_delta(8.0, 1_000_000, eps) <= 1e-6);
 //! // The closed form applies only for ε0 ≤ ln(n / (16·ln(2/δ))) = 8.37 here, and is
 //! // looser where it does.
 //! assert_eq!(analytic_epsilon(9.0, 1_000_000, 1e-6), None);
 //! let closed = analytic_epsilon(8.0, 1_000_000, 1e-6).unwrap();
 //! assert!(closed > 1.0 && eps < closed);
-//! # Ok::<(), ldpcov_proto::amplification::AmplificationError>(())
+//! # Ok::<(), ldpcov_accounting::amplification::AmplificationError>(())
 //! ```
 
 use thiserror::Error;
 
-/// Width of the final bracket of [`shuffled_epsilon`]'s bisection: the returned ε is at
+use crate::binomial::{
+    NEGLIGIBLE_ERROR, PMF_RELATIVE_ERROR, REANCHOR_RELATIVE, binomial_pmf, binomial_tail_bound,
+    half_binomial_pmf, half_binomial_upper_tail,
+};
+
+/// Width of the final bracket of [`fmt21_epsilon`]'s bisection: the returned ε is at
 /// most this much above the smallest ε with δ(ε) ≤ δ (and never below it).
 pub const EPSILON_TOLERANCE: f64 = 1e-6;
 
@@ -71,23 +76,23 @@ pub const EPSILON_TOLERANCE: f64 = 1e-6;
 /// is conservative (δ(ε) does not increase with `n`) and keeps the cost (∝ √n) bounded.
 pub const MAX_BATCH_SIZE: u64 = 1_000_000_000;
 
-/// Local ε0 above which no amplification is claimed ([`shuffled_delta`] returns the
+/// Local ε0 above which no amplification is claimed ([`fmt21_delta`] returns the
 /// trivial bound): `e^−ε0` is then below 10⁻⁴³, so a batch of at most
 /// [`MAX_BATCH_SIZE`] reports holds a clone with probability below 10⁻³⁴.
 pub const MAX_AMPLIFIED_LOCAL_EPSILON: f64 = 100.0;
 
-/// Probability mass of the clone count left out of [`shuffled_delta`]'s window on each
+/// Probability mass of the clone count left out of [`fmt21_delta`]'s window on each
 /// side (bounded and added to δ).
-const NEGLECTED_MASS: f64 = 1e-30;
+pub(crate) const NEGLECTED_MASS: f64 = 1e-30;
 
-/// [`shuffled_epsilon`] leaves out this fraction of the target δ instead (at least
+/// [`fmt21_epsilon`] leaves out this fraction of the target δ instead (at least
 /// [`NEGLECTED_MASS`]): a narrower window, and a δ larger by at most 2·10⁻⁹ of the
 /// target, which moves ε by far less than [`EPSILON_TOLERANCE`].
-const NEGLECTED_FRACTION_OF_TARGET: f64 = 1e-9;
+pub(crate) const NEGLECTED_FRACTION_OF_TARGET: f64 = 1e-9;
 
 /// Above the window's mean, the walk stops once a clone count's divergence is below
 /// this fraction of the δ summed so far (the rest is bounded and added).
-const UPPER_STOP_RELATIVE: f64 = 1e-12;
+pub(crate) const UPPER_STOP_RELATIVE: f64 = 1e-12;
 
 /// Why an amplification bound could not be computed.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -133,11 +138,11 @@ fn check_delta(delta: f64) -> Result<(), AmplificationError> {
 /// [`MAX_BATCH_SIZE`]. Outside the domain (`eps0` not positive and finite, `n = 0`,
 /// `eps` negative or NaN) and for `eps0` above [`MAX_AMPLIFIED_LOCAL_EPSILON`] it returns
 /// the trivial bound 1 (for `eps < eps0`).
-pub fn shuffled_delta(eps0: f64, n: u64, eps: f64) -> f64 {
+pub fn fmt21_delta(eps0: f64, n: u64, eps: f64) -> f64 {
     delta_upper_bound(eps0, n, eps, NEGLECTED_MASS)
 }
 
-/// [`shuffled_delta`] with `neglected_mass` of the clone count left out on each side.
+/// [`fmt21_delta`] with `neglected_mass` of the clone count left out on each side.
 fn delta_upper_bound(eps0: f64, n: u64, eps: f64, neglected_mass: f64) -> f64 {
     if !(eps0.is_finite() && eps0 > 0.0) || n == 0 || eps.is_nan() || eps < 0.0 {
         return 1.0;
@@ -154,14 +159,14 @@ fn delta_upper_bound(eps0: f64, n: u64, eps: f64, neglected_mass: f64) -> f64 {
 }
 
 /// The central ε of `n` shuffled reports of a pure `eps0`-LDP randomizer at `delta`:
-/// the smallest ε with [`shuffled_delta`]`(eps0, n, ε) ≤ delta`, found by bisection on
+/// the smallest ε with [`fmt21_delta`]`(eps0, n, ε) ≤ delta`, found by bisection on
 /// `[0, eps0]` down to a bracket of [`EPSILON_TOLERANCE`] and returned at the bracket's
 /// upper end (so its δ was checked to be within `delta`: never optimistic). Never above
 /// `eps0`: shuffling cannot weaken the local guarantee.
 ///
 /// The bisection's points depend on `eps0` only, so the result is exactly monotone in
 /// `n` and `delta` (non-increasing).
-pub fn shuffled_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, AmplificationError> {
+pub fn fmt21_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, AmplificationError> {
     check(eps0, n)?;
     check_delta(delta)?;
     let neglected = (NEGLECTED_FRACTION_OF_TARGET * delta).max(NEGLECTED_MASS);
@@ -185,6 +190,35 @@ pub fn shuffled_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, Amplificat
     Ok(hi.min(eps0))
 }
 
+/// The central δ(ε) of `n` shuffled reports of a pure `eps0`-LDP randomizer: the
+/// smaller of two valid upper bounds, the variation-ratio bound
+/// ([`variation_ratio_delta`](crate::variation_ratio::variation_ratio_delta), the
+/// tighter almost everywhere) and FMT21's ([`fmt21_delta`]), kept as a cross-check.
+pub fn shuffled_delta(eps0: f64, n: u64, eps: f64) -> f64 {
+    crate::variation_ratio::variation_ratio_delta(eps0, n, eps).min(fmt21_delta(eps0, n, eps))
+}
+
+/// The central ε of `n` shuffled reports of a pure `eps0`-LDP randomizer at `delta`:
+/// the smaller of the variation-ratio bound's
+/// ([`variation_ratio_epsilon`](crate::variation_ratio::variation_ratio_epsilon)) and
+/// FMT21's ([`fmt21_epsilon`]). Both are upper bounds, each computed never
+/// optimistically, so their minimum is one too. Never above `eps0`.
+///
+/// ```
+/// use ldpcov_accounting::amplification::{fmt21_epsilon, shuffled_epsilon};
+///
+/// // ε0 = 8 in batches of 10⁶ at δ = 10⁻⁸: 0.381 (Wang et al. print 0.383), FMT21 0.557.
+/// let eps = shuffled_epsilon(8.0, 1_000_000, 1e-8)?;
+/// assert!(eps > 0.380 && eps < 0.383);
+/// assert!(eps < fmt21_epsilon(8.0, 1_000_000, 1e-8)?);
+/// # Ok::<(), ldpcov_accounting::amplification::AmplificationError>(())
+/// ```
+pub fn shuffled_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, AmplificationError> {
+    let fmt21 = fmt21_epsilon(eps0, n, delta)?;
+    let variation_ratio = crate::variation_ratio::variation_ratio_epsilon(eps0, n, delta)?;
+    Ok(fmt21.min(variation_ratio))
+}
+
 /// Resolution of [`local_epsilon_for`]'s bisection on ε0.
 pub const LOCAL_EPSILON_TOLERANCE: f64 = 1e-3;
 
@@ -196,13 +230,13 @@ pub const LOCAL_EPSILON_TOLERANCE: f64 = 1e-3;
 /// `max_eps0`.
 ///
 /// ```
-/// use ldpcov_proto::amplification::{local_epsilon_for, shuffled_epsilon};
+/// use ldpcov_accounting::amplification::{local_epsilon_for, shuffled_epsilon};
 ///
-/// // A central ε of 1 at δ = 1e-6 from batches of 10⁶: each report may have ε0 ≈ 9.
-/// let eps0 = local_epsilon_for(1.0, 1_000_000, 1e-6, 10.0)?;
-/// assert!(eps0 > 9.0 && eps0 < 9.5);
-/// assert!(shuffled_epsilon(eps0, 1_000_000, 1e-6)? <= 1.0);
-/// # Ok::<(), ldpcov_proto::amplification::AmplificationError>(())
+/// // A central ε of 1 at δ = 1e-8 from batches of 10⁶: each report may have ε0 ≈ 9.7.
+/// let eps0 = local_epsilon_for(1.0, 1_000_000, 1e-8, 20.0)?;
+/// assert!(eps0 > 9.5 && eps0 < 9.9);
+/// assert!(shuffled_epsilon(eps0, 1_000_000, 1e-8)? <= 1.0);
+/// # Ok::<(), ldpcov_accounting::amplification::AmplificationError>(())
 /// ```
 pub fn local_epsilon_for(
     target: f64,
@@ -240,7 +274,7 @@ pub fn local_epsilon_for(
 /// The paper's closed-form bound (Feldman, McMillan & Talwar 2021, Theorem 3.1):
 /// `ε = ln(1 + (e^ε0 − 1)/(e^ε0 + 1) · (8·√(e^ε0·ln(4/δ)/n) + 8·e^ε0/n))`, or `None`
 /// outside its conditions (`ε0 ≤ ln(n / (16·ln(2/δ)))`, and valid arguments: `eps0`
-/// positive and finite, `n ≥ 2`, `delta` in (0, 1)). Looser than [`shuffled_epsilon`];
+/// positive and finite, `n ≥ 2`, `delta` in (0, 1)). Looser than [`fmt21_epsilon`];
 /// exposed for comparison.
 pub fn analytic_epsilon(eps0: f64, n: u64, delta: f64) -> Option<f64> {
     check(eps0, n).ok()?;
@@ -303,16 +337,12 @@ impl Clones {
     /// Chernoff bound on `Pr[C ≤ k]` (`k` below the mean) or `Pr[C ≥ k]` (above it):
     /// `exp(−(n−1)·KL(k/(n−1) ‖ p))`.
     fn clone_tail_bound(&self, k: u64) -> f64 {
-        let n = self.trials as f64;
-        let x = k as f64;
-        (-(bd0(x, n * self.p) + bd0(n - x, n * self.q)))
-            .exp()
-            .min(1.0)
+        binomial_tail_bound(k, self.trials, self.p, self.q)
     }
 
     /// δ(ε) as `(estimate, bound)`: the sum with each clone count's divergence as
     /// computed (the left-out mass included), and a bound on the floating-point error
-    /// of that sum, which [`shuffled_delta`] adds.
+    /// of that sum, which [`fmt21_delta`] adds.
     fn delta(&self, neglected_mass: f64) -> (f64, f64) {
         let n = self.trials;
         if n == 0 {
@@ -394,117 +424,6 @@ impl Clones {
     }
 }
 
-/// Relative error assumed of one binomial probability from [`binomial_pmf`] (Loader's
-/// form is accurate to a few ulps; checked against exact values in the tests).
-const PMF_RELATIVE_ERROR: f64 = 1e-14;
-
-/// The recurrence's error bound, relative to the tail, past which the tail is summed
-/// afresh.
-const REANCHOR_RELATIVE: f64 = 1e-9;
-
-/// An error bound on one clone count's divergence this small is added without
-/// re-summing the tail (it is far below [`NEGLECTED_MASS`]).
-const NEGLIGIBLE_ERROR: f64 = 1e-40;
-
-/// `Pr[Bin(c, ½) = k]`.
-fn half_binomial_pmf(k: u64, c: u64) -> f64 {
-    binomial_pmf(k, c, 0.5, 0.5)
-}
-
-/// `Pr[Bin(c, ½) ≥ m]` for `m > c/2` (the terms decrease from `m` on) and a bound on
-/// its absolute error: summed until a term is below 10⁻¹⁹ of the sum, the rest bounded
-/// by a geometric series (the ratio of successive terms decreases) and added.
-fn half_binomial_upper_tail(m: u64, c: u64) -> (f64, f64) {
-    if m > c {
-        return (0.0, 0.0);
-    }
-    let mut term = half_binomial_pmf(m, c);
-    let mut sum = term;
-    let mut k = m;
-    let mut ratio = 0.0;
-    while k < c {
-        ratio = (c - k) as f64 / (k + 1) as f64;
-        if term <= 1e-19 * sum {
-            break;
-        }
-        term *= ratio;
-        sum += term;
-        k += 1;
-    }
-    let rest = if k < c {
-        term * ratio / (1.0 - ratio)
-    } else {
-        0.0
-    };
-    let terms = (k - m + 1) as f64;
-    // Each term carries the first one's error and 3 roundings per ratio applied; the
-    // sum one rounding per term.
-    let err = sum * (PMF_RELATIVE_ERROR + 4.0 * f64::EPSILON * terms) + rest;
-    (sum + rest, err)
-}
-
-/// `Pr[Bin(n, p) = k]` with `q = 1 − p` given separately, by Loader's saddle-point
-/// form ("Fast and accurate computation of binomial probabilities", 2000):
-/// `exp(−stirlerr terms − bd0(k, np) − bd0(n−k, nq)) / √(2πk(n−k)/n)`, accurate to a few
-/// ulps where `ln C(n, k)` from `ln Γ` would lose `log10(n)` digits to cancellation.
-fn binomial_pmf(k: u64, n: u64, p: f64, q: f64) -> f64 {
-    if k > n {
-        return 0.0;
-    }
-    let nf = n as f64;
-    if k == 0 {
-        return (nf * (-p).ln_1p()).exp();
-    }
-    if k == n {
-        return (nf * (-q).ln_1p()).exp();
-    }
-    let x = k as f64;
-    let lc = stirlerr(n) - stirlerr(k) - stirlerr(n - k) - bd0(x, nf * p) - bd0(nf - x, nf * q);
-    let lf = LN_2PI + x.ln() + (-x / nf).ln_1p();
-    (lc - 0.5 * lf).exp()
-}
-
-/// ln(2π).
-const LN_2PI: f64 = 1.837_877_066_409_345_5;
-
-/// `ln(k!) − ln(√(2πk)·(k/e)^k)`, the error of Stirling's formula (`k ≥ 1`).
-fn stirlerr(k: u64) -> f64 {
-    let x = k as f64;
-    if k <= 15 {
-        // Small k: directly (the values are small, nothing cancels much).
-        return libm::lgamma(x + 1.0) - (x + 0.5) * x.ln() + x - 0.5 * LN_2PI;
-    }
-    // The Stirling series 1/(12k) − 1/(360k³) + 1/(1260k⁵) − 1/(1680k⁷) + 1/(1188k⁹);
-    // the next term is below 10⁻¹⁶ of the sum at k = 16.
-    let r = 1.0 / x;
-    let r2 = r * r;
-    r * (1.0 / 12.0 - r2 * (1.0 / 360.0 - r2 * (1.0 / 1260.0 - r2 * (1.0 / 1680.0 - r2 / 1188.0))))
-}
-
-/// `x·ln(x/m) + m − x`, the deviance term, without cancellation when `x ≈ m`.
-fn bd0(x: f64, m: f64) -> f64 {
-    if x == 0.0 {
-        return m;
-    }
-    if (x - m).abs() < 0.1 * (x + m) {
-        // With v = (x − m)/(x + m): (x − m)·v + Σ_{j≥1} 2x·v^{2j+1}/(2j + 1).
-        let v = (x - m) / (x + m);
-        let v2 = v * v;
-        let mut s = (x - m) * v;
-        let mut ej = 2.0 * x * v;
-        for j in 1..1000 {
-            ej *= v2;
-            let next = s + ej / (2 * j + 1) as f64;
-            if next == s {
-                break;
-            }
-            s = next;
-        }
-        return s;
-    }
-    x * (x / m).ln() + m - x
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -568,11 +487,11 @@ mod tests {
         // n = 1: no clones, δ(ε) = (e^ε0 − e^ε)/(1 + e^ε0), randomized response's curve.
         for &(eps0, eps) in &[(1.0f64, 0.0f64), (1.0, 0.5), (4.0, 2.0)] {
             let want = (eps0.exp() - eps.exp()) / (1.0 + eps0.exp());
-            let got = shuffled_delta(eps0, 1, eps);
+            let got = fmt21_delta(eps0, 1, eps);
             assert!((got - want).abs() <= 1e-15, "{eps0} {eps}: {got} vs {want}");
         }
-        assert_eq!(shuffled_delta(1.0, 5, 1.0), 0.0);
-        assert_eq!(shuffled_delta(1.0, 5, 2.0), 0.0);
+        assert_eq!(fmt21_delta(1.0, 5, 1.0), 0.0);
+        assert_eq!(fmt21_delta(1.0, 5, 2.0), 0.0);
     }
 
     /// The table of issue #33 (central ε at δ = 10⁻⁶ as printed there, two decimals),
@@ -585,7 +504,7 @@ mod tests {
             (8.0, 100_000, 2.19),
             (8.0, 1_000_000, 0.44),
         ] {
-            let got = shuffled_epsilon(eps0, n, 1e-6).unwrap();
+            let got = fmt21_epsilon(eps0, n, 1e-6).unwrap();
             assert!(
                 (got - want).abs() <= 0.005,
                 "ε0 {eps0} n {n}: {got}, table {want}"
@@ -602,7 +521,7 @@ mod tests {
     #[test]
     fn independent_implementation_values() {
         for &(eps0, n, delta, py) in REFERENCE {
-            let got = shuffled_epsilon(eps0, n, delta).unwrap();
+            let got = fmt21_epsilon(eps0, n, delta).unwrap();
             assert!(
                 got >= py - 2e-9 && got <= py + EPSILON_TOLERANCE + 2e-9,
                 "ε0 {eps0} n {n} δ {delta}: {got}, reference {py}"
@@ -622,7 +541,7 @@ mod tests {
                 bound >= 0.0 && bound <= 1e-6 * estimate,
                 "{bound} {estimate}"
             );
-            assert_eq!(shuffled_delta(eps0, n, eps), estimate + bound);
+            assert_eq!(fmt21_delta(eps0, n, eps), estimate + bound);
         }
     }
 
@@ -678,7 +597,7 @@ mod tests {
         (10.0, 1_000_000, 1e-08, 2.290240572),
     ];
 
-    /// The same comparison at n = 10⁷ and 10⁸ (the reference's `shuffled_epsilon`
+    /// The same comparison at n = 10⁷ and 10⁸ (the reference's `fmt21_epsilon`
     /// called directly at these points; about 15 s each in Python).
     #[test]
     fn independent_implementation_values_large_n() {
@@ -687,7 +606,7 @@ mod tests {
             (4.0, 100_000_000, 1e-6, 0.004_024_110),
             (10.0, 100_000_000, 1e-6, 0.108_453_017),
         ] {
-            let got = shuffled_epsilon(eps0, n, delta).unwrap();
+            let got = fmt21_epsilon(eps0, n, delta).unwrap();
             assert!(
                 got >= py - 2e-9 && got <= py + EPSILON_TOLERANCE + 2e-9,
                 "ε0 {eps0} n {n} δ {delta}: {got}, reference {py}"
@@ -710,9 +629,9 @@ mod tests {
             (4.0, 100_000, 1e-8),
             (8.0, 1_000_000, 1e-6),
         ] {
-            let eps = shuffled_epsilon(eps0, n, delta).unwrap();
-            assert!(shuffled_delta(eps0, n, eps) <= delta);
-            assert!(shuffled_delta(eps0, n, eps - EPSILON_TOLERANCE) > delta);
+            let eps = fmt21_epsilon(eps0, n, delta).unwrap();
+            assert!(fmt21_delta(eps0, n, eps) <= delta);
+            assert!(fmt21_delta(eps0, n, eps - EPSILON_TOLERANCE) > delta);
         }
     }
 
@@ -724,7 +643,7 @@ mod tests {
             for &eps0 in &eps0s {
                 let mut last = f64::INFINITY;
                 for &n in &ns {
-                    let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+                    let eps = fmt21_epsilon(eps0, n, delta).unwrap();
                     assert!(eps <= eps0, "ε0 {eps0} n {n}: {eps}");
                     assert!(
                         eps <= last,
@@ -736,7 +655,7 @@ mod tests {
             for &n in &ns {
                 let mut last = 0.0;
                 for &eps0 in &eps0s {
-                    let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+                    let eps = fmt21_epsilon(eps0, n, delta).unwrap();
                     assert!(
                         eps >= last,
                         "n {n} ε0 {eps0}: {eps} < {last} at a smaller ε0"
@@ -751,26 +670,26 @@ mod tests {
         let resolved = |d: f64| assert!(d > 1e-25, "{d} is below the resolved range");
         let mut last = f64::INFINITY;
         for n in [2u64, 3, 50, 999, 1_000, 1_001, 40_000, 100_000] {
-            let d = shuffled_delta(3.0, n, 0.1);
+            let d = fmt21_delta(3.0, n, 0.1);
             resolved(d);
             assert!(d <= last, "n {n}: {d} > {last}");
             last = d;
         }
         let mut last = 0.0;
         for eps0 in [1.0, 1.5, 2.0, 3.0, 5.0, 9.0] {
-            let d = shuffled_delta(eps0, 1_000, 0.2);
+            let d = fmt21_delta(eps0, 1_000, 0.2);
             resolved(d);
             assert!(d >= last, "ε0 {eps0}: {d} < {last}");
             last = d;
         }
         let mut last = f64::INFINITY;
         for eps in [0.0, 0.01, 0.1, 0.3, 0.6, 1.0, 1.9, 1.99] {
-            let d = shuffled_delta(2.0, 10, eps);
+            let d = fmt21_delta(2.0, 10, eps);
             resolved(d);
             assert!(d <= last, "ε {eps}: {d} > {last}");
             last = d;
         }
-        assert_eq!(shuffled_delta(2.0, 10, 2.0), 0.0);
+        assert_eq!(fmt21_delta(2.0, 10, 2.0), 0.0);
     }
 
     #[test]
@@ -783,7 +702,7 @@ mod tests {
                         continue;
                     };
                     compared += 1;
-                    let eps = shuffled_epsilon(eps0, n, delta).unwrap();
+                    let eps = fmt21_epsilon(eps0, n, delta).unwrap();
                     assert!(
                         eps <= closed,
                         "ε0 {eps0} n {n} δ {delta}: numerical {eps} > closed form {closed}"
@@ -815,42 +734,39 @@ mod tests {
     #[test]
     fn bad_input() {
         use AmplificationError::*;
-        assert_eq!(shuffled_epsilon(0.0, 100, 1e-6), Err(LocalEpsilon(0.0)));
-        assert_eq!(shuffled_epsilon(-1.0, 100, 1e-6), Err(LocalEpsilon(-1.0)));
+        assert_eq!(fmt21_epsilon(0.0, 100, 1e-6), Err(LocalEpsilon(0.0)));
+        assert_eq!(fmt21_epsilon(-1.0, 100, 1e-6), Err(LocalEpsilon(-1.0)));
         assert!(matches!(
-            shuffled_epsilon(f64::NAN, 100, 1e-6),
+            fmt21_epsilon(f64::NAN, 100, 1e-6),
             Err(LocalEpsilon(_))
         ));
         assert_eq!(
-            shuffled_epsilon(f64::INFINITY, 100, 1e-6),
+            fmt21_epsilon(f64::INFINITY, 100, 1e-6),
             Err(LocalEpsilon(f64::INFINITY))
         );
-        assert_eq!(shuffled_epsilon(1.0, 1, 1e-6), Err(BatchSize(1)));
-        assert_eq!(shuffled_epsilon(1.0, 0, 1e-6), Err(BatchSize(0)));
-        assert_eq!(shuffled_epsilon(1.0, 100, 0.0), Err(Delta(0.0)));
-        assert_eq!(shuffled_epsilon(1.0, 100, 1.0), Err(Delta(1.0)));
-        assert!(matches!(
-            shuffled_epsilon(1.0, 100, f64::NAN),
-            Err(Delta(_))
-        ));
+        assert_eq!(fmt21_epsilon(1.0, 1, 1e-6), Err(BatchSize(1)));
+        assert_eq!(fmt21_epsilon(1.0, 0, 1e-6), Err(BatchSize(0)));
+        assert_eq!(fmt21_epsilon(1.0, 100, 0.0), Err(Delta(0.0)));
+        assert_eq!(fmt21_epsilon(1.0, 100, 1.0), Err(Delta(1.0)));
+        assert!(matches!(fmt21_epsilon(1.0, 100, f64::NAN), Err(Delta(_))));
         assert_eq!(
             BatchSize(1).to_string(),
             "batch size 1 must be at least 2 (a shuffled batch of one report hides nothing)"
         );
         // δ outside its domain is the trivial bound.
-        assert_eq!(shuffled_delta(0.0, 100, 0.5), 1.0);
-        assert_eq!(shuffled_delta(1.0, 0, 0.5), 1.0);
-        assert_eq!(shuffled_delta(1.0, 100, -0.5), 1.0);
-        assert_eq!(shuffled_delta(1.0, 100, f64::NAN), 1.0);
+        assert_eq!(fmt21_delta(0.0, 100, 0.5), 1.0);
+        assert_eq!(fmt21_delta(1.0, 0, 0.5), 1.0);
+        assert_eq!(fmt21_delta(1.0, 100, -0.5), 1.0);
+        assert_eq!(fmt21_delta(1.0, 100, f64::NAN), 1.0);
         // Past the amplified range: nothing is claimed, ε = ε0.
-        assert_eq!(shuffled_delta(150.0, 1_000_000, 10.0), 1.0);
-        assert_eq!(shuffled_epsilon(150.0, 1_000_000, 1e-6), Ok(150.0));
+        assert_eq!(fmt21_delta(150.0, 1_000_000, 10.0), 1.0);
+        assert_eq!(fmt21_epsilon(150.0, 1_000_000, 1e-6), Ok(150.0));
     }
 
     #[test]
     fn large_batches_are_capped_conservatively() {
-        let capped = shuffled_delta(2.0, MAX_BATCH_SIZE, 0.005);
-        assert_eq!(shuffled_delta(2.0, u64::MAX, 0.005), capped);
+        let capped = fmt21_delta(2.0, MAX_BATCH_SIZE, 0.005);
+        assert_eq!(fmt21_delta(2.0, u64::MAX, 0.005), capped);
         assert!(capped > 0.0 && capped < 1.0);
     }
 }

@@ -46,10 +46,10 @@ pub use rank_one::RankOneReport;
 pub use raw_vector::RawVectorReport;
 
 use crate::encoding::{WireError, bytes_per_entry};
-use crate::v1::{Encoding, LocalMechanism, PrivacyModel};
+use ldpcov_proto::v1::{Encoding, LocalMechanism, PrivacyModel};
 
 /// The public weight `w` of the mean block of a
-/// [`Moments::MeanAndCovariance`](crate::v1::Moments::MeanAndCovariance) report
+/// [`Moments::MeanAndCovariance`](ldpcov_proto::v1::Moments::MeanAndCovariance) report
 /// `(w·u, triu(uuᵀ))`.
 ///
 /// Why 1/2: the covariance error is `(c_ε²Δ(w)²/n)·[p² + 2(p + 1)‖ū‖²/w²]` plus an
@@ -110,7 +110,7 @@ pub enum NoiseModel {
         sigma: f64,
     },
     /// The rank-one report's entries: `y ~ N(0, I)` off the direction of `ũ` and the
-    /// cap's law along it (`ldpcov_proto::mechanism::rank_one`).
+    /// cap's law along it (`ldpcov_privacy::mechanism::rank_one`).
     RankOne {
         /// κ: `E[yyᵀ] = I + κũũᵀ`.
         kappa: f64,
@@ -532,7 +532,7 @@ impl ReportMechanism {
 mod tests {
     use super::*;
     use crate::Collection;
-    use crate::v1::{CollectionSpec, Moments};
+    use ldpcov_proto::v1::{CollectionSpec, Moments};
 
     fn spec(model: PrivacyModel, moments: Moments) -> CollectionSpec {
         CollectionSpec {
@@ -628,7 +628,10 @@ mod tests {
             assert_eq!(rank_one.encoding(), Encoding::I16Le);
             assert_eq!(rank_one.payload_bytes(), 2 * 4);
             assert_eq!(rank_one.entries(), stored.entries());
-            assert_eq!(rank_one.rho(), crate::calibration::pure_dp_rho(1.0));
+            assert_eq!(
+                rank_one.rho(),
+                ldpcov_accounting::calibration::pure_dp_rho(1.0)
+            );
             assert_eq!(
                 rank_one.unbiased_report_noise_sd(Entry::OffDiagonal),
                 1.0 / kappa

@@ -5,7 +5,7 @@
 //! Nothing here knows a collection: [`mechanism`](crate::mechanism) builds on it, and
 //! [`wire`](crate::wire) re-exports it under its established paths.
 
-use crate::v1::{Encoding, PrivacyModel};
+use ldpcov_proto::v1::{Encoding, PrivacyModel};
 use thiserror::Error;
 
 /// Length in bytes of a report id.

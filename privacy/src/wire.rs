@@ -8,7 +8,7 @@
 
 use crate::Collection;
 use crate::mechanism::{ReportEntries, ReportMechanism};
-use crate::v1::{Encoding, PrivacyModel};
+use ldpcov_proto::v1::{Encoding, PrivacyModel};
 
 pub use crate::encoding::{REPORT_ID_LEN, ReportId, WireError, bytes_per_entry};
 pub use crate::mechanism::raw_vector::{encode_raw, norm_bin, to_grid_unit_ball};
@@ -65,7 +65,7 @@ mod tests {
     ) -> Result<Vec<i32>, WireError> {
         decode_payload(collection, encoding, payload).map(|entries| entries.to_dense())
     }
-    use crate::v1::{CollectionSpec, Moments};
+    use ldpcov_proto::v1::{CollectionSpec, Moments};
 
     // FNV-1a 64 of the 16 bytes, mod 5, computed independently in Python (a 6-line
     // FNV-1a: offset basis 0xcbf29ce484222325, prime 0x100000001b3, xor then multiply).

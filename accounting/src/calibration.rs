@@ -4,7 +4,30 @@
 //! All functions take the L2 sensitivity `sensitivity` (Δ) in the same units as the
 //! returned σ.
 
-use crate::SpecError;
+use thiserror::Error;
+
+/// Why a Gaussian mechanism could not be calibrated. The privacy core maps each
+/// variant onto its own spec error with the same meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Error)]
+pub enum CalibrationError {
+    /// ε not a positive finite number.
+    #[error("epsilon {0} must be a positive finite number")]
+    Epsilon(f64),
+    /// δ outside (0, 1).
+    #[error("delta {0} must lie strictly between 0 and 1")]
+    Delta(f64),
+    /// Sensitivity not a positive finite number.
+    #[error("sensitivity {0} must be a positive finite number")]
+    Sensitivity(f64),
+    /// No finite σ meets (ε, δ).
+    #[error("epsilon {epsilon} and delta {delta} need more noise than a finite sigma")]
+    Uncalibratable {
+        /// ε asked for.
+        epsilon: f64,
+        /// δ asked for.
+        delta: f64,
+    },
+}
 
 /// Standard normal CDF Φ(x), accurate in the tails (via `erfc`).
 pub fn std_normal_cdf(x: f64) -> f64 {
@@ -21,15 +44,15 @@ pub fn gaussian_delta(sensitivity: f64, epsilon: f64, sigma: f64) -> f64 {
     (std_normal_cdf(a - b) - epsilon.exp() * std_normal_cdf(-a - b)).max(0.0)
 }
 
-fn check_privacy(sensitivity: f64, epsilon: f64, delta: f64) -> Result<(), SpecError> {
+fn check_privacy(sensitivity: f64, epsilon: f64, delta: f64) -> Result<(), CalibrationError> {
     if !(epsilon.is_finite() && epsilon > 0.0) {
-        return Err(SpecError::Epsilon(epsilon));
+        return Err(CalibrationError::Epsilon(epsilon));
     }
     if !(delta > 0.0 && delta < 1.0) {
-        return Err(SpecError::Delta(delta));
+        return Err(CalibrationError::Delta(delta));
     }
     if !(sensitivity.is_finite() && sensitivity > 0.0) {
-        return Err(SpecError::Sensitivity(sensitivity));
+        return Err(CalibrationError::Sensitivity(sensitivity));
     }
     Ok(())
 }
@@ -38,14 +61,14 @@ fn check_privacy(sensitivity: f64, epsilon: f64, delta: f64) -> Result<(), SpecE
 /// [`gaussian_delta`]`(Δ, ε, σ) ≤ δ`, found by bisection to full f64 precision.
 ///
 /// Valid for every ε > 0 (unlike [`classic_sigma`]).
-pub fn analytic_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Result<f64, SpecError> {
+pub fn analytic_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Result<f64, CalibrationError> {
     check_privacy(sensitivity, epsilon, delta)?;
     // gaussian_delta is decreasing in σ; bracket the root.
     let mut hi = sensitivity;
     while gaussian_delta(sensitivity, epsilon, hi) > delta {
         hi *= 2.0;
         if !hi.is_finite() {
-            return Err(SpecError::Uncalibratable { epsilon, delta });
+            return Err(CalibrationError::Uncalibratable { epsilon, delta });
         }
     }
     let mut lo = hi / 2.0;
@@ -70,7 +93,7 @@ pub fn analytic_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Result<f64,
 /// The classic Gaussian mechanism σ = Δ·√(2 ln(1.25/δ))/ε (Dwork & Roth, Thm A.1).
 ///
 /// Only a valid guarantee for ε < 1; exposed for comparison, never used to calibrate.
-pub fn classic_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Result<f64, SpecError> {
+pub fn classic_sigma(sensitivity: f64, epsilon: f64, delta: f64) -> Result<f64, CalibrationError> {
     check_privacy(sensitivity, epsilon, delta)?;
     Ok(sensitivity * (2.0 * (1.25 / delta).ln()).sqrt() / epsilon)
 }

@@ -7,11 +7,11 @@
 //! draws are the client's.
 
 use crate::SpecError;
-use crate::calibration::analytic_sigma;
 use crate::encoding::{WireError, bytes_per_entry, encode_clamped};
 use crate::layout::{triangle_len, triangle_pairs};
 use crate::mechanism::{NoiseModel, Unbiasing, statistic_of};
-use crate::v1::Encoding;
+use ldpcov_accounting::calibration::analytic_sigma;
+use ldpcov_proto::v1::Encoding;
 
 /// Smallest noise sd in grid units. The d-dimensional discrete Gaussian's privacy
 /// loss exceeds the continuous Gaussian's by at most `τ = 10·Σ_{k<d} e^{−2π²σ²k/(k+1)}`

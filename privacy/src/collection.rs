@@ -18,15 +18,18 @@
 use std::sync::OnceLock;
 
 use crate::SpecError;
-use crate::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
 use crate::layout::triangle_len;
+use crate::limits::{
+    MAX_CENTRE_MAGNITUDE, MAX_CLIP_RADIUS, MAX_DIM, MAX_ENTRIES, MAX_EPSILON, MAX_ID_LEN,
+    MAX_NAME_BYTES, MAX_NORM_BINS, MIN_CLIP_RADIUS, MIN_DELTA,
+};
 use crate::mechanism::{
     GaussianReport, NoiseModel, OffDiagonalWeighting, RankOneReport, RawVectorReport,
     ReportMechanism, Unbiasing,
 };
-use crate::plan::ShuffledPrivacy;
-use crate::shuffle::ShuffleSettings;
-use crate::v1::{
+use crate::shuffle::{ShuffleSettings, ShuffledPrivacy};
+use ldpcov_accounting::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
+use ldpcov_proto::v1::{
     CentralWeighting, CollectionParams, CollectionSpec, Encoding, LocalMechanism, Moments,
     PrivacyModel, RankOneParams, ShuffleParams,
 };
@@ -38,66 +41,11 @@ pub use crate::mechanism::gaussian::{
 pub use crate::mechanism::raw_vector::{CENTRAL_COORDINATE_BITS, CENTRAL_GRID_BITS};
 pub use crate::mechanism::{Entry, MEAN_WEIGHT, joint_base_sensitivity};
 
-/// Largest dimension a collection may have. At p = 4096 a report holds 8.4 M entries
-/// (33.6 MB as i32), which is as large as we let one gRPC message be.
-pub const MAX_DIM: usize = 4096;
-/// Largest ε a collection may ask for. Beyond it a report protects next to nothing,
-/// and `e^ε` in the analytic calibration loses precision.
-pub const MAX_EPSILON: f64 = 100.0;
-/// Longest collection id.
-pub const MAX_ID_LEN: usize = 128;
 /// Name of the calibration recorded in [`CollectionParams::calibration`].
 pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
-/// Longest variable name, in bytes of UTF-8.
-pub const MAX_NAME_BYTES: usize = 64;
-/// Most dyadic norm bins a central collection may keep (`CollectionSpec.norm_bins`).
-pub const MAX_NORM_BINS: u32 = 15;
-/// Most entries a collection's sums may have: those of a local joint report at
-/// [`MAX_DIM`] (`p + p(p+1)/2`, about 8.4 M). Norm bins multiply a central
-/// collection's entries by `1 + 2·norm_bins`, so they are refused beyond it (the sums
-/// and each expanded report would not fit what a server is sized for).
-pub const MAX_ENTRIES: usize = MAX_DIM + triangle_len(MAX_DIM);
 /// Name of the calibration recorded for a central collection: no noise in reports,
 /// a zCDP budget spent by the releases.
 pub const CENTRAL_CALIBRATION_NAME: &str = "central/zcdp-budget";
-
-/// Smallest clip radius a new collection may have. Estimates are in data units,
-/// scaled by `R²` from the grid averages: at `R ≥ 1e-100`, `R² ≥ 1e-200` stays a
-/// normal f64 (above 2.2e-308) with a factor 1e108 of margin, so no estimate entry
-/// underflows to a subnormal or to zero. `R = 5e-324` would square to 0.
-pub const MIN_CLIP_RADIUS: f64 = 1e-100;
-/// Largest clip radius a new collection may have. `R² ≤ 1e200` leaves a factor 1e108
-/// below f64's 1.8e308 for `R²·σ` (the noise sd of one report's entry in data units),
-/// the clamp of `WIRE_CLAMP_SIGMAS` of it and the sums of squares an estimator forms.
-/// `R = 1e308` squares to `inf`, and every estimate would fail.
-pub const MAX_CLIP_RADIUS: f64 = 1e100;
-/// Largest magnitude of a new collection's centre: the same margin as
-/// [`MAX_CLIP_RADIUS`], since the centre is added back to estimates of the same scale.
-pub const MAX_CENTRE_MAGNITUDE: f64 = 1e100;
-/// Smallest δ a new collection may ask for. The analytic calibration solves for a
-/// Gaussian tail of about δ; at 1e-100 that tail is about 21 σ and computed to full
-/// precision, while below about 1e-300 it is subnormal and the solve loses its
-/// meaning. 1e-100 is far below any δ a deployment needs (1/n² for every person
-/// alive is about 1e-20).
-pub const MIN_DELTA: f64 = 1e-100;
-
-/// A number for an error message: as written when it is short (0, or a magnitude in
-/// [1e-4, 1e15)), in scientific notation otherwise, so a 300-digit value is never
-/// echoed back digit by digit.
-#[derive(Debug, Clone, Copy)]
-pub struct ShortNumber(pub f64);
-
-impl std::fmt::Display for ShortNumber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let v = self.0;
-        let a = v.abs();
-        if !v.is_finite() || v == 0.0 || (1e-4..1e15).contains(&a) {
-            write!(f, "{}", if v == 0.0 { 0.0 } else { v })
-        } else {
-            write!(f, "{v:e}")
-        }
-    }
-}
 
 /// The bounds only a new collection must meet (see [`Collection::create`]): R, δ and
 /// the centre within the ranges whose derived quantities stay finite with margin,
@@ -197,7 +145,8 @@ fn validate_names(names: &[String], dim: usize) -> Result<(), SpecError> {
 /// from a modified [`spec`](Collection::spec).
 ///
 /// ```compile_fail
-/// # use ldpcov_proto::{v1::CollectionSpec, Collection};
+/// # use ldpcov_privacy::Collection;
+/// # use ldpcov_proto::v1::CollectionSpec;
 /// # let spec = CollectionSpec { collection_id: "c".into(), dim: 2, epsilon: 1.0,
 /// #     delta: 1e-6, clip_radius: 1.0, min_reports: 1, ..Default::default() };
 /// let mut c = Collection::from_spec(&spec).unwrap();
@@ -514,7 +463,7 @@ impl Collection {
     }
 
     /// A shuffled collection's central guarantee at its minimum batch size
-    /// ([`plan::shuffled_privacy`](crate::plan::shuffled_privacy)), computed on the
+    /// ([`ShuffledPrivacy::of_reports`]), computed on the
     /// first call (milliseconds) and kept; `None` for a collection that is not shuffled.
     pub fn shuffled_privacy(&self) -> Option<ShuffledPrivacy> {
         *self.shuffled_privacy.0.get_or_init(|| {
@@ -522,8 +471,14 @@ impl Collection {
             // from_spec checked everything shuffled_privacy checks (a rank-one local
             // collection, 2 ≤ n, 0 < δ < 1), so an error here is a bug; it is logged
             // by the caller as a missing guarantee rather than a panic.
-            crate::plan::shuffled_privacy(self, settings.min_batch_size(), settings.central_delta())
-                .ok()
+            ShuffledPrivacy::of_reports(
+                &self.mechanism,
+                self.epsilon,
+                self.delta,
+                settings.min_batch_size(),
+                settings.central_delta(),
+            )
+            .ok()
         })
     }
 
@@ -805,7 +760,7 @@ impl Collection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::{analytic_sigma, gaussian_delta, std_normal_cdf};
+    use ldpcov_accounting::calibration::{analytic_sigma, gaussian_delta, std_normal_cdf};
 
     fn spec(dim: u32, epsilon: f64, delta: f64) -> CollectionSpec {
         CollectionSpec {
@@ -1267,8 +1222,8 @@ mod tests {
             Collection::create(&s).unwrap_err().to_string(),
             "epsilon 1e300 must be a positive number of at most 100"
         );
-        assert_eq!(ShortNumber(-0.0).to_string(), "0");
-        assert_eq!(ShortNumber(0.5).to_string(), "0.5");
-        assert_eq!(ShortNumber(1e-5).to_string(), "1e-5");
+        assert_eq!(crate::limits::ShortNumber(-0.0).to_string(), "0");
+        assert_eq!(crate::limits::ShortNumber(0.5).to_string(), "0.5");
+        assert_eq!(crate::limits::ShortNumber(1e-5).to_string(), "1e-5");
     }
 }
