@@ -1,7 +1,7 @@
 """Independent reference values for the analytic Gaussian mechanism (Balle & Wang 2018).
 
 Bisection on delta(sigma) = Phi(D/(2s) - e*s/D) - exp(e)*Phi(-D/(2s) - e*s/D) at 50 digits.
-Used by proto/src/calibration.rs::known_reference_values.  Run: python3 docs/calibration_reference.py
+Used by accounting/src/calibration.rs::known_reference_values.  Run: python3 docs/calibration_reference.py
 """
 import mpmath as mp
 

@@ -2,7 +2,7 @@
 """Independent reimplementation of the numerical shuffle-amplification bound.
 
 This script is NOT run by CI. It produces the reference values pinned in
-`proto/src/amplification.rs` (the test `independent_implementation_values`), written
+`accounting/src/amplification.rs` (the test `independent_implementation_values`), written
 separately from the Rust code so that the two can disagree: the Rust code walks the
 clone count c with an O(1) recurrence on binomial tails (Loader's saddle-point pmf),
 while this script evaluates every binomial tail with scipy's regularised incomplete

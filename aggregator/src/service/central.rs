@@ -176,7 +176,7 @@ fn central_options(
         None => options.rule = RegularisationRule::BulkShrink(BulkShrinkage::default()),
         Some(Threshold::CrossValidated(_) | Threshold::Adaptive(_)) => {
             return Err(invalid(
-                "cross-validation and the adaptive threshold need per-report statistics (fold sums, sums of squares) that a central release does not have: use none, universal, seed001, spectral, factor or bulk_shrink",
+                "cross-validation and the adaptive threshold need per-report statistics (fold sums, sums of squares) that a central release does not have: use none, universal, ldp_noise, spectral, factor or bulk_shrink",
             ));
         }
         Some(Threshold::None(_)) => {}
@@ -247,7 +247,7 @@ impl AggregatorService {
                     ReleaseBudget::CompressedRows(_) => {
                         tracing::warn!(
                             collection = %c.id(),
-                            "compressed release (seed 004): NOT differentially private; the collection allows it"
+                            "compressed release: NOT differentially private; the collection allows it"
                         );
                         0.0
                     }

@@ -157,7 +157,7 @@ pub(crate) fn options_from_request(
             c: if u.c == 0.0 { 4.0 } else { u.c },
             threshold_diagonal: u.threshold_diagonal,
         }),
-        Some(Threshold::Seed001(s)) => RegularisationRule::LdpNoise(LdpNoiseThreshold {
+        Some(Threshold::LdpNoise(s)) => RegularisationRule::LdpNoise(LdpNoiseThreshold {
             xi: s.xi,
             threshold_diagonal: s.threshold_diagonal,
         }),

@@ -124,7 +124,7 @@ pub enum RegularisationRule {
     /// Wang & Xu's universal threshold.
     Universal(UniversalThreshold),
     /// The heavy-tailed LDP threshold (with the `1/√n` erratum fixed); named
-    /// `seed001` in the rule names and on the wire.
+    /// `ldp_noise` in the rule names and on the wire.
     LdpNoise(LdpNoiseThreshold),
     /// Cai & Liu's entry-adaptive threshold.
     Adaptive(AdaptiveThreshold),
@@ -161,7 +161,7 @@ impl RegularisationRule {
                 diag(u.threshold_diagonal)
             ),
             RegularisationRule::LdpNoise(s) => format!(
-                "seed001(xi={}, diagonal={})",
+                "ldp_noise(xi={}, diagonal={})",
                 s.xi,
                 diag(s.threshold_diagonal)
             ),

@@ -57,7 +57,7 @@ pub(crate) struct Options {
     /// `estimate --release adaptive-cov` (0: none; at most 15).
     #[arg(long, env = "LDPCOV_NORM_BINS", default_value_t = 0)]
     norm_bins: u32,
-    /// Central second-moment collections: allow seed 004's compressed release, which
+    /// Central second-moment collections: allow the compressed (random-projection) release, which
     /// is NOT differentially private (every device sees this flag).
     #[arg(long, env = "LDPCOV_ALLOW_COMPRESSED_RELEASE")]
     allow_compressed_release: bool,

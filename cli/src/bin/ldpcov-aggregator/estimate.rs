@@ -15,8 +15,8 @@ use ldpcov_proto::v1::Estimate;
 use ldpcov_proto::v1::get_estimate_request::Threshold;
 use ldpcov_proto::v1::{
     AdaptiveThreshold, BulkShrinkage, CentralMechanism, CentralRelease, CrossValidatedThreshold,
-    EstimateTarget, FactorModel, GetCollectionRequest, GetEstimateRequest, NoThreshold,
-    PrecisionParams, Seed001Threshold, SpectralLoss, SpectralShrinkage, ThresholdKind,
+    EstimateTarget, FactorModel, GetCollectionRequest, GetEstimateRequest, LdpNoiseThreshold,
+    NoThreshold, PrecisionParams, SpectralLoss, SpectralShrinkage, ThresholdKind,
     UniversalThreshold,
 };
 
@@ -50,7 +50,7 @@ pub(crate) struct Options {
     /// Soft instead of hard thresholding (for cv: only soft candidates).
     #[arg(long, env = "LDPCOV_SOFT")]
     soft: bool,
-    /// ξ of the seed 001 threshold.
+    /// ξ of the ldp-noise threshold.
     #[arg(long, env = "LDPCOV_XI", default_value_t = 0.0)]
     xi: f64,
     /// η of the entry-adaptive threshold.
@@ -77,7 +77,7 @@ pub(crate) struct Options {
     /// c of the universal threshold (multiple of the noise level).
     #[arg(long, env = "LDPCOV_C", default_value_t = 4.0)]
     c: f64,
-    /// Threshold the diagonal too (as seed 000 prints it).
+    /// Threshold the diagonal too (as Wang & Xu print it).
     #[arg(long, env = "LDPCOV_THRESHOLD_DIAGONAL")]
     threshold_diagonal: bool,
     /// For cv: the variables have no natural order (do not try banding or
@@ -181,9 +181,11 @@ enum Rule {
     Cv,
     /// Cai & Liu's entry-adaptive threshold (--eta).
     Adaptive,
-    /// Seed 001's LDP threshold with the 1/√n fixed (--xi).
-    Seed001,
-    /// Seed 000's universal threshold (--gamma, --c).
+    /// The heavy-tailed LDP threshold ξ√(log p/n) + 4σ_n√(log p) (--xi; `seed001`
+    /// is a hidden alias, its old name).
+    #[value(alias = "seed001")]
+    LdpNoise,
+    /// Wang & Xu's universal threshold (--gamma, --c).
     Universal,
     /// No threshold.
     None,
@@ -196,7 +198,7 @@ enum Rule {
 }
 
 /// `--release`.
-// The values are seed 002's mechanism names (gauss-cov, separate-cov, laplace-cov).
+// The values are Dong, Liang & Yi's mechanism names (gauss-cov, separate-cov, laplace-cov).
 #[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, ValueEnum)]
 enum ReleaseArg {
@@ -217,7 +219,7 @@ enum ReleaseArg {
     SeparateCovLaplace,
     /// Pure-DP AdaptiveCov (--release-epsilon; collections created with --norm-bins).
     AdaptiveCovLaplace,
-    /// Seed 004's compressed release ΦX, NOT differentially private
+    /// The compressed (random-projection) release ΦX, NOT differentially private
     /// (--compressed-rows; collections created with --allow-compressed-release).
     CompressedNotDp,
 }
@@ -257,7 +259,7 @@ impl Options {
                 eta: self.eta,
                 threshold_diagonal,
             })),
-            Some(Rule::Seed001) => Some(Threshold::Seed001(Seed001Threshold {
+            Some(Rule::LdpNoise) => Some(Threshold::LdpNoise(LdpNoiseThreshold {
                 xi: self.xi,
                 threshold_diagonal,
             })),
