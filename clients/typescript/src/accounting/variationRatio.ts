@@ -33,11 +33,11 @@ export const MAX_BATCH_SIZE = 1_000_000_000;
 /** Local ε0 above which no amplification is claimed. */
 export const MAX_AMPLIFIED_LOCAL_EPSILON = 100;
 /** Probability mass of the clone count left out of the window on each side (bounded and added to δ). */
-const NEGLECTED_MASS = 1e-30;
+export const NEGLECTED_MASS = 1e-30;
 /** {@link variationRatioEpsilon} leaves out this fraction of the target δ instead (at least {@link NEGLECTED_MASS}). */
-const NEGLECTED_FRACTION_OF_TARGET = 1e-9;
+export const NEGLECTED_FRACTION_OF_TARGET = 1e-9;
 /** Above the mean, the walk stops once a clone count's divergence is below this fraction of δ so far. */
-const UPPER_STOP_RELATIVE = 1e-12;
+export const UPPER_STOP_RELATIVE = 1e-12;
 /** Relative width of the final bracket of the bisection on ε. */
 export const RELATIVE_TOLERANCE = 1e-6;
 /** The bisection runs on `[ln(ε0·10⁻¹²), ln ε0]`. */
@@ -62,12 +62,13 @@ export function variationRatioDelta(eps0: number, n: number, eps: number): numbe
   if (!(Number.isFinite(eps0) && eps0 > 0) || !isCount(n) || n === 0 || Number.isNaN(eps) || eps < 0) return 1;
   if (eps >= eps0) return 0;
   if (eps0 > MAX_AMPLIFIED_LOCAL_EPSILON) return 1;
-  const law = new CloneLaw(eps0, Math.min(n, MAX_BATCH_SIZE), NEGLECTED_MASS);
+  const law = variationRatioLaw(eps0, Math.min(n, MAX_BATCH_SIZE), NEGLECTED_MASS);
   return deltaWithLaw(eps0, eps, law);
 }
 
-function deltaWithLaw(eps0: number, eps: number, law: CloneLaw): number {
-  const [estimate, errorBound] = new VariationRatioPair(eps0, eps).delta(law);
+/** δ(ε), or (with a finite `limit`) some value above `limit` as soon as δ(ε) is known to be. */
+function deltaWithLaw(eps0: number, eps: number, law: CloneLaw, limit = Infinity): number {
+  const [estimate, errorBound] = new VariationRatioPair(eps0, eps).delta(law, limit);
   return Math.min(estimate + errorBound, 1);
 }
 
@@ -83,8 +84,8 @@ export function variationRatioEpsilon(eps0: number, n: number, delta: number): n
   if (!(delta > 0 && delta < 1)) throw new AmplificationError(`delta ${delta} must lie strictly between 0 and 1`);
   if (eps0 > MAX_AMPLIFIED_LOCAL_EPSILON) return eps0;
   const neglected = Math.max(NEGLECTED_FRACTION_OF_TARGET * delta, NEGLECTED_MASS);
-  const law = new CloneLaw(eps0, Math.min(n, MAX_BATCH_SIZE), neglected);
-  const deltaAt = (eps: number) => (eps >= eps0 ? 0 : deltaWithLaw(eps0, eps, law));
+  const law = variationRatioLaw(eps0, Math.min(n, MAX_BATCH_SIZE), neglected);
+  const deltaAt = (eps: number) => (eps >= eps0 ? 0 : deltaWithLaw(eps0, eps, law, delta));
   const floor = eps0 * SMALLEST_RELATIVE_EPSILON;
   if (deltaAt(floor) <= delta) return deltaAt(0) <= delta ? 0 : floor;
   // Invariant: δ(e^lo) > delta ≥ δ(hiEps), hiEps = e^hi (δ(ε0) = 0).
@@ -104,8 +105,21 @@ export function variationRatioEpsilon(eps0: number, n: number, delta: number): n
   return Math.min(hiEps, eps0);
 }
 
-/** The law of the clone count `C ~ Bin(n − 1, 2/(e^ε0 + 1))` over the summed window, its probabilities kept. */
-class CloneLaw {
+/**
+ * The variation-ratio clone law, `C ~ Bin(n − 1, 2/(e^ε0 + 1))`: `p` and `q = 1 − p =
+ * tanh(ε0/2)` written with e^−ε0 only (no overflow, no cancellation at small ε0).
+ */
+function variationRatioLaw(eps0: number, n: number, neglectedMass: number): CloneLaw {
+  const eMinus = Math.exp(-eps0);
+  const onePlus = 1 + eMinus;
+  return new CloneLaw((2 * eMinus) / onePlus, -Math.expm1(-eps0) / onePlus, n, neglectedMass);
+}
+
+/**
+ * The law of the clone count `C ~ Bin(n − 1, p)` over the summed window, its
+ * probabilities kept (they do not depend on ε, so a bisection computes them once).
+ */
+export class CloneLaw {
   readonly trials: number;
   readonly p: number;
   readonly q: number;
@@ -121,14 +135,14 @@ class CloneLaw {
   readonly #pmfK: Float64Array;
   readonly #pmfV: Float64Array;
 
-  /** Requires `0 < eps0 ≤ 100` and `n ≥ 1`. */
-  constructor(eps0: number, n: number, neglectedMass: number) {
-    // 2/(e^ε0 + 1) and (e^ε0 − 1)/(e^ε0 + 1) with e^−ε0 only.
-    const eMinus = Math.exp(-eps0);
-    const onePlus = 1 + eMinus;
+  /**
+   * `C ~ Bin(n − 1, p)` (`q = 1 − p` given separately), its window leaving out at most
+   * `neglectedMass` on each side. Requires `n ≥ 1`.
+   */
+  constructor(p: number, q: number, n: number, neglectedMass: number) {
     this.trials = n - 1;
-    this.p = (2 * eMinus) / onePlus;
-    this.q = -Math.expm1(-eps0) / onePlus;
+    this.p = p;
+    this.q = q;
     this.mean = this.trials * this.p;
     const sd = Math.sqrt(this.mean * this.q);
     const step = Math.max(Math.ceil(sd), 1);
@@ -195,7 +209,12 @@ class VariationRatioPair {
   }
 
   /** δ(ε) as `[estimate, bound]`: the sum (left-out mass included) and its floating-point error bound. */
-  delta(law: CloneLaw): [number, number] {
+  /**
+   * With a finite `limit`, the walk stops as soon as what it has summed, plus its error
+   * bound, is above `limit`: every term is non-negative (and floating-point addition is
+   * monotone), so the whole sum is above it too, and that is all a bisection asks.
+   */
+  delta(law: CloneLaw, limit = Infinity): [number, number] {
     const n = law.trials;
     if (n === 0) return [this.a1, 0];
     const { lo, hi, mean } = law;
@@ -215,6 +234,7 @@ class VariationRatioPair {
       const kept = Math.max(value, 0);
       sum += w * kept;
       sumBound += w * (deltaC - kept);
+      if (total + sum + sumBound > limit) return [total + sum, sumBound];
       const stopEarly = c > mean && deltaC <= UPPER_STOP_RELATIVE * sum;
       if (c === hi || stopEarly) {
         // Above c every divergence is at most deltaC.
