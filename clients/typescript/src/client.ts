@@ -177,7 +177,11 @@ export interface AggregatorClientOptions {
   /** Sent as `authorization: Bearer <token>` with every call (a submit token for devices, the admin token for admin calls). */
   token?: string;
   retry?: RetryPolicy;
-  /** The privacy floor checked on every collection (default: ε ≤ 10, δ ≤ 10⁻³). */
+  /**
+   * The privacy floor checked on every collection, before any noise is drawn (default:
+   * ε ≤ 10, δ ≤ 10⁻³, shuffling not required; `shuffle` set: only shuffled collections
+   * meeting it, `ShufflePolicyViolationError` otherwise).
+   */
   policy?: PrivacyPolicy;
   /** Gives up on an attempt after this many milliseconds (a retryable `DEADLINE_EXCEEDED`). Default: none. */
   timeoutMs?: number;
@@ -264,7 +268,11 @@ export class AggregatorClient {
       this.#relay = createClient(Relay, relayTransport);
     }
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
-    this.#policy = { ...(options.policy ?? DEFAULT_PRIVACY_POLICY) };
+    const policy = options.policy ?? DEFAULT_PRIVACY_POLICY;
+    this.#policy = Object.freeze({
+      ...policy,
+      ...(policy.shuffle === undefined ? {} : { shuffle: Object.freeze({ ...policy.shuffle }) }),
+    });
     this.#timeoutMs = options.timeoutMs;
     this.#noise = options.noise ?? DiscreteGaussianSampler.fromOsRng();
     this.ledger = options.ledger;
@@ -274,7 +282,9 @@ export class AggregatorClient {
    * Fetches a collection's parameters, re-derives them locally from the spec and checks
    * them against the privacy policy. Throws `SpecError` if the server's derived
    * parameters (σ, grid, bounds) disagree with the local derivation — a server cannot
-   * lower the noise — and `PolicyViolationError` if ε or δ exceed the policy.
+   * lower the noise — `PolicyViolationError` if ε or δ exceed the policy, and
+   * `ShufflePolicyViolationError` if the policy requires shuffling the collection does
+   * not meet.
    */
   async collection(id: string): Promise<Collection> {
     const [params] = await this.#call("GetCollection", (o) => this.#client.getCollection({ collectionId: id }, o));

@@ -25,6 +25,7 @@ import {
   zcdpRhoForEpsilon,
 } from "./calibration.js";
 import { scalbn } from "./libm.js";
+import { shuffledEpsilon } from "./accounting/amplification.js";
 
 export const MAX_DIM = 4096;
 export const MAX_EPSILON = 100;
@@ -39,6 +40,42 @@ const SVEC_ROUNDING_MARGIN = 1 / 1024;
 const I32_MAX = 2147483647;
 /** The relative tolerance of `Collection::from_params`. */
 const PARAMS_TOLERANCE = 1e-12;
+
+/** Largest minimum batch size of a shuffled collection (`shuffle::MAX_MIN_BATCH_SIZE`). */
+export const MAX_MIN_BATCH_SIZE = 100_000_000;
+const MAX_BATCH_WINDOW_SECONDS = 31 * 86_400;
+const MIN_KEY_ROTATION_SECONDS = 60;
+const MAX_KEY_ROTATION_SECONDS = 366 * 86_400;
+const MAX_KEY_GRACE_ROTATIONS = 1000;
+
+/**
+ * A shuffled collection's settings as its spec states them (`ShuffleSettings`), checked
+ * as the Rust client checks a stored or received spec: every field in range as it is.
+ */
+export interface ShuffleSettings {
+  /** Fewest reports in a batch the aggregator accepts. */
+  readonly minBatchSize: number;
+  /** Shortest batch window of the relay, seconds. */
+  readonly batchWindowSeconds: number;
+  /** δ of the central guarantee. */
+  readonly centralDelta: number;
+  /** The HPKE key rotation period, seconds. */
+  readonly keyRotationSeconds: number;
+  /** Rotations a superseded key still opens reports for. */
+  readonly keyGraceRotations: number;
+}
+
+/**
+ * A shuffled collection's central guarantee as this device computes it
+ * (`ShuffledPrivacy`): from the spec's ε0, batch floor and central δ, never from a
+ * figure a server announces.
+ */
+export interface ShuffledPrivacy {
+  readonly minBatch: number;
+  readonly localEpsilon: number;
+  readonly centralEpsilon: number;
+  readonly centralDelta: number;
+}
 
 /** A spec the device cannot use, or a server whose parameters disagree with it. */
 export class SpecError extends Error {
@@ -63,6 +100,28 @@ export type Mechanism =
   | GaussianParams
   | { kind: "rank_one"; params: RankOneParams }
   | { kind: "raw_vector" };
+
+function shuffleSettings(spec: NonNullable<CollectionSpec["shuffle"]>): ShuffleSettings {
+  const range = (field: string, value: number | bigint, r: string) => new SpecError(`shuffle.${field} ${value} is outside ${r}`);
+  if (!(spec.minBatchSize >= 2n && spec.minBatchSize <= BigInt(MAX_MIN_BATCH_SIZE))) throw range("min_batch_size", spec.minBatchSize, "[2, 1e8]");
+  if (!(spec.batchWindowSeconds >= 1n && spec.batchWindowSeconds <= BigInt(MAX_BATCH_WINDOW_SECONDS))) {
+    throw range("batch_window_seconds", spec.batchWindowSeconds, "[1, 2678400]");
+  }
+  if (!(spec.centralDelta > 0 && spec.centralDelta < 1)) throw range("central_delta", spec.centralDelta, "(0, 1)");
+  if (!(spec.keyRotationSeconds >= BigInt(MIN_KEY_ROTATION_SECONDS) && spec.keyRotationSeconds <= BigInt(MAX_KEY_ROTATION_SECONDS))) {
+    throw range("key_rotation_seconds", spec.keyRotationSeconds, "[60, 31622400]");
+  }
+  if (!(spec.keyGraceRotations >= 1 && spec.keyGraceRotations <= MAX_KEY_GRACE_ROTATIONS)) {
+    throw range("key_grace_rotations", spec.keyGraceRotations, "[1, 1000]");
+  }
+  return Object.freeze({
+    minBatchSize: Number(spec.minBatchSize),
+    batchWindowSeconds: Number(spec.batchWindowSeconds),
+    centralDelta: spec.centralDelta,
+    keyRotationSeconds: Number(spec.keyRotationSeconds),
+    keyGraceRotations: spec.keyGraceRotations,
+  });
+}
 
 export function triangleLen(p: number): number {
   return (p * (p + 1)) / 2;
@@ -128,11 +187,47 @@ export class Collection {
     readonly encoding: Encoding,
     readonly mechanism: Mechanism,
     /**
-     * A shuffled collection (`CollectionSpec.shuffle` set, rank-one only): its reports
-     * are sealed to the collection's key and sent through a relay, never directly.
+     * A shuffled collection's settings (`CollectionSpec.shuffle` set, rank-one only):
+     * its reports are sealed to the collection's key and sent through a relay, never
+     * directly. `undefined` for a collection that is not shuffled.
      */
-    readonly shuffled: boolean = false,
+    readonly shuffle: ShuffleSettings | undefined = undefined,
   ) {}
+
+  /** Whether the collection is shuffled ({@link shuffle} set). */
+  get shuffled(): boolean {
+    return this.shuffle !== undefined;
+  }
+
+  #shuffledPrivacy: ShuffledPrivacy | null | undefined;
+
+  /**
+   * A shuffled collection's central guarantee at its minimum batch size
+   * (`Collection::shuffled_privacy`): the smaller of the variation-ratio and FMT21 bounds
+   * at the spec's ε0, batch floor and central δ, computed on first call (milliseconds; a
+   * few hundred at 10⁸ reports and small ε0) and kept. `undefined` for a collection that
+   * is not shuffled, or when no bound covers it.
+   */
+  shuffledPrivacy(): ShuffledPrivacy | undefined {
+    if (this.#shuffledPrivacy === undefined) {
+      const s = this.shuffle;
+      let privacy: ShuffledPrivacy | null = null;
+      if (s !== undefined && this.mechanism.kind === "rank_one") {
+        try {
+          privacy = Object.freeze({
+            minBatch: s.minBatchSize,
+            localEpsilon: this.epsilon,
+            centralEpsilon: shuffledEpsilon(this.epsilon, s.minBatchSize, s.centralDelta),
+            centralDelta: s.centralDelta,
+          });
+        } catch {
+          privacy = null;
+        }
+      }
+      this.#shuffledPrivacy = privacy;
+    }
+    return this.#shuffledPrivacy ?? undefined;
+  }
 
   /** Derives a collection from its spec (the stored path: unspecified fields keep their old meaning). */
   static fromSpec(spec: MessageInitShape<typeof CollectionSpecSchema> | CollectionSpec): Collection {
@@ -168,8 +263,11 @@ export class Collection {
     if (s.centre.length !== 0 && (s.centre.length !== dim || !s.centre.every(Number.isFinite))) {
       throw new SpecError("the centre must be empty or dim finite values");
     }
-    const shuffled = s.shuffle !== undefined;
-    if (shuffled && (central || !rankOne)) throw new SpecError("only a local rank-one collection can be shuffled");
+    let shuffle: ShuffleSettings | undefined;
+    if (s.shuffle !== undefined) {
+      if (central || !rankOne) throw new SpecError("only a local rank-one collection can be shuffled");
+      shuffle = shuffleSettings(s.shuffle);
+    }
     let mechanism: Mechanism;
     if (central) mechanism = { kind: "raw_vector" };
     else if (rankOne) {
@@ -178,7 +276,7 @@ export class Collection {
     } else {
       mechanism = calibrateGaussian(dim, hasMean, local === LocalMechanism.GAUSSIAN, epsilon, delta, encoding);
     }
-    return new Collection(s.collectionId, dim, epsilon, delta, clipRadius, [...s.centre], hasMean, encoding, mechanism, shuffled);
+    return new Collection(s.collectionId, dim, epsilon, delta, clipRadius, [...s.centre], hasMean, encoding, mechanism, shuffle);
   }
 
   /**

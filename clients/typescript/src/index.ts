@@ -5,7 +5,15 @@
  * `crypto.getRandomValues`, and sent over gRPC-Web with retries under the same report id.
  */
 
-export { Collection, SpecError, type Mechanism, type GaussianParams } from "./collection.js";
+export {
+  Collection,
+  SpecError,
+  MAX_MIN_BATCH_SIZE,
+  type Mechanism,
+  type GaussianParams,
+  type ShuffleSettings,
+  type ShuffledPrivacy,
+} from "./collection.js";
 export {
   Perturber,
   InputError,
@@ -36,7 +44,17 @@ export {
   pureDpRho,
   type RankOneParams,
 } from "./calibration.js";
-export { checkPolicy, DEFAULT_PRIVACY_POLICY, PolicyViolationError, type PrivacyPolicy } from "./policy.js";
+export {
+  checkPolicy,
+  checkShufflePolicy,
+  DEFAULT_PRIVACY_POLICY,
+  PolicyViolationError,
+  ShufflePolicyViolationError,
+  type PrivacyPolicy,
+  type ShufflePolicy,
+} from "./policy.js";
+export { AmplificationError, variationRatioDelta, variationRatioEpsilon } from "./accounting/variationRatio.js";
+export { fmt21Delta, fmt21Epsilon, shuffledEpsilon } from "./accounting/amplification.js";
 export {
   BudgetLedger,
   BudgetExceededError,
