@@ -14,30 +14,14 @@ import {
   Moments,
   PrivacyModel,
 } from "./gen/ldpcov/v1/ldpcov_pb.js";
-import {
-  analyticSigma,
-  type Cap,
-  pureDpRho,
-  type RankOneParams,
-  rankOneParams,
-  WIRE_STEP_BITS,
-  zcdpRho,
-  zcdpRhoForEpsilon,
-} from "./calibration.js";
-import { scalbn } from "./libm.js";
+import { type Cap, rankOneParams } from "./calibration.js";
+import { MAX_DIM, MAX_EPSILON, SpecError, triangleLen } from "./limits.js";
+import { GaussianMechanism, type Mechanism, RankOneMechanism, RawVectorMechanism } from "./mechanism/index.js";
 import { shuffledEpsilon } from "./accounting/amplification.js";
 
-export const MAX_DIM = 4096;
-export const MAX_EPSILON = 100;
-export const MEAN_WEIGHT = 0.5;
-const MIN_SIGMA_GRID = 16;
-const MAX_GRID_BITS = 24;
-const MIN_GRID_BITS = 8;
-const GRID_HEADROOM_SIGMAS = 50;
-const VALIDATION_SIGMAS = 7.53;
-const WIRE_CLAMP_SIGMAS = 6;
-const SVEC_ROUNDING_MARGIN = 1 / 1024;
-const I32_MAX = 2147483647;
+export { MAX_DIM, MAX_EPSILON, MEAN_WEIGHT, SpecError, triangleLen } from "./limits.js";
+export type { GaussianParams, Mechanism } from "./mechanism/index.js";
+
 /** The relative tolerance of `Collection::from_params`. */
 const PARAMS_TOLERANCE = 1e-12;
 
@@ -77,30 +61,6 @@ export interface ShuffledPrivacy {
   readonly centralDelta: number;
 }
 
-/** A spec the device cannot use, or a server whose parameters disagree with it. */
-export class SpecError extends Error {
-  override name = "SpecError";
-}
-
-/** The Gaussian report's calibrated parameters (`GaussianReport`). */
-export interface GaussianParams {
-  kind: "gaussian";
-  /** Off-diagonal factor: 1 (triu) or √2 (svec). */
-  factor: number;
-  svec: boolean;
-  gridBits: number;
-  sensitivity: number;
-  sigma: number;
-  maxAbsGridValue: bigint;
-  wireStep: bigint;
-  wireMax: bigint;
-}
-
-export type Mechanism =
-  | GaussianParams
-  | { kind: "rank_one"; params: RankOneParams }
-  | { kind: "raw_vector" };
-
 function shuffleSettings(spec: NonNullable<CollectionSpec["shuffle"]>): ShuffleSettings {
   const range = (field: string, value: number | bigint, r: string) => new SpecError(`shuffle.${field} ${value} is outside ${r}`);
   if (!(spec.minBatchSize >= 2n && spec.minBatchSize <= BigInt(MAX_MIN_BATCH_SIZE))) throw range("min_batch_size", spec.minBatchSize, "[2, 1e8]");
@@ -121,57 +81,6 @@ function shuffleSettings(spec: NonNullable<CollectionSpec["shuffle"]>): ShuffleS
     keyRotationSeconds: Number(spec.keyRotationSeconds),
     keyGraceRotations: spec.keyGraceRotations,
   });
-}
-
-export function triangleLen(p: number): number {
-  return (p * (p + 1)) / 2;
-}
-
-function calibrateGaussian(
-  dim: number,
-  hasMean: boolean,
-  svec: boolean,
-  epsilon: number,
-  delta: number,
-  encoding: Encoding,
-): GaussianParams {
-  const base = hasMean ? (2 + MEAN_WEIGHT * MEAN_WEIGHT) / Math.SQRT2 : Math.SQRT2;
-  const entries = (hasMean ? dim : 0) + triangleLen(dim);
-  const margin = svec ? 1 + SVEC_ROUNDING_MARGIN : 1;
-  for (let gridBits = MAX_GRID_BITS; gridBits >= MIN_GRID_BITS; gridBits--) {
-    const scale = 2 ** gridBits;
-    const sensitivity = base + (Math.sqrt(entries) / scale) * margin;
-    const sigma = analyticSigma(sensitivity, epsilon, delta);
-    const headroom = Math.ceil((1 + GRID_HEADROOM_SIGMAS * sigma) * scale);
-    if (sigma * scale < MIN_SIGMA_GRID) throw new SpecError(`epsilon ${epsilon} leaves too little noise`);
-    if (headroom <= I32_MAX) {
-      let wireStep: bigint;
-      let wireMax: bigint;
-      let bound: bigint;
-      if (encoding === Encoding.I16_LE || encoding === Encoding.I8) {
-        wireMax = encoding === Encoding.I8 ? 127n : 32767n;
-        const range = Math.ceil((1 + WIRE_CLAMP_SIGMAS * sigma) * scale);
-        wireStep = BigInt(Math.ceil(range / Number(wireMax)));
-        bound = wireStep * wireMax;
-      } else {
-        bound = BigInt(Math.ceil((1 + VALIDATION_SIGMAS * sigma) * scale));
-        wireStep = 1n;
-        wireMax = bound;
-      }
-      return {
-        kind: "gaussian",
-        factor: svec ? Math.SQRT2 : 1,
-        svec,
-        gridBits,
-        sensitivity,
-        sigma,
-        maxAbsGridValue: bound,
-        wireStep,
-        wireMax,
-      };
-    }
-  }
-  throw new SpecError(`(ε = ${epsilon}, δ = ${delta}) cannot be calibrated`);
 }
 
 /** A collection: its spec, with every parameter derived from it (`Collection::from_spec`). */
@@ -212,7 +121,7 @@ export class Collection {
     if (this.#shuffledPrivacy === undefined) {
       const s = this.shuffle;
       let privacy: ShuffledPrivacy | null = null;
-      if (s !== undefined && this.mechanism.kind === "rank_one") {
+      if (s !== undefined && this.mechanism.pureLocal) {
         try {
           privacy = Object.freeze({
             minBatch: s.minBatchSize,
@@ -269,12 +178,12 @@ export class Collection {
       shuffle = shuffleSettings(s.shuffle);
     }
     let mechanism: Mechanism;
-    if (central) mechanism = { kind: "raw_vector" };
+    if (central) mechanism = new RawVectorMechanism(hasMean);
     else if (rankOne) {
       const cap: Cap = hasMean ? "one_sided" : "symmetric";
-      mechanism = { kind: "rank_one", params: rankOneParams(dim, epsilon, cap) };
+      mechanism = new RankOneMechanism(dim, hasMean, rankOneParams(dim, epsilon, cap));
     } else {
-      mechanism = calibrateGaussian(dim, hasMean, local === LocalMechanism.GAUSSIAN, epsilon, delta, encoding);
+      mechanism = GaussianMechanism.calibrate(dim, hasMean, local === LocalMechanism.GAUSSIAN, epsilon, delta, encoding);
     }
     return new Collection(s.collectionId, dim, epsilon, delta, clipRadius, [...s.centre], hasMean, encoding, mechanism, shuffle);
   }
@@ -288,22 +197,7 @@ export class Collection {
     if (params.spec === undefined) throw new SpecError("the parameters carry no spec");
     const local = Collection.fromSpec(params.spec);
     const same = (a: number, b: number) => Math.abs(a - b) <= PARAMS_TOLERANCE * Math.max(Math.abs(a), Math.abs(b));
-    let rankOneAgrees = params.rankOne === undefined;
-    if (local.mechanism.kind === "rank_one") {
-      const p = local.mechanism.params;
-      const r = params.rankOne;
-      const step = scalbn(1, -WIRE_STEP_BITS);
-      rankOneAgrees =
-        r !== undefined &&
-        r.gammaUnits === p.gammaUnits &&
-        r.gamma === p.gamma &&
-        r.nominalEpsilon === p.nominalEpsilon &&
-        r.eta === p.eta &&
-        r.kappa === p.moments.kappa &&
-        r.meanScale === p.moments.meanScale &&
-        r.ditherVariance === (step * step) / 4 &&
-        r.expectedRounds === 1 / p.moments.acceptance;
-    }
+    const rankOneAgrees = local.mechanism.agreesWithRankOne(params.rankOne);
     const agrees =
       params.entries === local.entries &&
       params.gridBits === local.gridBits &&
@@ -330,14 +224,7 @@ export class Collection {
    * collection the ρ whose (ε, δ) conversion meets its spec.
    */
   get rho(): number {
-    switch (this.mechanism.kind) {
-      case "gaussian":
-        return zcdpRho(this.mechanism.sensitivity, this.mechanism.sigma);
-      case "rank_one":
-        return pureDpRho(this.epsilon);
-      case "raw_vector":
-        return zcdpRhoForEpsilon(this.epsilon, this.delta);
-    }
+    return this.mechanism.rho(this.epsilon, this.delta);
   }
 
   get isCentral(): boolean {
@@ -346,8 +233,7 @@ export class Collection {
 
   /** The mean block's weight: w = 1/2, or the rank-one mechanism's c (0 without a mean). */
   get meanWeight(): number {
-    if (!this.hasMean) return 0;
-    return this.mechanism.kind === "rank_one" ? this.mechanism.params.moments.meanScale : MEAN_WEIGHT;
+    return this.mechanism.meanWeight;
   }
 
   get meanEntries(): number {
@@ -356,8 +242,7 @@ export class Collection {
 
   /** Δ₀ (0 for the rank-one mechanism, whose privacy is not a sensitivity's). */
   get baseSensitivity(): number {
-    if (this.mechanism.kind === "rank_one") return 0;
-    return this.hasMean ? (2 + MEAN_WEIGHT * MEAN_WEIGHT) / Math.SQRT2 : Math.SQRT2;
+    return this.mechanism.baseSensitivity;
   }
 
   get entries(): number {
@@ -365,66 +250,31 @@ export class Collection {
   }
 
   get gridBits(): number {
-    switch (this.mechanism.kind) {
-      case "gaussian":
-        return this.mechanism.gridBits;
-      case "rank_one":
-        return 2 * WIRE_STEP_BITS;
-      case "raw_vector":
-        return 30;
-    }
+    return this.mechanism.gridBits;
   }
 
   get sigma(): number {
-    return this.mechanism.kind === "gaussian" ? this.mechanism.sigma : 0;
+    return this.mechanism.sigma;
   }
 
   /** σ in grid units, `σ·2^k`. */
   get sigmaGrid(): number {
-    return this.mechanism.kind === "gaussian" ? this.mechanism.sigma * 2 ** this.mechanism.gridBits : 0;
+    return this.mechanism.sigmaGrid;
   }
 
   get sensitivity(): number {
-    switch (this.mechanism.kind) {
-      case "gaussian":
-        return this.mechanism.sensitivity;
-      case "rank_one":
-        return 0;
-      case "raw_vector":
-        return this.baseSensitivity;
-    }
+    return this.mechanism.sensitivity;
   }
 
   get maxAbsGridValue(): bigint {
-    switch (this.mechanism.kind) {
-      case "gaussian":
-        return this.mechanism.maxAbsGridValue;
-      case "rank_one":
-        return 32767n * 32767n;
-      case "raw_vector":
-        return 1n << 30n;
-    }
+    return this.mechanism.maxAbsGridValue;
   }
 
   get wireStep(): bigint {
-    switch (this.mechanism.kind) {
-      case "gaussian":
-        return this.mechanism.wireStep;
-      case "rank_one":
-        return 1n << BigInt(WIRE_STEP_BITS);
-      case "raw_vector":
-        return 1n;
-    }
+    return this.mechanism.wireStep;
   }
 
   get wireMax(): bigint {
-    switch (this.mechanism.kind) {
-      case "gaussian":
-        return this.mechanism.wireMax;
-      case "rank_one":
-        return 32767n;
-      case "raw_vector":
-        return 1n << 15n;
-    }
+    return this.mechanism.wireMax;
   }
 }
