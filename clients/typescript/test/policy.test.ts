@@ -130,6 +130,32 @@ test("one report is the local guarantee; bad input", () => {
   assert.equal(variationRatioDelta(1, 100, -0.5), 1);
 });
 
+test("the returned epsilon is minimal to the tolerance, and corners stay in range", () => {
+  for (const [eps0, n, delta] of [
+    [0.5, 1_000, 1e-6],
+    [1, 10_000, 1e-6],
+    [4, 100_000, 1e-8],
+    [8, 1_000_000, 1e-6],
+    [12, 100_000_000, 1e-8],
+  ] as const) {
+    const eps = variationRatioEpsilon(eps0, n, delta);
+    assert.ok(eps < eps0 && variationRatioDelta(eps0, n, eps) <= delta, `${eps0} ${n} ${delta}`);
+    assert.ok(variationRatioDelta(eps0, n, eps / (1 + 2e-6)) > delta, `${eps0} ${n} ${delta}: not minimal`);
+  }
+  // ε0 from 10⁻³⁰⁰ to 10³⁰⁰, δ from 10⁻³⁰⁰ to nearly 1, batches beyond 10⁹ (computed as 10⁹).
+  for (const eps0 of [1e-300, 1e-6, 0.3, 99.9, 100.5, 700, 1e300]) {
+    for (const n of [2, 3, 17, 1e20]) {
+      for (const delta of [1e-300, 1e-30, 1e-6, 0.5, 0.999999]) {
+        if (n === 1e20 && eps0 < 10 && delta !== 1e-6) continue; // 10⁹ reports at small ε0: once is enough
+        const eps = variationRatioEpsilon(eps0, n, delta);
+        assert.ok(eps >= 0 && eps <= eps0 && variationRatioDelta(eps0, n, eps) <= delta, `${eps0} ${n} ${delta}: ${eps}`);
+        const combined = shuffledEpsilon(eps0, n, delta);
+        assert.ok(combined >= 0 && combined <= eps, `${eps0} ${n} ${delta}: ${combined}`);
+      }
+    }
+  }
+});
+
 test("n = 10^8 is computed in well under a second", () => {
   for (const eps0 of [1, 8]) {
     const start = performance.now();

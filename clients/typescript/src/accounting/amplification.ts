@@ -29,7 +29,7 @@ function fmt21Law(eps0: number, n: number, neglectedMass: number): CloneLaw {
 
 /** δ(ε) by FMT21's numerical bound (`fmt21_delta`): an upper bound, 0 for `eps ≥ eps0`, 1 outside the domain. */
 export function fmt21Delta(eps0: number, n: number, eps: number): number {
-  if (!(Number.isFinite(eps0) && eps0 > 0) || !Number.isSafeInteger(n) || n <= 0 || Number.isNaN(eps) || eps < 0) return 1;
+  if (!(Number.isFinite(eps0) && eps0 > 0) || !Number.isInteger(n) || n <= 0 || Number.isNaN(eps) || eps < 0) return 1;
   if (eps >= eps0) return 0;
   if (eps0 > MAX_AMPLIFIED_LOCAL_EPSILON) return 1;
   return fmt21DeltaWithLaw(eps0, eps, fmt21Law(eps0, Math.min(n, MAX_BATCH_SIZE), NEGLECTED_MASS));
@@ -42,7 +42,7 @@ function fmt21DeltaWithLaw(eps0: number, eps: number, law: CloneLaw, limit = Inf
 
 function checkArguments(eps0: number, n: number, delta: number): void {
   if (!(Number.isFinite(eps0) && eps0 > 0)) throw new AmplificationError(`local epsilon ${eps0} must be a positive finite number`);
-  if (!Number.isSafeInteger(n) || n < 2) throw new AmplificationError(`batch size ${n} must be at least 2 (a shuffled batch of one report hides nothing)`);
+  if (!Number.isInteger(n) || n < 2) throw new AmplificationError(`batch size ${n} must be at least 2 (a shuffled batch of one report hides nothing)`);
   if (!(delta > 0 && delta < 1)) throw new AmplificationError(`delta ${delta} must lie strictly between 0 and 1`);
 }
 

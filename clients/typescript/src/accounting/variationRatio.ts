@@ -49,7 +49,7 @@ export class AmplificationError extends RangeError {
 }
 
 function isCount(n: number): boolean {
-  return Number.isSafeInteger(n) && n >= 0;
+  return Number.isInteger(n) && n >= 0;
 }
 
 /**
