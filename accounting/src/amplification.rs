@@ -63,10 +63,7 @@
 
 use thiserror::Error;
 
-use crate::binomial::{
-    NEGLIGIBLE_ERROR, PMF_RELATIVE_ERROR, REANCHOR_RELATIVE, binomial_pmf, binomial_tail_bound,
-    half_binomial_pmf, half_binomial_upper_tail,
-};
+use crate::clones::{CloneLaw, delta_with_law};
 
 /// Width of the final bracket of [`fmt21_epsilon`]'s bisection: the returned ε is at
 /// most this much above the smallest ε with δ(ε) ≤ δ (and never below it).
@@ -153,9 +150,11 @@ fn delta_upper_bound(eps0: f64, n: u64, eps: f64, neglected_mass: f64) -> f64 {
     if eps0 > MAX_AMPLIFIED_LOCAL_EPSILON {
         return 1.0;
     }
-    let (estimate, error_bound) =
-        Clones::new(eps0, n.min(MAX_BATCH_SIZE), eps).delta(neglected_mass);
-    (estimate + error_bound).min(1.0)
+    delta_with_law(
+        eps0,
+        eps,
+        &mut clone_law(eps0, n.min(MAX_BATCH_SIZE), neglected_mass),
+    )
 }
 
 /// The central ε of `n` shuffled reports of a pure `eps0`-LDP randomizer at `delta`:
@@ -288,145 +287,15 @@ pub fn analytic_epsilon(eps0: f64, n: u64, delta: f64) -> Option<f64> {
     Some(((0.5 * eps0).tanh() * x).ln_1p())
 }
 
-/// One evaluation of δ(ε): the constants of the pair `(P_c, Q_c)` and the law of `C`.
-struct Clones {
-    /// Trials of `C ~ Bin(trials, p)`: `n − 1`.
-    trials: u64,
-    /// `p = e^−ε0` and `q = 1 − p`.
-    p: f64,
-    q: f64,
-    /// `θ`: `P_c(k)/Q_c(k) > e^ε` iff `k > θ(c + 1)`.
-    theta: f64,
-    /// `δ_c = a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m]`, with `a1 = α − e^ε(1 − α)` and
-    /// `a2 = e^ε·α − (1 − α)`; `a1` is also `δ_0`, the largest divergence.
-    a1: f64,
-    a2: f64,
-}
-
-impl Clones {
-    /// Requires `0 ≤ eps < eps0 ≤ MAX_AMPLIFIED_LOCAL_EPSILON` and `n ≥ 1`.
-    fn new(eps0: f64, n: u64, eps: f64) -> Self {
-        let p = (-eps0).exp();
-        let q = -(-eps0).exp_m1();
-        // Written without e^ε0 so that nothing overflows and nothing cancels at small ε0:
-        // 1 + e^−ε0 = 1/α, e^ε − e^−ε0 = expm1(ε) − expm1(−ε0) (a sum of two non-negative
-        // numbers), 1 − e^{ε−ε0} = −expm1(ε − ε0).
-        let one_plus_p = 1.0 + p;
-        let e_minus_p = eps.exp_m1() - (-eps0).exp_m1();
-        Clones {
-            trials: n - 1,
-            p,
-            q,
-            theta: e_minus_p / (q * (1.0 + eps.exp())),
-            a1: -(eps - eps0).exp_m1() / one_plus_p,
-            a2: e_minus_p / one_plus_p,
-        }
-    }
-
-    /// The first `k` with `P_c(k) > e^ε·Q_c(k)`, in `[1, c + 1]`.
-    fn threshold(&self, c: u64) -> u64 {
-        let m = (self.theta * (c + 1) as f64).floor() as u64 + 1;
-        m.clamp(1, c + 1)
-    }
-
-    /// `Pr[C = c]`.
-    fn clone_pmf(&self, c: u64) -> f64 {
-        binomial_pmf(c, self.trials, self.p, self.q)
-    }
-
-    /// Chernoff bound on `Pr[C ≤ k]` (`k` below the mean) or `Pr[C ≥ k]` (above it):
-    /// `exp(−(n−1)·KL(k/(n−1) ‖ p))`.
-    fn clone_tail_bound(&self, k: u64) -> f64 {
-        binomial_tail_bound(k, self.trials, self.p, self.q)
-    }
-
-    /// δ(ε) as `(estimate, bound)`: the sum with each clone count's divergence as
-    /// computed (the left-out mass included), and a bound on the floating-point error
-    /// of that sum, which [`fmt21_delta`] adds.
-    fn delta(&self, neglected_mass: f64) -> (f64, f64) {
-        let n = self.trials;
-        if n == 0 {
-            return (self.a1, 0.0);
-        }
-        let mean = n as f64 * self.p;
-        let sd = (mean * self.q).sqrt();
-        let step = (sd.ceil() as u64).max(1);
-        // The window: from ±6 sd, widened until the mass outside it is negligible.
-        let mut lo = (mean - 6.0 * sd).floor().max(0.0) as u64;
-        while lo > 0 && self.clone_tail_bound(lo - 1) > neglected_mass {
-            lo = lo.saturating_sub(step);
-        }
-        let mut hi = ((mean + 6.0 * sd).ceil() as u64).min(n);
-        while hi < n && self.clone_tail_bound(hi + 1) > neglected_mass {
-            hi = (hi + step).min(n);
-        }
-        // Below the window every divergence is at most δ_0 = a1.
-        let mut total = if lo > 0 {
-            self.a1 * self.clone_tail_bound(lo - 1)
-        } else {
-            0.0
-        };
-        let mut sum = 0.0;
-        let mut sum_bound = 0.0;
-        let mut c = lo;
-        let mut m = self.threshold(c);
-        // tail = Pr[Bin(c, ½) ≥ m] and err a bound on its absolute error, summed directly
-        // here and whenever the recurrence's error grows past 10⁻⁹ of the tail.
-        let (mut tail, mut err) = half_binomial_upper_tail(m, c);
-        // pmf_m1 = Pr[Bin(c, ½) = m − 1].
-        let mut pmf_m1 = half_binomial_pmf(m - 1, c);
-        loop {
-            // δ_c = a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m], plus a bound on its error (the
-            // tail's, the pmf's and this line's rounding), so that it stays an upper bound
-            // where the two terms nearly cancel.
-            let value = self.a1 * (tail + pmf_m1) - self.a2 * tail;
-            let bound = (self.a1 + self.a2) * err
-                + PMF_RELATIVE_ERROR * self.a1 * pmf_m1
-                + 4.0 * f64::EPSILON * (self.a1 * (tail + pmf_m1) + self.a2 * tail);
-            let delta_c = (value + bound).clamp(0.0, 1.0);
-            let w = self.clone_pmf(c);
-            sum += w * value.max(0.0);
-            sum_bound += w * (delta_c - value.max(0.0));
-            let stop_early = c as f64 > mean && delta_c <= UPPER_STOP_RELATIVE * sum;
-            if c == hi || stop_early {
-                // Above c every divergence is at most delta_c.
-                if c < n {
-                    total += delta_c * self.clone_tail_bound(c + 1);
-                }
-                break;
-            }
-            // Step to c + 1: Pr[Bin(c+1, ½) ≥ m] = Pr[Bin(c, ½) ≥ m] + ½·Pr[Bin(c, ½) = m − 1].
-            tail += 0.5 * pmf_m1;
-            err += f64::EPSILON * tail + PMF_RELATIVE_ERROR * 0.5 * pmf_m1;
-            c += 1;
-            let next = self.threshold(c);
-            debug_assert!(next == m || next == m + 1);
-            if next > m {
-                // Pr[Bin(c, ½) = m] leaves the tail and is the new pmf at m' − 1.
-                pmf_m1 = half_binomial_pmf(m, c);
-                err += f64::EPSILON * tail + PMF_RELATIVE_ERROR * pmf_m1;
-                tail -= pmf_m1;
-                m = next;
-            } else {
-                pmf_m1 = half_binomial_pmf(m - 1, c);
-            }
-            // The subtraction keeps the absolute error while the tail shrinks; once it
-            // is no longer small against the tail, sum the tail afresh. This happens
-            // only where the tail falls fast with c, i.e. far out, where the direct sum
-            // has few terms.
-            // (Not where even the whole error bound, which is added, is negligible: far
-            // out in the window the tails are subnormal.)
-            if err > REANCHOR_RELATIVE * tail && (self.a1 + self.a2) * err > NEGLIGIBLE_ERROR {
-                (tail, err) = half_binomial_upper_tail(m, c);
-            }
-        }
-        (total + sum, sum_bound)
-    }
+/// FMT21's law of the clone count: `C ~ Bin(n − 1, e^−ε0)`.
+fn clone_law(eps0: f64, n: u64, neglected_mass: f64) -> CloneLaw {
+    CloneLaw::new((-eps0).exp(), -(-eps0).exp_m1(), n, neglected_mass)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clones::ClonePair;
 
     /// The inverse is the bound's own inverse: the ε0 it returns meets the target, and
     /// one tolerance step above it does not (else the bisection stopped early); below
@@ -461,25 +330,6 @@ mod tests {
         assert_eq!(local_epsilon_for(3.0, 10, 1e-6, 2.0).unwrap(), 2.0);
         assert!(local_epsilon_for(0.0, 10, 1e-6, 2.0).is_err());
         assert!(local_epsilon_for(f64::NAN, 10, 1e-6, 2.0).is_err());
-    }
-
-    #[test]
-    fn binomial_pmf_matches_exact_values() {
-        // Exact small cases: C(10, 3)/2^10 and C(20, 7)·0.3^7·0.7^13.
-        let got = binomial_pmf(3, 10, 0.5, 0.5);
-        assert!((got - 120.0 / 1024.0).abs() <= 1e-15, "{got}");
-        let want = 77_520.0 * 0.3f64.powi(7) * 0.7f64.powi(13);
-        let got = binomial_pmf(7, 20, 0.3, 0.7);
-        assert!((got / want - 1.0).abs() <= 1e-13, "{got} vs {want}");
-        // The pmf sums to one at a large n (Bin(10⁶, ½), ±40 sd).
-        let c = 1_000_000u64;
-        let s: f64 = (480_000..=520_000).map(|k| half_binomial_pmf(k, c)).sum();
-        assert!((s - 1.0).abs() <= 1e-12, "{s}");
-        // Symmetry at n = 10⁸, where ln Γ would have lost 8 digits.
-        let n = 100_000_000u64;
-        let a = half_binomial_pmf(n / 2 - 3_000, n);
-        let b = half_binomial_pmf(n / 2 + 3_000, n);
-        assert!((a / b - 1.0).abs() <= 1e-13, "{a} {b}");
     }
 
     #[test]
@@ -532,7 +382,8 @@ mod tests {
         // times the cancellation between the two tails), and the bound, added to the
         // estimate to make the result an upper bound, is a small part of it.
         for &(eps0, n, eps, py) in REFERENCE_DELTA {
-            let (estimate, bound) = Clones::new(eps0, n, eps).delta(NEGLECTED_MASS);
+            let (estimate, bound) =
+                ClonePair::new(eps0, eps).delta(&mut clone_law(eps0, n, NEGLECTED_MASS));
             assert!(
                 (estimate - py).abs() <= bound + 1e-11 * py,
                 "ε0 {eps0} n {n} ε {eps}: δ {estimate} ± {bound}, reference {py}"

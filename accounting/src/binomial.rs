@@ -119,3 +119,27 @@ pub(crate) fn binomial_tail_bound(k: u64, trials: u64, p: f64, q: f64) -> f64 {
     let x = k as f64;
     (-(bd0(x, n * p) + bd0(n - x, n * q))).exp().min(1.0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binomial_pmf_matches_exact_values() {
+        // Exact small cases: C(10, 3)/2^10 and C(20, 7)·0.3^7·0.7^13.
+        let got = binomial_pmf(3, 10, 0.5, 0.5);
+        assert!((got - 120.0 / 1024.0).abs() <= 1e-15, "{got}");
+        let want = 77_520.0 * 0.3f64.powi(7) * 0.7f64.powi(13);
+        let got = binomial_pmf(7, 20, 0.3, 0.7);
+        assert!((got / want - 1.0).abs() <= 1e-13, "{got} vs {want}");
+        // The pmf sums to one at a large n (Bin(10⁶, ½), ±40 sd).
+        let c = 1_000_000u64;
+        let s: f64 = (480_000..=520_000).map(|k| half_binomial_pmf(k, c)).sum();
+        assert!((s - 1.0).abs() <= 1e-12, "{s}");
+        // Symmetry at n = 10⁸, where ln Γ would have lost 8 digits.
+        let n = 100_000_000u64;
+        let a = half_binomial_pmf(n / 2 - 3_000, n);
+        let b = half_binomial_pmf(n / 2 + 3_000, n);
+        assert!((a / b - 1.0).abs() <= 1e-13, "{a} {b}");
+    }
+}

@@ -27,4 +27,5 @@
 pub mod amplification;
 mod binomial;
 pub mod calibration;
+mod clones;
 pub mod variation_ratio;

@@ -91,12 +91,9 @@
 
 use crate::amplification::{
     AmplificationError, MAX_AMPLIFIED_LOCAL_EPSILON, MAX_BATCH_SIZE, NEGLECTED_FRACTION_OF_TARGET,
-    NEGLECTED_MASS, UPPER_STOP_RELATIVE,
+    NEGLECTED_MASS,
 };
-use crate::binomial::{
-    NEGLIGIBLE_ERROR, PMF_RELATIVE_ERROR, REANCHOR_RELATIVE, binomial_pmf, binomial_tail_bound,
-    half_binomial_pmf, half_binomial_upper_tail,
-};
+use crate::clones::{CloneLaw, delta_with_law};
 
 /// Relative width of the final bracket of [`variation_ratio_epsilon`]'s bisection: the
 /// returned ε is at most `1 + 10⁻⁶` times the smallest ε with δ(ε) ≤ δ (and never below
@@ -128,15 +125,8 @@ pub fn variation_ratio_delta(eps0: f64, n: u64, eps: f64) -> f64 {
     if eps0 > MAX_AMPLIFIED_LOCAL_EPSILON {
         return 1.0;
     }
-    let mut law = CloneLaw::new(eps0, n.min(MAX_BATCH_SIZE), NEGLECTED_MASS);
+    let mut law = clone_law(eps0, n.min(MAX_BATCH_SIZE), NEGLECTED_MASS);
     delta_with_law(eps0, eps, &mut law)
-}
-
-/// δ(ε) for `0 ≤ eps < eps0 ≤ MAX_AMPLIFIED_LOCAL_EPSILON` with the law of `C` given:
-/// the estimate plus its error bound, capped at 1.
-fn delta_with_law(eps0: f64, eps: f64, law: &mut CloneLaw) -> f64 {
-    let (estimate, error_bound) = VariationRatioPair::new(eps0, eps).delta(law);
-    (estimate + error_bound).min(1.0)
 }
 
 /// Smallest ε (to within a relative tolerance of 1e-6, always rounded up, never
@@ -167,7 +157,7 @@ pub fn variation_ratio_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, Amp
     }
     // The law of C (and its probabilities, as they are computed) serves every step.
     let neglected = (NEGLECTED_FRACTION_OF_TARGET * delta).max(NEGLECTED_MASS);
-    let mut law = CloneLaw::new(eps0, n.min(MAX_BATCH_SIZE), neglected);
+    let mut law = clone_law(eps0, n.min(MAX_BATCH_SIZE), neglected);
     let mut delta_at = |eps: f64| {
         if eps >= eps0 {
             0.0
@@ -197,192 +187,24 @@ pub fn variation_ratio_epsilon(eps0: f64, n: u64, delta: f64) -> Result<f64, Amp
     Ok(hi_eps.min(eps0))
 }
 
-/// The law of the clone count `C ~ Bin(n − 1, 2/(e^ε0 + 1))` over the window of clone
-/// counts that is summed, with its probabilities computed on first use and kept: they do
-/// not depend on ε, so [`variation_ratio_epsilon`]'s bisection computes them once.
-struct CloneLaw {
-    /// Trials of `C ~ Bin(trials, p)`: `n − 1`.
-    trials: u64,
-    /// The clone probability `p = 2r = 2/(e^ε0 + 1)` and `q = 1 − p = tanh(ε0/2)`.
-    p: f64,
-    q: f64,
-    /// The mean of `C`.
-    mean: f64,
-    /// The window `[lo, hi]`: the mass of `C` outside it is at most the neglected mass on
-    /// each side (bounded by [`CloneLaw::tail_bound`]).
-    lo: u64,
-    hi: u64,
-    /// `Pr[C = lo + i]` for the `i` computed so far.
-    weights: Vec<f64>,
-}
-
-impl CloneLaw {
-    /// Requires `0 < eps0 ≤ MAX_AMPLIFIED_LOCAL_EPSILON` and `n ≥ 1`.
-    fn new(eps0: f64, n: u64, neglected_mass: f64) -> Self {
-        // 2/(e^ε0 + 1) and (e^ε0 − 1)/(e^ε0 + 1) with e^−ε0 only (no overflow, and no
-        // cancellation at small ε0).
-        let e_minus = (-eps0).exp();
-        let one_plus = 1.0 + e_minus;
-        let trials = n - 1;
-        let p = 2.0 * e_minus / one_plus;
-        let q = -(-eps0).exp_m1() / one_plus;
-        let mean = trials as f64 * p;
-        let mut law = CloneLaw {
-            trials,
-            p,
-            q,
-            mean,
-            lo: 0,
-            hi: trials,
-            weights: Vec::new(),
-        };
-        let sd = (mean * q).sqrt();
-        let step = (sd.ceil() as u64).max(1);
-        // The window: from ±6 sd, widened until the mass outside it is negligible.
-        let mut lo = (mean - 6.0 * sd).floor().max(0.0) as u64;
-        while lo > 0 && law.tail_bound(lo - 1) > neglected_mass {
-            lo = lo.saturating_sub(step);
-        }
-        let mut hi = ((mean + 6.0 * sd).ceil() as u64).min(trials);
-        while hi < trials && law.tail_bound(hi + 1) > neglected_mass {
-            hi = (hi + step).min(trials);
-        }
-        law.lo = lo;
-        law.hi = hi;
-        law
-    }
-
-    /// `Pr[C = c]` for `c` in the window, computed once (the walk visits the window from
-    /// its low end upwards, so the cache grows one entry at a time).
-    fn weight(&mut self, c: u64) -> f64 {
-        let i = (c - self.lo) as usize;
-        if let Some(&w) = self.weights.get(i) {
-            return w;
-        }
-        let w = binomial_pmf(c, self.trials, self.p, self.q);
-        if i == self.weights.len() {
-            self.weights.push(w);
-        }
-        w
-    }
-
-    /// Chernoff bound on `Pr[C ≤ k]` (`k` below the mean) or `Pr[C ≥ k]` (above it):
-    /// `exp(−(n−1)·KL(k/(n−1) ‖ p))`.
-    fn tail_bound(&self, k: u64) -> f64 {
-        binomial_tail_bound(k, self.trials, self.p, self.q)
-    }
-}
-
-/// The pair `(P_c, Q_c)` at one ε: what one evaluation of δ(ε) needs besides the law of
-/// `C`.
-struct VariationRatioPair {
-    /// `θ`: `P_c(k)/Q_c(k) > e^ε` iff `k > θ(c + 1)`.
-    theta: f64,
-    /// `δ_c = a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m] = a1·Pr[A = m − 1] − e1·Pr[A ≥ m]`, with
-    /// `a1 = (e^ε0 − e^ε)/(1 + e^ε0)`, `a2 = (e^{ε0+ε} − 1)/(1 + e^ε0)` and
-    /// `e1 = a2 − a1 = e^ε − 1`; `a1` is also `δ_0`, the largest divergence.
-    a1: f64,
-    e1: f64,
-}
-
-impl VariationRatioPair {
-    /// Requires `0 ≤ eps < eps0 ≤ MAX_AMPLIFIED_LOCAL_EPSILON`.
-    fn new(eps0: f64, eps: f64) -> Self {
-        // Written with e^−ε0 only, so that nothing overflows and nothing cancels at small
-        // ε0: 1 + e^−ε0 = 1/α', 1 − e^−ε0 = −expm1(−ε0), e^ε − e^−ε0 = expm1(ε) −
-        // expm1(−ε0) (a sum of two non-negative numbers), 1 − e^{ε−ε0} = −expm1(ε − ε0).
-        let one_plus = 1.0 + (-eps0).exp();
-        let one_minus = -(-eps0).exp_m1();
-        let e_minus_p = eps.exp_m1() - (-eps0).exp_m1();
-        VariationRatioPair {
-            theta: e_minus_p / (one_minus * (1.0 + eps.exp())),
-            a1: -(eps - eps0).exp_m1() / one_plus,
-            e1: eps.exp_m1(),
-        }
-    }
-
-    /// The first `k` with `P_c(k) > e^ε·Q_c(k)`, in `[1, c + 1]`.
-    fn threshold(&self, c: u64) -> u64 {
-        let m = (self.theta * (c + 1) as f64).floor() as u64 + 1;
-        m.clamp(1, c + 1)
-    }
-
-    /// δ(ε) as `(estimate, bound)`: the sum with each clone count's divergence as computed
-    /// (the left-out mass included), and a bound on the floating-point error of that sum,
-    /// which [`variation_ratio_delta`] adds.
-    fn delta(&self, law: &mut CloneLaw) -> (f64, f64) {
-        let n = law.trials;
-        if n == 0 {
-            return (self.a1, 0.0);
-        }
-        let (lo, hi, mean) = (law.lo, law.hi, law.mean);
-        // Below the window every divergence is at most δ_0 = a1.
-        let mut total = if lo > 0 {
-            self.a1 * law.tail_bound(lo - 1)
-        } else {
-            0.0
-        };
-        let mut sum = 0.0;
-        let mut sum_bound = 0.0;
-        let mut c = lo;
-        let mut m = self.threshold(c);
-        // tail = Pr[Bin(c, ½) ≥ m] and err a bound on its absolute error, summed directly
-        // here and whenever the recurrence's error grows past 10⁻⁹ of the tail.
-        let (mut tail, mut err) = half_binomial_upper_tail(m, c);
-        // pmf_m1 = Pr[Bin(c, ½) = m − 1].
-        let mut pmf_m1 = half_binomial_pmf(m - 1, c);
-        loop {
-            // δ_c = a1·Pr[A = m − 1] − e1·Pr[A ≥ m], plus a bound on its error (the
-            // tail's, the pmf's and this line's rounding), so that it stays an upper bound
-            // where the two terms nearly cancel. (This form, rather than
-            // a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m], cancels less and weighs the tail's error by
-            // e^ε − 1 instead of a1 + a2; at ε = 0 it is the total variation, a1·Pr[A = m − 1].)
-            let value = self.a1 * pmf_m1 - self.e1 * tail;
-            let bound = self.e1 * err
-                + PMF_RELATIVE_ERROR * self.a1 * pmf_m1
-                + 4.0 * f64::EPSILON * (self.a1 * pmf_m1 + self.e1 * tail);
-            let delta_c = (value + bound).clamp(0.0, 1.0);
-            let w = law.weight(c);
-            sum += w * value.max(0.0);
-            sum_bound += w * (delta_c - value.max(0.0));
-            let stop_early = c as f64 > mean && delta_c <= UPPER_STOP_RELATIVE * sum;
-            if c == hi || stop_early {
-                // Above c every divergence is at most delta_c.
-                if c < n {
-                    total += delta_c * law.tail_bound(c + 1);
-                }
-                break;
-            }
-            // Step to c + 1: Pr[Bin(c+1, ½) ≥ m] = Pr[Bin(c, ½) ≥ m] + ½·Pr[Bin(c, ½) = m − 1].
-            tail += 0.5 * pmf_m1;
-            err += f64::EPSILON * tail + PMF_RELATIVE_ERROR * 0.5 * pmf_m1;
-            c += 1;
-            let next = self.threshold(c);
-            debug_assert!(next == m || next == m + 1);
-            if next > m {
-                // Pr[Bin(c, ½) = m] leaves the tail and is the new pmf at m' − 1.
-                pmf_m1 = half_binomial_pmf(m, c);
-                err += f64::EPSILON * tail + PMF_RELATIVE_ERROR * pmf_m1;
-                tail -= pmf_m1;
-                m = next;
-            } else {
-                pmf_m1 = half_binomial_pmf(m - 1, c);
-            }
-            // The subtraction keeps the absolute error while the tail shrinks; once it is
-            // no longer small against the tail, sum the tail afresh (only where the tail
-            // falls fast with c, i.e. far out, where the direct sum has few terms), unless
-            // even the whole error bound, which is added, is negligible.
-            if err > REANCHOR_RELATIVE * tail && self.e1 * err > NEGLIGIBLE_ERROR {
-                (tail, err) = half_binomial_upper_tail(m, c);
-            }
-        }
-        (total + sum, sum_bound)
-    }
+/// The variation-ratio bound's law of the clone count: `C ~ Bin(n − 1, 2/(e^ε0 + 1))`,
+/// with `2/(e^ε0 + 1)` and `1 − 2/(e^ε0 + 1) = tanh(ε0/2)` written with `e^−ε0` only (no
+/// overflow, and no cancellation at small ε0).
+fn clone_law(eps0: f64, n: u64, neglected_mass: f64) -> CloneLaw {
+    let e_minus = (-eps0).exp();
+    let one_plus = 1.0 + e_minus;
+    CloneLaw::new(
+        2.0 * e_minus / one_plus,
+        -(-eps0).exp_m1() / one_plus,
+        n,
+        neglected_mass,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clones::ClonePair;
 
     /// The paper's values for a generic ε0-LDP randomizer at δ = 10⁻⁸ (upper bound 0.383,
     /// lower bound 0.381 at ε0 = 8, n = 10⁶; 0.449 and 0.447 at ε0 = 6, n = 10⁵). For this
@@ -568,8 +390,9 @@ mod tests {
     /// (the paper's Theorem 4.8 in its general `(p, β, q)` form, third share included,
     /// with scipy's incomplete-beta binomial tails at every clone count and bisection on
     /// ε itself to a relative 10⁻⁹), over ε0 ∈ {1, 2, 4, 6, 8, 9.37, 10, 12, 14, 16},
-    /// n ∈ {10³, 10⁵, 10⁶, 10⁷, 10⁸} and δ ∈ {10⁻⁶, 10⁻⁸, 1/(10n)}, where the bound
-    /// amplifies (and a few points where it does not: ε = ε0 in both).
+    /// n ∈ {10³, 10⁵, 10⁶, 10⁷, 10⁸} and δ ∈ {10⁻⁶, 10⁻⁸, 1/(10n)}: every point but
+    /// those where the reference returns ε0 itself (one of them kept), so including
+    /// points that hardly amplify, where ours may return ε0 (agreeing to 10⁻⁶).
     ///
     /// Tolerance: a relative 10⁻⁴. Ours stops its bisection at a bracket of relative
     /// width 10⁻⁶ ([`RELATIVE_TOLERANCE`]) and returns its upper end, and its δ carries a
@@ -806,8 +629,8 @@ mod tests {
                     // its floating-point error, so it is never below the definition's value
                     // (up to that sum's own rounding) and at most 10⁻⁸ above it (where δ
                     // comes from heavy cancellation between the two tails of δ_c).
-                    let mut law = CloneLaw::new(eps0, n, NEGLECTED_MASS);
-                    let (estimate, bound) = VariationRatioPair::new(eps0, eps).delta(&mut law);
+                    let mut law = clone_law(eps0, n, NEGLECTED_MASS);
+                    let (estimate, bound) = ClonePair::new(eps0, eps).delta(&mut law);
                     assert!(
                         (estimate / pq - 1.0).abs() <= 1e-9,
                         "ε0 {eps0} n {n} ε {eps}: {estimate} vs {pq} by definition"
@@ -1001,18 +824,5 @@ mod tests {
         // Past the amplified range: nothing is claimed, ε = ε0.
         assert_eq!(variation_ratio_delta(150.0, 1_000_000, 10.0), 1.0);
         assert_eq!(variation_ratio_epsilon(150.0, 1_000_000, 1e-6), Ok(150.0));
-    }
-
-    /// The copied helpers, as in amplification.rs's own test.
-    #[test]
-    fn binomial_pmf_matches_exact_values() {
-        let got = binomial_pmf(3, 10, 0.5, 0.5);
-        assert!((got - 120.0 / 1024.0).abs() <= 1e-15, "{got}");
-        let want = 77_520.0 * 0.3f64.powi(7) * 0.7f64.powi(13);
-        let got = binomial_pmf(7, 20, 0.3, 0.7);
-        assert!((got / want - 1.0).abs() <= 1e-13, "{got} vs {want}");
-        let c = 1_000_000u64;
-        let s: f64 = (480_000..=520_000).map(|k| half_binomial_pmf(k, c)).sum();
-        assert!((s - 1.0).abs() <= 1e-12, "{s}");
     }
 }

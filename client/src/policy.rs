@@ -226,26 +226,11 @@ mod shuffle_tests {
             ..PrivacyPolicy::default()
         };
         // Stored specs (from_spec) are not held to create's δ rule: a device is.
-        let c = Collection::from_spec(&CollectionSpec {
-            collection_id: "shuffled".into(),
-            dim: 5,
-            epsilon: 8.0,
-            delta: 0.0,
-            clip_radius: 1.0,
-            min_reports: 1,
-            local_mechanism: LocalMechanism::RankOne as i32,
-            encoding: ldpcov_proto::v1::Encoding::I16Le as i32,
-            moments: ldpcov_proto::v1::Moments::SecondMoment as i32,
-            shuffle: Some(ShuffleSpec {
-                min_batch_size: 1_000_000,
-                batch_window_seconds: 3600,
-                central_delta: 1e-6,
-                key_rotation_seconds: 86_400,
-                key_grace_rotations: 7,
-            }),
-            ..Default::default()
-        })
-        .expect("a stored spec");
+        let mut spec = rank_one(batches_of(1_000_000)).spec();
+        if let Some(shuffle) = spec.shuffle.as_mut() {
+            shuffle.central_delta = 1e-6;
+        }
+        let c = Collection::from_spec(&spec).expect("a stored spec");
         assert!(reason(&policy, &c).contains("at least 1/1000000"));
     }
 }

@@ -8,15 +8,14 @@
  * same never-optimistic numerics.
  */
 
-import { halfBinomialUpperTail, NEGLIGIBLE_ERROR, PMF_RELATIVE_ERROR, REANCHOR_RELATIVE } from "./binomial.js";
 import {
   AmplificationError,
   CloneLaw,
+  deltaWithLaw,
   MAX_AMPLIFIED_LOCAL_EPSILON,
   MAX_BATCH_SIZE,
   NEGLECTED_FRACTION_OF_TARGET,
   NEGLECTED_MASS,
-  UPPER_STOP_RELATIVE,
   variationRatioEpsilon,
 } from "./variationRatio.js";
 
@@ -36,8 +35,7 @@ export function fmt21Delta(eps0: number, n: number, eps: number): number {
 }
 
 function fmt21DeltaWithLaw(eps0: number, eps: number, law: CloneLaw, limit = Infinity): number {
-  const [estimate, bound] = new Fmt21Pair(eps0, eps).delta(law, limit);
-  return Math.min(estimate + bound, 1);
+  return deltaWithLaw(eps0, eps, law, limit);
 }
 
 function checkArguments(eps0: number, n: number, delta: number): void {
@@ -87,75 +85,4 @@ export function shuffledEpsilon(eps0: number, n: number, delta: number): number 
   checkArguments(eps0, n, delta);
   const variationRatio = variationRatioEpsilon(eps0, n, delta);
   return Math.min(fmt21EpsilonAbove(eps0, n, delta, variationRatio), variationRatio);
-}
-
-/** FMT21's pair at one ε: `δ_c = a1·Pr[A ≥ m − 1] − a2·Pr[A ≥ m]`. */
-class Fmt21Pair {
-  readonly theta: number;
-  readonly a1: number;
-  readonly a2: number;
-
-  /** Requires `0 ≤ eps < eps0 ≤ 100`. */
-  constructor(eps0: number, eps: number) {
-    const p = Math.exp(-eps0);
-    const q = -Math.expm1(-eps0);
-    const onePlusP = 1 + p;
-    const eMinusP = Math.expm1(eps) - Math.expm1(-eps0);
-    this.theta = eMinusP / (q * (1 + Math.exp(eps)));
-    this.a1 = -Math.expm1(eps - eps0) / onePlusP;
-    this.a2 = eMinusP / onePlusP;
-  }
-
-  threshold(c: number): number {
-    const m = Math.floor(this.theta * (c + 1)) + 1;
-    return m >= 1 ? Math.min(m, c + 1) : 1;
-  }
-
-  /**
-   * With a finite `limit`, the walk stops as soon as what it has summed, plus its error
-   * bound, is above `limit`: every term is non-negative (and floating-point addition is
-   * monotone), so the whole sum is above it too, and that is all a bisection asks.
-   */
-  delta(law: CloneLaw, limit = Infinity): [number, number] {
-    const n = law.trials;
-    if (n === 0) return [this.a1, 0];
-    const { lo, hi, mean } = law;
-    let total = lo > 0 ? this.a1 * law.tailBound(lo - 1) : 0;
-    let sum = 0;
-    let sumBound = 0;
-    let c = lo;
-    let m = this.threshold(c);
-    let [tail, err] = halfBinomialUpperTail(m, c);
-    let pmfM1 = law.halfPmf(m - 1, c);
-    for (;;) {
-      const value = this.a1 * (tail + pmfM1) - this.a2 * tail;
-      const bound =
-        (this.a1 + this.a2) * err + PMF_RELATIVE_ERROR * this.a1 * pmfM1 + 4 * Number.EPSILON * (this.a1 * (tail + pmfM1) + this.a2 * tail);
-      const deltaC = Math.min(Math.max(value + bound, 0), 1);
-      const w = law.weight(c);
-      const kept = Math.max(value, 0);
-      sum += w * kept;
-      sumBound += w * (deltaC - kept);
-      if (total + sum + sumBound > limit) return [total + sum, sumBound];
-      const stopEarly = c > mean && deltaC <= UPPER_STOP_RELATIVE * sum;
-      if (c === hi || stopEarly) {
-        if (c < n) total += deltaC * law.tailBound(c + 1);
-        break;
-      }
-      tail += 0.5 * pmfM1;
-      err += Number.EPSILON * tail + PMF_RELATIVE_ERROR * 0.5 * pmfM1;
-      c += 1;
-      const next = this.threshold(c);
-      if (next > m) {
-        pmfM1 = law.halfPmf(m, c);
-        err += Number.EPSILON * tail + PMF_RELATIVE_ERROR * pmfM1;
-        tail -= pmfM1;
-        m = next;
-      } else {
-        pmfM1 = law.halfPmf(m - 1, c);
-      }
-      if (err > REANCHOR_RELATIVE * tail && (this.a1 + this.a2) * err > NEGLIGIBLE_ERROR) [tail, err] = halfBinomialUpperTail(m, c);
-    }
-    return [total + sum, sumBound];
-  }
 }

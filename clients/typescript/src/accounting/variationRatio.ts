@@ -66,8 +66,12 @@ export function variationRatioDelta(eps0: number, n: number, eps: number): numbe
   return deltaWithLaw(eps0, eps, law);
 }
 
-/** δ(ε), or (with a finite `limit`) some value above `limit` as soon as δ(ε) is known to be. */
-function deltaWithLaw(eps0: number, eps: number, law: CloneLaw, limit = Infinity): number {
+/**
+ * δ(ε) of the clone pair for the clone count's law `law` (the variation-ratio bound's or
+ * FMT21's: the bounds differ only in the clone probability), or (with a finite `limit`)
+ * some value above `limit` as soon as δ(ε) is known to be.
+ */
+export function deltaWithLaw(eps0: number, eps: number, law: CloneLaw, limit = Infinity): number {
   const [estimate, errorBound] = new VariationRatioPair(eps0, eps).delta(law, limit);
   return Math.min(estimate + errorBound, 1);
 }
