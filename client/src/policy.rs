@@ -100,7 +100,9 @@ impl ShufflePolicy {
         let Some(privacy) = collection.shuffled_privacy() else {
             return refuse("no amplification bound covers its mechanism".into());
         };
-        if !(privacy.central_epsilon <= self.max_central_epsilon) {
+        // Written so that a NaN bound refuses.
+        let within = privacy.central_epsilon <= self.max_central_epsilon;
+        if !within {
             return refuse(format!(
                 "its central epsilon is {} (epsilon0 {} in batches of {batch} at delta {delta}), this device accepts at most {}",
                 privacy.central_epsilon, privacy.local_epsilon, self.max_central_epsilon
