@@ -6,11 +6,11 @@ use std::path::Path;
 
 use ldpcov::aggregator::{EmbeddedServer, Limits};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::data_users::DataUsers;
-use ldpcov::metrics::estimate_matrix;
 use ldpcov::proto::v1::{
     CollectionSpec, Encoding, GetEstimateRequest, Moments, NoThreshold, get_estimate_request,
 };
+use ldpcov_lab::data_users::DataUsers;
+use ldpcov_lab::metrics::estimate_matrix;
 use rand::{Rng, SeedableRng};
 
 /// Writes `n` rows `x = μ + s·v`, `v` uniform on `[−1, 1]³` (seeded), under a header.

@@ -6,8 +6,6 @@ mod support;
 use ldpcov::aggregator::EmbeddedServer;
 use ldpcov::aggregator::Limits;
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::metrics::{estimate_matrix, spectral_norm_symmetric};
-use ldpcov::models::{Model, Sampler};
 use ldpcov::privacy::collection::SVEC_ROUNDING_MARGIN;
 use ldpcov::privacy::{Collection, layout::triangle_pairs};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
@@ -16,6 +14,8 @@ use ldpcov::proto::v1::{
     Moments, NoThreshold, Report, UniversalThreshold, get_estimate_request,
 };
 use ldpcov_fixtures as fixtures;
+use ldpcov_lab::metrics::{estimate_matrix, spectral_norm_symmetric};
+use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use tonic::Code;

@@ -7,8 +7,6 @@ mod support;
 
 use ldpcov::aggregator::EmbeddedServer;
 use ldpcov::client::AggregatorClient;
-use ldpcov::metrics::estimate_matrix;
-use ldpcov::models::{Model, Sampler};
 use ldpcov::privacy::layout::unpack_symmetric;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
@@ -16,6 +14,8 @@ use ldpcov::proto::v1::{
     EstimateTarget, FactorModel, GetEstimateRequest, LocalMechanism, Moments, PrecisionParams,
     SpectralLoss, SpectralShrinkage, ThresholdKind, get_estimate_request,
 };
+use ldpcov_lab::metrics::estimate_matrix;
+use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use tonic::Code;
@@ -78,7 +78,7 @@ async fn submit_with_seeded_ids(
         .iter()
         .map(|x| {
             let mut report = cl.prepare_report(&collection, x).unwrap();
-            report.report_id = ldpcov::sim::simulated_report_id(&mut ids).0.to_vec();
+            report.report_id = ldpcov_lab::sim::simulated_report_id(&mut ids).0.to_vec();
             report
         })
         .collect();

@@ -8,8 +8,6 @@ mod support;
 
 use ldpcov::aggregator::{EmbeddedServer, Limits};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::metrics::estimate_matrix;
-use ldpcov::models::{Model, Sampler};
 use ldpcov::privacy::Collection;
 use ldpcov::privacy::layout::triangle_pairs;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
@@ -18,6 +16,8 @@ use ldpcov::proto::v1::{
     get_estimate_request,
 };
 use ldpcov_fixtures as fixtures;
+use ldpcov_lab::metrics::estimate_matrix;
+use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
 use tonic::Code;

@@ -19,10 +19,10 @@
 
 use ldpcov::client::{DiscreteGaussianSampler, Perturber};
 use ldpcov::estimate::{Accumulator, EstimationInput, average};
-use ldpcov::models::{Model, Sampler};
 use ldpcov::privacy::Collection;
 use ldpcov::privacy::plan;
 use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments};
+use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 

@@ -16,10 +16,10 @@
 //! about 0.41: the bound 1.5 is 3.7 sd above 0 and 6 sd below the blind test's 3.9.
 
 use ldpcov::estimate::{EstimateOptions, EstimationInput, estimate};
-use ldpcov::models::Sampler;
 use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::{CollectionSpec, LocalMechanism, Moments};
-use ldpcov::sim;
+use ldpcov_lab::models::Sampler;
+use ldpcov_lab::sim;
 use nalgebra::DMatrix;
 
 /// The default estimate's rule name for the accumulators `acc` of `collection`.

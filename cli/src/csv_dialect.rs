@@ -1,5 +1,5 @@
-//! The CSV dialect of ldpcov's data files, in one place: the root package's data reader
-//! (`ldpcov::data`) parses whole files with it, and `ldpcov-aggregator estimate
+//! The CSV dialect of ldpcov's data files, in one place: the lab's data reader
+//! (`ldpcov_lab::data`) parses whole files with it, and `ldpcov-aggregator estimate
 //! --names-from FILE` reads only the header line with [`read_csv_header`], so that a
 //! heatmap's axis names are exactly the column names the data reader sees.
 //!

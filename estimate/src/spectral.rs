@@ -618,7 +618,7 @@ pub const DEFAULT_BULK_ALPHAS: [f64; 11] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0
 
 /// The default candidate edge soft thresholds of [`bulk_shrink_sure`], in units of
 /// `σ_n√p`: 1, 1.5 and 2 (no soft piece). Chosen by measurement on the `unordered`
-/// reproduction (docs/REPRODUCTION.md §6): finer or wider grids (0.5 to 2 by 0.25)
+/// reproduction (lab/docs/REPRODUCTION.md §6): finer or wider grids (0.5 to 2 by 0.25)
 /// gained nothing over these three.
 pub const DEFAULT_BULK_TAUS: [f64; 3] = [1.0, 1.5, 2.0];
 

@@ -8,15 +8,15 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::data_users::CENTRED_TOLERANCE;
-use ldpcov::metrics::{
-    estimate_correlation_matrix, estimate_matrix, relative_frobenius_error,
-    relative_spectral_error, spectral_norm_symmetric,
-};
 use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::relay_client::RelayClient;
 use ldpcov::proto::v1::{
     CollectionSpec, GetEstimateRequest, LocalMechanism, NoThreshold, get_estimate_request,
+};
+use ldpcov_lab::data_users::CENTRED_TOLERANCE;
+use ldpcov_lab::metrics::{
+    estimate_correlation_matrix, estimate_matrix, relative_frobenius_error,
+    relative_spectral_error, spectral_norm_symmetric,
 };
 use rand::SeedableRng;
 

@@ -2,10 +2,10 @@
 
 use anyhow::{Result, bail};
 use clap::{Parser, ValueEnum};
-use ldpcov::models::{Model, Tails};
 use ldpcov::proto::v1::{
     CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel, ShuffleSpec,
 };
+use ldpcov_lab::models::{Model, Tails};
 use nalgebra::DMatrix;
 use std::path::PathBuf;
 
@@ -16,8 +16,10 @@ pub(crate) enum DataModel {
     Model1,
     /// The heavy-tailed paper's Model 2: banded 1, 0.6, 0.3.
     Model2,
-    /// Wang & Xu's sparse model U = (Ũ + 50 I)/200.
-    Sparse000,
+    /// Wang & Xu's sparse model U = (Ũ + 50 I)/200 (`sparse000`, its old name, is
+    /// still accepted).
+    #[value(alias = "sparse000")]
+    SparseWangXu,
 }
 
 /// `--encoding`.
@@ -128,7 +130,7 @@ pub(crate) struct Args {
     /// Data model.
     #[arg(long, value_enum, default_value_t = DataModel::Model1)]
     pub(crate) model: DataModel,
-    /// Sparsity sr of the sparse000 model.
+    /// Sparsity sr of the sparse-wang-xu model.
     #[arg(long, default_value_t = 0.2)]
     pub(crate) sparsity: f64,
     /// Tails of the data.
@@ -237,7 +239,7 @@ impl Args {
         match self.model {
             DataModel::Model1 => Model::BandedGeometric,
             DataModel::Model2 => Model::Tridiagonal2,
-            DataModel::Sparse000 => Model::SparseSeed000 {
+            DataModel::SparseWangXu => Model::SparseWangXu {
                 sparsity: self.sparsity,
                 seed: self.seed,
             },

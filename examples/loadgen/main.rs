@@ -26,7 +26,7 @@
 //! aggregator estimates the second moment (1/n)Σxxᵀ, so the summary also gives the
 //! errors against it and whether the data are centred (a warning on stderr when not).
 //! A bad file is refused with the reader's one-line error before anything is sent.
-//! The rules live in `ldpcov::data_users`.
+//! The rules live in `ldpcov_lab::data_users`.
 //!
 //! ```text
 //! cargo run --release --example loadgen -- --data people.csv --clip-radius 250

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
 use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
-use ldpcov::data_users::DataUsers;
-use ldpcov::models::{Model, Sampler};
 use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::{CentralMechanism, CentralRelease, Report};
+use ldpcov_lab::data_users::DataUsers;
+use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::DMatrix;
 use rand::Rng;
 
@@ -213,7 +213,7 @@ impl Setup {
         {
             tracing::warn!(
                 max_abs_mean_over_sd = users.max_abs_mean_over_sd(),
-                tolerance = ldpcov::data_users::CENTRED_TOLERANCE,
+                tolerance = ldpcov_lab::data_users::CENTRED_TOLERANCE,
                 "the data are not centred and collection {id} estimates the second moment (1/n)Σxxᵀ, not the covariance (see the summary's errors against both)"
             );
         }

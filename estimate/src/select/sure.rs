@@ -47,7 +47,7 @@ use nalgebra::DMatrix;
 
 /// The edge soft thresholds τ the refit-free selection scores: 2 alone, no soft
 /// piece. Measured on the `unordered` reproduction with this selection forced at every
-/// p (docs/REPRODUCTION.md §6): adding τ ∈ {1, 1.5} (the cross-validation's grid,
+/// p (lab/docs/REPRODUCTION.md §6): adding τ ∈ {1, 1.5} (the cross-validation's grid,
 /// [`DEFAULT_BULK_TAUS`](crate::spectral::DEFAULT_BULK_TAUS)) took it from 0.740 /
 /// 0.648 to 0.753 / 0.656 mean ratio and its worst point from 1.28 to 1.69 in spectral
 /// norm, all of it on Wang & Xu's sparse model, where the noise edge is far above the

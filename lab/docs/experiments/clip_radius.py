@@ -14,14 +14,14 @@ public number a user knows before collecting: it is sigma_n*sqrt(p)/R^2, the det
 threshold of the released average (sigma_n = R^2*sigma/sqrt(n)) in units of R^2.
 The summary groups the points by s.
 
-Run (docs/REPRODUCTION.md section 6, "The clip radius"; add --data-correlation to
+Run (lab/docs/REPRODUCTION.md section 6, "The clip radius"; add --data-correlation to
 score the correlation matrix each estimate returns instead of the covariance):
     for k in 0.5 0.75 1 1.5 2 3 4 6; do
-      cargo run --release --example reproduce -- --threads 2 unordered --reps 4 --json \\
+      cargo run --release -p ldpcov-lab --example reproduce -- --threads 2 unordered --reps 4 --json \\
         --models '' --data-clip-factor $k --data breast_cancer=... --data wine=... \\
         --data diabetes=... --data digits=... --data iris=... > /tmp/clip_$k.json
     done
-    python3 docs/experiments/clip_radius.py 0.5=/tmp/clip_0.5.json 0.75=/tmp/clip_0.75.json \\
+    python3 lab/docs/experiments/clip_radius.py 0.5=/tmp/clip_0.5.json 0.75=/tmp/clip_0.75.json \\
         1=/tmp/clip_1.json 1.5=/tmp/clip_1.5.json 2=/tmp/clip_2.json 3=/tmp/clip_3.json \\
         4=/tmp/clip_4.json 6=/tmp/clip_6.json
 """

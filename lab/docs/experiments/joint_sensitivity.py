@@ -3,7 +3,7 @@
 Maximises ||v(u) - v(u')||_2 over the unit ball (u, u' in R^p, ||u||, ||u'|| <= 1) by
 L-BFGS-B from many random starts (the ball constraint is a radial map u = z / max(1, |z|)),
 and compares with the closed form of joint_mean_covariance.md.
-Run: python3 docs/experiments/joint_sensitivity.py   (numpy, scipy)
+Run: python3 lab/docs/experiments/joint_sensitivity.py   (numpy, scipy)
 """
 import numpy as np
 from scipy.optimize import minimize

@@ -7,7 +7,7 @@ the public rules w = (2/p)^(1/4) and w = 1/2; then checks the closed form (and t
 de-biasing) by Monte Carlo: the noise sums are drawn directly (the sum of n independent
 N(0, sigma^2) draws is N(0, n sigma^2)), so each trial costs O(p^2) whatever n.
 sigma is the analytic Gaussian mechanism's (Balle & Wang 2018) at eps = 1, delta = 1e-6.
-Run: python3 docs/experiments/joint_weight.py   (numpy, scipy)
+Run: python3 lab/docs/experiments/joint_weight.py   (numpy, scipy)
 """
 import numpy as np
 from scipy.optimize import brentq

@@ -12,7 +12,7 @@ for three attacker strategies: no attack; all m reports in one fold (an attacker
 can choose report ids, since the fold is a public hash of the id); the m reports
 spread evenly over the folds.
 
-Usage: python3 docs/experiments/robust_folds.py  (numpy only; a few seconds).
+Usage: python3 lab/docs/experiments/robust_folds.py  (numpy only; a few seconds).
 """
 import numpy as np
 

@@ -9,8 +9,8 @@ simulated; for the synthetic models M = Sigma (clipping at R = sqrt(2p) is rare 
 ignored), for the real data M is the mean of the clipped x x^T of the standardized
 rows and the target is the correlation matrix (so the clipping bias counts).
 
-Run: python3 docs/experiments/spectral_study.py  (about five minutes on one core; writes
-docs/experiments/spectral_study_results.json)
+Run: python3 lab/docs/experiments/spectral_study.py  (about five minutes on one core; writes
+lab/docs/experiments/spectral_study_results.json)
 """
 import json
 import math
@@ -24,6 +24,9 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np
 from scipy.stats import norm
 from sklearn.datasets import load_breast_cancer, load_wine
+
+# Beside this script (lab/docs/experiments/), wherever it is run from.
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spectral_study_results.json")
 
 DELTA = 1e-6
 MARGIN = 3.27  # TW1 99.9% quantile, as DEFAULT_EDGE_MARGIN in spectral.rs
@@ -360,7 +363,7 @@ def main():
                 points.append(dict(model=name, p=p, n=n, eps=eps, sigma_n=s,
                                    err=row, sure_picks=picks_s, cv_picks=picks_c))
         print(name, p, file=sys.stderr)
-    with open("docs/experiments/spectral_study_results.json", "w") as f:
+    with open(RESULTS, "w") as f:
         json.dump(dict(sigma=sig, points=points), f)
     summarize(points)
 
@@ -406,7 +409,7 @@ def summarize(points):
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--summary":
-        with open("docs/experiments/spectral_study_results.json") as f:
+        with open(RESULTS) as f:
             summarize(json.load(f)["points"])
     else:
         main()

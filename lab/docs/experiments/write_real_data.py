@@ -5,13 +5,13 @@ data (569 x 30) and the wine data (178 x 13), rows = observations. The repositor
 keeps this script, not the data.
 
 With --held-out it writes instead three bundled data sets the grid and the defaults
-were never tuned on, for the out-of-sample check of docs/REPRODUCTION.md §6: diabetes
+were never tuned on, for the out-of-sample check of lab/docs/REPRODUCTION.md §6: diabetes
 (442 x 10), digits (1797 x 61: the 3 pixel columns that are constant are dropped, their
 correlations being undefined) and iris (150 x 4).
 
-Run: python3 docs/experiments/write_real_data.py [--held-out] DIR
+Run: python3 lab/docs/experiments/write_real_data.py [--held-out] DIR
      (default DIR: /tmp/ldpcov-data, or /tmp/ldpcov-held-out with --held-out)
-then: cargo run --release --example reproduce -- unordered \
+then: cargo run --release -p ldpcov-lab --example reproduce -- unordered \
         --data breast_cancer=DIR/breast_cancer.npy --data wine=DIR/wine.npy
 """
 import os

@@ -14,11 +14,11 @@
 
 use crate::{MechanismArg, Out, UserData, chosen_candidate, seed_of};
 use anyhow::Result;
-use ldpcov::estimate::{EstimateOptions, EstimationInput, RegularisationRule, estimate};
-use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::Model;
-use ldpcov::privacy::plan;
-use ldpcov::sim;
+use ldpcov_estimate::{EstimateOptions, EstimationInput, RegularisationRule, estimate};
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov_lab::models::Model;
+use ldpcov_lab::sim;
+use ldpcov_privacy::plan;
 use serde_json::json;
 
 /// `reproduce mechanisms`.

@@ -1,4 +1,4 @@
-//! Mean and covariance from one report on non-centred data (docs/REPRODUCTION.md,
+//! Mean and covariance from one report on non-centred data (lab/docs/REPRODUCTION.md,
 //! "Non-centred data"): the heavy-tailed paper's Model 1 shifted by `shift` in every coordinate,
 //! p = 20, through the same perturbation ([`sim::simulate_signal`] runs the real
 //! `Perturber`) and estimator ([`estimate`]) as the product, for the mean-and-covariance
@@ -7,12 +7,12 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::estimate::{EstimateOptions, EstimationInput, estimate};
-use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::{Model, Sampler};
-use ldpcov::privacy::Collection;
-use ldpcov::proto::v1::Moments;
-use ldpcov::sim::{self, Path};
+use ldpcov_estimate::{EstimateOptions, EstimationInput, estimate};
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_lab::sim::{self, Path};
+use ldpcov_privacy::Collection;
+use ldpcov_proto::v1::Moments;
 use serde_json::json;
 
 /// Options of the non-centred data experiment.

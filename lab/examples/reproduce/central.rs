@@ -1,11 +1,11 @@
-//! Central (trusted-aggregator) releases next to the local model (docs/REPRODUCTION.md
+//! Central (trusted-aggregator) releases next to the local model (lab/docs/REPRODUCTION.md
 //! §7), with the mechanisms of `ldpcov-central`:
 //!
 //! * `--experiment local-vs-central`: the canonical benchmark's models (the heavy-tailed paper's Models 1
 //!   and 2, p = 20, R = √(2p), δ = 10⁻⁶) at equal (ε, δ, n): the local default (5-fold
 //!   CV) and none + PSD against central GaussCov + PSD and SeparateCov + PSD at the ρ
 //!   whose zCDP-to-(ε, δ) conversion gives ε, ρ + 2√(ρ·ln(1/δ)) = ε.
-//! * `--experiment seed002`: Dong, Liang & Yi's trend of the error with n and ρ for GaussCov,
+//! * `--experiment dong-liang-yi` (formerly `seed002`): Dong, Liang & Yi's trend of the error with n and ρ for GaussCov,
 //!   SeparateCov and AdaptiveCov, on its data generator as we read it (rows `G·U`, G
 //!   standard Gaussian, U uniform on [0, 1]^{d×d}, centred, each row rescaled to norm
 //!   `2^−b` with `P(b) ∝ (b + 1)^−s` over `--zipf-bins` bins), error in Frobenius norm
@@ -25,17 +25,17 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::central::{
+use ldpcov_central::{
     CENTRAL_GRID_BITS, CentralStatistics, Mechanism, OffDiagonalWeighting, ReleaseBudget,
     gauss_cov, release_sums, separate_cov,
 };
-use ldpcov::client::DiscreteGaussianSampler;
-use ldpcov::estimate::{
+use ldpcov_client::DiscreteGaussianSampler;
+use ldpcov_estimate::{
     Accumulator, EstimateOptions, EstimationInput, RegularisationRule, estimate, project_psd,
 };
-use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::{Model, Sampler};
-use ldpcov::sim;
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_lab::sim;
 use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -43,7 +43,8 @@ use serde_json::json;
 /// Options of the central experiments.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// `local-vs-central`, `seed002`, `seed001` (the central columns of its
+    /// `local-vs-central`, `dong-liang-yi`, `heavy-tails` (the central columns of the
+    /// heavy-tailed paper's
     /// Tables 1–6) or `svec` (GaussCov in the triangle and in the svec weighting).
     #[arg(long, default_value = "local-vs-central")]
     experiment: String,
@@ -56,7 +57,7 @@ pub(crate) struct Args {
     /// Privacy levels ε (local-vs-central).
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
     epsilons: Vec<f64>,
-    /// zCDP budgets ρ (seed002).
+    /// zCDP budgets ρ (dong-liang-yi).
     #[arg(long, value_delimiter = ',', default_value = "0.01,0.1,1")]
     rhos: Vec<f64>,
     /// Dimension of the Dong, Liang & Yi generator.
@@ -69,7 +70,7 @@ pub(crate) struct Args {
     /// Zipf exponent s of the Dong, Liang & Yi generator, `P(b) ∝ (b + 1)^−s`.
     #[arg(long, default_value_t = 3.0)]
     zipf_exponent: f64,
-    /// The heavy-tailed paper tables to run (seed001).
+    /// The heavy-tailed paper tables to run (heavy-tails).
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6")]
     tables: Vec<u8>,
 }
@@ -77,7 +78,7 @@ pub(crate) struct Args {
 /// The largest ρ whose conversion `ρ + 2√(ρ·ln(1/δ))` is at most ε (Bun & Steinke 2016,
 /// Prop. 1.3): `ρ = (√(ln(1/δ) + ε) − √(ln(1/δ)))²`.
 pub(crate) fn rho_for(epsilon: f64, delta: f64) -> f64 {
-    ldpcov::accounting::calibration::zcdp_rho_for_epsilon(epsilon, delta)
+    ldpcov_accounting::calibration::zcdp_rho_for_epsilon(epsilon, delta)
 }
 
 /// The PSD projection of a released second moment, in data units.
@@ -90,11 +91,16 @@ fn psd_scaled(m: &DMatrix<f64>, r2: f64) -> DMatrix<f64> {
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     match args.experiment.as_str() {
         "local-vs-central" => local_vs_central(args, out),
-        "seed002" => seed002(args, out),
-        "seed001" => crate::papers::run_seed001_central(args.reps, &args.tables, out),
+        // The old names (the papers' file numbers) stay accepted.
+        "dong-liang-yi" | "seed002" => dong_liang_yi(args, out),
+        "heavy-tails" | "seed001" => {
+            crate::papers::run_heavy_tails_central(args.reps, &args.tables, out)
+        }
         "svec" => svec(args, out),
         other => {
-            anyhow::bail!("unknown experiment {other} (local-vs-central, seed002, seed001 or svec)")
+            anyhow::bail!(
+                "unknown experiment {other} (local-vs-central, dong-liang-yi, heavy-tails or svec)"
+            )
         }
     }
 }
@@ -190,7 +196,7 @@ fn local_vs_central(args: &Args, out: Out) -> Result<()> {
 /// One row of Dong, Liang & Yi's generator: `G·U` rows (G ~ N(0, 1)^{1×d}, U fixed uniform
 /// [0, 1]^{d×d}), centred by the column means of U (E[G·U] = 0 already; the paper
 /// centres the sample), rescaled to norm `2^−b`, `P(b) ∝ (b + 1)^−3`, b < 10.
-fn seed002_row<R: Rng>(u: &DMatrix<f64>, zipf: &[f64], rng: &mut R) -> Vec<f64> {
+fn dong_liang_yi_row<R: Rng>(u: &DMatrix<f64>, zipf: &[f64], rng: &mut R) -> Vec<f64> {
     let d = u.nrows();
     let g: Vec<f64> = (0..d)
         .map(|_| rng.sample::<f64, _>(rand_distr::StandardNormal))
@@ -213,10 +219,10 @@ fn seed002_row<R: Rng>(u: &DMatrix<f64>, zipf: &[f64], rng: &mut R) -> Vec<f64> 
     x.iter().map(|v| v * scale).collect()
 }
 
-fn seed002(args: &Args, out: Out) -> Result<()> {
+fn dong_liang_yi(args: &Args, out: Out) -> Result<()> {
     let d = args.dim;
     out.text(format!(
-        "# seed 002 trend: d = {d}, Zipf exponent {}, {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units); AdaptiveCov's radius 2^−j (mean j)",
+        "# Dong, Liang & Yi trend: d = {d}, Zipf exponent {}, {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units); AdaptiveCov's radius 2^−j (mean j)",
         args.zipf_exponent, args.reps
     ));
     out.text("| N bins | n | ρ | GaussCov | SeparateCov | AdaptiveCov (j) | tr(XᵀX/n) |");
@@ -224,16 +230,16 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
     let mut urng = rand_chacha::ChaCha8Rng::seed_from_u64(2002);
     let u = DMatrix::from_fn(d, d, |_, _| urng.random::<f64>());
     // The collection the daemon would keep: central, second moment, 15 norm bins.
-    let collection = ldpcov::privacy::Collection::from_spec(&ldpcov::proto::v1::CollectionSpec {
-        collection_id: "seed002".into(),
+    let collection = ldpcov_privacy::Collection::from_spec(&ldpcov_proto::v1::CollectionSpec {
+        collection_id: "dong-liang-yi".into(),
         dim: d as u32,
         epsilon: 1.0,
         delta: 1e-6,
         clip_radius: 1.0,
         min_reports: 1,
-        moments: ldpcov::proto::v1::Moments::SecondMoment as i32,
-        privacy_model: ldpcov::proto::v1::PrivacyModel::Central as i32,
-        norm_bins: ldpcov::privacy::limits::MAX_NORM_BINS,
+        moments: ldpcov_proto::v1::Moments::SecondMoment as i32,
+        privacy_model: ldpcov_proto::v1::PrivacyModel::Central as i32,
+        norm_bins: ldpcov_privacy::limits::MAX_NORM_BINS,
         ..Default::default()
     })?;
     let tri = d * (d + 1) / 2;
@@ -257,11 +263,10 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
                     let mut sums = vec![0i64; collection.entries()];
                     for _ in 0..n {
-                        let row = seed002_row(&u, &zipf, &mut rng);
-                        let grid =
-                            ldpcov::privacy::wire::to_grid_unit_ball(&row, CENTRAL_GRID_BITS)
-                                .expect("finite row");
-                        ldpcov::privacy::wire::add_raw_vector(&collection, &grid, &mut sums)
+                        let row = dong_liang_yi_row(&u, &zipf, &mut rng);
+                        let grid = ldpcov_privacy::wire::to_grid_unit_ball(&row, CENTRAL_GRID_BITS)
+                            .expect("finite row");
+                        ldpcov_privacy::wire::add_raw_vector(&collection, &grid, &mut sums)
                             .expect("inside the unit ball");
                     }
                     let stats =
@@ -283,7 +288,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                     .expect("adaptive_cov");
                     let scale = 1.0 / (collection.grid_scale() * n as f64);
                     let packed: Vec<f64> = a.sums.iter().map(|&v| v as f64 * scale).collect();
-                    let full = ldpcov::privacy::layout::unpack_symmetric(d, &packed);
+                    let full = ldpcov_privacy::layout::unpack_symmetric(d, &packed);
                     let adaptive = DMatrix::from_row_slice(d, d, &full);
                     (
                         (&g.matrix - &exact).norm(),
@@ -304,7 +309,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
                     mean(|r| r.4),
                 );
                 out.row(
-                    json!({"experiment": "seed002", "zipf_bins": bins, "n": n, "rho": rho,
+                    json!({"experiment": "dong-liang-yi", "zipf_bins": bins, "n": n, "rho": rho,
                     "d": d, "gauss_cov": g, "separate_cov": s, "adaptive_cov": a,
                     "adaptive_radius_exponent": j, "trace": tr}),
                 );
@@ -321,7 +326,7 @@ fn seed002(args: &Args, out: Out) -> Result<()> {
 fn svec(args: &Args, out: Out) -> Result<()> {
     let d = args.dim;
     out.text(format!(
-        "# GaussCov raw release, triangle vs svec: p = {d}, rows of norm 1 (seed 002's generator, one bin), {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units)",
+        "# GaussCov raw release, triangle vs svec: p = {d}, rows of norm 1 (Dong, Liang & Yi's generator, one bin), {} reps; mean Frobenius error ‖Σ̂ − XᵀX/n‖_F (unit-ball units)",
         args.reps
     ));
     out.text("| p | n | ρ | triangle | svec | svec/triangle | predicted √((p+1)/(2p)) |");
@@ -336,7 +341,7 @@ fn svec(args: &Args, out: Out) -> Result<()> {
                 let mut stats = CentralStatistics::new(d, CENTRAL_GRID_BITS).expect("dimension");
                 for _ in 0..n {
                     stats
-                        .add_vector(&seed002_row(&u, &[1.0], &mut rng))
+                        .add_vector(&dong_liang_yi_row(&u, &[1.0], &mut rng))
                         .expect("finite row");
                 }
                 let exact = stats.exact_second_moment().expect("n > 0");

@@ -1,5 +1,5 @@
-//! Data generators of the seed papers: the heavy-tailed paper's Models 1 and 2 and Wang & Xu's sparse
-//! model, sampled as Gaussian or multivariate t vectors.
+//! Data generators of the papers the lab reproduces: the heavy-tailed paper's Models 1
+//! and 2 and Wang & Xu's sparse model, sampled as Gaussian or multivariate t vectors.
 
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
@@ -27,7 +27,7 @@ pub enum Model {
     /// Wang & Xu's sparse model: `U = (Ũ + 50·I)/200`, `Ũ` symmetric with about
     /// `sparsity·p²` non-zeros drawn uniformly from [−1, 1] (the paper leaves the
     /// values unspecified), at positions chosen with the seed.
-    SparseSeed000 {
+    SparseWangXu {
         /// Fraction sr of non-zero entries of Ũ.
         sparsity: f64,
         /// Seed of the positions and values.
@@ -48,7 +48,7 @@ impl Model {
                 2 => 0.3,
                 _ => 0.0,
             }),
-            Model::SparseSeed000 { sparsity, seed } => {
+            Model::SparseWangXu { sparsity, seed } => {
                 use rand::SeedableRng;
                 let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
                 let mut u = DMatrix::<f64>::zeros(p, p);
@@ -74,7 +74,7 @@ impl Model {
         match self {
             Model::BandedGeometric => "model1".into(),
             Model::Tridiagonal2 => "model2".into(),
-            Model::SparseSeed000 { sparsity, .. } => format!("sparse000(sr={sparsity})"),
+            Model::SparseWangXu { sparsity, .. } => format!("sparse-wang-xu(sr={sparsity})"),
         }
     }
 }
@@ -275,7 +275,7 @@ mod tests {
         for m in [
             Model::BandedGeometric,
             Model::Tridiagonal2,
-            Model::SparseSeed000 {
+            Model::SparseWangXu {
                 sparsity: 0.2,
                 seed: 1,
             },
@@ -342,7 +342,7 @@ mod tests {
     #[test]
     fn sparse_model_has_requested_density() {
         let p = 100;
-        let u = Model::SparseSeed000 {
+        let u = Model::SparseWangXu {
             sparsity: 0.3,
             seed: 9,
         }

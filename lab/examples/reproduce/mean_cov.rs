@@ -41,16 +41,16 @@
 
 use crate::{Out, seed_of, unordered};
 use anyhow::{Context, Result};
-use ldpcov::client::Perturber;
-use ldpcov::estimate::{
+use ldpcov_client::Perturber;
+use ldpcov_estimate::{
     EstimateOptions, EstimationInput, RegularisationRule, estimate, packed_to_matrix,
 };
-use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::{Model, Sampler};
-use ldpcov::privacy::mechanism::rank_one::{CapMoments, RankOneParams};
-use ldpcov::privacy::{Collection, ReportMechanism};
-use ldpcov::proto::v1::{CollectionSpec, LocalMechanism, Moments};
-use ldpcov::sim;
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_lab::sim;
+use ldpcov_privacy::mechanism::rank_one::{CapMoments, RankOneParams};
+use ldpcov_privacy::{Collection, ReportMechanism};
+use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, Moments};
 use nalgebra::{DMatrix, DVector};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;

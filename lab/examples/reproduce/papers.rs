@@ -1,4 +1,7 @@
-//! The heavy-tailed paper (Tables 1–6) in two variants, side by side with the paper's printed numbers:
+//! The heavy-tailed paper (`001_083146fef655aaae.txt`, "Differentially Private Sparse Covariance
+//! Matrix Estimation under Lower-Bounded Moment Assumption", Mathematics 2023; the
+//! stored text names no authors), Tables 1–6, in two variants, side by side with the
+//! paper's printed numbers:
 //!
 //! * **paper-faithful — NOT PRIVATE**: the paper's LDP mechanism as printed: no
 //!   clipping (x is unbounded), `triu(xxᵀ) + N(0, σ²)` with `σ² = 2 log(1.25/δ)/ε²`,
@@ -14,7 +17,7 @@
 //! * `W&X LDP (Σ̃₂⁺)` — Wang & Xu Alg. 2 as printed: hard threshold
 //!   `γ√(log p/n) + 4σₙ√(log p)` on all entries (diagonal included) with γ = 0 (γ is
 //!   an unknown constant), PSD projection;
-//! * `seed001 Alg2 (Σ̌⁺τ)` — `ξ√(log p/n) + 4σₙ√(log p)` (the `1/√n` erratum fixed)
+//! * `heavy-tails Alg2 (Σ̌⁺τ)` — `ξ√(log p/n) + 4σₙ√(log p)` (the `1/√n` erratum fixed)
 //!   on all entries, ξ chosen by 10-fold cross-validation (Bickel–Levina loss) over
 //!   {0, 0.5, 1, 2, 4, 8}, PSD projection;
 //! * private variant only: the product's `cv default` and `adaptive(eta=2)` through
@@ -26,22 +29,22 @@
 
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::client::{FloatGaussianNotPrivate, Perturber};
-use ldpcov::estimate::{
+use ldpcov_client::{FloatGaussianNotPrivate, Perturber};
+use ldpcov_estimate::{
     Accumulator, AdaptiveThreshold, EstimateOptions, EstimationInput, FOLDS, RegularisationRule,
     ThresholdKind, Thresholds, apply_threshold, estimate, project_psd,
 };
-use ldpcov::models::{Model, Sampler, Tails};
-use ldpcov::privacy::layout::triangle_pairs;
-use ldpcov::sim::{self, Path};
+use ldpcov_lab::models::{Model, Sampler, Tails};
+use ldpcov_lab::sim::{self, Path};
+use ldpcov_privacy::layout::triangle_pairs;
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 use serde_json::json;
 
-/// Options of the the heavy-tailed paper reproduction.
+/// Options of the heavy-tailed paper reproduction.
 #[derive(clap::Args)]
-pub(crate) struct Seed001Args {
+pub(crate) struct HeavyTailsArgs {
     /// Repetitions per setting (the paper: 50).
     #[arg(long, default_value_t = 50)]
     reps: usize,
@@ -68,7 +71,7 @@ pub(crate) struct Setting {
 type Printed = [(f64, f64); 8];
 
 /// Transcription of the heavy-tailed paper Tables 1–6 (`001_083146fef655aaae.txt`). Row key:
-/// `table model p n ε δ⁻¹`. Garbling noted in docs/REPRODUCTION.md: Table 3's caption
+/// `table model p n ε δ⁻¹`. Garbling noted in lab/docs/REPRODUCTION.md: Table 3's caption
 /// says Model 2 and its row label Model 1 (we follow the caption: its ε = 0.5 row
 /// would sit between Table 1's Model 2 values); Tables 5–6 label their δ column "ϵ".
 const PRINTED: &str = "\
@@ -199,7 +202,7 @@ fn threshold_all_psd(m: &DMatrix<f64>, lambda: f64) -> DMatrix<f64> {
 }
 
 /// The heavy-tailed paper Alg. 2's threshold `ξ√(log p/n) + 4(σₑ/√n)√(log p)`.
-fn seed001_lambda(xi: f64, p: usize, n: usize, sigma_entry: f64) -> f64 {
+fn heavy_tails_lambda(xi: f64, p: usize, n: usize, sigma_entry: f64) -> f64 {
     let lp = (p as f64).ln();
     xi * (lp / n as f64).sqrt() + 4.0 * sigma_entry / (n as f64).sqrt() * lp.sqrt()
 }
@@ -213,7 +216,7 @@ pub(crate) fn paper_estimators(
     let n = reports.rows.len();
     let (avg, _) = reports.average(0..n, p);
     let raw = project_psd(&avg).expect("eigen").0;
-    let wx = threshold_all_psd(&avg, seed001_lambda(0.0, p, n, reports.sigma_entry));
+    let wx = threshold_all_psd(&avg, heavy_tails_lambda(0.0, p, n, reports.sigma_entry));
     // 10-fold CV of ξ (users i ≡ k mod 10 form fold k): loss ‖T_λ(S̃₋ₖ) − S̃ₖ‖_F².
     let grid = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0];
     let folds = 10;
@@ -223,7 +226,7 @@ pub(crate) fn paper_estimators(
         let (test, _) = reports.average((0..n).filter(|u| u % folds == k), p);
         for (loss, &xi) in losses.iter_mut().zip(&grid) {
             let mut t = train.clone();
-            let lambda = seed001_lambda(xi, p, n_train, reports.sigma_entry);
+            let lambda = heavy_tails_lambda(xi, p, n_train, reports.sigma_entry);
             apply_threshold(
                 &mut t,
                 &Thresholds::Uniform(lambda),
@@ -237,19 +240,19 @@ pub(crate) fn paper_estimators(
         .min_by(|&a, &b| losses[a].total_cmp(&losses[b]))
         .expect("non-empty grid");
     let xi = grid[best];
-    let s001 = threshold_all_psd(&avg, seed001_lambda(xi, p, n, reports.sigma_entry));
+    let alg2 = threshold_all_psd(&avg, heavy_tails_lambda(xi, p, n, reports.sigma_entry));
     (
         vec![
             ("raw+psd", raw),
             ("W&X LDP (Σ̃₂⁺, γ=0)", wx),
-            ("seed001 Alg2 (Σ̌⁺τ, ξ by CV)", s001),
+            ("heavy-tails Alg2 (Σ̌⁺τ, ξ by CV)", alg2),
         ],
         xi,
     )
 }
 
 fn spectral(m: &DMatrix<f64>) -> f64 {
-    ldpcov::metrics::spectral_norm_symmetric(m)
+    ldpcov_lab::metrics::spectral_norm_symmetric(m)
 }
 
 /// One repetition of a setting: per variant, per estimator, (spectral, Frobenius).
@@ -349,10 +352,10 @@ fn one_rep(s: &Setting, rep: usize) -> Vec<(String, String, f64, f64)> {
     out
 }
 
-/// Runs the the heavy-tailed paper tables.
-pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
+/// Runs the heavy-tailed paper tables.
+pub(crate) fn run_heavy_tails(args: &HeavyTailsArgs, out: Out) -> Result<()> {
     out.text(format!(
-        "# seed 001 Tables 1–6: path {} (every user through the Perturber / the paper's float mechanism), {} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.)",
+        "# heavy-tailed paper Tables 1–6: path {} (every user through the Perturber / the paper's float mechanism), {} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.)",
         Path::PerUser.name(),
         args.reps
     ));
@@ -383,7 +386,7 @@ pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
         out.text(format!(
             "  {:<40} {:<30} {:>8.2} ({:.2}) {:>8.2} ({:.2})",
             "paper's printed (their LDP Alg 2)",
-            "seed001 Alg2 (Σ̌⁺τ)",
+            "heavy-tails Alg2 (Σ̌⁺τ)",
             printed[2].0,
             printed[2].1,
             printed[6].0,
@@ -408,7 +411,7 @@ pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
                 "  {variant:<40} {name:<30} {ms:>8.2} ({ss:.2}) {mf:>8.2} ({sf:.2})"
             ));
             out.row(json!({
-                "experiment": "seed001", "table": s.table, "model": format!("model{}", s.model),
+                "experiment": "heavy-tails", "table": s.table, "model": format!("model{}", s.model),
                 "tails": tails, "p": s.p, "n": s.n, "epsilon": s.epsilon, "delta": s.delta,
                 "reps": args.reps, "path": Path::PerUser.name(), "variant": variant,
                 "not_private": variant.contains("NOT PRIVATE"), "estimator": name,
@@ -435,11 +438,11 @@ pub(crate) fn run_seed001(args: &Seed001Args, out: Out) -> Result<()> {
 ///   zCDP conversion gives (ε, δ), the same two thresholds with σ₁ = its noise sd
 ///   (×R²); ξ is fixed at 0 because choosing it privately (noisy fold sums) is not
 ///   built yet.
-pub(crate) fn run_seed001_central(reps: usize, tables: &[u8], out: Out) -> Result<()> {
-    use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, OffDiagonalWeighting, gauss_cov};
-    use ldpcov::client::DiscreteGaussianSampler;
+pub(crate) fn run_heavy_tails_central(reps: usize, tables: &[u8], out: Out) -> Result<()> {
+    use ldpcov_central::{CENTRAL_GRID_BITS, CentralStatistics, OffDiagonalWeighting, gauss_cov};
+    use ldpcov_client::DiscreteGaussianSampler;
     out.text(format!(
-        "# seed 001 Tables 1–6, central columns, {reps} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.): spectral | Frobenius"
+        "# heavy-tailed paper Tables 1–6, central columns, {reps} reps; absolute errors ‖Σ̂ − Σ‖ mean (s.e.): spectral | Frobenius"
     ));
     out.text("| table | model | tails | p | n | ε | δ | estimator | printed | paper-faithful NOT PRIVATE | private (clip, GaussCov) |");
     out.text("|---|---|---|---|---|---|---|---|---|---|---|");
@@ -571,7 +574,7 @@ pub(crate) fn run_seed001_central(reps: usize, tables: &[u8], out: Out) -> Resul
                 printed[printed_k + 4].1,
             ));
             out.row(json!({
-                "experiment": "seed001-central", "table": s.table, "model": s.model,
+                "experiment": "heavy-tails-central", "table": s.table, "model": s.model,
                 "tails": tails, "p": s.p, "n": s.n, "epsilon": s.epsilon, "delta": s.delta,
                 "estimator": name, "printed_spectral": printed[printed_k].0,
                 "printed_frobenius": printed[printed_k + 4].0,

@@ -1,4 +1,4 @@
-//! The unordered benchmark grid (docs/REPRODUCTION.md §6): the default estimator on
+//! The unordered benchmark grid (lab/docs/REPRODUCTION.md §6): the default estimator on
 //! structures it was not tuned on — dense factor models (1, 3, 5 factors plus a
 //! diagonal), permuted block equicorrelation, Wang & Xu's random sparse model, seed
 //! 001's Models 1 and 2 with permuted variables, and real data sets read from files —
@@ -18,18 +18,18 @@
 
 use crate::{MechanismArg, Out, UserData, seed_of};
 use anyhow::{Context, Result};
-use ldpcov::data::DataSet;
-use ldpcov::estimate::{
+use ldpcov_estimate::{
     BulkShrinkage, CrossValidation, EstimateOptions, EstimationInput, FactorModel,
     RegularisationRule, SpectralGuard, SpectralShrinkage, ThresholdKind, UniversalThreshold,
     average, correlation, estimate, log_grid,
     spectral::{DEFAULT_BULK_ALPHAS, DEFAULT_BULK_TAUS, Shrinker},
 };
-use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::{self, Model, Sampler};
-use ldpcov::privacy::Collection;
-use ldpcov::proto::v1::CollectionSpec;
-use ldpcov::sim;
+use ldpcov_lab::data::DataSet;
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov_lab::models::{self, Model, Sampler};
+use ldpcov_lab::sim;
+use ldpcov_privacy::Collection;
+use ldpcov_proto::v1::CollectionSpec;
 use nalgebra::DMatrix;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -51,7 +51,7 @@ pub(crate) struct Args {
     /// Privacy levels ε.
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2")]
     epsilons: Vec<f64>,
-    /// Synthetic models: factor1, factor3, factor5, block, sparse000, model1, model2
+    /// Synthetic models: factor1, factor3, factor5, block, sparse-wang-xu, model1, model2
     /// (the grid), and, not in the grid by default, scaled-factor3, scaled-factor5 (the
     /// factor models with unequal variances), independent (Σ = I) and
     /// scaled-independent (a diagonal Σ, variances in [0.2, 5]): no off-diagonal
@@ -59,11 +59,11 @@ pub(crate) struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "factor1,factor3,factor5,block,sparse000,model1,model2"
+        default_value = "factor1,factor3,factor5,block,sparse-wang-xu,model1,model2"
     )]
     models: Vec<String>,
     /// Real data sets as NAME=PATH (`.npy` or CSV, rows = observations), e.g. those
-    /// written by `python3 docs/experiments/write_real_data.py DIR`.
+    /// written by `python3 lab/docs/experiments/write_real_data.py DIR`.
     #[arg(long = "data")]
     data: Vec<String>,
     /// The data sets' clip radius as a multiple of the standardized rows' mean squared
@@ -211,7 +211,7 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         "block" => block_model(p, seed_of(&[11, p as u64])),
         "independent" => DMatrix::identity(p, p),
         "scaled-independent" => scaled_diagonal(p, seed_of(&[13, p as u64])),
-        "sparse000" => Model::SparseSeed000 {
+        "sparse-wang-xu" | "sparse000" => Model::SparseWangXu {
             sparsity: 0.1,
             seed: 0,
         }
@@ -219,7 +219,7 @@ fn synthetic(name: &str, p: usize) -> Result<Truth> {
         "model1" => permuted(Model::BandedGeometric),
         "model2" => permuted(Model::Tridiagonal2),
         other => anyhow::bail!(
-            "unknown model {other} (factor1, factor3, factor5, scaled-factor3, scaled-factor5, block, sparse000, model1, model2, independent, scaled-independent)"
+            "unknown model {other} (factor1, factor3, factor5, scaled-factor3, scaled-factor5, block, sparse-wang-xu, model1, model2, independent, scaled-independent)"
         ),
     };
     Ok(Truth {
@@ -670,8 +670,8 @@ fn run_point(
 /// collection's; they estimate a per-report variance, not the held-out fold.) 0 with
 /// fewer than two folds or no spread.
 fn held_out_z_of(
-    c: &ldpcov::privacy::Collection,
-    acc: &ldpcov::estimate::Accumulator,
+    c: &ldpcov_privacy::Collection,
+    acc: &ldpcov_estimate::Accumulator,
     a: &EstimateOptions,
     b: &EstimateOptions,
 ) -> Result<f64> {
@@ -1053,8 +1053,8 @@ fn oracle_choice(rule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::{HELD_OUT_SHOWN, held_out_z_of, positive_clip_factor, target_verdict};
-    use ldpcov::estimate::{EstimateOptions, RegularisationRule, UniversalThreshold};
-    use ldpcov::sim;
+    use ldpcov_estimate::{EstimateOptions, RegularisationRule, UniversalThreshold};
+    use ldpcov_lab::sim;
     use nalgebra::DMatrix;
 
     #[test]

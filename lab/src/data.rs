@@ -17,7 +17,7 @@
 //! (NPY: 0-based, as numpy indexes).
 //!
 //! ```
-//! use ldpcov::data::DataSet;
+//! use ldpcov_lab::data::DataSet;
 //!
 //! let data = DataSet::from_csv_str("height,weight\n1.0,2.0\n3.0,6.0\n")?;
 //! assert_eq!(data.names.as_deref(), Some(&["height".to_string(), "weight".to_string()][..]));
@@ -28,7 +28,7 @@
 //! assert_eq!(cov[(0, 0)], 1.0);
 //! assert_eq!(cov[(0, 1)], 2.0);
 //! assert_eq!(data.correlation()?[(0, 1)], 1.0);
-//! # Ok::<(), ldpcov::data::DataError>(())
+//! # Ok::<(), ldpcov_lab::data::DataError>(())
 //! ```
 
 use ldpcov_cli::{CsvDialect, is_csv_header};

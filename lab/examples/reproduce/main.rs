@@ -1,27 +1,35 @@
-//! The reproduction harness: the seed papers' experiments and the canonical accuracy
-//! benchmark (docs/REPRODUCTION.md §1), run in-process through the SAME perturbation
-//! ([`Perturber::perturb`](ldpcov::client::Perturber::perturb)) and estimator code
-//! ([`estimate`](ldpcov::estimate::estimate),
-//! [`estimate_precision`](ldpcov::estimate::estimate_precision)) as the real system. See `docs/REPRODUCTION.md`.
+//! The reproduction harness: the papers' experiments and the canonical accuracy
+//! benchmark (lab/docs/REPRODUCTION.md §1), run in-process through the SAME perturbation
+//! ([`Perturber::perturb`](ldpcov_client::Perturber::perturb)) and estimator code
+//! ([`estimate`](ldpcov_estimate::estimate),
+//! [`estimate_precision`](ldpcov_estimate::estimate_precision)) as the real system. See
+//! `lab/docs/REPRODUCTION.md`.
+//!
+//! One module per paper, named by its authors (the papers' text files are numbered
+//! `000`–`004`; the old subcommand names `seed000`, `seed001`, `seed003` stay accepted
+//! as hidden aliases): [`wang_xu`] (Wang & Xu, DP-Thresholding), [`papers`] (the
+//! heavy-tailed paper, whose stored text names no authors, and the papers'
+//! not-private float mechanism), [`su_guo_zhang`] (Su, Guo & Zhang, precision
+//! matrices), and Dong, Liang & Yi's central releases in [`central`].
 //!
 //! **Simulation only**: every noise stream is seeded
 //! (`DiscreteGaussianSampler::from_seed_for_simulation`), so nothing produced here is private.
 //! Every output row names the simulation path that produced it (`per-user` or
-//! `sum-of-noise`, see [`ldpcov::sim`]). Rows of the "paper-faithful" variants
+//! `sum-of-noise`, see [`ldpcov_lab::sim`]). Rows of the "paper-faithful" variants
 //! (the papers' Δ = 1 noise, no clipping) are labelled `NOT PRIVATE`; that mechanism
 //! exists only in this harness (`papers.rs`), never in the product.
 //!
 //! ```text
-//! cargo run --release --example reproduce -- canonical --reps 20
-//! cargo run --release --example reproduce -- seed001 --reps 50
-//! cargo run --release --example reproduce -- seed000 --reps 5 --plot-dir docs/img
-//! cargo run --release --example reproduce -- seed003 --reps 10
-//! cargo run --release --example reproduce -- joint --reps 5
-//! cargo run --release --example reproduce -- central --experiment local-vs-central
-//! cargo run --release --example reproduce -- mechanisms --ps 20,100,1000 --ns 100000
-//! cargo run --release --example reproduce -- mean-cov --ps 20,100 --reps 2
-//! cargo run --release --example reproduce -- --json canonical --reps 2 --ns 100000
-//! cargo run --release --example reproduce -- unordered --data wine=/tmp/wine.npy
+//! cargo run --release -p ldpcov-lab --example reproduce -- canonical --reps 20
+//! cargo run --release -p ldpcov-lab --example reproduce -- heavy-tails --reps 50
+//! cargo run --release -p ldpcov-lab --example reproduce -- wang-xu --reps 5 --plot-dir lab/docs/img
+//! cargo run --release -p ldpcov-lab --example reproduce -- su-guo-zhang --reps 10
+//! cargo run --release -p ldpcov-lab --example reproduce -- joint --reps 5
+//! cargo run --release -p ldpcov-lab --example reproduce -- central --experiment local-vs-central
+//! cargo run --release -p ldpcov-lab --example reproduce -- mechanisms --ps 20,100,1000 --ns 100000
+//! cargo run --release -p ldpcov-lab --example reproduce -- mean-cov --ps 20,100 --reps 2
+//! cargo run --release -p ldpcov-lab --example reproduce -- --json canonical --reps 2 --ns 100000
+//! cargo run --release -p ldpcov-lab --example reproduce -- unordered --data wine=/tmp/wine.npy
 //! ```
 
 mod canonical;
@@ -31,16 +39,16 @@ mod mean_cov;
 mod mechanisms;
 mod papers;
 mod plot;
-mod seed000;
-mod seed003;
+mod su_guo_zhang;
 mod unordered;
+mod wang_xu;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 /// Command line.
 #[derive(Parser)]
-#[command(about = "Reproduce the seed papers' experiments and the canonical benchmark")]
+#[command(about = "Reproduce the papers' experiments and the canonical benchmark")]
 struct Args {
     /// Print one JSON object per result row instead of a table.
     #[arg(long, global = true)]
@@ -58,11 +66,14 @@ enum Experiment {
     /// The canonical accuracy benchmark (Models 1/2, p = 20, δ = 1e-6).
     Canonical(canonical::Args),
     /// The heavy-tailed paper Tables 1–6, paper-faithful (NOT PRIVATE) next to private.
-    Seed001(papers::Seed001Args),
+    #[command(alias = "seed001")]
+    HeavyTails(papers::HeavyTailsArgs),
     /// Wang & Xu's three sweeps (sparsity, p, ε) vs n, with PNG plots.
-    Seed000(seed000::Args),
+    #[command(alias = "seed000")]
+    WangXu(wang_xu::Args),
     /// Su, Guo & Zhang Tables 1–2 settings (ridge and glasso precision).
-    Seed003(seed003::Args),
+    #[command(alias = "seed003")]
+    SuGuoZhang(su_guo_zhang::Args),
     /// The default on unordered structures (factor, block, sparse, permuted models,
     /// real data) against none+PSD, universal c = 4 and an oracle.
     Unordered(unordered::Args),
@@ -114,9 +125,9 @@ fn main() -> Result<()> {
     };
     match args.experiment {
         Experiment::Canonical(a) => canonical::run(&a, out),
-        Experiment::Seed001(a) => papers::run_seed001(&a, out),
-        Experiment::Seed000(a) => seed000::run(&a, out),
-        Experiment::Seed003(a) => seed003::run(&a, out),
+        Experiment::HeavyTails(a) => papers::run_heavy_tails(&a, out),
+        Experiment::WangXu(a) => wang_xu::run(&a, out),
+        Experiment::SuGuoZhang(a) => su_guo_zhang::run(&a, out),
         Experiment::Unordered(a) => unordered::run(&a, out),
         Experiment::Joint(a) => joint::run(&a, out),
         Experiment::Central(a) => central::run(&a, out),
@@ -129,7 +140,7 @@ fn main() -> Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum MechanismArg {
     /// The Gaussian report with raw off-diagonal products (the weighting these
-    /// benchmarks were first measured with, docs/REPRODUCTION.md).
+    /// benchmarks were first measured with, lab/docs/REPRODUCTION.md).
     GaussianTriu,
     /// The Gaussian report with √2-weighted off-diagonals (the default of a new
     /// collection).
@@ -140,8 +151,8 @@ pub(crate) enum MechanismArg {
 
 impl MechanismArg {
     /// The spec value.
-    pub(crate) fn to_proto(self) -> ldpcov::proto::v1::LocalMechanism {
-        use ldpcov::proto::v1::LocalMechanism;
+    pub(crate) fn to_proto(self) -> ldpcov_proto::v1::LocalMechanism {
+        use ldpcov_proto::v1::LocalMechanism;
         match self {
             MechanismArg::GaussianTriu => LocalMechanism::GaussianTriu,
             MechanismArg::Gaussian => LocalMechanism::Gaussian,
@@ -150,7 +161,7 @@ impl MechanismArg {
     }
 
     /// The simulation collection of dimension `p` at `epsilon`, clip radius `r`
-    /// ([`sim::collection`](ldpcov::sim::collection)), with this mechanism, its δ
+    /// ([`sim::collection`](ldpcov_lab::sim::collection)), with this mechanism, its δ
     /// ([`delta`](Self::delta) of 10⁻⁶) and its own encoding (i16 for the rank-one
     /// report, i32 otherwise); `ordered` declares the variables ordered.
     pub(crate) fn collection(
@@ -159,10 +170,10 @@ impl MechanismArg {
         epsilon: f64,
         r: f64,
         ordered: bool,
-    ) -> Result<ldpcov::privacy::Collection, ldpcov::privacy::SpecError> {
-        use ldpcov::privacy::Collection;
-        use ldpcov::proto::v1::CollectionSpec;
-        let base = ldpcov::sim::collection(p, epsilon, 1e-6, r)?;
+    ) -> Result<ldpcov_privacy::Collection, ldpcov_privacy::SpecError> {
+        use ldpcov_privacy::Collection;
+        use ldpcov_proto::v1::CollectionSpec;
+        let base = ldpcov_lab::sim::collection(p, epsilon, 1e-6, r)?;
         Collection::from_spec(&CollectionSpec {
             ordered_variables: ordered,
             local_mechanism: self.to_proto() as i32,
@@ -211,8 +222,8 @@ impl UserData {
         self,
         sigma: &nalgebra::DMatrix<f64>,
         r: f64,
-    ) -> anyhow::Result<ldpcov::models::Sampler> {
-        use ldpcov::models::Sampler;
+    ) -> anyhow::Result<ldpcov_lab::models::Sampler> {
+        use ldpcov_lab::models::Sampler;
         Ok(match self {
             UserData::Gaussian => Sampler::gaussian(sigma)?,
             UserData::Unclipped => {

@@ -1,4 +1,5 @@
-//! Error measures of the seed papers.
+//! Error measures the papers report (relative spectral, Frobenius and ℓ₁ errors), and
+//! an estimate's matrices.
 
 use ldpcov_estimate::packed_to_matrix;
 use nalgebra::DMatrix;

@@ -1,13 +1,13 @@
 //! Quick accuracy check of the threshold rules on the canonical benchmark point
-//! (docs/REPRODUCTION.md §1): the heavy-tailed paper's Models 1 and 2, Gaussian, p = 20, R = √(2p), δ = 1e-6,
+//! (lab/docs/REPRODUCTION.md §1): the heavy-tailed paper's Models 1 and 2, Gaussian, p = 20, R = √(2p), δ = 1e-6,
 //! ε ∈ {0.5, 1, 2}, n ∈ {1e5, 1e6, 1e7}. Not the reproduction harness: an in-process
 //! simulation that fills an `Accumulator` directly and calls the aggregator's pure
 //! estimator.
 //!
-//! Simulation path: the sum-of-noise fast path of [`ldpcov::sim`] (per-user signal
+//! Simulation path: the sum-of-noise fast path of [`ldpcov_lab::sim`] (per-user signal
 //! through the real `Perturber` with zero noise, one noise draw per fold and entry,
 //! sums of squares from their exact joint law), the same code as the reproduction
-//! harness (`examples/reproduce`), which also has the per-user path. The signal is
+//! harness (`lab/examples/reproduce`), which also has the per-user path. The signal is
 //! simulated once per repetition and shared across ε (rounded on each ε's grid).
 //!
 //! Measured at commit 835bc57 (`--reps 3`, dev profile, ~4 min on 2 shared cores):
@@ -19,19 +19,19 @@
 //! spectral error. The accuracy target of the default (a mean ratio ≤ 0.7, never above 0.9, against the better of the two baselines) is not met by these fixed rules.
 //!
 //! ```text
-//! cargo run --example estimator_check -- --reps 5
-//! cargo run --example estimator_check -- --reps 3 --ns 100000,1000000
+//! cargo run -p ldpcov-lab --example estimator_check -- --reps 5
+//! cargo run -p ldpcov-lab --example estimator_check -- --reps 3 --ns 100000,1000000
 //! ```
 
 use anyhow::Result;
 use clap::Parser;
-use ldpcov::estimate::{
+use ldpcov_estimate::{
     AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput, RegularisationRule,
     ThresholdKind, UniversalThreshold, estimate,
 };
-use ldpcov::metrics::relative_spectral_error;
-use ldpcov::models::{Model, Sampler};
-use ldpcov::sim;
+use ldpcov_lab::metrics::relative_spectral_error;
+use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_lab::sim;
 
 #[derive(Parser)]
 #[command(about = "Accuracy of the threshold rules at the canonical benchmark point")]

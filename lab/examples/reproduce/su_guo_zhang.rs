@@ -1,6 +1,7 @@
-//! Su, Guo & Zhang Tables 1–2 settings: p = 100, n ∈ {100, 200, 400},
+//! Su, Guo & Zhang's Tables 1–2 settings (`003_f9b2df4219ad4ae7.txt`, "Differentially Private
+//! Precision Matrix Estimation"): p = 100, n ∈ {100, 200, 400},
 //! ε ∈ {0.1, 0.3, 0.5, 0.8, 1.2, 2}, δ = 1/n; ridge (ROPE, Table 1, Models 1–3) and
-//! graphical lasso (ADMM, Table 2, Models 2–4) through [`ldpcov::estimate::estimate_precision`];
+//! graphical lasso (ADMM, Table 2, Models 2–4) through [`ldpcov_estimate::estimate_precision`];
 //! losses `‖Θ̂_priv − Θ̂‖/‖Θ̂‖` in the matrix ℓ₁, Frobenius and spectral norms, with Θ̂
 //! the non-private estimate at the same λ (as the paper does).
 //!
@@ -29,15 +30,15 @@
 use crate::central::rho_for;
 use crate::{Out, seed_of};
 use anyhow::Result;
-use ldpcov::central::{CENTRAL_GRID_BITS, CentralStatistics, OffDiagonalWeighting, gauss_cov};
-use ldpcov::client::{DiscreteGaussianSampler, FloatGaussianNotPrivate, Perturber};
-use ldpcov::estimate::{
+use ldpcov_central::{CENTRAL_GRID_BITS, CentralStatistics, OffDiagonalWeighting, gauss_cov};
+use ldpcov_client::{DiscreteGaussianSampler, FloatGaussianNotPrivate, Perturber};
+use ldpcov_estimate::{
     Accumulator, EstimateOptions, EstimationInput, FOLDS, GlassoOptions, PrecisionMethod,
     RegularisationRule, average, cross_validate_lambda, lambda_grid, precision, project_psd,
 };
-use ldpcov::metrics::{relative_frobenius_error, relative_l1_error, relative_spectral_error};
-use ldpcov::privacy::layout::triangle_pairs;
-use ldpcov::sim::{self, Path};
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_l1_error, relative_spectral_error};
+use ldpcov_lab::sim::{self, Path};
+use ldpcov_privacy::layout::triangle_pairs;
 use nalgebra::{DMatrix, DVector};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal, StandardNormal};
@@ -194,7 +195,7 @@ fn sample_cov(xs: &[Vec<f64>], p: usize) -> DMatrix<f64> {
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let p = args.dim;
     out.text(format!(
-        "# seed 003: path {} (local variant), p = {p}, δ = 1/n, {} reps; loss ‖Θ̂_priv − Θ̂‖/‖Θ̂‖ mean (s.e.) in ℓ₁ | F | ℓ₂",
+        "# Su, Guo & Zhang: path {} (local variant), p = {p}, δ = 1/n, {} reps; loss ‖Θ̂_priv − Θ̂‖/‖Θ̂‖ mean (s.e.) in ℓ₁ | F | ℓ₂",
         Path::PerUser.name(),
         args.reps
     ));
@@ -206,7 +207,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                 [2u8, 3, 4],
                 "glasso",
             ),
-            other => anyhow::bail!("seed 003 has tables 1 and 2, not {other}"),
+            other => anyhow::bail!("Su, Guo & Zhang have tables 1 and 2, not {other}"),
         };
         for (col, &model) in models.iter().enumerate() {
             let theta = precision_model(model, p, seed_of(&[5, model as u64]));
@@ -361,7 +362,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                         ));
                         let pr = printed(table, n, epsilon, col);
                         out.row(json!({
-                            "experiment": "seed003", "table": table, "method": mname,
+                            "experiment": "su-guo-zhang", "table": table, "method": mname,
                             "model": format!("model{model}"), "p": p, "n": n, "epsilon": epsilon,
                             "delta": delta, "lambda": lambda, "reps": args.reps,
                             "path": Path::PerUser.name(), "variant": variant,

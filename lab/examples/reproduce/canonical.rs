@@ -1,19 +1,19 @@
-//! The canonical accuracy benchmark (docs/REPRODUCTION.md §1): the heavy-tailed paper's Models 1 and 2, Gaussian,
+//! The canonical accuracy benchmark (lab/docs/REPRODUCTION.md §1): the heavy-tailed paper's Models 1 and 2, Gaussian,
 //! p = 20, R = √(2p), δ = 1e-6, ε ∈ {0.5, 1, 2}, n ∈ {1e5, 1e6, 1e7}; relative spectral
 //! and Frobenius error of every estimator, and the ratio of the default (CV) to the
 //! better of raw+PSD and Wang & Xu's universal rule.
 
 use crate::{MechanismArg, Out, UserData, chosen_candidate, seed_of};
 use anyhow::Result;
-use ldpcov::estimate::{
+use ldpcov_estimate::{
     Accumulator, AdaptiveThreshold, CrossValidation, EstimateOptions, EstimationInput,
     LdpNoiseThreshold, RegularisationRule, ThresholdKind, UniversalThreshold, estimate,
 };
-use ldpcov::metrics::{relative_frobenius_error, relative_spectral_error};
-use ldpcov::models::{self, Model, Sampler};
-use ldpcov::privacy::Collection;
-use ldpcov::proto::v1::CollectionSpec;
-use ldpcov::sim::{self, Path};
+use ldpcov_lab::metrics::{relative_frobenius_error, relative_spectral_error};
+use ldpcov_lab::models::{self, Model, Sampler};
+use ldpcov_lab::sim::{self, Path};
+use ldpcov_privacy::Collection;
+use ldpcov_proto::v1::CollectionSpec;
 use serde_json::json;
 
 /// Options of the canonical benchmark.
@@ -76,7 +76,7 @@ pub(crate) fn estimators() -> Vec<(&'static str, EstimateOptions)> {
             ),
         ),
         (
-            "seed001(xi=2)",
+            "ldp_noise(xi=2)",
             opts(
                 RegularisationRule::LdpNoise(LdpNoiseThreshold {
                     xi: 2.0,

@@ -1,9 +1,10 @@
-//! Wang & Xu's three sweeps (Wang & Xu): relative ℓ₂ (spectral) and ℓ₁ error against
+//! Wang & Xu's three sweeps (`000_ce90c25c0138f23a.txt`, "Differentially Private High
+//! Dimensional Sparse Covariance Matrix Estimation"): relative ℓ₂ (spectral) and ℓ₁ error against
 //! n for the sparse model `U = (Ũ + 50·I)/200`, x ~ N(0, U), δ = 1/n:
 //! sparsity sr ∈ {0.1, 0.2, 0.3, 0.5} (p = 100, ε = 1), p ∈ {50, 100, 200, 500}
 //! (sr = 0.2, ε = 1), ε ∈ {0.1, 0.5, 1, 2} (p = 200, sr = 0.2).
 //!
-//! Ũ's values are unspecified in the paper: [`Model::SparseSeed000`] draws them
+//! Ũ's values are unspecified in the paper: [`Model::SparseWangXu`] draws them
 //! uniformly from [−1, 1] (one fixed Ũ per setting, seed 0). No paper clips: we use
 //! R = √(2·tr U) = √(p/2). Sum-of-noise path (the signal is still simulated user by
 //! user). Estimators: Wang & Xu Alg. 2 as printed (γ = 0, c = 4, diagonal thresholded)
@@ -11,12 +12,12 @@
 
 use crate::{Out, plot, seed_of};
 use anyhow::Result;
-use ldpcov::estimate::{
+use ldpcov_estimate::{
     EstimateOptions, EstimationInput, RegularisationRule, UniversalThreshold, estimate,
 };
-use ldpcov::metrics::{relative_l1_error, relative_spectral_error};
-use ldpcov::models::{Model, Sampler};
-use ldpcov::sim::{self, Path};
+use ldpcov_lab::metrics::{relative_l1_error, relative_spectral_error};
+use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_lab::sim::{self, Path};
 use serde_json::json;
 
 /// Options of the Wang & Xu sweeps.
@@ -57,8 +58,8 @@ fn estimators() -> Vec<(&'static str, EstimateOptions)> {
         ..Default::default()
     };
     vec![
-        ("seed000 Alg2 (diag thresholded)", universal(true)),
-        ("seed000 Alg2 (diag exempt)", universal(false)),
+        ("wang-xu Alg2 (diag thresholded)", universal(true)),
+        ("wang-xu Alg2 (diag exempt)", universal(false)),
         (
             "none+psd",
             EstimateOptions {
@@ -74,7 +75,7 @@ fn estimators() -> Vec<(&'static str, EstimateOptions)> {
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     let ests = estimators();
     out.text(format!(
-        "# seed 000 sweeps: path {} (per-user signal, one noise draw per fold and entry), {} reps, δ = 1/n, R = √(p/2); mean (s.e.) of relative ℓ₂ | ℓ₁ error",
+        "# Wang & Xu sweeps: path {} (per-user signal, one noise draw per fold and entry), {} reps, δ = 1/n, R = √(p/2); mean (s.e.) of relative ℓ₂ | ℓ₁ error",
         Path::SumOfNoise.name(),
         args.reps
     ));
@@ -134,7 +135,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         // curves[estimator][point] = Vec<(n, mean ℓ₂, mean ℓ₁)>
         let mut curves = vec![vec![Vec::new(); points.len()]; ests.len()];
         for (pi, (name, pt)) in points.iter().enumerate() {
-            let model = Model::SparseSeed000 {
+            let model = Model::SparseWangXu {
                 sparsity: pt.sparsity,
                 seed: 0,
             };
@@ -175,7 +176,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                         "  {est:<34} {m2:>9.4} ({s2:.4}) {m1:>9.4} ({s1:.4})"
                     ));
                     out.row(json!({
-                        "experiment": "seed000", "sweep": sweep, "setting": name,
+                        "experiment": "wang-xu", "sweep": sweep, "setting": name,
                         "sparsity": pt.sparsity, "p": pt.p, "epsilon": pt.epsilon,
                         "n": n, "delta": 1.0 / n as f64, "clip_radius": r, "reps": args.reps,
                         "path": Path::SumOfNoise.name(), "estimator": est,
@@ -187,7 +188,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
         if let Some(dir) = &args.plot_dir {
             std::fs::create_dir_all(dir)?;
             for (metric, idx) in [("l2", 1usize), ("l1", 2)] {
-                let file = dir.join(format!("seed000_{sweep}_{metric}.png"));
+                let file = dir.join(format!("wang_xu_{sweep}_{metric}.png"));
                 let series: Vec<plot::Series> = [0usize, 3]
                     .iter()
                     .flat_map(|&k| {
@@ -196,7 +197,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                             .iter()
                             .enumerate()
                             .map(move |(pi, (name, _))| plot::Series {
-                                label: format!("{} {name}", if k == 0 { "seed000" } else { "cv" }),
+                                label: format!("{} {name}", if k == 0 { "wang-xu" } else { "cv" }),
                                 color: pi,
                                 dashed: k == 0,
                                 points: curves[k][pi]
@@ -206,7 +207,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                             })
                     })
                     .collect();
-                let title = format!("seed 000, {label} sweep: relative {metric} error vs n");
+                let title = format!("Wang & Xu, {label} sweep: relative {metric} error vs n");
                 let text = plot::draw(&file, &title, &series)?;
                 out.text(format!(
                     "  plot {} ({})",
