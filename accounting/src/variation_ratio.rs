@@ -582,7 +582,10 @@ mod tests {
     fn independent_implementation_values() {
         for &(eps0, n, delta, py) in REFERENCE {
             let got = variation_ratio_epsilon(eps0, n, delta).unwrap();
-            eprintln!("TEMP {eps0} {n} {delta:e} {py:.10e} {got:.10e} {:+.3e}", got / py - 1.0);
+            eprintln!(
+                "TEMP {eps0} {n} {delta:e} {py:.10e} {got:.10e} {:+.3e}",
+                got / py - 1.0
+            );
             assert!(
                 (got / py - 1.0).abs() <= 1e-4,
                 "ε0 {eps0} n {n} δ {delta}: {got}, reference {py}"
@@ -593,15 +596,16 @@ mod tests {
         for &(eps0, n) in &[(8.0, 1_000_000u64), (6.0, 100_000)] {
             let combined = crate::amplification::shuffled_epsilon(eps0, n, 1e-8).unwrap();
             let fmt21 = crate::amplification::fmt21_epsilon(eps0, n, 1e-8).unwrap();
-            assert!(combined <= fmt21, "ε0 {eps0} n {n}: {combined} > FMT21 {fmt21}");
+            assert!(
+                combined <= fmt21,
+                "ε0 {eps0} n {n}: {combined} > FMT21 {fmt21}"
+            );
             assert_eq!(combined, variation_ratio_epsilon(eps0, n, 1e-8).unwrap());
         }
     }
 
     /// (ε0, n, δ, ε) from `python3 testing/reference/variation_ratio.py`.
-    const REFERENCE: &[(f64, u64, f64, f64)] = &[
-REFERENCE_ROWS
-    ];
+    const REFERENCE: &[(f64, u64, f64, f64)] = &[REFERENCE_ROWS];
 
     /// The pair of the paper's Theorem 4.7 in its general form, for the generic
     /// parameters `p = q = e^ε0`, `β = (e^ε0 − 1)/(e^ε0 + 1)`, as the probabilities

@@ -78,7 +78,9 @@ impl ShufflePolicy {
             })
         };
         let Some(settings) = collection.shuffle() else {
-            return refuse("it is not shuffled: its reports would go to the aggregator directly".into());
+            return refuse(
+                "it is not shuffled: its reports would go to the aggregator directly".into(),
+            );
         };
         let batch = settings.min_batch_size();
         if batch < self.min_batch {

@@ -48,7 +48,9 @@ pub const DEFAULT_CENTRAL_DELTA: f64 = 1e-6;
 pub fn default_central_delta(min_batch_size: u64) -> f64 {
     let exponent = (10.0 * min_batch_size.max(1) as f64).log10().ceil() as i32;
     // 10^-e as a literal-exact power of ten (`powi` of 0.1 accumulates rounding).
-    let power = format!("1e-{exponent}").parse::<f64>().unwrap_or(f64::MIN_POSITIVE);
+    let power = format!("1e-{exponent}")
+        .parse::<f64>()
+        .unwrap_or(f64::MIN_POSITIVE);
     power.min(DEFAULT_CENTRAL_DELTA)
 }
 /// Key rotation period when the spec leaves it 0: one day.
