@@ -145,11 +145,6 @@ impl ServeArgs {
                 self.min_batch_size
             );
         }
-        if self.insecure_plaintext {
-            tracing::warn!(
-                "--insecure-plaintext: serving devices WITHOUT TLS, for tests only; anyone on the network path can link a device to the report the relay forwards"
-            );
-        }
         let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
         let issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?;
         let admin = self
@@ -194,6 +189,11 @@ impl ServeArgs {
             .await
             .with_context(|| format!("cannot listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
+        if self.insecure_plaintext {
+            tracing::warn!(
+                "--insecure-plaintext: serving devices WITHOUT TLS, for tests only; anyone on the network path can link a device to the report the relay forwards"
+            );
+        }
         tracing::info!(
             %addr,
             tls = tls.is_some(),
