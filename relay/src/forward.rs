@@ -157,7 +157,15 @@ impl Forwarder {
             {
                 continue;
             }
-            if self.admit(&batch.collection_id, &mut admitted).await && self.forward(&batch).await {
+            let ok = self.admit(&batch.collection_id, &mut admitted).await;
+            if !ok {
+                // Backed off like a failed call, so logged at that pace.
+                tracing::warn!(
+                    collection = %batch.collection_id,
+                    "cannot forward a batch; will retry: the aggregator cannot be reached, or the collection is refused now"
+                );
+            }
+            if ok && self.forward(&batch).await {
                 self.retries.remove(&batch.seq);
                 sent += 1;
             } else {
