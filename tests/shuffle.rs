@@ -334,6 +334,7 @@ async fn relay(aggregator: &str) -> Relay {
     let issuer = ldpcov_relay::DeviceTokenIssuer::from_bytes([7; 32]);
     let mut options = ldpcov_relay::RelayOptions::new(upstream, issuer.clone());
     options.batch_check_interval = std::time::Duration::from_millis(100);
+    options.floor.min_batch_size = MIN_BATCH;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

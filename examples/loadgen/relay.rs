@@ -42,8 +42,13 @@ pub(crate) struct EmbeddedRelay {
 }
 
 impl EmbeddedRelay {
-    /// Starts a relay forwarding to `aggregator_url` with `relay_token`.
-    pub(crate) async fn start(aggregator_url: &str, relay_token: &str) -> Result<Self> {
+    /// Starts a relay forwarding to `aggregator_url` with `relay_token`, refusing
+    /// collections (and batches) below `min_batch_size`.
+    pub(crate) async fn start(
+        aggregator_url: &str,
+        relay_token: &str,
+        min_batch_size: u64,
+    ) -> Result<Self> {
         let dir = tempfile::tempdir().context("the relay's data directory")?;
         let store = Arc::new(RelayStore::open(dir.path()).context("the relay's store")?);
         let upstream = Upstream::new(aggregator_url, Secret::new(relay_token, "relay")?, None)
@@ -54,6 +59,7 @@ impl EmbeddedRelay {
         let issuer = DeviceTokenIssuer::from_bytes(device_secret);
         let mut options = RelayOptions::new(upstream, issuer.clone());
         options.batch_check_interval = BATCH_CHECK_INTERVAL;
+        options.floor.min_batch_size = min_batch_size.max(2);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}", listener.local_addr()?);
         let (tx, rx) = oneshot::channel();

@@ -222,7 +222,16 @@ impl Setup {
             tracing::warn!(collection = %id, reports = reports_before, "the collection already held reports before this run");
         }
         let relay = match &relay_token {
-            Some(token) => Some(EmbeddedRelay::start(&url, token).await?),
+            // The embedded relay's floor is the collection's own minimum: this run
+            // operates both sides.
+            Some(token) => Some(
+                EmbeddedRelay::start(
+                    &url,
+                    token,
+                    collection.shuffle().map_or(2, |s| s.min_batch_size()),
+                )
+                .await?,
+            ),
             None => None,
         };
         Ok(Setup {

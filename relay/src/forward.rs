@@ -1,6 +1,12 @@
 //! The background task: every check interval it turns due windows into batches
-//! ([`RelayStore::form_due_batches`]) and sends every stored batch to the aggregator
-//! ([`Upstream::send_batch`]), oldest first.
+//! ([`RelayStore::form_batches`], never below the relay's floor) and sends every
+//! stored batch to the aggregator ([`Upstream::send_batch`]), oldest first.
+//!
+//! Before forming a collection's batch and before each attempt at sending one, it
+//! fetches the collection's parameters afresh and admits them through the [`Gate`]: a
+//! collection that changed its privacy settings after the relay pinned them (or no
+//! longer meets the relay's floor) keeps its window open and its batches stored, not
+//! forwarded, while the change persists.
 //!
 //! A batch the aggregator acknowledges (OK, with accepted + duplicates + refused =
 //! batch size) is deleted durably; its refused reports are logged by code and counted.
@@ -16,6 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::gate::Gate;
 use crate::service::Clock;
 use crate::store::{PendingBatch, RelayStore};
 use crate::upstream::Upstream;
@@ -35,6 +42,7 @@ struct Retry {
 /// The forwarder's state: when each failed batch may be tried again.
 pub struct Forwarder {
     store: Arc<RelayStore>,
+    gate: Gate,
     upstream: Upstream,
     clock: Clock,
     first_backoff: Duration,
@@ -48,11 +56,13 @@ impl std::fmt::Debug for Forwarder {
 }
 
 impl Forwarder {
-    /// A forwarder of `store`'s batches to `upstream`, reading the time from `clock`.
-    pub fn new(store: Arc<RelayStore>, upstream: Upstream, clock: Clock) -> Self {
+    /// A forwarder of `store`'s batches to the aggregator of `gate`, reading the time
+    /// from `clock`.
+    pub fn new(store: Arc<RelayStore>, gate: Gate, clock: Clock) -> Self {
         Forwarder {
             store,
-            upstream,
+            upstream: gate.upstream().clone(),
+            gate,
             clock,
             first_backoff: FIRST_BACKOFF,
             retries: HashMap::new(),
@@ -86,7 +96,35 @@ impl Forwarder {
     /// Returns how many batches the aggregator acknowledged.
     pub async fn tick(&mut self) -> usize {
         let now = (self.clock)();
-        match self.store.form_due_batches(now).await {
+        let floor = self.gate.floor();
+        let store = Arc::clone(&self.store);
+        let due = match tokio::task::spawn_blocking(move || store.due_collections(now, floor)).await
+        {
+            Ok(Ok(due)) => due,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "cannot list the due windows");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the due windows");
+                Vec::new()
+            }
+        };
+        // Admitted now, on the aggregator's current answer: those whose settings
+        // changed (or that are unreachable) keep their windows open.
+        let mut admitted: HashMap<String, bool> = HashMap::new();
+        let mut allowed = Vec::new();
+        for id in due {
+            if self.admit(&id, &mut admitted).await {
+                allowed.push(id);
+            }
+        }
+        let formed = if allowed.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.store.form_batches(now, floor, Some(allowed)).await
+        };
+        match formed {
             Ok(formed) => {
                 for b in &formed {
                     tracing::info!(collection = %b.collection_id, reports = b.size, "batch formed");
@@ -119,7 +157,15 @@ impl Forwarder {
             {
                 continue;
             }
-            if self.forward(&batch).await {
+            let ok = self.admit(&batch.collection_id, &mut admitted).await;
+            if !ok {
+                // Backed off like a failed call, so logged at that pace.
+                tracing::warn!(
+                    collection = %batch.collection_id,
+                    "cannot forward a batch; will retry: the aggregator cannot be reached, or the collection is refused now"
+                );
+            }
+            if ok && self.forward(&batch).await {
                 self.retries.remove(&batch.seq);
                 sent += 1;
             } else {
@@ -137,6 +183,30 @@ impl Forwarder {
             }
         }
         sent
+    }
+
+    /// Whether collection `id` is admitted on a fresh answer of the aggregator (once
+    /// per tick: `seen` remembers).
+    async fn admit(&self, id: &str, seen: &mut HashMap<String, bool>) -> bool {
+        if let Some(ok) = seen.get(id) {
+            return *ok;
+        }
+        let ok = match self.gate.admit(id, Some(Duration::ZERO)).await {
+            Ok(_) => true,
+            Err(status) => {
+                // The gate logged a change of settings (once, as an ERROR); an
+                // unreachable aggregator shows in the batch calls' failures.
+                tracing::debug!(
+                    collection = %id,
+                    code = ?status.code(),
+                    message = status.message(),
+                    "not forming or forwarding a collection's batches now"
+                );
+                false
+            }
+        };
+        seen.insert(id.to_string(), ok);
+        ok
     }
 
     /// One attempt at one batch; true once it is acknowledged and deleted.

@@ -3,27 +3,52 @@
 //!
 //! Devices seal their reports with HPKE to the aggregator's key (`ldpcov-seal`) and
 //! send them here (`ldpcov.v1.Relay/SubmitSealedReport`) with a device token. The
-//! relay cannot read them. It keeps at most one report per device per collection per
-//! batch window, durably ([`RelayStore`]), and when a window is at least
-//! `batch_window_seconds` old **and** holds at least `min_batch_size` reports (a window
-//! past its time stays open until it has enough) it shuffles the window's reports into
-//! a batch with an OS-seeded CSPRNG. The [`Forwarder`] sends each batch to the
-//! aggregator (`Aggregator/SubmitShuffledBatch`) as one call carrying only the sealed
-//! reports and the relay's own token, and deletes it once acknowledged; so the
-//! aggregator cannot tell whose report is whose, and each report's local ε0 is
-//! amplified to the collection's central ε.
+//! relay cannot read them. It keeps at most **one report per device per collection**
+//! (in any window), durably ([`RelayStore`]), in a window per (collection, key id), and
+//! when a window is at least `batch_window_seconds` old **and** holds at least
+//! `min_batch_size` reports (a window past its time stays open until it has enough) it
+//! shuffles the window's reports into a batch with an OS-seeded CSPRNG. The
+//! [`Forwarder`] sends each batch to the aggregator (`Aggregator/SubmitShuffledBatch`)
+//! as one call carrying only the sealed reports and the relay's own token, and deletes
+//! it once acknowledged; so the aggregator cannot tell whose report is whose, and each
+//! report's local ε0 is amplified to the collection's central ε.
+//!
+//! The central ε is a promise against the aggregator, so the relay enforces what it
+//! rests on from its own configuration, not the aggregator's answer ([`Gate`]):
+//!
+//! * **its own floor** ([`RelayOptions::floor`], `serve --min-batch-size`, default
+//!   [`DEFAULT_MIN_BATCH_SIZE`], and `--min-batch-window-seconds`): a collection
+//!   announcing less is refused (FAILED_PRECONDITION), and a window closes by the
+//!   larger of the announced rule and the floor, so no batch below the floor is
+//!   formed;
+//! * **settings pinned at first sight** ([`PinnedSettings`], durably): a collection
+//!   whose shuffle settings, ε0, mechanism, dimension or spec change afterwards is
+//!   refused, and its windows and batches are held, not forwarded, while the change
+//!   persists;
+//! * **one report per device per collection**: the keyed device record lives as long
+//!   as the collection's records, so a device is in at most one batch; a resend of the
+//!   same submission id, or of the same sealed bytes under any id or device, is a
+//!   duplicate and never reaches a second batch;
+//! * **one key id per batch**: windows are keyed by (collection, key id);
+//! * **one view for devices**: `Relay/GetCollection` answers every device the pinned
+//!   parameters with the keys of the relay's view, its floor and the central ε it
+//!   computes itself (`ldpcov_accounting::amplification::shuffled_epsilon`);
+//! * **no plaintext**: the `ldpcov-relay serve` binary refuses to serve devices without
+//!   TLS unless `--insecure-plaintext` (tests).
 //!
 //! * [`token`](DeviceTokenIssuer) — device tokens `v1.<device id>.<hex HMAC-SHA256>`
 //!   and the relay's own secrets ([`Secret`]).
-//! * [`RelayStore`] — the redb store: windows, dedupe records, batches, counters.
+//! * [`RelayStore`] — the redb store: windows, dedupe records, pinned settings,
+//!   batches, counters.
 //! * [`Upstream`] — the aggregator: collection parameters (cached) and the batch call.
+//! * [`Gate`] — the floor and the pinned settings, for the service and the forwarder.
 //! * [`RelayService`] — the gRPC service; [`serve`] runs it with health, reflection,
 //!   limits, TLS and the [`Forwarder`].
 //!
 //! **The relay never holds the aggregator's master secret or any opening key**, never
-//! forwards, logs or stores a device's identity beyond the current window's dedupe
-//! record (a keyed hash), and never forwards a report but in a batch of at least the
-//! collection's minimum.
+//! forwards, logs or stores a device's identity (its dedupe record is a keyed hash,
+//! under a salt kept in the same store: issue 43), and never forwards a report but in
+//! a batch of at least the collection's minimum and its own floor.
 //!
 //! ```
 //! use ldpcov_relay::{CloseRule, DeviceTokenIssuer, RelayStore, Submission, SubmitOutcome};
@@ -40,7 +65,7 @@
 //!         collection_id: "heights".into(),
 //!         device: issuer.verify(&token).expect("a token we issued"),
 //!         submission_id: [now as u8; 16],
-//!         sealed: SealedReport { key_id: 1, enc: vec![0; 32], ciphertext: vec![1; 40] },
+//!         sealed: SealedReport { key_id: 1, enc: vec![0; 32], ciphertext: vec![now as u8; 40] },
 //!         now,
 //!         rule,
 //!     };
@@ -57,6 +82,8 @@
 //! ```
 
 mod forward;
+mod gate;
+mod pin;
 mod server;
 mod service;
 mod store;
@@ -67,6 +94,8 @@ mod upstream;
 pub use ldpcov_proto as proto;
 
 pub use forward::{BATCH_TIMEOUT, FIRST_BACKOFF, Forwarder, MAX_BACKOFF};
+pub use gate::{Admitted, DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
+pub use pin::PinnedSettings;
 pub use server::{
     HEALTH_SERVICE_NAME, RelayLimits, RelayOptions, ServeError, serve, serve_with_clock,
 };
@@ -90,7 +119,7 @@ pub use upstream::{
 /// |---|---|---|---|
 /// | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
 /// | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
-/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `not_found`, `not_shuffled`, `key_id`, `already_reported`, `aggregator_unavailable`, `store`) |
+/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `key_id`, `already_reported`, `aggregator_unavailable`, `store`) |
 /// | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
 /// | `ldpcov_relay_batches_forwarded_total` | counter | collection | batches the aggregator acknowledged |
 /// | `ldpcov_relay_reports_forwarded_total` | counter | collection | their reports |

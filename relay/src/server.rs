@@ -15,8 +15,9 @@ use tonic::server::NamedService;
 use tonic::service::LayerExt;
 
 use crate::forward::Forwarder;
+use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
 use crate::service::{Clock, RelayService, system_clock};
-use crate::store::RelayStore;
+use crate::store::{CloseRule, RelayStore};
 use crate::token::{DeviceTokenIssuer, Secret};
 use crate::upstream::Upstream;
 
@@ -79,10 +80,14 @@ pub struct RelayOptions {
     pub limits: RelayLimits,
     /// How often the forwarder forms due batches and sends stored ones.
     pub batch_check_interval: Duration,
+    /// The relay's own floor: collections announcing a smaller `min_batch_size` or a
+    /// shorter window are refused, and no batch holds fewer reports.
+    pub floor: CloseRule,
 }
 
 impl RelayOptions {
-    /// Default limits, no admin token, no TLS, a check every second.
+    /// Default limits, no admin token, no TLS, a check every second, the default
+    /// floor ([`DEFAULT_MIN_BATCH_SIZE`] reports, no window minimum).
     pub fn new(upstream: Upstream, issuer: DeviceTokenIssuer) -> Self {
         RelayOptions {
             upstream,
@@ -91,6 +96,10 @@ impl RelayOptions {
             tls: None,
             limits: RelayLimits::default(),
             batch_check_interval: Duration::from_secs(1),
+            floor: CloseRule {
+                min_batch_size: DEFAULT_MIN_BATCH_SIZE,
+                window_seconds: DEFAULT_MIN_BATCH_WINDOW_SECONDS,
+            },
         }
     }
 }
@@ -107,6 +116,9 @@ pub enum ServeError {
     /// A limit is zero.
     #[error("{0} must be at least 1")]
     Limit(&'static str),
+    /// The floor on batches admits batches of fewer than 2 reports.
+    #[error("the relay's minimum batch size must be at least 2, got {0}")]
+    Floor(u64),
 }
 
 /// Serves the relay on `listener` until `shutdown` resolves, with the forwarder
@@ -135,7 +147,11 @@ pub async fn serve_with_clock(
         tls,
         limits,
         batch_check_interval,
+        floor,
     } = options;
+    if floor.min_batch_size < 2 {
+        return Err(ServeError::Floor(floor.min_batch_size));
+    }
     for (name, zero) in [
         ("max_message_bytes", limits.max_message_bytes == 0),
         (
@@ -160,9 +176,10 @@ pub async fn serve_with_clock(
             tracing::warn!("the relay store refuses writes: health NOT_SERVING");
         })
         .await;
+    let gate = Gate::new(upstream, Arc::clone(&store), floor);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let forwarder = tokio::spawn(
-        Forwarder::new(Arc::clone(&store), upstream.clone(), Arc::clone(&clock)).run(
+        Forwarder::new(Arc::clone(&store), gate.clone(), Arc::clone(&clock)).run(
             batch_check_interval,
             async move {
                 let _ = stop_rx.await;
@@ -174,7 +191,7 @@ pub async fn serve_with_clock(
         follower.stop().await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
-    let service = RelayService::new(Arc::clone(&store), upstream, issuer, admin).with_clock(clock);
+    let service = RelayService::new(Arc::clone(&store), gate, issuer, admin).with_clock(clock);
     let service = RelayServer::new(service)
         .max_decoding_message_size(limits.max_message_bytes)
         .max_encoding_message_size(64 << 10);

@@ -7,32 +7,44 @@
 //! 2. the request's shape: a valid collection id, a 16-byte submission id, a sealed
 //!    report with a 32-byte `enc` and a ciphertext of at least the AEAD tag, else
 //!    INVALID_ARGUMENT;
-//! 3. the collection at the aggregator ([`Upstream::collection`]): NOT_FOUND passed
-//!    through, FAILED_PRECONDITION when it is not shuffled, UNAVAILABLE when the
-//!    aggregator cannot be reached;
+//! 3. the collection at the aggregator, admitted by the [`Gate`]: NOT_FOUND passed
+//!    through, FAILED_PRECONDITION when it is not shuffled, announces less than the
+//!    relay's floor, or changed its privacy settings after the relay pinned them,
+//!    UNAVAILABLE when the aggregator cannot be reached;
 //! 4. the ciphertext's size against the collection's bound (INVALID_ARGUMENT) and its
 //!    key id against the collection's active and pending keys (FAILED_PRECONDITION):
 //!    the relay refuses what the aggregator would refuse without reading it;
-//! 5. the store: stored (acknowledged once on disk), `duplicate: true` for the same
-//!    submission id again, ALREADY_EXISTS for another report of the same device in
-//!    the same window.
+//! 5. the store: stored (acknowledged once on disk) in the window of its (collection,
+//!    key id), `duplicate: true` for the same submission id again (even after its
+//!    window became a batch) or the same sealed bytes again, ALREADY_EXISTS for
+//!    another report of a device that already reported to the collection.
+//!
+//! `GetCollection` (a device token) answers the relay's pinned copy of the
+//! collection's parameters with the keys of its current view, the relay's effective
+//! floor as `shuffle.min_batch_size` and the central ε the relay computes at it
+//! (`ldpcov_accounting::amplification::shuffled_epsilon`).
 //!
 //! `GetRelayStatus` needs the relay's admin token; without one configured it is
 //! refused (PERMISSION_DENIED).
 //!
 //! Nothing here logs a token, a device id or a report.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ldpcov_proto::v1::relay_server::Relay;
-use ldpcov_proto::v1::{RelayReport, RelayReportResponse, RelayStatus, RelayStatusRequest};
+use ldpcov_proto::v1::{
+    CollectionParams, GetCollectionRequest, RelayReport, RelayReportResponse, RelayStatus,
+    RelayStatusRequest,
+};
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use crate::gate::Gate;
 use crate::store::{RelayStore, StoreError, Submission, SubmitOutcome};
 use crate::token::{DeviceId, DeviceTokenIssuer, Secret};
-use crate::upstream::{KEY_REFRESH_AGE, Upstream};
+use crate::upstream::KEY_REFRESH_AGE;
 
 /// Bytes of an HPKE `enc` (an X25519 public key).
 pub const ENC_LEN: usize = 32;
@@ -55,10 +67,12 @@ pub fn system_clock() -> Clock {
 #[derive(Clone)]
 pub struct RelayService {
     store: Arc<RelayStore>,
-    upstream: Upstream,
+    gate: Gate,
     issuer: DeviceTokenIssuer,
     admin: Option<Secret>,
     clock: Clock,
+    /// Central ε by (ε0, floor, δ) bits: computed once each.
+    epsilons: Arc<Mutex<HashMap<(u64, u64, u64), f64>>>,
 }
 
 impl std::fmt::Debug for RelayService {
@@ -80,27 +94,67 @@ fn refused(reason: &'static str, status: Status) -> Status {
     status
 }
 
+fn lookup_reason(s: &Status) -> &'static str {
+    match s.code() {
+        tonic::Code::NotFound => "not_found",
+        tonic::Code::FailedPrecondition if s.message().contains("after the relay pinned") => {
+            "settings_changed"
+        }
+        tonic::Code::FailedPrecondition if s.message().contains("this relay's") => "below_floor",
+        tonic::Code::FailedPrecondition => "not_shuffled",
+        _ => "aggregator_unavailable",
+    }
+}
+
 fn store_status(e: StoreError) -> Status {
     tracing::error!(error = %e, "relay store failed");
     Status::unavailable("the relay cannot store reports right now; retry later")
 }
 
 impl RelayService {
-    /// The service over `store`, checking device tokens with `issuer`, looking
-    /// collections up at `upstream`; `admin` guards `GetRelayStatus`.
+    /// The service over `store`, checking device tokens with `issuer`, admitting
+    /// collections with `gate`; `admin` guards `GetRelayStatus`.
     pub fn new(
         store: Arc<RelayStore>,
-        upstream: Upstream,
+        gate: Gate,
         issuer: DeviceTokenIssuer,
         admin: Option<Secret>,
     ) -> Self {
         RelayService {
             store,
-            upstream,
+            gate,
             issuer,
             admin,
             clock: system_clock(),
+            epsilons: Arc::default(),
         }
+    }
+
+    /// The central ε of `eps0` reports in batches of `n` at `delta`, cached.
+    async fn central_epsilon(&self, eps0: f64, n: u64, delta: f64) -> Result<f64, Status> {
+        let key = (eps0.to_bits(), n, delta.to_bits());
+        if let Some(e) = self
+            .epsilons
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Ok(*e);
+        }
+        let epsilon = tokio::task::spawn_blocking(move || {
+            ldpcov_accounting::amplification::shuffled_epsilon(eps0, n, delta)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| {
+            Status::failed_precondition(format!("no central epsilon for this collection: {e}"))
+        })?;
+        let mut cache = self.epsilons.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= 10_000 {
+            cache.clear();
+        }
+        cache.insert(key, epsilon);
+        Ok(epsilon)
     }
 
     /// Replaces the clock (tests).
@@ -155,19 +209,9 @@ impl Relay for RelayService {
                 sealed.ciphertext.len()
             )));
         }
-        let lookup_reason = |s: Status| {
-            let reason = match s.code() {
-                tonic::Code::NotFound => "not_found",
-                tonic::Code::FailedPrecondition => "not_shuffled",
-                _ => "aggregator_unavailable",
-            };
-            refused(reason, s)
-        };
-        let mut info = self
-            .upstream
-            .collection(&id, None)
-            .await
-            .map_err(lookup_reason)?;
+        let refuse = |s: Status| refused(lookup_reason(&s), s);
+        let mut admitted = self.gate.admit(&id, None).await.map_err(refuse)?;
+        let mut info = Arc::clone(&admitted.info);
         if sealed.ciphertext.len() > info.max_ciphertext {
             return Err(bad(format!(
                 "sealed.ciphertext of {} bytes is larger than a report of collection {id} can be ({} bytes)",
@@ -178,11 +222,12 @@ impl Relay for RelayService {
         let now = (self.clock)();
         if !info.accepts_key(sealed.key_id, now) {
             // The keys rotate: look again before refusing.
-            info = self
-                .upstream
-                .collection(&id, Some(KEY_REFRESH_AGE))
+            admitted = self
+                .gate
+                .admit(&id, Some(KEY_REFRESH_AGE))
                 .await
-                .map_err(lookup_reason)?;
+                .map_err(refuse)?;
+            info = Arc::clone(&admitted.info);
             if !info.accepts_key(sealed.key_id, now) {
                 return Err(refused(
                     "key_id",
@@ -201,7 +246,7 @@ impl Relay for RelayService {
                 submission_id,
                 sealed,
                 now,
-                rule: info.rule,
+                rule: admitted.rule,
             })
             .await
             .map_err(|e| refused("store", store_status(e)))?;
@@ -219,10 +264,36 @@ impl Relay for RelayService {
             SubmitOutcome::DeviceAlreadyReported => Err(refused(
                 "already_reported",
                 Status::already_exists(format!(
-                    "this device already sent a report to collection {id} in the current batch window; send the next one after the window closes"
+                    "this device already sent a report to collection {id}: a device sends one report per shuffled collection"
                 )),
             )),
         }
+    }
+
+    async fn get_collection(
+        &self,
+        request: Request<GetCollectionRequest>,
+    ) -> Result<Response<CollectionParams>, Status> {
+        self.device(request.metadata())?;
+        let id = request.into_inner().collection_id;
+        ldpcov_privacy::collection::validate_collection_id(&id)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let admitted = self.gate.admit(&id, None).await?;
+        let mut params = admitted.pinned.params().map_err(store_status)?;
+        let central_epsilon = self
+            .central_epsilon(
+                admitted.pinned.epsilon,
+                admitted.rule.min_batch_size,
+                admitted.pinned.central_delta,
+            )
+            .await?;
+        let shuffle = params.shuffle.get_or_insert_default();
+        shuffle.local_epsilon = admitted.pinned.epsilon;
+        shuffle.min_batch_size = admitted.rule.min_batch_size;
+        shuffle.central_delta = admitted.pinned.central_delta;
+        shuffle.central_epsilon = central_epsilon;
+        shuffle.keys.clone_from(&admitted.info.keys);
+        Ok(Response::new(params))
     }
 
     async fn get_relay_status(

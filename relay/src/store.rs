@@ -6,17 +6,26 @@
 //! | table | key | value |
 //! |---|---|---|
 //! | `meta` | name | `format_version`, `next_batch_seq` |
-//! | `windows` | collection id | the open window: opened at, its close rule (min batch, seconds), reports, next position, dedupe salt |
-//! | `window_reports` | (collection id, arrival position) | an encoded `SealedReport` |
-//! | `window_devices` | (collection id, HMAC-SHA256(salt, device id)) | the device's submission id |
+//! | `key_windows` | (collection id, key id) | an open window: opened at, its close rule (min batch, seconds), reports, next position |
+//! | `key_window_reports` | (collection id, key id, arrival position) | an encoded `SealedReport` |
+//! | `collection_salts` | collection id | the collection's random 32-byte device-tag key |
+//! | `collection_devices` | (collection id, HMAC-SHA256(salt, device id)) | the device's submission id |
+//! | `collection_ciphertexts` | (collection id, SHA-256 of the sealed bytes) | — |
+//! | `pinned_settings` | collection id | the collection's [`PinnedSettings`] |
 //! | `batches` | batch sequence number | batch id, size, collection id |
 //! | `batch_reports` | (batch sequence number, position in the batch) | an encoded `SealedReport` |
 //! | `counters` | (collection id, name) | `forwarded_batches`, `forwarded_reports` |
 //!
-//! A window's device records hold a keyed hash of the device id under the window's
-//! random salt, never the id, and go with the window. A batch holds its sealed reports
-//! in shuffled order and nothing else about them: no device, submission id or arrival
-//! time (its sequence number orders batches, not reports).
+//! A collection's device records hold a keyed hash of the device id under the
+//! collection's random salt, never the id, and stay for the collection's life (the
+//! relay's): a device sends **one report per collection**, in any window, and a resend
+//! of its submission id stays a duplicate after its window became a batch. The hash of
+//! every stored report's sealed bytes (`enc`, `ciphertext`) stays as long: the same
+//! bytes under another submission id or device are a duplicate, so they never sit in
+//! two batches. (The salt is stored beside the tags: whoever reads the store and
+//! knows a device id can tell whether it reported; issue 43.) A batch holds its sealed
+//! reports in shuffled order and nothing else about them: no device, submission id or
+//! arrival time (its sequence number orders batches, not reports).
 //!
 //! # Writes
 //!
@@ -29,14 +38,19 @@
 //!
 //! # Windows and batches
 //!
-//! A window opens at its collection's first report and takes the close rule of that
-//! moment's collection parameters. [`RelayStore::form_due_batches`] closes every
-//! window that is at least `batch_window_seconds` old **and** holds at least
-//! `min_batch_size` reports (a window past its time stays open until it has enough),
-//! in one transaction per call: its reports shuffled by an OS-seeded CSPRNG
+//! A window holds the reports of **one key id** of one collection: windows are keyed
+//! by (collection, key id), so every batch is sealed to one key and the aggregator
+//! cannot split it by key id (during a key rotation a collection has two windows, each
+//! closing on its own). A window opens at its first report and takes the close rule of
+//! that moment (the service's: the larger of the collection's and the relay's floor).
+//! [`RelayStore::form_batches`] closes every window that is at least its
+//! `window_seconds` old **and** holds at least its `min_batch_size` reports, and at
+//! least the floor it is given (a window past its time stays open until it has
+//! enough), in one transaction per call: its reports shuffled by an OS-seeded CSPRNG
 //! ([`StdRng::from_os_rng`], a Fisher–Yates shuffle), a random 16-byte batch id, the
-//! batch stored, the window's reports and device records deleted. The next report
-//! opens a new window. A batch stays until [`RelayStore::forwarded`] deletes it.
+//! batch stored, the window's reports deleted (the device and ciphertext records
+//! stay). The next report of that key opens a new window. A batch stays until
+//! [`RelayStore::forwarded`] deletes it.
 //!
 //! A crash at any point leaves the last committed state: every acknowledged report is
 //! in exactly one of a window or a batch, and a batch's id and order never change.
@@ -55,23 +69,31 @@ use rand::{RngCore, SeedableRng};
 use redb::{
     Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
 };
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use tokio::sync::{oneshot, watch};
 
+use crate::pin::PinnedSettings;
 use crate::token::DeviceId;
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "ldpcov-relay.redb";
-/// Version of the table layout; a store with another version is refused.
-pub const FORMAT_VERSION: u64 = 1;
+/// Version of the table layout; a store with another version is refused. Version 1
+/// (windows per collection, device records per window) is not migrated: drain it with
+/// the relay that wrote it.
+pub const FORMAT_VERSION: u64 = 2;
 /// Most commands applied in one group commit.
 const MAX_GROUP: usize = 1024;
 
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const WINDOWS: TableDefinition<&str, &[u8]> = TableDefinition::new("windows");
-const WINDOW_REPORTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("window_reports");
-const WINDOW_DEVICES: TableDefinition<(&str, [u8; 32]), [u8; 16]> =
-    TableDefinition::new("window_devices");
+const WINDOWS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("key_windows");
+const WINDOW_REPORTS: TableDefinition<(&str, u32, u64), &[u8]> =
+    TableDefinition::new("key_window_reports");
+const SALTS: TableDefinition<&str, [u8; 32]> = TableDefinition::new("collection_salts");
+const DEVICES: TableDefinition<(&str, [u8; 32]), [u8; 16]> =
+    TableDefinition::new("collection_devices");
+const CIPHERTEXTS: TableDefinition<(&str, [u8; 32]), ()> =
+    TableDefinition::new("collection_ciphertexts");
+const PINS: TableDefinition<&str, &[u8]> = TableDefinition::new("pinned_settings");
 const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");
 const BATCH_REPORTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("batch_reports");
 const COUNTERS: TableDefinition<(&str, &str), u64> = TableDefinition::new("counters");
@@ -148,12 +170,13 @@ pub struct CloseRule {
 /// What became of a submission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubmitOutcome {
-    /// Stored (durably) in the open window.
+    /// Stored (durably) in its window.
     Stored,
-    /// This device already stored this submission id in the open window: nothing
-    /// changed.
+    /// This device already stored this submission id in the collection (in any
+    /// window, even one already forwarded as a batch), or these sealed bytes are
+    /// already stored for the collection: nothing changed.
     Duplicate,
-    /// This device already stored another report in the open window: refused.
+    /// This device already stored another report in the collection: refused.
     DeviceAlreadyReported,
 }
 
@@ -174,17 +197,16 @@ pub struct FormedBatch {
 /// [`FormedBatch`]).
 pub type PendingBatch = FormedBatch;
 
-/// The open window of a collection.
+/// An open window of a (collection, key id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Window {
     opened: u64,
     rule: CloseRule,
     reports: u64,
     next_position: u64,
-    salt: [u8; 32],
 }
 
-const WINDOW_LEN: usize = 8 * 5 + 32;
+const WINDOW_LEN: usize = 8 * 5;
 
 impl Window {
     fn encode(&self) -> Vec<u8> {
@@ -198,7 +220,6 @@ impl Window {
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        out.extend_from_slice(&self.salt);
         out
     }
 
@@ -214,8 +235,6 @@ impl Window {
             w.copy_from_slice(&bytes[8 * i..8 * i + 8]);
             u64::from_le_bytes(w)
         };
-        let mut salt = [0u8; 32];
-        salt.copy_from_slice(&bytes[40..]);
         Ok(Window {
             opened: word(0),
             rule: CloseRule {
@@ -224,22 +243,35 @@ impl Window {
             },
             reports: word(3),
             next_position: word(4),
-            salt,
         })
     }
 
-    fn due(&self, now: u64) -> bool {
-        now >= self.opened.saturating_add(self.rule.window_seconds)
-            && self.reports >= self.rule.min_batch_size
+    /// Whether the window may become a batch now, holding at least `floor` too.
+    fn due(&self, now: u64, floor: CloseRule) -> bool {
+        let seconds = self.rule.window_seconds.max(floor.window_seconds);
+        let min = self.rule.min_batch_size.max(floor.min_batch_size).max(1);
+        now >= self.opened.saturating_add(seconds) && self.reports >= min
     }
+}
 
-    /// The dedupe key of a device in this window: HMAC-SHA256(salt, device id).
-    fn device_tag(&self, device: &DeviceId) -> [u8; 32] {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.salt)
-            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
-        mac.update(device.as_bytes());
-        mac.finalize().into_bytes().into()
-    }
+/// The dedupe key of a device in a collection: HMAC-SHA256(the collection's salt,
+/// device id).
+fn device_tag(salt: &[u8; 32], device: &DeviceId) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(salt)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+    mac.update(device.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+/// The dedupe key of a report's sealed bytes: SHA-256 over a label, `enc`'s length,
+/// `enc` and `ciphertext`.
+fn sealed_digest(sealed: &SealedReport) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"ldpcov-relay sealed report v1");
+    h.update((sealed.enc.len() as u64).to_le_bytes());
+    h.update(&sealed.enc);
+    h.update(&sealed.ciphertext);
+    h.finalize().into()
 }
 
 fn encode_batch(batch_id: &[u8; 16], size: u64, collection_id: &str) -> Vec<u8> {
@@ -275,8 +307,16 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 /// A write, applied by the commit thread.
 enum Command {
     Submit(Box<Submission>, Reply<SubmitOutcome>),
-    FormDue(u64, Reply<Vec<FormedBatch>>),
+    FormDue(FormRequest, Reply<Vec<FormedBatch>>),
     Forwarded(u64, Reply<bool>),
+    Pin(Box<(String, PinnedSettings)>, Reply<PinnedSettings>),
+}
+
+/// Which windows [`apply_form_due`] may close.
+struct FormRequest {
+    now: u64,
+    floor: CloseRule,
+    only: Option<Vec<String>>,
 }
 
 /// What a command produced, sent once its group committed.
@@ -284,6 +324,7 @@ enum Done {
     Submit(Reply<SubmitOutcome>, SubmitOutcome),
     FormDue(Reply<Vec<FormedBatch>>, Vec<FormedBatch>),
     Forwarded(Reply<bool>, bool),
+    Pin(Reply<PinnedSettings>, PinnedSettings),
 }
 
 impl Command {
@@ -293,6 +334,7 @@ impl Command {
             Command::Submit(_, r) => drop(r.send(Err(e))),
             Command::FormDue(_, r) => drop(r.send(Err(e))),
             Command::Forwarded(_, r) => drop(r.send(Err(e))),
+            Command::Pin(_, r) => drop(r.send(Err(e))),
         }
     }
 }
@@ -303,6 +345,7 @@ impl Done {
             Done::Submit(r, v) => drop(r.send(Ok(v))),
             Done::FormDue(r, v) => drop(r.send(Ok(v))),
             Done::Forwarded(r, v) => drop(r.send(Ok(v))),
+            Done::Pin(r, v) => drop(r.send(Ok(v))),
         }
     }
 }
@@ -347,13 +390,16 @@ impl RelayStore {
                 Some(FORMAT_VERSION) => {}
                 Some(other) => {
                     return Err(StoreError::Corrupt(format!(
-                        "format version {other}, this relay reads {FORMAT_VERSION}"
+                        "format version {other}, this relay reads {FORMAT_VERSION} (not migrated: let the relay that wrote it forward its batches, then start on an empty data directory)"
                     )));
                 }
             }
             txn.open_table(WINDOWS)?;
             txn.open_table(WINDOW_REPORTS)?;
-            txn.open_table(WINDOW_DEVICES)?;
+            txn.open_table(SALTS)?;
+            txn.open_table(DEVICES)?;
+            txn.open_table(CIPHERTEXTS)?;
+            txn.open_table(PINS)?;
             txn.open_table(BATCHES)?;
             txn.open_table(BATCH_REPORTS)?;
             txn.open_table(COUNTERS)?;
@@ -400,9 +446,63 @@ impl RelayStore {
     }
 
     /// Turns every due window into a batch (see the module docs); returns the batches
-    /// formed, once on disk.
+    /// formed, once on disk. [`form_batches`](Self::form_batches) without a floor.
     pub async fn form_due_batches(&self, now: u64) -> Result<Vec<FormedBatch>, StoreError> {
-        self.call(|r| Command::FormDue(now, r)).await
+        let floor = CloseRule {
+            min_batch_size: 0,
+            window_seconds: 0,
+        };
+        self.form_batches(now, floor, None).await
+    }
+
+    /// Turns every window that is due and also meets `floor` into a batch, of the
+    /// collections in `only` (all when `None`); returns the batches formed, once on
+    /// disk.
+    pub async fn form_batches(
+        &self,
+        now: u64,
+        floor: CloseRule,
+        only: Option<Vec<String>>,
+    ) -> Result<Vec<FormedBatch>, StoreError> {
+        self.call(|r| Command::FormDue(FormRequest { now, floor, only }, r))
+            .await
+    }
+
+    /// The collections with a window that is due and meets `floor` at `now`.
+    pub fn due_collections(&self, now: u64, floor: CloseRule) -> Result<Vec<String>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let mut out: Vec<String> = Vec::new();
+        for row in txn.open_table(WINDOWS)?.iter()? {
+            let (key, bytes) = row?;
+            let (id, _) = key.value();
+            if Window::decode(bytes.value())?.due(now, floor) && out.last().is_none_or(|l| l != id)
+            {
+                out.push(id.to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The settings pinned for a collection, if any.
+    pub fn pinned(&self, collection_id: &str) -> Result<Option<PinnedSettings>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(PINS)?;
+        let pinned = table.get(collection_id)?;
+        pinned
+            .map(|p| PinnedSettings::decode(collection_id, p.value()))
+            .transpose()
+    }
+
+    /// Pins `settings` for a collection unless some are pinned already; returns the
+    /// pinned ones (these, or the earlier), once on disk.
+    pub async fn pin(
+        &self,
+        collection_id: &str,
+        settings: PinnedSettings,
+    ) -> Result<PinnedSettings, StoreError> {
+        let id = collection_id.to_string();
+        self.call(|r| Command::Pin(Box::new((id, settings)), r))
+            .await
     }
 
     /// The aggregator acknowledged batch `seq`: deletes it and counts it as
@@ -444,10 +544,13 @@ impl RelayStore {
             collection_id: collection_id.to_string(),
             ..Default::default()
         };
-        if let Some(w) = txn.open_table(WINDOWS)?.get(collection_id)? {
-            let w = Window::decode(w.value())?;
-            status.window_reports = w.reports;
-            status.window_opened = w.opened;
+        let windows = txn.open_table(WINDOWS)?;
+        for row in windows.range((collection_id, 0)..=(collection_id, u32::MAX))? {
+            let w = Window::decode(row?.1.value())?;
+            status.window_reports += w.reports;
+            if status.window_opened == 0 || w.opened < status.window_opened {
+                status.window_opened = w.opened;
+            }
         }
         for row in txn.open_table(BATCHES)?.iter()? {
             let (seq, bytes) = row?;
@@ -532,8 +635,9 @@ fn apply_group(db: &Database, group: &mut Vec<Command>) -> Result<Vec<Done>, Sto
     for command in group.iter() {
         answers.push(match command {
             Command::Submit(s, _) => Answer::Submit(apply_submit(&txn, s)?),
-            Command::FormDue(now, _) => Answer::FormDue(apply_form_due(&txn, *now)?),
+            Command::FormDue(request, _) => Answer::FormDue(apply_form_due(&txn, request)?),
             Command::Forwarded(seq, _) => Answer::Forwarded(apply_forwarded(&txn, *seq)?),
+            Command::Pin(pin, _) => Answer::Pin(apply_pin(&txn, &pin.0, &pin.1)?),
         });
     }
     txn.commit()?;
@@ -544,6 +648,7 @@ fn apply_group(db: &Database, group: &mut Vec<Command>) -> Result<Vec<Done>, Sto
             (Command::Submit(_, r), Answer::Submit(v)) => Done::Submit(r, v),
             (Command::FormDue(_, r), Answer::FormDue(v)) => Done::FormDue(r, v),
             (Command::Forwarded(_, r), Answer::Forwarded(v)) => Done::Forwarded(r, v),
+            (Command::Pin(_, r), Answer::Pin(v)) => Done::Pin(r, v),
             _ => unreachable!("answers follow their commands"),
         })
         .collect())
@@ -553,28 +658,44 @@ enum Answer {
     Submit(SubmitOutcome),
     FormDue(Vec<FormedBatch>),
     Forwarded(bool),
+    Pin(PinnedSettings),
+}
+
+fn apply_pin(
+    txn: &redb::WriteTransaction,
+    id: &str,
+    settings: &PinnedSettings,
+) -> Result<PinnedSettings, StoreError> {
+    let mut pins = txn.open_table(PINS)?;
+    if let Some(existing) = pins.get(id)? {
+        return PinnedSettings::decode(id, existing.value());
+    }
+    pins.insert(id, settings.encode().as_slice())?;
+    Ok(settings.clone())
 }
 
 fn apply_submit(txn: &redb::WriteTransaction, s: &Submission) -> Result<SubmitOutcome, StoreError> {
     let id = s.collection_id.as_str();
-    let mut windows = txn.open_table(WINDOWS)?;
-    let existing = windows.get(id)?.map(|w| Window::decode(w.value()));
-    let mut window = match existing {
-        Some(w) => w?,
+    let key_id = s.sealed.key_id;
+    // The same sealed bytes, under any submission id or device: stored once.
+    let digest = sealed_digest(&s.sealed);
+    let mut ciphertexts = txn.open_table(CIPHERTEXTS)?;
+    if ciphertexts.get((id, digest))?.is_some() {
+        return Ok(SubmitOutcome::Duplicate);
+    }
+    let mut salts = txn.open_table(SALTS)?;
+    let existing_salt = salts.get(id)?.map(|v| v.value());
+    let salt = match existing_salt {
+        Some(salt) => salt,
         None => {
             let mut salt = [0u8; 32];
             StdRng::from_os_rng().fill_bytes(&mut salt);
-            Window {
-                opened: s.now,
-                rule: s.rule,
-                reports: 0,
-                next_position: 0,
-                salt,
-            }
+            salts.insert(id, salt)?;
+            salt
         }
     };
-    let tag = window.device_tag(&s.device);
-    let mut devices = txn.open_table(WINDOW_DEVICES)?;
+    let tag = device_tag(&salt, &s.device);
+    let mut devices = txn.open_table(DEVICES)?;
     if let Some(previous) = devices.get((id, tag))? {
         return Ok(if previous.value() == s.submission_id {
             SubmitOutcome::Duplicate
@@ -583,23 +704,48 @@ fn apply_submit(txn: &redb::WriteTransaction, s: &Submission) -> Result<SubmitOu
         });
     }
     devices.insert((id, tag), s.submission_id)?;
+    ciphertexts.insert((id, digest), ())?;
+    let mut windows = txn.open_table(WINDOWS)?;
+    let existing = windows
+        .get((id, key_id))?
+        .map(|w| Window::decode(w.value()));
+    let mut window = match existing {
+        Some(w) => w?,
+        None => Window {
+            opened: s.now,
+            rule: s.rule,
+            reports: 0,
+            next_position: 0,
+        },
+    };
     txn.open_table(WINDOW_REPORTS)?.insert(
-        (id, window.next_position),
+        (id, key_id, window.next_position),
         s.sealed.encode_to_vec().as_slice(),
     )?;
     window.next_position += 1;
     window.reports += 1;
-    windows.insert(id, window.encode().as_slice())?;
+    windows.insert((id, key_id), window.encode().as_slice())?;
     Ok(SubmitOutcome::Stored)
 }
 
-fn apply_form_due(txn: &redb::WriteTransaction, now: u64) -> Result<Vec<FormedBatch>, StoreError> {
+fn apply_form_due(
+    txn: &redb::WriteTransaction,
+    request: &FormRequest,
+) -> Result<Vec<FormedBatch>, StoreError> {
     let mut windows = txn.open_table(WINDOWS)?;
     let mut due = Vec::new();
     for row in windows.iter()? {
-        let (id, bytes) = row?;
-        if Window::decode(bytes.value())?.due(now) {
-            due.push(id.value().to_string());
+        let (key, bytes) = row?;
+        let (id, key_id) = key.value();
+        if request
+            .only
+            .as_ref()
+            .is_some_and(|only| !only.iter().any(|o| o == id))
+        {
+            continue;
+        }
+        if Window::decode(bytes.value())?.due(request.now, request.floor) {
+            due.push((id.to_string(), key_id));
         }
     }
     let mut formed = Vec::new();
@@ -608,13 +754,13 @@ fn apply_form_due(txn: &redb::WriteTransaction, now: u64) -> Result<Vec<FormedBa
     }
     let mut meta = txn.open_table(META)?;
     let mut window_reports = txn.open_table(WINDOW_REPORTS)?;
-    let mut devices = txn.open_table(WINDOW_DEVICES)?;
     let mut batches = txn.open_table(BATCHES)?;
     let mut batch_reports = txn.open_table(BATCH_REPORTS)?;
-    for id in due {
+    for (id, key_id) in due {
         let id = id.as_str();
+        let range = (id, key_id, 0)..=(id, key_id, u64::MAX);
         let mut reports: Vec<Vec<u8>> = Vec::new();
-        for row in window_reports.range((id, 0)..=(id, u64::MAX))? {
+        for row in window_reports.range(range.clone())? {
             reports.push(row?.1.value().to_vec());
         }
         // A fresh OS-seeded CSPRNG per batch: the order and the id are unpredictable
@@ -630,9 +776,8 @@ fn apply_form_due(txn: &redb::WriteTransaction, now: u64) -> Result<Vec<FormedBa
         for (i, report) in reports.iter().enumerate() {
             batch_reports.insert((seq, i as u64), report.as_slice())?;
         }
-        window_reports.retain_in((id, 0)..=(id, u64::MAX), |_, _| false)?;
-        devices.retain_in((id, [0u8; 32])..=(id, [0xffu8; 32]), |_, _| false)?;
-        windows.remove(id)?;
+        window_reports.retain_in(range, |_, _| false)?;
+        windows.remove((id, key_id))?;
         formed.push(FormedBatch {
             seq,
             collection_id: id.to_string(),

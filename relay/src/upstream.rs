@@ -13,11 +13,13 @@ use std::time::{Duration, Instant};
 use ldpcov_privacy::shuffle::ShuffleSettings;
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
-    GetCollectionRequest, HpkeKeyState, SealedReport, ShuffledBatchChunk, ShuffledBatchResponse,
+    GetCollectionRequest, HpkeKeyState, HpkePublicKey, SealedReport, ShuffledBatchChunk,
+    ShuffledBatchResponse,
 };
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
 
+use crate::pin::PinnedSettings;
 use crate::store::{CloseRule, PendingBatch};
 use crate::token::Secret;
 
@@ -59,8 +61,14 @@ pub enum UpstreamError {
 /// What the relay needs of a shuffled collection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectionInfo {
-    /// When its window becomes a batch.
+    /// When its window becomes a batch, as the aggregator announces it (the relay
+    /// closes windows by the larger of this and its own floor: [`crate::Gate`]).
     pub rule: CloseRule,
+    /// The settings its guarantee depends on, as announced now.
+    pub pinned: Arc<PinnedSettings>,
+    /// The published keys, as the aggregator sent them (what the relay serves
+    /// devices).
+    pub keys: Vec<HpkePublicKey>,
     /// The key ids published as active or pending (empty: the aggregator publishes
     /// none, and the key schedule decides).
     pub key_ids: Vec<u32>,
@@ -120,7 +128,16 @@ impl CollectionInfo {
         // The plaintext is an encoded Report: at most 4 bytes per entry (i32), the
         // collection id, the report id and framing; the AEAD adds a 16-byte tag.
         let entries = params.entries as usize;
+        let pinned = PinnedSettings::from_params(params).ok_or_else(|| {
+            Status::internal("the aggregator sent shuffle settings without a spec")
+        })?;
         Ok(CollectionInfo {
+            pinned: Arc::new(pinned),
+            keys: params
+                .shuffle
+                .as_ref()
+                .map(|s| s.keys.clone())
+                .unwrap_or_default(),
             rule: CloseRule {
                 min_batch_size: settings.min_batch_size(),
                 window_seconds: settings.batch_window_seconds(),
@@ -143,6 +160,7 @@ pub struct Upstream {
     channel: Channel,
     token: Secret,
     cache: Arc<Mutex<HashMap<String, Cached>>>,
+    ttl: Duration,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -175,7 +193,14 @@ impl Upstream {
             channel,
             token,
             cache: Arc::default(),
+            ttl: COLLECTION_TTL,
         })
+    }
+
+    /// Replaces [`COLLECTION_TTL`] (tests: a collection whose settings change).
+    pub fn with_collection_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
     }
 
     fn request<T>(&self, message: T) -> Request<T> {
@@ -199,12 +224,12 @@ impl Upstream {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let entry = cache.get(id)?;
         let ttl = if entry.result.is_ok() {
-            COLLECTION_TTL
+            self.ttl
         } else {
-            NEGATIVE_TTL
+            NEGATIVE_TTL.min(self.ttl)
         };
         let ttl = max_age.map_or(ttl, |m| m.min(ttl));
-        (entry.fetched.elapsed() < ttl).then(|| entry.result.clone())
+        (!ttl.is_zero() && entry.fetched.elapsed() < ttl).then(|| entry.result.clone())
     }
 
     /// A collection's parameters, from the cache (fresher than `max_age`, and than

@@ -73,6 +73,7 @@ fn bad_input_is_one_line_and_a_failure() {
         (
             vec![
                 "serve".into(),
+                "--insecure-plaintext".into(),
                 "--listen".into(),
                 "127.0.0.1:0".into(),
                 "--aggregator".into(),
@@ -115,6 +116,7 @@ fn bad_input_is_one_line_and_a_failure() {
     let out = relay()
         .args([
             "serve",
+            "--insecure-plaintext",
             "--listen",
             "127.0.0.1:0",
             "--aggregator",
@@ -131,6 +133,68 @@ fn bad_input_is_one_line_and_a_failure() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && stderr.contains("invalid aggregator URL"),
+        "{stderr}"
+    );
+}
+
+/// Valid files for `serve`: a relay token, a device secret, a data directory.
+fn serve_args(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    let token = dir.join("token");
+    std::fs::write(&token, "relay-token-0123456789").expect("write");
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "ab".repeat(32)).expect("write");
+    vec![
+        "serve".into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--aggregator".into(),
+        "http://127.0.0.1:9".into(),
+        "--relay-token-file".into(),
+        token.into(),
+        "--device-token-secret-file".into(),
+        secret.into(),
+        "--data-dir".into(),
+        dir.join("data").into(),
+    ]
+}
+
+#[test]
+fn serve_refuses_plaintext_without_the_test_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = relay().args(serve_args(dir.path())).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served without TLS: {stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: ")
+            && stderr.contains("--tls-cert")
+            && stderr.contains("--insecure-plaintext"),
+        "{stderr}"
+    );
+    // Nothing was created: it stopped before opening its store.
+    assert!(!dir.path().join("data").exists());
+    // TLS and the test flag together make no sense.
+    let out = relay()
+        .args(serve_args(dir.path()))
+        .args([
+            "--insecure-plaintext",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    // A floor below 2 reports.
+    let out = relay()
+        .args(serve_args(dir.path()))
+        .args(["--insecure-plaintext", "--min-batch-size", "1"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--min-batch-size must be at least 2"),
         "{stderr}"
     );
 }

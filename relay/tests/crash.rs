@@ -65,6 +65,8 @@ fn spawn(addr: SocketAddr, aggregator: SocketAddr, files: &Files) -> Child {
         .arg("--data-dir")
         .arg(&files.data)
         .args(["--batch-check-interval-ms", "20"])
+        // Tests: devices in plaintext, and the tests' small batches.
+        .args(["--insecure-plaintext", "--min-batch-size", "2"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -77,6 +77,8 @@ fn spawn(addr: SocketAddr, aggregator: &str, dir: &Path, data: &Path, extra: &[&
         .arg("--data-dir")
         .arg(data)
         .args(["--batch-check-interval-ms", "20"])
+        // Tests: devices in plaintext, and the tests' small batches.
+        .args(["--insecure-plaintext", "--min-batch-size", "2"])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -60,6 +60,10 @@ async fn the_aggregator_counts_exactly_what_the_relay_acknowledged() {
     let options = RelayOptions {
         admin: Some(Secret::new(RELAY_ADMIN, "admin").expect("admin")),
         batch_check_interval: Duration::from_millis(50),
+        floor: ldpcov_relay::CloseRule {
+            min_batch_size: MIN,
+            window_seconds: 0,
+        },
         ..RelayOptions::new(upstream, issuer.clone())
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

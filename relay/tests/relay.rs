@@ -1,6 +1,9 @@
 //! The relay in-process against a fake aggregator: device authentication and
-//! validation, one report per device per window, what a forwarded batch carries, and
-//! retries.
+//! validation, what a forwarded batch carries, and retries; and against a hostile one
+//! (the same test double, answering what an aggregator that wants smaller crowds
+//! would): the relay's floor, pinned settings (across a restart), one report per
+//! device per collection, resends never in two batches, one key id per batch, and the
+//! relay's own view of a collection for devices.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,8 +11,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use ldpcov_proto::v1::relay_client::RelayClient;
-use ldpcov_proto::v1::{RelayReport, RelayStatusRequest, SealedReport};
-use ldpcov_relay::{DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream, serve};
+use ldpcov_proto::v1::{GetCollectionRequest, RelayReport, RelayStatusRequest, SealedReport};
+use ldpcov_relay::{
+    CloseRule, DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream, serve,
+};
 use tonic::{Code, Request};
 
 mod support;
@@ -20,14 +25,44 @@ const ADMIN: &str = "relay-admin-token";
 struct Relay {
     addr: SocketAddr,
     issuer: DeviceTokenIssuer,
-    _dir: tempfile::TempDir,
+    dir: Option<tempfile::TempDir>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// How a test relay runs: its floor (min batch, min window) and how long it caches a
+/// collection's parameters.
+#[derive(Clone, Copy)]
+struct Config {
+    floor: CloseRule,
+    collection_ttl: Duration,
+}
+
+impl Default for Config {
+    /// A floor of 2 reports (the tests' collections are small), the default TTL.
+    fn default() -> Self {
+        Config {
+            floor: CloseRule {
+                min_batch_size: 2,
+                window_seconds: 0,
+            },
+            collection_ttl: ldpcov_relay::COLLECTION_TTL,
+        }
+    }
+}
+
 impl Relay {
     async fn start(aggregator: SocketAddr) -> Relay {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_with(
+            aggregator,
+            tempfile::tempdir().expect("tempdir"),
+            Config::default(),
+        )
+        .await
+    }
+
+    /// A relay on the store in `dir` (a restart when it held one).
+    async fn start_with(aggregator: SocketAddr, dir: tempfile::TempDir, config: Config) -> Relay {
         let store = Arc::new(RelayStore::open(dir.path()).expect("store"));
         let issuer = DeviceTokenIssuer::from_bytes([42; 32]);
         let upstream = Upstream::new(
@@ -35,10 +70,12 @@ impl Relay {
             Secret::new(RELAY_TOKEN, "relay").expect("token"),
             None,
         )
-        .expect("upstream");
+        .expect("upstream")
+        .with_collection_ttl(config.collection_ttl);
         let options = RelayOptions {
             admin: Some(Secret::new(ADMIN, "admin").expect("admin")),
             batch_check_interval: Duration::from_millis(50),
+            floor: config.floor,
             ..RelayOptions::new(upstream, issuer.clone())
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -56,7 +93,7 @@ impl Relay {
         Relay {
             addr,
             issuer,
-            _dir: dir,
+            dir: Some(dir),
             stop: Some(stop),
             task: Some(task),
         }
@@ -113,13 +150,37 @@ impl Relay {
             .into_inner()
     }
 
-    async fn stop(mut self) {
+    /// The relay's view of a collection, asked with `device`'s token.
+    async fn get_collection(
+        &self,
+        device: &str,
+        collection: &str,
+    ) -> Result<ldpcov_proto::v1::CollectionParams, tonic::Status> {
+        let mut request = Request::new(GetCollectionRequest {
+            collection_id: collection.into(),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", self.token(device))
+                .parse()
+                .expect("ascii"),
+        );
+        self.client()
+            .await
+            .get_collection(request)
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    /// Stops the relay; its data directory, for a restart.
+    async fn stop(mut self) -> tempfile::TempDir {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(task) = self.task.take() {
             task.await.expect("relay task");
         }
+        self.dir.take().expect("the data directory")
     }
 }
 
@@ -530,4 +591,425 @@ async fn submit_throughput() {
         assert_eq!(relay.status("s").await.window_reports, reports);
         relay.stop().await;
     }
+}
+
+/// A device's report `tag` under submission id `submission`, sealed to `key_id`.
+fn sealed_to(tag_value: u64, key_id: u32) -> SealedReport {
+    SealedReport {
+        key_id,
+        ..sealed(tag_value)
+    }
+}
+
+/// Every report the fake aggregator received, per batch call (their tags).
+fn batch_tags(fake: &FakeAggregator) -> Vec<Vec<u64>> {
+    fake.state()
+        .calls
+        .iter()
+        .map(|c| c.reports().iter().map(tag).collect())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_collection_below_the_relays_floor_is_refused() {
+    let fake = FakeAggregator::default();
+    // The hostile aggregator asks for batches of 2 and a 1 s window.
+    fake.add(shuffled_spec("small", 2, 1), true);
+    fake.add(shuffled_spec("quick", 50, 1), true);
+    fake.add(shuffled_spec("fine", 50, 60), true);
+    let config = Config {
+        floor: CloseRule {
+            min_batch_size: 50,
+            window_seconds: 60,
+        },
+        ..Config::default()
+    };
+    let relay = Relay::start_with(
+        fake.serve().await,
+        tempfile::tempdir().expect("dir"),
+        config,
+    )
+    .await;
+    let token = relay.token("d1");
+    let err = relay
+        .submit(Some(&token), "small", 1, sealed(1))
+        .await
+        .expect_err("below the floor");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains(" 2 ") && err.message().contains(" 50"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(err.message().lines().count(), 1);
+    let err = relay
+        .get_collection("d1", "small")
+        .await
+        .expect_err("below the floor");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    // A window shorter than the relay's minimum.
+    let err = relay
+        .submit(Some(&token), "quick", 1, sealed(1))
+        .await
+        .expect_err("window below the floor");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("1 s") && err.message().contains("60 s"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(relay.status("small").await.window_reports, 0);
+    assert_eq!(relay.status("quick").await.window_reports, 0);
+    // At the floor: served.
+    assert!(
+        !relay
+            .submit(Some(&token), "fine", 1, sealed(1))
+            .await
+            .expect("stored")
+    );
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_batch_below_the_relays_floor_is_formed() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 4, 1), true);
+    let config = Config {
+        floor: CloseRule {
+            min_batch_size: 4,
+            window_seconds: 0,
+        },
+        ..Config::default()
+    };
+    let relay = Relay::start_with(
+        fake.serve().await,
+        tempfile::tempdir().expect("dir"),
+        config,
+    )
+    .await;
+    for d in 0..3u64 {
+        relay
+            .submit(
+                Some(&relay.token(&format!("d{d}"))),
+                "s",
+                d as u8,
+                sealed(d),
+            )
+            .await
+            .expect("stored");
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(fake.state().calls.is_empty(), "a batch below the floor");
+    relay
+        .submit(Some(&relay.token("d3")), "s", 3, sealed(3))
+        .await
+        .expect("stored");
+    wait_for("the batch", || fake.state().accepted == 4).await;
+    assert!(batch_tags(&fake).iter().all(|b| b.len() >= 4));
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_changed_mid_collection_are_refused_and_nothing_is_forwarded() {
+    const WINDOW: u64 = 3;
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 3, WINDOW), true);
+    let config = Config {
+        collection_ttl: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let relay = Relay::start_with(
+        fake.serve().await,
+        tempfile::tempdir().expect("dir"),
+        config,
+    )
+    .await;
+    let opened = Instant::now();
+    for d in 0..3u64 {
+        relay
+            .submit(
+                Some(&relay.token(&format!("d{d}"))),
+                "s",
+                d as u8,
+                sealed(d),
+            )
+            .await
+            .expect("stored");
+    }
+    // The aggregator now announces a larger ε0 (less noise per report) before the
+    // full window is due.
+    let mut changed = shuffled_spec("s", 3, WINDOW);
+    changed.epsilon = 8.0;
+    fake.add(changed, true);
+    assert!(
+        opened.elapsed() < Duration::from_secs(WINDOW),
+        "too slow to test"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let err = relay
+        .submit(Some(&relay.token("d3")), "s", 3, sealed(3))
+        .await
+        .expect_err("changed settings");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message()
+            .contains("collection s changed its privacy settings after the relay pinned them")
+            && err.message().contains("epsilon 4 → 8"),
+        "{}",
+        err.message()
+    );
+    let err = relay.get_collection("d3", "s").await.expect_err("changed");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    // A smaller batch is a change too.
+    fake.add(shuffled_spec("s", 2, WINDOW), true);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let err = relay
+        .submit(Some(&relay.token("d3")), "s", 3, sealed(3))
+        .await
+        .expect_err("changed settings");
+    assert!(
+        err.message().contains("min_batch_size 3 → 2"),
+        "{}",
+        err.message()
+    );
+    // The window is past its time and full, but nothing was forwarded.
+    while opened.elapsed() < Duration::from_secs(WINDOW + 1) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(fake.state().calls.is_empty(), "forwarded after a change");
+    assert_eq!(relay.status("s").await.window_reports, 3);
+    // Back to the pinned settings: the window is forwarded.
+    fake.add(shuffled_spec("s", 3, WINDOW), true);
+    wait_for("the batch", || fake.state().accepted == 3).await;
+    assert!(fake.state().violations.is_empty());
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_settings_survive_a_restart() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 3, 3600), true);
+    let addr = fake.serve().await;
+    let relay = Relay::start(addr).await;
+    relay
+        .submit(Some(&relay.token("d0")), "s", 0, sealed(0))
+        .await
+        .expect("stored");
+    let dir = relay.stop().await;
+    // While the relay was down, the aggregator lowered the minimum.
+    fake.add(shuffled_spec("s", 2, 3600), true);
+    let relay = Relay::start_with(addr, dir, Config::default()).await;
+    let err = relay
+        .submit(Some(&relay.token("d1")), "s", 1, sealed(1))
+        .await
+        .expect_err("changed while the relay was down");
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.message().contains("min_batch_size 3 → 2"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(relay.status("s").await.window_reports, 1);
+    // And the device record survived too: d0 cannot report again once it is back.
+    fake.add(shuffled_spec("s", 3, 3600), true);
+    let dir = relay.stop().await;
+    let relay = Relay::start_with(addr, dir, Config::default()).await;
+    let err = relay
+        .submit(Some(&relay.token("d0")), "s", 9, sealed(9))
+        .await
+        .expect_err("a second report");
+    assert_eq!(err.code(), Code::AlreadyExists);
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_reports_once_per_collection_in_any_window() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 2, 1), true);
+    let relay = Relay::start(fake.serve().await).await;
+    let d0 = relay.token("d0");
+    assert!(
+        !relay
+            .submit(Some(&d0), "s", 1, sealed(1))
+            .await
+            .expect("stored")
+    );
+    relay
+        .submit(Some(&relay.token("d1")), "s", 2, sealed(2))
+        .await
+        .expect("stored");
+    wait_for("the first batch", || fake.state().accepted == 2).await;
+    // The window became a batch; the device's next report, in a later window, is
+    // refused as a second report to the collection.
+    let err = relay
+        .submit(Some(&d0), "s", 3, sealed(3))
+        .await
+        .expect_err("a second report in a later window");
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert!(
+        err.message().contains("already sent a report"),
+        "{}",
+        err.message()
+    );
+    // Its resend of the first submission stays an idempotent duplicate.
+    assert!(
+        relay
+            .submit(Some(&d0), "s", 1, sealed(1))
+            .await
+            .expect("duplicate")
+    );
+    assert_eq!(relay.status("s").await.window_reports, 0);
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_after_its_window_closed_never_reaches_a_second_batch() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 2, 1), true);
+    let relay = Relay::start(fake.serve().await).await;
+    let d0 = relay.token("d0");
+    relay
+        .submit(Some(&d0), "s", 1, sealed(1))
+        .await
+        .expect("stored");
+    relay
+        .submit(Some(&relay.token("d1")), "s", 2, sealed(2))
+        .await
+        .expect("stored");
+    wait_for("the first batch", || fake.state().calls.len() == 1).await;
+    // The acknowledgement was lost and the device resends the same sealed bytes under
+    // a new submission id; someone else replays them under another device's token.
+    assert!(
+        relay
+            .submit(Some(&d0), "s", 7, sealed(1))
+            .await
+            .expect("duplicate")
+    );
+    assert!(
+        relay
+            .submit(Some(&relay.token("d9")), "s", 8, sealed(1))
+            .await
+            .expect("duplicate")
+    );
+    for d in 3..5u64 {
+        relay
+            .submit(
+                Some(&relay.token(&format!("d{d}"))),
+                "s",
+                d as u8,
+                sealed(d),
+            )
+            .await
+            .expect("stored");
+    }
+    wait_for("the second batch", || fake.state().calls.len() == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let batches = batch_tags(&fake);
+    assert_eq!(batches.len(), 2, "{batches:?}");
+    let holding_1 = batches.iter().filter(|b| b.contains(&1)).count();
+    assert_eq!(holding_1, 1, "{batches:?}");
+    assert_eq!(fake.state().duplicates, 0);
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_batch_holds_one_key_id() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 2, 1), true);
+    let relay = Relay::start(fake.serve().await).await;
+    // Devices around a key rotation: the active key and the pending one, interleaved.
+    for d in 0..6u64 {
+        let key_id = ACTIVE_KEY + (d % 2) as u32;
+        relay
+            .submit(
+                Some(&relay.token(&format!("d{d}"))),
+                "s",
+                d as u8,
+                sealed_to(d, key_id),
+            )
+            .await
+            .expect("stored");
+    }
+    wait_for("every report forwarded", || {
+        fake.state()
+            .calls
+            .iter()
+            .map(|c| c.reports().len())
+            .sum::<usize>()
+            == 6
+    })
+    .await;
+    let calls = fake.state().calls.clone();
+    assert!(calls.len() >= 2);
+    for call in &calls {
+        let reports = call.reports();
+        assert!(
+            reports.iter().all(|r| r.key_id == reports[0].key_id),
+            "a batch mixing key ids: {:?}",
+            reports.iter().map(|r| r.key_id).collect::<Vec<_>>()
+        );
+    }
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn the_relays_get_collection_answers_its_floor_and_its_own_central_epsilon() {
+    const MIN: u64 = 1000;
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", MIN, 3600), true);
+    // The aggregator's derived figures lie: a larger crowd, a smaller central ε.
+    {
+        let mut state = fake.state();
+        let shuffle = state
+            .collections
+            .get_mut("s")
+            .and_then(|p| p.shuffle.as_mut())
+            .expect("shuffled");
+        shuffle.min_batch_size = 1_000_000;
+        shuffle.central_epsilon = 0.01;
+    }
+    let config = Config {
+        floor: CloseRule {
+            min_batch_size: MIN,
+            window_seconds: 0,
+        },
+        ..Config::default()
+    };
+    let relay = Relay::start_with(
+        fake.serve().await,
+        tempfile::tempdir().expect("dir"),
+        config,
+    )
+    .await;
+    // Devices are authenticated.
+    let mut client = relay.client().await;
+    let err = client
+        .get_collection(GetCollectionRequest {
+            collection_id: "s".into(),
+        })
+        .await
+        .expect_err("no token");
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let a = relay.get_collection("d1", "s").await.expect("params");
+    let b = relay.get_collection("d2", "s").await.expect("params");
+    assert_eq!(
+        prost::Message::encode_to_vec(&a),
+        prost::Message::encode_to_vec(&b),
+        "every device gets the same bytes"
+    );
+    let spec = a.spec.clone().expect("spec");
+    let shuffle = a.shuffle.clone().expect("shuffle");
+    let delta = spec.shuffle.expect("shuffle spec").central_delta;
+    assert_eq!(shuffle.min_batch_size, MIN);
+    assert_eq!(shuffle.local_epsilon, spec.epsilon);
+    assert_eq!(shuffle.central_delta, delta);
+    let expected =
+        ldpcov_accounting::amplification::shuffled_epsilon(spec.epsilon, MIN, delta).expect("ε");
+    assert_eq!(shuffle.central_epsilon, expected);
+    assert!(expected > 0.01);
+    // The keys of the relay's view: the aggregator's active and pending keys.
+    let mut key_ids: Vec<u32> = shuffle.keys.iter().map(|k| k.key_id).collect();
+    key_ids.sort_unstable();
+    assert!(key_ids.contains(&ACTIVE_KEY) && key_ids.contains(&(ACTIVE_KEY + 1)));
+    relay.stop().await;
 }

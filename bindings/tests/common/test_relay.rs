@@ -128,6 +128,14 @@ impl Relay for TestRelay {
         Ok(Response::new(RelayReportResponse { duplicate: false }))
     }
 
+    async fn get_collection(
+        &self,
+        _: Request<ldpcov_client::proto::v1::GetCollectionRequest>,
+    ) -> Result<Response<ldpcov_client::proto::v1::CollectionParams>, Status> {
+        // The devices of these tests read the parameters from the aggregator.
+        Err(Status::unimplemented("not in the test relay"))
+    }
+
     async fn get_relay_status(
         &self,
         request: Request<RelayStatusRequest>,

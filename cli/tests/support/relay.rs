@@ -167,6 +167,8 @@ pub(crate) fn spawn_relay(
         .arg("--data-dir")
         .arg(&files.data)
         .args(["--batch-check-interval-ms", "20"])
+        // Tests: devices in plaintext, and the tests' small batches.
+        .args(["--insecure-plaintext", "--min-batch-size", "2"])
         .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

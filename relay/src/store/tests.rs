@@ -38,7 +38,7 @@ fn open() -> (tempfile::TempDir, RelayStore) {
 }
 
 #[tokio::test]
-async fn one_report_per_device_per_window_and_resends_are_idempotent() {
+async fn one_report_per_device_per_collection_and_resends_are_idempotent() {
     let (_dir, store) = open();
     assert_eq!(
         store.submit(submission("c", "d1", 1, 1, 10)).await.unwrap(),
@@ -49,7 +49,7 @@ async fn one_report_per_device_per_window_and_resends_are_idempotent() {
         store.submit(submission("c", "d1", 1, 1, 11)).await.unwrap(),
         SubmitOutcome::Duplicate
     );
-    // Another report of the same device in the same window: refused.
+    // Another report of the same device: refused.
     assert_eq!(
         store.submit(submission("c", "d1", 2, 2, 12)).await.unwrap(),
         SubmitOutcome::DeviceAlreadyReported
@@ -68,7 +68,8 @@ async fn one_report_per_device_per_window_and_resends_are_idempotent() {
     );
     let status = store.status("c").unwrap();
     assert_eq!((status.window_reports, status.window_opened), (2, 10));
-    // Close the window: the device may report again in the next one.
+    // Close the window: the device may not report again in the next one, and its
+    // resend stays a duplicate.
     store.submit(submission("c", "d3", 4, 4, 14)).await.unwrap();
     assert_eq!(store.form_due_batches(110).await.unwrap().len(), 1);
     assert_eq!(
@@ -76,10 +77,32 @@ async fn one_report_per_device_per_window_and_resends_are_idempotent() {
             .submit(submission("c", "d1", 2, 2, 120))
             .await
             .unwrap(),
+        SubmitOutcome::DeviceAlreadyReported
+    );
+    assert_eq!(
+        store
+            .submit(submission("c", "d1", 1, 1, 120))
+            .await
+            .unwrap(),
+        SubmitOutcome::Duplicate
+    );
+    // The same sealed bytes under another device and submission id: a duplicate.
+    assert_eq!(
+        store
+            .submit(submission("c", "d4", 5, 3, 121))
+            .await
+            .unwrap(),
+        SubmitOutcome::Duplicate
+    );
+    assert_eq!(
+        store
+            .submit(submission("c", "d5", 6, 6, 122))
+            .await
+            .unwrap(),
         SubmitOutcome::Stored
     );
     let status = store.status("c").unwrap();
-    assert_eq!((status.window_reports, status.window_opened), (1, 120));
+    assert_eq!((status.window_reports, status.window_opened), (1, 122));
     assert_eq!(
         (status.pending_batches, status.pending_batch_reports),
         (1, 3)
@@ -143,10 +166,12 @@ async fn a_batch_holds_exactly_the_sealed_reports_and_survives_a_restart() {
         let (_, v) = row.unwrap();
         assert_eq!(v.value().len(), 16 + 8 + 1);
     }
-    // The window's reports and device records are gone with it.
+    // The window's reports are gone with it; the device and sealed-bytes records
+    // stay for the collection's life.
     assert_eq!(txn.open_table(WINDOW_REPORTS).unwrap().len().unwrap(), 0);
-    assert_eq!(txn.open_table(WINDOW_DEVICES).unwrap().len().unwrap(), 0);
     assert_eq!(txn.open_table(WINDOWS).unwrap().len().unwrap(), 0);
+    assert_eq!(txn.open_table(DEVICES).unwrap().len().unwrap(), 5);
+    assert_eq!(txn.open_table(CIPHERTEXTS).unwrap().len().unwrap(), 5);
     drop(txn);
     // Acknowledged: deleted and counted, once.
     assert!(store.forwarded(formed[0].seq).await.unwrap());
@@ -168,7 +193,7 @@ async fn the_dedupe_record_holds_no_device_id() {
     let id = "device-with-a-recognisable-name";
     store.submit(submission("c", id, 1, 1, 1)).await.unwrap();
     let txn = store.db.begin_read().unwrap();
-    for row in txn.open_table(WINDOW_DEVICES).unwrap().iter().unwrap() {
+    for row in txn.open_table(DEVICES).unwrap().iter().unwrap() {
         let (k, _) = row.unwrap();
         let (_, tag) = k.value();
         assert!(!tag.windows(6).any(|w| w == &id.as_bytes()[..6]));
@@ -222,7 +247,8 @@ async fn batches_are_uniformly_permuted() {
                     tokio::spawn(async move {
                         store
                             .submit(Submission {
-                                collection_id: format!("c{c}"),
+                                // A collection per round: a device reports once.
+                                collection_id: format!("c{c}.{round}"),
                                 device,
                                 submission_id: [rank as u8; 16],
                                 sealed: sealed(rank as u64),
@@ -278,7 +304,13 @@ async fn batch_ids_are_random_and_distinct() {
     for round in 0..20u64 {
         for d in 0..3 {
             store
-                .submit(submission("c", &format!("d{d}"), d as u8, d, round * 1000))
+                .submit(submission(
+                    &format!("c{round}"),
+                    &format!("d{d}"),
+                    d as u8,
+                    d,
+                    round * 1000,
+                ))
                 .await
                 .unwrap();
         }
@@ -295,4 +327,102 @@ async fn batch_ids_are_random_and_distinct() {
         .map(|b| b.seq)
         .collect();
     assert_eq!(seqs, (0..20).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_window_holds_one_key_id() {
+    let (_dir, store) = open();
+    for d in 0..4u64 {
+        let mut sub = submission("c", &format!("d{d}"), d as u8, d, 10);
+        sub.sealed.key_id = 7 + (d % 2) as u32;
+        assert_eq!(store.submit(sub).await.unwrap(), SubmitOutcome::Stored);
+    }
+    assert_eq!(store.status("c").unwrap().window_reports, 4);
+    // Two windows of 2 < 3 reports: neither is due.
+    assert!(store.form_due_batches(1000).await.unwrap().is_empty());
+    let mut sub = submission("c", "d4", 4, 4, 20);
+    sub.sealed.key_id = 8;
+    store.submit(sub).await.unwrap();
+    let formed = store.form_due_batches(1000).await.unwrap();
+    assert_eq!(formed.len(), 1);
+    let reports = store.batch_reports(formed[0].seq).unwrap();
+    assert_eq!(reports.len(), 3);
+    assert!(reports.iter().all(|r| r.key_id == 8));
+    // A floor above the window's rule holds a window back.
+    for d in 5..8u64 {
+        store
+            .submit(submission("other", &format!("d{d}"), d as u8, d, 10))
+            .await
+            .unwrap();
+    }
+    let floor = CloseRule {
+        min_batch_size: 4,
+        window_seconds: 0,
+    };
+    assert!(
+        store
+            .form_batches(1000, floor, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .form_batches(1000, RULE, Some(vec!["c".into()]))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.form_due_batches(1000).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn settings_are_pinned_once_and_survive_a_restart() {
+    use ldpcov_proto::v1::{CollectionParams, CollectionSpec, ShuffleSpec};
+    let params = |min: u64| CollectionParams {
+        spec: Some(CollectionSpec {
+            collection_id: "c".into(),
+            dim: 3,
+            epsilon: 2.0,
+            shuffle: Some(ShuffleSpec {
+                min_batch_size: min,
+                batch_window_seconds: 60,
+                central_delta: 1e-7,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let first = PinnedSettings::from_params(&params(1000)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = RelayStore::open(dir.path()).unwrap();
+        assert_eq!(store.pinned("c").unwrap(), None);
+        assert_eq!(store.pin("c", first.clone()).await.unwrap(), first);
+        // A later pin keeps the first.
+        let later = PinnedSettings::from_params(&params(2)).unwrap();
+        assert_eq!(store.pin("c", later).await.unwrap(), first);
+    }
+    let store = RelayStore::open(dir.path()).unwrap();
+    assert_eq!(store.pinned("c").unwrap(), Some(first));
+}
+
+#[tokio::test]
+async fn a_store_of_another_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(RelayStore::open(dir.path()).unwrap());
+    {
+        let db = Database::builder()
+            .create(dir.path().join(DB_FILE))
+            .unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META)
+            .unwrap()
+            .insert("format_version", 1)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let err = RelayStore::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("format version 1"), "{err}");
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use ldpcov_relay::{
-    DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore, Secret, Upstream, serve,
+    CloseRule, DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, DeviceTokenIssuer,
+    RelayLimits, RelayOptions, RelayStore, Secret, Upstream, serve,
 };
 
 /// The command line.
@@ -70,12 +71,31 @@ struct ServeArgs {
     /// File holding the admin token for GetRelayStatus (without it, refused).
     #[arg(long, env = "LDPCOV_RELAY_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
-    /// PEM certificate chain: serve TLS (needs --tls-key).
+    /// PEM certificate chain: serve TLS (needs --tls-key). Required unless
+    /// --insecure-plaintext: devices' reports must not cross the network linkable to
+    /// the bytes the relay forwards.
     #[arg(long, env = "LDPCOV_RELAY_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert.
     #[arg(long, env = "LDPCOV_RELAY_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// For tests only: serve devices without TLS (anyone on the path can link a
+    /// device to the sealed bytes the relay forwards). Logs a warning at start.
+    #[arg(
+        long,
+        env = "LDPCOV_RELAY_INSECURE_PLAINTEXT",
+        conflicts_with = "tls_cert"
+    )]
+    insecure_plaintext: bool,
+    /// The relay's floor on a batch: collections announcing a smaller min_batch_size
+    /// are refused, and no batch of fewer reports is ever formed. The central ε a
+    /// device is promised is computed at this size, whatever the aggregator says.
+    #[arg(long, env = "LDPCOV_RELAY_MIN_BATCH_SIZE", default_value_t = DEFAULT_MIN_BATCH_SIZE)]
+    min_batch_size: u64,
+    /// The relay's floor on the batch window, seconds: collections announcing a
+    /// shorter batch_window_seconds are refused (0: the collection's own).
+    #[arg(long, env = "LDPCOV_RELAY_MIN_BATCH_WINDOW_SECONDS", default_value_t = DEFAULT_MIN_BATCH_WINDOW_SECONDS)]
+    min_batch_window_seconds: u64,
     /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`).
     #[arg(long, env = "LDPCOV_RELAY_METRICS_LISTEN", value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
@@ -114,6 +134,17 @@ fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
 
 impl ServeArgs {
     async fn run(self) -> Result<()> {
+        if self.tls_cert.is_none() && !self.insecure_plaintext {
+            bail!(
+                "the relay serves devices over TLS only: give --tls-cert and --tls-key (--insecure-plaintext is for tests)"
+            );
+        }
+        if self.min_batch_size < 2 {
+            bail!(
+                "--min-batch-size must be at least 2, got {}",
+                self.min_batch_size
+            );
+        }
         let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
         let issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?;
         let admin = self
@@ -158,9 +189,16 @@ impl ServeArgs {
             .await
             .with_context(|| format!("cannot listen on {}", self.listen))?;
         let addr = listener.local_addr()?;
+        if self.insecure_plaintext {
+            tracing::warn!(
+                "--insecure-plaintext: serving devices WITHOUT TLS, for tests only; anyone on the network path can link a device to the report the relay forwards"
+            );
+        }
         tracing::info!(
             %addr,
             tls = tls.is_some(),
+            min_batch_size = self.min_batch_size,
+            min_batch_window_seconds = self.min_batch_window_seconds,
             data_dir = %self.data_dir.display(),
             "ldpcov relay listening"
         );
@@ -169,6 +207,10 @@ impl ServeArgs {
             tls,
             limits,
             batch_check_interval: Duration::from_millis(self.batch_check_interval_ms),
+            floor: CloseRule {
+                min_batch_size: self.min_batch_size,
+                window_seconds: self.min_batch_window_seconds,
+            },
             ..RelayOptions::new(upstream, issuer)
         };
         let shutdown = async {
