@@ -61,52 +61,12 @@
 //! # Ok::<(), ldpcov_accounting::amplification::AmplificationError>(())
 //! ```
 
-use thiserror::Error;
-
-use crate::clones::{CloneLaw, delta_with_law};
+pub use crate::clones::{AmplificationError, MAX_AMPLIFIED_LOCAL_EPSILON, MAX_BATCH_SIZE};
+use crate::clones::{CloneLaw, NEGLECTED_FRACTION_OF_TARGET, NEGLECTED_MASS, delta_with_law};
 
 /// Width of the final bracket of [`fmt21_epsilon`]'s bisection: the returned ε is at
 /// most this much above the smallest ε with δ(ε) ≤ δ (and never below it).
 pub const EPSILON_TOLERANCE: f64 = 1e-6;
-
-/// The largest batch size computed as such: a larger `n` is computed as this one, which
-/// is conservative (δ(ε) does not increase with `n`) and keeps the cost (∝ √n) bounded.
-pub const MAX_BATCH_SIZE: u64 = 1_000_000_000;
-
-/// Local ε0 above which no amplification is claimed ([`fmt21_delta`] returns the
-/// trivial bound): `e^−ε0` is then below 10⁻⁴³, so a batch of at most
-/// [`MAX_BATCH_SIZE`] reports holds a clone with probability below 10⁻³⁴.
-pub const MAX_AMPLIFIED_LOCAL_EPSILON: f64 = 100.0;
-
-/// Probability mass of the clone count left out of [`fmt21_delta`]'s window on each
-/// side (bounded and added to δ).
-pub(crate) const NEGLECTED_MASS: f64 = 1e-30;
-
-/// [`fmt21_epsilon`] leaves out this fraction of the target δ instead (at least
-/// [`NEGLECTED_MASS`]): a narrower window, and a δ larger by at most 2·10⁻⁹ of the
-/// target, which moves ε by far less than [`EPSILON_TOLERANCE`].
-pub(crate) const NEGLECTED_FRACTION_OF_TARGET: f64 = 1e-9;
-
-/// Above the window's mean, the walk stops once a clone count's divergence is below
-/// this fraction of the δ summed so far (the rest is bounded and added).
-pub(crate) const UPPER_STOP_RELATIVE: f64 = 1e-12;
-
-/// Why an amplification bound could not be computed.
-#[derive(Debug, Clone, PartialEq, Error)]
-pub enum AmplificationError {
-    /// ε0 not a positive finite number.
-    #[error("local epsilon {0} must be a positive finite number")]
-    LocalEpsilon(f64),
-    /// Fewer than two reports in a batch: nothing to hide among.
-    #[error("batch size {0} must be at least 2 (a shuffled batch of one report hides nothing)")]
-    BatchSize(u64),
-    /// δ outside (0, 1).
-    #[error("delta {0} must lie strictly between 0 and 1")]
-    Delta(f64),
-    /// A target central ε that is not a positive finite number.
-    #[error("central epsilon {0} must be a positive finite number")]
-    CentralEpsilon(f64),
-}
 
 fn check(eps0: f64, n: u64) -> Result<(), AmplificationError> {
     if !(eps0.is_finite() && eps0 > 0.0) {

@@ -89,11 +89,10 @@
 //! # Ok::<(), ldpcov_accounting::amplification::AmplificationError>(())
 //! ```
 
-use crate::amplification::{
-    AmplificationError, MAX_AMPLIFIED_LOCAL_EPSILON, MAX_BATCH_SIZE, NEGLECTED_FRACTION_OF_TARGET,
-    NEGLECTED_MASS,
+use crate::clones::{
+    AmplificationError, CloneLaw, MAX_AMPLIFIED_LOCAL_EPSILON, MAX_BATCH_SIZE,
+    NEGLECTED_FRACTION_OF_TARGET, NEGLECTED_MASS, delta_with_law,
 };
-use crate::clones::{CloneLaw, delta_with_law};
 
 /// Relative width of the final bracket of [`variation_ratio_epsilon`]'s bisection: the
 /// returned ε is at most `1 + 10⁻⁶` times the smallest ε with δ(ε) ≤ δ (and never below

@@ -44,8 +44,12 @@ pub struct Gate {
     store: Arc<RelayStore>,
     floor: CloseRule,
     pins: Arc<Mutex<HashMap<String, Arc<PinnedSettings>>>>,
-    logged: Arc<Mutex<HashSet<(String, [u8; 32])>>>,
+    logged: Arc<Mutex<HashSet<LoggedChange>>>,
 }
+
+/// A settings change already logged at ERROR: the collection and the changed spec's
+/// digest (logged once per change, not once per report).
+type LoggedChange = (String, [u8; 32]);
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

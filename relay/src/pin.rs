@@ -11,8 +11,6 @@ use ldpcov_proto::v1::CollectionParams;
 use prost::Message;
 use sha2::{Digest, Sha256};
 
-use crate::store::StoreError;
-
 /// The settings of a shuffled collection the relay pins at first sight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PinnedSettings {
@@ -115,9 +113,9 @@ impl PinnedSettings {
     }
 
     /// From the stored form.
-    pub(crate) fn decode(id: &str, bytes: &[u8]) -> Result<Self, StoreError> {
+    pub(crate) fn decode(id: &str, bytes: &[u8]) -> Result<Self, CorruptPin> {
         if bytes.len() < HEAD {
-            return Err(StoreError::Corrupt(format!(
+            return Err(CorruptPin(format!(
                 "the pinned settings of collection {id}: {} bytes",
                 bytes.len()
             )));
@@ -147,11 +145,16 @@ impl PinnedSettings {
     }
 
     /// The pinned parameters (without keys).
-    pub fn params(&self) -> Result<CollectionParams, StoreError> {
+    pub fn params(&self) -> Result<CollectionParams, CorruptPin> {
         CollectionParams::decode(self.params.as_slice())
-            .map_err(|e| StoreError::Corrupt(format!("pinned parameters: {e}")))
+            .map_err(|e| CorruptPin(format!("pinned parameters: {e}")))
     }
 }
+
+/// Pinned settings that do not decode: the store reports them as corrupt.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct CorruptPin(pub String);
 
 #[cfg(test)]
 mod tests {

@@ -72,8 +72,11 @@ pub struct RelayService {
     admin: Option<Secret>,
     clock: Clock,
     /// Central ε by (ε0, floor, δ) bits: computed once each.
-    epsilons: Arc<Mutex<HashMap<(u64, u64, u64), f64>>>,
+    epsilons: Arc<Mutex<HashMap<EpsilonKey, f64>>>,
 }
+
+/// The bits of (ε0, batch floor, central δ) a central ε was computed for.
+type EpsilonKey = (u64, u64, u64);
 
 impl std::fmt::Debug for RelayService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -279,7 +282,10 @@ impl Relay for RelayService {
         ldpcov_privacy::collection::validate_collection_id(&id)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let admitted = self.gate.admit(&id, None).await?;
-        let mut params = admitted.pinned.params().map_err(store_status)?;
+        let mut params = admitted
+            .pinned
+            .params()
+            .map_err(|e| store_status(e.into()))?;
         let central_epsilon = self
             .central_epsilon(
                 admitted.pinned.epsilon,

@@ -139,6 +139,12 @@ db_errors!(
     redb::CommitError
 );
 
+impl From<crate::pin::CorruptPin> for StoreError {
+    fn from(e: crate::pin::CorruptPin) -> Self {
+        StoreError::Corrupt(e.0)
+    }
+}
+
 /// A device's sealed report, checked by the service, to store in its collection's
 /// window.
 #[derive(Debug, Clone)]
@@ -488,9 +494,9 @@ impl RelayStore {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(PINS)?;
         let pinned = table.get(collection_id)?;
-        pinned
+        Ok(pinned
             .map(|p| PinnedSettings::decode(collection_id, p.value()))
-            .transpose()
+            .transpose()?)
     }
 
     /// Pins `settings` for a collection unless some are pinned already; returns the
@@ -668,7 +674,7 @@ fn apply_pin(
 ) -> Result<PinnedSettings, StoreError> {
     let mut pins = txn.open_table(PINS)?;
     if let Some(existing) = pins.get(id)? {
-        return PinnedSettings::decode(id, existing.value());
+        return Ok(PinnedSettings::decode(id, existing.value())?);
     }
     pins.insert(id, settings.encode().as_slice())?;
     Ok(settings.clone())

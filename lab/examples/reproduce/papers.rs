@@ -457,7 +457,7 @@ pub(crate) fn run_heavy_tails_central(reps: usize, tables: &[u8], out: Out) -> R
         };
         let truth = model.covariance(s.p);
         let sampler = Sampler::new(&truth, s.tails)?;
-        let rho = crate::central::rho_for(s.epsilon, s.delta);
+        let rho = ldpcov_accounting::calibration::zcdp_rho_for_epsilon(s.epsilon, s.delta);
         // Per rep: [faithful Σ̃⁺τ, faithful Σ̃₁⁺, private Σ̃⁺τ (ξ = 0) = Σ̃₁⁺] as
         // (spectral, Frobenius).
         let results = sim::parallel_reps(reps, out.threads, |rep| {
