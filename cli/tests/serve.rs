@@ -299,8 +299,12 @@ fn a_commit_thread_panic_turns_health_not_serving_and_exits_the_daemon_with_one_
             .prepare_report(&collection, &[0.1, 0.1, 0.1, 0.1])
             .expect("report");
         let later = raw.submit_report(report).await.expect_err("no more writes");
+        // (The connection's GOAWAY can also reach the call first, which tonic reports
+        // as INTERNAL "h2 protocol error".)
+        let closed_under_it =
+            later.code() == Code::Internal && later.message().contains("h2 protocol error");
         assert!(
-            matches!(later.code(), Code::Unavailable | Code::Cancelled),
+            matches!(later.code(), Code::Unavailable | Code::Cancelled) || closed_under_it,
             "{later:?}"
         );
         drop(watch);
