@@ -593,6 +593,28 @@ async fn submit_throughput() {
     }
 }
 
+/// A relay in a fresh directory in front of `fake`, with its own floor of
+/// `min_batch_size` reports and `window_seconds`.
+async fn start_with_floor(
+    fake: &FakeAggregator,
+    min_batch_size: u64,
+    window_seconds: u64,
+) -> Relay {
+    let config = Config {
+        floor: CloseRule {
+            min_batch_size,
+            window_seconds,
+        },
+        ..Config::default()
+    };
+    Relay::start_with(
+        fake.serve().await,
+        tempfile::tempdir().expect("dir"),
+        config,
+    )
+    .await
+}
+
 /// A device's report `tag` under submission id `submission`, sealed to `key_id`.
 fn sealed_to(tag_value: u64, key_id: u32) -> SealedReport {
     SealedReport {
@@ -617,19 +639,7 @@ async fn a_collection_below_the_relays_floor_is_refused() {
     fake.add(shuffled_spec("small", 2, 1), true);
     fake.add(shuffled_spec("quick", 50, 1), true);
     fake.add(shuffled_spec("fine", 50, 60), true);
-    let config = Config {
-        floor: CloseRule {
-            min_batch_size: 50,
-            window_seconds: 60,
-        },
-        ..Config::default()
-    };
-    let relay = Relay::start_with(
-        fake.serve().await,
-        tempfile::tempdir().expect("dir"),
-        config,
-    )
-    .await;
+    let relay = start_with_floor(&fake, 50, 60).await;
     let token = relay.token("d1");
     let err = relay
         .submit(Some(&token), "small", 1, sealed(1))
@@ -674,19 +684,7 @@ async fn a_collection_below_the_relays_floor_is_refused() {
 async fn no_batch_below_the_relays_floor_is_formed() {
     let fake = FakeAggregator::default();
     fake.add(shuffled_spec("s", 4, 1), true);
-    let config = Config {
-        floor: CloseRule {
-            min_batch_size: 4,
-            window_seconds: 0,
-        },
-        ..Config::default()
-    };
-    let relay = Relay::start_with(
-        fake.serve().await,
-        tempfile::tempdir().expect("dir"),
-        config,
-    )
-    .await;
+    let relay = start_with_floor(&fake, 4, 0).await;
     for d in 0..3u64 {
         relay
             .submit(
@@ -968,19 +966,7 @@ async fn the_relays_get_collection_answers_its_floor_and_its_own_central_epsilon
         shuffle.min_batch_size = 1_000_000;
         shuffle.central_epsilon = 0.01;
     }
-    let config = Config {
-        floor: CloseRule {
-            min_batch_size: MIN,
-            window_seconds: 0,
-        },
-        ..Config::default()
-    };
-    let relay = Relay::start_with(
-        fake.serve().await,
-        tempfile::tempdir().expect("dir"),
-        config,
-    )
-    .await;
+    let relay = start_with_floor(&fake, MIN, 0).await;
     // Devices are authenticated.
     let mut client = relay.client().await;
     let err = client
