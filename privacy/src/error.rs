@@ -120,7 +120,7 @@ pub enum SpecError {
         second: usize,
     },
     /// A number of a new collection's spec outside the range where its derived
-    /// quantities stay finite and meaningful (checked by [`Collection::create`] only).
+    /// quantities stay finite and meaningful (checked by [`Collection::create`](crate::Collection::create) only).
     #[error("{field} = {} is outside the allowed range {range}", ShortNumber(*value))]
     OutOfRange {
         /// The spec field (`clip_radius`, `delta`, `centre[3]`).
@@ -131,7 +131,7 @@ pub enum SpecError {
         range: &'static str,
     },
     /// A variable name holding a control character (checked by
-    /// [`Collection::create`] only).
+    /// [`Collection::create`](crate::Collection::create) only).
     #[error(
         "variable name {index} contains a control character (U+{code:04X}); names must be printable"
     )]
