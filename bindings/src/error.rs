@@ -115,9 +115,9 @@ impl From<ClientError> for LdpcovError {
             ClientError::PolicyViolation { .. } | ClientError::ShufflePolicyViolation { .. } => {
                 LdpcovError::PolicyRefused { reason }
             }
-            ClientError::Params(_) | ClientError::CollectionMismatch { .. } => {
-                LdpcovError::ServerMismatch { reason }
-            }
+            ClientError::Params(_)
+            | ClientError::CollectionMismatch { .. }
+            | ClientError::RelayMismatch { .. } => LdpcovError::ServerMismatch { reason },
             ClientError::Budget(ledger) => ledger.into(),
             ClientError::Sealing(_) => LdpcovError::Sealing { reason },
             ClientError::Transport(_) => LdpcovError::Unavailable { reason },

@@ -52,6 +52,14 @@ pub enum ClientError {
         /// What falls short.
         reason: String,
     },
+    /// The relay's pinned copy of a shuffled collection differs from the aggregator's.
+    #[error(
+        "collection {id:?}: the relay's pinned spec differs from the aggregator's; refusing to report (one of them changed the collection's settings)"
+    )]
+    RelayMismatch {
+        /// The collection.
+        id: String,
+    },
     /// A local-model operation on a central collection: its reports are raw vectors
     /// that the operator sees, so nothing here perturbs them.
     #[error(

@@ -351,9 +351,33 @@ impl AggregatorClient {
             });
         }
         self.policy.check(&collection)?;
+        // A shuffled collection's keys come from the relay when one is configured: it
+        // serves every device the one copy it pinned, whose spec must be the
+        // aggregator's, so an aggregator cannot single a device out with a key of its own.
+        let shuffle = match (&params.shuffle, self.relay.clone()) {
+            (Some(_), Some(relay)) => {
+                let (pinned, _) = retrying(
+                    self.retry,
+                    self.timeout,
+                    "Relay/GetCollection",
+                    relay,
+                    |mut c| {
+                        let request = request.clone();
+                        async move { c.get_collection(request).await }
+                    },
+                )
+                .await
+                .map_err(|(status, _)| status)?;
+                if pinned.spec != params.spec {
+                    return Err(ClientError::RelayMismatch { id: id.to_string() });
+                }
+                pinned.shuffle
+            }
+            (shuffle, _) => shuffle.clone(),
+        };
         // A shuffled collection's active key, kept for sealing (refetched when its
         // period ends); a collection without a usable one fails when a report is sealed.
-        if let Some(shuffle) = &params.shuffle {
+        if let Some(shuffle) = &shuffle {
             match crate::shuffle::active_key(&shuffle.keys) {
                 Ok(key) => {
                     self.active_keys.insert(id.to_string(), key);

@@ -130,10 +130,14 @@ impl Relay for TestRelay {
 
     async fn get_collection(
         &self,
-        _: Request<ldpcov_client::proto::v1::GetCollectionRequest>,
+        request: Request<ldpcov_client::proto::v1::GetCollectionRequest>,
     ) -> Result<Response<ldpcov_client::proto::v1::CollectionParams>, Status> {
-        // The devices of these tests read the parameters from the aggregator.
-        Err(Status::unimplemented("not in the test relay"))
+        // The devices read the keys through the relay: this test relay passes the
+        // aggregator's answer on (the real relay serves its pinned copy).
+        let mut aggregator = RawClient::connect(self.aggregator_url.clone())
+            .await
+            .map_err(|e| Status::unavailable(format!("test relay: aggregator: {e}")))?;
+        aggregator.get_collection(request.into_inner()).await
     }
 
     async fn get_relay_status(
