@@ -76,17 +76,18 @@ async fn admin(url: &str) -> AggregatorClient {
         .unwrap()
 }
 
-/// A device client; its relay channel points at the aggregator (only
-/// `prepare_relay_report` is used here: the relay is played by the test).
-async fn device(url: &str, seed: u64) -> AggregatorClient {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+/// A device client of the aggregator at `url` whose relay is `relay`: it reads a
+/// shuffled collection's keys from the relay's pinned copy (only
+/// `prepare_relay_report` is used where the test plays the relay's batch stream).
+async fn device(url: &str, relay: &Relay, seed: u64) -> AggregatorClient {
+    let channel = tonic::transport::Endpoint::from_shared(relay.url.clone())
         .unwrap()
         .connect_lazy();
     AggregatorClient::connect(url.to_string())
         .await
         .unwrap()
         .with_noise_sampler(DiscreteGaussianSampler::from_seed_for_simulation(seed))
-        .with_relay(channel, "device-token")
+        .with_relay(channel, &relay.issuer.issue("device").unwrap())
         .unwrap()
 }
 
@@ -135,8 +136,11 @@ async fn count(url: &str, id: &str) -> u64 {
 }
 
 /// `n` sealed reports of users at x = e₁/2 (any data would do: only counts are checked).
+/// The keys come through a real in-process relay (a device reads them there), which
+/// forwards nothing: the test sends the batch itself.
 async fn sealed_reports(url: &str, id: &str, n: usize) -> Vec<PreparedRelayReport> {
-    let mut device = device(url, 7).await;
+    let relay = relay(url).await;
+    let mut device = device(url, &relay, 7).await;
     let collection = device.collection(id).await.unwrap();
     let mut x = vec![0.0; collection.dim()];
     x[0] = 0.5;
@@ -407,7 +411,7 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
     );
 
     // The others: prepared by one client, each sent under its own device token.
-    let mut device = device(&url, 2).await;
+    let mut device = device(&url, &relay, 2).await;
     let raw = ldpcov::proto::v1::relay_client::RelayClient::new(channel);
     let mut acknowledged = 1u64;
     for user in 1..N {
@@ -458,4 +462,86 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
     let ratio = error2.sqrt() / planned;
     eprintln!("measured / planned Frobenius error of the raw average: {ratio:.4}");
     assert!((0.9..=1.1).contains(&ratio), "measured / planned = {ratio}");
+}
+
+/// Devices seal to the keys the relay pinned, not to what the aggregator they asked
+/// hands out: an aggregator that answers a device with keys of its own (here a second
+/// server holding the same collection with keys of its own, as a hostile aggregator
+/// could serve one device) gets reports sealed to the relay's copy, which the honest
+/// aggregator behind the relay opens; had the device used the keys it was handed, every
+/// report would be refused (no such key). And an aggregator whose spec differs from
+/// the relay's pinned one gets no report at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_take_keys_from_the_relay_and_refuse_a_spec_that_differs_from_its_pinned_copy() {
+    let honest = server(&[RELAY]).await;
+    let honest_url = honest.url();
+    admin(&honest_url)
+        .await
+        .create_collection(shuffled_spec("s"))
+        .await
+        .unwrap();
+    let relay = relay(&honest_url).await;
+
+    // Same spec, other keys.
+    let hostile = server(&[RELAY]).await;
+    let hostile_url = hostile.url();
+    admin(&hostile_url)
+        .await
+        .create_collection(shuffled_spec("s"))
+        .await
+        .unwrap();
+    let mut misled = device(&hostile_url, &relay, 11).await;
+    let collection = misled.collection("s").await.unwrap();
+    let mut prepared = Vec::new();
+    for _ in 0..MIN_BATCH {
+        prepared.push(
+            misled
+                .prepare_relay_report(&collection, &[0.5, 0.0, 0.0, 0.0, 0.0, 0.0])
+                .await
+                .unwrap(),
+        );
+    }
+    let response = send_batch(
+        &honest_url,
+        RELAY,
+        "s",
+        [3; 16],
+        MIN_BATCH,
+        &sealed(&prepared),
+    )
+    .await
+    .unwrap();
+    assert!(response.refused.is_empty(), "{:?}", response.refused);
+    assert_eq!(response.accepted, MIN_BATCH);
+    // The hostile server cannot open them: its own keys were never used.
+    let response = send_batch(
+        &hostile_url,
+        RELAY,
+        "s",
+        [3; 16],
+        MIN_BATCH,
+        &sealed(&prepared),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.accepted, 0);
+    assert_eq!(response.refused.len() as u64, MIN_BATCH);
+
+    // Another spec than the pinned one (ε0 = 2 instead of 4): refused before any noise.
+    let changed = server(&[RELAY]).await;
+    let changed_url = changed.url();
+    admin(&changed_url)
+        .await
+        .create_collection(CollectionSpec {
+            epsilon: 2.0,
+            ..shuffled_spec("s")
+        })
+        .await
+        .unwrap();
+    let mut refusing = device(&changed_url, &relay, 12).await;
+    let err = refusing.collection("s").await.unwrap_err();
+    assert!(
+        matches!(err, ldpcov::client::ClientError::RelayMismatch { ref id } if id == "s"),
+        "{err}"
+    );
 }

@@ -141,6 +141,19 @@ export class CollectionMismatchError extends Error {
   }
 }
 
+/**
+ * The relay's pinned copy of a shuffled collection differs from the aggregator's: one of
+ * them changed the collection's settings, so the device refuses to report.
+ */
+export class RelayMismatchError extends Error {
+  override name = "RelayMismatchError";
+  constructor(readonly collectionId: string) {
+    super(
+      `collection ${JSON.stringify(collectionId)}: the relay's pinned spec differs from the aggregator's; refusing to report (one of them changed the collection's settings)`,
+    );
+  }
+}
+
 /** What happened to a submitted report. */
 export interface SubmitOutcome {
   /** The id the report was sent under. */
@@ -292,10 +305,22 @@ export class AggregatorClient {
     if (collection.id !== id) throw new CollectionMismatchError(id, collection.id);
     checkPolicy(this.#policy, collection);
     // A shuffled collection's active key, kept for sealing (refetched when its period
-    // ends); a collection without a usable one fails when a report is sealed.
+    // ends); a collection without a usable one fails when a report is sealed. With a
+    // relay, the keys come from the relay's pinned copy, the same for every device
+    // (whose spec must be the aggregator's), so an aggregator cannot single a device
+    // out with a key of its own.
     if (collection.shuffled) {
+      let keys = params.shuffle?.keys ?? [];
+      const relay = this.#relay;
+      if (relay !== undefined) {
+        const [pinned] = await this.#call("Relay/GetCollection", (o) => relay.getCollection({ collectionId: id }, o));
+        if (pinned.spec === undefined || params.spec === undefined || !equals(CollectionSpecSchema, pinned.spec, params.spec)) {
+          throw new RelayMismatchError(id);
+        }
+        keys = pinned.shuffle?.keys ?? [];
+      }
       try {
-        this.#activeKeys.set(id, activeKey(params.shuffle?.keys ?? []));
+        this.#activeKeys.set(id, activeKey(keys));
       } catch {
         this.#activeKeys.delete(id);
       }

@@ -74,6 +74,7 @@ export {
   AggregatorClient,
   CentralCollectionError,
   CollectionMismatchError,
+  RelayMismatchError,
   DEFAULT_RETRY_POLICY,
   InvalidTokenError,
   isRetryable,

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { LocalMechanism } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
-import { AggregatorClient, BudgetLedger, DEFAULT_BUDGET_LIMITS, MemoryLedgerStorage, SealingError, StatusError } from "../src/index.js";
+import { AggregatorClient, BudgetLedger, DEFAULT_BUDGET_LIMITS, MemoryLedgerStorage, RelayMismatchError, SealingError, StatusError } from "../src/index.js";
 import { ADMIN_TOKEN, type Daemon, startDaemon, SUBMIT_TOKEN } from "./daemon.js";
 import { startTestRelay, type TestRelay } from "./test-relay.js";
 
@@ -104,7 +104,41 @@ test("e2e-shuffled: sealed reports through the relay, opened by the daemon; the 
 
   // A device token is required by the relay (UNAUTHENTICATED, not retried).
   const stranger = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, relay: { url: relay.url, token: "wrong" } });
-  await assert.rejects(stranger.submit(await stranger.collection(id), vector(4, 5)), (e: unknown) => e instanceof StatusError && e.codeName === "UNAUTHENTICATED");
+  await assert.rejects(
+    (async () => stranger.submit(await stranger.collection(id), vector(4, 5)))(),
+    (e: unknown) => e instanceof StatusError && e.codeName === "UNAUTHENTICATED",
+  );
   assert.equal(relay.held(id), 0);
   assert.equal(await count(id), BigInt(sent));
+});
+
+test("e2e-shuffled: a device refuses a collection whose relay serves another spec than the aggregator's", async () => {
+  const id = "e2e-shuffled-pinned";
+  await admin.createCollection({
+    collectionId: id,
+    dim: 4,
+    epsilon: 2,
+    delta: 0,
+    clipRadius: 1,
+    minReports: 1n,
+    localMechanism: LocalMechanism.RANK_ONE,
+    shuffle: { minBatchSize: BigInt(MIN_BATCH) },
+  });
+  // The relay's pinned copy says ε0 = 1 while the aggregator now says 2: one of them
+  // changed the settings, and the device reports to neither.
+  const hostile = await startTestRelay({
+    aggregatorUrl: daemon.url,
+    relayToken: RELAY_TOKEN,
+    deviceToken: DEVICE_TOKEN,
+    pinned: (params) => ({ ...params, spec: params.spec === undefined ? undefined : { ...params.spec, epsilon: 1 } }),
+  });
+  try {
+    const client = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, relay: { url: hostile.url, token: DEVICE_TOKEN } });
+    await assert.rejects(client.collection(id), (e: unknown) => e instanceof RelayMismatchError && e.collectionId === id);
+    // The same relay serving the aggregator's spec is accepted.
+    const honest = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, relay: { url: relay.url, token: DEVICE_TOKEN } });
+    assert.ok((await honest.collection(id)).shuffled);
+  } finally {
+    await hostile.stop();
+  }
 });

@@ -32,6 +32,7 @@ import {
   DEFAULT_BUDGET_LIMITS,
   HPKE_INFO,
   MemoryLedgerStorage,
+  RelayMismatchError,
   sealAad,
   SealingError,
   sealWithIkmForTestVectorsNotPrivate,
@@ -174,8 +175,12 @@ function shuffledParams(keys = [key({ keyId: 8, state: HpkeKeyState.PENDING }), 
   return params;
 }
 
-/** A fake aggregator serving `params` (and counting direct reports) and a fake relay that fails with `failures` first and records every request. */
-function fakes(params: CollectionParams, failures: Code[] = []) {
+/**
+ * A fake aggregator serving `params` (and counting direct reports) and a fake relay
+ * serving `pinned` as its pinned copy, failing reports with `failures` first and
+ * recording every request.
+ */
+function fakes(params: CollectionParams, failures: Code[] = [], pinned: CollectionParams = params) {
   const direct: Uint8Array[] = [];
   const relayed: Uint8Array[] = [];
   const aggregator = createRouterTransport(({ service }) => {
@@ -189,6 +194,7 @@ function fakes(params: CollectionParams, failures: Code[] = []) {
   });
   const relay = createRouterTransport(({ service }) => {
     service(Relay, {
+      getCollection: () => pinned,
       submitSealedReport(request) {
         relayed.push(toBinary(RelayReportSchema, request));
         const failure = failures.shift();
@@ -236,6 +242,28 @@ test("a shuffled collection's report is sealed to the active key, sent to the re
   const second = fromBinary(RelayReportSchema, f.relayed.at(-1)!);
   assert.notDeepEqual(second.submissionId, request.submissionId);
   assert.notDeepEqual(second.sealed!.enc, request.sealed!.enc);
+});
+
+test("a shuffled collection's report is sealed to the relay's pinned key, not to the aggregator's; another spec is refused", async () => {
+  // The aggregator hands this device key 7; the relay's pinned copy (what every device
+  // gets) has key 9.
+  const params = shuffledParams();
+  const pinned = shuffledParams([key({ keyId: 9 })]);
+  const f = fakes(params, [], pinned);
+  const ledger = await BudgetLedger.open(new MemoryLedgerStorage(), { ...DEFAULT_BUDGET_LIMITS, lifetimeEpsilon: 1000, periodEpsilon: null });
+  const client = new AggregatorClient("http://unused", { transport: f.aggregator, relay: { url: "http://unused", transport: f.relay }, ledger });
+  const collection = await client.collection(params.spec!.collectionId);
+  await client.submit(collection, [0.5, -0.25, 0.1]);
+  assert.equal(fromBinary(RelayReportSchema, f.relayed[0]!).sealed!.keyId, 9);
+  // A pinned spec that differs from the aggregator's (ε0 halved): refused, nothing charged or sent.
+  const changed = shuffledParams();
+  changed.spec!.epsilon = params.spec!.epsilon / 2;
+  const g = fakes(params, [], changed);
+  const before = ledger.spends.length;
+  const refusing = new AggregatorClient("http://unused", { transport: g.aggregator, relay: { url: "http://unused", transport: g.relay }, ledger });
+  await assert.rejects(refusing.collection(params.spec!.collectionId), (e: unknown) => e instanceof RelayMismatchError);
+  assert.equal(g.relayed.length + g.direct.length, 0);
+  assert.equal(ledger.spends.length, before);
 });
 
 test("without a relay, or without a usable key, a shuffled collection's report is refused before anything is charged or sent", async () => {

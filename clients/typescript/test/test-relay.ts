@@ -14,6 +14,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { connectNodeAdapter, createGrpcTransport } from "@connectrpc/connect-node";
 import {
   Aggregator,
+  type CollectionParams,
   Relay,
   type SealedReport,
   ShuffledBatchChunkSchema,
@@ -32,10 +33,17 @@ export interface TestRelay {
   stop(): Promise<void>;
 }
 
-export async function startTestRelay(options: { aggregatorUrl: string; relayToken: string; deviceToken: string }): Promise<TestRelay> {
+export async function startTestRelay(options: {
+  aggregatorUrl: string;
+  relayToken: string;
+  deviceToken: string;
+  /** Changes what the relay's GetCollection serves (a hostile or outdated pinned copy). */
+  pinned?: (params: CollectionParams) => CollectionParams;
+}): Promise<TestRelay> {
   const held = new Map<string, SealedReport[]>();
   const seen = new Set<string>();
   let calls = 0;
+  const aggregator = createClient(Aggregator, createGrpcTransport({ baseUrl: options.aggregatorUrl }));
   const handler = connectNodeAdapter({
     grpcWeb: true,
     connect: false,
@@ -58,6 +66,18 @@ export async function startTestRelay(options: { aggregatorUrl: string; relayToke
           held.set(request.collectionId, list);
           return { duplicate: false };
         },
+        // The devices read a shuffled collection's keys through the relay: this test
+        // relay passes the aggregator's answer on (the real relay serves its pinned copy).
+        async getCollection(request, context) {
+          if (context.requestHeader.get("authorization") !== `Bearer ${options.deviceToken}`) {
+            throw new ConnectError("a device token is required", Code.Unauthenticated);
+          }
+          const params = await aggregator.getCollection(
+            { collectionId: request.collectionId },
+            { headers: { authorization: `Bearer ${options.relayToken}` } },
+          );
+          return options.pinned === undefined ? params : options.pinned(params);
+        },
         getRelayStatus(request) {
           return { collectionId: request.collectionId, windowReports: BigInt(held.get(request.collectionId)?.length ?? 0) };
         },
@@ -66,7 +86,6 @@ export async function startTestRelay(options: { aggregatorUrl: string; relayToke
   const server: Server = createServer(handler);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  const aggregator = createClient(Aggregator, createGrpcTransport({ baseUrl: options.aggregatorUrl }));
   return {
     url: `http://127.0.0.1:${port}`,
     calls: () => calls,
