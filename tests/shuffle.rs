@@ -271,7 +271,15 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
     let server = server(&[RELAY]).await;
     let url = server.url();
     let mut admin = admin(&url).await;
-    admin.create_collection(shuffled_spec("s")).await.unwrap();
+    // ε0 = 1: at batches of 36–40 the bound amplifies (0.92 / 0.89 / 0.85 at
+    // δ = 1e-6), so a batch that delivers fewer users shows a larger ε.
+    let params = admin
+        .create_collection(CollectionSpec {
+            epsilon: 1.0,
+            ..shuffled_spec("s")
+        })
+        .await
+        .unwrap();
     admin
         .create_collection(shuffled_spec("other"))
         .await
@@ -300,6 +308,25 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
     assert_eq!((response.accepted, response.duplicates), (MIN_BATCH - 3, 0));
     assert_eq!(count(&url, "s").await, MIN_BATCH - 3);
     assert_eq!(count(&url, "other").await, 0);
+    // The batch delivered 37 users, not the 40 announced: status and estimates show
+    // the guarantee at 37, which is weaker than the announced one (fewer users to hide
+    // among) and computed by the privacy crate, not by the store.
+    let (announced, delivered) = guarantee(&url, "s").await;
+    assert_eq!(
+        (delivered.batches, delivered.smallest_batch),
+        (1, MIN_BATCH - 3)
+    );
+    let collection = ldpcov::privacy::Collection::from_spec(params.spec.as_ref().unwrap()).unwrap();
+    let at_37 = collection.shuffled_privacy_at(MIN_BATCH - 3).unwrap();
+    assert_eq!(delivered.central_epsilon, at_37.central_epsilon);
+    assert!(
+        delivered.central_epsilon > announced,
+        "{delivered:?} {announced}"
+    );
+    assert!(
+        delivered.central_epsilon < 4.0,
+        "still amplified: {delivered:?}"
+    );
     // The relay resends the batch (its acknowledgement was lost): nothing twice.
     let again = send_batch(&url, RELAY, "s", [9; 16], MIN_BATCH, &reports)
         .await
@@ -315,6 +342,40 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
         .unwrap();
     assert_eq!(response.refused.len(), 4);
     assert_eq!(response.duplicates, MIN_BATCH - 4);
+    // Three completed batches (the resend counts as one); the smallest held 36.
+    let (_, delivered) = guarantee(&url, "s").await;
+    assert_eq!(
+        (delivered.batches, delivered.smallest_batch),
+        (3, MIN_BATCH - 4)
+    );
+    let mut raw = RawClient::connect(url.clone()).await.unwrap();
+    let estimate = raw
+        .get_estimate(with_token(
+            GetEstimateRequest {
+                collection_id: "s".into(),
+                ..Default::default()
+            },
+            ADMIN,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(estimate.shuffle_delivered, Some(delivered));
+}
+
+/// A shuffled collection's announced central ε and what its batches delivered, from
+/// its status.
+async fn guarantee(url: &str, id: &str) -> (f64, ldpcov::proto::v1::ShuffleDelivered) {
+    let mut raw = RawClient::connect(url.to_string()).await.unwrap();
+    let status = raw
+        .get_status(GetStatusRequest {
+            collection_id: id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let announced = status.params.unwrap().shuffle.unwrap().central_epsilon;
+    (announced, status.shuffle_delivered.unwrap())
 }
 
 /// An in-process `ldpcov-relay` (durable store in a temporary directory) forwarding

@@ -67,8 +67,8 @@ pub use store::redb::{
     DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,
 };
 pub use store::{
-    Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, FOLDS, MemoryStore,
-    RecordedRelease, Snapshot, Store, StoreError, ValidReport,
+    Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, DeliveredBatches,
+    FOLDS, MemoryStore, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};
 pub use tls::{EXPIRY_WARNING, ServerTls, TlsError, client_config, read_ca};

@@ -97,6 +97,18 @@ struct JsonEstimate<'a> {
     release: Option<JsonRelease>,
     #[serde(skip_serializing_if = "Option::is_none")]
     shuffle: Option<JsonShuffle>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shuffle_delivered: Option<JsonDelivered>,
+}
+
+/// What a shuffled collection's completed batches delivered: the central guarantee at
+/// the fewest valid reports any batch held (docs/PRIVACY.md §9.1).
+#[derive(Serialize)]
+struct JsonDelivered {
+    batches: u64,
+    smallest_batch: u64,
+    central_epsilon: f64,
+    central_delta: f64,
 }
 
 /// A shuffled collection's guarantee (docs/PRIVACY.md §9).
@@ -315,6 +327,12 @@ pub fn write_estimate(
                     central_epsilon: s.central_epsilon,
                     central_delta: s.central_delta,
                     min_batch_size: s.min_batch_size,
+                }),
+                shuffle_delivered: estimate.shuffle_delivered.as_ref().map(|d| JsonDelivered {
+                    batches: d.batches,
+                    smallest_batch: d.smallest_batch,
+                    central_epsilon: d.central_epsilon,
+                    central_delta: d.central_delta,
                 }),
                 precision: is_precision.then(|| JsonPrecision {
                     covariance: covariance.chunks(p.max(1)).collect(),

@@ -482,6 +482,30 @@ impl Collection {
         })
     }
 
+    /// The central guarantee of this shuffled collection for batches of at least
+    /// `batch` reports (its announced one is at the minimum batch size,
+    /// [`shuffled_privacy`](Self::shuffled_privacy)): what batches that held fewer
+    /// valid reports than announced delivered. Never above ε0, which a batch of any
+    /// size, even one report, keeps (the report itself is ε0-LDP). `None` for a
+    /// collection that is not shuffled.
+    pub fn shuffled_privacy_at(&self, batch: u64) -> Option<ShuffledPrivacy> {
+        let settings = self.shuffle.as_ref()?;
+        let bound = ShuffledPrivacy::of_reports(
+            &self.mechanism,
+            self.epsilon,
+            self.delta,
+            batch,
+            settings.central_delta(),
+        )
+        .ok();
+        Some(ShuffledPrivacy {
+            min_batch: batch,
+            local_epsilon: self.epsilon,
+            central_epsilon: bound.map_or(self.epsilon, |b| b.central_epsilon.min(self.epsilon)),
+            central_delta: settings.central_delta(),
+        })
+    }
+
     /// Collection id (1–128 characters from `[A-Za-z0-9._-]`).
     pub fn id(&self) -> &str {
         &self.id

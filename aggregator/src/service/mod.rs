@@ -169,7 +169,7 @@ impl AggregatorService {
         Ok(())
     }
 
-    async fn status_of(&self, c: &Collection) -> Result<CollectionStatus, Status> {
+    async fn status_of(&self, c: &Arc<Collection>) -> Result<CollectionStatus, Status> {
         let reports = self.store.count(c.id()).await.map_err(store_status)?;
         let closed = self.store.is_closed(c.id()).await.map_err(store_status)?;
         let (rho_budget, rho_spent) = if c.is_central() {
@@ -189,6 +189,7 @@ impl AggregatorService {
             closed,
             rho_budget,
             rho_spent,
+            shuffle_delivered: self.delivered(c).await?,
         })
     }
 
@@ -515,9 +516,9 @@ impl Aggregator for AggregatorService {
             },
             started.elapsed(),
         );
-        Ok(Response::new(estimate_response(
-            &c, &target, sigma, &result, precision, release,
-        )))
+        let mut response = estimate_response(&c, &target, sigma, &result, precision, release);
+        response.shuffle_delivered = self.delivered(&c).await?;
+        Ok(Response::new(response))
     }
 
     async fn submit_shuffled_batch(

@@ -11,8 +11,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::{
-    CollectionParams, HpkeKeyState, HpkePublicKey, RefusedReport, Report, ShuffledBatchChunk,
-    ShuffledBatchResponse,
+    CollectionParams, HpkeKeyState, HpkePublicKey, RefusedReport, Report, ShuffleDelivered,
+    ShuffledBatchChunk, ShuffledBatchResponse,
 };
 use ldpcov_seal::{CollectionKeys, KeySchedule, KeyState, OpenError, PublicKeyConfig};
 use prost::Message;
@@ -153,6 +153,20 @@ impl AggregatorService {
                 &response,
             ));
         }
+        // The batch is complete: its valid reports (counted now or before, for a
+        // resent batch) are the users it delivered, which sets the guarantee shown.
+        let valid = response.accepted + response.duplicates;
+        self.store
+            .record_delivered_batch(batch.collection.id(), valid)
+            .await
+            .map_err(store_status)
+            .map_err(|s| partial(s.code(), s.message(), received, &response))?;
+        if valid < batch.size {
+            tracing::warn!(
+                collection = %batch.collection.id(), reports = batch.size, valid,
+                "a shuffled batch held reports that were refused: the delivered guarantee is at its valid reports"
+            );
+        }
         tracing::info!(
             collection = %batch.collection.id(), reports = batch.size,
             accepted = response.accepted, duplicates = response.duplicates,
@@ -160,6 +174,39 @@ impl AggregatorService {
         );
         telemetry::submit_duration("SubmitShuffledBatch", started.elapsed());
         Ok(response)
+    }
+
+    /// What collection `c`'s completed batches delivered (`None` if it is not
+    /// shuffled): the central guarantee at the fewest valid reports any batch held.
+    pub(super) async fn delivered(
+        &self,
+        c: &Arc<Collection>,
+    ) -> Result<Option<ShuffleDelivered>, Status> {
+        if c.shuffle().is_none() {
+            return Ok(None);
+        }
+        let record = self
+            .store
+            .delivered_batches(c.id())
+            .await
+            .map_err(store_status)?;
+        let Some(smallest) = record.smallest else {
+            return Ok(Some(ShuffleDelivered {
+                batches: record.batches,
+                ..Default::default()
+            }));
+        };
+        // The bound takes up to a fraction of a second at 10⁸ reports: off the reactor.
+        let collection = Arc::clone(c);
+        let privacy = tokio::task::spawn_blocking(move || collection.shuffled_privacy_at(smallest))
+            .await
+            .map_err(|e| Status::internal(format!("accounting task failed: {e}")))?;
+        Ok(privacy.map(|p| ShuffleDelivered {
+            batches: record.batches,
+            smallest_batch: smallest,
+            central_epsilon: p.central_epsilon,
+            central_delta: p.central_delta,
+        }))
     }
 
     /// Checks a batch's first chunk: a known, open, shuffled collection, a batch id,

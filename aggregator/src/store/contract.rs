@@ -56,6 +56,43 @@ where
     a_deleted_collection_is_gone_and_starts_from_scratch(fresh("delete").await).await;
     the_ledger_records_each_key_once_and_never_overspends(fresh("ledger").await).await;
     every_mechanism_is_stored_as_created(fresh("mechanisms").await).await;
+    delivered_batches_keep_the_fewest_valid_reports(fresh("delivered").await).await;
+}
+
+/// The record of completed shuffled batches: the batch tally and the fewest valid
+/// reports in one, per collection, gone with a deleted collection; an unknown
+/// collection is `NotFound` and records nothing.
+async fn delivered_batches_keep_the_fewest_valid_reports<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    s.create_collection(collection("b", 2)).await.unwrap();
+    assert_eq!(
+        s.delivered_batches("a").await,
+        Ok(DeliveredBatches::default())
+    );
+    for valid in [40, 37, 52, 37] {
+        s.record_delivered_batch("a", valid).await.unwrap();
+    }
+    let a = DeliveredBatches {
+        batches: 4,
+        smallest: Some(37),
+    };
+    assert_eq!(s.delivered_batches("a").await, Ok(a));
+    assert_eq!(
+        s.delivered_batches("b").await,
+        Ok(DeliveredBatches::default())
+    );
+    let unknown = StoreError::NotFound("zz".into());
+    assert_eq!(
+        s.record_delivered_batch("zz", 1).await,
+        Err(unknown.clone())
+    );
+    assert_eq!(s.delivered_batches("zz").await, Err(unknown));
+    s.delete_collection("a").await.unwrap();
+    s.create_collection(collection("a", 2)).await.unwrap();
+    assert_eq!(
+        s.delivered_batches("a").await,
+        Ok(DeliveredBatches::default())
+    );
 }
 
 /// Collections of each local mechanism come back as they were created (the spec

@@ -135,6 +135,9 @@ pub enum Cause {
     /// The store does not implement the release ledger ([`Store::record_release`](super::Store::record_release)).
     #[error("this store keeps no release ledger (asked about {0:?})")]
     LedgerUnsupported(String),
+    /// The store does not record shuffled batches ([`Store::record_delivered_batch`](super::Store::record_delivered_batch)).
+    #[error("this store records no shuffled batches (asked about {0:?})")]
+    DeliveredUnsupported(String),
     /// A release with a ρ or budget that is not a finite number > 0.
     #[error("a release needs a finite rho > 0 and budget > 0 (got rho = {rho}, budget = {budget})")]
     BadRelease {

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use ldpcov_privacy::{Collection, ReportId};
 
 use super::{
-    Accumulator, BatchOutcome, Cause, FOLDS, RecordedRelease, Snapshot, Store, StoreError,
-    ValidReport, check_lengths, check_release,
+    Accumulator, BatchOutcome, Cause, DeliveredBatches, FOLDS, RecordedRelease, Snapshot, Store,
+    StoreError, ValidReport, check_lengths, check_release,
 };
 
 struct CollectionState {
@@ -25,6 +25,8 @@ struct Counted {
     deleted: bool,
     /// Recorded releases by key: (ρ spent, body).
     releases: HashMap<Vec<u8>, (f64, Vec<u8>)>,
+    /// What the shuffled batches delivered.
+    delivered: DeliveredBatches,
 }
 
 impl Counted {
@@ -91,6 +93,7 @@ impl Store for MemoryStore {
                     closed: false,
                     deleted: false,
                     releases: HashMap::new(),
+                    delivered: DeliveredBatches::default(),
                 }),
             }),
         );
@@ -233,6 +236,22 @@ impl Store for MemoryStore {
             .read()
             .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
         Ok(map.len() as u64)
+    }
+
+    async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {
+        let state = self.state(id)?;
+        let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        counted.delivered = counted.delivered.with_batch(valid);
+        Ok(())
+    }
+
+    async fn delivered_batches(&self, id: &str) -> Result<DeliveredBatches, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        Ok(counted.delivered)
     }
 
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {

@@ -75,6 +75,26 @@ pub struct RecordedRelease {
     pub fresh: bool,
 }
 
+/// What a shuffled collection's completed batches delivered
+/// ([`Store::record_delivered_batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeliveredBatches {
+    /// Completed batches recorded (a resent batch is recorded again).
+    pub batches: u64,
+    /// The fewest valid reports in any recorded batch; `None` before the first.
+    pub smallest: Option<u64>,
+}
+
+impl DeliveredBatches {
+    /// This record with one more completed batch of `valid` valid reports.
+    pub fn with_batch(self, valid: u64) -> Self {
+        Self {
+            batches: self.batches.saturating_add(1),
+            smallest: Some(self.smallest.map_or(valid, |s| s.min(valid))),
+        }
+    }
+}
+
 /// A consistent copy of a collection's accumulators.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
@@ -180,6 +200,31 @@ pub trait Store: Send + Sync + 'static {
     /// The ρ spent by collection `id`'s recorded releases (0 without any).
     async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
         Err(StoreError::internal(Cause::LedgerUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// Records that a shuffled batch of collection `id` completed holding `valid`
+    /// valid reports (counted now or counted before: a resent batch has the same
+    /// number): the smallest such number sets the central guarantee the collection's
+    /// batches delivered. Recording is idempotent for the minimum, so a resend that
+    /// records again changes nothing but the batch tally. A deleted collection's record
+    /// goes with it.
+    ///
+    /// The default refuses, so a store that predates it still compiles.
+    async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {
+        let _ = valid;
+        Err(StoreError::internal(Cause::DeliveredUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// What collection `id`'s recorded batches delivered (nothing recorded: the
+    /// default [`DeliveredBatches`]).
+    ///
+    /// The default refuses, like [`record_delivered_batch`](Store::record_delivered_batch).
+    async fn delivered_batches(&self, id: &str) -> Result<DeliveredBatches, StoreError> {
+        Err(StoreError::internal(Cause::DeliveredUnsupported(
             id.to_string(),
         )))
     }

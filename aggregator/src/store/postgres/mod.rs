@@ -28,8 +28,8 @@ use tokio_postgres::NoTls;
 
 use super::codec::{Corruption, decode_collection};
 use super::{
-    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, RecordedRelease, Snapshot, Store,
-    StoreError, ValidReport, check_lengths, check_release,
+    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DeliveredBatches,
+    RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths, check_release,
 };
 
 use commit::{Committer, Submission};
@@ -656,6 +656,53 @@ impl Store for PostgresStore {
     /// The transaction of "Removing a collection" (see the type's docs). A batch of
     /// another replica that raced it finds no `collections` row and is refused with
     /// `NotFound`; one that committed first is deleted with the rest.
+    async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {
+        let valid = i64::try_from(valid).map_err(|_| {
+            StoreError::internal(Cause::Inconsistent(format!(
+                "a batch of {valid} valid reports of {id:?} does not fit a bigint"
+            )))
+        })?;
+        let client = self.pool.get().await.map_err(pool_error)?;
+        // One statement: a collection that does not exist (or was deleted) inserts
+        // nothing and is NotFound.
+        let rows = client
+            .execute(
+                "INSERT INTO delivered_batches (collection, batches, smallest)
+                 SELECT id, 1, $2 FROM collections WHERE id = $1
+                 ON CONFLICT (collection) DO UPDATE
+                 SET batches = delivered_batches.batches + 1,
+                     smallest = LEAST(delivered_batches.smallest, EXCLUDED.smallest)",
+                &[&id, &valid],
+            )
+            .await
+            .map_err(db_error)?;
+        if rows == 0 {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(())
+    }
+
+    async fn delivered_batches(&self, id: &str) -> Result<DeliveredBatches, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_opt(
+                "SELECT d.batches, d.smallest FROM collections c
+                 LEFT JOIN delivered_batches d ON d.collection = c.id
+                 WHERE c.id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        match (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)) {
+            (Some(batches), Some(smallest)) => Ok(DeliveredBatches {
+                batches: to_u64(batches)?,
+                smallest: Some(to_u64(smallest)?),
+            }),
+            _ => Ok(DeliveredBatches::default()),
+        }
+    }
+
     async fn recorded_release(
         &self,
         id: &str,
@@ -806,7 +853,7 @@ impl Store for PostgresStore {
             .await
             .map_err(db_error)?
             .get(0);
-        for table in ["seen", "deltas", "bases", "releases"] {
+        for table in ["seen", "deltas", "bases", "releases", "delivered_batches"] {
             txn.execute(
                 &format!("DELETE FROM {table} WHERE collection = $1"),
                 &[&id],

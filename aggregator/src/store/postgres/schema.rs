@@ -33,6 +33,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0002_releases",
         sql: include_str!("../../../migrations/0002_releases.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_delivered_batches",
+        sql: include_str!("../../../migrations/0003_delivered_batches.sql"),
+    },
 ];
 
 /// Key of the advisory lock migrations run under (`"ldpcov"` in ASCII, then 1).

@@ -12,13 +12,14 @@ use redb::{Database, ReadableDatabase};
 
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, CLOSED, COLLECTIONS, META, RELEASES, ReleaseKey, ReleaseValue, SEEN,
+    ACCUMULATORS, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES, ReleaseKey, ReleaseValue, SEEN,
     begin_durable, open_db,
 };
 use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared, reopen_failed};
 use crate::store::codec::{decode_accumulators, decode_collection, encode_accumulator};
 use crate::store::{
-    BatchOutcome, Cause, RecordedRelease, Snapshot, StoreError, ValidReport, check_lengths,
+    BatchOutcome, Cause, DeliveredBatches, RecordedRelease, Snapshot, StoreError, ValidReport,
+    check_lengths,
 };
 use ldpcov_estimate::{Accumulator, FOLDS};
 
@@ -87,6 +88,10 @@ impl Committer {
                     let _ = reply.send(self.release(&id, &key, rho, budget, body));
                     continue;
                 }
+                Command::Delivered { id, valid, reply } => {
+                    let _ = reply.send(self.delivered(&id, valid));
+                    continue;
+                }
                 other => other,
             };
             let txn = match self.db() {
@@ -118,12 +123,13 @@ impl Committer {
                     break;
                 }
                 match self.rx.recv_timeout(deadline - now) {
-                    // A delete or a release never shares a transaction: commit this
-                    // batch first.
+                    // A delete, a release or a batch record never shares a
+                    // transaction: commit this batch first.
                     Ok(
                         command @ (Command::Delete { .. }
                         | Command::Release { .. }
-                        | Command::ReadRelease { .. }),
+                        | Command::ReadRelease { .. }
+                        | Command::Delivered { .. }),
                     ) => {
                         next = Some(command);
                         break;
@@ -202,6 +208,11 @@ impl Committer {
             Command::ReadRelease { id, reply, .. } => {
                 let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
                     "release read of {id:?} reached an open batch"
+                )))));
+            }
+            Command::Delivered { id, reply, .. } => {
+                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
+                    "batch record of {id:?} reached an open batch"
                 )))));
             }
         }
@@ -553,6 +564,51 @@ impl Committer {
         }
     }
 
+    /// Records a completed shuffled batch of `valid` valid reports of `id` (`Some`)
+    /// in a transaction of its own, or reads the record from committed state (`None`).
+    fn delivered(&mut self, id: &str, valid: Option<u64>) -> Result<DeliveredBatches, StoreError> {
+        self.shared.entry(id)?;
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => {
+                self.set_write_health(false);
+                return Err(StoreError::unavailable(e));
+            }
+        };
+        let Some(valid) = valid else {
+            let txn = db.begin_read().map_err(StoreError::internal)?;
+            let table = txn.open_table(DELIVERED).map_err(StoreError::internal)?;
+            return read_delivered(&table, id).map_err(StoreError::internal);
+        };
+        let written = (|| -> Result<(redb::WriteTransaction, DeliveredBatches), Cause> {
+            let txn = begin_durable(db)?;
+            let record = {
+                let mut table = txn.open_table(DELIVERED)?;
+                let record = read_delivered(&table, id)?.with_batch(valid);
+                table.insert(id, (record.batches, record.smallest.unwrap_or(valid)))?;
+                record
+            };
+            Ok((txn, record))
+        })();
+        let result = written.and_then(|(txn, record)| {
+            txn.commit().map_err(Cause::from)?;
+            Ok(record)
+        });
+        match result {
+            Ok(record) => {
+                self.set_write_health(true);
+                Ok(record)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, collection = %id, "shuffled batch not recorded");
+                self.set_write_health(false);
+                // As after a failed batch: reopen before the next write.
+                self.db = None;
+                Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
+            }
+        }
+    }
+
     /// Deletes collection `id` in a transaction of its own and, once that is
     /// committed, from the mirror. Returns the reports it had counted.
     fn delete(&mut self, id: &str) -> Result<u64, StoreError> {
@@ -578,6 +634,7 @@ impl Committer {
                 txn.open_table(COLLECTIONS)?.remove(id)?;
                 txn.open_table(ACCUMULATORS)?.remove(id)?;
                 txn.open_table(CLOSED)?.remove(id)?;
+                txn.open_table(DELIVERED)?.remove(id)?;
                 // Every release of this collection: keys (id, *) sort together.
                 txn.open_table(RELEASES)?.retain_in::<(&str, &[u8]), _>(
                     (id, &[][..])..(next_id(id).as_str(), &[][..]),
@@ -705,7 +762,27 @@ fn fail_command(command: Command, e: StoreError) {
         Command::ReadRelease { reply, .. } => {
             let _ = reply.send(Err(e));
         }
+        Command::Delivered { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
     }
+}
+
+/// `id`'s record of completed shuffled batches (the default when none was recorded).
+fn read_delivered(
+    table: &impl redb::ReadableTable<&'static str, (u64, u64)>,
+    id: &str,
+) -> Result<DeliveredBatches, Cause> {
+    Ok(match table.get(id)? {
+        Some(row) => {
+            let (batches, smallest) = row.value();
+            DeliveredBatches {
+                batches,
+                smallest: Some(smallest),
+            }
+        }
+        None => DeliveredBatches::default(),
+    })
 }
 
 /// The smallest string above every string that starts with `id` followed by anything

@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 
 use super::codec::Corruption;
 use super::{
-    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, RecordedRelease, Snapshot, Store,
-    StoreError, ValidReport, check_lengths, check_release,
+    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DeliveredBatches,
+    RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths, check_release,
 };
 use ldpcov_estimate::Accumulator;
 
@@ -253,6 +253,13 @@ enum Command {
         key: Option<Vec<u8>>,
         reply: Reply<LedgerRead>,
     },
+    /// Committed in a transaction of its own: a completed shuffled batch of `valid`
+    /// valid reports recorded (`Some`), or the record read (`None`).
+    Delivered {
+        id: String,
+        valid: Option<u64>,
+        reply: Reply<DeliveredBatches>,
+    },
 }
 
 /// A [`Store`] in a redb database with group commit.
@@ -279,10 +286,14 @@ enum Command {
 /// | `seen_report_ids`  | (collection id, report id) | `()`                                 |
 /// | `closed_collections` | collection id            | `()`                                 |
 /// | `releases`         | (collection id, request key) | (ρ spent, release body)           |
+/// | `delivered_batches` | collection id             | (batches, fewest valid reports in one) |
 ///
-/// `closed_collections` (added with collection closing) and `releases` (added with the
-/// release ledger) are created on open when missing, so a store written before them
-/// opens unchanged (format 1: no collection closed, nothing released).
+/// `closed_collections` (added with collection closing), `releases` (added with the
+/// release ledger) and `delivered_batches` (added with the delivered guarantee of
+/// shuffled collections) are created on open when missing, so a store written before
+/// them opens unchanged (format 1: no collection closed, nothing released, no batch
+/// recorded). Recording a batch is a command of the commit thread in a transaction of
+/// its own, like a release.
 ///
 /// Recording a release ([`Store::record_release`]) is a command of the commit thread
 /// that runs in a write transaction of its own, like a delete: it reads the ρ spent by
@@ -659,6 +670,28 @@ impl Store for DurableStore {
 
     async fn is_closed(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.shared.entry(id)?.closed.load(Ordering::SeqCst))
+    }
+
+    async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Delivered {
+            id: id.to_string(),
+            valid: Some(valid),
+            reply,
+        })?;
+        self.receive(rx).await.map(|_| ())
+    }
+
+    async fn delivered_batches(&self, id: &str) -> Result<DeliveredBatches, StoreError> {
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Delivered {
+            id: id.to_string(),
+            valid: None,
+            reply,
+        })?;
+        self.receive(rx).await
     }
 
     async fn recorded_release(

@@ -25,6 +25,11 @@ pub(super) type ReleaseValue = (f64, &'static [u8]);
 pub(super) const RELEASES: TableDefinition<ReleaseKey, ReleaseValue> =
     TableDefinition::new("releases");
 
+/// What each shuffled collection's completed batches delivered: (batches recorded,
+/// fewest valid reports in one).
+pub(super) const DELIVERED: TableDefinition<&str, (u64, u64)> =
+    TableDefinition::new("delivered_batches");
+
 fn db_err<E: Into<redb::Error>>(e: E) -> DurableError {
     DurableError::Db(e.into())
 }
@@ -147,6 +152,7 @@ pub(super) fn open_db(
         txn.open_table(SEEN).map_err(db_err)?;
         txn.open_table(CLOSED).map_err(db_err)?;
         txn.open_table(RELEASES).map_err(db_err)?;
+        txn.open_table(DELIVERED).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;

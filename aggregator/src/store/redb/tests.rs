@@ -991,6 +991,34 @@ async fn the_release_ledger_survives_a_restart() {
     ));
 }
 
+/// The record of completed shuffled batches is on disk: reopened, the store has the
+/// same tally and minimum, and keeps the minimum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivered_batches_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(crate::store::tests::collection("c", 2))
+            .await
+            .unwrap();
+        s.record_delivered_batch("c", 41).await.unwrap();
+        s.record_delivered_batch("c", 40).await.unwrap();
+    }
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    let want = crate::store::DeliveredBatches {
+        batches: 2,
+        smallest: Some(40),
+    };
+    assert_eq!(s.delivered_batches("c").await, Ok(want));
+    s.record_delivered_batch("c", 45).await.unwrap();
+    assert_eq!(
+        s.delivered_batches("c")
+            .await
+            .map(|d| (d.batches, d.smallest)),
+        Ok((3, Some(40)))
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durable_store_keeps_the_contract() {
     let dir = tempfile::tempdir().unwrap();

@@ -153,6 +153,17 @@ pub(crate) fn status_json(status: &CollectionStatus) -> serde_json::Value {
         // `+ 0.0` turns a -0 (a budget spent by nothing) into 0.
         "rho_spent": status.rho_spent + 0.0,
         "params": status.params.as_ref().map(params_json),
+        "shuffle_delivered": status.shuffle_delivered.as_ref().map(delivered_json),
+    })
+}
+
+/// What a shuffled collection's completed batches delivered (`status`), as JSON.
+fn delivered_json(d: &ldpcov_proto::v1::ShuffleDelivered) -> serde_json::Value {
+    serde_json::json!({
+        "batches": d.batches,
+        "smallest_batch": d.smallest_batch,
+        "central_epsilon": d.central_epsilon,
+        "central_delta": d.central_delta,
     })
 }
 
