@@ -148,6 +148,6 @@ pub use dither::{DitherBitsError, TriangularDither};
 pub use exp_bernoulli::{BernoulliExpNeg, ExponentError};
 pub use noise::{DiscreteGaussianSampler, NoiseSampler};
 pub use random_bits::RandomBits;
-pub use rank_one::{CapShape, RankOneSampler, RankOneSamplerError};
+pub use rank_one::{CapShape, RankOneRounds, RankOneSampler, RankOneSamplerError};
 pub use sampler::DiscreteGaussian;
 pub use sigma2::{Sigma2, SigmaError};
