@@ -415,4 +415,3 @@ impl RankOneSampler {
         (lo << 1, hi << 1)
     }
 }
-

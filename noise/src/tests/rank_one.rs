@@ -11,8 +11,7 @@
 use super::{RandomBits, Z, assert_binomial};
 use crate::bigint::exp_neg_bounds;
 use crate::{
-    BernoulliExpNeg, CapShape, RankOneRounds, RankOneSampler, RankOneSamplerError,
-    TriangularDither,
+    BernoulliExpNeg, CapShape, RankOneRounds, RankOneSampler, RankOneSamplerError, TriangularDither,
 };
 use ldpcov_privacy::mechanism::rank_one::{
     Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS, RankOneParams, cap_probability_units, grid_input,
@@ -163,7 +162,10 @@ fn bin_ratios_stay_within_e_epsilon_at_p1() {
         assert!(z < Z_MAX, "{cap:?} ε {eps}: a bin exceeds e^ε by {z:.1} sd");
         let (ca, cb) = (runs[0].1, runs[other].1);
         let z = excess(ca, cb, eps);
-        assert!(z.is_finite() && z < Z, "{cap:?} ε {eps}: R exceeds e^ε by {z:.1} sd");
+        assert!(
+            z.is_finite() && z < Z,
+            "{cap:?} ε {eps}: R exceeds e^ε by {z:.1} sd"
+        );
         let half = (ca + cb) as f64 / (1.0 + 0.75 * eps.exp());
         let z_tight = (cb as f64 - half) / half.sqrt();
         assert!(
@@ -180,7 +182,10 @@ fn bin_ratios_stay_within_e_epsilon_at_p1() {
 fn event_r(params: &RankOneParams) -> (Box<dyn Fn(f64, f64) -> bool>, usize) {
     let g = params.gamma;
     match params.cap {
-        Cap::Symmetric => (Box::new(move |y1: f64, y2: f64| y1.abs() >= g && y2.abs() < g), 2),
+        Cap::Symmetric => (
+            Box::new(move |y1: f64, y2: f64| y1.abs() >= g && y2.abs() < g),
+            2,
+        ),
         Cap::OneSided => (Box::new(move |y1: f64, _| y1 >= g), 1),
     }
 }
@@ -203,12 +208,18 @@ fn broken_mechanisms_fail_the_bin_ratio_check() {
         };
         let broken = sampler(&params, Some(2.0 * eps));
         let z = excess(count(&broken, 0), count(&broken, other), eps);
-        assert!(z > Z_MAX, "{cap:?} ε {eps}: weight for 2ε not caught ({z:.1} sd)");
+        assert!(
+            z > Z_MAX,
+            "{cap:?} ε {eps}: weight for 2ε not caught ({z:.1} sd)"
+        );
         let lax = sampler(&params, Some(0.5 * eps));
         let (ca, cb) = (count(&lax, 0), count(&lax, other));
         let half = (ca + cb) as f64 / (1.0 + 0.75 * eps.exp());
         let z_tight = (cb as f64 - half) / half.sqrt();
-        assert!(z_tight > Z, "{cap:?} ε {eps}: weight for ε/2 not caught ({z_tight:.1} sd)");
+        assert!(
+            z_tight > Z,
+            "{cap:?} ε {eps}: weight for ε/2 not caught ({z_tight:.1} sd)"
+        );
     }
 
     let eps = 1.0;
@@ -390,7 +401,10 @@ fn tilt_coin_bounds_are_certified_and_tight() {
         let (lo, hi) = s.exp_neg_fast(x);
         let (e_lo, e_hi) = exp_neg_bounds(&BigUint::from(x), &den, 64);
         let (e_lo, e_hi) = (to_u128(&e_lo), to_u128(&e_hi));
-        assert!(lo <= e_hi && hi >= e_lo, "x {x}: fast [{lo}, {hi}] vs exact [{e_lo}, {e_hi}]");
+        assert!(
+            lo <= e_hi && hi >= e_lo,
+            "x {x}: fast [{lo}, {hi}] vs exact [{e_lo}, {e_hi}]"
+        );
         assert!(hi - lo <= 1 << 12, "x {x}: width {}", hi - lo);
     }
     // λ = 3 at ε = 8: the coin is Bernoulli(exp(−3·over/2^{K+m})).

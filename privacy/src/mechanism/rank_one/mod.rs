@@ -150,7 +150,8 @@ fn normal_tail(x: f64) -> f64 {
 pub struct CapMoments {
     /// `q`, the cap's standard normal mass: `2Φ̄(γ)` or `Φ̄(γ)`.
     pub cap_mass: f64,
-    /// `Z = q + r(1 − q)`, the acceptance probability of one rejection round.
+    /// `Z = q + r(1 − q)`, the normaliser (the acceptance of one round of the continuous
+    /// whole-vector rejection sampler of `docs/PRIVACY.md` §8.1).
     pub acceptance: f64,
     /// `κ = E[t²] − 1`: `2γφ(γ)(1 − r)/Z` symmetric, `γφ(γ)(1 − r)/Z` one-sided.
     pub kappa: f64,
@@ -338,8 +339,8 @@ pub fn privacy_loss_bound(cap_probability: f64, cap_mass: f64, eta: f64) -> f64 
     let log_theta = libm::log(p) - libm::log1p(-p);
     let log_odds_off = libm::log1p(-q) - libm::log(q);
     let in_out = log_theta + log_odds_off + lattice_slack(q, eta);
-    let out_in = -log_theta - log_odds_off
-        + (libm::log1p(eta / q) + libm::log1p(eta / (1.0 - q - eta))) * m;
+    let out_in =
+        -log_theta - log_odds_off + (libm::log1p(eta / q) + libm::log1p(eta / (1.0 - q - eta))) * m;
     let both_in = libm::log1p(2.0 * eta / (q - eta)) * m;
     let both_out = libm::log1p(2.0 * eta / (1.0 - q - eta)) * m;
     in_out.max(out_in).max(both_in).max(both_out) + LOSS_MARGIN
@@ -702,10 +703,16 @@ mod tests {
                     assert!(params.privacy_loss_bound > params.nominal_epsilon);
                     // The slack is about η/q: below 10⁻⁵ up to ε = 8 (6·10⁻⁶ at p = 4096), 2.3·10⁻³ at p = 4096, ε = 16.
                     let bound = if eps <= 8.0 { 1e-5 } else { 3e-3 };
-                    assert!(eps - params.nominal_epsilon < bound, "{cap:?} p {p} ε {eps}");
+                    assert!(
+                        eps - params.nominal_epsilon < bound,
+                        "{cap:?} p {p} ε {eps}"
+                    );
                     // The weight set for ε itself would exceed ε: the charge is needed.
                     let at_eps = libm::ldexp(cap_probability_units(eps, q) as f64, -64);
-                    assert!(privacy_loss_bound(at_eps, q, eta) > eps, "{cap:?} p {p} ε {eps}");
+                    assert!(
+                        privacy_loss_bound(at_eps, q, eta) > eps,
+                        "{cap:?} p {p} ε {eps}"
+                    );
                     // p̂/(1 − p̂) = e^{ε_n}q/(1 − q) up to the rounding down.
                     let p_hat = params.cap_probability;
                     let log_theta = (p_hat / (1.0 - p_hat)).ln() - (q / (1.0 - q)).ln();
@@ -736,9 +743,15 @@ mod tests {
         );
         // Off-cap 1/(1 − q) = 1.265 and cap 1/A = 4.49 (A = e^{γ − ½}·q/2).
         let (off, on) = params.expected_rounds();
-        assert!((off - 1.265).abs() < 0.01 && (on - 4.49).abs() < 0.02, "{off} {on}");
+        assert!(
+            (off - 1.265).abs() < 0.01 && (on - 4.49).abs() < 0.02,
+            "{off} {on}"
+        );
         assert_eq!(params.tilt, 1);
-        assert_eq!(params.cap_probability, params.cap_probability_units as f64 / 2f64.powi(64));
+        assert_eq!(
+            params.cap_probability,
+            params.cap_probability_units as f64 / 2f64.powi(64)
+        );
         let one = RankOneParams::new(100, 1.0, Cap::OneSided).unwrap();
         assert!(one.mean_variance().is_finite() && one.moments.mean_scale > 0.0);
         assert_eq!(
