@@ -292,7 +292,7 @@ async fn bad_rank_one_specs_and_reports_are_refused() {
                 "an i32 encoding",
                 refused("e", &|s| s.encoding = Encoding::I32Le as i32),
             ),
-            ("epsilon above 10", refused("big", &|s| s.epsilon = 12.0)),
+            ("epsilon above 16", refused("big", &|s| s.epsilon = 17.0)),
             (
                 "unknown mechanism",
                 refused("u", &|s| s.local_mechanism = 9),

@@ -79,7 +79,7 @@ fn plan_predicts_each_mechanism_and_inverts() {
         "--mechanism",
         "rank-one",
     ])
-    .fails_with("at most 10 for the rank-one mechanism");
+    .fails_with("at most 16 for the rank-one mechanism");
 }
 
 /// `--shuffle-batch`: the central ε of a rank-one collection whose reports arrive

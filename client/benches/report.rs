@@ -1,10 +1,12 @@
 //! Time to build one report on the device: `Perturber::report` (clip, the mechanism's
 //! exact noise or draw, encode) with the exact sampler a device uses
-//! (`DiscreteGaussianSampler`, ChaCha20), per mechanism at p = 10, 100 and 1 000:
-//! the svec Gaussian report at ε = 1 (δ = 10⁻⁶; its cost, one exact draw per entry,
-//! hardly depends on ε), the rank-one report (δ = 0) at ε = 0.5, 1, 2, 4 and 8 (its
-//! rejection loop takes about `expected_rounds` tries of p + 1 draws, which grows with
-//! ε). Second moment, each mechanism's own encoding (i32 Gaussian, i16 rank-one).
+//! (`DiscreteGaussianSampler`, ChaCha20): the svec Gaussian report at ε = 1
+//! (δ = 10⁻⁶; its cost, one exact draw per entry, hardly depends on ε) at p = 10, 100
+//! and 1 000, and the rank-one report (δ = 0) swept over ε = 0.5, 1, 2, 4, 8, 9.37, 12
+//! and 16 at p = 20 and 1 000 (both components of its mixture are drawn every report:
+//! about 5–6 rounds of p + 1 draws at ε ≤ 2, 8–10 at ε = 8 and 13–14 at ε = 16,
+//! `RankOneParams::expected_rounds`). Second moment, each mechanism's own encoding
+//! (i32 Gaussian, i16 rank-one).
 //!
 //! `cargo bench -p ldpcov-client --bench report -- --warm-up-time 1 --measurement-time 3`
 //!
@@ -16,10 +18,13 @@ use ldpcov_client::proto::v1::{CollectionSpec, LocalMechanism};
 use ldpcov_client::{Collection, DiscreteGaussianSampler, Perturber, ReportId};
 use std::hint::black_box;
 
+/// The Gaussian report's dimensions.
 const DIMS: [u32; 3] = [10, 100, 1000];
+/// The rank-one report's dimensions.
+const RANK_ONE_DIMS: [u32; 2] = [20, 1000];
 
-/// The rank-one report's privacy levels.
-const RANK_ONE_EPSILONS: [f64; 5] = [0.5, 1.0, 2.0, 4.0, 8.0];
+/// The rank-one report's privacy levels (9.37: the acceptance point at p = 20).
+const RANK_ONE_EPSILONS: [f64; 8] = [0.5, 1.0, 2.0, 4.0, 8.0, 9.37, 12.0, 16.0];
 
 fn collection(dim: u32, mechanism: LocalMechanism, epsilon: f64) -> Collection {
     let rank_one = mechanism == LocalMechanism::RankOne;
@@ -48,10 +53,14 @@ fn main() {
     }
     for (name, mechanism, epsilon) in cases {
         let mut group = c.benchmark_group(format!("report/{name}"));
-        for dim in DIMS {
-            if dim == 1000 && (mechanism == LocalMechanism::Gaussian || epsilon >= 4.0) {
-                // 500 500 noisy entries, or hundreds of rejection rounds: a few ms
-                // each, so fewer samples.
+        let dims: &[u32] = if mechanism == LocalMechanism::Gaussian {
+            &DIMS
+        } else {
+            &RANK_ONE_DIMS
+        };
+        for &dim in dims {
+            if dim == 1000 && mechanism == LocalMechanism::Gaussian {
+                // 500 500 noisy entries: a few ms each, so fewer samples.
                 group.sample_size(10);
             }
             let perturber = Perturber::new(collection(dim, mechanism, epsilon));

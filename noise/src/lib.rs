@@ -22,9 +22,12 @@
 //!   Laplace, discrete Gaussian) on big integers, kept as the reference the fast sampler
 //!   is benchmarked and tested against.
 //! * [`RankOneSampler`]: the exact sampler of the rank-one PrivUnitG mechanism (pure
-//!   ε-LDP reports of `p + 1` lattice coordinates), with [`BernoulliExpNeg`] (an exact
-//!   Bernoulli(exp(−x)) for an f64 `x`) and [`TriangularDither`] (the unbiased wire
-//!   quantisation of its coordinates, error second moment exactly `Δ²/4`).
+//!   ε-LDP reports of `p + 1` lattice coordinates: a public-weight mixture of the
+//!   lattice Gaussian on and off the cap, both components drawn every report, the cap
+//!   by an integer-centred tilted proposal; [`RankOneRounds`] counts their rounds), with
+//!   [`TriangularDither`] (the unbiased wire quantisation of its coordinates, error
+//!   second moment exactly `Δ²/4`) and [`BernoulliExpNeg`] (an exact Bernoulli(exp(−x))
+//!   for an f64 `x`).
 //!
 //! ```
 //! use ldpcov_noise::{DiscreteGaussian, DiscreteGaussianSampler, NoiseSampler};
@@ -148,6 +151,6 @@ pub use dither::{DitherBitsError, TriangularDither};
 pub use exp_bernoulli::{BernoulliExpNeg, ExponentError};
 pub use noise::{DiscreteGaussianSampler, NoiseSampler};
 pub use random_bits::RandomBits;
-pub use rank_one::{CapShape, RankOneSampler, RankOneSamplerError};
+pub use rank_one::{CapShape, RankOneRounds, RankOneSampler, RankOneSamplerError};
 pub use sampler::DiscreteGaussian;
 pub use sigma2::{Sigma2, SigmaError};

@@ -14,11 +14,12 @@ use ldpcov_privacy::mechanism::rank_one::{
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
-/// Samplers built so far, by `(cap, γ units, nominal ε bits)`: building one takes about
-/// a millisecond (the discrete Gaussian's table), a report tens of microseconds.
+/// Samplers built so far, by `(cap, γ units, λ, P)`: building one takes about a
+/// millisecond (the discrete Gaussian's table), a report tens of microseconds.
 static SAMPLERS: LazyLock<SamplerCache> = LazyLock::new(|| Mutex::new(HashMap::new()));
-/// `(one-sided cap, γ units, nominal ε bits)`: what a sampler is built from.
-type SamplerKey = (bool, u64, u64);
+/// `(one-sided cap, γ units, tilt λ, cap probability units P)`: what a sampler is built
+/// from.
+type SamplerKey = (bool, u64, u32, u64);
 /// The cache of built samplers.
 type SamplerCache = Mutex<HashMap<SamplerKey, Arc<RankOneSampler>>>;
 /// Distinct samplers kept before the cache is cleared (a device reports to few
@@ -51,7 +52,8 @@ fn sampler_for(report: &RankOneReport) -> Result<Arc<RankOneSampler>, ClientErro
     let key = (
         params.cap == Cap::OneSided,
         params.gamma_units,
-        params.nominal_epsilon.to_bits(),
+        params.tilt,
+        params.cap_probability_units,
     );
     let mut cache = SAMPLERS
         .lock()
@@ -70,7 +72,8 @@ fn sampler_for(report: &RankOneReport) -> Result<Arc<RankOneSampler>, ClientErro
             INPUT_BITS,
             params.gamma_units,
             GAMMA_BITS,
-            params.nominal_epsilon,
+            params.tilt,
+            params.cap_probability_units,
         )
         .map_err(|err| ClientError::RankOne(err.to_string()))?,
     );

@@ -5,7 +5,7 @@
  * (`mechanism/rank_one/mod.rs`). `exp` and `erfc` are the bit-exact ports of `libm.ts`.
  */
 
-import { erfc, exp, scalbn } from "./libm.js";
+import { erfc, exp, roundHalfAway, scalbn } from "./libm.js";
 
 /** Φ(x), via erfc. */
 export function stdNormalCdf(x: number): number {
@@ -47,12 +47,23 @@ export const LATTICE_BITS = 40;
 export const INPUT_BITS = 40;
 export const GAMMA_BITS = 16;
 export const WIRE_STEP_BITS = 11;
-export const MAX_RANK_ONE_EPSILON = 10;
+/**
+ * The largest ε of a rank-one collection (`MAX_RANK_ONE_EPSILON`): the mixture sampler's
+ * cost hardly grows with ε; beyond 16 the lattice slack and the i16 wire clamp's margin
+ * are the limit.
+ */
+export const MAX_RANK_ONE_EPSILON = 16;
 const SQRT_2PI = 2.5066282746310007;
 const SLACK_MARGIN = 1e-6;
 const ETA_MARGIN = 1e-15;
 const NOMINAL_EPSILON_BITS = 40;
 const GAMMA_SEARCH_STEPS = 96;
+/** Absolute margin of the privacy-loss bound for its f64 evaluation (`LOSS_MARGIN`). */
+const LOSS_MARGIN = 1e-13;
+/** Relative amount `p*` is lowered by before it is rounded down to `2^−64` (`CAP_PROBABILITY_MARGIN`). */
+const CAP_PROBABILITY_MARGIN = 1e-12;
+/** The largest `P`: `2^64 − 2^11`. */
+const MAX_CAP_PROBABILITY_UNITS = (1n << 64n) - (1n << 11n);
 
 export type Cap = "symmetric" | "one_sided";
 
@@ -147,10 +158,58 @@ function capMassDeviationBound(dim: number, cap: Cap): number {
   return sides(cap) * (lattice + norm) * (1 + SLACK_MARGIN) + ETA_MARGIN;
 }
 
-function latticeSlack(epsilon: number, capMass: number, eta: number): number {
-  const r = exp(-epsilon);
-  const zMin = r + (1 - r) * (capMass - eta);
-  return Math.log1p((2 * eta * (1 - r)) / zMin) * (1 + SLACK_MARGIN);
+/**
+ * `ln[q/(q − η)] + ln[(1 − q + η)/(1 − q)]`, inflated by a relative margin
+ * (`lattice_slack`): what the lattice adds to `ε_n` in the worst ratio. Independent of ε.
+ */
+function latticeSlack(capMass: number, eta: number): number {
+  const q = capMass;
+  return (Math.log1p(eta / (q - eta)) + Math.log1p(eta / (1 - q))) * (1 + SLACK_MARGIN);
+}
+
+/**
+ * The ε the mixture's weight is set for (`nominal_epsilon`): `ε − slack(q, η)`, lowered
+ * by `2^−40` and rounded down to a multiple of `2^−40`.
+ */
+export function nominalEpsilon(epsilon: number, capMass: number, eta: number): number {
+  const nominal = epsilon - latticeSlack(capMass, eta);
+  return scalbn(Math.floor(scalbn(nominal, NOMINAL_EPSILON_BITS)) - 1, -NOMINAL_EPSILON_BITS);
+}
+
+/**
+ * `P = p̂·2^64`, the cap component's weight in units of `2^−64` (`cap_probability_units`):
+ * `p* = q/(q + r(1 − q))`, `r = e^{−ε_n}`, lowered by a relative `10⁻¹²` and rounded
+ * down; at least 1 and at most `2^64 − 2^11`. The same f64 operations as Rust (`exp` is
+ * the bit-exact port), so the same integer.
+ */
+export function capProbabilityUnits(nominal: number, capMass: number): bigint {
+  const q = capMass;
+  const r = exp(-nominal);
+  const p = (q / (q + r * (1 - q))) * (1 - CAP_PROBABILITY_MARGIN);
+  // An f64 below 1 times 2^64, floored: an integer-valued f64, converted exactly (Rust's
+  // `as u64` saturates; so does the clamp below).
+  const scaled = Math.floor(scalbn(p, 64));
+  const units = Number.isFinite(scaled) && scaled > 0 ? BigInt(scaled) : 0n;
+  return units < 1n ? 1n : units > MAX_CAP_PROBABILITY_UNITS ? MAX_CAP_PROBABILITY_UNITS : units;
+}
+
+/**
+ * The privacy loss of the mixture with cap weight `p̂` for a cap mass within `q ± η`
+ * (`privacy_loss_bound`): the largest of its four log-ratios, with margins. Only
+ * reported (the client never decides anything on it); `Math.log`/`Math.log1p` are
+ * fdlibm's, as Rust's `libm`.
+ */
+export function privacyLossBound(capProbability: number, capMass: number, eta: number): number {
+  const q = capMass;
+  const p = capProbability;
+  const m = 1 + SLACK_MARGIN;
+  const logTheta = Math.log(p) - Math.log1p(-p);
+  const logOddsOff = Math.log1p(-q) - Math.log(q);
+  const inOut = logTheta + logOddsOff + latticeSlack(q, eta);
+  const outIn = -logTheta - logOddsOff + (Math.log1p(eta / q) + Math.log1p(eta / (1 - q - eta))) * m;
+  const bothIn = Math.log1p((2 * eta) / (q - eta)) * m;
+  const bothOut = Math.log1p((2 * eta) / (1 - q - eta)) * m;
+  return Math.max(inOut, outIn, bothIn, bothOut) + LOSS_MARGIN;
 }
 
 /** The derived parameters of a rank-one collection (`RankOneParams`). */
@@ -160,8 +219,17 @@ export interface RankOneParams {
   cap: Cap;
   gammaUnits: bigint;
   gamma: number;
+  /** The ε the mixture's weight is set for. */
   nominalEpsilon: number;
+  /** `P = p̂·2^64`: the sampler keeps its cap component with probability exactly `p̂`. */
+  capProbabilityUnits: bigint;
+  /** `p̂ = P·2^−64` (exact in f64). */
+  capProbability: number;
+  /** The tilt λ of the cap component's proposal: γ rounded (ties away), at least 1. */
+  tilt: number;
   eta: number;
+  /** {@link privacyLossBound} of `p̂`: at most `epsilon`. */
+  privacyLossBound: number;
   moments: CapMoments;
 }
 
@@ -174,9 +242,44 @@ export function rankOneParams(dim: number, epsilon: number, cap: Cap): RankOnePa
   const gamma = scalbn(Number(gammaUnits), -GAMMA_BITS);
   const eta = capMassDeviationBound(dim, cap);
   const q = capMoments(gamma, epsilon, cap).capMass;
-  const nominal = epsilon - latticeSlack(epsilon, q, eta);
-  const nominalEpsilon = scalbn(Math.floor(scalbn(nominal, NOMINAL_EPSILON_BITS)), -NOMINAL_EPSILON_BITS);
-  return { dim, epsilon, cap, gammaUnits, gamma, nominalEpsilon, eta, moments: capMoments(gamma, nominalEpsilon, cap) };
+  const nominal = nominalEpsilon(epsilon, q, eta);
+  const units = capProbabilityUnits(nominal, q);
+  const capProbability = scalbn(Number(units), -64);
+  return {
+    dim,
+    epsilon,
+    cap,
+    gammaUnits,
+    gamma,
+    nominalEpsilon: nominal,
+    capProbabilityUnits: units,
+    capProbability,
+    tilt: Math.max(roundHalfAway(gamma), 1),
+    eta,
+    privacyLossBound: privacyLossBound(capProbability, q, eta),
+    moments: capMoments(gamma, nominal, cap),
+  };
+}
+
+/** `A = e^{λγ − λ²ρ²/2}·q₊`, the cap component's acceptance (`cap_acceptance`). */
+function capAcceptance(p: RankOneParams, capMass: number, rho2: number): number {
+  const l = p.tilt;
+  return (exp(l * p.gamma - 0.5 * l * l * rho2) * capMass) / sides(p.cap);
+}
+
+/**
+ * Expected rounds of the off-cap component, `1/(1 − q)`, and of the cap component,
+ * `1/A` (`RankOneParams::expected_rounds`), for an input of norm 1.
+ */
+export function rankOneExpectedRounds(p: RankOneParams): [number, number] {
+  const q = p.moments.capMass;
+  return [1 / (1 - q), 1 / capAcceptance(p, q, 1)];
+}
+
+/** Expected rounds per report, both components together (`expected_iterations`: the wire's `expected_rounds`). */
+export function rankOneExpectedIterations(p: RankOneParams): number {
+  const [off, on] = rankOneExpectedRounds(p);
+  return off + on;
 }
 
 // ---- zCDP accounting (`calibration.rs`), for the device's budget ledger ----

@@ -37,6 +37,12 @@ export { ChaCha20Rng, seedFromU64, type WordSource } from "./rng.js";
 export {
   analyticSigma,
   gaussianDelta,
+  capProbabilityUnits,
+  MAX_RANK_ONE_EPSILON,
+  nominalEpsilon,
+  privacyLossBound,
+  rankOneExpectedIterations,
+  rankOneExpectedRounds,
   rankOneParams,
   zcdpEpsilon,
   zcdpRho,

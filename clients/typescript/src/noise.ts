@@ -2,7 +2,7 @@
  * The exact samplers of `ldpcov-noise`, mirrored draw for draw: the discrete Gaussian
  * (`sampler.rs`: alias table, caps, tail, exact Bernoulli(exp(−γ))), the bit reservoir
  * (`random_bits.rs`), CKS20's Bernoulli(exp(−x)) (`cks20.rs`, `exp_bernoulli.rs`), the
- * rank-one lattice sampler (`rank_one.rs`) and the triangular dither (`dither.rs`).
+ * rank-one mixture sampler (`rank_one.rs`) and the triangular dither (`dither.rs`).
  *
  * Every decision that shapes a distribution is taken on integers (BigInt); no
  * floating-point number is used after σ² is read exactly from the f64 σ.
@@ -486,11 +486,50 @@ export class DiscreteGaussianSampler implements NoiseSampler {
 
 export type CapShape = "symmetric" | "one_sided";
 
-/** The rank-one PrivUnitG sampler on the lattice `2^−K` (`RankOneSampler`). */
+/** The largest lattice exponent `K`. */
+const MAX_LATTICE_BITS = 50;
+/** The largest input exponent `m`. */
+const MAX_INPUT_BITS = 60;
+/** `|kᵢ| < 2^63` for every candidate (a draw below `2^62` plus a centre below `2^61`). */
+const DRAW_BITS = 63;
+/** The box `|kᵢ| < 2^61` both components are conditioned on. */
+const BOX_LIMIT = 1n << 61n;
+/** The largest tilt λ. */
+const MAX_TILT = 255;
+/** The fast path's table of `e^{−n}`, `n < 45` (`e^{−44}·2^63 < 1`). */
+const EXP_TABLE_LEN = 45;
+const I64_MAX = (1n << 63n) - 1n;
+const I64_MIN = -(1n << 63n);
+const U128_LIMIT = 1n << 128n;
+const Q63 = 1n << 63n;
+
+/** The rounds one report took (`RankOneRounds`): both components are always drawn. */
+export interface RankOneRounds {
+  /** Rounds of the off-cap component (Geometric with success `1 − Q(v)`). */
+  offCap: number;
+  /** Rounds of the cap component (Geometric with success `A(v) = e^{λγ − λ²ρ²/2}·Q₊(v)`). */
+  cap: number;
+}
+
+/**
+ * The exact rank-one sampler on the lattice `2^−K` (`RankOneSampler`, the mixture
+ * sampler of `docs/PRIVACY.md` §8.3): a public-weight coin `[w < P]` on one fresh word,
+ * then the off-cap component (the lattice Gaussian conditioned on the box and off the
+ * cap, by plain rejection), then the cap component (the half-cap `t ≥ T` by a proposal
+ * centred at the integer `λ·v·2^{K−m}`, accepted with an exact Bernoulli
+ * `exp(−λ(t − T)/2^{K+m})`; symmetric cap: a random sign from the reservoir), and the
+ * coin keeps one of the two. Every random word is read in the same order and the same
+ * way as the Rust sampler; no floating-point number is computed.
+ */
 export class RankOneSampler {
   readonly lattice: DiscreteGaussian;
   readonly threshold: bigint;
-  readonly offCap: BernoulliExpNegF64;
+  readonly tilt: bigint;
+  readonly capProbability: bigint;
+  /** Certified `(lo, hi)` bounds on `e^{−n}·2^63`, `n < 45`. */
+  readonly expTable: [bigint, bigint][];
+  readonly #shift: bigint;
+  readonly #centre: bigint;
 
   constructor(
     readonly cap: CapShape,
@@ -498,19 +537,41 @@ export class RankOneSampler {
     readonly inputBits: number,
     gammaUnits: bigint,
     gammaBits: number,
-    nominalEpsilon: number,
+    tilt: number,
+    capProbability: bigint,
   ) {
+    if (!(Number.isInteger(latticeBits) && latticeBits >= 1 && latticeBits <= MAX_LATTICE_BITS)) {
+      throw new RangeError(`lattice bits ${latticeBits} must be between 1 and ${MAX_LATTICE_BITS}`);
+    }
+    if (!(Number.isInteger(inputBits) && inputBits >= 1 && inputBits <= Math.min(MAX_INPUT_BITS, latticeBits))) {
+      throw new RangeError(`input bits ${inputBits} must be between 1 and ${MAX_INPUT_BITS} and at most the lattice bits`);
+    }
     const shift = latticeBits + inputBits - gammaBits;
-    if (shift < 0) throw new RangeError("γ does not give an integer threshold");
+    const gammaError = () => new RangeError(`γ = ${gammaUnits}·2^-${gammaBits} does not give an integer cap threshold below 2^126 on this lattice`);
+    if (shift < 0 || gammaUnits <= 0n || gammaUnits >= 1n << 64n) throw gammaError();
     this.threshold = gammaUnits << BigInt(shift);
-    if (!(this.threshold > 0n && this.threshold < 1n << 126n)) throw new RangeError("γ threshold out of range");
-    if (!(nominalEpsilon > 0)) throw new RangeError(`nominal ε ${nominalEpsilon} must be positive`);
+    if (!(this.threshold < 1n << 126n)) throw gammaError();
+    if (!(Number.isInteger(tilt) && tilt >= 1 && tilt <= MAX_TILT)) throw new RangeError(`the tilt ${tilt} must be between 1 and ${MAX_TILT}`);
+    if (!(capProbability > 0n && capProbability <= MASK64)) throw new RangeError("the cap probability must be positive (and below 2^64)");
+    this.tilt = BigInt(tilt);
+    this.capProbability = capProbability;
+    this.#shift = BigInt(latticeBits + inputBits);
+    this.#centre = this.tilt << BigInt(latticeBits - inputBits);
+    // The table first, then the lattice, as Rust builds them (both read the e^{−1} cache).
+    this.expTable = Array.from({ length: EXP_TABLE_LEN }, (_, n) => expNegBounds(BigInt(n), 1n, 63) as [bigint, bigint]);
     this.lattice = new DiscreteGaussian(Sigma2.fromRatio(1n << BigInt(2 * latticeBits), 1n));
-    this.offCap = new BernoulliExpNegF64(nominalEpsilon);
   }
 
-  /** One report for the lifted input: the lattice coordinates and the number of rounds. */
-  sample(bits: RandomBits, direction: bigint[]): { draw: bigint[]; rounds: number } {
+  /**
+   * One report for the lifted input (`p + 1` integers on the grid `2^−m`, norm in the
+   * band of the lift): the lattice coordinates `kᵢ` (`yᵢ = kᵢ·2^−K`) and both
+   * components' rounds.
+   */
+  sample(bits: RandomBits, direction: bigint[]): { draw: bigint[]; rounds: RankOneRounds } {
+    // Σ |kᵢvᵢ| < len·2^{63+m} must stay below 2^126.
+    if (DRAW_BITS + this.inputBits + bitLength(BigInt(direction.length)) > 126) {
+      throw new RangeError(`${direction.length} coordinates are too many for an exact i128 inner product at these grids`);
+    }
     const one = 1n << BigInt(this.inputBits);
     let norm2 = 0n;
     for (const v of direction) {
@@ -519,17 +580,118 @@ export class RankOneSampler {
       norm2 += mag * mag;
     }
     if (norm2 > one * one || norm2 < one * one - (one << 1n)) throw new RangeError("the lifted input is not on the sphere");
-    const draw = new Array<bigint>(direction.length).fill(0n);
-    for (let rounds = 1; ; rounds++) {
-      let t = 0n;
-      for (let i = 0; i < direction.length; i++) {
-        draw[i] = this.lattice.sample(bits);
-        t += draw[i]! * direction[i]!;
-      }
-      const inCap = this.cap === "symmetric" ? (t < 0n ? -t : t) >= this.threshold : t >= this.threshold;
-      const coin = this.offCap.sample(bits.rng);
-      if (inCap || coin) return { draw, rounds };
+    return this.sampleUnchecked(bits, direction);
+  }
+
+  /** The report for any direction (tests use it off the sphere): the coin, off-cap, cap, the choice. */
+  sampleUnchecked(bits: RandomBits, direction: bigint[]): { draw: bigint[]; rounds: RankOneRounds } {
+    const keepCap = bits.rng.nextU64() < this.capProbability;
+    const offCapDraw = new Array<bigint>(direction.length).fill(0n);
+    const offCap = this.#offCapComponent(bits, direction, offCapDraw);
+    const capDraw = new Array<bigint>(direction.length).fill(0n);
+    const cap = this.#capComponent(bits, direction, capDraw);
+    return { draw: keepCap ? capDraw : offCapDraw, rounds: { offCap, cap } };
+  }
+
+  /** `p + 1` fresh lattice draws plus `centre·vᵢ` into `out`: `t = Σ kᵢvᵢ` (i128, wrapping) and whether every `|kᵢ| < 2^61`. */
+  #candidate(bits: RandomBits, direction: bigint[], centre: bigint, out: bigint[]): [bigint, boolean] {
+    let t = 0n;
+    let inBox = true;
+    for (let i = 0; i < direction.length; i++) {
+      const v = direction[i]!;
+      const g = this.lattice.sample(bits);
+      // Rust: centre.checked_mul(v).and_then(|c| g.checked_add(c)).unwrap_or(i64::MAX).
+      const c = centre * v;
+      let x = c < I64_MIN || c > I64_MAX ? I64_MAX : g + c;
+      if (x < I64_MIN || x > I64_MAX) x = I64_MAX;
+      inBox &&= (x < 0n ? -x : x) < BOX_LIMIT;
+      t += x * v;
+      out[i] = x;
     }
+    // Wrapping i128 addition is addition modulo 2^128: reduce once.
+    return [BigInt.asIntN(128, t), inBox];
+  }
+
+  #inCap(t: bigint): boolean {
+    return this.cap === "symmetric" ? (t < 0n ? -t : t) >= this.threshold : t >= this.threshold;
+  }
+
+  /** The lattice Gaussian conditioned on the box and off the cap, by plain rejection. */
+  #offCapComponent(bits: RandomBits, direction: bigint[], out: bigint[]): number {
+    for (let rounds = 1; ; rounds++) {
+      const [t, inBox] = this.#candidate(bits, direction, 0n, out);
+      if (inBox && !this.#inCap(t)) return rounds;
+    }
+  }
+
+  /** The lattice Gaussian conditioned on the box and the cap: the tilted proposal on the half-cap, then (symmetric) a random sign. */
+  #capComponent(bits: RandomBits, direction: bigint[], out: bigint[]): number {
+    let rounds = 0;
+    for (;;) {
+      rounds += 1;
+      const [t, inBox] = this.#candidate(bits, direction, this.#centre, out);
+      const halfCap = t >= this.threshold;
+      // t − T ≥ 0 on the half-cap, 0 elsewhere: every round draws the same word.
+      const over = halfCap ? t - this.threshold : 0n;
+      const coin = this.tiltCoin(bits.rng, over, halfCap);
+      if (inBox && halfCap && coin) break;
+    }
+    if (this.cap === "symmetric" && bits.take(1) === 1n) {
+      for (let i = 0; i < out.length; i++) out[i] = -out[i]!;
+    }
+    return rounds;
+  }
+
+  /**
+   * Bernoulli(exp(−λ·over/2^{K+m})) exactly (`tilt_coin`): `U < exp(−x)` for
+   * `U = (u + V)·2^−64`, `u` one fresh word; decided by {@link expNegFast} but for the
+   * rare undecided case, which big-integer bounds refine (`lazyBernoulli`).
+   */
+  tiltCoin(rng: WordSource, over: bigint, halfCap: boolean): boolean {
+    const u = rng.nextU64();
+    const scaled = over * this.tilt;
+    if (scaled < U128_LIMIT) {
+      const [lo, hi] = this.expNegFast(scaled);
+      if (u < lo) return true;
+      if (u >= hi) return false;
+    }
+    if (!halfCap) return false;
+    const num = over * this.tilt;
+    const den = pow2(this.#shift);
+    return lazyBernoulli(rng, u, (p) => expNegBounds(num, den, p));
+  }
+
+  /**
+   * Certified `lo ≤ exp(−x/2^{K+m})·2^64 ≤ hi` (`exp_neg_fast`): `x/2^{K+m} = n + f`,
+   * `e^{−f} = (e^{−f/8})^8` from the Q63 Taylor bounds and three directed squarings,
+   * `e^{−n}` from the table (`n` clamped to 44).
+   */
+  expNegFast(x: bigint): [bigint, bigint] {
+    const s = this.#shift;
+    const n = x >> s;
+    const low = x & ((1n << s) - 1n);
+    let fLo: bigint;
+    let fHi: bigint;
+    if (s >= 64n) {
+      const rest = s - 64n;
+      fLo = low >> rest;
+      fHi = fLo + ((low & ((1n << rest) - 1n)) !== 0n ? 1n : 0n);
+    } else {
+      fLo = low << (64n - s);
+      fHi = fLo;
+    }
+    const [eLo, eHi] = expNegQ63(fLo >> 3n, divCeil(fHi, 8n));
+    let lo = eLo;
+    let hi = eHi;
+    for (let i = 0; i < 3; i++) {
+      lo = (lo * lo) >> 63n;
+      hi = divCeil(hi * hi, Q63);
+    }
+    const index = n >= BigInt(EXP_TABLE_LEN - 1) ? EXP_TABLE_LEN - 1 : Number(n);
+    const [tLo, tHi] = this.expTable[index]!;
+    lo = (lo * tLo) >> 63n;
+    hi = divCeil(hi * tHi, Q63);
+    return [lo << 1n, hi << 1n];
   }
 }
 

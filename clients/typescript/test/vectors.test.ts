@@ -37,6 +37,10 @@ for (const c of vectors.cases) {
       assert.equal(p.gammaUnits.toString(), r["gamma_units"]);
       assert.equal(bitsOf(p.gamma), (r["gamma"] as F64).bits, "gamma");
       assert.equal(bitsOf(p.nominalEpsilon), (r["nominal_epsilon"] as F64).bits, "nominal epsilon");
+      assert.equal(p.capProbabilityUnits.toString(), r["cap_probability_units"], "cap probability units");
+      assert.equal(p.tilt, r["tilt"], "tilt");
+      assert.equal(bitsOf(p.moments.capMass), (r["cap_mass"] as F64).bits, "cap mass");
+      assert.equal(bitsOf(p.moments.meanScale), (r["mean_scale"] as F64).bits, "mean scale");
       assert.equal(bitsOf(p.eta), (r["eta"] as F64).bits, "eta");
       assert.equal(bitsOf(p.moments.kappa), (r["kappa"] as F64).bits, "kappa");
     }

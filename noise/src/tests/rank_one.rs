@@ -1,21 +1,27 @@
 //! The rank-one sampler against its specification (parameters from
 //! `ldpcov_privacy::mechanism::rank_one`): the density ratio of two inputs within e^ε, the moments
-//! the estimator relies on, an input-independent acceptance rate, the triangular
-//! dither's exact moments and the exact Bernoulli(exp(−x)).
+//! the estimator relies on, round counts that do not depend on the input, the fast
+//! exp(−x) bounds of the tilt coin, the triangular dither's exact moments and the exact
+//! Bernoulli(exp(−x)).
 //!
 //! Significance as in the parent module: z-tests accept |z| < 5 (5.7·10⁻⁷ two-sided);
 //! where a maximum over many bins is taken, 5.5 (one-sided 1.9·10⁻⁸ per bin, below
-//! 10⁻⁵ over the 256 bins and 9 pairs of a check).
+//! 10⁻⁵ over the 256 bins and 6 pairs of a check).
 
 use super::{RandomBits, Z, assert_binomial};
-use crate::{BernoulliExpNeg, CapShape, RankOneSampler, RankOneSamplerError, TriangularDither};
-use ldpcov_privacy::mechanism::rank_one::{
-    Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS, RankOneParams, grid_input, lift_to_sphere,
+use crate::bigint::exp_neg_bounds;
+use crate::{
+    BernoulliExpNeg, CapShape, RankOneRounds, RankOneSampler, RankOneSamplerError, TriangularDither,
 };
-use rand::SeedableRng;
+use ldpcov_privacy::mechanism::rank_one::{
+    Cap, GAMMA_BITS, INPUT_BITS, LATTICE_BITS, RankOneParams, cap_probability_units, grid_input,
+    lift_to_sphere,
+};
+use num_bigint::BigUint;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha12Rng;
 
-/// The bin-ratio threshold: a maximum over at most 256 bins × 9 ordered pairs.
+/// The bin-ratio threshold: a maximum over at most 256 bins × 6 ordered pairs.
 const Z_MAX: f64 = 5.5;
 
 fn shape(cap: Cap) -> CapShape {
@@ -25,16 +31,20 @@ fn shape(cap: Cap) -> CapShape {
     }
 }
 
-/// The sampler of `params`, run at `epsilon_run` instead of the nominal ε if given
-/// (a deliberately broken mechanism).
+/// The sampler of `params`, with the cap weight set for `epsilon_run` instead of the
+/// nominal ε if given (a deliberately broken mechanism).
 fn sampler(params: &RankOneParams, epsilon_run: Option<f64>) -> RankOneSampler {
+    let units = epsilon_run.map_or(params.cap_probability_units, |e| {
+        cap_probability_units(e, params.moments.cap_mass)
+    });
     RankOneSampler::new(
         shape(params.cap),
         LATTICE_BITS,
         INPUT_BITS,
         params.gamma_units,
         GAMMA_BITS,
-        epsilon_run.unwrap_or(params.nominal_epsilon),
+        params.tilt,
+        units,
     )
     .unwrap()
 }
@@ -48,12 +58,20 @@ fn coordinate(k: i64) -> f64 {
     k as f64 / (1u64 << LATTICE_BITS) as f64
 }
 
-/// Histogram of `n` reports at p = 1 over a 16 × 16 grid of bins of width ½ on
-/// `[−4, 4]²` (the outer bins extend to infinity), and the total rejection rounds.
+/// `n` reports at p = 1: a histogram over a 16 × 16 grid of bins of width ½ on
+/// `[−4, 4]²` (the outer bins extend to infinity) and the count in `region`.
 /// `off_sphere` reports with the direction as given, without the norm check.
-fn histogram_p1(s: &RankOneSampler, v: &[i64], n: usize, seed: u64, off_sphere: bool) -> Vec<u64> {
+fn histogram_p1(
+    s: &RankOneSampler,
+    v: &[i64],
+    n: usize,
+    seed: u64,
+    off_sphere: bool,
+    region: &dyn Fn(f64, f64) -> bool,
+) -> (Vec<u64>, u64) {
     let mut bits = RandomBits::new(ChaCha12Rng::seed_from_u64(seed));
     let mut h = vec![0u64; 256];
+    let mut in_region = 0;
     let mut k = [0i64; 2];
     for _ in 0..n {
         if off_sphere {
@@ -61,113 +79,171 @@ fn histogram_p1(s: &RankOneSampler, v: &[i64], n: usize, seed: u64, off_sphere: 
         } else {
             s.sample(&mut bits, v, &mut k).unwrap();
         }
-        let bin = |x: i64| ((coordinate(x) * 2.0).floor() + 8.0).clamp(0.0, 15.0) as usize;
-        h[16 * bin(k[0]) + bin(k[1])] += 1;
+        let (y1, y2) = (coordinate(k[0]), coordinate(k[1]));
+        let bin = |x: f64| ((x * 2.0).floor() + 8.0).clamp(0.0, 15.0) as usize;
+        h[16 * bin(y1) + bin(y2)] += 1;
+        in_region += u64::from(region(y1, y2));
     }
-    h
+    (h, in_region)
 }
 
-/// The largest standardised excess `(c_a − e^ε c_b)/√(c_a + e^{2ε} c_b)` over bins with
-/// at least 50 reports between the two inputs, and the largest observed ratio
-/// `c_a/c_b` over bins where both have at least 400. Under ε-LDP every bin has
-/// `P_a ≤ e^ε P_b`, so the excess is at most a standard normal (Poisson counts).
-fn excess(a: &[u64], b: &[u64], epsilon: f64) -> (f64, f64) {
-    let e = epsilon.exp();
-    let (mut z_max, mut ratio_max) = (f64::NEG_INFINITY, 0.0f64);
-    for (&ca, &cb) in a.iter().zip(b) {
-        let (ca, cb) = (ca as f64, cb as f64);
-        if ca + cb >= 50.0 {
-            z_max = z_max.max((ca - e * cb) / (ca + e * e * cb).sqrt());
-        }
-        if ca >= 400.0 && cb >= 400.0 {
-            ratio_max = ratio_max.max(ca / cb);
-        }
+/// The privacy excess of `(c_a, c_b)` for one event: given `N = c_a + c_b`, under
+/// `P_a = e^ε·P_b` (the boundary of ε-LDP, with equal report counts) `c_b` is
+/// Binomial(N, π), `π = 1/(1 + e^ε)`; fewer `c_b` than that means `P_a > e^ε P_b`.
+/// Returns `(Nπ − c_b)/√(Nπ(1 − π))` (a standard normal at most, under ε-LDP), or
+/// −∞ when `Nπ < 10` (too few for the normal approximation).
+fn excess(ca: u64, cb: u64, epsilon: f64) -> f64 {
+    let pi = 1.0 / (1.0 + epsilon.exp());
+    let mean = (ca + cb) as f64 * pi;
+    if mean < 10.0 {
+        return f64::NEG_INFINITY;
     }
-    (z_max, ratio_max)
+    (mean - cb as f64) / (mean * (1.0 - pi)).sqrt()
 }
 
-/// The worst excess and ratio over all ordered pairs of histograms.
-fn worst_pair(hists: &[Vec<u64>], epsilon: f64) -> (f64, f64) {
-    let mut worst = (f64::NEG_INFINITY, 0.0f64);
+/// The worst bin excess over all ordered pairs of histograms.
+fn worst_bin(hists: &[Vec<u64>], epsilon: f64) -> f64 {
+    let mut worst = f64::NEG_INFINITY;
     for (i, a) in hists.iter().enumerate() {
         for (j, b) in hists.iter().enumerate() {
             if i != j {
-                let (z, r) = excess(a, b, epsilon);
-                worst = (worst.0.max(z), worst.1.max(r));
+                for (&ca, &cb) in a.iter().zip(b) {
+                    worst = worst.max(excess(ca, cb, epsilon));
+                }
             }
         }
     }
     worst
 }
 
-/// Empirical privacy at p = 1 (ũ ∈ R²) for u = 1, −1, 0: 100 000 reports per input,
-/// every bin's frequency ratio within e^ε (standardised excess below 5.5), and the
-/// bound nearly attained (some well-filled bin has a ratio above 0.75·e^ε: in a bin
-/// inside one input's cap and outside the other's the true ratio is e^{ε_nominal},
-/// so the check is tight, not vacuous).
+/// The number of reports at p = 1 per ε: enough that the region "in the cap of u = 1,
+/// off the cap of u = 0 (or −1)" has `Nπ ≥ 15` expected reports of the second input
+/// (`N ≈ n·p̂`, `π ≈ e^{−ε}`).
+fn reports_at(eps: f64) -> usize {
+    if eps <= 2.0 {
+        100_000
+    } else if eps <= 8.0 {
+        150_000
+    } else {
+        2_000_000
+    }
+}
+
+/// Empirical privacy at p = 1 (ũ ∈ R²) for u = 1, −1, 0 at ε = 1, 8 and 12, both caps:
+///
+/// * every bin, for every ordered pair, within e^ε: the conditional-binomial excess
+///   ([`excess`]) below 5.5 wherever `Nπ ≥ 10`;
+/// * the event `R` = "in the cap of u = 1, off the cap of the other input" (chosen before
+///   looking at the data), where the true ratio is `p̂(1 − Q′)/((1 − p̂)·Q·…) ≈ e^{ε_n}`:
+///   its excess below 5, and (the check is tight) the counts inconsistent with a ratio
+///   below `¾·e^ε` at no more than 5 sd: `(c_b − Nπ_¾)/√(Nπ_¾) < 5`, `π_¾ = 1/(1 + ¾e^ε)`.
+///   A sampler that weighted the cap as for ε/2 fails this by far (next test).
 #[test]
 fn bin_ratios_stay_within_e_epsilon_at_p1() {
     let inputs = [lifted(&[1.0]), lifted(&[-1.0]), lifted(&[0.0])];
     for (cap, eps) in [
         (Cap::OneSided, 1.0),
         (Cap::Symmetric, 1.0),
-        (Cap::Symmetric, 2.0),
+        (Cap::OneSided, 8.0),
+        (Cap::Symmetric, 8.0),
+        (Cap::Symmetric, 12.0),
     ] {
         let params = RankOneParams::new(1, eps, cap).unwrap();
         let s = sampler(&params, None);
-        let hists: Vec<_> = inputs
+        let (region, other) = event_r(&params);
+        let n = reports_at(eps);
+        let runs: Vec<_> = inputs
             .iter()
             .enumerate()
-            .map(|(i, v)| histogram_p1(&s, v, 100_000, 10 + i as u64, false))
+            .map(|(i, v)| histogram_p1(&s, v, n, 10 + i as u64, false, &region))
             .collect();
-        let (z, ratio) = worst_pair(&hists, eps);
+        let hists: Vec<_> = runs.iter().map(|r| r.0.clone()).collect();
+        let z = worst_bin(&hists, eps);
         assert!(z < Z_MAX, "{cap:?} ε {eps}: a bin exceeds e^ε by {z:.1} sd");
+        let (ca, cb) = (runs[0].1, runs[other].1);
+        let z = excess(ca, cb, eps);
         assert!(
-            ratio > 0.75 * eps.exp(),
-            "{cap:?} ε {eps}: largest ratio {ratio:.2}, the check is not tight"
+            z.is_finite() && z < Z,
+            "{cap:?} ε {eps}: R exceeds e^ε by {z:.1} sd"
+        );
+        let half = (ca + cb) as f64 / (1.0 + 0.75 * eps.exp());
+        let z_tight = (cb as f64 - half) / half.sqrt();
+        assert!(
+            z_tight < Z,
+            "{cap:?} ε {eps}: R's ratio {:.1} is below ¾e^ε by {z_tight:.1} sd: not tight",
+            ca as f64 / cb as f64
         );
     }
 }
 
-/// The same check catches broken mechanisms: (a) the off-cap weight e^{−2ε} while
-/// claiming ε (the bin ratio reaches e^{2ε}); (b) an input off the sphere (norm ½, so
-/// its cap `|y₁| ≥ 2γ` has a smaller normal mass and its normaliser differs: at ε = 2
-/// the ratio reaches e^ε·Z/Z′ ≈ 1.8·e^ε in the bins `|y₁| ≥ 2γ, |y₂| < γ`, which
-/// hold about 1.6 % of the reports: 400 000 reports put the excess near 9 sd).
+/// The event R of the tests (in the cap of u = 1 and off the cap of the other input)
+/// and the other input's index: u = 0 (index 2) for the symmetric cap, whose cap is
+/// `|y₂| ≥ γ`; u = −1 (index 1) for the one-sided cap (`y₁ ≤ −γ`).
+fn event_r(params: &RankOneParams) -> (Box<dyn Fn(f64, f64) -> bool>, usize) {
+    let g = params.gamma;
+    match params.cap {
+        Cap::Symmetric => (
+            Box::new(move |y1: f64, y2: f64| y1.abs() >= g && y2.abs() < g),
+            2,
+        ),
+        Cap::OneSided => (Box::new(move |y1: f64, _| y1 >= g), 1),
+    }
+}
+
+/// The same checks catch broken mechanisms: (a) the cap weighted as for 2ε while
+/// claiming ε (R's ratio is then e^{2ε}: at ε = 1 and 8 the other input's count in R
+/// falls to about `Nπ·e^{−ε}`, beyond 5 sd); (b) the cap weighted as for ε/2 (the
+/// tightness check against `¾·e^ε` fails: the ratio is `e^{ε/2}`); (c) an input off the sphere (norm ½, whose cap
+/// `|y₁| ≥ 2γ` has a much smaller mass `Q`: in the bins `|y₁| ≥ 2γ, |y₂| < γ` the ratio
+/// to u = 0 is `e^ε·q/Q ≈ 12·e^ε` at ε = 1).
 #[test]
 fn broken_mechanisms_fail_the_bin_ratio_check() {
     let inputs = [lifted(&[1.0]), lifted(&[-1.0]), lifted(&[0.0])];
-    let eps = 1.0;
-    let params = RankOneParams::new(1, eps, Cap::OneSided).unwrap();
-    let broken = sampler(&params, Some(2.0 * eps));
-    let hists: Vec<_> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, v)| histogram_p1(&broken, v, 100_000, 20 + i as u64, false))
-        .collect();
-    let (z, _) = worst_pair(&hists, eps);
-    assert!(z > Z_MAX, "r = e^-2ε not caught: worst excess {z:.1} sd");
+    for (cap, eps) in [(Cap::OneSided, 1.0), (Cap::Symmetric, 8.0)] {
+        let params = RankOneParams::new(1, eps, cap).unwrap();
+        let (region, other) = event_r(&params);
+        let n = reports_at(eps);
+        let count = |s: &RankOneSampler, i: usize| {
+            histogram_p1(s, &inputs[i], n, 20 + i as u64, false, &region).1
+        };
+        let broken = sampler(&params, Some(2.0 * eps));
+        let z = excess(count(&broken, 0), count(&broken, other), eps);
+        assert!(
+            z > Z_MAX,
+            "{cap:?} ε {eps}: weight for 2ε not caught ({z:.1} sd)"
+        );
+        let lax = sampler(&params, Some(0.5 * eps));
+        let (ca, cb) = (count(&lax, 0), count(&lax, other));
+        let half = (ca + cb) as f64 / (1.0 + 0.75 * eps.exp());
+        let z_tight = (cb as f64 - half) / half.sqrt();
+        assert!(
+            z_tight > Z,
+            "{cap:?} ε {eps}: weight for ε/2 not caught ({z_tight:.1} sd)"
+        );
+    }
 
-    let eps = 2.0;
+    let eps = 1.0;
     let params = RankOneParams::new(1, eps, Cap::Symmetric).unwrap();
     let s = sampler(&params, None);
     let half = [1i64 << (INPUT_BITS - 1), 0];
+    let none = |_: f64, _: f64| false;
     let hists = [
-        histogram_p1(&s, &half, 400_000, 30, true),
-        histogram_p1(&s, &lifted(&[0.0]), 400_000, 31, false),
+        histogram_p1(&s, &half, 100_000, 30, true, &none).0,
+        histogram_p1(&s, &lifted(&[0.0]), 100_000, 31, false, &none).0,
     ];
-    let (z, _) = worst_pair(&hists, eps);
+    let z = worst_bin(&hists, eps);
     assert!(
         z > Z_MAX,
         "an input off the sphere not caught: worst excess {z:.1} sd"
     );
 }
 
-/// One report's moments at p = 3: `E[yyᵀ] = I + κũũᵀ` and (one-sided) `E[y] = cũ`
-/// entry by entry within 5 standard errors of the exact variance
-/// (`CapMoments::second_moment_entry_variance`), and the sample variance of each
-/// `yᵢyⱼ` within 5 of its own standard errors of that formula (which checks e₄: at
-/// ε = 4 its term moves the variance by half). 30 000 reports per case.
+/// One report's moments at p = 3, ε = 1, 8 and 12, both caps: `E[yyᵀ] = I + κũũᵀ` and
+/// (one-sided) `E[y] = cũ` entry by entry within 5 standard errors of the exact
+/// variance (`CapMoments::second_moment_entry_variance`, `mean_entry_variance`), and
+/// the sample variance of each `yᵢyⱼ` within 5 of its own standard errors (from the
+/// sample's fourth central moment) of that closed form (which checks e₄: at ε = 8 its
+/// term changes the variance of `y₃²` several-fold). 30 000 reports per case.
 #[test]
 fn second_moment_and_mean_are_unbiased() {
     let u = [0.5, -0.3, 0.6];
@@ -178,7 +254,7 @@ fn second_moment_and_mean_are_unbiased() {
         .collect();
     let n = 30_000usize;
     for cap in [Cap::Symmetric, Cap::OneSided] {
-        for (seed, eps) in [(1u64, 1.0), (2, 4.0)] {
+        for (seed, eps) in [(1u64, 1.0), (2, 8.0), (3, 12.0)] {
             let params = RankOneParams::new(3, eps, cap).unwrap();
             let m = params.moments;
             let s = sampler(&params, None);
@@ -238,51 +314,109 @@ fn second_moment_and_mean_are_unbiased() {
     }
 }
 
-/// The rounds per report do not depend on the input: for five directions (the axes
-/// of u, its negative, a mixed vector, u = 0) the total rounds of 20 000 reports is
-/// within 5 standard errors of `n/Z` (negative binomial: variance `n(1 − Z)/Z²`); an
-/// input off the sphere (norm ½, whose cap mass differs) fails the same test.
+/// The rounds per report do not depend on the input, at ε = 1, 8 and 12: for five
+/// directions (the axes of u, its negative, a mixed vector, u = 0) the total off-cap
+/// rounds of 10 000 reports within 5 standard errors of `n/(1 − q)` and the cap
+/// rounds within 5 of `n/A` (negative binomial: a Geometric(s) has mean `1/s` and
+/// variance `(1 − s)/s²`); an input off the sphere (norm 0.9: `A = e^{λγ − 0.405λ²}Φ̄(γ/0.9)`,
+/// 0.19 instead of 0.22 at ε = 1, 0.07 instead of 0.1 at ε = 12) fails the cap test by
+/// more than 10 sd.
 #[test]
-fn acceptance_rate_does_not_depend_on_the_input() {
-    let n = 20_000u64;
+fn rounds_do_not_depend_on_the_input() {
+    let n = 10_000u64;
     let rounds = |s: &RankOneSampler, v: &[i64], seed: u64, off: bool| {
         let mut bits = RandomBits::new(ChaCha12Rng::seed_from_u64(seed));
         let mut k = vec![0i64; v.len()];
-        (0..n)
-            .map(|_| {
-                if off {
-                    s.sample_unchecked(&mut bits, v, &mut k)
-                } else {
-                    s.sample(&mut bits, v, &mut k).unwrap()
-                }
-            })
-            .sum::<u64>()
+        let mut total = RankOneRounds::default();
+        for _ in 0..n {
+            let r = if off {
+                s.sample_unchecked(&mut bits, v, &mut k)
+            } else {
+                s.sample(&mut bits, v, &mut k).unwrap()
+            };
+            total.off_cap += r.off_cap;
+            total.cap += r.cap;
+        }
+        total
     };
-    let z_of = |total: u64, zacc: f64| {
+    // Standardised distance of a sum of n Geometric(success) from its mean.
+    let z_of = |total: u64, success: f64| {
         let nf = n as f64;
-        (total as f64 - nf / zacc) / (nf * (1.0 - zacc)).sqrt() * zacc
+        (total as f64 - nf / success) / (nf * (1.0 - success)).sqrt() * success
     };
     for cap in [Cap::Symmetric, Cap::OneSided] {
-        let params = RankOneParams::new(3, 2.0, cap).unwrap();
-        let s = sampler(&params, None);
-        let zacc = params.moments.acceptance;
-        let dirs = [
-            [1.0, 0.0, 0.0],
-            [0.0, 0.0, -1.0],
-            [0.5, -0.3, 0.6],
-            [0.1, 0.2, -0.05],
-            [0.0, 0.0, 0.0],
-        ];
-        for (i, u) in dirs.iter().enumerate() {
-            let z = z_of(rounds(&s, &lifted(u), 100 + i as u64, false), zacc);
-            assert!(z.abs() < Z, "{cap:?} u {u:?}: rounds {z:.1} sd from n/Z");
+        for (eps, seed) in [(1.0, 100u64), (8.0, 200), (12.0, 300)] {
+            let params = RankOneParams::new(3, eps, cap).unwrap();
+            let s = sampler(&params, None);
+            let (off, on) = params.expected_rounds();
+            let dirs = [
+                [1.0, 0.0, 0.0],
+                [0.0, 0.0, -1.0],
+                [0.5, -0.3, 0.6],
+                [0.1, 0.2, -0.05],
+                [0.0, 0.0, 0.0],
+            ];
+            for (i, u) in dirs.iter().enumerate() {
+                let r = rounds(&s, &lifted(u), seed + i as u64, false);
+                let (z_off, z_cap) = (z_of(r.off_cap, 1.0 / off), z_of(r.cap, 1.0 / on));
+                assert!(
+                    z_off.abs() < Z && z_cap.abs() < Z,
+                    "{cap:?} ε {eps} u {u:?}: rounds {z_off:.1} / {z_cap:.1} sd from n/(1 − q), n/A"
+                );
+            }
+            // Norm 0.9 (norm ½ would make A astronomically small at ε = 12).
+            let short = [(0.9 * (1u64 << INPUT_BITS) as f64) as i64, 0, 0, 0];
+            let r = rounds(&s, &short, seed + 50, true);
+            let z = z_of(r.cap, 1.0 / on);
+            assert!(
+                z.abs() > Z,
+                "{cap:?} ε {eps}: an off-sphere input's cap rounds not detected ({z:.1} sd)"
+            );
         }
-        let half = [1i64 << (INPUT_BITS - 1), 0, 0, 0];
-        let z = z_of(rounds(&s, &half, 200, true), zacc);
+    }
+}
+
+/// The tilt coin's fast bounds contain `exp(−x/2^{K+m})·2^64` (checked against the
+/// big-integer bounds at 64 bits) and are at most `2^12` units apart (so the slow path
+/// runs with probability below `2^−52`), over exponents from 0 to past 44 and random
+/// fractions; and the coin's frequency is `exp(−x)` at a few exponents (including one
+/// just above an integer and 0).
+#[test]
+fn tilt_coin_bounds_are_certified_and_tight() {
+    let params = RankOneParams::new(3, 8.0, Cap::Symmetric).unwrap();
+    let s = sampler(&params, None);
+    let shift = LATTICE_BITS + INPUT_BITS;
+    let den = BigUint::from(1u32) << shift;
+    let mut rng = ChaCha12Rng::seed_from_u64(77);
+    let to_u128 = |b: &BigUint| u128::try_from(b).unwrap();
+    for i in 0..4000u64 {
+        let n = u128::from(i % 50);
+        let frac = u128::from(rng.next_u64()) << (shift - 64) | u128::from(rng.next_u64() & 0xffff);
+        let x = match i {
+            0 => 0,
+            1 => 1,
+            2 => (1u128 << shift) - 1,
+            _ => (n << shift) | (frac & ((1u128 << shift) - 1)),
+        };
+        let (lo, hi) = s.exp_neg_fast(x);
+        let (e_lo, e_hi) = exp_neg_bounds(&BigUint::from(x), &den, 64);
+        let (e_lo, e_hi) = (to_u128(&e_lo), to_u128(&e_hi));
         assert!(
-            z.abs() > Z,
-            "{cap:?}: an off-sphere input's rate not detected ({z:.1} sd)"
+            lo <= e_hi && hi >= e_lo,
+            "x {x}: fast [{lo}, {hi}] vs exact [{e_lo}, {e_hi}]"
         );
+        assert!(hi - lo <= 1 << 12, "x {x}: width {}", hi - lo);
+    }
+    // λ = 3 at ε = 8: the coin is Bernoulli(exp(−3·over/2^{K+m})).
+    let lambda = f64::from(params.tilt);
+    for x in [0.0, 0.3, 1.0 + 1e-9, 2.75] {
+        let over = (x / lambda * 2f64.powi(shift as i32)) as u128;
+        let p = (-lambda * over as f64 / 2f64.powi(shift as i32)).exp();
+        let trials = 40_000u64;
+        let hits = (0..trials)
+            .filter(|_| s.tilt_coin(&mut rng, over, true))
+            .count() as u64;
+        assert_binomial(hits, trials, p, &format!("tilt coin exp(-{x})"));
     }
 }
 
@@ -320,34 +454,38 @@ fn sampler_refuses_bad_inputs_and_parameters() {
         Err(RankOneSamplerError::NotOnSphere)
     );
     assert!(s.sample(&mut bits, &lifted(&[0.3, -0.4]), &mut out).is_ok());
-    let new = |k, m, g, b, e| RankOneSampler::new(CapShape::Symmetric, k, m, g, b, e);
+    let new = |k, m, g, b, l, p| RankOneSampler::new(CapShape::Symmetric, k, m, g, b, l, p);
     assert!(matches!(
-        new(0, 40, 1, 16, 1.0),
+        new(0, 40, 1, 16, 1, 1),
         Err(RankOneSamplerError::LatticeBits(0))
     ));
     assert!(matches!(
-        new(51, 40, 1, 16, 1.0),
+        new(51, 40, 1, 16, 1, 1),
         Err(RankOneSamplerError::LatticeBits(51))
     ));
     assert!(matches!(
-        new(40, 61, 1, 16, 1.0),
-        Err(RankOneSamplerError::InputBits(61))
+        new(40, 41, 1, 16, 1, 1),
+        Err(RankOneSamplerError::InputBits(41))
     ));
     assert!(matches!(
-        new(40, 40, 0, 16, 1.0),
+        new(40, 40, 0, 16, 1, 1),
         Err(RankOneSamplerError::Gamma { .. })
     ));
     assert!(matches!(
-        new(4, 4, 1, 16, 1.0),
+        new(4, 4, 1, 16, 1, 1),
         Err(RankOneSamplerError::Gamma { .. })
     ));
     assert!(matches!(
-        new(40, 40, 1, 16, -1.0),
-        Err(RankOneSamplerError::Epsilon(_))
+        new(40, 40, 1, 16, 0, 1),
+        Err(RankOneSamplerError::Tilt(0))
     ));
     assert!(matches!(
-        new(40, 40, 1, 16, f64::NAN),
-        Err(RankOneSamplerError::Epsilon(_))
+        new(40, 40, 1, 16, 256, 1),
+        Err(RankOneSamplerError::Tilt(256))
+    ));
+    assert!(matches!(
+        new(40, 40, 1, 16, 1, 0),
+        Err(RankOneSamplerError::CapProbability)
     ));
 }
 

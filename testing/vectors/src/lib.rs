@@ -348,6 +348,8 @@ fn derived(collection: &Collection) -> Value {
                 "gamma_bits": GAMMA_BITS,
                 "gamma": f(params.gamma),
                 "nominal_epsilon": f(params.nominal_epsilon),
+                "cap_probability_units": params.cap_probability_units.to_string(),
+                "tilt": params.tilt,
                 "eta": f(params.eta),
                 "cap_mass": f(params.moments.cap_mass),
                 "kappa": f(params.moments.kappa),

@@ -4,7 +4,15 @@
  * the triangular dither.
  */
 
-import { GAMMA_BITS, INPUT_BITS, LATTICE_BITS, pureDpRho, type RankOneParams, WIRE_STEP_BITS } from "../calibration.js";
+import {
+  GAMMA_BITS,
+  INPUT_BITS,
+  LATTICE_BITS,
+  pureDpRho,
+  type RankOneParams,
+  rankOneExpectedIterations,
+  WIRE_STEP_BITS,
+} from "../calibration.js";
 import { isqrt } from "../bigmath.js";
 import { Encoding, type RankOneParams as RankOneWireParams } from "../gen/ldpcov/v1/ldpcov_pb.js";
 import { InputError } from "../limits.js";
@@ -37,6 +45,7 @@ class Words implements WordSource {
   }
 }
 
+/** Samplers built so far, by `(cap, γ units, λ, P)` (building one takes milliseconds: the discrete Gaussian's table). */
 const rankOneSamplers = new Map<string, RankOneSampler>();
 
 /** The rank-one report of a collection: its parameters and its device half. */
@@ -94,7 +103,7 @@ export class RankOneMechanism implements ReportMechanism {
       r.kappa === p.moments.kappa &&
       r.meanScale === p.moments.meanScale &&
       r.ditherVariance === (step * step) / 4 &&
-      r.expectedRounds === 1 / p.moments.acceptance
+      r.expectedRounds === rankOneExpectedIterations(p)
     );
   }
 
@@ -102,10 +111,10 @@ export class RankOneMechanism implements ReportMechanism {
   perturb(u: readonly number[], noise: NoiseSampler): bigint[] {
     const p = this.params;
     const lifted = liftedInput(u);
-    const key = `${p.cap}/${p.gammaUnits}/${p.nominalEpsilon}`;
+    const key = `${p.cap}/${p.gammaUnits}/${p.tilt}/${p.capProbabilityUnits}`;
     let sampler = rankOneSamplers.get(key);
     if (sampler === undefined) {
-      sampler = new RankOneSampler(p.cap, LATTICE_BITS, INPUT_BITS, p.gammaUnits, GAMMA_BITS, p.nominalEpsilon);
+      sampler = new RankOneSampler(p.cap, LATTICE_BITS, INPUT_BITS, p.gammaUnits, GAMMA_BITS, p.tilt, p.capProbabilityUnits);
       if (rankOneSamplers.size >= 64) rankOneSamplers.clear();
       rankOneSamplers.set(key, sampler);
     }

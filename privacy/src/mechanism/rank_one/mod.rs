@@ -150,7 +150,8 @@ fn normal_tail(x: f64) -> f64 {
 pub struct CapMoments {
     /// `q`, the cap's standard normal mass: `2Φ̄(γ)` or `Φ̄(γ)`.
     pub cap_mass: f64,
-    /// `Z = q + r(1 − q)`, the acceptance probability of one rejection round.
+    /// `Z = q + r(1 − q)`, the normaliser (the acceptance of one round of the continuous
+    /// whole-vector rejection sampler of `docs/PRIVACY.md` §8.1).
     pub acceptance: f64,
     /// `κ = E[t²] − 1`: `2γφ(γ)(1 − r)/Z` symmetric, `γφ(γ)(1 − r)/Z` one-sided.
     pub kappa: f64,
@@ -314,31 +315,69 @@ pub fn cap_mass_deviation_bound(dim: usize, cap: Cap) -> f64 {
     cap.sides() * (lattice + norm) * (1.0 + SLACK_MARGIN) + ETA_MARGIN
 }
 
-/// The privacy loss of the lattice mechanism run at `nominal_epsilon`, with cap mass
-/// `q` known up to `±eta`: `ε_n + ln[(r + (1 − r)(q + η))/(r + (1 − r)(q − η))]`,
-/// `r = e^{−ε_n}` (the worst ratio of normalisers between two inputs times `1/r`).
-pub fn privacy_loss_bound(nominal_epsilon: f64, cap_mass: f64, eta: f64) -> f64 {
-    nominal_epsilon + lattice_slack(nominal_epsilon, cap_mass, eta)
+/// Absolute margin added to the privacy-loss bound for the f64 evaluation of
+/// `ln(p̂/(1 − p̂)) + ln((1 − q)/q)` (a few ulps of numbers below 40).
+const LOSS_MARGIN: f64 = 1e-13;
+/// Relative amount by which `p*` is lowered before it is rounded down to `2^−64`: far
+/// above its f64 error, so `p̂/(1 − p̂) < e^{ε_n}·q/(1 − q)` holds for the real numbers.
+const CAP_PROBABILITY_MARGIN: f64 = 1e-12;
+
+/// The privacy loss of the lattice mechanism whose cap component has the exact weight
+/// `cap_probability` (`p̂`, a multiple of `2^−64`), for a cap mass `Q(v)` known to lie
+/// in `[q − η, q + η]` for every input: the largest of the four ratios
+/// `P(k | v)/P(k | v′)`, with `θ = p̂/(1 − p̂)`:
+///
+/// * `k` in the cap of `v`, off the cap of `v′`: `θ·(1 − q + η)/(q − η)`;
+/// * off the cap of `v`, in the cap of `v′`: `(q + η)/(θ(1 − q − η))`;
+/// * in both caps: `(q + η)/(q − η)`; off both: `(1 − q + η)/(1 − q − η)`;
+///
+/// in logarithms, the slack terms inflated by a relative margin and the whole by an
+/// absolute one for the f64 rounding (`docs/PRIVACY.md` §8.3).
+pub fn privacy_loss_bound(cap_probability: f64, cap_mass: f64, eta: f64) -> f64 {
+    let (q, p) = (cap_mass, cap_probability);
+    let m = 1.0 + SLACK_MARGIN;
+    let log_theta = libm::log(p) - libm::log1p(-p);
+    let log_odds_off = libm::log1p(-q) - libm::log(q);
+    let in_out = log_theta + log_odds_off + lattice_slack(q, eta);
+    let out_in =
+        -log_theta - log_odds_off + (libm::log1p(eta / q) + libm::log1p(eta / (1.0 - q - eta))) * m;
+    let both_in = libm::log1p(2.0 * eta / (q - eta)) * m;
+    let both_out = libm::log1p(2.0 * eta / (1.0 - q - eta)) * m;
+    in_out.max(out_in).max(both_in).max(both_out) + LOSS_MARGIN
 }
 
-/// `ln[(r + (1 − r)(q + η))/(r + (1 − r)(q − η))]`, `r = e^{−ε}`, inflated by a
-/// relative margin for its own rounding. Increasing in ε.
-fn lattice_slack(epsilon: f64, cap_mass: f64, eta: f64) -> f64 {
-    let r = libm::exp(-epsilon);
-    let z_min = r + (1.0 - r) * (cap_mass - eta);
-    libm::log1p(2.0 * eta * (1.0 - r) / z_min) * (1.0 + SLACK_MARGIN)
+/// `ln[q/(q − η)] + ln[(1 − q + η)/(1 − q)]`, inflated by a relative margin for its own
+/// rounding: what the lattice adds to `ε_n` in the worst ratio (a cap point of one
+/// input off the cap of another). It does not depend on ε.
+fn lattice_slack(cap_mass: f64, eta: f64) -> f64 {
+    let q = cap_mass;
+    (libm::log1p(eta / (q - eta)) + libm::log1p(eta / (1.0 - q))) * (1.0 + SLACK_MARGIN)
 }
 
-/// The ε the exact sampler runs at so that the whole privacy loss, lattice slack
-/// included, is at most `epsilon`: `epsilon − slack(epsilon)`, rounded down to a
-/// multiple of `2^−40`. As the slack grows with ε, the slack at the nominal ε is at
-/// most the one subtracted, so [`privacy_loss_bound`]`(nominal) ≤ epsilon`.
+/// The ε the mixture's weight is set for, so that the whole privacy loss, lattice slack
+/// included, is at most `epsilon`: `epsilon − slack(q, η)`, lowered by `2^−40` (which
+/// covers the f64 subtraction) and rounded down to a multiple of `2^−40`.
 pub fn nominal_epsilon(epsilon: f64, cap_mass: f64, eta: f64) -> f64 {
-    let nominal = epsilon - lattice_slack(epsilon, cap_mass, eta);
+    let nominal = epsilon - lattice_slack(cap_mass, eta);
     libm::ldexp(
-        libm::floor(libm::ldexp(nominal, NOMINAL_EPSILON_BITS)),
+        libm::floor(libm::ldexp(nominal, NOMINAL_EPSILON_BITS)) - 1.0,
         -NOMINAL_EPSILON_BITS,
     )
+}
+
+/// `P = p̂·2^64`, the cap component's weight in units of `2^−64`:
+/// `p* = q/(q + r(1 − q))`, `r = e^{−ε_n}` (the continuous mechanism's cap
+/// probability, `e^{ε_n}q/(e^{ε_n}q + 1 − q)`), lowered by a relative `10^−12` and
+/// rounded down, so `p̂/(1 − p̂) < e^{ε_n}·q/(1 − q)`. At least 1 and at most
+/// `2^64 − 2^11`.
+pub fn cap_probability_units(nominal_epsilon: f64, cap_mass: f64) -> u64 {
+    let q = cap_mass;
+    let r = libm::exp(-nominal_epsilon);
+    let p = q / (q + r * (1.0 - q)) * (1.0 - CAP_PROBABILITY_MARGIN);
+    // An f64 below 1 times 2^64: an integer-valued f64 (≤ 53 significant bits) or
+    // a fraction, floored; the conversion saturates.
+    let units = libm::floor(libm::ldexp(p, 64)) as u64;
+    units.clamp(1, u64::MAX - ((1 << 11) - 1))
 }
 
 /// The derived parameters of one rank-one collection `(p, ε, cap)`.
@@ -354,12 +393,20 @@ pub struct RankOneParams {
     pub gamma_units: u64,
     /// γ = `gamma_units·2^−GAMMA_BITS` (exact in f64): [`variance_optimal_gamma`] rounded.
     pub gamma: f64,
-    /// The ε the sampler runs at ([`nominal_epsilon`]); its off-cap weight is
-    /// `r = e^{−nominal_epsilon}`.
+    /// The ε the mixture's weight is set for ([`nominal_epsilon`]): the cap probability
+    /// is that of the continuous mechanism with off-cap weight `r = e^{−nominal_epsilon}`.
     pub nominal_epsilon: f64,
+    /// `P = p̂·2^64`: the sampler keeps its cap component with probability exactly
+    /// `p̂` ([`cap_probability_units`]).
+    pub cap_probability_units: u64,
+    /// `p̂ = P·2^−64` (exact in f64).
+    pub cap_probability: f64,
+    /// The tilt λ of the cap component's proposal: γ rounded to the nearest integer,
+    /// at least 1 (the proposal is centred at `λũ`).
+    pub tilt: u32,
     /// η, the bound on the lattice's cap-mass deviation ([`cap_mass_deviation_bound`]).
     pub eta: f64,
-    /// [`privacy_loss_bound`] at the nominal ε: at most `epsilon`.
+    /// [`privacy_loss_bound`] of the weight `p̂`: at most `epsilon`.
     pub privacy_loss_bound: f64,
     /// The law of `⟨y, ũ⟩` at γ and the nominal ε: `q`, `Z`, `κ`, `c`, `e₄`.
     pub moments: CapMoments,
@@ -382,6 +429,8 @@ impl RankOneParams {
         let eta = cap_mass_deviation_bound(dim, cap);
         let q = CapMoments::new(gamma, epsilon, cap).cap_mass;
         let nominal = nominal_epsilon(epsilon, q, eta);
+        let units = cap_probability_units(nominal, q);
+        let cap_probability = libm::ldexp(units as f64, -64);
         Ok(RankOneParams {
             dim,
             epsilon,
@@ -389,8 +438,11 @@ impl RankOneParams {
             gamma_units,
             gamma,
             nominal_epsilon: nominal,
+            cap_probability_units: units,
+            cap_probability,
+            tilt: (libm::round(gamma) as u32).max(1),
             eta,
-            privacy_loss_bound: privacy_loss_bound(nominal, q, eta),
+            privacy_loss_bound: privacy_loss_bound(cap_probability, q, eta),
             moments: CapMoments::new(gamma, nominal, cap),
         })
     }
@@ -417,10 +469,50 @@ impl RankOneParams {
         self.moments.mean_entry_variance(0.0)
     }
 
-    /// Expected rejection rounds per report, `1/Z` (each draws `p + 1` lattice
-    /// coordinates); the lattice moves it by a relative `η/Z` at most.
+    /// Expected rounds per report, both components together (each round draws `p + 1`
+    /// lattice coordinates): the sum of [`expected_rounds`](Self::expected_rounds).
     pub fn expected_iterations(&self) -> f64 {
-        1.0 / self.moments.acceptance
+        let (off, on) = self.expected_rounds();
+        off + on
+    }
+
+    /// Expected rounds of the off-cap component, `1/(1 − q)`, and of the cap component,
+    /// `1/A` with `A = e^{λγ − λ²/2}·q₊` (`q₊ = q/2` symmetric, `q` one-sided, the
+    /// half-cap's mass), for an input of norm 1 and the continuous cap mass; the
+    /// lattice and the lift move them by relative amounts of order `η/q`.
+    pub fn expected_rounds(&self) -> (f64, f64) {
+        let q = self.moments.cap_mass;
+        (1.0 / (1.0 - q), 1.0 / self.cap_acceptance(q, 1.0))
+    }
+
+    /// `A = e^{λγ − λ²ρ²/2}·q₊`: the cap component's acceptance for a direction of
+    /// norm ρ, `q₊ = cap_mass/sides` the half-cap's mass.
+    fn cap_acceptance(&self, cap_mass: f64, rho2: f64) -> f64 {
+        let l = f64::from(self.tilt);
+        libm::exp(l * self.gamma - 0.5 * l * l * rho2) * cap_mass / self.cap.sides()
+    }
+
+    /// What an observer who times the report on the device learns beyond the output,
+    /// `(ε_t, δ_t)` (`docs/PRIVACY.md` §8.4): the pair (output, rounds of both
+    /// components) is `(ε + ε_t, δ_t)`-DP. Each round count is geometric with a success
+    /// probability that depends on the input only through the lattice slack
+    /// (`1 − Q(v)`, `Q ∈ [q − η, q + η]`; `A(v) = e^{λγ − λ²ρ²/2}Q₊(v)`,
+    /// `ρ² ∈ [1 − 2^{1−m}, 1]`); counts up to `n₀` (a tail of at most `e^{−40}` for
+    /// every input) change in probability by at most `e^{ε_t}`; the rest, and the
+    /// fast path's undecided coin (below `2^−50` per round), go to δ_t.
+    pub fn timing_leak(&self) -> (f64, f64) {
+        let (q, eta) = (self.moments.cap_mass, self.eta);
+        let n_off = libm::ceil(40.0 / -libm::log(q + eta));
+        let eps_off = libm::log((1.0 - q + eta) / (1.0 - q - eta))
+            + (n_off - 1.0) * libm::log((q + eta) / (q - eta));
+        let rho2_min = 1.0 - libm::ldexp(1.0, 1 - INPUT_BITS as i32);
+        let a_lo = self.cap_acceptance(q - eta, 1.0);
+        let a_hi = self.cap_acceptance(q + eta, rho2_min);
+        let n_cap = libm::ceil(40.0 / -libm::log1p(-a_lo));
+        let eps_cap =
+            libm::log(a_hi / a_lo) + (n_cap - 1.0) * libm::log((1.0 - a_lo) / (1.0 - a_hi));
+        let delta = 2.0 * libm::exp(-40.0) + n_cap * libm::ldexp(1.0, -50);
+        ((eps_off + eps_cap) * (1.0 + SLACK_MARGIN), delta)
     }
 
     /// The wire step `Δ_w` and the second moment `Δ_w²/4` the triangular dither adds to
@@ -564,7 +656,7 @@ mod tests {
     #[test]
     fn gamma_choice_is_stable_and_no_worse_than_kappa_max() {
         for cap in [Cap::Symmetric, Cap::OneSided] {
-            for &eps in &[0.5, 1.0, 2.0, 4.0, 8.0] {
+            for &eps in &[0.5, 1.0, 2.0, 4.0, 8.0, 9.37, 12.0, 16.0] {
                 let gk = kappa_maximising_gamma(eps, cap);
                 let mut last = 0.0;
                 for &p in &[1usize, 5, 20, 100, 1000] {
@@ -597,14 +689,38 @@ mod tests {
     fn nominal_epsilon_keeps_the_total_within_epsilon() {
         for cap in [Cap::Symmetric, Cap::OneSided] {
             for &p in &[1usize, 20, 100, 1000, MAX_DIM] {
-                for &eps in &[0.01, 0.5, 1.0, 2.0, 4.0, 8.0, MAX_RANK_ONE_EPSILON] {
+                let mut eps = 0.25;
+                let mut grid = vec![0.01, 9.37, MAX_RANK_ONE_EPSILON];
+                while eps <= MAX_RANK_ONE_EPSILON {
+                    grid.push(eps);
+                    eps += 0.25;
+                }
+                for &eps in &grid {
                     let params = RankOneParams::new(p, eps, cap).unwrap();
+                    let (q, eta) = (params.moments.cap_mass, params.eta);
                     assert!(params.nominal_epsilon < eps);
                     assert!(params.privacy_loss_bound <= eps, "{cap:?} p {p} ε {eps}");
                     assert!(params.privacy_loss_bound > params.nominal_epsilon);
-                    assert!(eps - params.nominal_epsilon < 2e-5, "{cap:?} p {p} ε {eps}");
-                    // A mechanism run at ε itself would exceed ε: the charge is needed.
-                    assert!(privacy_loss_bound(eps, params.moments.cap_mass, params.eta) > eps);
+                    // The slack is about η/q: below 10⁻⁵ up to ε = 8 (6·10⁻⁶ at p = 4096), 2.3·10⁻³ at p = 4096, ε = 16.
+                    let bound = if eps <= 8.0 { 1e-5 } else { 3e-3 };
+                    assert!(
+                        eps - params.nominal_epsilon < bound,
+                        "{cap:?} p {p} ε {eps}"
+                    );
+                    // The weight set for ε itself would exceed ε: the charge is needed.
+                    let at_eps = libm::ldexp(cap_probability_units(eps, q) as f64, -64);
+                    assert!(
+                        privacy_loss_bound(at_eps, q, eta) > eps,
+                        "{cap:?} p {p} ε {eps}"
+                    );
+                    // p̂/(1 − p̂) = e^{ε_n}q/(1 − q) up to the rounding down.
+                    let p_hat = params.cap_probability;
+                    let log_theta = (p_hat / (1.0 - p_hat)).ln() - (q / (1.0 - q)).ln();
+                    assert!(
+                        log_theta < params.nominal_epsilon
+                            && log_theta > params.nominal_epsilon - 1e-9,
+                        "{cap:?} p {p} ε {eps}: p̂ {p_hat}"
+                    );
                 }
             }
         }
@@ -625,7 +741,17 @@ mod tests {
             params.diagonal_variance(),
             2.0 * params.off_diagonal_variance()
         );
-        assert!((params.expected_iterations() - 2.0).abs() < 0.01);
+        // Off-cap 1/(1 − q) = 1.265 and cap 1/A = 4.49 (A = e^{γ − ½}·q/2).
+        let (off, on) = params.expected_rounds();
+        assert!(
+            (off - 1.265).abs() < 0.01 && (on - 4.49).abs() < 0.02,
+            "{off} {on}"
+        );
+        assert_eq!(params.tilt, 1);
+        assert_eq!(
+            params.cap_probability,
+            params.cap_probability_units as f64 / 2f64.powi(64)
+        );
         let one = RankOneParams::new(100, 1.0, Cap::OneSided).unwrap();
         assert!(one.mean_variance().is_finite() && one.moments.mean_scale > 0.0);
         assert_eq!(
@@ -635,7 +761,8 @@ mod tests {
         assert!(RankOneParams::new(0, 1.0, Cap::Symmetric).is_err());
         assert!(RankOneParams::new(10, 0.0, Cap::Symmetric).is_err());
         assert!(RankOneParams::new(10, f64::NAN, Cap::Symmetric).is_err());
-        assert!(RankOneParams::new(10, 11.0, Cap::Symmetric).is_err());
+        assert!(RankOneParams::new(10, 16.5, Cap::Symmetric).is_err());
+        assert!(RankOneParams::new(10, 16.0, Cap::Symmetric).is_ok());
     }
 
     /// The lift's norm band `2^{2m} − 2^{m+1} ≤ ‖ṽ‖² ≤ 2^{2m}` on edge cases and a
@@ -691,15 +818,21 @@ mod tests {
     #[ignore = "prints the documentation's table"]
     fn rank_one_table() {
         for cap in [Cap::Symmetric, Cap::OneSided] {
-            for &eps in &[0.5, 1.0, 2.0, 4.0, 8.0] {
+            for &eps in &[0.5, 1.0, 2.0, 4.0, 8.0, 9.37, 12.0, 16.0] {
                 let gk = kappa_maximising_gamma(eps, cap);
                 println!(
                     "{cap:?} ε {eps}: κ-maximising γ {gk:.4}, κ {:.4}",
                     CapMoments::new(gk, eps, cap).kappa
                 );
-                for &p in &[1usize, 5, 20, 100, 1000] {
+                for &p in &[1usize, 5, 20, 100, 1000, MAX_DIM] {
                     let pr = RankOneParams::new(p, eps, cap).unwrap();
                     let m = pr.moments;
+                    let (off, on) = pr.expected_rounds();
+                    let (eps_t, delta_t) = pr.timing_leak();
+                    println!(
+                        "  p {p}: λ {} p̂ {:.5} rounds off {off:.3} cap {on:.2} ε_t {eps_t:.2e} δ_t {delta_t:.1e}",
+                        pr.tilt, pr.cap_probability
+                    );
                     println!(
                         "  p {p}: γ {:.4} κ {:.4} c {:.4} q {:.5} Z {:.5} rounds {:.2} e4 {:.3} η {:.2e} ε−ε_n {:.2e} var off {:.3} diag {:.3} mean {:.3}",
                         pr.gamma,
