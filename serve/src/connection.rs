@@ -361,10 +361,6 @@ impl http_body::Body for TrackedBody {
     }
 }
 
-/// Refuses an aggregator call whose headers carry no token good enough for its
-/// method ([`AuthConfig::check_headers`]) before the inner service (the global
-/// concurrency limit) is even asked for a slot.
-
 /// How a daemon checks a call's token from its headers alone: given the call's path
 /// (`/package.Service/Method`) and headers, `Err` with the status to refuse it with
 /// (UNAUTHENTICATED, PERMISSION_DENIED), `Ok` to let it through (also for paths it
