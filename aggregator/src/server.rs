@@ -28,29 +28,28 @@
 //!   connection whose peer does not answer within `keepalive_timeout`;
 //! * the accept loop backs off [`ACCEPT_BACKOFF`] on an accept error such as
 //!   EMFILE/ENFILE (out of file descriptors) instead of spinning.
+//!
+//! The connection guards, the call tracking and the auth-first layer are
+//! `ldpcov-serve`'s ([`ldpcov_serve::incoming`], [`ldpcov_serve::TrackCallsLayer`],
+//! [`ldpcov_serve::AuthFirstLayer`]), shared with the relay; this module gives them the
+//! aggregator's token check ([`AuthConfig::check_headers`]).
 
 use ldpcov_seal::MasterSecret;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ldpcov_proto::v1::aggregator_server::AggregatorServer;
-use ldpcov_serve::{ConnectionLimits, Health, router, server_builder};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use ldpcov_serve::{
+    AuthFirstLayer, ConnectionLimits, Health, TrackCallsLayer, incoming, router, server_builder,
+};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tonic::codegen::http;
 use tonic::server::NamedService;
 use tonic::service::LayerExt;
-use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
-use tower::{Layer, Service};
 
 use crate::auth::AuthConfig;
 use crate::service::{AggregatorService, Limits};
@@ -58,12 +57,9 @@ use crate::store::{MemoryStore, Store};
 use crate::tls::ServerTls;
 
 /// How long the accept loop waits after an accept error (EMFILE, ENFILE, ENOBUFS, ...)
-/// before it accepts again, instead of spinning on the error.
-pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
-/// Bytes a new connection must send within the handshake timeout: the HTTP/2 client
-/// preface (`PRI * HTTP/2.0...`, 24 bytes); a TLS ClientHello is longer.
-const PREFACE_LEN: usize = 24;
+/// before it accepts again, instead of spinning on the error (`ldpcov-serve`'s, which
+/// the relay shares).
+pub use ldpcov_serve::ACCEPT_BACKOFF;
 
 /// Transport limits of the gRPC server; the message size limits stay in
 /// [`Limits`].
@@ -325,7 +321,12 @@ pub async fn serve_with(
     // connection: a global bound on aggregator calls in flight that a caller without
     // a valid token never holds.
     let service = tower::ServiceBuilder::new()
-        .layer(AuthFirstLayer { auth })
+        .layer(AuthFirstLayer::new(
+            move |path, headers| match crate::auth::right_before_body(path) {
+                Some(right) => auth.check_headers(headers, right),
+                None => Ok(()),
+            },
+        ))
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             transport.max_concurrent_requests,
         ))
@@ -337,6 +338,7 @@ pub async fn serve_with(
         keepalive_interval: transport.keepalive_interval,
         keepalive_timeout: transport.keepalive_timeout,
         handshake_timeout: transport.handshake_timeout,
+        idle_timeout: transport.idle_timeout,
     };
     let mut builder = server_builder(&connection, tls.as_ref().map(ServerTls::config))?;
     if grpc_web.is_some() {
@@ -366,382 +368,13 @@ pub async fn serve_with(
         })
     });
     let served = router
-        .serve_with_incoming_shutdown(incoming(listener, transport), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener, &connection), shutdown)
         .await;
     if let Some(gauge) = gauge {
         gauge.abort();
     }
     served?;
     Ok(())
-}
-
-/// The listener's connections, each wrapped in a [`GuardedStream`]. An accept error
-/// is logged (once per run of errors) and followed by [`ACCEPT_BACKOFF`] of sleep:
-/// out of file descriptors, accepting again at once would only fail again and spin
-/// a core. Errors that concern one connection only (aborted, reset) retry at once.
-fn incoming(
-    listener: TcpListener,
-    transport: TransportLimits,
-) -> impl futures::Stream<Item = Result<GuardedStream, io::Error>> {
-    futures::stream::unfold(listener, move |listener| async move {
-        let mut failing = false;
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    if failing {
-                        tracing::info!("accepting connections again");
-                    }
-                    return Some((Ok(GuardedStream::new(stream, &transport)), listener));
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::ConnectionReset
-                            | io::ErrorKind::Interrupted
-                            | io::ErrorKind::WouldBlock
-                    ) => {}
-                Err(e) => {
-                    if !failing {
-                        tracing::warn!(
-                            error = %e,
-                            backoff_ms = ACCEPT_BACKOFF.as_millis() as u64,
-                            "cannot accept connections (out of file descriptors?): backing off"
-                        );
-                        failing = true;
-                    }
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                }
-            }
-        }
-    })
-}
-
-/// One connection's calls in flight and when the last one started or ended.
-#[derive(Debug)]
-struct ConnState {
-    calls: AtomicUsize,
-    opened: Instant,
-    /// Milliseconds after `opened` of the last start or end of a call.
-    last_change_ms: AtomicU64,
-}
-
-impl ConnState {
-    fn touch(&self) {
-        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_change_ms.store(ms, Ordering::SeqCst);
-    }
-
-    /// When the connection last changed between busy and idle.
-    fn last_change(&self) -> Instant {
-        self.opened + Duration::from_millis(self.last_change_ms.load(Ordering::SeqCst))
-    }
-}
-
-/// A call in flight on a connection, from its headers until its response body is
-/// dropped (sent or abandoned).
-struct CallGuard(Arc<ConnState>);
-
-impl CallGuard {
-    fn new(state: Arc<ConnState>) -> Self {
-        state.calls.fetch_add(1, Ordering::SeqCst);
-        state.touch();
-        CallGuard(state)
-    }
-}
-
-impl Drop for CallGuard {
-    fn drop(&mut self) {
-        self.0.touch();
-        self.0.calls.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// What the server knows about a connection: its addresses and its calls.
-#[derive(Debug, Clone)]
-struct ConnectionInfo {
-    tcp: TcpConnectInfo,
-    state: Arc<ConnState>,
-}
-
-/// An accepted TCP connection that fails its reads (and so is closed by the server)
-/// once it has not sent [`PREFACE_LEN`] bytes within the handshake timeout, or has had
-/// no call in flight for the idle timeout.
-struct GuardedStream {
-    inner: TcpStream,
-    state: Arc<ConnState>,
-    timer: Pin<Box<tokio::time::Sleep>>,
-    received: usize,
-    handshake_deadline: Instant,
-    idle_timeout: Duration,
-}
-
-impl GuardedStream {
-    fn new(inner: TcpStream, transport: &TransportLimits) -> Self {
-        let opened = Instant::now();
-        let handshake_deadline = opened + transport.handshake_timeout;
-        GuardedStream {
-            inner,
-            state: Arc::new(ConnState {
-                calls: AtomicUsize::new(0),
-                opened,
-                last_change_ms: AtomicU64::new(0),
-            }),
-            timer: Box::pin(tokio::time::sleep_until(handshake_deadline)),
-            received: 0,
-            handshake_deadline,
-            idle_timeout: transport.idle_timeout,
-        }
-    }
-
-    /// Polls the timer; the error to end the connection with once a deadline passed.
-    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        loop {
-            if self.timer.as_mut().poll(cx).is_pending() {
-                return None;
-            }
-            let now = Instant::now();
-            let handshaking = self.received < PREFACE_LEN;
-            if handshaking && now >= self.handshake_deadline {
-                return Some(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "no HTTP/2 preface within the handshake timeout",
-                ));
-            }
-            let idle_deadline = if self.state.calls.load(Ordering::SeqCst) == 0 {
-                self.state.last_change() + self.idle_timeout
-            } else {
-                now + self.idle_timeout
-            };
-            if idle_deadline <= now {
-                return Some(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "connection idle for the idle timeout",
-                ));
-            }
-            let next = if handshaking {
-                idle_deadline.min(self.handshake_deadline)
-            } else {
-                idle_deadline
-            };
-            self.timer.as_mut().reset(next);
-        }
-    }
-}
-
-impl Connected for GuardedStream {
-    type ConnectInfo = ConnectionInfo;
-
-    fn connect_info(&self) -> ConnectionInfo {
-        ConnectionInfo {
-            tcp: self.inner.connect_info(),
-            state: Arc::clone(&self.state),
-        }
-    }
-}
-
-impl AsyncRead for GuardedStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        if let Poll::Ready(result) = Pin::new(&mut this.inner).poll_read(cx, buf) {
-            this.received = this
-                .received
-                .saturating_add(buf.filled().len().saturating_sub(before));
-            return Poll::Ready(result);
-        }
-        match this.expired(cx) {
-            Some(e) => Poll::Ready(Err(e)),
-            None => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncWrite for GuardedStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// Counts every call on its connection ([`CallGuard`]) until its response body is
-/// dropped, and makes the TCP addresses available to `Request::remote_addr`.
-#[derive(Debug, Clone, Copy)]
-struct TrackCallsLayer;
-
-impl<S> Layer<S> for TrackCallsLayer {
-    type Service = TrackCalls<S>;
-
-    fn layer(&self, inner: S) -> TrackCalls<S> {
-        TrackCalls { inner }
-    }
-}
-
-/// The service of [`TrackCallsLayer`].
-#[derive(Debug, Clone)]
-struct TrackCalls<S> {
-    inner: S,
-}
-
-impl<S, B> Service<http::Request<B>> for TrackCalls<S>
-where
-    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let info = request
-            .extensions()
-            .get::<ConnectionInfo>()
-            .or_else(|| {
-                request
-                    .extensions()
-                    .get::<TlsConnectInfo<ConnectionInfo>>()
-                    .map(|tls| tls.get_ref())
-            })
-            .cloned();
-        let guard = info.map(|info| {
-            request.extensions_mut().insert(info.tcp);
-            CallGuard::new(info.state)
-        });
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let response = response.await?;
-            Ok(match guard {
-                Some(guard) => response.map(|body| {
-                    tonic::body::Body::new(TrackedBody {
-                        inner: body,
-                        _call: guard,
-                    })
-                }),
-                None => response,
-            })
-        })
-    }
-}
-
-/// A response body that holds its call's [`CallGuard`].
-struct TrackedBody {
-    inner: tonic::body::Body,
-    _call: CallGuard,
-}
-
-impl http_body::Body for TrackedBody {
-    type Data = tonic::codegen::Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// Refuses an aggregator call whose headers carry no token good enough for its
-/// method ([`AuthConfig::check_headers`]) before the inner service (the global
-/// concurrency limit) is even asked for a slot.
-#[derive(Debug, Clone)]
-struct AuthFirstLayer {
-    auth: Arc<AuthConfig>,
-}
-
-impl<S> Layer<S> for AuthFirstLayer {
-    type Service = AuthFirst<S>;
-
-    fn layer(&self, inner: S) -> AuthFirst<S> {
-        AuthFirst {
-            inner,
-            auth: Arc::clone(&self.auth),
-        }
-    }
-}
-
-/// The service of [`AuthFirstLayer`].
-#[derive(Debug, Clone)]
-struct AuthFirst<S> {
-    inner: S,
-    auth: Arc<AuthConfig>,
-}
-
-impl<S, B> Service<http::Request<B>> for AuthFirst<S>
-where
-    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
-
-    /// Always ready: the inner service (the global limit, which takes its slot when
-    /// polled ready) is polled only for a call that passed the check.
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if let Some(right) = crate::auth::right_before_body(request.uri().path())
-            && let Err(status) = self.auth.check_headers(request.headers(), right)
-        {
-            return Box::pin(async move { Ok(status.into_http()) });
-        }
-        // The clone that was polled ready is the one called.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(async move {
-            futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            inner.call(request).await
-        })
-    }
 }
 
 /// An aggregator running inside this process (tests, examples, the load generator).

@@ -15,11 +15,30 @@
 //! one collection's failures delay no other. A report is never sent alone and a batch
 //! is never dropped before the aggregator acknowledged it; a batch sent again after a
 //! crash counts nothing twice, since the aggregator counts each report id once.
+//!
+//! Once the aggregator answers again after it could not be reached (a collection
+//! lookup succeeds, probed at most every [`FIRST_BACKOFF`] while batches wait), the
+//! batches that failed for want of it are sent at once: their backoff is reset.
+//!
+//! **Refusals are not outages.** A batch call or a collection lookup refused
+//! UNAUTHENTICATED or PERMISSION_DENIED (the aggregator does not know the relay's
+//! token), or a batch call refused FAILED_PRECONDITION (e.g. a collection the
+//! aggregator does not know), is a configuration error: logged at ERROR once when it
+//! starts, and the relay's health ([`Forwarder::upstream_health`]) is NOT_SERVING
+//! until the same kind of call succeeds again.
+//!
+//! Metrics (set every tick): `ldpcov_relay_pending_batches`,
+//! `ldpcov_relay_pending_batch_reports`, `ldpcov_relay_oldest_pending_batch_age_seconds`
+//! (0 without a batch), `ldpcov_relay_upstream_refused` (1 while refused), and the
+//! counter `ldpcov_relay_upstream_failures_total{reason}` of failed calls to the
+//! aggregator by reason (`unauthenticated`, `permission_denied`,
+//! `failed_precondition`, `unavailable`, `deadline_exceeded`, `other`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::gate::Gate;
@@ -37,6 +56,28 @@ pub const BATCH_TIMEOUT: Duration = Duration::from_secs(300);
 struct Retry {
     next: Instant,
     backoff: Duration,
+    /// The attempt failed for want of the aggregator (unreachable, or the collection
+    /// could not be looked up): reset once it answers again.
+    unreachable: bool,
+}
+
+/// Which calls the aggregator currently refuses (a configuration error).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Refused {
+    lookups: bool,
+    batches: bool,
+}
+
+/// The reason label of a failed call to the aggregator.
+fn failure_reason(code: tonic::Code) -> &'static str {
+    match code {
+        tonic::Code::Unauthenticated => "unauthenticated",
+        tonic::Code::PermissionDenied => "permission_denied",
+        tonic::Code::FailedPrecondition => "failed_precondition",
+        tonic::Code::Unavailable => "unavailable",
+        tonic::Code::DeadlineExceeded => "deadline_exceeded",
+        _ => "other",
+    }
 }
 
 /// The forwarder's state: when each failed batch may be tried again.
@@ -47,6 +88,9 @@ pub struct Forwarder {
     clock: Clock,
     first_backoff: Duration,
     retries: HashMap<u64, Retry>,
+    refused: Refused,
+    healthy: watch::Sender<bool>,
+    last_probe: Option<Instant>,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -66,6 +110,70 @@ impl Forwarder {
             clock,
             first_backoff: FIRST_BACKOFF,
             retries: HashMap::new(),
+            refused: Refused::default(),
+            healthy: watch::channel(true).0,
+            last_probe: None,
+        }
+    }
+
+    /// True while the aggregator does not refuse the relay (see the module docs):
+    /// the relay's health follows it with the store's.
+    pub fn upstream_health(&self) -> watch::Receiver<bool> {
+        self.healthy.subscribe()
+    }
+
+    /// Records the aggregator's verdict on a lookup (`batch` false) or a batch call;
+    /// logs at ERROR when a refusal starts, at INFO when it ends.
+    fn verdict(&mut self, batch: bool, result: Result<(), &tonic::Status>) {
+        let refusal = match result {
+            Ok(()) => false,
+            Err(status) => match status.code() {
+                tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => true,
+                tonic::Code::FailedPrecondition => batch,
+                _ => return,
+            },
+        };
+        let flag = if batch {
+            &mut self.refused.batches
+        } else {
+            &mut self.refused.lookups
+        };
+        if refusal && !*flag {
+            if let Err(status) = result {
+                tracing::error!(
+                    code = ?status.code(),
+                    message = status.message(),
+                    call = if batch { "SubmitShuffledBatch" } else { "GetCollection" },
+                    "the aggregator refuses this relay (a configuration error: check --relay-token-file against the aggregator's --relay-token-file, and that the collection exists there); health NOT_SERVING until it accepts a call again"
+                );
+            }
+        } else if !refusal && *flag {
+            tracing::info!(
+                call = if batch {
+                    "SubmitShuffledBatch"
+                } else {
+                    "GetCollection"
+                },
+                "the aggregator accepts this relay again; health follows the store again"
+            );
+        }
+        *flag = refusal;
+        let ok = self.refused == Refused::default();
+        metrics::gauge!("ldpcov_relay_upstream_refused").set(if ok { 0.0 } else { 1.0 });
+        self.healthy
+            .send_if_modified(|h| std::mem::replace(h, ok) != ok);
+    }
+
+    /// Sets the pending-batch gauges.
+    async fn export_pending(&self) {
+        let store = Arc::clone(&self.store);
+        let summary = tokio::task::spawn_blocking(move || store.pending_summary()).await;
+        if let Ok(Ok((count, reports, oldest))) = summary {
+            let now = (self.clock)();
+            metrics::gauge!("ldpcov_relay_pending_batches").set(count as f64);
+            metrics::gauge!("ldpcov_relay_pending_batch_reports").set(reports as f64);
+            let age = oldest.map_or(0, |formed| now.saturating_sub(formed));
+            metrics::gauge!("ldpcov_relay_oldest_pending_batch_age_seconds").set(age as f64);
         }
     }
 
@@ -148,6 +256,7 @@ impl Forwarder {
         };
         self.retries
             .retain(|seq, _| pending.iter().any(|b| b.seq == *seq));
+        self.probe(&pending, &mut admitted).await;
         let mut sent = 0;
         for batch in pending {
             if self
@@ -165,7 +274,12 @@ impl Forwarder {
                     "cannot forward a batch; will retry: the aggregator cannot be reached, or the collection is refused now"
                 );
             }
-            if ok && self.forward(&batch).await {
+            let outcome = if ok {
+                self.forward(&batch).await
+            } else {
+                Outcome::Unreachable
+            };
+            if outcome == Outcome::Acknowledged {
                 self.retries.remove(&batch.seq);
                 sent += 1;
             } else {
@@ -178,22 +292,68 @@ impl Forwarder {
                     Retry {
                         next: Instant::now() + backoff,
                         backoff,
+                        unreachable: outcome == Outcome::Unreachable,
                     },
                 );
             }
         }
+        self.export_pending().await;
         sent
+    }
+
+    /// While batches wait because the aggregator could not be reached, looks one of
+    /// their collections up (at most every first backoff); if the aggregator answers,
+    /// those batches are due at once.
+    async fn probe(&mut self, pending: &[PendingBatch], seen: &mut HashMap<String, bool>) {
+        let now = Instant::now();
+        let waiting = pending.iter().find(|b| {
+            self.retries
+                .get(&b.seq)
+                .is_some_and(|r| r.unreachable && now < r.next)
+        });
+        let Some(batch) = waiting else {
+            return;
+        };
+        if self
+            .last_probe
+            .is_some_and(|at| now.duration_since(at) < self.first_backoff)
+        {
+            return;
+        }
+        self.last_probe = Some(now);
+        if self.admit(&batch.collection_id, seen).await {
+            tracing::info!("the aggregator answers again: sending the waiting batches now");
+            for retry in self.retries.values_mut() {
+                if retry.unreachable {
+                    retry.next = now;
+                    retry.backoff = Duration::ZERO;
+                }
+            }
+        }
     }
 
     /// Whether collection `id` is admitted on a fresh answer of the aggregator (once
     /// per tick: `seen` remembers).
-    async fn admit(&self, id: &str, seen: &mut HashMap<String, bool>) -> bool {
+    async fn admit(&mut self, id: &str, seen: &mut HashMap<String, bool>) -> bool {
         if let Some(ok) = seen.get(id) {
             return *ok;
         }
         let ok = match self.gate.admit(id, Some(Duration::ZERO)).await {
-            Ok(_) => true,
+            Ok(_) => {
+                self.verdict(false, Ok(()));
+                true
+            }
             Err(status) => {
+                // The gate's own refusals (NOT_FOUND, FAILED_PRECONDITION) are about
+                // the collection; the others come from the aggregator.
+                if !matches!(
+                    status.code(),
+                    tonic::Code::NotFound | tonic::Code::FailedPrecondition
+                ) {
+                    metrics::counter!("ldpcov_relay_upstream_failures_total", "reason" => failure_reason(status.code()))
+                        .increment(1);
+                    self.verdict(false, Err(&status));
+                }
                 // The gate logged a change of settings (once, as an ERROR); an
                 // unreachable aggregator shows in the batch calls' failures.
                 tracing::debug!(
@@ -209,19 +369,19 @@ impl Forwarder {
         ok
     }
 
-    /// One attempt at one batch; true once it is acknowledged and deleted.
-    async fn forward(&self, batch: &PendingBatch) -> bool {
+    /// One attempt at one batch.
+    async fn forward(&mut self, batch: &PendingBatch) -> Outcome {
         let store = Arc::clone(&self.store);
         let seq = batch.seq;
         let reports = match tokio::task::spawn_blocking(move || store.batch_reports(seq)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "cannot read a stored batch");
-                return false;
+                return Outcome::Failed;
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot read a stored batch");
-                return false;
+                return Outcome::Failed;
             }
         };
         if reports.len() as u64 != batch.size {
@@ -231,7 +391,7 @@ impl Forwarder {
                 size = batch.size,
                 "a stored batch has lost reports; not sending it"
             );
-            return false;
+            return Outcome::Failed;
         }
         let collection = batch.collection_id.clone();
         match self
@@ -240,6 +400,7 @@ impl Forwarder {
             .await
         {
             Ok(response) => {
+                self.verdict(true, Ok(()));
                 let refused = response.refused.len() as u64;
                 let total = response.accepted + response.duplicates + refused;
                 if total != batch.size {
@@ -274,12 +435,12 @@ impl Forwarder {
                             .increment(1);
                         metrics::counter!("ldpcov_relay_reports_forwarded_total", "collection" => collection)
                             .increment(batch.size);
-                        true
+                        Outcome::Acknowledged
                     }
                     Err(e) => {
                         // Sent again later: the aggregator counts nothing twice.
                         tracing::error!(error = %e, "cannot delete a forwarded batch");
-                        false
+                        Outcome::Failed
                     }
                 }
             }
@@ -292,8 +453,29 @@ impl Forwarder {
                 );
                 metrics::counter!("ldpcov_relay_forward_failures_total", "collection" => collection)
                     .increment(1);
-                false
+                metrics::counter!("ldpcov_relay_upstream_failures_total", "reason" => failure_reason(status.code()))
+                    .increment(1);
+                self.verdict(true, Err(&status));
+                if matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
+                ) {
+                    Outcome::Unreachable
+                } else {
+                    Outcome::Failed
+                }
             }
         }
     }
+}
+
+/// What became of one attempt at a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Acknowledged and deleted.
+    Acknowledged,
+    /// The aggregator could not be reached (or the collection not looked up).
+    Unreachable,
+    /// Refused, or the relay failed: retried after the backoff.
+    Failed,
 }

@@ -36,7 +36,8 @@
 //! * **no plaintext**: the `ldpcov-relay serve` binary refuses to serve devices without
 //!   TLS unless `--insecure-plaintext` (tests).
 //!
-//! * [`token`](DeviceTokenIssuer) — device tokens `v1.<device id>.<hex HMAC-SHA256>`
+//! * [`token`](DeviceTokenIssuer) — device tokens `v2.<device id>.<expires>.<hex HMAC-SHA256>`,
+//!   the revocation list ([`Revocations`])
 //!   and the relay's own secrets ([`Secret`]).
 //! * [`RelayStore`] — the redb store: windows, dedupe records, pinned settings,
 //!   batches, counters.
@@ -46,9 +47,11 @@
 //!   limits, TLS and the [`Forwarder`].
 //!
 //! **The relay never holds the aggregator's master secret or any opening key**, never
-//! forwards, logs or stores a device's identity (its dedupe record is a keyed hash,
-//! under a salt kept in the same store: issue 43), and never forwards a report but in
-//! a batch of at least the collection's minimum and its own floor.
+//! forwards, logs or stores a device's identity (its dedupe record is a keyed hash
+//! under a key derived from the device-token secret and never stored: the store file
+//! alone does not tell whether a device reported, see [`RelayStore`]), and never
+//! forwards a report but in a batch of at least the collection's minimum and its own
+//! floor.
 //!
 //! ```
 //! use ldpcov_relay::{CloseRule, DeviceTokenIssuer, RelayStore, Submission, SubmitOutcome};
@@ -102,11 +105,12 @@ pub use server::{
 pub use service::{Clock, ENC_LEN, RelayService, TAG_LEN, system_clock};
 pub use store::{
     CloseRule, DB_FILE, FORMAT_VERSION, FormedBatch, PendingBatch, RelayStore, StoreError,
-    Submission, SubmitOutcome,
+    StoreOptions, Submission, SubmitOutcome,
 };
 pub use token::{
-    DEVICE_SECRET_LEN, DEVICE_TOKEN_LABEL, DeviceId, DeviceTokenIssuer, MAX_DEVICE_ID_LEN,
-    MAX_TOKEN_LEN, Secret, TokenError,
+    DEFAULT_DEVICE_TOKEN_LIFETIME, DEVICE_SECRET_LEN, DEVICE_TOKEN_LABEL, DEVICE_TOKEN_LABEL_V2,
+    DeviceId, DeviceTokenIssuer, MAX_DEVICE_ID_LEN, MAX_TOKEN_LEN, REVOCATIONS_RECHECK,
+    Revocations, Secret, TokenError,
 };
 pub use upstream::{
     CHUNK_BYTES, CHUNK_REPORTS, COLLECTION_TTL, CollectionInfo, KEY_REFRESH_AGE, NEGATIVE_TTL,
@@ -119,12 +123,17 @@ pub use upstream::{
 /// |---|---|---|---|
 /// | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
 /// | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
-/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `key_id`, `already_reported`, `aggregator_unavailable`, `store`) |
+/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
 /// | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
 /// | `ldpcov_relay_batches_forwarded_total` | counter | collection | batches the aggregator acknowledged |
 /// | `ldpcov_relay_reports_forwarded_total` | counter | collection | their reports |
 /// | `ldpcov_relay_reports_refused_by_aggregator_total` | counter | collection, code | reports of acknowledged batches the aggregator refused |
 /// | `ldpcov_relay_forward_failures_total` | counter | collection | failed batch calls (retried) |
+/// | `ldpcov_relay_upstream_failures_total` | counter | reason | failed calls to the aggregator (`unauthenticated`, `permission_denied`, `failed_precondition`, `unavailable`, `deadline_exceeded`, `other`) |
+/// | `ldpcov_relay_upstream_refused` | gauge | | 1 while the aggregator refuses the relay (health NOT_SERVING) |
+/// | `ldpcov_relay_pending_batches` | gauge | | batches formed, not yet acknowledged |
+/// | `ldpcov_relay_pending_batch_reports` | gauge | | their reports |
+/// | `ldpcov_relay_oldest_pending_batch_age_seconds` | gauge | | since the oldest of them was formed (0: none) |
 /// | `ldpcov_relay_commit_duration_seconds` | histogram | result | group commits |
 /// | `ldpcov_relay_commit_group_commands` | histogram | | commands per group commit |
 pub fn install_prometheus_exporter(

@@ -2,17 +2,45 @@
 //! tokens), transport limits, optional TLS, and the forwarder in the background.
 //!
 //! Health: `""` and `ldpcov.v1.Relay` are SERVING exactly while the store's last
-//! commit succeeded and no shutdown has begun.
+//! commit succeeded, the aggregator has not refused the relay (its token refused,
+//! UNAUTHENTICATED or PERMISSION_DENIED, or a batch refused FAILED_PRECONDITION: see
+//! [`Forwarder`]) and no shutdown has begun. An unreachable aggregator leaves it
+//! SERVING: devices' reports are still stored, and wait for it.
+//!
+//! The transport is the aggregator's, from `ldpcov-serve` (every number a field of
+//! [`RelayLimits`] and a flag of `ldpcov-relay serve`):
+//!
+//! * a call's token is checked from its headers ([`RelayService::check_headers`])
+//!   *before* it takes a slot of the global limit (`max_concurrent_requests`): a call
+//!   without a valid device or admin token is refused UNAUTHENTICATED at once, whether
+//!   or not its body ever arrives; health and reflection take no slot;
+//! * per connection: at most `max_concurrent_streams` streams and
+//!   `max_calls_per_connection` calls being handled (more wait);
+//! * a new connection must send its first 24 bytes and finish a TLS handshake within
+//!   `handshake_timeout`; one with no call in flight for `idle_timeout` is closed;
+//!   HTTP/2 keepalive pings every `keepalive_interval`, answered within
+//!   `keepalive_timeout`;
+//! * the accept loop backs off on EMFILE/ENFILE instead of spinning;
+//! * a message that does not decode is refused INVALID_ARGUMENT, one larger than
+//!   `max_message_bytes` RESOURCE_EXHAUSTED (tonic's own INTERNAL and OUT_OF_RANGE
+//!   rewritten).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ldpcov_proto::v1::relay_server::RelayServer;
-use ldpcov_serve::{ConnectionLimits, Health, router, server_builder};
+use ldpcov_serve::{
+    AuthFirstLayer, ConnectionLimits, Health, TrackCallsLayer, incoming, router, server_builder,
+};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::codegen::http;
 use tonic::server::NamedService;
 use tonic::service::LayerExt;
+use tower::{Layer, Service};
 
 use crate::forward::Forwarder;
 use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
@@ -37,11 +65,21 @@ pub struct RelayLimits {
     pub max_calls_per_connection: usize,
     /// A call running longer is cancelled.
     pub request_timeout: Duration,
+    /// A new connection that has not sent its first 24 bytes (the HTTP/2 preface, or a
+    /// TLS ClientHello), or not finished its TLS handshake, after this long is closed.
+    pub handshake_timeout: Duration,
+    /// A connection with no call in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// The server sends an HTTP/2 PING on every connection this often.
+    pub keepalive_interval: Duration,
+    /// A connection whose peer does not answer a PING within this long is closed.
+    pub keepalive_timeout: Duration,
 }
 
 impl Default for RelayLimits {
     /// 4 MiB messages, 1024 calls at once, 256 streams and calls per connection, 60 s
-    /// per call.
+    /// per call, 10 s to handshake, 300 s idle, a keepalive PING every 60 s answered
+    /// within 20 s (the aggregator's transport defaults, `ldpcov_serve`).
     fn default() -> Self {
         RelayLimits {
             max_message_bytes: 4 << 20,
@@ -49,18 +87,26 @@ impl Default for RelayLimits {
             max_concurrent_streams: 256,
             max_calls_per_connection: 256,
             request_timeout: Duration::from_secs(60),
+            handshake_timeout: ldpcov_serve::HANDSHAKE_TIMEOUT,
+            idle_timeout: ldpcov_serve::IDLE_TIMEOUT,
+            keepalive_interval: ldpcov_serve::KEEPALIVE_INTERVAL,
+            keepalive_timeout: ldpcov_serve::KEEPALIVE_TIMEOUT,
         }
     }
 }
 
 impl RelayLimits {
-    /// The per-connection limits: these streams, calls and call timeout, with the
-    /// default keepalive and TLS handshake timeout.
+    /// The per-connection limits: these streams, calls, call timeout, keepalive,
+    /// handshake and idle timeouts.
     fn connection(&self) -> ConnectionLimits {
         ConnectionLimits {
             max_concurrent_streams: self.max_concurrent_streams,
             max_calls_per_connection: self.max_calls_per_connection,
-            ..ConnectionLimits::with_request_timeout(self.request_timeout)
+            request_timeout: self.request_timeout,
+            keepalive_interval: self.keepalive_interval,
+            keepalive_timeout: self.keepalive_timeout,
+            handshake_timeout: self.handshake_timeout,
+            idle_timeout: self.idle_timeout,
         }
     }
 }
@@ -158,57 +204,165 @@ pub async fn serve_with_clock(
             "max_concurrent_requests",
             limits.max_concurrent_requests == 0,
         ),
-        ("max_concurrent_streams", limits.max_concurrent_streams == 0),
-        (
-            "max_calls_per_connection",
-            limits.max_calls_per_connection == 0,
-        ),
-        ("request_timeout", limits.request_timeout.is_zero()),
         ("batch_check_interval", batch_check_interval.is_zero()),
     ] {
         if zero {
             return Err(ServeError::Limit(name));
         }
     }
+    let connection = limits.connection();
+    if let Some(name) = connection.zero() {
+        return Err(ServeError::Limit(name));
+    }
+    let gate = Gate::new(upstream, Arc::clone(&store), floor);
+    let forwarder = Forwarder::new(Arc::clone(&store), gate.clone(), Arc::clone(&clock));
     let health = Health::new(HEALTH_SERVICE_NAME);
     let follower = health
-        .follow(store.write_health(), || {
-            tracing::warn!("the relay store refuses writes: health NOT_SERVING");
-        })
-        .await;
-    let gate = Gate::new(upstream, Arc::clone(&store), floor);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let forwarder = tokio::spawn(
-        Forwarder::new(Arc::clone(&store), gate.clone(), Arc::clone(&clock)).run(
-            batch_check_interval,
-            async move {
-                let _ = stop_rx.await;
+        .follow(
+            both(store.write_health(), forwarder.upstream_health()),
+            || {
+                tracing::warn!(
+                    "the relay store refuses writes, or the aggregator refuses the relay: health NOT_SERVING"
+                );
             },
-        ),
-    );
+        )
+        .await;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let forwarder = tokio::spawn(forwarder.run(batch_check_interval, async move {
+        let _ = stop_rx.await;
+    }));
     let shutdown = async move {
         shutdown.await;
         follower.stop().await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
     let service = RelayService::new(Arc::clone(&store), gate, issuer, admin).with_clock(clock);
+    let checker = service.clone();
     let service = RelayServer::new(service)
         .max_decoding_message_size(limits.max_message_bytes)
         .max_encoding_message_size(64 << 10);
+    // The token first (from the headers alone), then one semaphore shared by every
+    // connection that a caller without a valid token never holds, then tonic's
+    // decoding statuses made precise.
     let service = tower::ServiceBuilder::new()
+        .layer(AuthFirstLayer::new(move |path, headers| {
+            checker.check_headers(path, headers)
+        }))
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             limits.max_concurrent_requests,
         ))
+        .layer(DecodeStatusesLayer)
         .named_layer(service);
     let tls = tls.map(|(cert, key)| ldpcov_serve::tls_from_pem(cert, key));
-    let mut builder = server_builder(&limits.connection(), tls)?;
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let served = router(&mut builder, &health)?
+    let builder = server_builder(&connection, tls)?;
+    let served = router(&mut builder.layer(TrackCallsLayer), &health)?
         .add_service(service)
-        .serve_with_incoming_shutdown(incoming, shutdown)
+        .serve_with_incoming_shutdown(incoming(listener, &connection), shutdown)
         .await;
     let _ = stop_tx.send(());
     let _ = forwarder.await;
     served?;
     Ok(())
+}
+
+/// A watch that is true exactly while both `a` and `b` are (until either sender is
+/// gone).
+fn both(mut a: watch::Receiver<bool>, mut b: watch::Receiver<bool>) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(*a.borrow_and_update() && *b.borrow_and_update());
+    tokio::spawn(async move {
+        loop {
+            let changed = tokio::select! {
+                r = a.changed() => r,
+                r = b.changed() => r,
+            };
+            if changed.is_err() {
+                return;
+            }
+            let now = *a.borrow_and_update() && *b.borrow_and_update();
+            tx.send_if_modified(|v| std::mem::replace(v, now) != now);
+        }
+    });
+    rx
+}
+
+/// The `SubmitSealedReport` path (its refusals are counted).
+const SUBMIT_PATH: &str = "/ldpcov.v1.Relay/SubmitSealedReport";
+
+/// Rewrites tonic's statuses for a request it could not decode: INTERNAL ("failed to
+/// decode Protobuf message") becomes INVALID_ARGUMENT and OUT_OF_RANGE ("decoded
+/// message length too large") RESOURCE_EXHAUSTED; the client sent bad input, the
+/// relay did not fail. Both happen before the handler runs, so nothing was stored.
+#[derive(Debug, Clone, Copy)]
+struct DecodeStatusesLayer;
+
+impl<S> Layer<S> for DecodeStatusesLayer {
+    type Service = DecodeStatuses<S>;
+
+    fn layer(&self, inner: S) -> DecodeStatuses<S> {
+        DecodeStatuses { inner }
+    }
+}
+
+/// The service of [`DecodeStatusesLayer`].
+#[derive(Debug, Clone)]
+struct DecodeStatuses<S> {
+    inner: S,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> Service<http::Request<B>> for DecodeStatuses<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let submit = request.uri().path() == SUBMIT_PATH;
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(match precise(response.headers()) {
+                Some((reason, status)) => {
+                    if submit {
+                        metrics::counter!("ldpcov_relay_reports_refused_total", "reason" => reason)
+                            .increment(1);
+                    }
+                    status.into_http()
+                }
+                None => response,
+            })
+        })
+    }
+}
+
+/// The precise status (and its refusal reason) for a trailers-only response carrying
+/// one of tonic's decoding statuses; `None` for every other response.
+fn precise(headers: &http::HeaderMap) -> Option<(&'static str, tonic::Status)> {
+    let status = tonic::Status::from_header_map(headers)?;
+    let message = status.message();
+    match status.code() {
+        tonic::Code::Internal if message.starts_with("failed to decode Protobuf message") => {
+            Some((
+                "undecodable",
+                tonic::Status::invalid_argument(format!(
+                    "the request is not a valid protobuf message of this method: {message}"
+                )),
+            ))
+        }
+        tonic::Code::OutOfRange if message.contains("decoded message length too large") => Some((
+            "oversize",
+            tonic::Status::resource_exhausted(format!(
+                "the request is larger than this relay accepts (--max-message-bytes): {message}"
+            )),
+        )),
+        _ => None,
+    }
 }

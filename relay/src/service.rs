@@ -2,8 +2,10 @@
 //!
 //! `SubmitSealedReport`, in order (every check before the store is touched):
 //!
-//! 1. the device token (`authorization: Bearer v1.<device id>.<MAC>`), else
-//!    UNAUTHENTICATED;
+//! 1. the device token (`authorization: Bearer v2.<device id>.<expires>.<MAC>`, not
+//!    expired, its device not revoked), else UNAUTHENTICATED — checked from the
+//!    call's headers before the call takes a slot of the server's global limit
+//!    ([`RelayService::check_headers`]), and again here;
 //! 2. the request's shape: a valid collection id, a 16-byte submission id, a sealed
 //!    report with a 32-byte `enc` and a ciphertext of at least the AEAD tag, else
 //!    INVALID_ARGUMENT;
@@ -17,7 +19,11 @@
 //! 5. the store: stored (acknowledged once on disk) in the window of its (collection,
 //!    key id), `duplicate: true` for the same submission id again (even after its
 //!    window became a batch) or the same sealed bytes again, ALREADY_EXISTS for
-//!    another report of a device that already reported to the collection.
+//!    another report of a device that already reported to the collection, and for
+//!    its submission id again with other bytes (the new bytes are not stored).
+//!
+//! A request that does not decode is refused INVALID_ARGUMENT, one larger than the
+//! server's message limit RESOURCE_EXHAUSTED (by the server, before the handler).
 //!
 //! `GetCollection` (a device token) answers the relay's pinned copy of the
 //! collection's parameters with the keys of its current view, the relay's effective
@@ -38,6 +44,7 @@ use ldpcov_proto::v1::{
     CollectionParams, GetCollectionRequest, RelayReport, RelayReportResponse, RelayStatus,
     RelayStatusRequest,
 };
+use tonic::codegen::http;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
@@ -91,6 +98,22 @@ fn bearer(metadata: &MetadataMap) -> Option<&str> {
         .ok()?
         .strip_prefix("Bearer ")
 }
+
+fn bearer_header(headers: &http::HeaderMap) -> Option<&str> {
+    headers
+        .get("authorization")?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// The calls that need a device token.
+const DEVICE_PATHS: [&str; 2] = [
+    "/ldpcov.v1.Relay/SubmitSealedReport",
+    "/ldpcov.v1.Relay/GetCollection",
+];
+/// The call that needs the admin token.
+const ADMIN_PATH: &str = "/ldpcov.v1.Relay/GetRelayStatus";
 
 fn refused(reason: &'static str, status: Status) -> Status {
     metrics::counter!("ldpcov_relay_reports_refused_total", "reason" => reason).increment(1);
@@ -166,14 +189,46 @@ impl RelayService {
         self
     }
 
+    /// The check the server runs on every call's headers before the call takes a slot
+    /// of its global limit: a device token for `SubmitSealedReport` and
+    /// `GetCollection`, the admin token for `GetRelayStatus` (refused as the handlers
+    /// would refuse them: UNAUTHENTICATED, or PERMISSION_DENIED without an admin
+    /// token configured); every other path (health, reflection) passes.
+    pub fn check_headers(&self, path: &str, headers: &http::HeaderMap) -> Result<(), Status> {
+        if DEVICE_PATHS.contains(&path) {
+            self.device_from(bearer_header(headers)).map(drop)
+        } else if path == ADMIN_PATH {
+            self.admin_from(bearer_header(headers))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn admin_from(&self, token: Option<&str>) -> Result<(), Status> {
+        let Some(admin) = &self.admin else {
+            return Err(Status::permission_denied(
+                "this relay has no admin token: start it with --admin-token-file",
+            ));
+        };
+        if !token.is_some_and(|t| admin.matches(t)) {
+            return Err(Status::unauthenticated("missing or invalid admin token"));
+        }
+        Ok(())
+    }
+
     fn device(&self, metadata: &MetadataMap) -> Result<DeviceId, Status> {
-        bearer(metadata)
-            .and_then(|t| self.issuer.verify(t))
+        self.device_from(bearer(metadata))
+    }
+
+    fn device_from(&self, token: Option<&str>) -> Result<DeviceId, Status> {
+        let now = (self.clock)();
+        token
+            .and_then(|t| self.issuer.verify_at(t, now))
             .ok_or_else(|| {
                 refused(
                     "unauthenticated",
                     Status::unauthenticated(
-                        "missing or invalid device token (authorization: Bearer v1.<device id>.<mac>)",
+                        "missing, invalid, expired or revoked device token (authorization: Bearer v2.<device id>.<expires>.<mac>): ask the app's backend for a new one",
                     ),
                 )
             })
@@ -264,6 +319,12 @@ impl Relay for RelayService {
                     .increment(1);
                 Ok(Response::new(RelayReportResponse { duplicate: true }))
             }
+            SubmitOutcome::SubmissionIdReused => Err(refused(
+                "submission_id_reused",
+                Status::already_exists(format!(
+                    "this device already stored other bytes under this submission id in collection {id}: a resend must carry the same sealed report (the new bytes were not stored)"
+                )),
+            )),
             SubmitOutcome::DeviceAlreadyReported => Err(refused(
                 "already_reported",
                 Status::already_exists(format!(
@@ -306,14 +367,7 @@ impl Relay for RelayService {
         &self,
         request: Request<RelayStatusRequest>,
     ) -> Result<Response<RelayStatus>, Status> {
-        let Some(admin) = &self.admin else {
-            return Err(Status::permission_denied(
-                "this relay has no admin token: start it with --admin-token-file",
-            ));
-        };
-        if !bearer(request.metadata()).is_some_and(|t| admin.matches(t)) {
-            return Err(Status::unauthenticated("missing or invalid admin token"));
-        }
+        self.admin_from(bearer(request.metadata()))?;
         let id = request.into_inner().collection_id;
         ldpcov_privacy::collection::validate_collection_id(&id)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;

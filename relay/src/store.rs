@@ -8,22 +8,37 @@
 //! | `meta` | name | `format_version`, `next_batch_seq` |
 //! | `key_windows` | (collection id, key id) | an open window: opened at, its close rule (min batch, seconds), reports, next position |
 //! | `key_window_reports` | (collection id, key id, arrival position) | an encoded `SealedReport` |
-//! | `collection_salts` | collection id | the collection's random 32-byte device-tag key |
-//! | `collection_devices` | (collection id, HMAC-SHA256(salt, device id)) | the device's submission id |
+//! | `collection_salts` | collection id | the collection's random 32-byte salt |
+//! | `collection_devices` | (collection id, HMAC-SHA256(device tag key, salt ‖ device id)) | the device's submission id |
+//! | `device_tag_key_check` | `check` | HMAC-SHA256(device tag key, a fixed label): which key wrote the tags |
+//! | `batch_formed` | batch sequence number | when the batch was formed (unix seconds) |
 //! | `collection_ciphertexts` | (collection id, SHA-256 of the sealed bytes) | — |
 //! | `pinned_settings` | collection id | the collection's [`PinnedSettings`] |
 //! | `batches` | batch sequence number | batch id, size, collection id |
 //! | `batch_reports` | (batch sequence number, position in the batch) | an encoded `SealedReport` |
 //! | `counters` | (collection id, name) | `forwarded_batches`, `forwarded_reports` |
 //!
-//! A collection's device records hold a keyed hash of the device id under the
-//! collection's random salt, never the id, and stay for the collection's life (the
-//! relay's): a device sends **one report per collection**, in any window, and a resend
-//! of its submission id stays a duplicate after its window became a batch. The hash of
-//! every stored report's sealed bytes (`enc`, `ciphertext`) stays as long: the same
-//! bytes under another submission id or device are a duplicate, so they never sit in
-//! two batches. (The salt is stored beside the tags: whoever reads the store and
-//! knows a device id can tell whether it reported; issue 43.) A batch holds its sealed
+//! A collection's device records hold a keyed hash of the device id, never the id,
+//! and stay for the collection's life (the relay's): a device sends **one report per
+//! collection**, in any window, and a resend of its submission id stays a duplicate
+//! after its window became a batch. The hash of every stored report's sealed bytes
+//! (`enc`, `ciphertext`) stays as long: the same bytes under another submission id or
+//! device are a duplicate, so they never sit in two batches.
+//!
+//! # What the store file alone reveals
+//!
+//! The device tags are keyed with the **device tag key** ([`StoreOptions`]), which the
+//! daemon derives from its device-token secret
+//! ([`DeviceTokenIssuer::device_tag_key`](crate::DeviceTokenIssuer::device_tag_key))
+//! and which is never written to the store (only a check value, an HMAC of a fixed
+//! label under it, so that a relay started with another key refuses the store instead
+//! of letting every device report again). Whoever holds the store file **without**
+//! the device-token secret learns: which collections the relay serves, how many
+//! devices reported to each, the submission ids, the sealed reports (which it cannot
+//! open), the batches and when they were formed; it can **not** tell whether a given
+//! device id reported (testing a guess needs the key), nor link a report to a device.
+//! Whoever also holds the device-token secret can test device ids, as the relay
+//! itself can, and can mint device tokens anyway. A batch holds its sealed
 //! reports in shuffled order and nothing else about them: no device, submission id or
 //! arrival time (its sequence number orders batches, not reports).
 //!
@@ -55,6 +70,7 @@
 //! A crash at any point leaves the last committed state: every acknowledged report is
 //! in exactly one of a window or a batch, and a batch's id and order never change.
 
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
@@ -77,10 +93,10 @@ use crate::token::DeviceId;
 
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "ldpcov-relay.redb";
-/// Version of the table layout; a store with another version is refused. Version 1
-/// (windows per collection, device records per window) is not migrated: drain it with
-/// the relay that wrote it.
-pub const FORMAT_VERSION: u64 = 2;
+/// Version of the table layout; a store with another version is refused. Versions 1
+/// (windows per collection, device records per window) and 2 (device tags keyed with
+/// the salt alone) are not migrated: drain it with the relay that wrote it.
+pub const FORMAT_VERSION: u64 = 3;
 /// Most commands applied in one group commit.
 const MAX_GROUP: usize = 1024;
 
@@ -97,6 +113,41 @@ const PINS: TableDefinition<&str, &[u8]> = TableDefinition::new("pinned_settings
 const BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("batches");
 const BATCH_REPORTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("batch_reports");
 const COUNTERS: TableDefinition<(&str, &str), u64> = TableDefinition::new("counters");
+const KEY_CHECK: TableDefinition<&str, [u8; 32]> = TableDefinition::new("device_tag_key_check");
+const BATCH_FORMED: TableDefinition<u64, u64> = TableDefinition::new("batch_formed");
+
+/// The first bytes of every redb file.
+const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+
+/// How the store is opened.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// The key of the device tags (see the module docs): the daemon's is derived from
+    /// its device-token secret. A store written with another key is refused.
+    pub device_tag_key: [u8; 32],
+    /// Start a new store when the file is empty (0 bytes) or not a relay store; a
+    /// non-empty file is kept, renamed `<file>.refused-<unix seconds>`
+    /// (`serve --init-empty`). Without it such a file is refused.
+    pub init_empty: bool,
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("init_empty", &self.init_empty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreOptions {
+    /// These options with `key`, refusing a file that is not a relay store.
+    pub fn with_key(device_tag_key: [u8; 32]) -> Self {
+        StoreOptions {
+            device_tag_key,
+            init_empty: false,
+        }
+    }
+}
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +169,56 @@ pub enum StoreError {
     /// The commit thread has stopped (the store is shutting down, or it panicked).
     #[error("the store's commit thread has stopped")]
     Stopped,
+    /// The file in the data directory is not a relay store (empty, or another
+    /// program's file): refused, left as it is.
+    #[error(
+        "{path} is {what}: not an ldpcov relay store; move it away or pass --init-empty (an empty file would otherwise silently become a new, empty store and the reports waiting to be forwarded would be lost)"
+    )]
+    NotAStore {
+        /// The file.
+        path: PathBuf,
+        /// What it is ("empty (0 bytes)", "another kind of file").
+        what: &'static str,
+    },
+    /// The store was written with another device tag key (another device-token
+    /// secret).
+    #[error(
+        "{path} was written with another device-token secret (its device tags would not match: every device could report again); start the relay with the secret that wrote it, or drain it and start on an empty data directory"
+    )]
+    OtherKey {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The database engine failed inside (a damaged file): reported, not a crash.
+    #[error(
+        "the relay store {path} is damaged (the database engine failed reading it: {message}); restore it from a backup or move it away"
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// The engine's panic message.
+        message: String,
+    },
+}
+
+/// The message of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "an internal error".to_string())
+}
+
+/// Runs `f`, turning a panic of the database engine into [`StoreError::Damaged`].
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(panic) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            message: panic_message(panic.as_ref()),
+        }),
+    }
 }
 
 macro_rules! db_errors {
@@ -184,6 +285,9 @@ pub enum SubmitOutcome {
     Duplicate,
     /// This device already stored another report in the collection: refused.
     DeviceAlreadyReported,
+    /// This device already stored other bytes under this submission id in the
+    /// collection: refused, the new bytes not stored.
+    SubmissionIdReused,
 }
 
 /// A batch formed by [`RelayStore::form_due_batches`].
@@ -260,12 +364,21 @@ impl Window {
     }
 }
 
-/// The dedupe key of a device in a collection: HMAC-SHA256(the collection's salt,
-/// device id).
-fn device_tag(salt: &[u8; 32], device: &DeviceId) -> [u8; 32] {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(salt)
+/// The dedupe key of a device in a collection: HMAC-SHA256(the device tag key, the
+/// collection's salt ‖ device id).
+fn device_tag(key: &[u8; 32], salt: &[u8; 32], device: &DeviceId) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+    mac.update(salt);
     mac.update(device.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+/// The check value of a device tag key stored in the store.
+fn key_check(key: &[u8; 32]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+    mac.update(b"ldpcov-relay device tag key check v1");
     mac.finalize().into_bytes().into()
 }
 
@@ -360,6 +473,7 @@ impl Done {
 /// thread after the commands already sent.
 pub struct RelayStore {
     db: Arc<Database>,
+    path: PathBuf,
     tx: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
     health: watch::Receiver<bool>,
@@ -377,40 +491,159 @@ fn begin_durable(db: &Database) -> Result<redb::WriteTransaction, StoreError> {
     Ok(txn)
 }
 
-impl RelayStore {
-    /// Opens (or creates) the store in `dir` and starts its commit thread.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-        let db = Database::builder().create(dir.join(DB_FILE))?;
-        let txn = begin_durable(&db)?;
-        {
-            let mut meta = txn.open_table(META)?;
-            let version = meta.get("format_version")?.map(|v| v.value());
-            match version {
-                None => {
-                    meta.insert("format_version", FORMAT_VERSION)?;
-                }
-                Some(FORMAT_VERSION) => {}
-                Some(other) => {
-                    return Err(StoreError::Corrupt(format!(
-                        "format version {other}, this relay reads {FORMAT_VERSION} (not migrated: let the relay that wrote it forward its batches, then start on an empty data directory)"
-                    )));
+/// Makes sure `path` is a relay store file or absent: creates it (0600) when absent,
+/// and refuses an empty or foreign file unless `init_empty` (then an empty file is
+/// emptied again by redb, a foreign one renamed aside). Whether a store existed.
+fn prepare_file(path: &Path, init_empty: bool) -> Result<bool, StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut head = [0u8; REDB_MAGIC.len()];
+    let read = match std::fs::File::open(path) {
+        Ok(mut file) => {
+            use std::io::Read;
+            let mut n = 0;
+            while n < head.len() {
+                match file.read(&mut head[n..]).map_err(io)? {
+                    0 => break,
+                    k => n += k,
                 }
             }
-            txn.open_table(WINDOWS)?;
-            txn.open_table(WINDOW_REPORTS)?;
-            txn.open_table(SALTS)?;
-            txn.open_table(DEVICES)?;
-            txn.open_table(CIPHERTEXTS)?;
-            txn.open_table(PINS)?;
-            txn.open_table(BATCHES)?;
-            txn.open_table(BATCH_REPORTS)?;
-            txn.open_table(COUNTERS)?;
+            Some(n)
         }
-        txn.commit()?;
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io(e)),
+    };
+    let what = match read {
+        None => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(io)?;
+            return Ok(false);
+        }
+        Some(n) if n == head.len() && head == REDB_MAGIC => return Ok(true),
+        Some(0) => "empty (0 bytes)",
+        Some(_) => "another kind of file",
+    };
+    if !init_empty {
+        return Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
+    if read != Some(0) {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let aside = path.with_extension(format!("redb.refused-{secs}"));
+        std::fs::rename(path, &aside).map_err(io)?;
+        tracing::warn!(
+            file = %path.display(),
+            moved_to = %aside.display(),
+            "--init-empty: the store file was not a relay store; moved it aside and starting a new store"
+        );
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io)?;
+    } else {
+        tracing::warn!(file = %path.display(), "--init-empty: the store file was empty; starting a new store");
+    }
+    Ok(false)
+}
+
+/// Checks (or, for a new store, writes) the format version and the key check, and
+/// creates every table.
+fn init_tables(
+    db: &Database,
+    path: &Path,
+    existed: bool,
+    key: &[u8; 32],
+) -> Result<(), StoreError> {
+    let txn = begin_durable(db)?;
+    {
+        let mut meta = txn.open_table(META)?;
+        let version = meta.get("format_version")?.map(|v| v.value());
+        match version {
+            None if existed => {
+                return Err(StoreError::NotAStore {
+                    path: path.to_path_buf(),
+                    what: "a database of another program",
+                });
+            }
+            None => {
+                meta.insert("format_version", FORMAT_VERSION)?;
+            }
+            Some(FORMAT_VERSION) => {}
+            Some(other) => {
+                return Err(StoreError::Corrupt(format!(
+                    "format version {other}, this relay reads {FORMAT_VERSION} (not migrated: let the relay that wrote it forward its batches, then start on an empty data directory)"
+                )));
+            }
+        }
+        let mut check = txn.open_table(KEY_CHECK)?;
+        let stored = check.get("check")?.map(|v| v.value());
+        match stored {
+            None => {
+                check.insert("check", key_check(key))?;
+            }
+            Some(stored) if stored == key_check(key) => {}
+            Some(_) => {
+                return Err(StoreError::OtherKey {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+        txn.open_table(WINDOWS)?;
+        txn.open_table(WINDOW_REPORTS)?;
+        txn.open_table(SALTS)?;
+        txn.open_table(DEVICES)?;
+        txn.open_table(CIPHERTEXTS)?;
+        txn.open_table(PINS)?;
+        txn.open_table(BATCHES)?;
+        txn.open_table(BATCH_REPORTS)?;
+        txn.open_table(COUNTERS)?;
+        txn.open_table(BATCH_FORMED)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+impl RelayStore {
+    /// Opens (or creates) the store in `dir` with a device tag key of zeros: for tests
+    /// and examples only (anyone with the file could test device ids); the daemon
+    /// uses [`open_with`](Self::open_with) and its own key.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(dir, &StoreOptions::with_key([0; 32]))
+    }
+
+    /// Opens (or creates) the store in `dir` and starts its commit thread. The
+    /// directory is made 0700 and the file 0600. A file that is empty or not a relay
+    /// store is refused ([`StoreError::NotAStore`]) unless `options.init_empty`; a
+    /// store written with another key is refused ([`StoreError::OtherKey`]); a damaged
+    /// file is reported ([`StoreError::Damaged`]), not a crash.
+    pub fn open_with(dir: &Path, options: &StoreOptions) -> Result<Self, StoreError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+        let path = dir.join(DB_FILE);
+        let existed = prepare_file(&path, options.init_empty)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(io(&path))?;
+        let db = guarded(&path, || {
+            let db = Database::builder().create(&path)?;
+            init_tables(&db, &path, existed, &options.device_tag_key)?;
+            Ok(db)
+        })?;
         let db = Arc::new(db);
         let (tx, rx) = mpsc::channel();
         let (health_tx, health) = watch::channel(true);
@@ -418,7 +651,11 @@ impl RelayStore {
             let db = Arc::clone(&db);
             std::thread::Builder::new()
                 .name("relay-commit".into())
-                .spawn(move || commit_loop(&db, &rx, &health_tx))
+                .spawn({
+                    let path = path.clone();
+                    let key = options.device_tag_key;
+                    move || commit_loop(&db, &path, &key, &rx, &health_tx)
+                })
                 .map_err(|source| StoreError::Io {
                     path: dir.to_path_buf(),
                     source,
@@ -426,6 +663,7 @@ impl RelayStore {
         };
         Ok(RelayStore {
             db,
+            path,
             tx: Some(tx),
             thread: Some(thread),
             health,
@@ -476,27 +714,32 @@ impl RelayStore {
 
     /// The collections with a window that is due and meets `floor` at `now`.
     pub fn due_collections(&self, now: u64, floor: CloseRule) -> Result<Vec<String>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let mut out: Vec<String> = Vec::new();
-        for row in txn.open_table(WINDOWS)?.iter()? {
-            let (key, bytes) = row?;
-            let (id, _) = key.value();
-            if Window::decode(bytes.value())?.due(now, floor) && out.last().is_none_or(|l| l != id)
-            {
-                out.push(id.to_string());
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut out: Vec<String> = Vec::new();
+            for row in txn.open_table(WINDOWS)?.iter()? {
+                let (key, bytes) = row?;
+                let (id, _) = key.value();
+                if Window::decode(bytes.value())?.due(now, floor)
+                    && out.last().is_none_or(|l| l != id)
+                {
+                    out.push(id.to_string());
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// The settings pinned for a collection, if any.
     pub fn pinned(&self, collection_id: &str) -> Result<Option<PinnedSettings>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(PINS)?;
-        let pinned = table.get(collection_id)?;
-        Ok(pinned
-            .map(|p| PinnedSettings::decode(collection_id, p.value()))
-            .transpose()?)
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(PINS)?;
+            let pinned = table.get(collection_id)?;
+            Ok(pinned
+                .map(|p| PinnedSettings::decode(collection_id, p.value()))
+                .transpose()?)
+        })
     }
 
     /// Pins `settings` for a collection unless some are pinned already; returns the
@@ -519,73 +762,103 @@ impl RelayStore {
 
     /// The stored batches, oldest first.
     pub fn pending_batches(&self) -> Result<Vec<PendingBatch>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(BATCHES)?;
-        let mut out = Vec::new();
-        for row in table.iter()? {
-            let (seq, bytes) = row?;
-            out.push(decode_batch(seq.value(), bytes.value())?);
-        }
-        Ok(out)
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(BATCHES)?;
+            let mut out = Vec::new();
+            for row in table.iter()? {
+                let (seq, bytes) = row?;
+                out.push(decode_batch(seq.value(), bytes.value())?);
+            }
+            Ok(out)
+        })
     }
 
     /// A stored batch's reports in their (shuffled) order; empty if it is gone.
     pub fn batch_reports(&self, seq: u64) -> Result<Vec<SealedReport>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(BATCH_REPORTS)?;
-        let mut out = Vec::new();
-        for row in table.range((seq, 0)..=(seq, u64::MAX))? {
-            let (_, bytes) = row?;
-            let report = SealedReport::decode(bytes.value())
-                .map_err(|e| StoreError::Corrupt(format!("a report of batch {seq}: {e}")))?;
-            out.push(report);
-        }
-        Ok(out)
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(BATCH_REPORTS)?;
+            let mut out = Vec::new();
+            for row in table.range((seq, 0)..=(seq, u64::MAX))? {
+                let (_, bytes) = row?;
+                let report = SealedReport::decode(bytes.value())
+                    .map_err(|e| StoreError::Corrupt(format!("a report of batch {seq}: {e}")))?;
+                out.push(report);
+            }
+            Ok(out)
+        })
     }
 
     /// What the store holds for a collection.
     pub fn status(&self, collection_id: &str) -> Result<RelayStatus, StoreError> {
-        let txn = self.db.begin_read()?;
-        let mut status = RelayStatus {
-            collection_id: collection_id.to_string(),
-            ..Default::default()
-        };
-        let windows = txn.open_table(WINDOWS)?;
-        for row in windows.range((collection_id, 0)..=(collection_id, u32::MAX))? {
-            let w = Window::decode(row?.1.value())?;
-            status.window_reports += w.reports;
-            if status.window_opened == 0 || w.opened < status.window_opened {
-                status.window_opened = w.opened;
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut status = RelayStatus {
+                collection_id: collection_id.to_string(),
+                ..Default::default()
+            };
+            let windows = txn.open_table(WINDOWS)?;
+            for row in windows.range((collection_id, 0)..=(collection_id, u32::MAX))? {
+                let w = Window::decode(row?.1.value())?;
+                status.window_reports += w.reports;
+                if status.window_opened == 0 || w.opened < status.window_opened {
+                    status.window_opened = w.opened;
+                }
             }
-        }
-        for row in txn.open_table(BATCHES)?.iter()? {
-            let (seq, bytes) = row?;
-            let b = decode_batch(seq.value(), bytes.value())?;
-            if b.collection_id == collection_id {
-                status.pending_batches += 1;
-                status.pending_batch_reports += b.size;
+            for row in txn.open_table(BATCHES)?.iter()? {
+                let (seq, bytes) = row?;
+                let b = decode_batch(seq.value(), bytes.value())?;
+                if b.collection_id == collection_id {
+                    status.pending_batches += 1;
+                    status.pending_batch_reports += b.size;
+                }
             }
-        }
-        let counters = txn.open_table(COUNTERS)?;
-        let counter = |name: &str| -> Result<u64, StoreError> {
-            Ok(counters
-                .get((collection_id, name))?
-                .map_or(0, |v| v.value()))
-        };
-        status.forwarded_batches = counter("forwarded_batches")?;
-        status.forwarded_reports = counter("forwarded_reports")?;
-        Ok(status)
+            let counters = txn.open_table(COUNTERS)?;
+            let counter = |name: &str| -> Result<u64, StoreError> {
+                Ok(counters
+                    .get((collection_id, name))?
+                    .map_or(0, |v| v.value()))
+            };
+            status.forwarded_batches = counter("forwarded_batches")?;
+            status.forwarded_reports = counter("forwarded_reports")?;
+            Ok(status)
+        })
+    }
+
+    /// The stored batches: how many, their reports, and when the oldest was formed
+    /// (unix seconds; `None` without a batch) — the pending-batch gauges.
+    pub fn pending_summary(&self) -> Result<(u64, u64, Option<u64>), StoreError> {
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut count = 0;
+            let mut reports = 0;
+            for row in txn.open_table(BATCHES)?.iter()? {
+                let (seq, bytes) = row?;
+                count += 1;
+                reports += decode_batch(seq.value(), bytes.value())?.size;
+            }
+            let oldest = txn
+                .open_table(BATCH_FORMED)?
+                .iter()?
+                .next()
+                .transpose()?
+                .map(|(_, at)| at.value());
+            Ok((count, reports, oldest))
+        })
     }
 
     /// Reports in open windows and batches stored, over every collection (gauges).
     pub fn totals(&self) -> Result<(u64, u64), StoreError> {
-        let txn = self.db.begin_read()?;
-        let mut window_reports = 0;
-        for row in txn.open_table(WINDOWS)?.iter()? {
-            window_reports += Window::decode(row?.1.value())?.reports;
-        }
-        let batches = txn.open_table(BATCHES)?.len()?;
-        Ok((window_reports, batches))
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut window_reports = 0;
+            for row in txn.open_table(WINDOWS)?.iter()? {
+                window_reports += Window::decode(row?.1.value())?.reports;
+            }
+            let batches = txn.open_table(BATCHES)?.len()?;
+            Ok((window_reports, batches))
+        })
     }
 }
 
@@ -599,7 +872,13 @@ impl Drop for RelayStore {
 }
 
 /// The commit thread: every waiting command in one durable transaction.
-fn commit_loop(db: &Database, rx: &mpsc::Receiver<Command>, health: &watch::Sender<bool>) {
+fn commit_loop(
+    db: &Database,
+    path: &Path,
+    key: &[u8; 32],
+    rx: &mpsc::Receiver<Command>,
+    health: &watch::Sender<bool>,
+) {
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -610,7 +889,7 @@ fn commit_loop(db: &Database, rx: &mpsc::Receiver<Command>, health: &watch::Send
         }
         let started = Instant::now();
         let size = group.len();
-        match apply_group(db, &mut group) {
+        match guarded(path, || apply_group(db, key, &mut group)) {
             Ok(done) => {
                 health.send_if_modified(|h| !std::mem::replace(h, true));
                 metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "ok")
@@ -635,12 +914,16 @@ fn commit_loop(db: &Database, rx: &mpsc::Receiver<Command>, health: &watch::Send
 
 /// Applies `group` in one transaction and commits it; on success the commands are
 /// consumed into their answers, on failure they stay in `group` to be failed.
-fn apply_group(db: &Database, group: &mut Vec<Command>) -> Result<Vec<Done>, StoreError> {
+fn apply_group(
+    db: &Database,
+    key: &[u8; 32],
+    group: &mut Vec<Command>,
+) -> Result<Vec<Done>, StoreError> {
     let txn = begin_durable(db)?;
     let mut answers = Vec::with_capacity(group.len());
     for command in group.iter() {
         answers.push(match command {
-            Command::Submit(s, _) => Answer::Submit(apply_submit(&txn, s)?),
+            Command::Submit(s, _) => Answer::Submit(apply_submit(&txn, key, s)?),
             Command::FormDue(request, _) => Answer::FormDue(apply_form_due(&txn, request)?),
             Command::Forwarded(seq, _) => Answer::Forwarded(apply_forwarded(&txn, *seq)?),
             Command::Pin(pin, _) => Answer::Pin(apply_pin(&txn, &pin.0, &pin.1)?),
@@ -680,7 +963,11 @@ fn apply_pin(
     Ok(settings.clone())
 }
 
-fn apply_submit(txn: &redb::WriteTransaction, s: &Submission) -> Result<SubmitOutcome, StoreError> {
+fn apply_submit(
+    txn: &redb::WriteTransaction,
+    key: &[u8; 32],
+    s: &Submission,
+) -> Result<SubmitOutcome, StoreError> {
     let id = s.collection_id.as_str();
     let key_id = s.sealed.key_id;
     // The same sealed bytes, under any submission id or device: stored once.
@@ -700,11 +987,12 @@ fn apply_submit(txn: &redb::WriteTransaction, s: &Submission) -> Result<SubmitOu
             salt
         }
     };
-    let tag = device_tag(&salt, &s.device);
+    let tag = device_tag(key, &salt, &s.device);
     let mut devices = txn.open_table(DEVICES)?;
     if let Some(previous) = devices.get((id, tag))? {
+        // The same bytes were found above: the same submission id here carries others.
         return Ok(if previous.value() == s.submission_id {
-            SubmitOutcome::Duplicate
+            SubmitOutcome::SubmissionIdReused
         } else {
             SubmitOutcome::DeviceAlreadyReported
         });
@@ -762,6 +1050,7 @@ fn apply_form_due(
     let mut window_reports = txn.open_table(WINDOW_REPORTS)?;
     let mut batches = txn.open_table(BATCHES)?;
     let mut batch_reports = txn.open_table(BATCH_REPORTS)?;
+    let mut formed_at = txn.open_table(BATCH_FORMED)?;
     for (id, key_id) in due {
         let id = id.as_str();
         let range = (id, key_id, 0)..=(id, key_id, u64::MAX);
@@ -779,6 +1068,7 @@ fn apply_form_due(
         meta.insert("next_batch_seq", seq + 1)?;
         let size = reports.len() as u64;
         batches.insert(seq, encode_batch(&batch_id, size, id).as_slice())?;
+        formed_at.insert(seq, request.now)?;
         for (i, report) in reports.iter().enumerate() {
             batch_reports.insert((seq, i as u64), report.as_slice())?;
         }
@@ -800,6 +1090,7 @@ fn apply_forwarded(txn: &redb::WriteTransaction, seq: u64) -> Result<bool, Store
         return Ok(false);
     };
     let batch = batch?;
+    txn.open_table(BATCH_FORMED)?.remove(seq)?;
     txn.open_table(BATCH_REPORTS)?
         .retain_in((seq, 0)..=(seq, u64::MAX), |_, _| false)?;
     let mut counters = txn.open_table(COUNTERS)?;

@@ -22,7 +22,7 @@ use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayRepo
 use ldpcov_fixtures::metrics::{scrape, series};
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_proto::v1::{RelayReport, RelayStatus};
-use ldpcov_relay::{CloseRule, DeviceId, DeviceTokenIssuer, RelayStore, Submission};
+use ldpcov_relay::{CloseRule, DeviceId, DeviceTokenIssuer, RelayStore, StoreOptions, Submission};
 use tonic::Request;
 
 mod support;
@@ -237,7 +237,11 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
     // not forwarded, and stays.
     let data = dir.join("data-kept");
     {
-        let store = RelayStore::open(&data).expect("relay store");
+        // The daemon's device tag key (from its device-token secret): the binary
+        // refuses a store written with another.
+        let key = DeviceTokenIssuer::from_bytes(SECRET).device_tag_key();
+        let store =
+            RelayStore::open_with(&data, &StoreOptions::with_key(key)).expect("relay store");
         for (i, prepared) in sealed_reports(&https, cert.as_bytes(), "kept", MIN)
             .await
             .into_iter()

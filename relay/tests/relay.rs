@@ -215,7 +215,8 @@ async fn devices_are_authenticated_and_reports_checked_before_storing() {
         Err(Code::Unauthenticated)
     );
     let good = relay.token("d1");
-    let altered = good.replacen("v1.d1.", "v1.d2.", 1);
+    let altered = good.replacen(".d1.", ".d2.", 1);
+    assert_ne!(altered, good);
     assert_eq!(
         code(relay.submit(Some(&altered), "s", 1, sealed(1)).await),
         Err(Code::Unauthenticated)
@@ -311,7 +312,9 @@ async fn devices_are_authenticated_and_reports_checked_before_storing() {
     for lookup in &fake.state().lookups {
         assert!(lookup.contains(&("authorization".into(), format!("Bearer {RELAY_TOKEN}"))));
         assert!(
-            !lookup.iter().any(|(_, v)| v.contains("v1.d")),
+            !lookup
+                .iter()
+                .any(|(_, v)| v.contains("v2.d") || v.contains("v1.d")),
             "{lookup:?}"
         );
     }

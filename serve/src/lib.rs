@@ -13,6 +13,12 @@
 //! * [`ConnectionLimits`] and [`server_builder`] — the tonic server with the
 //!   per-connection limits, keepalive, call timeout and optional TLS
 //!   ([`tls_from_pem`]) with its handshake timeout.
+//! * [`incoming`], [`TrackCallsLayer`], [`AuthFirstLayer`] — what protects the server
+//!   from slow, silent and unauthenticated clients (moved here from the aggregator so
+//!   that the relay has exactly its protections): connections closed after the
+//!   handshake and idle timeouts, the accept loop backing off
+//!   ([`accept_backoff`]) when out of file descriptors, and a call's token checked
+//!   from its headers before it takes a slot of the global concurrency limit.
 //! * [`process`] — the daemon binaries' `main`: command line parsing (exit code 2 on
 //!   usage errors), logging from the `--log` filter, the async runtime, one-line
 //!   errors, and the shutdown signals (SIGTERM, Ctrl-C).
@@ -69,13 +75,18 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod connection;
 mod health;
 pub mod process;
 mod transport;
 
+pub use connection::{
+    ACCEPT_BACKOFF, AuthFirst, AuthFirstLayer, ConnectionInfo, GuardedStream, HeaderCheck,
+    TrackCalls, TrackCallsLayer, accept_backoff, incoming,
+};
 pub use health::{Health, HealthFollower, router};
 pub use process::{DaemonCli, RuntimeError, ShutdownSignal, shutdown_signal};
 pub use transport::{
-    ConnectionLimits, HANDSHAKE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT, server_builder,
-    tls_from_pem,
+    ConnectionLimits, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,
+    server_builder, tls_from_pem,
 };

@@ -11,6 +11,10 @@ pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// within this long is closed.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The default idle timeout: a connection with no call in flight for this long is
+/// closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The default TLS handshake timeout.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -27,13 +31,20 @@ pub struct ConnectionLimits {
     pub keepalive_interval: Duration,
     /// A connection whose peer does not answer a PING within this long is closed.
     pub keepalive_timeout: Duration,
-    /// A TLS handshake not finished after this long fails.
+    /// A new connection that has not sent its first 24 bytes (the HTTP/2 preface or a
+    /// TLS ClientHello), or not finished its TLS handshake, after this long is closed
+    /// (the first part by [`incoming`](crate::incoming)'s guard).
     pub handshake_timeout: Duration,
+    /// A connection with no call in flight for this long is closed (by
+    /// [`incoming`](crate::incoming)'s guard, with [`TrackCallsLayer`](crate::TrackCallsLayer)
+    /// counting the calls).
+    pub idle_timeout: Duration,
 }
 
 impl ConnectionLimits {
     /// 256 streams and 256 calls per connection, [`KEEPALIVE_INTERVAL`],
-    /// [`KEEPALIVE_TIMEOUT`], [`HANDSHAKE_TIMEOUT`], and `request_timeout` per call.
+    /// [`KEEPALIVE_TIMEOUT`], [`HANDSHAKE_TIMEOUT`], [`IDLE_TIMEOUT`], and
+    /// `request_timeout` per call.
     pub fn with_request_timeout(request_timeout: Duration) -> Self {
         ConnectionLimits {
             max_concurrent_streams: 256,
@@ -42,7 +53,27 @@ impl ConnectionLimits {
             keepalive_interval: KEEPALIVE_INTERVAL,
             keepalive_timeout: KEEPALIVE_TIMEOUT,
             handshake_timeout: HANDSHAKE_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
         }
+    }
+
+    /// The name of the first limit that is zero, if any (a daemon refuses to start
+    /// with it).
+    pub fn zero(&self) -> Option<&'static str> {
+        [
+            ("max_concurrent_streams", self.max_concurrent_streams == 0),
+            (
+                "max_calls_per_connection",
+                self.max_calls_per_connection == 0,
+            ),
+            ("request_timeout", self.request_timeout.is_zero()),
+            ("keepalive_interval", self.keepalive_interval.is_zero()),
+            ("keepalive_timeout", self.keepalive_timeout.is_zero()),
+            ("handshake_timeout", self.handshake_timeout.is_zero()),
+            ("idle_timeout", self.idle_timeout.is_zero()),
+        ]
+        .into_iter()
+        .find_map(|(name, zero)| zero.then_some(name))
     }
 }
 

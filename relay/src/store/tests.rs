@@ -426,3 +426,66 @@ async fn a_store_of_another_format_is_refused() {
     let err = RelayStore::open(dir.path()).unwrap_err().to_string();
     assert!(err.contains("format version 1"), "{err}");
 }
+
+/// Issue 43, item 5: the device tags were HMAC(salt, device id) with the salt in the
+/// same file, so whoever read the store could test a guessed device id of an open
+/// window. The tag must not be what the salt alone gives.
+#[tokio::test]
+async fn the_salt_in_the_file_does_not_recover_a_device_tag() {
+    let (_dir, store) = open();
+    store
+        .submit(submission("c", "phone-1", 1, 1, 10))
+        .await
+        .unwrap();
+    let txn = store.db.begin_read().unwrap();
+    let salt = txn
+        .open_table(SALTS)
+        .unwrap()
+        .get("c")
+        .unwrap()
+        .unwrap()
+        .value();
+    // What someone with the file and a guessed device id computes.
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&salt).unwrap();
+    mac.update(b"phone-1");
+    let guess: [u8; 32] = mac.finalize().into_bytes().into();
+    let mut tags = 0;
+    for row in txn.open_table(DEVICES).unwrap().iter().unwrap() {
+        let (key, _) = row.unwrap();
+        assert_ne!(
+            key.value().1,
+            guess,
+            "the salt in the file gives the device's tag"
+        );
+        tags += 1;
+    }
+    assert_eq!(tags, 1);
+}
+
+/// The daemon's key: the tags are not what the zero key gives either, and a store
+/// written with one key is refused under another (else every device could report
+/// again).
+#[tokio::test]
+async fn a_store_of_another_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = DeviceTokenIssuer::from_bytes([3; 32]).device_tag_key();
+    let store = RelayStore::open_with(dir.path(), &StoreOptions::with_key(key)).unwrap();
+    store
+        .submit(submission("c", "phone-1", 1, 1, 10))
+        .await
+        .unwrap();
+    drop(store);
+    let other = DeviceTokenIssuer::from_bytes([4; 32]).device_tag_key();
+    let error = RelayStore::open_with(dir.path(), &StoreOptions::with_key(other))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(error, StoreError::OtherKey { .. }), "{error}");
+    let store = RelayStore::open_with(dir.path(), &StoreOptions::with_key(key)).unwrap();
+    assert_eq!(
+        store
+            .submit(submission("c", "phone-1", 2, 2, 11))
+            .await
+            .unwrap(),
+        SubmitOutcome::DeviceAlreadyReported
+    );
+}

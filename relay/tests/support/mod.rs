@@ -126,6 +126,8 @@ pub(crate) struct FakeState {
     /// Problems that must never happen (a batch below the minimum, inconsistent chunk
     /// headers, a bad token).
     pub(crate) violations: Vec<String>,
+    /// The relay token batch calls must carry (`None`: [`RELAY_TOKEN`]).
+    pub(crate) relay_token: Option<String>,
 }
 
 /// An in-process aggregator holding shuffled collections; counts each ciphertext once.
@@ -290,7 +292,8 @@ impl Aggregator for FakeAggregator {
             .iter()
             .find(|(k, _)| k == "authorization")
             .map(|(_, v)| v.clone());
-        if auth.as_deref() != Some(&format!("Bearer {RELAY_TOKEN}")) {
+        let expected = state.relay_token.as_deref().unwrap_or(RELAY_TOKEN);
+        if auth.as_deref() != Some(&format!("Bearer {expected}")) {
             state
                 .violations
                 .push("a batch without the relay token".into());

@@ -11,8 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use ldpcov_relay::{
-    CloseRule, DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, DeviceTokenIssuer,
-    RelayLimits, RelayOptions, RelayStore, Secret, Upstream, serve,
+    CloseRule, DEFAULT_DEVICE_TOKEN_LIFETIME, DEFAULT_MIN_BATCH_SIZE,
+    DEFAULT_MIN_BATCH_WINDOW_SECONDS, DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore,
+    Revocations, Secret, StoreOptions, Upstream, serve,
 };
 
 /// The command line.
@@ -46,6 +47,9 @@ struct IssueArgs {
     /// The device id: 1 to 128 characters of [A-Za-z0-9._-].
     #[arg(long, env = "LDPCOV_RELAY_DEVICE_ID")]
     device_id: String,
+    /// How long the token is valid, seconds (the relay refuses it afterwards).
+    #[arg(long, env = "LDPCOV_RELAY_DEVICE_TOKEN_LIFETIME_SECS", default_value_t = DEFAULT_DEVICE_TOKEN_LIFETIME.as_secs())]
+    lifetime_secs: u64,
 }
 
 #[derive(clap::Args)]
@@ -65,9 +69,22 @@ struct ServeArgs {
     /// File holding the device-token secret (64 hex digits: 32 random bytes).
     #[arg(long, env = "LDPCOV_RELAY_DEVICE_TOKEN_SECRET_FILE")]
     device_token_secret_file: PathBuf,
-    /// Directory of the relay's durable store (created if missing).
+    /// Directory of the relay's durable store (created if missing; made 0700, its
+    /// file 0600).
     #[arg(long, env = "LDPCOV_RELAY_DATA_DIR")]
     data_dir: PathBuf,
+    /// Start a new, empty store when the store file is empty (0 bytes) or not a relay
+    /// store (a non-empty one is kept, renamed `<file>.refused-<unix seconds>`).
+    /// Without it the relay refuses to start on such a file.
+    #[arg(long, env = "LDPCOV_RELAY_INIT_EMPTY")]
+    init_empty: bool,
+    /// A file of revoked device ids, one a line (`#` comments): every token of these
+    /// devices is refused. Read again within a second of a change.
+    #[arg(long, env = "LDPCOV_RELAY_REVOKED_DEVICES_FILE")]
+    revoked_devices_file: Option<PathBuf>,
+    /// Also accept version 1 device tokens, which never expire (a migration).
+    #[arg(long, env = "LDPCOV_RELAY_ACCEPT_UNEXPIRING_DEVICE_TOKENS")]
+    accept_unexpiring_device_tokens: bool,
     /// File holding the admin token for GetRelayStatus (without it, refused).
     #[arg(long, env = "LDPCOV_RELAY_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
@@ -121,6 +138,21 @@ struct ServeArgs {
     /// Calls running longer than this many seconds are cancelled.
     #[arg(long, env = "LDPCOV_RELAY_REQUEST_TIMEOUT_SECS", default_value_t = RelayLimits::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
+    /// A new connection that has not sent the HTTP/2 preface (plaintext) or finished
+    /// its TLS handshake after this many seconds is closed.
+    #[arg(long, env = "LDPCOV_RELAY_HANDSHAKE_TIMEOUT_SECS", default_value_t = RelayLimits::default().handshake_timeout.as_secs())]
+    handshake_timeout_secs: u64,
+    /// A connection with no call in flight for this many seconds is closed (clients
+    /// reconnect on their next call).
+    #[arg(long, env = "LDPCOV_RELAY_IDLE_TIMEOUT_SECS", default_value_t = RelayLimits::default().idle_timeout.as_secs())]
+    idle_timeout_secs: u64,
+    /// Send an HTTP/2 keepalive PING on every connection this often (seconds).
+    #[arg(long, env = "LDPCOV_RELAY_KEEPALIVE_INTERVAL_SECS", default_value_t = RelayLimits::default().keepalive_interval.as_secs())]
+    keepalive_interval_secs: u64,
+    /// Close a connection whose peer has not answered a keepalive PING after this
+    /// many seconds.
+    #[arg(long, env = "LDPCOV_RELAY_KEEPALIVE_TIMEOUT_SECS", default_value_t = RelayLimits::default().keepalive_timeout.as_secs())]
+    keepalive_timeout_secs: u64,
 }
 
 fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
@@ -146,7 +178,13 @@ impl ServeArgs {
             );
         }
         let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
-        let issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?;
+        let mut issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?
+            .accepting_unexpiring(self.accept_unexpiring_device_tokens);
+        if let Some(path) = &self.revoked_devices_file {
+            let revocations = Revocations::from_file(path)?;
+            tracing::info!(path = %path.display(), revoked = revocations.len(), "revocation list read");
+            issuer = issuer.with_revocations(revocations);
+        }
         let admin = self
             .admin_token_file
             .as_ref()
@@ -177,10 +215,20 @@ impl ServeArgs {
             max_concurrent_streams: self.max_concurrent_streams,
             max_calls_per_connection: self.max_calls_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
+            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
+            keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
         };
-        let store = Arc::new(RelayStore::open(&self.data_dir).with_context(|| {
-            format!("cannot open the relay store in {}", self.data_dir.display())
-        })?);
+        let store_options = StoreOptions {
+            init_empty: self.init_empty,
+            ..StoreOptions::with_key(issuer.device_tag_key())
+        };
+        let store = Arc::new(
+            RelayStore::open_with(&self.data_dir, &store_options).with_context(|| {
+                format!("cannot open the relay store in {}", self.data_dir.display())
+            })?,
+        );
         if let Some(addr) = self.metrics_listen {
             ldpcov_relay::install_prometheus_exporter(addr)
                 .with_context(|| format!("cannot serve metrics on {addr}"))?;
@@ -229,11 +277,22 @@ impl ldpcov_serve::DaemonCli for Cli {
 }
 
 fn main() -> ExitCode {
+    // A panic (the store engine on a damaged file, caught and reported by the store)
+    // is one ERROR line, without a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(panic = %info, "internal error");
+    }));
     ldpcov_serve::process::main(|cli: Cli| match cli.command {
         Command::IssueDeviceToken(args) => {
             DeviceTokenIssuer::from_file(&args.device_token_secret_file)
                 .map_err(anyhow::Error::from)
-                .and_then(|issuer| Ok(issuer.issue(&args.device_id)?))
+                .and_then(|issuer| {
+                    if args.lifetime_secs == 0 {
+                        bail!("--lifetime-secs must be at least 1");
+                    }
+                    Ok(issuer
+                        .issue_for(&args.device_id, Duration::from_secs(args.lifetime_secs))?)
+                })
                 .map(|token| println!("{token}"))
         }
         Command::Serve(args) => ldpcov_serve::process::block_on(args.run()),
