@@ -3,7 +3,8 @@
 // runs in Node and, as source text, in the browser page.
 
 export interface MeasureConfig {
-  mechanisms: { name: string; localMechanism: number; encoding: number; delta: number }[];
+  /** Each mechanism at `epsilon` (default 1) and its own `dims` (default `dims`). */
+  mechanisms: { name: string; localMechanism: number; encoding: number; delta: number; epsilon?: number; dims?: number[] }[];
   dims: number[];
   /** Time spent per (mechanism, p), at least one report. */
   budgetMs: number;
@@ -12,6 +13,7 @@ export interface MeasureConfig {
 
 export interface Measurement {
   mechanism: string;
+  epsilon: number;
   p: number;
   reports: number;
   ms_per_report: number;
@@ -22,11 +24,12 @@ export async function measure(m: any, config: MeasureConfig): Promise<Measuremen
   const out: Measurement[] = [];
   const now = () => globalThis.performance.now();
   for (const mech of config.mechanisms) {
-    for (const p of config.dims) {
+    const epsilon = mech.epsilon ?? 1;
+    for (const p of mech.dims ?? config.dims) {
       const collection = m.Collection.fromSpec({
         collectionId: `bench-${mech.name}-${p}`,
         dim: p,
-        epsilon: 1,
+        epsilon,
         delta: mech.delta,
         clipRadius: 1,
         minReports: 1n,
@@ -48,7 +51,7 @@ export async function measure(m: any, config: MeasureConfig): Promise<Measuremen
         reports++;
         elapsed = now() - start;
       }
-      out.push({ mechanism: mech.name, p, reports, ms_per_report: elapsed / reports, payload_bytes: bytes });
+      out.push({ mechanism: mech.name, epsilon, p, reports, ms_per_report: elapsed / reports, payload_bytes: bytes });
     }
   }
   return out;
