@@ -104,17 +104,21 @@ impl Gate {
                     .pin(id, (*now).clone())
                     .await
                     .map_err(store_status)?;
-                tracing::info!(
-                    collection = id,
-                    min_batch_size = stored.min_batch_size,
-                    batch_window_seconds = stored.batch_window_seconds,
-                    "pinned a collection's privacy settings"
-                );
                 let stored = Arc::new(stored);
-                self.pins
+                let earlier = self
+                    .pins
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(id.to_string(), Arc::clone(&stored));
+                // Concurrent first calls all pin (idempotently): the first one logs.
+                if earlier.is_none() {
+                    tracing::info!(
+                        collection = id,
+                        min_batch_size = stored.min_batch_size,
+                        batch_window_seconds = stored.batch_window_seconds,
+                        "pinned a collection's privacy settings"
+                    );
+                }
                 stored
             }
         };
