@@ -26,14 +26,14 @@
 //!   rewritten).
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use ldpcov_proto::v1::relay_server::RelayServer;
 use ldpcov_serve::{
-    AuthFirstLayer, ConnectionLimits, Health, TrackCallsLayer, incoming, router, server_builder,
+    AuthFirstLayer, BoxFuture, ConnectionLimits, Health, TrackCallsLayer, incoming, router,
+    server_builder,
 };
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -308,8 +308,6 @@ impl<S> Layer<S> for DecodeStatusesLayer {
 struct DecodeStatuses<S> {
     inner: S,
 }
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl<S, B> Service<http::Request<B>> for DecodeStatuses<S>
 where

@@ -268,7 +268,8 @@ impl AsyncWrite for GuardedStream {
     }
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+/// The boxed, sendable future the serving layers' services answer with.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Counts every call on its connection (of a [`GuardedStream`], plaintext or TLS)
 /// until its response body is dropped, so that the idle timeout never cuts a call in

@@ -81,8 +81,8 @@ pub mod process;
 mod transport;
 
 pub use connection::{
-    ACCEPT_BACKOFF, AuthFirst, AuthFirstLayer, ConnectionInfo, GuardedStream, HeaderCheck,
-    TrackCalls, TrackCallsLayer, accept_backoff, incoming,
+    ACCEPT_BACKOFF, AuthFirst, AuthFirstLayer, BoxFuture, ConnectionInfo, GuardedStream,
+    HeaderCheck, TrackCalls, TrackCallsLayer, accept_backoff, incoming,
 };
 pub use health::{Health, HealthFollower, router};
 pub use process::{DaemonCli, RuntimeError, ShutdownSignal, shutdown_signal};
