@@ -17,7 +17,9 @@
 //! each send their share as `SubmitReports` streams of `--stream-len` reports, until
 //! the last stream is acknowledged; the daemon's count is then checked to be exactly
 //! the number sent. The daemons' CPU time (user + system, from `/proc/PID/stat`) over
-//! the same interval gives the CPU per report. The loopback reference streams the same
+//! the same interval gives the CPU per report, and the bytes the store wrote over it
+//! (redb: the daemon's `write_bytes` from `/proc/PID/io`; PostgreSQL: the WAL bytes
+//! of `pg_stat_wal`) give the bytes written per report. The loopback reference streams the same
 //! number of bytes over the same number of plain TCP connections inside this process.
 //!
 //! Client and server share the machine's cores, so the figures bound the server from
@@ -186,9 +188,12 @@ pub(crate) struct CaseResult {
     pub(crate) daemon_cpu_s_per_report: f64,
     /// Connections used.
     pub(crate) connections: usize,
-    /// PostgreSQL only: the database's size after the case (`pg_database_size`), before
-    /// any fold of the delta rows into the base.
+    /// PostgreSQL only: the database's size after the case (`pg_database_size`).
     pub(crate) database_bytes: Option<u64>,
+    /// Bytes the store wrote per report over the timed interval: redb, the daemon's
+    /// `write_bytes` (`/proc/PID/io`); PostgreSQL, the WAL bytes (`pg_stat_wal`);
+    /// `None` for the memory store.
+    pub(crate) written_bytes_per_report: Option<f64>,
 }
 
 /// A running daemon, killed when dropped.
@@ -246,6 +251,19 @@ impl Daemon {
                 Err(anyhow!("the daemon did not announce its address"))
             }
         }
+    }
+
+    /// Bytes this process caused to be written to storage so far (`write_bytes` of
+    /// `/proc/PID/io`).
+    fn written_bytes(&self) -> Result<u64> {
+        let path = format!("/proc/{}/io", self.child.id());
+        let io = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+        io.lines()
+            .find_map(|line| line.strip_prefix("write_bytes:"))
+            .context("no write_bytes in /proc/PID/io")?
+            .trim()
+            .parse()
+            .context("write_bytes")
     }
 
     /// User + system CPU seconds so far.
@@ -372,6 +390,32 @@ fn raw(channel: Channel) -> RawClient<Channel> {
         .max_encoding_message_size(64 << 20)
 }
 
+/// WAL bytes PostgreSQL has written so far (`pg_stat_wal`).
+async fn wal_bytes(url: &str) -> Result<u64> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let driver = tokio::spawn(connection);
+    let row = client
+        .query_one("SELECT wal_bytes::bigint FROM pg_stat_wal", &[])
+        .await?;
+    drop(client);
+    let _ = driver.await;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
+}
+
+/// Bytes written so far by the store of a case: the daemon's for redb, PostgreSQL's WAL
+/// for PostgreSQL, none for the memory store.
+async fn store_written_bytes(
+    store: StoreKind,
+    daemons: &[Daemon],
+    db_url: Option<&str>,
+) -> Result<Option<u64>> {
+    Ok(match (store, db_url) {
+        (StoreKind::Redb, _) => Some(daemons[0].written_bytes()?),
+        (StoreKind::Postgres { .. }, Some(url)) => Some(wal_bytes(url).await?),
+        _ => None,
+    })
+}
+
 /// The reports of one case: a pool of distinct payloads under distinct ids.
 fn build_reports(collection: &Collection, count: usize, seed: u64) -> Result<Vec<Report>> {
     let perturber = Perturber::new(collection.clone());
@@ -487,6 +531,7 @@ async fn run_case(
         .iter()
         .map(|d| d.cpu_seconds(tick))
         .sum::<Result<f64>>()?;
+    let written_before = store_written_bytes(store, &daemons, db_url.as_deref()).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (mut client, share) in clients.into_iter().zip(shares) {
@@ -515,6 +560,10 @@ async fn run_case(
         .iter()
         .map(|d| d.cpu_seconds(tick))
         .sum::<Result<f64>>()?;
+    let written_after = store_written_bytes(store, &daemons, db_url.as_deref()).await?;
+    let written_bytes_per_report = written_before
+        .zip(written_after)
+        .map(|(before, after)| after.saturating_sub(before) as f64 / count as f64);
     let counted = admin
         .get_status(GetStatusRequest {
             collection_id: "ingest".into(),
@@ -555,6 +604,7 @@ async fn run_case(
         daemon_cpu_s_per_report: (cpu_after - cpu_before) / count as f64,
         connections: args.connections,
         database_bytes,
+        written_bytes_per_report,
     })
 }
 
@@ -577,9 +627,9 @@ pub(crate) async fn run(args: &Args) -> Result<Vec<CaseResult>> {
     let mut results = Vec::new();
     if !args.json {
         println!(
-            "| p | encoding | store | reports | reports/s | payload MB/s | loopback MB/s | ratio | daemon CPU µs/report |"
+            "| p | encoding | store | reports | reports/s | payload MB/s | loopback MB/s | ratio | daemon CPU µs/report | written KB/report |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
     }
     for &p in &args.ps {
         for &encoding in &encodings {
@@ -591,7 +641,7 @@ pub(crate) async fn run(args: &Args) -> Result<Vec<CaseResult>> {
                     println!("{}", serde_json::to_string(&r)?);
                 } else {
                     println!(
-                        "| {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} |",
+                        "| {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} | {} |",
                         r.p,
                         r.encoding,
                         r.store,
@@ -600,7 +650,9 @@ pub(crate) async fn run(args: &Args) -> Result<Vec<CaseResult>> {
                         r.payload_bytes_per_s / 1e6,
                         r.loopback_bytes_per_s / 1e6,
                         r.ratio_to_loopback,
-                        r.daemon_cpu_s_per_report * 1e6
+                        r.daemon_cpu_s_per_report * 1e6,
+                        r.written_bytes_per_report
+                            .map_or("–".to_string(), |b| format!("{:.1}", b / 1e3)),
                     );
                 }
                 results.push(r);
