@@ -27,6 +27,8 @@
 //! | `ldpcov_submit_duration_seconds` | histogram | rpc | duration of `SubmitReport` / `SubmitReports` calls |
 //! | `ldpcov_commit_batch_reports` | histogram | store | reports per group commit (`redb` / `postgres`) |
 //! | `ldpcov_commit_duration_seconds` | histogram | store, result | duration of a group commit (`ok` / `failed`) |
+//! | `ldpcov_reports_unfolded` | gauge | store, collection | reports appended (committed as report logs, or PostgreSQL delta rows) and not yet folded into the accumulators |
+//! | `ldpcov_fold_duration_seconds` | histogram | store | duration of one fold of appended reports into the accumulators |
 //! | `ldpcov_collections` | gauge | | collections in the store |
 //! | `ldpcov_estimate_duration_seconds` | histogram | target | duration of `GetEstimate` (`covariance` / `precision`) |
 //!
@@ -121,6 +123,16 @@ fn describe() {
         "Duration of a group commit of the store."
     );
     describe_gauge!(
+        "ldpcov_reports_unfolded",
+        Unit::Count,
+        "Reports appended and not yet folded into the accumulators, per store and collection."
+    );
+    describe_histogram!(
+        "ldpcov_fold_duration_seconds",
+        Unit::Seconds,
+        "Duration of one fold of appended reports into the accumulators."
+    );
+    describe_gauge!(
         "ldpcov_collections",
         Unit::Count,
         "Collections in the store."
@@ -179,6 +191,22 @@ pub(crate) fn commit(store: &'static str, reports: usize, elapsed: Duration, ok:
         "result" => if ok { "ok" } else { "failed" },
     )
     .record(elapsed.as_secs_f64());
+}
+
+/// Reports of `collection` appended and not yet folded in `store` (`redb` or `postgres`).
+pub(crate) fn unfolded_reports(store: &'static str, collection: &str, reports: u64) {
+    metrics::gauge!(
+        "ldpcov_reports_unfolded",
+        "store" => store,
+        "collection" => collection.to_string(),
+    )
+    .set(reports as f64);
+}
+
+/// One fold of appended reports into the accumulators of `store`: its duration.
+pub(crate) fn fold(store: &'static str, elapsed: Duration) {
+    metrics::histogram!("ldpcov_fold_duration_seconds", "store" => store)
+        .record(elapsed.as_secs_f64());
 }
 
 /// The number of collections in the store now.

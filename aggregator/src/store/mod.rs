@@ -42,6 +42,11 @@ pub(crate) const DEFAULT_BATCH_SIZE: usize = 1024;
 /// its first report arrived.
 pub(crate) const DEFAULT_BATCH_DELAY: Duration = Duration::from_millis(5);
 
+/// The backends' folding default: a collection's appended reports are folded once
+/// their report logs exceed 64 MiB (16 000 rank-one reports at p = 1000, added in about
+/// a second).
+pub(crate) const DEFAULT_FOLD_BYTES: u64 = 64 << 20;
+
 /// A report that passed validation: its id and grid-unit entries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidReport {

@@ -2,32 +2,47 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, mpsc};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ldpcov_privacy::Collection;
+use ldpcov_privacy::mechanism::ReportEntries;
 use prost::Message;
-use redb::{Database, ReadableDatabase};
+use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES, ReleaseKey, ReleaseValue, SEEN,
-    begin_durable, open_db,
+    ACCUMULATORS, APPENDED, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES, ReleaseKey,
+    ReleaseValue, SEEN, appended_range, begin_durable, fold_appended, open_db,
 };
 use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared, reopen_failed};
-use crate::store::codec::{decode_accumulators, decode_collection, encode_accumulator};
+use crate::store::codec::{
+    decode_accumulators, decode_collection, encode_accumulator, encode_report_log, log_is_smaller,
+    report_log_len,
+};
 use crate::store::{
     BatchOutcome, Cause, DeliveredBatches, RecordedRelease, Snapshot, StoreError, ValidReport,
     check_lengths,
 };
 use ldpcov_estimate::{Accumulator, FOLDS};
 
-/// A collection touched by the open batch: its new accumulators.
+/// A collection touched by the open batch: the reports it counts.
 struct Pending {
     collection: Arc<Collection>,
-    acc: Accumulator,
+    /// The reports this batch counts, each with its fold.
+    counted: Vec<(usize, ReportEntries)>,
     created: bool,
+}
+
+/// What a batch's transaction wrote for one collection.
+enum Written {
+    /// No report counted: nothing.
+    Nothing,
+    /// Its report log, of this many bytes, appended.
+    Appended(u64),
+    /// Its new accumulator blob (the appended reports folded in, their rows removed).
+    Folded(Accumulator),
 }
 
 enum Waiting {
@@ -58,12 +73,15 @@ pub(super) struct Committer {
     pub(super) config: DurableConfig,
     pub(super) rx: mpsc::Receiver<Command>,
     pub(super) commits: u64,
+    /// When the appended reports are due to be folded ([`DurableConfig::fold_interval`]
+    /// after the first append since the last fold); `None` while nothing is appended.
+    pub(super) fold_due: Option<Instant>,
 }
 
 impl Committer {
     pub(super) fn run(mut self) {
         let mut next: Option<Command> = None;
-        while let Some(first) = next.take().or_else(|| self.rx.recv().ok()) {
+        while let Some(first) = next.take().or_else(|| self.next_command()) {
             if let Command::ReadCommitted { id, reply } = first {
                 let _ = reply.send(self.read_committed(&id));
                 continue;
@@ -139,8 +157,176 @@ impl Committer {
                 }
             }
             self.finish(batch);
+            if self.fold_due.is_some_and(|due| due <= Instant::now()) {
+                self.fold_all();
+            }
+        }
+        // Stopping: fold what is appended, so that the next start replays nothing.
+        if self.shared.hooks.fold_at_stop() {
+            self.fold_all();
         }
         tracing::debug!(commits = self.commits, "commit thread done");
+    }
+
+    /// The next command; while appended reports wait, folds them when they fall due.
+    /// `None` once every sender is gone.
+    fn next_command(&mut self) -> Option<Command> {
+        loop {
+            let Some(due) = self.fold_due else {
+                return self.rx.recv().ok();
+            };
+            let wait = due.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(command) => return Some(command),
+                Err(mpsc::RecvTimeoutError::Timeout) => self.fold_all(),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// Folds every collection's appended reports into its accumulator blob and removes
+    /// them, in one transaction of its own. The mirror already holds these sums (it is
+    /// the blob plus the appended reports), so this writes it and changes no sum; after
+    /// a failure the reports stay appended and the fold is retried when due again.
+    fn fold_all(&mut self) {
+        let Ok(entries) = self.shared.mirror.read().map(|m| {
+            m.iter()
+                .filter(|(_, e)| e.unfolded_bytes.load(Ordering::SeqCst) > 0)
+                .map(|(id, e)| (id.clone(), e.clone()))
+                .collect::<Vec<_>>()
+        }) else {
+            tracing::error!("mirror lock poisoned; appended reports not folded");
+            return;
+        };
+        if entries.is_empty() {
+            self.fold_due = None;
+            return;
+        }
+        let started = Instant::now();
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot fold the appended reports; retried later");
+                self.fold_due = Some(Instant::now() + self.retry_delay());
+                return;
+            }
+        };
+        let written = (|| -> Result<redb::WriteTransaction, Cause> {
+            let txn = begin_durable(db)?;
+            {
+                let mut accumulators = txn.open_table(ACCUMULATORS)?;
+                let mut appended = txn.open_table(APPENDED)?;
+                for (id, entry) in &entries {
+                    let blob = {
+                        let acc = entry
+                            .acc
+                            .read()
+                            .map_err(|_| Cause::Poisoned("accumulator"))?;
+                        encode_accumulator(&acc)
+                    };
+                    accumulators.insert(id.as_str(), blob.as_slice())?;
+                    appended.retain_in(appended_range(id), |_, _| false)?;
+                }
+            }
+            Ok(txn)
+        })();
+        let result = written.and_then(|txn| txn.commit().map_err(Cause::from));
+        match result {
+            Ok(()) => {
+                let mut reports = 0;
+                for (id, entry) in &entries {
+                    entry.unfolded_bytes.store(0, Ordering::SeqCst);
+                    reports += entry.unfolded_reports.swap(0, Ordering::SeqCst);
+                    crate::telemetry::unfolded_reports("redb", id, 0);
+                }
+                self.fold_due = None;
+                crate::telemetry::fold("redb", started.elapsed());
+                tracing::debug!(
+                    collections = entries.len(),
+                    reports,
+                    fold_ms = started.elapsed().as_secs_f64() * 1e3,
+                    "appended reports folded"
+                );
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "appended reports not folded; retried later");
+                // As after a failed batch: reopen before the next write.
+                self.db = None;
+                self.fold_due = Some(Instant::now() + self.retry_delay());
+            }
+        }
+    }
+
+    /// How long a failed fold waits before it is tried again.
+    fn retry_delay(&self) -> Duration {
+        self.config.fold_interval.max(Duration::from_secs(1))
+    }
+
+    /// Writes, for every collection of the batch, either its report log (appended) or
+    /// its new accumulator blob with its appended rows removed (folded): the log when
+    /// it is smaller than the blob and keeps the collection's appended bytes within
+    /// [`DurableConfig::fold_bytes`], the blob otherwise. Also the commit counter.
+    fn write_batch(
+        &self,
+        txn: &redb::WriteTransaction,
+        pending: &HashMap<String, Pending>,
+        commit: u64,
+    ) -> Result<HashMap<String, Written>, Cause> {
+        let mut written = HashMap::with_capacity(pending.len());
+        let mut accumulators = txn.open_table(ACCUMULATORS)?;
+        let mut appended = txn.open_table(APPENDED)?;
+        for (id, p) in pending {
+            let counted: Vec<(usize, &ReportEntries)> =
+                p.counted.iter().map(|(f, e)| (*f, e)).collect();
+            if counted.is_empty() {
+                written.insert(id.clone(), Written::Nothing);
+                continue;
+            }
+            let entry = if p.created {
+                None
+            } else {
+                Some(self.shared.entry(id).map_err(|e| {
+                    Cause::Mirror(format!("collection {id:?} of the open batch: {e}"))
+                })?)
+            };
+            let unfolded = entry
+                .as_ref()
+                .map_or(0, |e| e.unfolded_bytes.load(Ordering::SeqCst));
+            let entries = p.collection.entries();
+            let log_len = report_log_len(&counted) as u64;
+            if log_is_smaller(entries, &counted)
+                && unfolded.saturating_add(log_len) <= self.config.fold_bytes
+            {
+                // The next sequence number of the collection's appended rows.
+                let seq = appended
+                    .range(appended_range(id))?
+                    .next_back()
+                    .transpose()?
+                    .map_or(0, |(key, _)| key.value().1 + 1);
+                let log = encode_report_log(entries, &counted);
+                appended.insert((id.as_str(), seq), log.as_slice())?;
+                written.insert(id.clone(), Written::Appended(log_len));
+            } else {
+                let started = Instant::now();
+                let mut acc = match &entry {
+                    Some(e) => e
+                        .acc
+                        .read()
+                        .map_err(|_| Cause::Poisoned("accumulator"))?
+                        .clone(),
+                    None => Accumulator::new(entries, FOLDS),
+                };
+                acc.add_reports(&counted);
+                accumulators.insert(id.as_str(), encode_accumulator(&acc).as_slice())?;
+                if unfolded > 0 {
+                    appended.retain_in(appended_range(id), |_, _| false)?;
+                    crate::telemetry::fold("redb", started.elapsed());
+                }
+                written.insert(id.clone(), Written::Folded(acc));
+            }
+        }
+        txn.open_table(META)?.insert("commits", commit)?;
+        Ok(written)
     }
 
     /// The database, reopened (and the mirror reloaded) if a failed commit closed it.
@@ -156,6 +342,7 @@ impl Committer {
                     .write()
                     .map_err(|_| Cause::Poisoned("mirror"))?;
                 *map = mirror;
+                self.fold_due = unfolded_fold_due(&map, &self.config);
                 tracing::warn!(path = %self.path.display(), "database reopened, state reloaded from disk");
                 db
             }
@@ -174,8 +361,12 @@ impl Committer {
         let collection = decode_collection(id, spec.value()).map_err(StoreError::internal)?;
         let accumulators = txn.open_table(ACCUMULATORS).map_err(StoreError::internal)?;
         let blob = accumulators.get(id).map_err(StoreError::internal)?;
-        let acc = decode_accumulators(id, &collection, blob.as_ref().map(|b| b.value()))
+        let mut acc = decode_accumulators(id, &collection, blob.as_ref().map(|b| b.value()))
             .map_err(StoreError::internal)?;
+        // The committed batches not yet folded: the sums are the blob's plus theirs.
+        let appended = txn.open_table(APPENDED).map_err(StoreError::internal)?;
+        fold_appended(&appended, id, &mut acc)
+            .map_err(|e| StoreError::internal(Cause::backend("appended reports", e)))?;
         Ok(Snapshot {
             collection: Arc::new(collection),
             acc,
@@ -290,7 +481,7 @@ impl Committer {
                     collection.id().to_string(),
                     Pending {
                         collection: collection.clone(),
-                        acc: Accumulator::new(collection.entries(), FOLDS),
+                        counted: Vec::new(),
                         created: true,
                     },
                 );
@@ -322,18 +513,11 @@ impl Committer {
                 let _ = reply.send(Err(StoreError::Closed(id)));
                 return;
             }
-            let acc = match entry.acc.read() {
-                Ok(acc) => acc.clone(),
-                Err(_) => {
-                    let _ = reply.send(Err(StoreError::internal(Cause::Poisoned("accumulator"))));
-                    return;
-                }
-            };
             batch.pending.insert(
                 id.clone(),
                 Pending {
                     collection: entry.collection.clone(),
-                    acc,
+                    counted: Vec::new(),
                     created: false,
                 },
             );
@@ -350,22 +534,24 @@ impl Committer {
         }
         let mut outcome = BatchOutcome::default();
         batch.reports += reports.len();
+        // Counted reports join `pending.counted`; should the batch fail half-way (a
+        // storage error), the whole batch is failed and nothing of it is applied.
         if batch.error.is_none() {
             let counted = (|| -> Result<(), Cause> {
                 let mut seen = batch.txn.open_table(SEEN)?;
-                let mut fresh = Vec::with_capacity(reports.len());
-                for report in &reports {
+                for report in reports {
                     if seen
                         .insert((id.as_str(), report.report_id.0), ())?
                         .is_some()
                     {
                         outcome.duplicates += 1;
                     } else {
-                        fresh.push((report.report_id.fold(FOLDS), &report.entries));
+                        pending
+                            .counted
+                            .push((report.report_id.fold(FOLDS), report.entries));
                         outcome.accepted += 1;
                     }
                 }
-                pending.acc.add_reports(&fresh);
                 Ok(())
             })();
             if let Err(e) = counted {
@@ -394,7 +580,7 @@ impl Committer {
         let started = Instant::now();
         let prepared = match error {
             Some(e) => Err(e),
-            None => write_accumulators(&txn, &pending, self.commits + 1),
+            None => self.write_batch(&txn, &pending, self.commits + 1),
         };
         let injected = self.shared.hooks.injected_failure();
         // The flag says whether the database must be reopened: after any real storage
@@ -402,20 +588,22 @@ impl Committer {
         // A transaction that is not committed is aborted when dropped.
         let result = match (prepared, injected) {
             (Err(e), _) => Err((e, true)),
-            (Ok(()), Some(e)) => Err((e, false)),
+            (Ok(_), Some(e)) => Err((e, false)),
             // Durability::Immediate (begin_durable): the data is fsynced once this returns.
-            (Ok(()), None) => {
+            (Ok(written), None) => {
                 self.shared.hooks.before_commit();
-                txn.commit().map_err(|e| (Cause::from(e), true))
+                txn.commit()
+                    .map(|()| written)
+                    .map_err(|e| (Cause::from(e), true))
             }
         };
         crate::telemetry::commit("redb", reports, started.elapsed(), result.is_ok());
         match result {
-            Ok(()) => {
+            Ok(written) => {
                 self.shared.hooks.record(Event::Committed);
                 self.commits += 1;
                 self.set_write_health(true);
-                if let Err(e) = self.apply(pending, closing) {
+                if let Err(e) = self.apply(pending, written, closing) {
                     tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
                     self.db = None;
                 }
@@ -633,6 +821,8 @@ impl Committer {
             {
                 txn.open_table(COLLECTIONS)?.remove(id)?;
                 txn.open_table(ACCUMULATORS)?.remove(id)?;
+                txn.open_table(APPENDED)?
+                    .retain_in(appended_range(id), |_, _| false)?;
                 txn.open_table(CLOSED)?.remove(id)?;
                 txn.open_table(DELIVERED)?.remove(id)?;
                 // Every release of this collection: keys (id, *) sort together.
@@ -681,10 +871,12 @@ impl Committer {
         }
     }
 
-    /// Writes the committed accumulators and closed flags into the mirror.
+    /// Writes what a batch committed into the mirror: appended reports added to the
+    /// mirror's sums, folded accumulators in place of them, and the closed flags.
     fn apply(
-        &self,
+        &mut self,
         pending: HashMap<String, Pending>,
+        mut written: HashMap<String, Written>,
         closing: HashSet<String>,
     ) -> Result<(), Cause> {
         let mut map = self
@@ -693,22 +885,45 @@ impl Committer {
             .write()
             .map_err(|_| Cause::Poisoned("mirror"))?;
         for (id, p) in pending {
-            match map.get(&id) {
-                Some(entry) if !p.created => {
-                    *entry
-                        .acc
-                        .write()
-                        .map_err(|_| Cause::Poisoned("accumulator"))? = p.acc;
-                }
+            let entry = match map.get(&id) {
+                Some(entry) if !p.created => entry.clone(),
                 _ => {
-                    map.insert(
-                        id,
-                        Arc::new(Entry {
-                            collection: p.collection,
-                            acc: RwLock::new(p.acc),
-                            closed: AtomicBool::new(false),
-                        }),
-                    );
+                    let entry = Arc::new(Entry {
+                        acc: RwLock::new(Accumulator::new(p.collection.entries(), FOLDS)),
+                        collection: p.collection,
+                        closed: AtomicBool::new(false),
+                        unfolded_bytes: AtomicU64::new(0),
+                        unfolded_reports: AtomicU64::new(0),
+                    });
+                    map.insert(id.clone(), entry.clone());
+                    entry
+                }
+            };
+            let mut acc = entry
+                .acc
+                .write()
+                .map_err(|_| Cause::Poisoned("accumulator"))?;
+            match written.remove(&id) {
+                None | Some(Written::Nothing) => {}
+                Some(Written::Appended(bytes)) => {
+                    let counted: Vec<(usize, &ReportEntries)> =
+                        p.counted.iter().map(|(f, e)| (*f, e)).collect();
+                    acc.add_reports(&counted);
+                    entry.unfolded_bytes.fetch_add(bytes, Ordering::SeqCst);
+                    let reports = entry
+                        .unfolded_reports
+                        .fetch_add(counted.len() as u64, Ordering::SeqCst)
+                        + counted.len() as u64;
+                    crate::telemetry::unfolded_reports("redb", &id, reports);
+                    if self.fold_due.is_none() && !self.config.fold_interval.is_zero() {
+                        self.fold_due = Some(Instant::now() + self.config.fold_interval);
+                    }
+                }
+                Some(Written::Folded(folded)) => {
+                    *acc = folded;
+                    entry.unfolded_bytes.store(0, Ordering::SeqCst);
+                    entry.unfolded_reports.store(0, Ordering::SeqCst);
+                    crate::telemetry::unfolded_reports("redb", &id, 0);
                 }
             }
         }
@@ -726,17 +941,13 @@ impl Committer {
     }
 }
 
-fn write_accumulators(
-    txn: &redb::WriteTransaction,
-    pending: &HashMap<String, Pending>,
-    commit: u64,
-) -> Result<(), Cause> {
-    let mut table = txn.open_table(ACCUMULATORS)?;
-    for (id, p) in pending {
-        table.insert(id.as_str(), encode_accumulator(&p.acc).as_slice())?;
-    }
-    txn.open_table(META)?.insert("commits", commit)?;
-    Ok(())
+/// When reports found appended in a freshly loaded mirror fall due to be folded: one
+/// [`DurableConfig::fold_interval`] from now, or never (`None`) if none is appended.
+pub(super) fn unfolded_fold_due(mirror: &super::Mirror, config: &DurableConfig) -> Option<Instant> {
+    mirror
+        .values()
+        .any(|e| e.unfolded_bytes.load(Ordering::SeqCst) > 0)
+        .then(|| Instant::now() + config.fold_interval)
 }
 
 fn fail_command(command: Command, e: StoreError) {

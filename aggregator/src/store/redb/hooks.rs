@@ -59,6 +59,9 @@ mod imp {
         fail_commits: AtomicU32,
         /// Whether the next commit panics, as redb does on some damaged files.
         panic_commit: AtomicBool,
+        /// Whether the commit thread folds the appended reports when it stops (`false`:
+        /// it stops as a crash would leave the file).
+        fold_at_stop: AtomicBool,
         events: watch::Sender<Vec<Event>>,
     }
 
@@ -67,6 +70,7 @@ mod imp {
             TestHooks {
                 fail_commits: AtomicU32::new(0),
                 panic_commit: AtomicBool::new(false),
+                fold_at_stop: AtomicBool::new(true),
                 events: watch::channel(Vec::new()).0,
             }
         }
@@ -90,6 +94,17 @@ mod imp {
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok()
                 .then(|| Cause::Other(Box::new(InjectedFailure)))
+        }
+
+        /// Makes the commit thread stop without folding the appended reports, as a
+        /// crash leaves them.
+        pub(in super::super) fn keep_appended_at_stop(&self) {
+            self.fold_at_stop.store(false, Ordering::SeqCst);
+        }
+
+        /// Whether the commit thread folds the appended reports when it stops.
+        pub(in super::super) fn fold_at_stop(&self) -> bool {
+            self.fold_at_stop.load(Ordering::SeqCst)
         }
 
         /// Makes the next commit panic on the commit thread, just before redb's
@@ -299,6 +314,11 @@ mod imp {
     }
 
     impl TestHooks {
+        /// Always: the appended reports are folded when the commit thread stops.
+        pub(in super::super) fn fold_at_stop(&self) -> bool {
+            true
+        }
+
         /// Never a failure.
         pub(in super::super) fn injected_failure(&self) -> Option<Cause> {
             None

@@ -9,7 +9,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -20,8 +20,9 @@ use tokio::sync::oneshot;
 
 use super::codec::Corruption;
 use super::{
-    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DeliveredBatches,
-    RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths, check_release,
+    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DEFAULT_FOLD_BYTES,
+    DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
+    check_release,
 };
 use ldpcov_estimate::Accumulator;
 
@@ -32,8 +33,9 @@ use tables::open_db;
 /// Name of the database file inside the data directory.
 pub const DB_FILE: &str = "ldpcov.redb";
 
-/// Version of the table layout and blob format; a store with another version is refused.
-pub const FORMAT_VERSION: u64 = 1;
+/// Version of the table layout and blob format; a store with another version is refused
+/// (format 1, written before `appended_reports`, is upgraded in place when opened).
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Group-commit settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,19 +52,35 @@ pub struct DurableConfig {
     /// [`DurableError::NotLdpcov`]: an empty file where a database was expected usually
     /// means the operator's data is gone). Daemon flag `--init-empty`.
     pub init_empty: bool,
+    /// Appended reports are folded into the accumulator blobs at most this long after
+    /// the first of them was committed (zero: only on the size trigger and at shutdown).
+    /// See "Appending and folding" in [`DurableStore`]. Daemon flag `--fold-interval-ms`.
+    pub fold_interval: Duration,
+    /// A collection's appended reports are folded (in the transaction of the batch that
+    /// would take them past it) once their report logs would exceed this many bytes:
+    /// the bound on what a start replays. Daemon flag `--fold-mib`.
+    pub fold_bytes: u64,
 }
+
+/// Default [`DurableConfig::fold_interval`]: 10 s (a fold writes every touched
+/// collection's whole blob, 28 MB at p = 1000; what it bounds is only how long reports
+/// stay appended on an idle store, since the size trigger bounds what a start replays).
+pub(crate) const DEFAULT_FOLD_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Default redb page cache: 64 MiB (redb's own default is 1 GiB).
 pub const DEFAULT_CACHE_SIZE: usize = 64 * 1024 * 1024;
 
 impl Default for DurableConfig {
-    /// 1024 reports or 5 ms, whichever comes first; a 64 MiB page cache.
+    /// 1024 reports or 5 ms, whichever comes first; a 64 MiB page cache; appended
+    /// reports folded within 10 s, or beyond 64 MiB per collection.
     fn default() -> Self {
         DurableConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             batch_delay: DEFAULT_BATCH_DELAY,
             cache_size: DEFAULT_CACHE_SIZE,
             init_empty: false,
+            fold_interval: DEFAULT_FOLD_INTERVAL,
+            fold_bytes: DEFAULT_FOLD_BYTES,
         }
     }
 }
@@ -171,6 +189,11 @@ struct Entry {
     acc: RwLock<Accumulator>,
     /// Set (only) after a committed close.
     closed: AtomicBool,
+    /// Bytes of the collection's committed report logs not yet folded into its
+    /// accumulator blob (written by the commit thread only).
+    unfolded_bytes: AtomicU64,
+    /// Reports in those logs.
+    unfolded_reports: AtomicU64,
 }
 
 type Mirror = HashMap<String, Arc<Entry>>;
@@ -437,6 +460,11 @@ impl DurableStore {
             config,
             rx,
             commits: 0,
+            // Reports appended before a crash are folded one interval after the start.
+            fold_due: commit::unfolded_fold_due(
+                &shared.mirror.read().unwrap_or_else(|e| e.into_inner()),
+                &config,
+            ),
         };
         let thread_shared = shared.clone();
         let thread_path = path.clone();

@@ -2,13 +2,15 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{DurableConfig, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
-use crate::store::codec::{Corruption, blob_report_count, decode_accumulators, decode_collection};
+use crate::store::codec::{
+    Corruption, blob_report_count, decode_accumulators, decode_collection, fold_report_log,
+};
 use ldpcov_estimate::FOLDS;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -24,6 +26,20 @@ pub(super) type ReleaseValue = (f64, &'static [u8]);
 /// The release ledger.
 pub(super) const RELEASES: TableDefinition<ReleaseKey, ReleaseValue> =
     TableDefinition::new("releases");
+
+/// A committed batch's counted reports not yet folded into the collection's
+/// accumulator blob: (collection id, commit number) → report log (see `codec`).
+pub(super) const APPENDED: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("appended_reports");
+
+/// The key range of every appended row of collection `id`.
+pub(super) fn appended_range(id: &str) -> std::ops::RangeInclusive<(&str, u64)> {
+    (id, 0)..=(id, u64::MAX)
+}
+
+/// The format this version still opens and upgrades in place: the same tables, without
+/// `appended_reports` (which an older version would ignore, so the upgrade is one way).
+const UPGRADABLE_FORMAT: u64 = 1;
 
 /// What each shuffled collection's completed batches delivered: (batches recorded,
 /// fewest valid reports in one).
@@ -139,6 +155,13 @@ pub(super) fn open_db(
                 meta.insert("format", FORMAT_VERSION).map_err(db_err)?;
             }
             Some(FORMAT_VERSION) => {}
+            Some(UPGRADABLE_FORMAT) => {
+                meta.insert("format", FORMAT_VERSION).map_err(db_err)?;
+                tracing::info!(
+                    path = %path.display(), from = UPGRADABLE_FORMAT, to = FORMAT_VERSION,
+                    "store format upgraded (appended reports)"
+                );
+            }
             Some(found) => {
                 return Err(Corruption::Format {
                     found,
@@ -153,6 +176,7 @@ pub(super) fn open_db(
         txn.open_table(CLOSED).map_err(db_err)?;
         txn.open_table(RELEASES).map_err(db_err)?;
         txn.open_table(DELIVERED).map_err(db_err)?;
+        txn.open_table(APPENDED).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;
@@ -201,6 +225,7 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
     let collections = txn.open_table(COLLECTIONS).map_err(db_err)?;
     let accumulators = txn.open_table(ACCUMULATORS).map_err(db_err)?;
     let closed = txn.open_table(CLOSED).map_err(db_err)?;
+    let appended = txn.open_table(APPENDED).map_err(db_err)?;
     let mut mirror = Mirror::new();
     for item in collections.iter().map_err(db_err)? {
         let (key, value) = item.map_err(db_err)?;
@@ -214,7 +239,7 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
             .into());
         }
         let blob = accumulators.get(id.as_str()).map_err(db_err)?;
-        let acc = decode_accumulators(&id, &collection, blob.as_ref().map(|b| b.value()))?;
+        let mut acc = decode_accumulators(&id, &collection, blob.as_ref().map(|b| b.value()))?;
         if acc.entries() != collection.entries() || acc.fold_sums.len() != FOLDS {
             return Err(Corruption::Shape {
                 entries: acc.entries(),
@@ -224,6 +249,8 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
             }
             .into());
         }
+        // The committed batches not yet folded: the sums are the blob's plus theirs.
+        let (unfolded_bytes, unfolded_reports) = fold_appended(&appended, &id, &mut acc)?;
         let is_closed = closed.get(id.as_str()).map_err(db_err)?.is_some();
         mirror.insert(
             id,
@@ -231,8 +258,17 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
                 collection: Arc::new(collection),
                 acc: RwLock::new(acc),
                 closed: AtomicBool::new(is_closed),
+                unfolded_bytes: AtomicU64::new(unfolded_bytes),
+                unfolded_reports: AtomicU64::new(unfolded_reports),
             }),
         );
+    }
+    for item in appended.iter().map_err(db_err)? {
+        let (key, _) = item.map_err(db_err)?;
+        let (id, _) = key.value();
+        if !mirror.contains_key(id) {
+            return Err(Corruption::UnknownAppended { id: id.to_string() }.into());
+        }
     }
     for item in closed.iter().map_err(db_err)? {
         let (key, _) = item.map_err(db_err)?;
@@ -242,4 +278,25 @@ fn load_mirror(db: &Database) -> Result<Mirror, DurableError> {
         }
     }
     Ok(mirror)
+}
+
+/// Adds every appended row of collection `id` to `acc` (the collection's folded sums);
+/// returns the rows' bytes and reports.
+pub(super) fn fold_appended(
+    table: &impl ReadableTable<(&'static str, u64), &'static [u8]>,
+    id: &str,
+    acc: &mut ldpcov_estimate::Accumulator,
+) -> Result<(u64, u64), DurableError> {
+    let mut bytes = 0u64;
+    let mut reports = 0u64;
+    for row in table.range(appended_range(id)).map_err(db_err)? {
+        let (_, log) = row.map_err(db_err)?;
+        let log = log.value();
+        reports += fold_report_log(acc, log).map_err(|source| Corruption::Blob {
+            id: id.to_string(),
+            source,
+        })?;
+        bytes += log.len() as u64;
+    }
+    Ok((bytes, reports))
 }

@@ -22,6 +22,21 @@ impl DurableStore {
     }
 }
 
+/// The appended rows in the store file of `dir` (no store may hold it): how many, and
+/// their bytes.
+fn appended_rows(dir: &Path) -> (usize, usize) {
+    use redb::{ReadableDatabase, ReadableTable};
+    let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let table = txn.open_table(tables::APPENDED).unwrap();
+    let mut rows = (0, 0);
+    for row in table.iter().unwrap() {
+        let (_, log) = row.unwrap();
+        rows = (rows.0 + 1, rows.1 + log.value().len());
+    }
+    rows
+}
+
 fn report(id: u32, v: i32, entries: usize) -> ValidReport {
     let mut rid = [0u8; 16];
     rid[..4].copy_from_slice(&id.to_le_bytes());
@@ -93,7 +108,7 @@ fn quick() -> DurableConfig {
         batch_delay: Duration::from_millis(2),
         // A tiny page cache: the tests also exercise redb's eviction.
         cache_size: 64 * 1024,
-        init_empty: false,
+        ..DurableConfig::default()
     }
 }
 
@@ -171,6 +186,112 @@ async fn restart_recovers_collections_sums_and_dedupe() {
     );
     s.create_collection(a.clone()).await.unwrap();
     assert_eq!(s.count("zz").await, Err(StoreError::NotFound("zz".into())));
+}
+
+/// Small batches are appended as report logs and replayed exactly after a stop that
+/// did not fold them (as a crash leaves them); a batch larger than the blob, the size
+/// trigger and the interval each fold them into the blob, removing the rows, and every
+/// snapshot (mirror and disk) equals the memory store's at every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appended_reports_are_replayed_exactly_and_folded_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = collection("a", 3);
+    let d = c.entries();
+    let memory = MemoryStore::new();
+    memory.create_collection(c.clone()).await.unwrap();
+    let config = |fold_interval, fold_bytes| DurableConfig {
+        fold_interval,
+        fold_bytes,
+        ..quick()
+    };
+    let mut next = 0u32;
+    // Submits `batches` batches of `size` reports to both stores, one at a time.
+    async fn submit(
+        s: &DurableStore,
+        memory: &MemoryStore,
+        next: &mut u32,
+        batches: usize,
+        size: usize,
+        d: usize,
+    ) {
+        for _ in 0..batches {
+            let reports: Vec<ValidReport> = (0..size)
+                .map(|k| {
+                    *next += 1;
+                    report(*next, k as i32 - 3, d)
+                })
+                .collect();
+            let o = s.submit("a", reports.clone()).await.unwrap();
+            assert_eq!(o, memory.submit("a", reports).await.unwrap());
+        }
+    }
+    async fn check(s: &DurableStore, memory: &MemoryStore) {
+        let expected = memory.snapshot("a").await.unwrap().acc;
+        assert_eq!(s.snapshot("a").await.unwrap().acc, expected);
+        assert_eq!(s.read_committed("a").await.unwrap().acc, expected);
+    }
+    let hour = Duration::from_secs(3600);
+
+    // Appended, never folded: the stop leaves the rows as a crash would.
+    let s = DurableStore::open(dir.path(), config(hour, u64::MAX)).unwrap();
+    s.create_collection(c.clone()).await.unwrap();
+    submit(&s, &memory, &mut next, 10, 2, d).await;
+    check(&s, &memory).await;
+    s.hooks().keep_appended_at_stop();
+    drop(s);
+    assert_eq!(appended_rows(dir.path()).0, 10, "one row per batch");
+    // Replayed at the start: the same sums, and a repeated id is still a duplicate.
+    let s = DurableStore::open(dir.path(), config(hour, u64::MAX)).unwrap();
+    check(&s, &memory).await;
+    let again = s.submit("a", vec![report(1, 0, d)]).await.unwrap();
+    assert_eq!(again.duplicates, 1);
+    // A batch whose log is larger than the blob folds everything into the blob.
+    let blob = crate::store::codec::accumulator_blob_len(d);
+    let big = blob / (7 + 4 * d) + 1;
+    submit(&s, &memory, &mut next, 1, big, d).await;
+    check(&s, &memory).await;
+    s.hooks().keep_appended_at_stop();
+    drop(s);
+    assert_eq!(
+        appended_rows(dir.path()),
+        (0, 0),
+        "folded with the big batch"
+    );
+
+    // The size trigger: appended bytes never exceed the bound.
+    let bound = 3 * (24 + 2 * (7 + 4 * d)) as u64;
+    let s = DurableStore::open(dir.path(), config(hour, bound)).unwrap();
+    submit(&s, &memory, &mut next, 10, 2, d).await;
+    check(&s, &memory).await;
+    s.hooks().keep_appended_at_stop();
+    drop(s);
+    let (rows, bytes) = appended_rows(dir.path());
+    assert!(
+        rows >= 1 && rows <= 3 && bytes as u64 <= bound,
+        "{rows} rows, {bytes} bytes"
+    );
+
+    // The interval: folded once due, without another batch.
+    let s = DurableStore::open(dir.path(), config(Duration::from_millis(50), u64::MAX)).unwrap();
+    check(&s, &memory).await;
+    submit(&s, &memory, &mut next, 3, 2, d).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    check(&s, &memory).await;
+    s.hooks().keep_appended_at_stop();
+    drop(s);
+    assert_eq!(appended_rows(dir.path()), (0, 0), "folded when due");
+
+    // A normal stop folds what is appended.
+    let s = DurableStore::open(dir.path(), config(hour, u64::MAX)).unwrap();
+    submit(&s, &memory, &mut next, 3, 2, d).await;
+    drop(s);
+    assert_eq!(appended_rows(dir.path()), (0, 0), "folded at the stop");
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    check(&s, &memory).await;
+    assert_eq!(
+        s.count("a").await.unwrap(),
+        memory.count("a").await.unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

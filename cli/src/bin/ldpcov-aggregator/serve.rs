@@ -365,6 +365,7 @@ impl Options {
                 batch_delay: Duration::from_millis(batch_delay_ms),
                 cache_size,
                 init_empty,
+                ..DurableConfig::default()
             };
             let dir = data_dir.clone();
             let store = tokio::task::spawn_blocking(move || DurableStore::open(&dir, config))
