@@ -267,7 +267,7 @@ async fn appended_reports_are_replayed_exactly_and_folded_once() {
     drop(s);
     let (rows, bytes) = appended_rows(dir.path());
     assert!(
-        rows >= 1 && rows <= 3 && bytes as u64 <= bound,
+        (1..=3).contains(&rows) && bytes as u64 <= bound,
         "{rows} rows, {bytes} bytes"
     );
 
