@@ -32,6 +32,16 @@ pub(crate) fn free_port() -> SocketAddr {
 /// `--store URL`, and any further flags: tokens), small batches, and its stderr
 /// appended to `log`.
 pub(crate) fn spawn_serve<S: AsRef<OsStr>>(addr: SocketAddr, store: &[S], log: &Path) -> Child {
+    spawn_serve_with_env(addr, store, &[], log)
+}
+
+/// [`spawn_serve`] with these environment variables set (fault injection).
+pub(crate) fn spawn_serve_with_env<S: AsRef<OsStr>>(
+    addr: SocketAddr,
+    store: &[S],
+    env: &[(&str, &str)],
+    log: &Path,
+) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -42,6 +52,7 @@ pub(crate) fn spawn_serve<S: AsRef<OsStr>>(addr: SocketAddr, store: &[S], log: &
         .arg(addr.to_string())
         .args(store)
         .args(["--batch-delay-ms", "2", "--batch-size", "64"])
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{db_error, pool_error};
-use crate::store::codec::encode_accumulator;
+use crate::store::codec::{encode_accumulator, encode_report_log, log_is_smaller};
 use crate::store::{BatchOutcome, Cause, StoreError, ValidReport};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
@@ -36,11 +36,17 @@ pub(super) struct Committer {
     /// (`Store::write_health`): a refused batch (closed or missing collection) does not
     /// count as a failure.
     pub(super) write_healthy: tokio::sync::watch::Sender<bool>,
+    /// Woken once this replica has appended [`fold_bytes`](Self::fold_bytes) of report
+    /// logs since it last woke it: the folder's size trigger.
+    pub(super) fold_now: Arc<tokio::sync::Notify>,
+    /// See [`PostgresConfig::fold_bytes`](super::PostgresConfig::fold_bytes).
+    pub(super) fold_bytes: u64,
 }
 
 impl Committer {
     /// Runs until the store is dropped and every group sent before was answered.
     pub(super) async fn run(mut self) {
+        let mut appended: u64 = 0;
         while let Some(first) = self.rx.recv().await {
             let mut reports = first.reports.len();
             let mut group = vec![first];
@@ -63,7 +69,12 @@ impl Committer {
                 changed
             });
             match committed {
-                Ok(answers) => {
+                Ok((answers, bytes)) => {
+                    appended += bytes;
+                    if appended >= self.fold_bytes {
+                        appended = 0;
+                        self.fold_now.notify_one();
+                    }
                     tracing::debug!(
                         reports,
                         batches = group.len(),
@@ -86,13 +97,14 @@ impl Committer {
     }
 }
 
+/// What a committed group answers: each submission's answer, and the bytes of report
+/// logs it appended.
+type GroupAnswers = (Vec<Result<BatchOutcome, StoreError>>, u64);
+
 /// Commits `group` in one transaction. `Ok` holds each submission's answer (a
-/// collection that is missing or closed refuses its batches, which count nothing); an
-/// `Err` fails the whole group, of which nothing was counted.
-async fn commit_group(
-    pool: &Pool,
-    group: &[Submission],
-) -> Result<Vec<Result<BatchOutcome, StoreError>>, StoreError> {
+/// collection that is missing or closed refuses its batches, which count nothing) and
+/// the bytes appended; an `Err` fails the whole group, of which nothing was counted.
+async fn commit_group(pool: &Pool, group: &[Submission]) -> Result<GroupAnswers, StoreError> {
     let mut by_collection: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (k, s) in group.iter().enumerate() {
         by_collection.entry(s.collection.id()).or_default().push(k);
@@ -101,9 +113,11 @@ async fn commit_group(
     let txn = client.transaction().await.map_err(db_error)?;
     let mut answers: Vec<Result<BatchOutcome, StoreError>> =
         vec![Ok(BatchOutcome::default()); group.len()];
+    let mut appended = 0;
     for (id, members) in by_collection {
         match add_batches(&txn, id, group, &members).await? {
-            Ok(outcomes) => {
+            Ok((outcomes, bytes)) => {
+                appended += bytes;
                 for (k, outcome) in members.into_iter().zip(outcomes) {
                     answers[k] = Ok(outcome);
                 }
@@ -121,18 +135,20 @@ async fn commit_group(
             e,
         ))))
     })?;
-    Ok(answers)
+    Ok((answers, appended))
 }
 
 /// Adds the batches `members` of `group`, all for collection `id`, in `txn`: the
-/// collection's closed check, the seen ids and one delta row. The outer error fails the
-/// group; the inner one refuses these batches only (missing or closed collection).
+/// collection's closed check, the seen ids and one row of the counted reports, a
+/// report log or a dense delta, whichever is smaller. Returns the outcomes and the
+/// bytes of report log appended. The outer error fails the group; the inner one refuses
+/// these batches only (missing or closed collection).
 async fn add_batches(
     txn: &Transaction<'_>,
     id: &str,
     group: &[Submission],
     members: &[usize],
-) -> Result<Result<Vec<BatchOutcome>, StoreError>, StoreError> {
+) -> Result<Result<(Vec<BatchOutcome>, u64), StoreError>, StoreError> {
     // FOR SHARE: a concurrent close (an UPDATE of this row) waits for this transaction,
     // and this lock waits for a close in flight, then reads its result.
     let row = txn
@@ -189,7 +205,6 @@ async fn add_batches(
         fresh.insert(id_bytes);
     }
     let entries = group[members[0]].collection.entries();
-    let mut delta = Accumulator::new(entries, FOLDS);
     let mut outcomes = Vec::with_capacity(members.len());
     let mut counted = Vec::new();
     for &k in members {
@@ -205,17 +220,29 @@ async fn add_batches(
         }
         outcomes.push(outcome);
     }
-    delta.add_reports(&counted);
-    if delta.count > 0 {
-        let count = i64::try_from(delta.count).map_err(|_| {
-            StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))
-        })?;
+    if counted.is_empty() {
+        return Ok(Ok((outcomes, 0)));
+    }
+    let count = i64::try_from(counted.len()).map_err(|_| {
+        StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))
+    })?;
+    if log_is_smaller(entries, &counted) {
+        let log = encode_report_log(entries, &counted);
         txn.execute(
-            "INSERT INTO deltas (collection, count, acc) VALUES ($1, $2, $3)",
-            &[&id, &count, &encode_accumulator(&delta)],
+            "INSERT INTO appended (collection, count, reports) VALUES ($1, $2, $3)",
+            &[&id, &count, &log],
         )
         .await
         .map_err(db_error)?;
+        return Ok(Ok((outcomes, log.len() as u64)));
     }
-    Ok(Ok(outcomes))
+    let mut delta = Accumulator::new(entries, FOLDS);
+    delta.add_reports(&counted);
+    txn.execute(
+        "INSERT INTO deltas (collection, count, acc) VALUES ($1, $2, $3)",
+        &[&id, &count, &encode_accumulator(&delta)],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(Ok((outcomes, 0)))
 }

@@ -1,32 +1,41 @@
-//! Folding deltas into the base, and reading a consistent snapshot (design in the docs
-//! of `PostgresStore`).
+//! Folding appended report logs and deltas into the base shards, and reading a
+//! consistent snapshot (design in the docs of `PostgresStore`).
 //!
 //! **Invariant:** a fold changes where sums are kept, never their total: it adds a
-//! set of deltas into the base and deletes exactly those deltas in one transaction,
-//! under the base row's lock, so two folders never add the same delta.
+//! set of report logs and deltas into one base shard and deletes exactly those rows in
+//! one transaction, holding the shard's row lock and each folded row's, so two folders
+//! never add the same row and never write the same shard.
 
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{GenericClient, Pool};
 use futures::StreamExt;
 use ldpcov_privacy::Collection;
 use prost::Message;
+use tokio::sync::Notify;
 use tokio_postgres::IsolationLevel;
 use tokio_postgres::types::ToSql;
 
 use super::{corrupt, db_error, pool_error, to_u64};
-use crate::store::codec::{Corruption, decode_accumulators, decode_collection, encode_accumulator};
+use crate::store::codec::{
+    Corruption, decode_accumulators, decode_collection, encode_accumulator, fold_report_log,
+};
 use crate::store::{Cause, StoreError};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
-/// Folds every collection with deltas, each in transactions of at most `max` deltas,
-/// until none is left that this replica may fold; returns the deltas folded.
+/// Folds every collection with appended report logs or deltas, each in transactions of
+/// at most `max` rows, until none is left that this replica may fold; returns the rows
+/// folded. Then sets the gauge of reports not yet folded, per collection.
 pub(super) async fn fold_all(pool: &Pool, max: usize) -> Result<u64, StoreError> {
     let ids: Vec<String> = {
         let client = pool.get().await.map_err(pool_error)?;
         client
-            .query("SELECT DISTINCT collection FROM deltas", &[])
+            .query(
+                "SELECT collection FROM appended UNION SELECT collection FROM deltas",
+                &[],
+            )
             .await
             .map_err(db_error)?
             .iter()
@@ -34,41 +43,80 @@ pub(super) async fn fold_all(pool: &Pool, max: usize) -> Result<u64, StoreError>
             .collect()
     };
     let mut folded = 0;
-    for id in ids {
+    for id in &ids {
         loop {
-            let n = fold_collection(pool, &id, max).await?;
+            let n = fold_collection(pool, id, max).await?;
             folded += n;
             if n < max as u64 {
                 break;
             }
         }
     }
+    if !ids.is_empty() {
+        report_unfolded(pool, &ids).await?;
+    }
     Ok(folded)
 }
 
-/// The background folder of one replica: [`fold_all`] every `interval`.
-pub(super) async fn fold_periodically(pool: Pool, interval: Duration, max: usize) {
+/// Sets the gauge of reports not yet folded of collections `ids` (0 for those with
+/// none left).
+async fn report_unfolded(pool: &Pool, ids: &[String]) -> Result<(), StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let rows = client
+        .query(
+            "SELECT collection, sum(count)::bigint FROM (
+                 SELECT collection, count FROM appended
+                 UNION ALL SELECT collection, count FROM deltas
+             ) unfolded WHERE collection = ANY($1) GROUP BY collection",
+            &[&ids],
+        )
+        .await
+        .map_err(db_error)?;
+    for id in ids {
+        let reports = rows
+            .iter()
+            .find(|row| row.get::<_, &str>(0) == id.as_str())
+            .map_or(0, |row| row.get::<_, i64>(1));
+        crate::telemetry::unfolded_reports("postgres", id, reports.max(0) as u64);
+    }
+    Ok(())
+}
+
+/// The background folder of one replica: [`fold_all`] every `interval`, and whenever
+/// `now` is notified (this replica appended `fold_bytes` of report logs).
+pub(super) async fn fold_periodically(
+    pool: Pool,
+    interval: Duration,
+    max: usize,
+    now: Arc<Notify>,
+) {
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = now.notified() => {}
+        }
         match fold_all(&pool, max).await {
             Ok(0) => {}
-            Ok(n) => tracing::debug!(deltas = n, "deltas folded"),
+            Ok(n) => tracing::debug!(rows = n, "appended reports and deltas folded"),
             Err(e) => tracing::warn!(error = %e, "folding failed; retried at the next tick"),
         }
     }
 }
 
-/// Adds up to `max` of collection `id`'s oldest deltas into its base and deletes them,
-/// in one transaction. Returns 0 without waiting when another replica holds the base.
+/// Adds up to `max` of collection `id`'s oldest report logs and deltas that no other
+/// folder holds into one of its base shards, and deletes them, in one transaction.
+/// Returns 0 without waiting when every shard is held by another folder.
 async fn fold_collection(pool: &Pool, id: &str, max: usize) -> Result<u64, StoreError> {
+    let started = std::time::Instant::now();
     let mut client = pool.get().await.map_err(pool_error)?;
     let txn = client.transaction().await.map_err(db_error)?;
     let Some(row) = txn
         .query_opt(
-            "SELECT b.count, b.acc, c.spec FROM bases b JOIN collections c ON c.id = b.collection
-             WHERE b.collection = $1 FOR UPDATE OF b SKIP LOCKED",
+            "SELECT b.shard, b.count, b.acc, c.spec FROM bases b
+             JOIN collections c ON c.id = b.collection
+             WHERE b.collection = $1 ORDER BY b.shard LIMIT 1 FOR UPDATE OF b SKIP LOCKED",
             &[&id],
         )
         .await
@@ -76,60 +124,151 @@ async fn fold_collection(pool: &Pool, id: &str, max: usize) -> Result<u64, Store
     else {
         return Ok(0);
     };
-    let collection = decode_collection(id, row.get::<_, &[u8]>(2)).map_err(corrupt)?;
-    let mut base = decode(id, &collection, row.get::<_, Option<&[u8]>>(1))?;
-    check_count(id, &base, row.get(0))?;
-    let limit = i64::try_from(max).unwrap_or(i64::MAX);
-    let params: [&(dyn ToSql + Sync); 2] = [&id, &limit];
-    let mut seqs: Vec<i64> = Vec::new();
-    {
-        let stream = txn
-            .query_raw(
-                "SELECT seq, count, acc FROM deltas WHERE collection = $1 ORDER BY seq LIMIT $2",
-                params,
-            )
-            .await
-            .map_err(db_error)?;
-        let mut stream = pin!(stream);
-        while let Some(row) = stream.next().await {
-            let row = row.map_err(db_error)?;
-            let delta = decode(id, &collection, Some(row.get::<_, &[u8]>(2)))?;
-            check_count(id, &delta, row.get(1))?;
-            base.merge(&delta);
-            seqs.push(row.get(0));
-        }
-    }
-    if seqs.is_empty() {
+    let shard: i32 = row.get(0);
+    let collection = decode_collection(id, row.get::<_, &[u8]>(3)).map_err(corrupt)?;
+    let mut base = decode(id, &collection, row.get::<_, Option<&[u8]>>(2))?;
+    check_count(id, &base, row.get(1))?;
+    // The rows this fold takes: locked, so that no other folder takes them too.
+    let logs = add_rows(&txn, &collection, &mut base, Rows::Appended, max, true).await?;
+    let deltas = add_rows(
+        &txn,
+        &collection,
+        &mut base,
+        Rows::Deltas,
+        max - logs.len(),
+        true,
+    )
+    .await?;
+    if logs.is_empty() && deltas.is_empty() {
         return Ok(0);
     }
     let count = i64::try_from(base.count)
         .map_err(|_| StoreError::internal(Cause::Inconsistent("count exceeds i64".into())))?;
     txn.execute(
-        "UPDATE bases SET count = $2, acc = $3 WHERE collection = $1",
-        &[&id, &count, &encode_accumulator(&base)],
+        "UPDATE bases SET count = $3, acc = $4 WHERE collection = $1 AND shard = $2",
+        &[&id, &shard, &count, &encode_accumulator(&base)],
     )
     .await
     .map_err(db_error)?;
-    let deleted = txn
-        .execute(
-            "DELETE FROM deltas WHERE collection = $1 AND seq = ANY($2)",
-            &[&id, &seqs],
-        )
-        .await
-        .map_err(db_error)?;
-    if deleted != seqs.len() as u64 {
-        // Someone removed deltas without the base lock: fold nothing.
-        return Err(StoreError::internal(Cause::Inconsistent(format!(
-            "collection {id:?}: folded {} deltas but deleted {deleted}",
-            seqs.len()
-        ))));
+    for (rows, seqs) in [(Rows::Appended, &logs), (Rows::Deltas, &deltas)] {
+        if seqs.is_empty() {
+            continue;
+        }
+        let deleted = txn
+            .execute(
+                &format!(
+                    "DELETE FROM {} WHERE collection = $1 AND seq = ANY($2)",
+                    rows.table()
+                ),
+                &[&id, seqs],
+            )
+            .await
+            .map_err(db_error)?;
+        if deleted != seqs.len() as u64 {
+            // Someone removed rows this fold had locked: fold nothing.
+            return Err(StoreError::internal(Cause::Inconsistent(format!(
+                "collection {id:?}: folded {} rows of {} but deleted {deleted}",
+                seqs.len(),
+                rows.table()
+            ))));
+        }
     }
+    fault::hold_fold(id, logs.len() + deltas.len()).await;
     txn.commit().await.map_err(db_error)?;
-    Ok(seqs.len() as u64)
+    crate::telemetry::fold("postgres", started.elapsed());
+    Ok((logs.len() + deltas.len()) as u64)
 }
 
-/// The accumulators of `collection`: its base plus every delta, read in one REPEATABLE
-/// READ transaction (one committed state) and merged one row at a time.
+/// The rows of a collection's sums that are not a base.
+#[derive(Debug, Clone, Copy)]
+enum Rows {
+    /// `appended`: report logs.
+    Appended,
+    /// `deltas`: dense partial accumulators.
+    Deltas,
+}
+
+impl Rows {
+    fn table(self) -> &'static str {
+        match self {
+            Rows::Appended => "appended",
+            Rows::Deltas => "deltas",
+        }
+    }
+}
+
+/// Adds `collection`'s rows of one kind to `acc`, oldest first, at most `limit` of
+/// them, streamed one at a time; with `lock`, only rows no other transaction holds, each
+/// locked `FOR UPDATE` until this transaction ends. Returns their `seq`s.
+async fn add_rows(
+    txn: &impl GenericClient,
+    collection: &Collection,
+    acc: &mut Accumulator,
+    rows: Rows,
+    limit: usize,
+    lock: bool,
+) -> Result<Vec<i64>, StoreError> {
+    let id = collection.id();
+    if lock && limit == 0 {
+        return Ok(Vec::new());
+    }
+    let column = match rows {
+        Rows::Appended => "reports",
+        Rows::Deltas => "acc",
+    };
+    let sql = if lock {
+        format!(
+            "SELECT seq, count, {column} FROM {} WHERE collection = $1
+             ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+            rows.table()
+        )
+    } else {
+        format!(
+            "SELECT seq, count, {column} FROM {} WHERE collection = $1 LIMIT $2",
+            rows.table()
+        )
+    };
+    let limit = if lock {
+        i64::try_from(limit).unwrap_or(i64::MAX)
+    } else {
+        i64::MAX
+    };
+    let params: [&(dyn ToSql + Sync); 2] = [&id, &limit];
+    let stream = txn.query_raw(sql.as_str(), params).await.map_err(db_error)?;
+    let mut stream = pin!(stream);
+    let mut seqs = Vec::new();
+    while let Some(row) = stream.next().await {
+        let row = row.map_err(db_error)?;
+        let column: i64 = row.get(1);
+        let blob: &[u8] = row.get(2);
+        match rows {
+            Rows::Appended => {
+                let added = fold_report_log(acc, blob).map_err(|source| {
+                    corrupt(Corruption::Blob {
+                        id: id.to_string(),
+                        source,
+                    })
+                })?;
+                if to_u64(column)? != added {
+                    return Err(StoreError::internal(Cause::Inconsistent(format!(
+                        "collection {id:?}: count column {column} disagrees with the report log's {added}"
+                    ))));
+                }
+            }
+            Rows::Deltas => {
+                let delta = decode(id, collection, Some(blob))?;
+                check_count(id, &delta, column)?;
+                acc.merge(&delta);
+            }
+        }
+        seqs.push(row.get(0));
+    }
+    Ok(seqs)
+}
+
+/// The accumulators of `collection`: all its base shards, deltas and report logs, read
+/// in one REPEATABLE READ transaction (one committed state) and added one row at a
+/// time.
 pub(super) async fn read_consistent(
     pool: &Pool,
     collection: &Collection,
@@ -153,18 +292,13 @@ pub(super) async fn read_consistent(
     if stored.is_none_or(|row| row.get::<_, &[u8]>(0) != spec.as_slice()) {
         return Err(StoreError::NotFound(id.to_string()));
     }
-    let row = txn
-        .query_opt("SELECT count, acc FROM bases WHERE collection = $1", &[&id])
-        .await
-        .map_err(db_error)?
-        .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-    let mut acc = decode(id, collection, row.get::<_, Option<&[u8]>>(1))?;
-    check_count(id, &acc, row.get(0))?;
+    let mut acc = Accumulator::new(collection.entries(), FOLDS);
+    let mut shards = 0;
     {
         let params: [&(dyn ToSql + Sync); 1] = [&id];
         let stream = txn
             .query_raw(
-                "SELECT count, acc FROM deltas WHERE collection = $1",
+                "SELECT count, acc FROM bases WHERE collection = $1",
                 params,
             )
             .await
@@ -172,13 +306,49 @@ pub(super) async fn read_consistent(
         let mut stream = pin!(stream);
         while let Some(row) = stream.next().await {
             let row = row.map_err(db_error)?;
-            let delta = decode(id, collection, Some(row.get::<_, &[u8]>(1)))?;
-            check_count(id, &delta, row.get(0))?;
-            acc.merge(&delta);
+            let base = decode(id, collection, row.get::<_, Option<&[u8]>>(1))?;
+            check_count(id, &base, row.get(0))?;
+            acc.merge(&base);
+            shards += 1;
         }
     }
+    if shards == 0 {
+        return Err(StoreError::NotFound(id.to_string()));
+    }
+    add_rows(&txn, collection, &mut acc, Rows::Deltas, 0, false).await?;
+    add_rows(&txn, collection, &mut acc, Rows::Appended, 0, false).await?;
     txn.commit().await.map_err(db_error)?;
     Ok(acc)
+}
+
+/// Fault injection for the crash tests (feature `fault-injection`): a fold that holds
+/// its transaction open, everything written but not committed, so that a test can kill
+/// the replica in the middle of it.
+mod fault {
+    /// The environment variable: a fold holds its transaction this many milliseconds
+    /// before committing (unset, 0 or not a number: never).
+    #[cfg(feature = "fault-injection")]
+    pub(super) const FOLD_HOLD_VAR: &str = "LDPCOV_FAULT_FOLD_HOLD_MS";
+
+    /// Holds the fold of `rows` rows of collection `id` before its commit, if armed.
+    #[cfg(feature = "fault-injection")]
+    pub(super) async fn hold_fold(id: &str, rows: usize) {
+        let ms = std::env::var(FOLD_HOLD_VAR)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if ms > 0 {
+            tracing::warn!(
+                collection = %id, rows, hold_ms = ms,
+                "fold holding its transaction before the commit (fault injection)"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+    }
+
+    /// Does nothing.
+    #[cfg(not(feature = "fault-injection"))]
+    pub(super) async fn hold_fold(_id: &str, _rows: usize) {}
 }
 
 /// Decodes a stored blob (empty accumulators for `None`) and checks its shape against

@@ -28,7 +28,8 @@ use tokio_postgres::NoTls;
 
 use super::codec::{Corruption, decode_collection};
 use super::{
-    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DeliveredBatches,
+    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DEFAULT_FOLD_BYTES,
+    DeliveredBatches,
     RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths, check_release,
 };
 
@@ -48,11 +49,21 @@ pub struct PostgresConfig {
     pub batch_size: usize,
     /// A group is committed at most this long after its first batch arrived.
     pub batch_delay: Duration,
-    /// How often this replica folds deltas into the bases (zero: never in the
-    /// background; [`PostgresStore::fold`] still does).
+    /// How often this replica folds appended report logs and deltas into the bases
+    /// (zero: never in the background, nor on the size trigger; [`PostgresStore::fold`]
+    /// still does).
     pub fold_interval: Duration,
-    /// Deltas one fold transaction adds at most (bounds its memory and duration).
+    /// Rows (report logs and deltas) one fold transaction adds at most (bounds its
+    /// duration and how many rows it holds locked).
     pub fold_batch: usize,
+    /// Rows of folded sums (shards) each collection keeps: folders on different
+    /// replicas each lock one and fold at the same time. Shards are created when
+    /// missing (at open, with a collection), never removed: a replica configured
+    /// with fewer only leaves the others to replicas that use them.
+    pub fold_shards: usize,
+    /// The size trigger: this replica folds as soon as it has appended this many bytes
+    /// of report logs since it last did (besides every `fold_interval`).
+    pub fold_bytes: u64,
     /// How long this replica trusts its cached spec and closed flag of a collection
     /// before reading them again: bounds how long it serves a collection that another
     /// replica deleted (and perhaps created anew) — see "Cache" in [`PostgresStore`].
@@ -61,7 +72,8 @@ pub struct PostgresConfig {
 
 impl Default for PostgresConfig {
     /// 8 connections, 10 s to connect; the stores' group-commit defaults
-    /// (1024 reports or 5 ms); a fold of at most 64 deltas every second.
+    /// (1024 reports or 5 ms); folds of at most 64 rows every second or per 64 MiB of
+    /// report logs appended, into 4 shards.
     fn default() -> Self {
         PostgresConfig {
             pool_size: 8,
@@ -70,6 +82,8 @@ impl Default for PostgresConfig {
             batch_delay: DEFAULT_BATCH_DELAY,
             fold_interval: Duration::from_secs(1),
             fold_batch: 64,
+            fold_shards: 4,
+            fold_bytes: DEFAULT_FOLD_BYTES,
             cache_ttl: Duration::from_secs(5),
         }
     }
@@ -138,14 +152,17 @@ struct Cache {
 /// | table         | key                      | holds                                      |
 /// |---------------|--------------------------|--------------------------------------------|
 /// | `collections` | `id`                     | `spec` (`CollectionSpec` protobuf bytes, as the redb store keeps it), `closed` |
-/// | `bases`       | `collection`             | `count`, `acc`: the folded accumulators    |
+/// | `bases`       | (`collection`, `shard`)  | `count`, `acc`: folded accumulators, [`PostgresConfig::fold_shards`] rows per collection |
+/// | `appended`    | (`collection`, `seq`)    | `count`, `reports`: one committed batch's counted reports as a report log |
 /// | `deltas`      | (`collection`, `seq`)    | `count`, `acc`: one committed batch's partial accumulators |
 /// | `seen`        | (`collection`, `report_id`) | — (every counted report id)             |
 ///
 /// Accumulators (`acc`) are blobs in the durable store's format (see `DurableStore`,
 /// "Accumulator blob"): exact per-fold `i64` sums and `u128` sums of squares, added
-/// in Rust, never as SQL numbers. A collection's accumulators are its base plus all
-/// its deltas.
+/// in Rust, never as SQL numbers. Report logs are the compact form of a batch's
+/// reports (`store/codec.rs`, "Report log": a rank-one report's vector, p integers). A
+/// collection's accumulators are all its base shards plus its deltas plus its report
+/// logs.
 ///
 /// # One transaction per group of batches
 ///
@@ -162,7 +179,11 @@ struct Cache {
 ///    is the one that may count), then inserts the ids, sorted, into `seen` with
 ///    `ON CONFLICT DO NOTHING … RETURNING`: exactly the returned ids are counted, the
 ///    others are duplicates;
-/// 3. inserts one `deltas` row with the partial accumulators of the counted reports.
+/// 3. inserts one row holding the counted reports: an `appended` row with their report
+///    log when that is smaller than an accumulator blob (rank-one reports; any report
+///    in small batches), else a `deltas` row with their partial accumulators (Gaussian
+///    reports at large p in full batches). One row per collection and group: the
+///    group's multi-row insert is already made inside the log.
 ///
 /// If any statement or the commit fails, the transaction is rolled back and every
 /// caller of the group gets the same error, counting nothing: [`StoreError::Unavailable`]
@@ -187,21 +208,32 @@ struct Cache {
 ///
 /// # Write amplification and folding
 ///
-/// A batch never rewrites a collection's accumulators: it inserts one delta row of
-/// `d·(8·FOLDS + 16)` bytes (28 MB at p = 1000, before PostgreSQL's compression,
-/// which shrinks the folds a small batch does not touch), however many reports it
-/// holds, plus one `seen` row per report. A folding step (any replica, every
-/// [`PostgresConfig::fold_interval`]) adds up to [`PostgresConfig::fold_batch`]
-/// deltas of a collection into its `bases` row and deletes them, in one transaction
-/// that locks the base row `FOR UPDATE SKIP LOCKED`: folders are serialised per
-/// collection (a replica that finds the row locked skips it) and batches, which never
-/// touch `bases`, are not blocked. So the base is rewritten once per fold, not per
-/// batch, and the deltas a snapshot reads stay few.
+/// A batch never rewrites a collection's accumulators: it inserts one row whose size
+/// follows what arrived, the report log (4 bytes per value: 4 KB per rank-one report at
+/// p = 1000, stored uncompressed out of line) or, when smaller, the dense delta of
+/// `d·(8·FOLDS + 16)` bytes (28 MB at p = 1000, before PostgreSQL's compression), plus
+/// one `seen` row per report.
 ///
-/// [`snapshot`](Store::snapshot) reads the base and every delta in one REPEATABLE READ
-/// transaction: it sees one committed state, before or after any fold, and a fold
-/// moves sums from deltas into the base without changing their total. Rows are
-/// streamed and merged one at a time, so a snapshot holds two accumulators in memory.
+/// Folding moves report logs and deltas into the base shards, exactly once. Any replica
+/// folds, every [`PostgresConfig::fold_interval`] and as soon as it has appended
+/// [`PostgresConfig::fold_bytes`] of logs since its last fold: per collection, one
+/// transaction locks one base shard `FOR UPDATE SKIP LOCKED` (the first no other
+/// folder holds), takes up to [`PostgresConfig::fold_batch`] of the oldest logs and
+/// deltas `FOR UPDATE SKIP LOCKED` (rows another folder holds are skipped, never
+/// waited for), adds them into the shard in Rust, writes the shard and deletes exactly
+/// those rows, then commits. So two folders never add the same row (its row lock) nor
+/// write the same shard (the shard's lock), replicas fold different rows into
+/// different shards at the same time, and batches, which touch neither, are never
+/// blocked. A folder that dies mid-fold (a killed replica, a lost connection) leaves
+/// its transaction to be rolled back: its rows are still unfolded and are folded later
+/// by anyone. A base shard is rewritten once per fold, not per batch.
+///
+/// [`snapshot`](Store::snapshot) reads every base shard, delta and report log in one
+/// REPEATABLE READ transaction: it sees one committed state, before or after any fold,
+/// and a fold moves sums from rows into a shard without changing their total; so an
+/// estimate is exact whatever is still unfolded (it costs adding those logs once more).
+/// Rows are streamed and added one at a time, so a snapshot holds one accumulator and
+/// one row in memory.
 ///
 /// # Cache
 ///
@@ -220,9 +252,9 @@ struct Cache {
 ///
 /// # Removing a collection
 ///
-/// One transaction: lock the `bases` row `FOR UPDATE` (waits for a fold) and the
+/// One transaction: lock the `bases` rows `FOR UPDATE` (waits for the folds) and the
 /// `collections` row `FOR UPDATE` (waits for the batches holding it), delete the
-/// collection's `seen`, `deltas`, `bases` and `collections` rows, commit, then drop the
+/// collection's `seen`, `deltas`, `appended`, `bases` and `collections` rows, commit, then drop the
 /// collection from this replica's cache; other replicas' batches then find no row.
 pub struct PostgresStore {
     pool: Pool,
@@ -271,11 +303,16 @@ impl PostgresStore {
             .build()?;
         let applied = {
             let mut client = pool.get().await?;
-            schema::migrate(&mut client).await?
+            let applied = schema::migrate(&mut client).await?;
+            client
+                .execute(ENSURE_SHARDS, &[&None::<&str>, &shards(&config)])
+                .await?;
+            applied
         };
         let cache = Arc::new(Cache::default());
         let (tx, rx) = mpsc::unbounded_channel();
         let (write_healthy, _) = tokio::sync::watch::channel(true);
+        let fold_now = Arc::new(tokio::sync::Notify::new());
         let committer = tokio::spawn(
             Committer {
                 pool: pool.clone(),
@@ -283,6 +320,8 @@ impl PostgresStore {
                 batch_size: config.batch_size.max(1),
                 batch_delay: config.batch_delay,
                 write_healthy: write_healthy.clone(),
+                fold_now: fold_now.clone(),
+                fold_bytes: config.fold_bytes,
             }
             .run(),
         );
@@ -291,6 +330,7 @@ impl PostgresStore {
                 pool.clone(),
                 config.fold_interval,
                 config.fold_batch.max(1),
+                fold_now,
             ))
         });
         tracing::info!(
@@ -309,18 +349,22 @@ impl PostgresStore {
         })
     }
 
-    /// Folds every collection's deltas into its base now (what the background task
-    /// does every [`PostgresConfig::fold_interval`]); returns the number of deltas
-    /// folded. Snapshots are the same before and after.
+    /// Folds every collection's report logs and deltas into its base shards now (what
+    /// the background task does every [`PostgresConfig::fold_interval`]); returns the
+    /// number of rows folded. Snapshots are the same before and after.
     pub async fn fold(&self) -> Result<u64, StoreError> {
         fold::fold_all(&self.pool, self.config.fold_batch.max(1)).await
     }
 
-    /// Delta rows not yet folded, over all collections (operators and tests).
+    /// Rows not yet folded, report logs and deltas, over all collections (operators
+    /// and tests).
     pub async fn pending_deltas(&self) -> Result<u64, StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
         let row = client
-            .query_one("SELECT count(*) FROM deltas", &[])
+            .query_one(
+                "SELECT (SELECT count(*) FROM deltas) + (SELECT count(*) FROM appended)",
+                &[],
+            )
             .await
             .map_err(db_error)?;
         to_u64(row.get::<_, i64>(0))
@@ -480,6 +524,18 @@ fn to_u64(v: i64) -> Result<u64, StoreError> {
     })
 }
 
+/// Creates the missing base shards (`$2` per collection) of collection `$1`, or of
+/// every collection when `$1` is NULL.
+const ENSURE_SHARDS: &str = "INSERT INTO bases (collection, shard, count)
+     SELECT c.id, s, 0 FROM collections c, generate_series(0, $2::integer - 1) AS s
+     WHERE $1::text IS NULL OR c.id = $1
+     ON CONFLICT DO NOTHING";
+
+/// [`PostgresConfig::fold_shards`] as the `integer` of [`ENSURE_SHARDS`] (at least 1).
+fn shards(config: &PostgresConfig) -> i32 {
+    i32::try_from(config.fold_shards.max(1)).unwrap_or(i32::MAX)
+}
+
 fn corrupt(e: Corruption) -> StoreError {
     StoreError::internal(Cause::Corrupt(e))
 }
@@ -509,8 +565,8 @@ impl Store for PostgresStore {
             .map_err(db_error)?;
         if inserted == 1 {
             txn.execute(
-                "INSERT INTO bases (collection, count) VALUES ($1, 0)",
-                &[&collection.id()],
+                ENSURE_SHARDS,
+                &[&Some(collection.id()), &shards(&self.config)],
             )
             .await
             .map_err(db_error)?;
@@ -593,19 +649,23 @@ impl Store for PostgresStore {
 
     async fn count(&self, id: &str) -> Result<u64, StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
-        // One statement: one snapshot of the base and the deltas.
+        // One statement: one snapshot of the bases, the deltas and the report logs.
         let row = client
-            .query_opt(
-                "SELECT b.count + COALESCE(
-                     (SELECT sum(d.count) FROM deltas d WHERE d.collection = b.collection), 0
-                 )::bigint
-                 FROM bases b WHERE b.collection = $1",
+            .query_one(
+                "SELECT (SELECT sum(count) FROM bases WHERE collection = $1)::bigint,
+                        (COALESCE((SELECT sum(count) FROM deltas WHERE collection = $1), 0)
+                         + COALESCE((SELECT sum(count) FROM appended WHERE collection = $1), 0)
+                        )::bigint",
                 &[&id],
             )
             .await
-            .map_err(db_error)?
+            .map_err(db_error)?;
+        let folded: i64 = row
+            .get::<_, Option<i64>>(0)
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        to_u64(row.get::<_, i64>(0))
+        to_u64(folded)?
+            .checked_add(to_u64(row.get::<_, i64>(1))?)
+            .ok_or_else(|| StoreError::internal(Cause::Inconsistent("count overflows".into())))
     }
 
     async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError> {
@@ -846,14 +906,23 @@ impl Store for PostgresStore {
         }
         let reports: i64 = txn
             .query_one(
-                "SELECT COALESCE((SELECT count FROM bases WHERE collection = $1), 0)
-                      + COALESCE((SELECT sum(count) FROM deltas WHERE collection = $1), 0)::bigint",
+                "SELECT (COALESCE((SELECT sum(count) FROM bases WHERE collection = $1), 0)
+                       + COALESCE((SELECT sum(count) FROM deltas WHERE collection = $1), 0)
+                       + COALESCE((SELECT sum(count) FROM appended WHERE collection = $1), 0)
+                       )::bigint",
                 &[&id],
             )
             .await
             .map_err(db_error)?
             .get(0);
-        for table in ["seen", "deltas", "bases", "releases", "delivered_batches"] {
+        for table in [
+            "seen",
+            "deltas",
+            "appended",
+            "bases",
+            "releases",
+            "delivered_batches",
+        ] {
             txn.execute(
                 &format!("DELETE FROM {table} WHERE collection = $1"),
                 &[&id],

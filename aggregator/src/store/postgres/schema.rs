@@ -38,6 +38,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0003_delivered_batches",
         sql: include_str!("../../../migrations/0003_delivered_batches.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_appended_reports",
+        sql: include_str!("../../../migrations/0004_appended_reports.sql"),
+    },
 ];
 
 /// Key of the advisory lock migrations run under (`"ldpcov"` in ASCII, then 1).

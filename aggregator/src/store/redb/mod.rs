@@ -310,6 +310,7 @@ enum Command {
 /// | `closed_collections` | collection id            | `()`                                 |
 /// | `releases`         | (collection id, request key) | (ρ spent, release body)           |
 /// | `delivered_batches` | collection id             | (batches, fewest valid reports in one) |
+/// | `appended_reports` | (collection id, sequence) | report log: a committed batch's counted reports (see "Appending and folding") |
 ///
 /// `closed_collections` (added with collection closing), `releases` (added with the
 /// release ledger) and `delivered_batches` (added with the delivered guarantee of
@@ -325,8 +326,9 @@ enum Command {
 /// check and the commit.
 ///
 /// One batch's transaction holds: the specs of collections created in it, one
-/// `seen_report_ids` row per newly counted report, the complete new accumulator blob of
-/// every collection the batch touched, and the commit counter. A report id is deduped by
+/// `seen_report_ids` row per newly counted report, for every collection the batch
+/// counted reports of either their report log (appended) or the complete new
+/// accumulator blob (see "Appending and folding"), and the commit counter. A report id is deduped by
 /// inserting it into `seen_report_ids` inside the open transaction, which also sees the
 /// ids of the uncommitted batch; a duplicate is not added to the sums.
 ///
@@ -376,14 +378,34 @@ enum Command {
 /// [`Collection::from_spec`] from the stored spec) and its accumulator blob: it
 /// recovers exactly the last committed state.
 ///
+/// # Appending and folding
+///
+/// Per collection, a batch writes whichever is smaller: the report log of the reports
+/// it counts (`store/codec.rs`, "Report log": 4 bytes per value, 4 KB per rank-one
+/// report at p = 1000), appended as one `appended_reports` row, or the collection's
+/// whole accumulator blob, `d·(8·FOLDS + 16)` bytes (28 MB at p = 1000, d = 500 500).
+/// Rank-one reports are appended; Gaussian reports at large p, each as large as its
+/// entries, are appended only in small batches.
+///
+/// Folding writes a collection's accumulator blob and removes its appended rows, in
+/// one transaction, so each appended report is in the blob or in a row, never both. A
+/// batch folds instead of appending when its log would take the collection's appended
+/// bytes past [`DurableConfig::fold_bytes`] (64 MiB: the bound on what a start
+/// replays) or is larger than the blob; the commit thread folds every collection with
+/// appended rows once [`DurableConfig::fold_interval`] passed since the first append
+/// after the last fold (10 s), and when it stops. The mirror is the blob plus the
+/// appended reports at every commit, so snapshots never wait for a fold, and a fold
+/// changes no sum. On start, each collection's appended rows are added to its blob in
+/// the mirror (what a crash left appended is recovered exactly), and folded one
+/// interval later. Metrics: `ldpcov_reports_unfolded{store="redb"}` and
+/// `ldpcov_fold_duration_seconds{store="redb"}`.
+///
 /// # Write amplification
 ///
-/// Every commit rewrites the whole accumulator blob of each collection it touches:
-/// `d·(8·FOLDS + 16)` bytes, i.e. 28 MB per commit at p = 1000 (d = 500 500). That is
-/// why reports are committed in groups: with 1024 reports per batch the blob costs
-/// ~27 KB per report (a p = 1000 report is 2 MB on the wire). Under light load each
-/// commit carries few reports and the per-report cost is high, but then there is
-/// bandwidth to spare. The `seen_report_ids` table grows by 16 bytes + the collection
+/// At p = 1000, a batch of rank-one reports writes 4 KB per report plus one 28 MB blob
+/// per fold (every 64 MiB of logs or 10 s), instead of the 28 MB blob per commit that
+/// whole-blob commits cost (~27 KB per report at 1024 reports per batch, and far more
+/// in small batches). The `seen_report_ids` table grows by 16 bytes + the collection
 /// id (plus B-tree overhead) per report and is never rewritten.
 ///
 /// # Memory
@@ -446,8 +468,13 @@ impl DurableStore {
             .values()
             .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))
             .sum();
+        // Reports a crash left appended, added back from their rows.
+        let appended: u64 = mirror
+            .values()
+            .map(|e| e.unfolded_reports.load(Ordering::SeqCst))
+            .sum();
         tracing::info!(
-            path = %path.display(), collections = mirror.len(), reports,
+            path = %path.display(), collections = mirror.len(), reports, appended,
             elapsed_ms = started.elapsed().as_millis() as u64, "durable store opened"
         );
         *shared.mirror.get_mut().unwrap_or_else(|e| e.into_inner()) = mirror;
