@@ -168,7 +168,10 @@ async fn replicas_and_the_database_crash_and_nothing_is_lost_or_counted_twice() 
 /// The accumulators of the acknowledged reports `acked` (each id acknowledged once).
 fn expected_sums(
     collection: &ldpcov_client::Collection,
-    acked: &[(ldpcov_client::ReportId, ldpcov_privacy::mechanism::ReportEntries)],
+    acked: &[(
+        ldpcov_client::ReportId,
+        ldpcov_privacy::mechanism::ReportEntries,
+    )],
 ) -> Accumulator {
     let mut ids = std::collections::HashSet::new();
     for (id, _) in acked {
@@ -183,7 +186,10 @@ fn expected_sums(
 /// Waits (at most a minute) until `log` holds `line`.
 async fn wait_for_log(log: &std::path::Path, line: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(log).unwrap_or_default().contains(line) {
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(line)
+    {
         assert!(Instant::now() < deadline, "no {line:?} in the log");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -197,7 +203,10 @@ async fn a_replica_killed_in_the_middle_of_a_fold_loses_and_doubles_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let log = tmp.path().join("midfold.log");
     let (folder_addr, ingest_addr) = (free_port(), free_port());
-    let (folder_url, ingest_url) = (format!("http://{folder_addr}"), format!("http://{ingest_addr}"));
+    let (folder_url, ingest_url) = (
+        format!("http://{folder_addr}"),
+        format!("http://{ingest_addr}"),
+    );
     // The folder folds every 100 ms and holds each fold open for a minute before its
     // commit; the ingesting replica never folds.
     let folder_flags = ["--store", db.as_str(), "--fold-interval-ms", "100"];
@@ -269,7 +278,10 @@ async fn a_replica_killed_in_the_middle_of_a_fold_loses_and_doubles_nothing() {
     let expected = expected_sums(&collection, &acked);
     assert!(acked.len() >= 50, "too little load: {}", acked.len());
     // Exact with whatever is still unfolded, then after everything is folded.
-    assert_eq!(store.snapshot("midfold").await.expect("snapshot").acc, expected);
+    assert_eq!(
+        store.snapshot("midfold").await.expect("snapshot").acc,
+        expected
+    );
     assert_eq!(store.count("midfold").await.expect("count"), expected.count);
     let deadline = Instant::now() + Duration::from_secs(30);
     while store.pending_deltas().await.expect("pending") > 0 {
@@ -277,8 +289,14 @@ async fn a_replica_killed_in_the_middle_of_a_fold_loses_and_doubles_nothing() {
         assert!(Instant::now() < deadline, "rows still unfolded after 30 s");
     }
     let folded = store.snapshot("midfold").await.expect("snapshot").acc;
-    assert_eq!(folded.count, expected.count, "lost or double-counted reports");
+    assert_eq!(
+        folded.count, expected.count,
+        "lost or double-counted reports"
+    );
     assert_eq!(folded, expected);
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(!log_text.contains("panicked"), "a replica panicked:\n{log_text}");
+    assert!(
+        !log_text.contains("panicked"),
+        "a replica panicked:\n{log_text}"
+    );
 }

@@ -234,7 +234,10 @@ async fn add_rows(
         i64::MAX
     };
     let params: [&(dyn ToSql + Sync); 2] = [&id, &limit];
-    let stream = txn.query_raw(sql.as_str(), params).await.map_err(db_error)?;
+    let stream = txn
+        .query_raw(sql.as_str(), params)
+        .await
+        .map_err(db_error)?;
     let mut stream = pin!(stream);
     let mut seqs = Vec::new();
     while let Some(row) = stream.next().await {
@@ -297,10 +300,7 @@ pub(super) async fn read_consistent(
     {
         let params: [&(dyn ToSql + Sync); 1] = [&id];
         let stream = txn
-            .query_raw(
-                "SELECT count, acc FROM bases WHERE collection = $1",
-                params,
-            )
+            .query_raw("SELECT count, acc FROM bases WHERE collection = $1", params)
             .await
             .map_err(db_error)?;
         let mut stream = pin!(stream);

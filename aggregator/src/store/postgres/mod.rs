@@ -29,8 +29,8 @@ use tokio_postgres::NoTls;
 use super::codec::{Corruption, decode_collection};
 use super::{
     BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DEFAULT_FOLD_BYTES,
-    DeliveredBatches,
-    RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths, check_release,
+    DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
+    check_release,
 };
 
 use commit::{Committer, Submission};
@@ -890,7 +890,8 @@ impl Store for PostgresStore {
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
         let mut client = self.pool.get().await.map_err(pool_error)?;
         let txn = client.transaction().await.map_err(db_error)?;
-        txn.query_opt(
+        // Every shard: waits for the folds holding one.
+        txn.query(
             "SELECT 1 FROM bases WHERE collection = $1 FOR UPDATE",
             &[&id],
         )

@@ -159,6 +159,97 @@ async fn folding_preserves_the_snapshot_exactly() {
     assert_eq!(s.count("c").await.unwrap(), 60);
 }
 
+/// Rows of `table` (`appended`, `deltas`) now.
+async fn rows(s: &PostgresStore, table: &str) -> i64 {
+    let client = s.pool.get().await.unwrap();
+    client
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A small batch is appended as a report log, a batch whose log would be larger than
+/// the blob as a dense delta; a fold skips a shard another transaction holds and folds
+/// into the next one; the sums are exact throughout and each row is folded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_append_or_delta_by_bytes_and_folds_skip_held_shards() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("shards");
+    let s = open(
+        &url,
+        PostgresConfig {
+            fold_shards: 2,
+            ..config()
+        },
+    )
+    .await;
+    s.create_collection(collection("c", 3)).await.unwrap();
+    let entries = collection("c", 3).entries();
+    for k in 0..3u32 {
+        s.submit(
+            "c",
+            vec![report(2 * k, entries), report(2 * k + 1, entries)],
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        (rows(&s, "appended").await, rows(&s, "deltas").await),
+        (3, 0)
+    );
+    let big = crate::store::codec::accumulator_blob_len(entries) / (7 + 4 * entries) + 1;
+    let big = big as u32;
+    s.submit(
+        "c",
+        (100..100 + big).map(|id| report(id, entries)).collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (rows(&s, "appended").await, rows(&s, "deltas").await),
+        (3, 1)
+    );
+    let want = expected(entries, (0..6).chain(100..100 + big));
+    assert_eq!(s.snapshot("c").await.unwrap().acc, want);
+    // Another transaction holds shard 0: the fold goes to shard 1, without waiting.
+    let mut holder = s.pool.get().await.unwrap();
+    let held = holder.transaction().await.unwrap();
+    held.query(
+        "SELECT 1 FROM bases WHERE collection = 'c' AND shard = 0 FOR UPDATE",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.fold().await.unwrap(), 4);
+    let counts: Vec<(i32, i64)> = {
+        let client = s.pool.get().await.unwrap();
+        client
+            .query(
+                "SELECT shard, count FROM bases WHERE collection = 'c' ORDER BY shard",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    assert_eq!(counts, vec![(0, 0), (1, i64::from(6 + big))]);
+    assert_eq!(s.pending_deltas().await.unwrap(), 0);
+    assert_eq!(s.snapshot("c").await.unwrap().acc, want);
+    held.rollback().await.unwrap();
+    // A later batch folds into shard 0, the first free one; the sums merge exactly.
+    s.submit("c", vec![report(6, entries), report(0, entries)])
+        .await
+        .unwrap();
+    assert_eq!(s.fold().await.unwrap(), 1);
+    let want = expected(entries, (0..7).chain(100..100 + big));
+    assert_eq!(s.snapshot("c").await.unwrap().acc, want);
+    assert_eq!(s.count("c").await.unwrap(), want.count);
+    assert_eq!(s.delete_collection("c").await, Ok(want.count));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reopened_store_sees_everything_committed() {
     let pg = PgCluster::start_or_panic();
