@@ -17,9 +17,11 @@
 //! each send their share as `SubmitReports` streams of `--stream-len` reports, until
 //! the last stream is acknowledged; the daemon's count is then checked to be exactly
 //! the number sent. The daemons' CPU time (user + system, from `/proc/PID/stat`) over
-//! the same interval gives the CPU per report, and the bytes the store wrote over it
-//! (redb: the daemon's `write_bytes` from `/proc/PID/io`; PostgreSQL: the WAL bytes
-//! of `pg_stat_wal`) give the bytes written per report. The loopback reference streams the same
+//! the same interval gives the CPU per report. The bytes the store wrote from the start
+//! of the clock until what the case sent is folded (redb: the daemon's `write_bytes`
+//! from `/proc/PID/io`, read once it stayed put for 12 s; PostgreSQL: the WAL written,
+//! from `pg_current_wal_lsn()`, read once no delta or appended row is left) give the
+//! bytes written per report. The loopback reference streams the same
 //! number of bytes over the same number of plain TCP connections inside this process.
 //!
 //! Client and server share the machine's cores, so the figures bound the server from
@@ -190,9 +192,10 @@ pub(crate) struct CaseResult {
     pub(crate) connections: usize,
     /// PostgreSQL only: the database's size after the case (`pg_database_size`).
     pub(crate) database_bytes: Option<u64>,
-    /// Bytes the store wrote per report over the timed interval: redb, the daemon's
-    /// `write_bytes` (`/proc/PID/io`); PostgreSQL, the WAL bytes (`pg_stat_wal`);
-    /// `None` for the memory store.
+    /// Bytes the store wrote per report, from the start of the clock until the case's
+    /// reports were folded: redb, the daemon's `write_bytes` (`/proc/PID/io`);
+    /// PostgreSQL, the WAL written (`pg_current_wal_lsn()`); `None` for the memory
+    /// store.
     pub(crate) written_bytes_per_report: Option<f64>,
 }
 
@@ -390,16 +393,38 @@ fn raw(channel: Channel) -> RawClient<Channel> {
         .max_encoding_message_size(64 << 20)
 }
 
-/// WAL bytes PostgreSQL has written so far (`pg_stat_wal`).
-async fn wal_bytes(url: &str) -> Result<u64> {
+/// One query on the database at `url`, on a connection of its own.
+async fn query_one(url: &str, sql: &str) -> Result<tokio_postgres::Row> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     let driver = tokio::spawn(connection);
-    let row = client
-        .query_one("SELECT wal_bytes::bigint FROM pg_stat_wal", &[])
-        .await?;
+    let row = client.query_one(sql, &[]).await;
     drop(client);
     let _ = driver.await;
+    Ok(row?)
+}
+
+/// WAL bytes PostgreSQL has written so far (the current WAL position).
+async fn wal_bytes(url: &str) -> Result<u64> {
+    let row = query_one(
+        url,
+        "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint",
+    )
+    .await?;
     Ok(row.get::<_, i64>(0).max(0) as u64)
+}
+
+/// Rows not yet folded into the bases: deltas, and report logs where the schema has
+/// them.
+async fn unfolded_rows(url: &str) -> Result<i64> {
+    let with_logs = query_one(
+        url,
+        "SELECT (SELECT count(*) FROM deltas) + (SELECT count(*) FROM appended)",
+    )
+    .await;
+    Ok(match with_logs {
+        Ok(row) => row.get(0),
+        Err(_) => query_one(url, "SELECT count(*) FROM deltas").await?.get(0),
+    })
 }
 
 /// Bytes written so far by the store of a case: the daemon's for redb, PostgreSQL's WAL
@@ -414,6 +439,38 @@ async fn store_written_bytes(
         (StoreKind::Postgres { .. }, Some(url)) => Some(wal_bytes(url).await?),
         _ => None,
     })
+}
+
+/// Waits (at most 2 minutes) until what the case sent is folded: PostgreSQL, no delta or
+/// report log left; redb, the daemon's written bytes unchanged for 12 s (its folds run
+/// on size, and 10 s after the first report appended since the last one).
+async fn wait_folded(store: StoreKind, daemons: &[Daemon], db_url: Option<&str>) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    match (store, db_url) {
+        (StoreKind::Postgres { .. }, Some(url)) => {
+            while unfolded_rows(url).await? > 0 {
+                if Instant::now() > deadline {
+                    bail!("rows still unfolded after 2 minutes");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        (StoreKind::Redb, _) => {
+            let mut last = (daemons[0].written_bytes()?, Instant::now());
+            while last.1.elapsed() < Duration::from_secs(12) {
+                if Instant::now() > deadline {
+                    bail!("the daemon still writes after 2 minutes");
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let now = daemons[0].written_bytes()?;
+                if now != last.0 {
+                    last = (now, Instant::now());
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The reports of one case: a pool of distinct payloads under distinct ids.
@@ -560,10 +617,6 @@ async fn run_case(
         .iter()
         .map(|d| d.cpu_seconds(tick))
         .sum::<Result<f64>>()?;
-    let written_after = store_written_bytes(store, &daemons, db_url.as_deref()).await?;
-    let written_bytes_per_report = written_before
-        .zip(written_after)
-        .map(|(before, after)| after.saturating_sub(before) as f64 / count as f64);
     let counted = admin
         .get_status(GetStatusRequest {
             collection_id: "ingest".into(),
@@ -574,18 +627,19 @@ async fn run_case(
     if accepted != count as u64 || counted != count as u64 {
         bail!("sent {count} reports, {accepted} accepted, {counted} counted");
     }
+    wait_folded(store, &daemons, db_url.as_deref()).await?;
+    let written_after = store_written_bytes(store, &daemons, db_url.as_deref()).await?;
+    let written_bytes_per_report = written_before
+        .zip(written_after)
+        .map(|(before, after)| after.saturating_sub(before) as f64 / count as f64);
     drop(daemons);
     let database_bytes = match &db_url {
-        Some(url) => {
-            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-            let driver = tokio::spawn(connection);
-            let row = client
-                .query_one("SELECT pg_database_size(current_database())", &[])
-                .await?;
-            drop(client);
-            let _ = driver.await;
-            Some(row.get::<_, i64>(0).max(0) as u64)
-        }
+        Some(url) => Some(
+            query_one(url, "SELECT pg_database_size(current_database())")
+                .await?
+                .get::<_, i64>(0)
+                .max(0) as u64,
+        ),
         None => None,
     };
     drop(cluster);
