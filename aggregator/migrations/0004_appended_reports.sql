@@ -11,6 +11,10 @@ CREATE TABLE appended (
     seq        bigint GENERATED ALWAYS AS IDENTITY,
     count      bigint NOT NULL CHECK (count > 0),
     reports    bytea NOT NULL,
+    -- When the batch was committed (its transaction's start): a replica's scheduled
+    -- fold takes a collection only once its oldest report log is a fold interval old,
+    -- so that more replicas do not mean more folds.
+    appended_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (collection, seq)
 );
 -- Report logs are integers that pglz hardly shrinks: store them out of line,

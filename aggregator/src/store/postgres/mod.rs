@@ -153,7 +153,7 @@ struct Cache {
 /// |---------------|--------------------------|--------------------------------------------|
 /// | `collections` | `id`                     | `spec` (`CollectionSpec` protobuf bytes, as the redb store keeps it), `closed` |
 /// | `bases`       | (`collection`, `shard`)  | `count`, `acc`: folded accumulators, [`PostgresConfig::fold_shards`] rows per collection |
-/// | `appended`    | (`collection`, `seq`)    | `count`, `reports`: one committed batch's counted reports as a report log |
+/// | `appended`    | (`collection`, `seq`)    | `count`, `reports`: one committed batch's counted reports as a report log; `appended_at` |
 /// | `deltas`      | (`collection`, `seq`)    | `count`, `acc`: one committed batch's partial accumulators |
 /// | `seen`        | (`collection`, `report_id`) | — (every counted report id)             |
 ///
@@ -215,8 +215,11 @@ struct Cache {
 /// one `seen` row per report.
 ///
 /// Folding moves report logs and deltas into the base shards, exactly once. Any replica
-/// folds, every [`PostgresConfig::fold_interval`] and as soon as it has appended
-/// [`PostgresConfig::fold_bytes`] of logs since its last fold: per collection, one
+/// folds, every [`PostgresConfig::fold_interval`] (the collections whose oldest report
+/// log is that old, or that have deltas: once one replica folded a collection, the
+/// others find its logs too young, so more replicas do not mean more folds) and as soon
+/// as it has appended [`PostgresConfig::fold_bytes`] of logs since its last fold
+/// (everything): per collection, one
 /// transaction locks one base shard `FOR UPDATE SKIP LOCKED` (the first no other
 /// folder holds), takes up to [`PostgresConfig::fold_batch`] of the oldest logs and
 /// deltas `FOR UPDATE SKIP LOCKED` (rows another folder holds are skipped, never
@@ -353,7 +356,7 @@ impl PostgresStore {
     /// the background task does every [`PostgresConfig::fold_interval`]); returns the
     /// number of rows folded. Snapshots are the same before and after.
     pub async fn fold(&self) -> Result<u64, StoreError> {
-        fold::fold_all(&self.pool, self.config.fold_batch.max(1)).await
+        fold::fold_all(&self.pool, self.config.fold_batch.max(1), Duration::ZERO).await
     }
 
     /// Rows not yet folded, report logs and deltas, over all collections (operators

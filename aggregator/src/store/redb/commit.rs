@@ -189,6 +189,12 @@ impl Committer {
     /// the blob plus the appended reports), so this writes it and changes no sum; after
     /// a failure the reports stay appended and the fold is retried when due again.
     fn fold_all(&mut self) {
+        // Open first: a reopen reloads the mirror, whose entries are the ones to write.
+        if let Err(e) = self.db() {
+            tracing::warn!(error = %e, "cannot fold the appended reports; retried later");
+            self.fold_due = Some(Instant::now() + self.retry_delay());
+            return;
+        }
         let Ok(entries) = self.shared.mirror.read().map(|m| {
             m.iter()
                 .filter(|(_, e)| e.unfolded_bytes.load(Ordering::SeqCst) > 0)
@@ -203,15 +209,11 @@ impl Committer {
             return;
         }
         let started = Instant::now();
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot fold the appended reports; retried later");
-                self.fold_due = Some(Instant::now() + self.retry_delay());
-                return;
-            }
-        };
         let written = (|| -> Result<redb::WriteTransaction, Cause> {
+            let db = self
+                .db
+                .as_ref()
+                .ok_or_else(|| Cause::Mirror("the database closed while folding".into()))?;
             let txn = begin_durable(db)?;
             {
                 let mut accumulators = txn.open_table(ACCUMULATORS)?;
