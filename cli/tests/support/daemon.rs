@@ -66,6 +66,9 @@ pub(crate) const LDPCOV_VARS: &[&str] = &[
     "LDPCOV_PG_POOL_SIZE",
     "LDPCOV_METRICS_LISTEN",
     "LDPCOV_FAULT_PANIC_AT_COMMIT",
+    "LDPCOV_FOLD_INTERVAL_MS",
+    "LDPCOV_FOLD_MIB",
+    "LDPCOV_FAULT_FOLD_HOLD_MS",
 ];
 
 pub(crate) fn command() -> Command {
