@@ -80,8 +80,8 @@ mod threshold;
 pub use accumulator::{Accumulator, FOLDS};
 pub use analysis::{
     ErrorBars, PrincipalComponent, PrincipalComponents, SignalVerdict, StandardErrorMethod,
-    SumsOfSquares, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius, error_bars,
-    mean_square_norm, principal_components, signal_verdict,
+    SumsOfSquares, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius, error_bars, mean_square_norm,
+    principal_components, signal_verdict,
 };
 pub use error::EstimateError;
 pub use estimate::{

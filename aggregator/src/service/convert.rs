@@ -44,10 +44,10 @@ pub(super) struct ReleaseInfo {
     pub(super) trace: f64,
 }
 
-/// What an analyst reads beside the matrix (docs/USAGE.md): error bars of the raw
-/// matrix, the verdict on the signal, and the principal components if asked for.
+/// What an analyst reads beside the matrix (docs/USAGE.md): the verdict on the signal,
+/// and the error bars of the raw matrix and the principal components if asked for.
 pub(super) struct Analysis {
-    pub(super) error_bars: estimate::ErrorBars,
+    pub(super) error_bars: Option<estimate::ErrorBars>,
     pub(super) verdict: estimate::SignalVerdict,
     pub(super) components: Option<estimate::PrincipalComponents>,
 }
@@ -70,7 +70,11 @@ impl Analysis {
         } else {
             estimate::SumsOfSquares::NotPrivate
         };
-        let error_bars = estimate::error_bars(input, acc, squares).map_err(estimate_status)?;
+        let error_bars = request
+            .error_bars
+            .then(|| estimate::error_bars(input, acc, squares))
+            .transpose()
+            .map_err(estimate_status)?;
         let n = acc.count.max(1);
         let noise = if local {
             ldpcov_privacy::plan::raw_average_error(
@@ -373,12 +377,12 @@ pub(super) fn estimate_response(
         verdict,
         components,
     } = analysis;
-    out.error_bars = Some(ErrorBars {
-        raw_upper_triangle: error_bars.raw,
-        standard_errors: error_bars.standard_errors,
-        raw_correlation: error_bars.raw_correlation,
-        correlation_standard_errors: error_bars.correlation_standard_errors,
-        method: error_bars.method.name().to_string(),
+    out.error_bars = error_bars.map(|e| ErrorBars {
+        raw_upper_triangle: e.raw,
+        standard_errors: e.standard_errors,
+        raw_correlation: e.raw_correlation,
+        correlation_standard_errors: e.correlation_standard_errors,
+        method: e.method.name().to_string(),
     });
     out.verdict = Some(SignalVerdict {
         sufficient: verdict.sufficient,

@@ -14,8 +14,8 @@ use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
     DeleteCollectionRequest, DeleteCollectionResponse, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, ShuffledBatchChunk, ShuffledBatchResponse,
-    SubmitReportResponse, SubmitReportsResponse,
+    GetEstimateRequest, GetStatusRequest, ListCollectionsRequest, ListCollectionsResponse, Report,
+    ShuffledBatchChunk, ShuffledBatchResponse, SubmitReportResponse, SubmitReportsResponse,
 };
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -33,10 +33,10 @@ mod status;
 
 pub use shuffle::{BATCH_ID_LEN, MAX_BATCH_SIZE};
 
-pub use convert::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
 use convert::{
     Analysis, Target, check_principal_components, estimate_response, options_from_request,
 };
+pub use convert::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
 pub(crate) use status::store_status;
 use status::{estimate_status, invalid};
 
@@ -446,6 +446,24 @@ impl Aggregator for AggregatorService {
         Ok(Response::new(DeleteCollectionResponse { reports }))
     }
 
+    async fn list_collections(
+        &self,
+        request: Request<ListCollectionsRequest>,
+    ) -> Result<Response<ListCollectionsResponse>, Status> {
+        self.auth.check(request.metadata(), Right::Admin)?;
+        let ids = self.store.collection_ids().await.map_err(store_status)?;
+        let mut collections = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.store.collection(&id).await {
+                Ok(c) => collections.push(self.status_of(&c).await?),
+                // Deleted between the listing and now: not listed.
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(store_status(e)),
+            }
+        }
+        Ok(Response::new(ListCollectionsResponse { collections }))
+    }
+
     async fn get_estimate(
         &self,
         request: Request<GetEstimateRequest>,
@@ -506,8 +524,13 @@ impl Aggregator for AggregatorService {
                 }
             }
             .map_err(estimate_status)?;
-            let analysis =
-                Analysis::compute(&task_collection, &input, &acc, &result.matrix, &task_request)?;
+            let analysis = Analysis::compute(
+                &task_collection,
+                &input,
+                &acc,
+                &result.matrix,
+                &task_request,
+            )?;
             Ok::<_, Status>((result, precision, analysis))
         })
         .await

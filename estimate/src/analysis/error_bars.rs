@@ -89,7 +89,10 @@ pub fn error_bars(
         let se = variances.iter().map(|v| (v.max(0.0) / nf).sqrt()).collect();
         (se, StandardErrorMethod::Empirical)
     } else {
-        (closed_form(input, &sums, &raw, n), StandardErrorMethod::ClosedForm)
+        (
+            closed_form(input, &sums, &raw, n),
+            StandardErrorMethod::ClosedForm,
+        )
     };
     let diagonal: Vec<f64> = (0..p).map(|i| raw[triangle_index(p, i, i)]).collect();
     let scale = |i: usize, j: usize| -> Option<f64> {

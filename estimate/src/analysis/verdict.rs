@@ -72,7 +72,8 @@ pub fn signal_verdict(
     } else {
         MAX_NOISE_TO_SIGNAL
     };
-    let off_diagonal_signal_z = off_diagonal_signal_z(p, full.packed(), full.off_diagonal_test_sd());
+    let off_diagonal_signal_z =
+        off_diagonal_signal_z(p, full.packed(), full.off_diagonal_test_sd());
     let top_eigenvalue_z = off_diagonal_top_z(p, full.packed(), full.top_test_sd());
     let shows_structure =
         off_diagonal_signal_z > OFF_DIAGONAL_SIGNAL_Z || top_eigenvalue_z > OFF_DIAGONAL_TOP_Z;
@@ -82,7 +83,11 @@ pub fn signal_verdict(
         n
     } else {
         let needed = (n as f64 * ratio * ratio).ceil();
-        if needed >= u64::MAX as f64 { u64::MAX } else { needed as u64 }
+        if needed >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            needed as u64
+        }
     };
     let summary = if sufficient {
         format!(
@@ -126,5 +131,9 @@ pub fn mean_square_norm(input: &EstimationInput, acc: &Accumulator) -> f64 {
     let p = input.dim();
     let (_, second) = unit_blocks(input, &sums, acc.count.max(1));
     let trace: f64 = (0..p).map(|i| second[triangle_index(p, i, i)]).sum();
-    if trace.is_finite() { trace.clamp(0.0, 1.0) } else { 1.0 }
+    if trace.is_finite() {
+        trace.clamp(0.0, 1.0)
+    } else {
+        1.0
+    }
 }

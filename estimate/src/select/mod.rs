@@ -57,11 +57,11 @@ mod sure;
 mod tests;
 
 pub(crate) use resolve::{Resolved, resolve};
-pub(crate) use signal::{
-    OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z, off_diagonal_signal_z, off_diagonal_top_z,
-};
 pub use rules::{
     AdaptiveThreshold, BulkShrinkage, FactorModel, LdpNoiseThreshold, RegularisationRule,
     SpectralShrinkage, UniversalThreshold,
 };
 pub use settings::{CrossValidation, SpectralGuard, log_grid};
+pub(crate) use signal::{
+    OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z, off_diagonal_signal_z, off_diagonal_top_z,
+};
