@@ -79,9 +79,9 @@ mod threshold;
 
 pub use accumulator::{Accumulator, FOLDS};
 pub use analysis::{
-    ErrorBars, PrincipalComponent, PrincipalComponents, SignalVerdict, StandardErrorMethod,
-    SumsOfSquares, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius, error_bars, mean_square_norm,
-    principal_components, signal_verdict,
+    ErrorBars, MAX_NOISE_TO_SIGNAL, PrincipalComponent, PrincipalComponents, SignalVerdict,
+    StandardErrorMethod, SumsOfSquares, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius,
+    error_bars, principal_components, signal_verdict,
 };
 pub use error::EstimateError;
 pub use estimate::{

@@ -75,17 +75,7 @@ impl Analysis {
             .then(|| estimate::error_bars(input, acc, squares))
             .transpose()
             .map_err(estimate_status)?;
-        let n = acc.count.max(1);
-        let noise = if local {
-            ldpcov_privacy::plan::raw_average_error(
-                collection,
-                n,
-                estimate::mean_square_norm(input, acc),
-            )
-        } else {
-            estimate::additive_noise_frobenius(input, n)
-        };
-        let verdict = estimate::signal_verdict(input, acc, noise).map_err(estimate_status)?;
+        let verdict = estimate::signal_verdict(input, acc, squares).map_err(estimate_status)?;
         let components = match request.principal_components {
             0 => None,
             k => Some(

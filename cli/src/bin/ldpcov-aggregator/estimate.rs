@@ -427,7 +427,9 @@ impl Options {
                 let what = self
                     .what
                     .map_or_else(|| Part::released(&estimate), What::part);
-                let layout = draw_png(&estimate, what, path, names.as_deref())?;
+                // Without --what, a covariance is drawn beside its correlation.
+                let beside_correlation = self.what.is_none() && what == Part::Covariance;
+                let layout = draw_png(&estimate, what, beside_correlation, path, names.as_deref())?;
                 eprintln!(
                     "wrote png ({}, {}×{}, {} reports, {}×{} pixels) to {}",
                     what.name(),
@@ -472,11 +474,13 @@ impl Options {
 }
 
 /// Draws `what` of `estimate` as a heatmap titled with the collection, n and the
-/// rule, to the PNG file `path`; refuses a number of names other than p before
-/// drawing anything.
+/// rule (the covariance beside its correlation when `beside_correlation`; the
+/// components as a scree plot beside the loadings), to the PNG file `path`; refuses
+/// a number of names other than p before drawing anything.
 fn draw_png(
     estimate: &Estimate,
     what: Part,
+    beside_correlation: bool,
     path: &std::path::Path,
     names: Option<&[String]>,
 ) -> Result<ldpcov_cli::Layout> {
@@ -512,7 +516,7 @@ fn draw_png(
         }
         // The covariance beside its correlation: the scales of the variables and how
         // they move together, in one picture.
-        Part::Covariance => {
+        Part::Covariance if beside_correlation => {
             let covariance = part_matrix(estimate, Part::Covariance)?;
             let correlation = part_matrix(estimate, Part::Correlation)?;
             let correlation_title = plot_title(estimate, Part::Correlation);
