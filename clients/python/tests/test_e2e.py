@@ -267,7 +267,9 @@ def test_a_second_moment_collection(client, fixture):
     v = est.verdict_
     assert v is not None and v.summary
     if not v.sufficient:
-        assert v.reports_needed > est.n_reports_, v
+        # Either a number of reports is named, above the reports at hand, or no
+        # signal is measurable at all (0).
+        assert v.reports_needed > est.n_reports_ or v.reports_needed == 0, v
 
 
 def test_a_central_collection(client, fixture):
