@@ -28,7 +28,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use ldpcov_client::{AggregatorClient, ReportId};
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler, ReportId};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use serde_json::json;
@@ -249,9 +249,14 @@ fn fill(url: &str) -> serde_json::Value {
     let mut ids = rand::rngs::StdRng::seed_from_u64(0x1d5);
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     runtime.block_on(async {
+        // Seeded device noise (a simulation's sampler, not for real devices): the
+        // estimates the Python tests check are then the same on every run.
         let mut client = AggregatorClient::connect(url)
             .await
-            .unwrap_or_else(|e| panic!("client cannot connect to {url}: {e}"));
+            .unwrap_or_else(|e| panic!("client cannot connect to {url}: {e}"))
+            .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
+                0x5eed,
+            )));
         let mut normal = || -> f64 { rng.sample(StandardNormal) };
 
         let survey = client.collection("survey").await.expect("fetch survey");

@@ -110,9 +110,13 @@ def test_the_estimate_is_the_daemons_matrix_unpacked(survey, server, admin_token
     d = np.sqrt(np.diag(survey.covariance_))
     np.testing.assert_allclose(survey.correlation_, survey.covariance_ / np.outer(d, d), atol=1e-9)
     assert survey.precision_ is None
-    np.testing.assert_allclose(
-        survey.get_precision() @ survey.covariance_, np.eye(p), atol=1e-6
-    )
+    # The pseudo-inverse (the PSD projection may clamp an eigenvalue to 0, so the
+    # inverse need not exist): Σ·P·Σ = Σ and P·Σ·P = P.
+    prec = survey.get_precision()
+    cov = survey.covariance_
+    scale = max(1.0, float(np.abs(prec).max()) * float(np.abs(cov).max()))
+    np.testing.assert_allclose(cov @ prec @ cov, cov, atol=1e-6 * scale * float(np.abs(cov).max()))
+    np.testing.assert_allclose(prec @ cov @ prec, prec, atol=1e-6 * scale * float(np.abs(prec).max()))
     assert survey.rule_ and isinstance(survey.rule_, str)
 
 
