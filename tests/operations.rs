@@ -109,6 +109,7 @@ async fn reflection_lists_the_services_and_describes_the_aggregator() {
             "GetCollection",
             "GetEstimate",
             "GetStatus",
+            "ListCollections",
             "SubmitReport",
             "SubmitReports",
             "SubmitShuffledBatch",

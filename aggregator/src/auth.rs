@@ -346,15 +346,14 @@ impl AuthConfig {
 }
 
 /// What a call to the gRPC method `path` (`/ldpcov.v1.Aggregator/GetEstimate`) needs,
-/// as far as its headers can tell: [`Right::Admin`] for the admin calls,
+/// as far as its headers can tell: [`Right::Admin`] for the admin calls (ListCollections too),
 /// [`Right::AnySubmit`] for submits, `GetCollection` and `GetStatus` (their collection
 /// is in the body); `None` for anything else (health, reflection, unknown methods).
 pub fn right_before_body(path: &str) -> Option<Right<'static>> {
     let method = path.strip_prefix("/ldpcov.v1.Aggregator/")?;
     match method {
-        "CreateCollection" | "CloseCollection" | "DeleteCollection" | "GetEstimate" => {
-            Some(Right::Admin)
-        }
+        "CreateCollection" | "CloseCollection" | "DeleteCollection" | "GetEstimate"
+        | "ListCollections" => Some(Right::Admin),
         "SubmitReport" | "SubmitReports" | "GetCollection" | "GetStatus" => Some(Right::AnySubmit),
         "SubmitShuffledBatch" => Some(Right::Relay),
         _ => None,
