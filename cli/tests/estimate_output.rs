@@ -209,7 +209,18 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
     let arg = |p: &Path| p.to_str().expect("utf-8 path").to_string();
 
     // The released matrix (the estimate is a deterministic function of the sums).
-    let (doc, m) = check_estimate_json(&estimate(url, id, &[]));
+    let released = estimate(url, id, &[]);
+    let (doc, m) = check_estimate_json(&released);
+    // The verdict's warning: printed (last, after the output) exactly when the
+    // estimate says the reports are insufficient.
+    let insufficient = doc["verdict"]["sufficient"] == false;
+    let last = released.stderr.lines().last().unwrap_or_default();
+    assert_eq!(
+        last.starts_with("warning: insufficient"),
+        insufficient,
+        "{}",
+        released.describe()
+    );
     let matrix = nalgebra::DMatrix::from_row_slice(P, P, &m);
 
     // Names from a data file's header (semicolons, a quoted cell: the data dialect).

@@ -399,11 +399,6 @@ impl Options {
             .await
             .map_err(status_error)?
             .into_inner();
-        if let Some(verdict) = &estimate.verdict
-            && !verdict.sufficient
-        {
-            eprintln!("warning: {}", verdict.summary);
-        }
         if let (Some(rows), Some(path)) = (self.synthetic_rows, &self.synthetic_out) {
             // A second-moment collection's rows are drawn about its centre.
             let mean = if estimate.mean.is_empty() {
@@ -468,6 +463,13 @@ impl Options {
                     None => write_estimate(&estimate, self.format, &mut lock)?,
                 }
             }
+        }
+        // Only once the output is written: a refused request prints its one-line
+        // reason alone.
+        if let Some(verdict) = &estimate.verdict
+            && !verdict.sufficient
+        {
+            eprintln!("warning: {}", verdict.summary);
         }
         Ok(())
     }
