@@ -9,7 +9,7 @@
 # report from it, with no jna.library.path and no LD_LIBRARY_PATH. Exits non-zero on
 # any failure.
 #
-# `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/kotlin.rs), with
+# `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/languages/kotlin.rs), with
 # LDPCOV_FFI_LIB and UNIFFI_BINDGEN naming what its own build made (no cargo call from
 # inside cargo), LDPCOV_URL an in-process aggregator and LDPCOV_KOTLIN_BUILD_DIR a
 # directory under cargo's target directory (kept between runs: Maven's incremental

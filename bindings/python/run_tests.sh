@@ -5,7 +5,7 @@
 # virtual environment (with numpy from PyPI), and runs the test there. Exits non-zero
 # on any failure.
 #
-# `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/python.rs), with
+# `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/languages/python.rs), with
 # LDPCOV_FFI_LIB and UNIFFI_BINDGEN naming what its own build made (no cargo call
 # from inside cargo) and LDPCOV_URL naming an in-process aggregator. PYTHON picks the
 # interpreter (default python3).

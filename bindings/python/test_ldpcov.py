@@ -275,7 +275,7 @@ class BindingsTest(unittest.TestCase):
 
 
     def test_shuffled_collection_goes_sealed_through_the_relay(self):
-        # The relay of cargo test's harness (bindings/tests/common/test_relay.rs): it
+        # The relay of cargo test's harness (bindings/tests/languages/common/test_relay.rs): it
         # forwards a collection's reports to the aggregator as one shuffled batch once
         # it holds LDPCOV_TEST_RELAY_BATCH of them. Run by hand, there is no relay.
         relay_url = os.environ.get("LDPCOV_RELAY_URL")

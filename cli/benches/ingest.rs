@@ -88,7 +88,7 @@ pub(crate) struct Args {
 }
 
 impl Args {
-    /// The smoke-test configuration (used by `tests/ingest_bench.rs`).
+    /// The smoke-test configuration (used by `tests/system/ingest_bench.rs`).
     #[allow(dead_code)]
     pub(crate) fn quick() -> Args {
         let mut args = Args::parse_from(["ingest", "--quick"]);

@@ -11,7 +11,7 @@
 //! points), so any RFC 9180 implementation (such as `@hpke/core`) interoperates. The
 //! HPKE `info` is [`HPKE_INFO`], the AEAD associated data [`aad`]`(collection_id,
 //! key_id)`, which binds a ciphertext to its collection and key id. The RFC's test vector
-//! A.2.1 is checked against the dependency in `tests/rfc9180.rs`.
+//! A.2.1 is checked against the dependency in `tests/seal/rfc9180.rs`.
 //!
 //! # Keys
 //!

@@ -1,5 +1,5 @@
 // Sealing for shuffled collections without a daemon: the suite through @hpke/core is
-// RFC 9180's (the A.2.1 known-answer values, the same as seal/tests/rfc9180.rs); the
+// RFC 9180's (the A.2.1 known-answer values, the same as seal/tests/seal/rfc9180.rs); the
 // associated data is ldpcov_seal::aad's; the Rust client's sealed reports
 // (testing/vectors/sealed-v1.json) are reproduced byte for byte from their ikmE and
 // opened; the active key is checked; and the client seals a complete report (ledger
@@ -41,7 +41,7 @@ import {
 import { hex, unhex, vectors } from "./helpers.js";
 
 // RFC 9180 A.2.1: DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20Poly1305, mode Base,
-// sequence number 0 (the values of seal/tests/rfc9180.rs).
+// sequence number 0 (the values of seal/tests/seal/rfc9180.rs).
 const RFC = {
   info: "4f6465206f6e2061204772656369616e2055726e",
   ikmE: "909a9b35d3dc4713a5e72a4da274b55d3d3821a37e5d099e74a647db583a904b",

@@ -244,10 +244,10 @@ class BindingsTest {
 
     @Test
     fun shuffledCollectionsGoSealedThroughTheRelay() {
-        // The relay of cargo test's harness (bindings/tests/common/test_relay.rs): it
+        // The relay of cargo test's harness (bindings/tests/languages/common/test_relay.rs): it
         // forwards a collection's reports as one shuffled batch once it holds
         // LDPCOV_TEST_RELAY_BATCH of them. Run by hand there is none (skipped, which
-        // bindings/tests/kotlin.rs does not allow).
+        // bindings/tests/languages/kotlin.rs does not allow).
         val relayUrl = System.getenv("LDPCOV_RELAY_URL")
         assumeTrue(relayUrl != null, "no relay (LDPCOV_RELAY_URL): run through cargo test -p ldpcov-ffi")
         val batch = System.getenv("LDPCOV_TEST_RELAY_BATCH").toInt()
