@@ -7,6 +7,7 @@
 //! * the CSV dialect of data files, shared with the root package's data reader
 //!   ([`CsvDialect`], [`read_csv_header`] for a heatmap's axis names).
 //!
+//! The binary's subcommands are [`command`] (`command::main` is the binary's `main`).
 //! The server itself is the `ldpcov-aggregator` library; this crate only talks to it.
 //!
 //! ```
@@ -17,6 +18,7 @@
 //! assert!(is_csv_header(&cells));
 //! ```
 
+pub mod command;
 mod csv_dialect;
 mod heatmap;
 mod output;

@@ -45,6 +45,7 @@
 //! * [`Gate`] — the floor and the pinned settings, for the service and the forwarder.
 //! * [`RelayService`] — the gRPC service; [`serve`] runs it with health, reflection,
 //!   limits, TLS and the [`Forwarder`].
+//! * [`command`] — the `ldpcov-relay` command line (`command::main` is the binary's).
 //!
 //! **The relay never holds the aggregator's master secret or any opening key**, never
 //! forwards, logs or stores a device's identity (its dedupe record is a keyed hash
@@ -84,6 +85,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod command;
 mod forward;
 mod gate;
 mod pin;

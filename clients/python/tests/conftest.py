@@ -1,6 +1,6 @@
 """The live daemon the end-to-end tests read.
 
-`cargo test -p ldpcov-cli --test system python_client::` (cli/tests/system/python_client.rs) builds the
+`cargo test -p ldpcov-system-tests --test system python_client::` (testing/system/tests/system/python_client.rs) builds the
 wheel, installs it into a fresh virtual environment, starts `ldpcov-aggregator serve
 --memory` with an admin token, creates and fills the collections, and runs these tests
 with:
@@ -28,7 +28,7 @@ def _need(name: str) -> str:
     if not value:
         pytest.fail(
             f"{name} is not set: the end-to-end tests run against a daemon the Rust test "
-            "fills; run them with `cargo test -p ldpcov-cli --test system python_client::`",
+            "fills; run them with `cargo test -p ldpcov-system-tests --test system python_client::`",
             pytrace=False,
         )
     return value

@@ -1,7 +1,7 @@
 // The real daemon for the end-to-end tests: `ldpcov-aggregator serve --memory --grpc-web`
 // in a child process, its address read from its log. The binary's path comes from
 // LDPCOV_AGGREGATOR_BIN, which the Rust test that runs these tests sets
-// (cli/tests/system/typescript_client.rs). Without it, or if the daemon does not start, the
+// (testing/system/tests/system/typescript_client.rs). Without it, or if the daemon does not start, the
 // tests FAIL: they never skip.
 
 import { type ChildProcess, spawn } from "node:child_process";
@@ -16,7 +16,7 @@ export function aggregatorBinary(): string {
   if (bin === undefined || bin === "") {
     throw new Error(
       "LDPCOV_AGGREGATOR_BIN is not set: the end-to-end tests need the ldpcov-aggregator binary " +
-        "(run them with `cargo test -p ldpcov-cli --test system typescript_client::`, or build it with " +
+        "(run them with `cargo test -p ldpcov-system-tests --test system typescript_client::`, or build it with " +
         "`cargo build -p ldpcov-cli --bin ldpcov-aggregator` and set LDPCOV_AGGREGATOR_BIN=target/debug/ldpcov-aggregator)",
     );
   }

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use ldpcov_proto::v1::GetStatusRequest;
 
-use crate::admin::CollectionArgs;
+use super::admin::CollectionArgs;
 
 /// The flags of `status`.
 pub(crate) type Options = CollectionArgs;

@@ -206,8 +206,6 @@ fn restart_aggregator(addr: SocketAddr, dir: &Path) -> Child {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothing() {
-    // Found (or built) before the clock starts.
-    support::relay::relay_bin();
     let started = Instant::now();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();

@@ -10,8 +10,8 @@ use ldpcov_privacy::collection::Entry;
 use ldpcov_privacy::plan;
 use ldpcov_proto::v1::{CollectionSpec, Encoding};
 
-use crate::admin::print_json;
-use crate::create::{MechanismArg, MomentsArg};
+use super::admin::print_json;
+use super::create::{MechanismArg, MomentsArg};
 
 /// The flags of `plan`.
 #[derive(clap::Args)]
@@ -51,8 +51,8 @@ pub(crate) struct Options {
     #[arg(long, default_value_t = 1.0)]
     mean_square_norm: f64,
     /// Wire encoding of the Gaussian reports (the rank-one report is always i16).
-    #[arg(long, value_enum, default_value_t = crate::create::WireEncoding::I32)]
-    encoding: crate::create::WireEncoding,
+    #[arg(long, value_enum, default_value_t = super::create::WireEncoding::I32)]
+    encoding: super::create::WireEncoding,
     /// Reports reach the aggregator shuffled, in batches of at least this many: print
     /// the central (ε, δ) against the aggregator (rank-one mechanism only).
     #[arg(long)]

@@ -3,8 +3,8 @@
 //! loopback TCP moves on the same machine in the same run.
 //!
 //! ```text
-//! cargo bench -p ldpcov-cli --bench ingest -- --json
-//! cargo bench -p ldpcov-cli --bench ingest -- --ps 1000 --encodings i32 --stores memory
+//! cargo bench -p ldpcov-system-tests --bench ingest -- --json
+//! cargo bench -p ldpcov-system-tests --bench ingest -- --ps 1000 --encodings i32 --stores memory
 //! ```
 //!
 //! For every (p, encoding, store) case it starts the real daemon binary
@@ -44,7 +44,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
-const DAEMON: &str = env!("CARGO_BIN_EXE_ldpcov-aggregator");
+const DAEMON: &str = env!("CARGO_BIN_EXE_system-aggregator");
 
 /// Command line.
 #[derive(Parser, Debug, Clone)]

@@ -5,12 +5,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
-use clap::ValueEnum;
-use ldpcov_cli::{
+use crate::{
     Format, Part, component_loadings, mean_vector, part_matrix, plot_title, read_csv_header,
     write_components, write_estimate, write_heatmap, write_heatmaps, write_part, write_vector,
 };
+use anyhow::{Context, Result};
+use clap::ValueEnum;
 use ldpcov_proto::v1::Estimate;
 use ldpcov_proto::v1::get_estimate_request::Threshold;
 use ldpcov_proto::v1::{
@@ -20,7 +20,7 @@ use ldpcov_proto::v1::{
     UniversalThreshold,
 };
 
-use crate::admin::{ServerArgs, status_error};
+use super::admin::{ServerArgs, status_error};
 
 /// The flags of `estimate`.
 #[derive(clap::Args)]
@@ -485,7 +485,7 @@ fn draw_png(
     beside_correlation: bool,
     path: &std::path::Path,
     names: Option<&[String]>,
-) -> Result<ldpcov_cli::Layout> {
+) -> Result<crate::Layout> {
     let p = estimate.dim as usize;
     if let Some(names) = names
         && names.len() != p

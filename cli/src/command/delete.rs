@@ -4,7 +4,7 @@
 use anyhow::{Result, bail};
 use ldpcov_proto::v1::DeleteCollectionRequest;
 
-use crate::admin::{ServerArgs, print_json, status_error};
+use super::admin::{ServerArgs, print_json, status_error};
 
 /// The flags of `delete`.
 #[derive(clap::Args)]

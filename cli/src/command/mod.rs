@@ -1,12 +1,15 @@
-//! `ldpcov-aggregator`: the aggregator daemon (`serve`) and the admin commands that
-//! talk to a running daemon (`create`, `status`, `estimate`, `close`, `delete`),
-//! `compact` on a stopped daemon's data directory, and `plan`, which needs no daemon.
+//! The `ldpcov-aggregator` command line: the aggregator daemon (`serve`) and the admin
+//! commands that talk to a running daemon (`create`, `status`, `estimate`, `close`,
+//! `delete`), `compact` on a stopped daemon's data directory, and `plan`, which needs
+//! no daemon. The binary's `main` is [`main`]; the system tests' helper binary runs the
+//! same function, so the tests drive exactly this code.
 //!
 //! Every flag can also be set by an environment variable (shown in `--help`).
 //!
 //! Each subcommand is a module owning its flags (`Options`) and its `run`; `admin`
 //! holds what the admin commands share (connection, TLS, token, JSON output). This
-//! file only parses the command line, sets up logging and the runtime, and dispatches.
+//! module only parses the command line, sets up logging and the runtime, and
+//! dispatches.
 
 mod admin;
 mod close;
@@ -85,6 +88,9 @@ impl ldpcov_serve::DaemonCli for Cli {
     }
 }
 
-fn main() -> ExitCode {
+/// Runs the `ldpcov-aggregator` command line on the process's arguments and
+/// environment: parses them (exit 2 with clap's message when they do not parse), sets
+/// up logging, runs the subcommand, and returns exit 1 with a one-line reason on error.
+pub fn main() -> ExitCode {
     ldpcov_serve::process::main(|cli: Cli| ldpcov_serve::process::block_on(cli.command.run()))
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-aggregator");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_system-aggregator");
 
 /// Longest a daemon may take to announce its address.
 pub(crate) const STARTUP_TIMEOUT: Duration = Duration::from_secs(15);

@@ -9,7 +9,7 @@ use ldpcov_proto::v1::{
     PrivacyModel, ShuffleSpec,
 };
 
-use crate::admin::{ServerArgs, params_json, print_json, status_error};
+use super::admin::{ServerArgs, params_json, print_json, status_error};
 
 /// The flags of `create`.
 #[derive(clap::Args)]

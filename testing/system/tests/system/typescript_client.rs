@@ -47,10 +47,10 @@ fn package() -> MutexGuard<'static, bool> {
     installed
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-aggregator");
+const BIN: &str = env!("CARGO_BIN_EXE_system-aggregator");
 
 fn package_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../clients/typescript")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../clients/typescript")
 }
 
 fn run(program: &str, args: &[&str]) -> Output {

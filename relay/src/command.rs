@@ -1,6 +1,8 @@
-//! `ldpcov-relay`: the anonymising relay daemon of shuffled collections (`serve`) and
-//! the device-token tool (`issue-device-token`). Every flag can also be set by an
-//! environment variable (shown in `--help`); errors are one line and a non-zero exit.
+//! The `ldpcov-relay` command line: the anonymising relay daemon of shuffled
+//! collections (`serve`) and the device-token tool (`issue-device-token`). Every flag
+//! can also be set by an environment variable (shown in `--help`); errors are one line
+//! and a non-zero exit. The binary's `main` is [`main`]; the system tests' helper
+//! binary runs the same function, so the tests drive exactly this code.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,13 +10,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
-use ldpcov_relay::{
+use crate::{
     CloseRule, DEFAULT_DEVICE_TOKEN_LIFETIME, DEFAULT_MIN_BATCH_SIZE,
     DEFAULT_MIN_BATCH_WINDOW_SECONDS, DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore,
     Revocations, Secret, StoreOptions, Upstream, serve,
 };
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
 
 /// The command line.
 #[derive(Parser)]
@@ -230,7 +232,7 @@ impl ServeArgs {
             })?,
         );
         if let Some(addr) = self.metrics_listen {
-            ldpcov_relay::install_prometheus_exporter(addr)
+            crate::install_prometheus_exporter(addr)
                 .with_context(|| format!("cannot serve metrics on {addr}"))?;
         }
         let listener = tokio::net::TcpListener::bind(self.listen)
@@ -276,7 +278,10 @@ impl ldpcov_serve::DaemonCli for Cli {
     }
 }
 
-fn main() -> ExitCode {
+/// Runs the `ldpcov-relay` command line on the process's arguments and environment:
+/// parses them, sets up logging, runs the subcommand, and returns exit 1 with a
+/// one-line reason on error.
+pub fn main() -> ExitCode {
     // A panic (the store engine on a damaged file, caught and reported by the store)
     // is one ERROR line, without a backtrace.
     std::panic::set_hook(Box::new(|info| {

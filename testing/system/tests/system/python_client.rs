@@ -38,7 +38,7 @@ use support::daemon::Daemon;
 
 use crate::support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-aggregator");
+const BIN: &str = env!("CARGO_BIN_EXE_system-aggregator");
 const ADMIN_TOKEN: &str = "py-admin-secret";
 
 /// The planted one-factor model of the `survey` collection: x = μ + ℓ·f + diag(d)·e.
@@ -51,7 +51,7 @@ const MOMENT_REPORTS: usize = 300;
 const CENTRAL_REPORTS: usize = 2_000;
 
 fn package_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../clients/python")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../clients/python")
 }
 
 /// A scratch directory of its own for each test, emptied first.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow};
 use ldpcov_aggregator::DurableStore;
 
-use crate::serve::DEFAULT_DATA_DIR;
+use super::serve::DEFAULT_DATA_DIR;
 
 /// The flags of `compact`.
 #[derive(clap::Args)]
@@ -26,7 +26,7 @@ impl Options {
                 self.data_dir.display()
             )
         })?;
-        crate::admin::print_json(&serde_json::json!({
+        super::admin::print_json(&serde_json::json!({
             "data_dir": self.data_dir.display().to_string(),
             "bytes_before": before,
             "bytes_after": after,
