@@ -190,6 +190,9 @@ fn apply_resolved(
     y: &DMatrix<f64>,
     sigma_n: f64,
 ) -> Result<(DMatrix<f64>, u64, String), EstimateError> {
+    if resolved.zero {
+        return Ok((DMatrix::zeros(y.nrows(), y.ncols()), 0, String::new()));
+    }
     let mut matrix = y.clone();
     shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
     resolved.structure.apply(&mut matrix);

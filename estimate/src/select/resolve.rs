@@ -34,6 +34,9 @@ pub(crate) struct Resolved {
     /// The cross-validation's stacked second release and its weight w: the estimate
     /// is `(1 − w)·this + w·that` ([`CrossValidation::stack_families`]).
     pub stacked: Option<(Box<Resolved>, f64)>,
+    /// Release the zero matrix (the trivial candidate won:
+    /// [`CrossValidation::trivial_candidates`]); everything above is then ignored.
+    pub zero: bool,
 }
 
 /// Resolves a rule on the full average (running the cross-validation if asked).
@@ -57,6 +60,7 @@ pub(crate) fn resolve(
         spectral: None,
         name: format!("{}, {}", rule.name(), kind.name()),
         stacked: None,
+        zero: false,
     };
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
@@ -129,6 +133,7 @@ fn refit_free(full: &FullAverage<'_>, cv: &CrossValidation) -> Option<Resolved> 
         spectral: None,
         name: String::new(),
         stacked: None,
+        zero: false,
     };
     Some(match selection.choice {
         SureChoice::Soft { c, beta } => Resolved {
@@ -137,6 +142,20 @@ fn refit_free(full: &FullAverage<'_>, cv: &CrossValidation) -> Option<Resolved> 
             diagonal_shrinkage: beta,
             name: format!(
                 "noise(c={c:.3}, soft), diagonal shrinkage {beta} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
+                cv.refit_free_above_dim
+            ),
+            ..unthresholded
+        },
+        SureChoice::Zero => Resolved {
+            zero: true,
+            name: format!(
+                "zero (SURE {risk:.6e}, {} did not beat it by one standard error; {signal}, refit-free above p = {})",
+                match selection.replaced {
+                    Some(SureChoice::Soft { c, beta }) =>
+                        format!("noise(c={c:.3}, soft), diagonal shrinkage {beta}"),
+                    Some(SureChoice::Bulk { .. }) => "bulk-shrink".to_string(),
+                    _ => "the choice".to_string(),
+                },
                 cv.refit_free_above_dim
             ),
             ..unthresholded
@@ -173,6 +192,7 @@ fn resolve_cv(
             spectral: None,
             name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
             stacked: None,
+            zero: false,
         },
         Some(outcome) => {
             let candidate = |c: Candidate, beta: f64, name: String| {
@@ -192,10 +212,11 @@ fn resolve_cv(
                     },
                     name,
                     stacked: None,
+                    zero: c == Candidate::Zero,
                 }
             };
             let name = format!(
-                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}, top z = {:.1}{})",
+                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}, top z = {:.1}{}{})",
                 rule.name(),
                 outcome.chosen.name(),
                 outcome.diagonal_shrinkage,
@@ -206,6 +227,14 @@ fn resolve_cv(
                     ", simplest within 1 SE"
                 } else {
                     ""
+                },
+                if outcome.spectral_guard_refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", spectral-norm guard refused {}",
+                        outcome.spectral_guard_refused.join("; ")
+                    )
                 }
             );
             Resolved {
