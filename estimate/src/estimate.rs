@@ -207,6 +207,9 @@ fn apply_resolved(
         resolved.kind,
         resolved.include_diagonal,
     );
+    if resolved.scale != 1.0 {
+        matrix *= resolved.scale;
+    }
     Ok((matrix, surviving, String::new()))
 }
 

@@ -37,6 +37,9 @@ pub(crate) struct Resolved {
     /// Release the zero matrix (the trivial candidate won:
     /// [`CrossValidation::trivial_candidates`]); everything above is then ignored.
     pub zero: bool,
+    /// Multiply the release by this factor (1 for every rule but the refit-free
+    /// selection's scaled identity, whose level it shrinks toward zero).
+    pub scale: f64,
 }
 
 /// Resolves a rule on the full average (running the cross-validation if asked).
@@ -61,6 +64,7 @@ pub(crate) fn resolve(
         name: format!("{}, {}", rule.name(), kind.name()),
         stacked: None,
         zero: false,
+        scale: 1.0,
     };
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
@@ -134,14 +138,19 @@ fn refit_free(full: &FullAverage<'_>, cv: &CrossValidation) -> Option<Resolved> 
         name: String::new(),
         stacked: None,
         zero: false,
+        scale: 1.0,
     };
     Some(match selection.choice {
         SureChoice::Soft { c, beta } => Resolved {
             thresholds: Thresholds::Uniform(noise_threshold(full.input(), n, c)),
             kind: SURE_KIND,
             diagonal_shrinkage: beta,
+            scale: selection.level_scale.unwrap_or(1.0),
             name: format!(
-                "noise(c={c:.3}, soft), diagonal shrinkage {beta} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
+                "noise(c={c:.3}, soft), diagonal shrinkage {beta}{} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
+                selection.level_scale.map_or(String::new(), |a| format!(
+                    ", the scaled identity's level shrunk by {a:.3} (1 − 2τ²/m̂²)"
+                )),
                 cv.refit_free_above_dim
             ),
             ..unthresholded
@@ -193,6 +202,7 @@ fn resolve_cv(
             name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
             stacked: None,
             zero: false,
+            scale: 1.0,
         },
         Some(outcome) => {
             let candidate = |c: Candidate, beta: f64, name: String| {
@@ -213,6 +223,7 @@ fn resolve_cv(
                     name,
                     stacked: None,
                     zero: c == Candidate::Zero,
+                    scale: 1.0,
                 }
             };
             let name = format!(

@@ -1694,15 +1694,19 @@ fn the_default_releases_the_zero_matrix_when_the_noise_swamps_the_signal() {
     // Frobenius error, several times the zero matrix's ‖Σ‖_F², and every threshold
     // keeps at least that diagonal. The zero matrix is then a candidate (the level's
     // z, m̂/τ, is at most 1 + √3 unless the noise pushed it there) that every other
-    // choice must beat by one standard error: of the held-out losses' paired
+    // choice must beat by one standard error of the held-out losses' paired
     // differences at p = 20 (cross-validation), which for the scaled identity against
-    // the zero matrix is a test of |m̂| against about 2.6τ, and of the SUREs'
-    // difference at p = 240 (refit-free), (1 + √3)τ. With m̂ ~ N(1, τ²), τ > 2.5, the
-    // level passes either test with probability below P(z > 2.6 − 0.4) ≈ 1.4 % per
-    // seed (a negative level is projected to zero anyway). So of 16 seeds at most 2
-    // release anything worse than the zero matrix in Frobenius norm (a third such
-    // seed has probability below 0.2 %), and the median relative error in each norm
-    // is at most the zero matrix's, 1. Without the trivial candidates the scaled
+    // the zero matrix is a test of |m̂| against about 2.6τ: with m̂ ~ N(1, τ²), τ > 2.5,
+    // the level passes it with probability below P(z > 2.6 − 0.4) ≈ 1.4 % per seed (a
+    // negative level is projected to zero anyway), so of 16 seeds at most 2 release
+    // anything worse than the zero matrix in Frobenius norm (a third such seed has
+    // probability below 0.2 %). At p = 240 (refit-free) the scaled identity's level
+    // is shrunk by (1 − 2τ²/m̂²)⁺, which is worse than the zero matrix in Frobenius
+    // norm only when the shrunk level exceeds twice the mean variance,
+    // m̂ > 1 + √(1 + 2τ²) (≈ 5.2 at τ ≈ 2.9, 1.45τ above the mean): below 8 % per
+    // seed, so at most 4 of 16 (a fifth has probability below 1 %). In
+    // both cases the median relative error in each norm is at most the zero
+    // matrix's, 1. Without the trivial candidates the scaled
     // identity max(m̂, 0)·I is released, whose mean relative Frobenius error is about
     // 1.4 at τ ≈ 3 (a Monte Carlo of m̂ ~ N(1, τ²) on Model 1's spectrum, sd about 0.1
     // over 16 seeds): above 1.2 here (asserted, so that the test can fail).
