@@ -149,16 +149,21 @@ fn refit_free(full: &FullAverage<'_>, cv: &CrossValidation) -> Option<Resolved> 
             name: format!(
                 "noise(c={c:.3}, soft), diagonal shrinkage {beta}{} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
                 selection.level_scale.map_or(String::new(), |a| format!(
-                    ", the scaled identity's level shrunk by {a:.3} (1 − 2τ²/m̂²)"
+                    ", the scaled identity's level × {a:.3} = (1 − 2τ²/m̂²)⁺"
                 )),
                 cv.refit_free_above_dim
             ),
             ..unthresholded
         },
         SureChoice::Zero => Resolved {
-            zero: true,
+            // The scaled identity at its shrunk level: the diagonal alone (banding at
+            // bandwidth 0), pooled, times the factor.
+            structure: Structure::Banded { bandwidth: 0 },
+            diagonal_shrinkage: 1.0,
+            scale: selection.level_scale.unwrap_or(0.0),
             name: format!(
-                "zero (SURE {risk:.6e}, {} did not beat it by one standard error; {signal}, refit-free above p = {})",
+                "scaled identity, level × {:.3} = (1 − 2τ²/m̂²)⁺ (the zero matrix's SURE {risk:.6e}: {} did not beat it by one standard error; {signal}, refit-free above p = {})",
+                selection.level_scale.unwrap_or(0.0),
                 match selection.replaced {
                     Some(SureChoice::Soft { c, beta }) =>
                         format!("noise(c={c:.3}, soft), diagonal shrinkage {beta}"),

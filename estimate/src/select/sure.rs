@@ -90,8 +90,11 @@ pub(crate) enum SureChoice {
         /// The edge soft threshold τ.
         tau: f64,
     },
-    /// The zero matrix: the choice above did not beat it by one standard error of
-    /// the SUREs' difference ([`beats_zero`]).
+    /// The trivial estimate: the choice above did not beat the zero matrix by one
+    /// standard error of the SUREs' difference ([`beats_zero`]), and the scaled
+    /// identity at its shrunk level ([`shrunk_level_scale`],
+    /// [`SureSelection::level_scale`]) is released instead (the zero matrix when the
+    /// level is shrunk to 0).
     Zero,
 }
 
@@ -230,8 +233,9 @@ pub(crate) struct SureSelection {
     pub signal: bool,
     /// The choice the zero matrix replaced ([`beats_zero`]), if it did.
     pub replaced: Option<SureChoice>,
-    /// When the choice is the scaled identity (β = 1, no off-diagonal entry kept):
-    /// the factor `(1 − 2τ²/m̂²)⁺` its level is shrunk by ([`shrunk_level_scale`]).
+    /// When the release is the scaled identity (the choice pooled the diagonal and kept
+    /// no off-diagonal entry, or it did not beat the zero matrix): the factor
+    /// `(1 − 2τ²/m̂²)⁺` its level is shrunk by ([`shrunk_level_scale`]).
     pub level_scale: Option<f64>,
 }
 
@@ -275,11 +279,16 @@ pub(crate) fn sure_select(
     if beats_zero(&estimate, selection.risk, zero, sigma_n, sigma_diagonal) {
         return Ok(selection);
     }
-    tracing::debug!(choice = ?selection.choice, risk = selection.risk, zero, "refit-free selection: the zero matrix");
+    // It did not beat the zero matrix: the trivial estimate, the scaled identity at
+    // its shrunk level (the zero matrix when the level is shrunk to 0).
+    let level = y.trace() / p as f64;
+    let scale = shrunk_level_scale(level, sigma_diagonal * sigma_diagonal / p as f64);
+    tracing::debug!(choice = ?selection.choice, risk = selection.risk, zero, scale, "refit-free selection: the trivial estimate");
     Ok(SureSelection {
         choice: SureChoice::Zero,
         risk: zero,
         replaced: Some(selection.choice),
+        level_scale: Some(scale),
         ..selection
     })
 }
