@@ -71,7 +71,7 @@ const RULES: [&str; 6] = [
 /// Runs the points and prints one table.
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     anyhow::ensure!(
-        !args.mechanisms.iter().any(|m| *m == MechanismArg::RankOne),
+        !args.mechanisms.contains(&MechanismArg::RankOne),
         "both-norms runs the Gaussian reports (population fast path) only"
     );
     let mut points: Vec<(Truth, u64, f64, MechanismArg)> = Vec::new();
