@@ -201,7 +201,7 @@ fn apply_resolved(
         let surviving = nonzero_packed(&spectral);
         return Ok((spectral, surviving, chosen));
     }
-    let surviving = apply_threshold(
+    let mut surviving = apply_threshold(
         &mut matrix,
         &resolved.thresholds,
         resolved.kind,
@@ -209,6 +209,9 @@ fn apply_resolved(
     );
     if resolved.scale != 1.0 {
         matrix *= resolved.scale;
+        if resolved.scale == 0.0 {
+            surviving = 0;
+        }
     }
     Ok((matrix, surviving, String::new()))
 }
