@@ -660,6 +660,9 @@ impl Store for WatchedStore {
     async fn collection_count(&self) -> Result<u64, StoreError> {
         self.inner.collection_count().await
     }
+    async fn collection_ids(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.collection_ids().await
+    }
     async fn submit(
         &self,
         id: &str,
@@ -1080,6 +1083,9 @@ impl Store for GatedStore {
     }
     async fn collection_count(&self) -> Result<u64, StoreError> {
         self.inner.collection_count().await
+    }
+    async fn collection_ids(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.collection_ids().await
     }
     async fn submit(
         &self,

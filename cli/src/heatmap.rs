@@ -26,6 +26,7 @@
 
 use nalgebra::DMatrix;
 use plotters::prelude::*;
+use plotters::style::FontTransform;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -155,27 +156,61 @@ pub fn diverging_color(value: f64, limit: f64) -> RGBColor {
 }
 
 /// Writes a heatmap of the square matrix `matrix` (p from 2 to a few hundred) to the
-/// PNG file `path`, with `title` above and `names` (one per variable) on the axes. The
-/// picture is widened, when text is drawn, to hold the whole title.
+/// PNG file `path`, with `title` above and `names` (one per variable) on both axes.
+/// The picture is widened, when text is drawn, to hold the whole title.
 pub fn write_heatmap(
     path: &Path,
     matrix: &DMatrix<f64>,
     title: &str,
     names: Option<&[String]>,
 ) -> Result<Layout, PlotError> {
-    let (rows, cols) = matrix.shape();
-    if rows != cols {
-        return Err(PlotError::NotSquare { rows, cols });
+    let layouts = write_heatmaps(path, &[(matrix, title)], names)?;
+    Ok(layouts[0])
+}
+
+/// Writes heatmaps of square matrices of one dimension side by side (for example a
+/// covariance and its correlation) to the PNG file `path`, each with its title and
+/// its own colour bar, `names` on both axes of each; the layouts of the panels, in
+/// picture coordinates (`width` and `height`: the whole picture's).
+pub fn write_heatmaps(
+    path: &Path,
+    panels: &[(&DMatrix<f64>, &str)],
+    names: Option<&[String]>,
+) -> Result<Vec<Layout>, PlotError> {
+    let Some((first, _)) = panels.first() else {
+        return Err(PlotError::Empty);
+    };
+    let rows = first.nrows();
+    for (matrix, _) in panels {
+        let (r, c) = matrix.shape();
+        if r != c || r != rows {
+            return Err(PlotError::NotSquare { rows: r, cols: c });
+        }
     }
-    let cell = (720 / rows.max(1) as u32).clamp(3, 60);
+    // Two panels share the width one had.
+    let budget = if panels.len() > 1 { 560 } else { 720 };
+    let cell = (budget / rows.max(1) as u32).clamp(3, 60);
     let grid = Grid {
         rows,
-        cols,
+        cols: rows,
         cell_width: cell,
         cell_height: cell,
         row_labels: true,
     };
-    draw(path, &grid, |i, j| matrix[(i, j)], title, names)
+    let panels: Vec<PanelSpec<'_>> = panels
+        .iter()
+        .map(|&(m, title)| {
+            let value: Box<dyn Fn(usize, usize) -> f64> = Box::new(move |i, j| m[(i, j)]);
+            PanelSpec {
+                grid: grid.clone(),
+                value,
+                title,
+                row_names: names,
+                col_names: names,
+            }
+        })
+        .collect();
+    draw(path, &panels)
 }
 
 /// Writes a vector (for instance the mean) as a one-row heatmap on the same diverging
@@ -194,10 +229,154 @@ pub fn write_vector(
         cell_height: 40,
         row_labels: false,
     };
-    draw(path, &grid, |_, j| values[j], title, names)
+    let value: Box<dyn Fn(usize, usize) -> f64> = Box::new(|_, j| values[j]);
+    let panel = PanelSpec {
+        grid,
+        value,
+        title,
+        row_names: None,
+        col_names: names,
+    };
+    let layouts = draw(path, &[panel])?;
+    Ok(layouts[0])
+}
+
+/// Writes principal components to the PNG file `path`: on the left a scree plot (one
+/// bar per component, its explained-variance ratio, dark where the component stands
+/// above the noise edge and grey where it does not), on the right the loadings as a
+/// `p × K` heatmap with the variables' `names` on its rows and `PC1`… on its columns.
+/// `ratios` holds each component's (explained-variance ratio, above the noise edge),
+/// `loadings` one column per component.
+pub fn write_components(
+    path: &Path,
+    ratios: &[(f64, bool)],
+    loadings: &DMatrix<f64>,
+    title: &str,
+    names: Option<&[String]>,
+) -> Result<Layout, PlotError> {
+    let (p, k) = loadings.shape();
+    if k != ratios.len() {
+        return Err(PlotError::Names {
+            given: ratios.len(),
+            expected: k,
+        });
+    }
+    if let Some(bad) = ratios.iter().position(|(r, _)| !r.is_finite()) {
+        return Err(PlotError::NotFinite { row: 0, col: bad });
+    }
+    let pcs: Vec<String> = (1..=k).map(|c| format!("PC{c}")).collect();
+    let cell = (560 / p.max(1) as u32).clamp(3, 40);
+    let spec = PanelSpec {
+        grid: Grid {
+            rows: p,
+            cols: k,
+            cell_width: 48,
+            cell_height: cell,
+            row_labels: true,
+        },
+        value: Box::new(|i, j| loadings[(i, j)]),
+        title: "loadings",
+        row_names: names,
+        col_names: Some(&pcs),
+    };
+    let text = font_available();
+    let panel = measure(&spec, text)?;
+    // The scree plot: bars 36 px wide in 48 px slots, as tall as the loadings' grid.
+    let slot = 48u32;
+    let scree_w = 20 + slot * k as u32 + 20;
+    let title_h = if text { 10 + TITLE_SIZE + 12 } else { 10 };
+    let width = scree_w + PANEL_GAP + panel.layout.width;
+    let height =
+        panel.layout.height.max(title_h + 200 + 40) + if text { TITLE_SIZE + 8 } else { 0 };
+    let fail = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    // Everything moves down by a line for the figure's title.
+    let shift = if text { TITLE_SIZE + 8 } else { 0 };
+    let px = |v: u32| v as i32;
+    let plot_top = shift + title_h;
+    let plot_h = panel.layout.height.saturating_sub(title_h + 40).max(160);
+    let top_ratio = ratios
+        .iter()
+        .map(|(r, _)| *r)
+        .fold(0.0f64, f64::max)
+        .max(1e-12);
+    for (c, (ratio, above)) in ratios.iter().enumerate() {
+        let h = ((ratio.max(0.0) / top_ratio) * f64::from(plot_h)).round() as u32;
+        let x = 20 + slot * c as u32 + 6;
+        let colour = if *above {
+            RGBColor(33, 102, 172)
+        } else {
+            RGBColor(170, 170, 170)
+        };
+        let bar = Rectangle::new(
+            [
+                (px(x), px(plot_top + plot_h - h)),
+                (px(x + slot - 12), px(plot_top + plot_h)),
+            ],
+            colour.filled(),
+        );
+        root.draw(&bar).map_err(|e| fail(&e))?;
+    }
+    let axis = PathElement::new(
+        vec![
+            (px(16), px(plot_top + plot_h)),
+            (px(scree_w - 10), px(plot_top + plot_h)),
+        ],
+        BLACK,
+    );
+    root.draw(&axis).map_err(|e| fail(&e))?;
+    if text {
+        let font = ("sans-serif", LABEL_SIZE).into_font();
+        let big = ("sans-serif", TITLE_SIZE).into_font();
+        let at = |h: HPos, v: VPos| font.color(&BLACK).pos(Pos::new(h, v));
+        root.draw(&Text::new(
+            title.to_string(),
+            (10, 6),
+            big.color(&BLACK).pos(Pos::new(HPos::Left, VPos::Top)),
+        ))
+        .map_err(|e| fail(&e))?;
+        root.draw(&Text::new(
+            "explained variance (grey: within the noise)".to_string(),
+            (px(20), px(shift + 10)),
+            at(HPos::Left, VPos::Top),
+        ))
+        .map_err(|e| fail(&e))?;
+        for (c, (ratio, _)) in ratios.iter().enumerate() {
+            let x = 20 + slot * c as u32 + slot / 2;
+            let h = ((ratio.max(0.0) / top_ratio) * f64::from(plot_h)).round() as u32;
+            root.draw(&Text::new(
+                format!("{:.0}%", 100.0 * ratio),
+                (px(x), px(plot_top + plot_h - h) - 2),
+                at(HPos::Center, VPos::Bottom),
+            ))
+            .map_err(|e| fail(&e))?;
+            root.draw(&Text::new(
+                pcs[c].clone(),
+                (px(x), px(plot_top + plot_h + 4)),
+                at(HPos::Center, VPos::Top),
+            ))
+            .map_err(|e| fail(&e))?;
+        }
+    }
+    let mut layout = panel.layout;
+    layout.left += scree_w + PANEL_GAP;
+    layout.top += shift;
+    layout.width = width;
+    layout.height = height;
+    let shifted = root.clone().shrink((0, shift), (width, height - shift));
+    let mut local = panel.layout;
+    local.left += scree_w + PANEL_GAP;
+    draw_panel(&shifted, &spec, &panel, &local).map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))?;
+    Ok(layout)
 }
 
 /// The cells' shape.
+#[derive(Clone)]
 struct Grid {
     rows: usize,
     cols: usize,
@@ -207,36 +386,49 @@ struct Grid {
     row_labels: bool,
 }
 
-/// Labels of one axis: the text of every `step`-th cell.
+/// Labels of one axis: the text of every `step`-th cell, written across the axis
+/// (`vertical`: turned a quarter, for column names wider than their cells).
 struct AxisLabels {
     texts: Vec<String>,
     step: usize,
     width: u32,
+    vertical: bool,
 }
 
 const LABEL_SIZE: u32 = 12;
 const TITLE_SIZE: u32 = 18;
 const BAR_WIDTH: u32 = 16;
 const MAX_NAME_CHARS: usize = 24;
+/// Horizontal space between two panels.
+const PANEL_GAP: u32 = 24;
 
-fn draw(
-    path: &Path,
-    grid: &Grid,
-    value: impl Fn(usize, usize) -> f64,
-    title: &str,
-    names: Option<&[String]>,
-) -> Result<Layout, PlotError> {
+/// One panel measured: its layout relative to its own top-left corner, its labels,
+/// ticks and colour limit.
+struct Panel {
+    layout: Layout,
+    col_labels: AxisLabels,
+    row_labels: Option<AxisLabels>,
+    tick_texts: Vec<String>,
+    limit: f64,
+    bar_h: u32,
+}
+
+/// Measures one panel of `grid` with values `value` and `title`.
+fn measure(spec: &PanelSpec<'_>, text: bool) -> Result<Panel, PlotError> {
+    let (grid, value, title) = (&spec.grid, spec.value.as_ref(), spec.title);
     let (rows, cols) = (grid.rows, grid.cols);
     if rows == 0 || cols == 0 {
         return Err(PlotError::Empty);
     }
-    if let Some(n) = names
-        && n.len() != cols
-    {
-        return Err(PlotError::Names {
-            given: n.len(),
-            expected: cols,
-        });
+    for (names, expected) in [(spec.col_names, cols), (spec.row_names, rows)] {
+        if let Some(n) = names
+            && n.len() != expected
+        {
+            return Err(PlotError::Names {
+                given: n.len(),
+                expected,
+            });
+        }
     }
     let mut limit = 0.0f64;
     for i in 0..rows {
@@ -248,31 +440,42 @@ fn draw(
             limit = limit.max(v.abs());
         }
     }
-    let text = font_available();
     let font = ("sans-serif", LABEL_SIZE).into_font();
-    let measure = |s: &str| -> u32 {
+    let measure_text = |s: &str| -> u32 {
         font.box_size(s)
             .map(|(w, _)| w)
             .unwrap_or(s.chars().count() as u32 * LABEL_SIZE * 3 / 5)
     };
-    let names: Option<Vec<String>> = names.map(|n| {
+    let shorten = |n: &[String]| -> Vec<String> {
         n.iter()
             .map(|s| s.chars().take(MAX_NAME_CHARS).collect())
             .collect()
-    });
+    };
+    let names: Option<Vec<String>> = spec.col_names.map(shorten);
+    let row_names: Option<Vec<String>> = spec.row_names.map(shorten);
     let indices: Vec<String> = (1..=cols).map(|k| k.to_string()).collect();
-    let widest = |texts: &[String]| texts.iter().map(|s| measure(s)).max().unwrap_or(0);
-    // Columns: names if each fits its cell, else indices, every `step`-th.
+    let row_indices: Vec<String> = (1..=rows).map(|k| k.to_string()).collect();
+    let widest = |texts: &[String]| texts.iter().map(|s| measure_text(s)).max().unwrap_or(0);
+    // Columns: names across the cells if each fits its cell, names turned a quarter
+    // if a cell is as wide as a line of text, else indices every `step`-th.
     let col_labels = match &names {
         Some(n) if widest(n) + 2 <= grid.cell_width => AxisLabels {
+            width: LABEL_SIZE,
+            texts: n.clone(),
+            step: 1,
+            vertical: false,
+        },
+        Some(n) if grid.cell_width >= LABEL_SIZE + 2 => AxisLabels {
             width: widest(n),
             texts: n.clone(),
             step: 1,
+            vertical: true,
         },
         _ => AxisLabels {
-            width: widest(&indices),
+            width: LABEL_SIZE,
             step: (widest(&indices) + 6).div_ceil(grid.cell_width) as usize,
             texts: indices.clone(),
+            vertical: false,
         },
     };
     // Rows: names (prefixed with the index when the columns show indices) if a cell is
@@ -280,9 +483,9 @@ fn draw(
     let row_labels = if !grid.row_labels {
         None
     } else {
-        let texts = match &names {
+        let texts = match &row_names {
             Some(n) if grid.cell_height >= LABEL_SIZE - 2 => {
-                if col_labels.step == 1 && col_labels.texts == *n {
+                if row_names != names || (col_labels.step == 1 && col_labels.texts == *n) {
                     n.clone()
                 } else {
                     n.iter()
@@ -291,16 +494,16 @@ fn draw(
                         .collect()
                 }
             }
-            _ => indices.clone(),
+            _ => row_indices.clone(),
         };
         let step = (LABEL_SIZE + 2).div_ceil(grid.cell_height) as usize;
         Some(AxisLabels {
             width: widest(&texts),
             texts,
             step,
+            vertical: false,
         })
     };
-
     let grid_w = grid.cell_width * cols as u32;
     let grid_h = grid.cell_height * rows as u32;
     let bar_h = grid_h.max(120);
@@ -312,7 +515,7 @@ fn draw(
         (
             10 + row_labels.as_ref().map_or(0, |l| l.width + 6),
             10 + TITLE_SIZE + 12,
-            10 + LABEL_SIZE + 6,
+            10 + col_labels.width + 6,
             20 + BAR_WIDTH + 6 + widest(&tick_texts) + 10,
         )
     } else {
@@ -330,24 +533,81 @@ fn draw(
     };
     let width = (left + grid_w + right).max(left + title_width + 10);
     let height = top + grid_h.max(bar_h) + bottom;
-    let layout = Layout {
-        width,
-        height,
-        left,
-        top,
-        cell_width: grid.cell_width,
-        cell_height: grid.cell_height,
-        rows,
-        cols,
-        text,
-    };
+    Ok(Panel {
+        layout: Layout {
+            width,
+            height,
+            left,
+            top,
+            cell_width: grid.cell_width,
+            cell_height: grid.cell_height,
+            rows,
+            cols,
+            text,
+        },
+        col_labels,
+        row_labels,
+        tick_texts,
+        limit,
+        bar_h,
+    })
+}
 
+/// One panel to draw: its cells, their values, its title and the names of its rows
+/// and columns.
+struct PanelSpec<'a> {
+    grid: Grid,
+    value: Box<dyn Fn(usize, usize) -> f64 + 'a>,
+    title: &'a str,
+    row_names: Option<&'a [String]>,
+    col_names: Option<&'a [String]>,
+}
+
+/// Draws the panels side by side into one PNG; their layouts in picture coordinates.
+fn draw(path: &Path, panels: &[PanelSpec<'_>]) -> Result<Vec<Layout>, PlotError> {
+    let text = font_available();
+    let measured: Vec<Panel> = panels
+        .iter()
+        .map(|spec| measure(spec, text))
+        .collect::<Result<_, _>>()?;
+    let width = measured.iter().map(|p| p.layout.width).sum::<u32>()
+        + PANEL_GAP * (measured.len().saturating_sub(1)) as u32;
+    let height = measured.iter().map(|p| p.layout.height).max().unwrap_or(0);
     let fail = |e: &dyn std::fmt::Display| PlotError::Draw {
         path: path.display().to_string(),
         message: e.to_string(),
     };
     let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let mut layouts = Vec::with_capacity(measured.len());
+    let mut x0 = 0;
+    for (spec, panel) in panels.iter().zip(&measured) {
+        let mut layout = panel.layout;
+        layout.left += x0;
+        draw_panel(&root, spec, panel, &layout).map_err(|e| fail(&e))?;
+        // The picture's size, which a caller reads from any panel.
+        layout.width = width;
+        layout.height = height;
+        layouts.push(layout);
+        x0 += panel.layout.width + PANEL_GAP;
+    }
+    root.present().map_err(|e| fail(&e))?;
+    Ok(layouts)
+}
+
+/// Draws one measured panel whose grid starts at `layout.left`, `layout.top`.
+fn draw_panel<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    spec: &PanelSpec<'_>,
+    panel: &Panel,
+    layout: &Layout,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let (grid, value, title) = (&spec.grid, spec.value.as_ref(), spec.title);
+    let (rows, cols) = (grid.rows, grid.cols);
+    let (left, top) = (layout.left, layout.top);
+    let grid_w = grid.cell_width * cols as u32;
+    let grid_h = grid.cell_height * rows as u32;
+    let (limit, bar_h) = (panel.limit, panel.bar_h);
     let px = |v: u32| v as i32;
     for i in 0..rows {
         for j in 0..cols {
@@ -362,7 +622,7 @@ fn draw(
                 ],
                 diverging_color(value(i, j), limit).filled(),
             );
-            root.draw(&rect).map_err(|e| fail(&e))?;
+            root.draw(&rect)?;
         }
     }
     // A thin frame around the grid so that white cells at the edge stay visible.
@@ -373,7 +633,7 @@ fn draw(
         ],
         BLACK.stroke_width(1),
     );
-    root.draw(&frame).map_err(|e| fail(&e))?;
+    root.draw(&frame)?;
 
     // Colour bar: +limit at the top, −limit at the bottom.
     let bar_x = left + grid_w + 20;
@@ -386,7 +646,7 @@ fn draw(
             ],
             diverging_color(v, limit).filled(),
         );
-        root.draw(&line).map_err(|e| fail(&e))?;
+        root.draw(&line)?;
     }
     let bar_frame = Rectangle::new(
         [
@@ -395,17 +655,17 @@ fn draw(
         ],
         BLACK.stroke_width(1),
     );
-    root.draw(&bar_frame).map_err(|e| fail(&e))?;
+    root.draw(&bar_frame)?;
 
-    if text {
+    if layout.text {
+        let font = ("sans-serif", LABEL_SIZE).into_font();
         let style = |h: HPos, v: VPos| font.color(&BLACK).pos(Pos::new(h, v));
         let title_style = ("sans-serif", TITLE_SIZE)
             .into_font()
             .color(&BLACK)
             .pos(Pos::new(HPos::Left, VPos::Top));
-        root.draw(&Text::new(title.to_string(), (px(left), 10), title_style))
-            .map_err(|e| fail(&e))?;
-        for (k, t) in tick_texts.iter().enumerate() {
+        root.draw(&Text::new(title.to_string(), (px(left), 10), title_style))?;
+        for (k, t) in panel.tick_texts.iter().enumerate() {
             let y = top + (bar_h - 1) * k as u32 / 4;
             let mark = PathElement::new(
                 vec![
@@ -414,27 +674,39 @@ fn draw(
                 ],
                 BLACK,
             );
-            root.draw(&mark).map_err(|e| fail(&e))?;
+            root.draw(&mark)?;
             let label = Text::new(
                 t.clone(),
                 (px(bar_x + BAR_WIDTH + 6), px(y)),
                 style(HPos::Left, VPos::Center),
             );
-            root.draw(&label).map_err(|e| fail(&e))?;
+            root.draw(&label)?;
         }
-        for (j, s) in col_labels.texts.iter().enumerate() {
-            if j % col_labels.step != 0 {
+        let cl = &panel.col_labels;
+        for (j, s) in cl.texts.iter().enumerate() {
+            if j % cl.step != 0 {
                 continue;
             }
             let x = left + j as u32 * grid.cell_width + grid.cell_width / 2;
-            let label = Text::new(
-                s.clone(),
-                (px(x), px(top + grid_h + 4)),
-                style(HPos::Center, VPos::Top),
-            );
-            root.draw(&label).map_err(|e| fail(&e))?;
+            let label = if cl.vertical {
+                // Turned a quarter clockwise and read top to bottom, starting under the
+                // column.
+                let vertical = ("sans-serif", LABEL_SIZE)
+                    .into_font()
+                    .transform(FontTransform::Rotate90)
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center));
+                Text::new(s.clone(), (px(x), px(top + grid_h + 4)), vertical)
+            } else {
+                Text::new(
+                    s.clone(),
+                    (px(x), px(top + grid_h + 4)),
+                    style(HPos::Center, VPos::Top),
+                )
+            };
+            root.draw(&label)?;
         }
-        if let Some(rl) = &row_labels {
+        if let Some(rl) = &panel.row_labels {
             for (i, s) in rl.texts.iter().enumerate() {
                 if i % rl.step != 0 {
                     continue;
@@ -445,12 +717,11 @@ fn draw(
                     (px(left) - 6, px(y)),
                     style(HPos::Right, VPos::Center),
                 );
-                root.draw(&label).map_err(|e| fail(&e))?;
+                root.draw(&label)?;
             }
         }
     }
-    root.present().map_err(|e| fail(&e))?;
-    Ok(layout)
+    Ok(())
 }
 
 /// A colour-bar tick label: fixed point for moderate limits, scientific otherwise.

@@ -3,7 +3,7 @@
 //!
 //! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
 //!   matrix or a vector ([`write_heatmap`], [`write_vector`]; the matrix an estimate's
-//!   picture shows: [`matrix_to_plot`]);
+//!   picture shows: [`part_matrix`]);
 //! * the CSV dialect of data files, shared with the root package's data reader
 //!   ([`CsvDialect`], [`read_csv_header`] for a heatmap's axis names).
 //!
@@ -23,6 +23,10 @@ mod output;
 
 pub use csv_dialect::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
 pub use heatmap::{
-    FONT_ENV, Layout, PlotError, diverging_color, font_available, write_heatmap, write_vector,
+    FONT_ENV, Layout, PlotError, diverging_color, font_available, write_components, write_heatmap,
+    write_heatmaps, write_vector,
 };
-pub use output::{Format, Plotted, matrix_to_plot, plot_title, vector_to_plot, write_estimate};
+pub use output::{
+    Format, Part, component_loadings, mean_vector, part_matrix, plot_title, short_rule,
+    write_estimate, write_part,
+};

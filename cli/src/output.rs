@@ -1,6 +1,6 @@
 //! Writing a released [`Estimate`] as JSON (matrix plus metadata), CSV (the matrix) or
 //! NPY (the matrix as a `p × p` float64 array, loadable with `numpy.load`), and
-//! choosing the matrix a PNG heatmap shows ([`matrix_to_plot`]; the picture itself is
+//! choosing the matrix a PNG heatmap shows ([`part_matrix`]; the picture itself is
 //! [`write_heatmap`](crate::write_heatmap)'s).
 //!
 //! "The matrix" is the requested target: the covariance, or for the precision targets
@@ -25,14 +25,14 @@ pub enum Format {
     /// The matrix as a NumPy `.npy` float64 array.
     Npy,
     /// A PNG heatmap of the matrix (drawn to a file by
-    /// [`write_heatmap`](crate::write_heatmap) from [`matrix_to_plot`], not by
+    /// [`write_heatmap`](crate::write_heatmap) from [`part_matrix`], not by
     /// [`write_estimate`]).
     Png,
 }
 
-/// Which matrix of an estimate a picture shows.
+/// Which part of an estimate a picture, a CSV or an NPY file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plotted {
+pub enum Part {
     /// The covariance estimate (present in every estimate).
     Covariance,
     /// The precision matrix Θ (only in an estimate of a precision target).
@@ -43,28 +43,37 @@ pub enum Plotted {
     SecondMoment,
     /// The mean μ̂, a vector (mean-and-covariance collections).
     Mean,
+    /// The raw (unregularised) matrix the rule acted on (estimates asked with error
+    /// bars).
+    Raw,
+    /// The standard errors of the raw matrix's entries (estimates asked with error
+    /// bars).
+    StandardErrors,
+    /// The principal components (estimates asked for them): `K × p` loadings.
+    Components,
 }
 
-impl Plotted {
+impl Part {
     /// The released matrix of `estimate`: its precision matrix for a precision target,
     /// else its covariance (what CSV, NPY and JSON's `matrix` hold).
     pub fn released(estimate: &Estimate) -> Self {
         match EstimateTarget::try_from(estimate.target) {
-            Ok(EstimateTarget::PrecisionRidge | EstimateTarget::PrecisionGlasso) => {
-                Plotted::Precision
-            }
-            _ => Plotted::Covariance,
+            Ok(EstimateTarget::PrecisionRidge | EstimateTarget::PrecisionGlasso) => Part::Precision,
+            _ => Part::Covariance,
         }
     }
 
     /// `covariance` or `precision`.
     pub fn name(self) -> &'static str {
         match self {
-            Plotted::Covariance => "covariance",
-            Plotted::Precision => "precision",
-            Plotted::Correlation => "correlation",
-            Plotted::SecondMoment => "second moment",
-            Plotted::Mean => "mean",
+            Part::Covariance => "covariance",
+            Part::Precision => "precision",
+            Part::Correlation => "correlation",
+            Part::SecondMoment => "second moment",
+            Part::Mean => "mean",
+            Part::Raw => "raw matrix",
+            Part::StandardErrors => "standard errors",
+            Part::Components => "principal components",
         }
     }
 }
@@ -99,6 +108,51 @@ struct JsonEstimate<'a> {
     shuffle: Option<JsonShuffle>,
     #[serde(skip_serializing_if = "Option::is_none")]
     shuffle_delivered: Option<JsonDelivered>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict: Option<JsonVerdict<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_bars: Option<JsonErrorBars<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    principal_components: Option<JsonComponents<'a>>,
+}
+
+/// Whether the reports carry enough signal (the estimate's `SignalVerdict`).
+#[derive(Serialize)]
+struct JsonVerdict<'a> {
+    sufficient: bool,
+    noise_to_signal: f64,
+    off_diagonal_signal_z: f64,
+    top_eigenvalue_z: f64,
+    reports_needed: u64,
+    target_noise_to_signal: f64,
+    summary: &'a str,
+}
+
+/// The raw matrix and its standard errors, full `p × p` matrices.
+#[derive(Serialize)]
+struct JsonErrorBars<'a> {
+    method: &'a str,
+    raw: Vec<Vec<f64>>,
+    standard_errors: Vec<Vec<f64>>,
+    raw_correlation: Vec<Vec<f64>>,
+    correlation_standard_errors: Vec<Vec<f64>>,
+}
+
+/// The principal components, largest first.
+#[derive(Serialize)]
+struct JsonComponents<'a> {
+    of_correlation: bool,
+    total_variance: f64,
+    noise_edge: f64,
+    components: Vec<JsonComponent<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonComponent<'a> {
+    eigenvalue: f64,
+    explained_variance_ratio: f64,
+    above_noise_edge: bool,
+    loadings: &'a [f64],
 }
 
 /// What a shuffled collection's completed batches delivered: the central guarantee at
@@ -198,8 +252,8 @@ fn unpack(estimate: &Estimate) -> std::io::Result<Unpacked> {
 }
 
 /// The `p × p` matrix of `estimate` that a picture of `what` shows. The one place
-/// that chooses it: a new kind of picture is a new [`Plotted`] variant here.
-pub fn matrix_to_plot(estimate: &Estimate, what: Plotted) -> std::io::Result<DMatrix<f64>> {
+/// that chooses it: a new kind of picture is a new [`Part`] variant here.
+pub fn part_matrix(estimate: &Estimate, what: Part) -> std::io::Result<DMatrix<f64>> {
     let p = estimate.dim as usize;
     let unpacked = unpack(estimate)?;
     let d = p * (p + 1) / 2;
@@ -218,21 +272,36 @@ pub fn matrix_to_plot(estimate: &Estimate, what: Plotted) -> std::io::Result<DMa
         Ok(unpack_symmetric(p, packed))
     };
     let values = match what {
-        Plotted::Covariance => unpacked.covariance,
-        Plotted::Precision => unpacked.precision.ok_or_else(|| {
+        Part::Covariance => unpacked.covariance,
+        Part::Precision => unpacked.precision.ok_or_else(|| {
             bad("the estimate carries no precision matrix (its target is the covariance)".into())
         })?,
         // Released with every estimate (of the released matrix).
-        Plotted::Correlation => packed_field(&estimate.correlation, "correlation matrix")?,
-        Plotted::SecondMoment => packed_field(&estimate.second_moment, "second moment")?,
-        Plotted::Mean => return Err(bad("the mean is a vector: see `vector_to_plot`".into())),
+        Part::Correlation => packed_field(&estimate.correlation, "correlation matrix")?,
+        Part::SecondMoment => packed_field(&estimate.second_moment, "second moment")?,
+        Part::Raw | Part::StandardErrors => {
+            let bars = estimate.error_bars.as_ref().ok_or_else(|| {
+                bad("the estimate carries no error bars: ask for them (--error-bars)".into())
+            })?;
+            if what == Part::Raw {
+                packed_field(&bars.raw_upper_triangle, "raw matrix")?
+            } else {
+                packed_field(&bars.standard_errors, "standard errors")?
+            }
+        }
+        Part::Mean => return Err(bad("the mean is a vector: see `mean_vector`".into())),
+        Part::Components => {
+            return Err(bad(
+                "the components are K × p loadings: see `component_loadings`".into(),
+            ));
+        }
     };
     Ok(DMatrix::from_row_slice(p, p, &values))
 }
 
 /// The mean vector of `estimate` (mean-and-covariance collections), for
 /// [`write_vector`](crate::write_vector).
-pub fn vector_to_plot(estimate: &Estimate) -> std::io::Result<Vec<f64>> {
+pub fn mean_vector(estimate: &Estimate) -> std::io::Result<Vec<f64>> {
     let p = estimate.dim as usize;
     if estimate.mean.is_empty() {
         return Err(bad(
@@ -248,16 +317,55 @@ pub fn vector_to_plot(estimate: &Estimate) -> std::io::Result<Vec<f64>> {
     Ok(estimate.mean.clone())
 }
 
+/// The principal components of `estimate` as a `K × p` matrix of loadings (one row
+/// per component, scikit-learn's `components_`), for CSV, NPY and pictures.
+pub fn component_loadings(estimate: &Estimate) -> std::io::Result<DMatrix<f64>> {
+    let p = estimate.dim as usize;
+    let pcs = estimate.principal_components.as_ref().ok_or_else(|| {
+        bad("the estimate carries no principal components: ask for them (--pca K)".into())
+    })?;
+    let k = pcs.components.len();
+    if let Some(c) = pcs.components.iter().find(|c| c.loadings.len() != p) {
+        return Err(bad(format!(
+            "a component carries {} loadings, dimension {p} needs {p}",
+            c.loadings.len()
+        )));
+    }
+    Ok(DMatrix::from_fn(k, p, |c, i| pcs.components[c].loadings[i]))
+}
+
 /// The title of a picture of `what` of `estimate`: the matrix, the collection, the
-/// number of reports n and the estimator's rule.
-pub fn plot_title(estimate: &Estimate, what: Plotted) -> String {
+/// number of reports n and the estimator's rule in short ([`short_rule`]; the JSON
+/// output has it in full).
+pub fn plot_title(estimate: &Estimate, what: Part) -> String {
     format!(
         "{} of {}, n = {}, {}",
         what.name(),
         estimate.collection_id,
         estimate.reports,
-        estimate.threshold_rule
+        short_rule(&estimate.threshold_rule)
     )
+}
+
+/// A rule's name without its parameters, for titles: `cv(diagonal=exempt, …): noise(c=2,
+/// hard) β=1` becomes `cv: noise`; at most 32 characters.
+pub fn short_rule(rule: &str) -> String {
+    let head = |s: &str| -> String {
+        s.split(['(', ';', ',', ' '])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    let short = match rule.find("): ") {
+        Some(at) => format!("{}: {}", head(rule), head(&rule[at + 3..])),
+        None => head(rule),
+    };
+    if short.chars().count() > 32 {
+        short.chars().take(31).collect::<String>() + "…"
+    } else {
+        short
+    }
 }
 
 /// Writes `estimate` to `out` in `format` (JSON, CSV or NPY; [`Format::Png`] is an
@@ -276,6 +384,7 @@ pub fn write_estimate(
     } = unpack(estimate)?;
     let is_precision = precision.is_some();
     let full = precision.unwrap_or_else(|| covariance.clone());
+    let d = ldpcov_privacy::layout::triangle_len(p);
     match format {
         Format::Json => {
             let glasso = target == EstimateTarget::PrecisionGlasso;
@@ -334,6 +443,59 @@ pub fn write_estimate(
                     central_epsilon: d.central_epsilon,
                     central_delta: d.central_delta,
                 }),
+                verdict: estimate.verdict.as_ref().map(|v| JsonVerdict {
+                    sufficient: v.sufficient,
+                    noise_to_signal: v.noise_to_signal,
+                    off_diagonal_signal_z: v.off_diagonal_signal_z,
+                    top_eigenvalue_z: v.top_eigenvalue_z,
+                    reports_needed: v.reports_needed,
+                    target_noise_to_signal: v.target_noise_to_signal,
+                    summary: &v.summary,
+                }),
+                error_bars: match &estimate.error_bars {
+                    None => None,
+                    Some(b) => {
+                        let full = |packed: &[f64], name: &str| -> std::io::Result<Vec<Vec<f64>>> {
+                            if packed.len() != d {
+                                return Err(bad(format!(
+                                    "{name} carries {} entries, dimension {p} needs {d}",
+                                    packed.len()
+                                )));
+                            }
+                            Ok(unpack_symmetric(p, packed)
+                                .chunks(p.max(1))
+                                .map(<[f64]>::to_vec)
+                                .collect())
+                        };
+                        Some(JsonErrorBars {
+                            method: &b.method,
+                            raw: full(&b.raw_upper_triangle, "raw matrix")?,
+                            standard_errors: full(&b.standard_errors, "standard errors")?,
+                            raw_correlation: full(&b.raw_correlation, "raw correlation")?,
+                            correlation_standard_errors: full(
+                                &b.correlation_standard_errors,
+                                "correlation standard errors",
+                            )?,
+                        })
+                    }
+                },
+                principal_components: estimate.principal_components.as_ref().map(|pc| {
+                    JsonComponents {
+                        of_correlation: pc.of_correlation,
+                        total_variance: pc.total_variance,
+                        noise_edge: pc.noise_edge,
+                        components: pc
+                            .components
+                            .iter()
+                            .map(|c| JsonComponent {
+                                eigenvalue: c.eigenvalue,
+                                explained_variance_ratio: c.explained_variance_ratio,
+                                above_noise_edge: c.above_noise_edge,
+                                loadings: &c.loadings,
+                            })
+                            .collect(),
+                    }
+                }),
                 precision: is_precision.then(|| JsonPrecision {
                     covariance: covariance.chunks(p.max(1)).collect(),
                     lambda: estimate.precision_lambda,
@@ -346,28 +508,117 @@ pub fn write_estimate(
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)
         }
-        Format::Csv => {
-            for row in full.chunks(p.max(1)) {
-                let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
-                writeln!(out, "{}", line.join(","))?;
-            }
-            Ok(())
-        }
-        Format::Npy => {
-            use npyz::WriterBuilder;
-            let mut writer = npyz::WriteOptions::new()
-                .default_dtype()
-                .shape(&[p as u64, p as u64])
-                .writer(out)
-                .begin_nd()?;
-            writer.extend(full.iter().copied())?;
-            writer.finish()
-        }
+        Format::Csv => write_csv_rows(&full, p, out),
+        Format::Npy => write_npy(&[p as u64, p as u64], &full, out),
         Format::Png => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "a PNG is drawn to a file by write_heatmap, not written to a stream",
         )),
     }
+}
+
+/// Writes one part of `estimate` to `out` as CSV or NPY: a `p × p` matrix, the mean
+/// (a vector: one line, or a 1-D array), or the principal components (NPY: the
+/// `K × p` loadings; CSV: one row per component under a header, `component,
+/// eigenvalue, explained_variance_ratio, above_noise_edge` and one column of loadings
+/// per variable, named by the variable names when the collection has them).
+pub fn write_part(
+    estimate: &Estimate,
+    part: Part,
+    format: Format,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    if !matches!(format, Format::Csv | Format::Npy) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a part is written as CSV or NPY (JSON holds every part)",
+        ));
+    }
+    let p = estimate.dim as usize;
+    match part {
+        Part::Mean => {
+            let mean = mean_vector(estimate)?;
+            match format {
+                Format::Npy => write_npy(&[p as u64], &mean, out),
+                _ => write_csv_rows(&mean, p, out),
+            }
+        }
+        Part::Components => {
+            let loadings = component_loadings(estimate)?;
+            let k = loadings.nrows();
+            // Row-major K × p.
+            let rows: Vec<f64> = (0..k)
+                .flat_map(|c| (0..p).map(move |i| (c, i)))
+                .map(|(c, i)| loadings[(c, i)])
+                .collect();
+            if format == Format::Npy {
+                return write_npy(&[k as u64, p as u64], &rows, out);
+            }
+            let names: Vec<String> = if estimate.variable_names.len() == p {
+                estimate.variable_names.clone()
+            } else {
+                (1..=p).map(|i| format!("x{i}")).collect()
+            };
+            writeln!(
+                out,
+                "component,eigenvalue,explained_variance_ratio,above_noise_edge,{}",
+                names.join(",")
+            )?;
+            let pcs = estimate
+                .principal_components
+                .as_ref()
+                .map(|pc| &pc.components);
+            for (c, component) in pcs.into_iter().flatten().enumerate() {
+                let loadings: Vec<String> = rows[c * p..(c + 1) * p]
+                    .iter()
+                    .map(|v| format!("{v:e}"))
+                    .collect();
+                writeln!(
+                    out,
+                    "PC{},{:e},{:e},{},{}",
+                    c + 1,
+                    component.eigenvalue,
+                    component.explained_variance_ratio,
+                    component.above_noise_edge,
+                    loadings.join(",")
+                )?;
+            }
+            Ok(())
+        }
+        _ => {
+            let m = part_matrix(estimate, part)?;
+            // DMatrix is column-major; the matrices here are symmetric, but write rows.
+            let rows: Vec<f64> = (0..p)
+                .flat_map(|i| (0..p).map(move |j| (i, j)))
+                .map(|(i, j)| m[(i, j)])
+                .collect();
+            match format {
+                Format::Npy => write_npy(&[p as u64, p as u64], &rows, out),
+                _ => write_csv_rows(&rows, p, out),
+            }
+        }
+    }
+}
+
+/// Writes row-major `values` as CSV lines of `width` numbers.
+fn write_csv_rows(values: &[f64], width: usize, out: &mut dyn Write) -> std::io::Result<()> {
+    for row in values.chunks(width.max(1)) {
+        let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
+        writeln!(out, "{}", line.join(","))?;
+    }
+    Ok(())
+}
+
+/// Writes row-major `values` as a float64 NPY array of `shape`.
+fn write_npy(shape: &[u64], values: &[f64], out: &mut dyn Write) -> std::io::Result<()> {
+    use npyz::WriterBuilder;
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(out)
+        .begin_nd()?;
+    writer.extend(values.iter().copied())?;
+    writer.finish()
 }
 
 #[cfg(test)]
@@ -442,15 +693,15 @@ mod tests {
     #[test]
     fn the_plotted_matrix_is_the_released_one() {
         let e = estimate();
-        assert_eq!(Plotted::released(&e), Plotted::Covariance);
-        let m = matrix_to_plot(&e, Plotted::Covariance).unwrap();
+        assert_eq!(Part::released(&e), Part::Covariance);
+        let m = part_matrix(&e, Part::Covariance).unwrap();
         assert_eq!(m, DMatrix::from_row_slice(2, 2, &[1.0, 0.5, 0.5, 2.0]));
-        assert!(matrix_to_plot(&e, Plotted::Precision).is_err());
+        assert!(part_matrix(&e, Part::Precision).is_err());
         let mut e = estimate();
         e.target = EstimateTarget::PrecisionRidge as i32;
         e.precision_upper_triangle = vec![2.0, -0.5, 1.0];
-        assert_eq!(Plotted::released(&e), Plotted::Precision);
-        let m = matrix_to_plot(&e, Plotted::released(&e)).unwrap();
+        assert_eq!(Part::released(&e), Part::Precision);
+        let m = part_matrix(&e, Part::released(&e)).unwrap();
         assert_eq!(m[(1, 0)], -0.5);
         assert!(write_estimate(&e, Format::Png, &mut Vec::new()).is_err());
     }

@@ -216,6 +216,21 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
     let data = dir.path().join("data.csv");
     std::fs::write(&data, "\nheight; weight;\"age\";x\n1;2;3;4\n").expect("write data");
     let names: Vec<String> = ["height", "weight", "age", "x"].map(String::from).to_vec();
+    // Without --what the covariance is drawn beside its correlation: a wider picture.
+    let both_path = dir.path().join("both.png");
+    let r = estimate(
+        url,
+        id,
+        &[
+            "--format",
+            "png",
+            "--out",
+            &arg(&both_path),
+            "--names-from",
+            &arg(&data),
+        ],
+    );
+    assert!(r.status.success(), "{}", r.describe());
     let png_path = dir.path().join("cov.png");
     let r = estimate(
         url,
@@ -227,6 +242,8 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
             &arg(&png_path),
             "--names-from",
             &arg(&data),
+            "--what",
+            "covariance",
         ],
     );
     assert!(r.status.success(), "{}", r.describe());
@@ -241,7 +258,7 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
         threshold_rule: doc["threshold_rule"].as_str().expect("rule").into(),
         ..Default::default()
     };
-    let title = ldpcov_cli::plot_title(&released, ldpcov_cli::Plotted::Covariance);
+    let title = ldpcov_cli::plot_title(&released, ldpcov_cli::Part::Covariance);
     assert!(
         title.contains(id) && title.contains(&format!("n = {REPORTS}")),
         "{title}"
@@ -251,6 +268,8 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
         .expect("reference heatmap");
     let img = decode_png(&png_path);
     assert_eq!((img.0, img.1), (layout.width, layout.height), "{layout:?}");
+    let both = decode_png(&both_path);
+    assert!(both.0 > img.0 + img.0 / 2, "{} against {}", both.0, img.0);
     assert_eq!(
         std::fs::read(&png_path).expect("png"),
         std::fs::read(&reference).expect("reference png"),
@@ -284,6 +303,8 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
             &arg(&named),
             "--names",
             "height,weight,age,x",
+            "--what",
+            "covariance",
         ],
     );
     assert!(r.status.success(), "{}", r.describe());
@@ -360,9 +381,9 @@ fn estimate_png_draws_what_a_mean_and_covariance_collection_releases() {
         ..Default::default()
     };
     for (what, plotted) in [
-        ("correlation", ldpcov_cli::Plotted::Correlation),
-        ("second-moment", ldpcov_cli::Plotted::SecondMoment),
-        ("mean", ldpcov_cli::Plotted::Mean),
+        ("correlation", ldpcov_cli::Part::Correlation),
+        ("second-moment", ldpcov_cli::Part::SecondMoment),
+        ("mean", ldpcov_cli::Part::Mean),
     ] {
         let path = dir.path().join(format!("{what}.png"));
         let out = path.to_str().expect("utf-8 path");
@@ -403,5 +424,5 @@ fn estimate_png_draws_what_a_mean_and_covariance_collection_releases() {
         assert!(!path.exists(), "{what}: a file was written");
     }
     estimate(url, "joint-png", &["--what", "mean"])
-        .fails_with("--what applies only to --format png");
+        .fails_with("--what applies to csv, npy and png");
 }

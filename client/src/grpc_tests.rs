@@ -193,6 +193,13 @@ impl Aggregator for Fake {
         Ok(Response::new(response))
     }
 
+    async fn list_collections(
+        &self,
+        _: Request<ldpcov_proto::v1::ListCollectionsRequest>,
+    ) -> Result<Response<ldpcov_proto::v1::ListCollectionsResponse>, Status> {
+        Err(Status::unimplemented("not part of this test double"))
+    }
+
     async fn get_status(
         &self,
         request: Request<GetStatusRequest>,

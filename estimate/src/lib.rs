@@ -62,6 +62,7 @@
 //! ```
 
 mod accumulator;
+mod analysis;
 mod error;
 mod estimate;
 mod full_average;
@@ -77,6 +78,11 @@ mod synthetic;
 mod threshold;
 
 pub use accumulator::{Accumulator, FOLDS};
+pub use analysis::{
+    ErrorBars, MAX_NOISE_TO_SIGNAL, PrincipalComponent, PrincipalComponents, SignalVerdict,
+    StandardErrorMethod, SumsOfSquares, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius,
+    error_bars, principal_components, signal_verdict,
+};
 pub use error::EstimateError;
 pub use estimate::{
     CovarianceEstimate, EstimateOptions, MAX_PSD_FLOOR, average, estimate, validate_options,

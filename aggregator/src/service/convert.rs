@@ -12,8 +12,9 @@ use ldpcov_estimate::{
 use ldpcov_privacy::Collection;
 use ldpcov_privacy::layout::triangle_pairs;
 use ldpcov_proto::v1::{
-    CentralRelease, CrossValidatedThreshold, Edge, Estimate, EstimateTarget, GetEstimateRequest,
-    SpectralLoss, ThresholdKind as WireKind, get_estimate_request,
+    CentralRelease, CrossValidatedThreshold, Edge, ErrorBars, Estimate, EstimateTarget,
+    GetEstimateRequest, PrincipalComponent, PrincipalComponents, SignalVerdict, SpectralLoss,
+    ThresholdKind as WireKind, get_estimate_request,
 };
 use nalgebra::DMatrix;
 use tonic::Status;
@@ -41,6 +42,79 @@ pub(super) struct ReleaseInfo {
     pub(super) radius: f64,
     /// AdaptiveCov's private trace of the second moment, data units (0 otherwise).
     pub(super) trace: f64,
+}
+
+/// What an analyst reads beside the matrix (docs/USAGE.md): the verdict on the signal,
+/// and the error bars of the raw matrix and the principal components if asked for.
+pub(super) struct Analysis {
+    pub(super) error_bars: Option<estimate::ErrorBars>,
+    pub(super) verdict: estimate::SignalVerdict,
+    pub(super) components: Option<estimate::PrincipalComponents>,
+}
+
+impl Analysis {
+    /// Computes it on a blocking thread's time (two or three eigendecompositions):
+    /// `local` says whether the accumulator's squares are the devices' privatised ones
+    /// (else: a central release, whose squares are never read and whose noise is
+    /// additive), `released` is the released covariance.
+    pub(super) fn compute(
+        collection: &Collection,
+        input: &estimate::EstimationInput,
+        acc: &estimate::Accumulator,
+        released: &DMatrix<f64>,
+        request: &GetEstimateRequest,
+    ) -> Result<Self, Status> {
+        let local = !collection.is_central();
+        let squares = if local {
+            estimate::SumsOfSquares::Private
+        } else {
+            estimate::SumsOfSquares::NotPrivate
+        };
+        let error_bars = request
+            .error_bars
+            .then(|| estimate::error_bars(input, acc, squares))
+            .transpose()
+            .map_err(estimate_status)?;
+        let verdict = estimate::signal_verdict(input, acc, squares).map_err(estimate_status)?;
+        let components = match request.principal_components {
+            0 => None,
+            k => Some(
+                estimate::principal_components(
+                    input,
+                    acc,
+                    released,
+                    k as usize,
+                    request.principal_components_of_correlation,
+                )
+                .map_err(estimate_status)?,
+            ),
+        };
+        Ok(Analysis {
+            error_bars,
+            verdict,
+            components,
+        })
+    }
+}
+
+/// Refuses a request for more principal components than the collection has variables,
+/// or for the correlation's components without any.
+pub(super) fn check_principal_components(
+    req: &GetEstimateRequest,
+    dim: usize,
+) -> Result<(), Status> {
+    if req.principal_components as usize > dim {
+        return Err(invalid(format!(
+            "principal_components = {} exceeds the collection's dimension {dim}",
+            req.principal_components
+        )));
+    }
+    if req.principal_components_of_correlation && req.principal_components == 0 {
+        return Err(invalid(
+            "principal_components_of_correlation needs principal_components ≥ 1",
+        ));
+    }
+    Ok(())
 }
 
 /// Most values a list of a GetEstimate request (a grid of scales, weights, bandwidths,
@@ -250,6 +324,7 @@ pub(super) fn estimate_response(
     result: &CovarianceEstimate,
     precision: Option<PrecisionEstimate>,
     release: Option<ReleaseInfo>,
+    analysis: Analysis,
 ) -> Estimate {
     let packed = |m: &DMatrix<f64>| -> Vec<f64> {
         triangle_pairs(c.dim()).map(|(i, j)| m[(i, j)]).collect()
@@ -287,6 +362,42 @@ pub(super) fn estimate_response(
         shuffle: c.params().shuffle,
         ..Default::default()
     };
+    let Analysis {
+        error_bars,
+        verdict,
+        components,
+    } = analysis;
+    out.error_bars = error_bars.map(|e| ErrorBars {
+        raw_upper_triangle: e.raw,
+        standard_errors: e.standard_errors,
+        raw_correlation: e.raw_correlation,
+        correlation_standard_errors: e.correlation_standard_errors,
+        method: e.method.name().to_string(),
+    });
+    out.verdict = Some(SignalVerdict {
+        sufficient: verdict.sufficient,
+        noise_to_signal: verdict.noise_to_signal,
+        off_diagonal_signal_z: verdict.off_diagonal_signal_z,
+        top_eigenvalue_z: verdict.top_eigenvalue_z,
+        reports_needed: verdict.reports_needed,
+        target_noise_to_signal: estimate::TARGET_NOISE_TO_SIGNAL,
+        summary: verdict.summary,
+    });
+    out.principal_components = components.map(|pc| PrincipalComponents {
+        of_correlation: pc.of_correlation,
+        total_variance: pc.total_variance,
+        noise_edge: pc.noise_edge,
+        components: pc
+            .components
+            .into_iter()
+            .map(|c| PrincipalComponent {
+                eigenvalue: c.eigenvalue,
+                explained_variance_ratio: c.explained_variance_ratio,
+                loadings: c.loadings,
+                above_noise_edge: c.above_noise_edge,
+            })
+            .collect(),
+    });
     if let Some(info) = release {
         out.release = Some(info.release);
         out.release_rho_spent = info.rho_spent_now;

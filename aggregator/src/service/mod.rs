@@ -14,8 +14,8 @@ use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
     DeleteCollectionRequest, DeleteCollectionResponse, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, Report, ShuffledBatchChunk, ShuffledBatchResponse,
-    SubmitReportResponse, SubmitReportsResponse,
+    GetEstimateRequest, GetStatusRequest, ListCollectionsRequest, ListCollectionsResponse, Report,
+    ShuffledBatchChunk, ShuffledBatchResponse, SubmitReportResponse, SubmitReportsResponse,
 };
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -33,8 +33,10 @@ mod status;
 
 pub use shuffle::{BATCH_ID_LEN, MAX_BATCH_SIZE};
 
+use convert::{
+    Analysis, Target, check_principal_components, estimate_response, options_from_request,
+};
 pub use convert::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
-use convert::{Target, estimate_response, options_from_request};
 pub(crate) use status::store_status;
 use status::{estimate_status, invalid};
 
@@ -444,6 +446,24 @@ impl Aggregator for AggregatorService {
         Ok(Response::new(DeleteCollectionResponse { reports }))
     }
 
+    async fn list_collections(
+        &self,
+        request: Request<ListCollectionsRequest>,
+    ) -> Result<Response<ListCollectionsResponse>, Status> {
+        self.auth.check(request.metadata(), Right::Admin)?;
+        let ids = self.store.collection_ids().await.map_err(store_status)?;
+        let mut collections = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.store.collection(&id).await {
+                Ok(c) => collections.push(self.status_of(&c).await?),
+                // Deleted between the listing and now: not listed.
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(store_status(e)),
+            }
+        }
+        Ok(Response::new(ListCollectionsResponse { collections }))
+    }
+
     async fn get_estimate(
         &self,
         request: Request<GetEstimateRequest>,
@@ -453,6 +473,7 @@ impl Aggregator for AggregatorService {
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
         let (mut options, target) = options_from_request(&req)?;
+        check_principal_components(&req, c.dim())?;
         // Validated: now the budget of estimates at once, before any work.
         let permit = Arc::clone(&self.estimates)
             .try_acquire_owned()
@@ -488,22 +509,32 @@ impl Aggregator for AggregatorService {
         };
         // The eigendecompositions take a while at large p: keep them off the reactor.
         let task_target = target.clone();
+        let task_collection = c.clone();
+        let task_request = req.clone();
         // The permit moves into the task: if the client goes away, this future is
         // dropped but the computation runs to its end (it has no cancellation points)
         // and keeps its slot until then; its result is dropped.
-        let (result, precision) = tokio::task::spawn_blocking(move || {
+        let (result, precision, analysis) = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            match task_target {
+            let (result, precision) = match task_target {
                 Target::Covariance => estimate::estimate(&input, &acc, &options).map(|r| (r, None)),
                 Target::Precision(method, lambda) => {
                     estimate_precision(&input, &acc, &options, &method, lambda)
                         .map(|pr| (pr.covariance.clone(), Some(pr)))
                 }
             }
+            .map_err(estimate_status)?;
+            let analysis = Analysis::compute(
+                &task_collection,
+                &input,
+                &acc,
+                &result.matrix,
+                &task_request,
+            )?;
+            Ok::<_, Status>((result, precision, analysis))
         })
         .await
-        .map_err(|e| Status::internal(format!("estimator task failed: {e}")))?
-        .map_err(estimate_status)?;
+        .map_err(|e| Status::internal(format!("estimator task failed: {e}")))??;
         tracing::info!(
             collection = %c.id(), reports = result.reports, threshold = result.threshold,
             rule = %result.rule, surviving = result.surviving_entries,
@@ -516,7 +547,8 @@ impl Aggregator for AggregatorService {
             },
             started.elapsed(),
         );
-        let mut response = estimate_response(&c, &target, sigma, &result, precision, release);
+        let mut response =
+            estimate_response(&c, &target, sigma, &result, precision, release, analysis);
         response.shuffle_delivered = self.delivered(&c).await?;
         Ok(Response::new(response))
     }

@@ -236,8 +236,9 @@ async fn the_ledger_records_each_key_once_and_never_overspends<S: Store>(s: Arc<
     assert_eq!(s.recorded_release("a", b"k1").await, Ok(None));
 }
 
-/// Delete: everything of the collection goes at once (sums, closed flag, seen ids),
-/// another collection is untouched, and the id can be created again from scratch.
+/// Delete: everything of the collection goes at once (sums, closed flag, seen ids,
+/// its place in the listing), another collection is untouched, and the id can be
+/// created again from scratch.
 async fn a_deleted_collection_is_gone_and_starts_from_scratch<S: Store>(s: Arc<S>) {
     let (a, b) = (collection("a", 2), collection("b", 2));
     let n = a.entries();
@@ -245,12 +246,15 @@ async fn a_deleted_collection_is_gone_and_starts_from_scratch<S: Store>(s: Arc<S
     s.create_collection(a.clone()).await.unwrap();
     s.create_collection(b.clone()).await.unwrap();
     assert_eq!(s.collection_count().await, Ok(2));
+    let ids = |v: &[&str]| Ok(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!(s.collection_ids().await, ids(&["a", "b"]));
     let reports: Vec<_> = (1..=4).map(|k| report(k, 7, n)).collect();
     s.submit("a", reports.clone()).await.unwrap();
     s.submit("b", reports.clone()).await.unwrap();
     s.close_collection("a").await.unwrap();
     assert_eq!(s.delete_collection("a").await, Ok(4));
     assert_eq!(s.collection_count().await, Ok(1));
+    assert_eq!(s.collection_ids().await, ids(&["b"]));
     let gone = StoreError::NotFound("a".into());
     assert_eq!(s.count("a").await, Err(gone.clone()));
     assert_eq!(s.delete_collection("a").await, Err(gone.clone()));

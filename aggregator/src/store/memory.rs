@@ -238,6 +238,16 @@ impl Store for MemoryStore {
         Ok(map.len() as u64)
     }
 
+    async fn collection_ids(&self) -> Result<Vec<String>, StoreError> {
+        let map = self
+            .collections
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("collection map")))?;
+        let mut ids: Vec<String> = map.keys().cloned().collect();
+        ids.sort();
+        Ok(ids)
+    }
+
     async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {
         let state = self.state(id)?;
         let mut counted = Self::lock(&state)?;

@@ -123,6 +123,8 @@ pub trait Store: Send + Sync + 'static {
     async fn count(&self, id: &str) -> Result<u64, StoreError>;
     /// How many collections the store holds (closed ones included).
     async fn collection_count(&self) -> Result<u64, StoreError>;
+    /// The ids of the collections the store holds (closed ones included), sorted.
+    async fn collection_ids(&self) -> Result<Vec<String>, StoreError>;
     /// A consistent copy of the accumulators.
     async fn snapshot(&self, id: &str) -> Result<Snapshot, StoreError>;
 

@@ -4,14 +4,21 @@
 // (`client/benches/report.rs`: both components of its mixture are drawn every report,
 // about 5–6 rounds of p + 1 draws at ε ≤ 2, 8–10 at ε = 8, 13–14 at ε = 16), in Node
 // and in headless Chromium (the bundled package in a page on localhost), printed as
-// one JSON document on stdout.
+// one JSON document on stdout, and the ε sweep of each runtime as a Markdown table with
+// its flatness ratios on stderr.
+// One function, `measure` (measure.ts), does the timing in both runtimes: Node calls it
+// directly, the page runs its source text, timing itself with the page's
+// performance.now().
+// Arguments name the runtimes (`node`, `chromium`; both when none):
+// `npm run bench:browser` is `node dist/bench/bench.js chromium`; `--sweep` measures
+// the rank-one ε sweep only (`npm run bench -- --sweep`, `npm run bench:browser -- --sweep`).
 // BENCH_BUDGET_MS (default 1000) bounds the time per (mechanism, p); BENCH_BROWSER=0
 // skips the browser.
 
 import * as ldpcov from "../src/index.js";
 import { Encoding, LocalMechanism } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
 import { launch, servePage } from "../test-browser/browser.js";
-import { type MeasureConfig, measure } from "./measure.js";
+import { type MeasureConfig, type Measurement, measure, sweepTable } from "./measure.js";
 
 const config: MeasureConfig = {
   mechanisms: [
@@ -34,25 +41,50 @@ const config: MeasureConfig = {
   maxReports: 1000,
 };
 
-const result: Record<string, unknown> = {
-  what: "milliseconds to build one report (clip, exact discrete Gaussian or rank-one draw, encoding), epsilon 1 unless given, delta 1e-6 (0 for rank-one), sampler seeded from crypto.getRandomValues",
-  node: { version: process.version, results: await measure(ldpcov, config) },
-};
+const RUNTIMES = ["node", "chromium"];
+const sweepOnly = process.argv.includes("--sweep");
+if (sweepOnly) config.mechanisms = config.mechanisms.filter((m) => m.name.startsWith("rank-one-eps"));
+const args = process.argv.slice(2).filter((a) => a !== "--sweep");
+for (const a of args) {
+  if (!RUNTIMES.includes(a)) throw new Error(`unknown runtime ${a}: expected ${RUNTIMES.join(" or ")}`);
+}
+const runNode = args.length === 0 || args.includes("node");
+const runChromium = (args.length === 0 && process.env["BENCH_BROWSER"] !== "0") || args.includes("chromium");
 
-if (process.env["BENCH_BROWSER"] !== "0") {
+/** `measure(config)` in headless Chromium: the bundled package in a page on localhost. */
+async function measureInChromium(config: MeasureConfig): Promise<{ version: string; results: Measurement[] }> {
   const { server, origin } = await servePage();
-  const browser = await launch();
   try {
-    const page = await browser.context.newPage();
-    await page.goto(`${origin}/`);
-    await page.waitForFunction(() => document.getElementById("state")?.textContent === "ready");
-    const version = browser.context.browser()?.version() ?? (await page.evaluate(() => navigator.userAgent));
-    const results = await page.evaluate(`(${measure.toString()})(window.ldpcov, ${JSON.stringify(config)})`);
-    result["chromium"] = { version, results };
+    const browser = await launch();
+    try {
+      const page = await browser.context.newPage();
+      await page.goto(`${origin}/`);
+      await page.waitForFunction(() => document.getElementById("state")?.textContent === "ready");
+      const version = browser.context.browser()?.version() ?? (await page.evaluate(() => navigator.userAgent));
+      const results = (await page.evaluate(`(${measure.toString()})(window.ldpcov, ${JSON.stringify(config)})`)) as Measurement[];
+      return { version, results };
+    } finally {
+      await browser.close();
+    }
   } finally {
-    await browser.close();
     server.close();
   }
+}
+
+const result: Record<string, unknown> = {
+  what: "milliseconds to build one report (clip, exact discrete Gaussian or rank-one draw, encoding), epsilon 1 unless given, delta 1e-6 (0 for rank-one), sampler seeded from crypto.getRandomValues",
+};
+
+if (runNode) {
+  const results = await measure(ldpcov, config);
+  result["node"] = { version: process.version, results };
+  process.stderr.write(sweepTable(`Node ${process.version}`, results) + "\n");
+}
+
+if (runChromium) {
+  const chromium = await measureInChromium(config);
+  result["chromium"] = chromium;
+  process.stderr.write(sweepTable(`Chromium ${chromium.version}`, chromium.results) + "\n");
 }
 
 console.log(JSON.stringify(result, null, 2));

@@ -56,3 +56,32 @@ export async function measure(m: any, config: MeasureConfig): Promise<Measuremen
   }
   return out;
 }
+
+/**
+ * The rank-one ε sweep of `results` as a Markdown table (ms per report, one row per p)
+ * and the flatness ratios ε = 8 ÷ ε = 1 at p = 1000 and ε = 9.37 ÷ ε = 1 at p = 20.
+ * Runs in Node only (the results come back from the page as JSON).
+ */
+export function sweepTable(runtime: string, results: Measurement[]): string {
+  const sweep = results.filter((r) => r.mechanism.startsWith("rank-one-eps"));
+  if (sweep.length === 0) return `${runtime}: no rank-one ε sweep measured\n`;
+  const epsilons = [...new Set(sweep.map((r) => r.epsilon))].sort((a, b) => a - b);
+  const dims = [...new Set(sweep.map((r) => r.p))].sort((a, b) => a - b);
+  const at = (p: number, epsilon: number) => sweep.find((r) => r.p === p && r.epsilon === epsilon)?.ms_per_report;
+  const ms = (v: number | undefined) => (v === undefined ? "–" : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v.toFixed(3));
+  const lines = [
+    `${runtime}, rank-one report, ms per report:`,
+    "",
+    `| ε | ${epsilons.join(" | ")} |`,
+    `| --- |${" --- |".repeat(epsilons.length)}`,
+    ...dims.map((p) => `| p = ${p} | ${epsilons.map((e) => ms(at(p, e))).join(" | ")} |`),
+    "",
+  ];
+  const ratio = (p: number, high: number) => {
+    const a = at(p, high);
+    const b = at(p, 1);
+    return a === undefined || b === undefined ? "–" : `${(a / b).toFixed(2)}×`;
+  };
+  lines.push(`ε = 8 ÷ ε = 1 at p = 1000: ${ratio(1000, 8)}; ε = 9.37 ÷ ε = 1 at p = 20: ${ratio(20, 9.37)}`, "");
+  return lines.join("\n");
+}

@@ -63,3 +63,6 @@ pub use rules::{
     SpectralShrinkage, UniversalThreshold,
 };
 pub use settings::{CrossValidation, SpectralGuard, log_grid};
+pub(crate) use signal::{
+    OFF_DIAGONAL_SIGNAL_Z, OFF_DIAGONAL_TOP_Z, off_diagonal_signal_z, off_diagonal_top_z,
+};

@@ -242,6 +242,13 @@ impl Aggregator for FakeAggregator {
         unimplemented()
     }
 
+    async fn list_collections(
+        &self,
+        _: Request<ldpcov_proto::v1::ListCollectionsRequest>,
+    ) -> Result<Response<ldpcov_proto::v1::ListCollectionsResponse>, Status> {
+        Err(Status::unimplemented("not part of this test double"))
+    }
+
     async fn get_status(
         &self,
         _: Request<GetStatusRequest>,

@@ -821,6 +821,15 @@ impl Store for PostgresStore {
         Ok(count.max(0) as u64)
     }
 
+    async fn collection_ids(&self) -> Result<Vec<String>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let rows = client
+            .query("SELECT id FROM collections ORDER BY id", &[])
+            .await
+            .map_err(db_error)?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
     /// False after a group of batches failed to commit (e.g. the database is down),
     /// true again after the next group commits.
     fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {

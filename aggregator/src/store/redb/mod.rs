@@ -757,6 +757,17 @@ impl Store for DurableStore {
         Ok(map.len() as u64)
     }
 
+    async fn collection_ids(&self) -> Result<Vec<String>, StoreError> {
+        let map = self
+            .shared
+            .mirror
+            .read()
+            .map_err(|_| StoreError::internal(Cause::Poisoned("mirror")))?;
+        let mut ids: Vec<String> = map.keys().cloned().collect();
+        ids.sort();
+        Ok(ids)
+    }
+
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
         self.shared.entry(id)?;
         let (reply, rx) = oneshot::channel();

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use ldpcov_cli::{
-    Format, Plotted, matrix_to_plot, plot_title, read_csv_header, vector_to_plot, write_estimate,
-    write_heatmap, write_vector,
+    Format, Part, component_loadings, mean_vector, part_matrix, plot_title, read_csv_header,
+    write_components, write_estimate, write_heatmap, write_heatmaps, write_part, write_vector,
 };
 use ldpcov_proto::v1::Estimate;
 use ldpcov_proto::v1::get_estimate_request::Threshold;
@@ -141,12 +141,28 @@ pub(crate) struct Options {
     /// Seed of the synthetic rows' generator (default: from the operating system).
     #[arg(long, env = "LDPCOV_SYNTHETIC_SEED")]
     synthetic_seed: Option<u64>,
-    /// For png: what to draw (default: the released matrix, i.e. the covariance or,
-    /// for a precision target, the precision matrix). correlation, second-moment and
-    /// mean exist for mean-and-covariance collections. Axis names default to the
+    /// For csv, npy and png: what to write or draw (default: the released matrix, i.e.
+    /// the covariance, drawn beside its correlation, or for a precision target the
+    /// precision matrix). second-moment and mean exist for mean-and-covariance
+    /// collections, raw and standard-errors with --error-bars, components with --pca
+    /// (png: a scree plot beside the loadings). Axis names default to the
     /// collection's variable names.
     #[arg(long, env = "LDPCOV_WHAT", value_enum)]
     what: Option<What>,
+    /// The top K principal components of the released matrix (eigenvalues,
+    /// explained-variance ratios, loadings, and whether each stands above the noise):
+    /// in the JSON output, or with --what components. Post-processing: no budget.
+    #[arg(long, env = "LDPCOV_PCA", value_name = "K")]
+    pca: Option<u32>,
+    /// With --pca: the components of the correlation rather than of the covariance
+    /// (variables on different scales).
+    #[arg(long, env = "LDPCOV_PCA_CORRELATION", requires = "pca")]
+    pca_correlation: bool,
+    /// Release the error bars: the raw (unregularised) matrix with the standard error
+    /// of each entry, and its correlations with theirs (in the JSON output, or with
+    /// --what raw / standard-errors). Post-processing: no budget.
+    #[arg(long, env = "LDPCOV_ERROR_BARS")]
+    error_bars: bool,
 }
 
 /// `--what`.
@@ -160,6 +176,27 @@ enum What {
     SecondMoment,
     /// The mean μ̂ (a one-row heatmap).
     Mean,
+    /// The raw (unregularised) matrix (with --error-bars).
+    Raw,
+    /// The standard errors of the raw matrix's entries (with --error-bars).
+    StandardErrors,
+    /// The principal components (with --pca): K × p loadings; png: scree and loadings.
+    Components,
+}
+
+impl What {
+    /// The part of an estimate it names.
+    fn part(self) -> Part {
+        match self {
+            What::Covariance => Part::Covariance,
+            What::Correlation => Part::Correlation,
+            What::SecondMoment => Part::SecondMoment,
+            What::Mean => Part::Mean,
+            What::Raw => Part::Raw,
+            What::StandardErrors => Part::StandardErrors,
+            What::Components => Part::Components,
+        }
+    }
 }
 
 /// `--loss`.
@@ -321,6 +358,9 @@ impl Options {
                 penalize_diagonal: false,
             }),
             release,
+            principal_components: self.pca.unwrap_or(0),
+            principal_components_of_correlation: self.pca_correlation,
+            error_bars: self.error_bars,
         }
     }
 
@@ -332,8 +372,20 @@ impl Options {
         if self.format != Format::Png && (self.names.is_some() || self.names_from.is_some()) {
             anyhow::bail!("--names and --names-from apply only to --format png");
         }
-        if self.format != Format::Png && self.what.is_some() {
-            anyhow::bail!("--what applies only to --format png");
+        if self.format == Format::Json && self.what.is_some() {
+            anyhow::bail!("--what applies to csv, npy and png (the JSON output holds every part)");
+        }
+        if self.pca == Some(0) {
+            anyhow::bail!("--pca needs K ≥ 1 components");
+        }
+        match self.what {
+            Some(What::Components) if self.pca.is_none() => {
+                anyhow::bail!("--what components needs --pca K")
+            }
+            Some(What::Raw | What::StandardErrors) if !self.error_bars => {
+                anyhow::bail!("--what raw and standard-errors need --error-bars")
+            }
+            _ => {}
         }
         // The names file is read before anything is fetched: a bad one stops here.
         let names = match (&self.names, &self.names_from) {
@@ -347,6 +399,11 @@ impl Options {
             .await
             .map_err(status_error)?
             .into_inner();
+        if let Some(verdict) = &estimate.verdict
+            && !verdict.sufficient
+        {
+            eprintln!("warning: {}", verdict.summary);
+        }
         if let (Some(rows), Some(path)) = (self.synthetic_rows, &self.synthetic_out) {
             // A second-moment collection's rows are drawn about its centre.
             let mean = if estimate.mean.is_empty() {
@@ -367,16 +424,14 @@ impl Options {
         }
         match (&self.out, self.format) {
             (Some(path), Format::Png) => {
-                let what = match self.what {
-                    None => Plotted::released(&estimate),
-                    Some(What::Covariance) => Plotted::Covariance,
-                    Some(What::Correlation) => Plotted::Correlation,
-                    Some(What::SecondMoment) => Plotted::SecondMoment,
-                    Some(What::Mean) => Plotted::Mean,
-                };
-                let layout = draw_png(&estimate, what, path, names.as_deref())?;
+                let what = self
+                    .what
+                    .map_or_else(|| Part::released(&estimate), What::part);
+                // Without --what, a covariance is drawn beside its correlation.
+                let beside_correlation = self.what.is_none() && what == Part::Covariance;
+                let layout = draw_png(&estimate, what, beside_correlation, path, names.as_deref())?;
                 eprintln!(
-                    "wrote png ({} heatmap, {}×{}, {} reports, {}×{} pixels) to {}",
+                    "wrote png ({}, {}×{}, {} reports, {}×{} pixels) to {}",
                     what.name(),
                     estimate.dim,
                     estimate.dim,
@@ -391,7 +446,10 @@ impl Options {
                     std::fs::File::create(path)
                         .with_context(|| format!("cannot create {}", path.display()))?,
                 );
-                write_estimate(&estimate, self.format, &mut file)?;
+                match self.what {
+                    Some(what) => write_part(&estimate, what.part(), self.format, &mut file)?,
+                    None => write_estimate(&estimate, self.format, &mut file)?,
+                }
                 file.flush()?;
                 eprintln!(
                     "wrote {} ({}×{}, {} reports) to {}",
@@ -405,7 +463,10 @@ impl Options {
             (None, _) => {
                 let stdout = std::io::stdout();
                 let mut lock = stdout.lock();
-                write_estimate(&estimate, self.format, &mut lock)?;
+                match self.what {
+                    Some(what) => write_part(&estimate, what.part(), self.format, &mut lock)?,
+                    None => write_estimate(&estimate, self.format, &mut lock)?,
+                }
             }
         }
         Ok(())
@@ -413,11 +474,13 @@ impl Options {
 }
 
 /// Draws `what` of `estimate` as a heatmap titled with the collection, n and the
-/// rule, to the PNG file `path`; refuses a number of names other than p before
-/// drawing anything.
+/// rule (the covariance beside its correlation when `beside_correlation`; the
+/// components as a scree plot beside the loadings), to the PNG file `path`; refuses
+/// a number of names other than p before drawing anything.
 fn draw_png(
     estimate: &Estimate,
-    what: Plotted,
+    what: Part,
+    beside_correlation: bool,
     path: &std::path::Path,
     names: Option<&[String]>,
 ) -> Result<ldpcov_cli::Layout> {
@@ -436,12 +499,39 @@ fn draw_png(
         (estimate.variable_names.len() == p).then_some(estimate.variable_names.as_slice())
     });
     let title = plot_title(estimate, what);
-    if what == Plotted::Mean {
-        let mean = vector_to_plot(estimate)?;
-        return Ok(write_vector(path, &mean, &title, names)?);
+    match what {
+        Part::Mean => {
+            let mean = mean_vector(estimate)?;
+            Ok(write_vector(path, &mean, &title, names)?)
+        }
+        Part::Components => {
+            let loadings = component_loadings(estimate)?.transpose();
+            let ratios: Vec<(f64, bool)> = estimate
+                .principal_components
+                .iter()
+                .flat_map(|pc| &pc.components)
+                .map(|c| (c.explained_variance_ratio, c.above_noise_edge))
+                .collect();
+            Ok(write_components(path, &ratios, &loadings, &title, names)?)
+        }
+        // The covariance beside its correlation: the scales of the variables and how
+        // they move together, in one picture.
+        Part::Covariance if beside_correlation => {
+            let covariance = part_matrix(estimate, Part::Covariance)?;
+            let correlation = part_matrix(estimate, Part::Correlation)?;
+            let correlation_title = plot_title(estimate, Part::Correlation);
+            let layouts = write_heatmaps(
+                path,
+                &[(&covariance, &title), (&correlation, &correlation_title)],
+                names,
+            )?;
+            Ok(layouts[0])
+        }
+        _ => {
+            let matrix = part_matrix(estimate, what)?;
+            Ok(write_heatmap(path, &matrix, &title, names)?)
+        }
     }
-    let matrix = matrix_to_plot(estimate, what)?;
-    Ok(write_heatmap(path, &matrix, &title, names)?)
 }
 
 /// Draws `rows` synthetic rows of `N(mean, Σ̂)` from the released covariance and

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpcov/v1/ldpcov.proto.
  */
 export const file_ldpcov_v1_ldpcov: GenFile = /*@__PURE__*/
-  fileDesc("ChZsZHBjb3YvdjEvbGRwY292LnByb3RvEglsZHBjb3YudjEihwQKDkNvbGxlY3Rpb25TcGVjEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEg8KB2Vwc2lsb24YAyABKAESDQoFZGVsdGEYBCABKAESEwoLY2xpcF9yYWRpdXMYBSABKAESEwoLbWluX3JlcG9ydHMYBiABKAQSJQoIZW5jb2RpbmcYByABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSIwoHbW9tZW50cxgIIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEg4KBmNlbnRyZRgJIAMoARIZChFvcmRlcmVkX3ZhcmlhYmxlcxgKIAEoCBIWCg52YXJpYWJsZV9uYW1lcxgLIAMoCRIuCg1wcml2YWN5X21vZGVsGAwgASgOMhcubGRwY292LnYxLlByaXZhY3lNb2RlbBIRCglub3JtX2JpbnMYDSABKA0SIAoYYWxsb3dfY29tcHJlc3NlZF9yZWxlYXNlGA4gASgIEjIKD2xvY2FsX21lY2hhbmlzbRgPIAEoDjIZLmxkcGNvdi52MS5Mb2NhbE1lY2hhbmlzbRI2ChFjZW50cmFsX3dlaWdodGluZxgQIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsV2VpZ2h0aW5nEicKB3NodWZmbGUYESABKAsyFi5sZHBjb3YudjEuU2h1ZmZsZVNwZWMilQEKC1NodWZmbGVTcGVjEhYKDm1pbl9iYXRjaF9zaXplGAEgASgEEhwKFGJhdGNoX3dpbmRvd19zZWNvbmRzGAIgASgEEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESHAoUa2V5X3JvdGF0aW9uX3NlY29uZHMYBCABKAQSGwoTa2V5X2dyYWNlX3JvdGF0aW9ucxgFIAEoDSLTAwoQQ29sbGVjdGlvblBhcmFtcxInCgRzcGVjGAEgASgLMhkubGRwY292LnYxLkNvbGxlY3Rpb25TcGVjEg8KB2VudHJpZXMYAiABKA0SEQoJZ3JpZF9iaXRzGAMgASgNEhMKC3NlbnNpdGl2aXR5GAQgASgBEg0KBXNpZ21hGAUgASgBEgsKA3JobxgGIAEoARIaChJtYXhfYWJzX2dyaWRfdmFsdWUYByABKAMSEwoLY2FsaWJyYXRpb24YCCABKAkSEQoJd2lyZV9zdGVwGAkgASgDEhAKCHdpcmVfbWF4GAogASgDEhMKC21lYW5fd2VpZ2h0GAsgASgBEhQKDG1lYW5fZW50cmllcxgMIAEoDRIYChBiYXNlX3NlbnNpdGl2aXR5GA0gASgBEhkKEWRpYWdvbmFsX25vaXNlX3NkGA4gASgBEh0KFW9mZl9kaWFnb25hbF9ub2lzZV9zZBgPIAEoARIVCg1tZWFuX25vaXNlX3NkGBAgASgBEioKCHJhbmtfb25lGBEgASgLMhgubGRwY292LnYxLlJhbmtPbmVQYXJhbXMSKQoHc2h1ZmZsZRgSIAEoCzIYLmxkcGNvdi52MS5TaHVmZmxlUGFyYW1zIpYBCg1TaHVmZmxlUGFyYW1zEhUKDWxvY2FsX2Vwc2lsb24YASABKAESFwoPY2VudHJhbF9lcHNpbG9uGAIgASgBEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESFgoObWluX2JhdGNoX3NpemUYBCABKAQSJgoEa2V5cxgFIAMoCzIYLmxkcGNvdi52MS5IcGtlUHVibGljS2V5IskBCg1IcGtlUHVibGljS2V5Eg4KBmtleV9pZBgBIAEoDRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBImCgVzdGF0ZRgGIAEoDjIXLmxkcGNvdi52MS5IcGtlS2V5U3RhdGUSEgoKbm90X2JlZm9yZRgHIAEoBBIRCglub3RfYWZ0ZXIYCCABKAQSFAoMYWN0aXZlX3VudGlsGAkgASgEIj8KDFNlYWxlZFJlcG9ydBIOCgZrZXlfaWQYASABKA0SCwoDZW5jGAIgASgMEhIKCmNpcGhlcnRleHQYAyABKAwiZAoLUmVsYXlSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIVCg1zdWJtaXNzaW9uX2lkGAIgASgMEicKBnNlYWxlZBgDIAEoCzIXLmxkcGNvdi52MS5TZWFsZWRSZXBvcnQiKAoTUmVsYXlSZXBvcnRSZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgiKwoSUmVsYXlTdGF0dXNSZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiwQEKC1JlbGF5U3RhdHVzEhUKDWNvbGxlY3Rpb25faWQYASABKAkSFgoOd2luZG93X3JlcG9ydHMYAiABKAQSFQoNd2luZG93X29wZW5lZBgDIAEoBBIXCg9wZW5kaW5nX2JhdGNoZXMYBCABKAQSHQoVcGVuZGluZ19iYXRjaF9yZXBvcnRzGAUgASgEEhkKEWZvcndhcmRlZF9iYXRjaGVzGAYgASgEEhkKEWZvcndhcmRlZF9yZXBvcnRzGAcgASgEInsKElNodWZmbGVkQmF0Y2hDaHVuaxIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEhAKCGJhdGNoX2lkGAIgASgMEhIKCmJhdGNoX3NpemUYAyABKAQSKAoHcmVwb3J0cxgEIAMoCzIXLmxkcGNvdi52MS5TZWFsZWRSZXBvcnQiPQoNUmVmdXNlZFJlcG9ydBINCgVpbmRleBgBIAEoBBIMCgRjb2RlGAIgASgFEg8KB21lc3NhZ2UYAyABKAkiaAoVU2h1ZmZsZWRCYXRjaFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEEhIKCmR1cGxpY2F0ZXMYAiABKAQSKQoHcmVmdXNlZBgDIAMoCzIYLmxkcGNvdi52MS5SZWZ1c2VkUmVwb3J0Iq4BCg1SYW5rT25lUGFyYW1zEhMKC2dhbW1hX3VuaXRzGAEgASgEEg0KBWdhbW1hGAIgASgBEhcKD25vbWluYWxfZXBzaWxvbhgDIAEoARILCgNldGEYBCABKAESDQoFa2FwcGEYBSABKAESEgoKbWVhbl9zY2FsZRgGIAEoARIXCg9kaXRoZXJfdmFyaWFuY2UYByABKAESFwoPZXhwZWN0ZWRfcm91bmRzGAggASgBIkIKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EicKBHNwZWMYASABKAsyGS5sZHBjb3YudjEuQ29sbGVjdGlvblNwZWMiLQoUR2V0Q29sbGVjdGlvblJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSJqCgZSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIRCglyZXBvcnRfaWQYAiABKAwSJQoIZW5jb2RpbmcYAyABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSDwoHcGF5bG9hZBgEIAEoDCIpChRTdWJtaXRSZXBvcnRSZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgiPQoVU3VibWl0UmVwb3J0c1Jlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEEhIKCmR1cGxpY2F0ZXMYAiABKAQiKQoQR2V0U3RhdHVzUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJItMBChBDb2xsZWN0aW9uU3RhdHVzEisKBnBhcmFtcxgBIAEoCzIbLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEg8KB3JlcG9ydHMYAiABKAQSEgoKcmVsZWFzYWJsZRgDIAEoCBIOCgZjbG9zZWQYBCABKAgSEgoKcmhvX2J1ZGdldBgFIAEoARIRCglyaG9fc3BlbnQYBiABKAESNgoRc2h1ZmZsZV9kZWxpdmVyZWQYByABKAsyGy5sZHBjb3YudjEuU2h1ZmZsZURlbGl2ZXJlZCJrChBTaHVmZmxlRGVsaXZlcmVkEg8KB2JhdGNoZXMYASABKAQSFgoOc21hbGxlc3RfYmF0Y2gYAiABKAQSFwoPY2VudHJhbF9lcHNpbG9uGAMgASgBEhUKDWNlbnRyYWxfZGVsdGEYBCABKAEiDQoLTm9UaHJlc2hvbGQiSgoSVW5pdmVyc2FsVGhyZXNob2xkEg0KBWdhbW1hGAEgASgBEgkKAWMYAiABKAESGgoSdGhyZXNob2xkX2RpYWdvbmFsGAMgASgIIjsKEUxkcE5vaXNlVGhyZXNob2xkEgoKAnhpGAEgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgCIAEoCCI8ChFBZGFwdGl2ZVRocmVzaG9sZBILCgNldGEYASABKAESGgoSdGhyZXNob2xkX2RpYWdvbmFsGAIgASgIIvwBChdDcm9zc1ZhbGlkYXRlZFRocmVzaG9sZBIUCgxub2lzZV9zY2FsZXMYASADKAESFwoPYWRhcHRpdmVfc2NhbGVzGAIgAygBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgDIAEoCBIaChJkaWFnb25hbF9zaHJpbmthZ2UYBCADKAESEgoKYmFuZHdpZHRocxgFIAMoDRIbChN1bm9yZGVyZWRfdmFyaWFibGVzGAYgASgIEhMKC25vX3NwZWN0cmFsGAcgASgIEh8KF3NtYWxsZXN0X21lYW5fdGhyZXNob2xkGAggASgIEhMKC25vX3N0YWNraW5nGAkgASgIIlYKEVNwZWN0cmFsU2hyaW5rYWdlEiUKBGxvc3MYASABKA4yFy5sZHBjb3YudjEuU3BlY3RyYWxMb3NzEhEKBHJhbmsYAiABKA1IAIgBAUIHCgVfcmFuayIpCgtGYWN0b3JNb2RlbBIRCgRyYW5rGAEgASgNSACIAQFCBwoFX3JhbmsiLQoNQnVsa1Nocmlua2FnZRIOCgZhbHBoYXMYASADKAESDAoEdGF1cxgCIAMoASJxCg9QcmVjaXNpb25QYXJhbXMSEwoGbGFtYmRhGAEgASgBSACIAQESCwoDcmhvGAIgASgBEhYKDm1heF9pdGVyYXRpb25zGAMgASgNEhkKEXBlbmFsaXplX2RpYWdvbmFsGAQgASgIQgkKB19sYW1iZGEirQUKEkdldEVzdGltYXRlUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEiYKBG5vbmUYAiABKAsyFi5sZHBjb3YudjEuTm9UaHJlc2hvbGRIABIyCgl1bml2ZXJzYWwYAyABKAsyHS5sZHBjb3YudjEuVW5pdmVyc2FsVGhyZXNob2xkSAASMQoJbGRwX25vaXNlGAUgASgLMhwubGRwY292LnYxLkxkcE5vaXNlVGhyZXNob2xkSAASMAoIYWRhcHRpdmUYBiABKAsyHC5sZHBjb3YudjEuQWRhcHRpdmVUaHJlc2hvbGRIABI9Cg9jcm9zc192YWxpZGF0ZWQYByABKAsyIi5sZHBjb3YudjEuQ3Jvc3NWYWxpZGF0ZWRUaHJlc2hvbGRIABIwCghzcGVjdHJhbBgMIAEoCzIcLmxkcGNvdi52MS5TcGVjdHJhbFNocmlua2FnZUgAEigKBmZhY3RvchgNIAEoCzIWLmxkcGNvdi52MS5GYWN0b3JNb2RlbEgAEi8KC2J1bGtfc2hyaW5rGA4gASgLMhgubGRwY292LnYxLkJ1bGtTaHJpbmthZ2VIABIbChNza2lwX3BzZF9wcm9qZWN0aW9uGAQgASgIEjAKDnRocmVzaG9sZF9raW5kGAggASgOMhgubGRwY292LnYxLlRocmVzaG9sZEtpbmQSEQoJcHNkX2Zsb29yGAkgASgBEikKBnRhcmdldBgKIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBItCglwcmVjaXNpb24YCyABKAsyGi5sZHBjb3YudjEuUHJlY2lzaW9uUGFyYW1zEioKB3JlbGVhc2UYDyABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2VCCwoJdGhyZXNob2xkIncKDkNlbnRyYWxSZWxlYXNlEi4KCW1lY2hhbmlzbRgBIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsTWVjaGFuaXNtEgsKA3JobxgCIAEoARIPCgdlcHNpbG9uGAMgASgBEhcKD2NvbXByZXNzZWRfcm93cxgEIAEoDSKFAgoUU3RvcmVkQ2VudHJhbFJlbGVhc2USLgoJbWVjaGFuaXNtGAEgASgOMhsubGRwY292LnYxLkNlbnRyYWxNZWNoYW5pc20SCwoDcmhvGAIgASgBEg8KB2Vwc2lsb24YAyABKAESDwoHcmVwb3J0cxgEIAEoBBIVCg1ub2lzZV9zZF9ncmlkGAUgASgBEgwKBHN1bXMYBiADKBISDgoGcmFkaXVzGAcgASgBEg0KBXRyYWNlGAggASgBEhEKCWZvbGRfc3VtcxgJIAMoEhITCgtmb2xkX2NvdW50cxgKIAMoBBIiChpvZmZfZGlhZ29uYWxfbm9pc2Vfc2RfZ3JpZBgLIAEoASIcCgRFZGdlEgkKAWkYASABKA0SCQoBahgCIAEoDSKKBwoIRXN0aW1hdGUSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRILCgNkaW0YAiABKA0SFgoOdXBwZXJfdHJpYW5nbGUYAyADKAESDwoHcmVwb3J0cxgEIAEoBBINCgVzaWdtYRgFIAEoARIWCg5lbnRyeV9ub2lzZV9zZBgGIAEoARIRCgl0aHJlc2hvbGQYByABKAESFgoOdGhyZXNob2xkX3J1bGUYCCABKAkSGQoRc3Vydml2aW5nX2VudHJpZXMYCSABKAQSGwoTY2xhbXBlZF9laWdlbnZhbHVlcxgKIAEoDRIVCg1wc2RfcHJvamVjdGVkGAsgASgIEikKBnRhcmdldBgMIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBIWCg50aHJlc2hvbGRfa2luZBgNIAEoCRIgChhwcmVjaXNpb25fdXBwZXJfdHJpYW5nbGUYDiADKAESGAoQcHJlY2lzaW9uX2xhbWJkYRgPIAEoARIoCiBwcmVjaXNpb25fbGFtYmRhX2Nyb3NzX3ZhbGlkYXRlZBgQIAEoCBIeCgVncmFwaBgRIAMoCzIPLmxkcGNvdi52MS5FZGdlEhwKFHByZWNpc2lvbl9pdGVyYXRpb25zGBIgASgNEhsKE3ByZWNpc2lvbl9jb252ZXJnZWQYEyABKAgSIwoHbW9tZW50cxgUIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEgwKBG1lYW4YFSADKAESFQoNbWVhbl9ub2lzZV9zZBgWIAEoARIVCg1zZWNvbmRfbW9tZW50GBcgAygBEhMKC2NvcnJlbGF0aW9uGBggAygBEhYKDnZhcmlhYmxlX25hbWVzGBkgAygJEioKB3JlbGVhc2UYGiABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2USGQoRcmVsZWFzZV9yaG9fc3BlbnQYGyABKAESEgoKcmhvX2J1ZGdldBgcIAEoARIRCglyaG9fc3BlbnQYHSABKAESFgoOcmVsZWFzZV9yYWRpdXMYHiABKAESFQoNcmVsZWFzZV90cmFjZRgfIAEoARIpCgdzaHVmZmxlGCAgASgLMhgubGRwY292LnYxLlNodWZmbGVQYXJhbXMSNgoRc2h1ZmZsZV9kZWxpdmVyZWQYISABKAsyGy5sZHBjb3YudjEuU2h1ZmZsZURlbGl2ZXJlZCIvChZDbG9zZUNvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiMAoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSIrChhEZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USDwoHcmVwb3J0cxgBIAEoBCp4CghFbmNvZGluZxIYChRFTkNPRElOR19VTlNQRUNJRklFRBAAEhMKD0VOQ09ESU5HX0kzMl9MRRABEhMKD0VOQ09ESU5HX0kxNl9MRRACEg8KC0VOQ09ESU5HX0k4EAMSFwoTRU5DT0RJTkdfUkFXX0kzMl9MRRAEKmEKDFByaXZhY3lNb2RlbBIdChlQUklWQUNZX01PREVMX1VOU1BFQ0lGSUVEEAASFwoTUFJJVkFDWV9NT0RFTF9MT0NBTBABEhkKFVBSSVZBQ1lfTU9ERUxfQ0VOVFJBTBACKl4KB01vbWVudHMSFwoTTU9NRU5UU19VTlNQRUNJRklFRBAAEhkKFU1PTUVOVFNfU0VDT05EX01PTUVOVBABEh8KG01PTUVOVFNfTUVBTl9BTkRfQ09WQVJJQU5DRRACKpABCg5Mb2NhbE1lY2hhbmlzbRIfChtMT0NBTF9NRUNIQU5JU01fVU5TUEVDSUZJRUQQABIcChhMT0NBTF9NRUNIQU5JU01fR0FVU1NJQU4QARIhCh1MT0NBTF9NRUNIQU5JU01fR0FVU1NJQU5fVFJJVRACEhwKGExPQ0FMX01FQ0hBTklTTV9SQU5LX09ORRADKm0KEENlbnRyYWxXZWlnaHRpbmcSIQodQ0VOVFJBTF9XRUlHSFRJTkdfVU5TUEVDSUZJRUQQABIaChZDRU5UUkFMX1dFSUdIVElOR19TVkVDEAESGgoWQ0VOVFJBTF9XRUlHSFRJTkdfVFJJVRACKp0BCgxIcGtlS2V5U3RhdGUSHgoaSFBLRV9LRVlfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZIUEtFX0tFWV9TVEFURV9QRU5ESU5HEAESGQoVSFBLRV9LRVlfU1RBVEVfQUNUSVZFEAISGgoWSFBLRV9LRVlfU1RBVEVfUkVUSVJFRBADEhoKFkhQS0VfS0VZX1NUQVRFX0VYUElSRUQQBCqCAQoMU3BlY3RyYWxMb3NzEh0KGVNQRUNUUkFMX0xPU1NfVU5TUEVDSUZJRUQQABIbChdTUEVDVFJBTF9MT1NTX0ZST0JFTklVUxABEhoKFlNQRUNUUkFMX0xPU1NfT1BFUkFUT1IQAhIaChZTUEVDVFJBTF9MT1NTX0JBTEFOQ0VEEAMqYQoNVGhyZXNob2xkS2luZBIeChpUSFJFU0hPTERfS0lORF9VTlNQRUNJRklFRBAAEhcKE1RIUkVTSE9MRF9LSU5EX0hBUkQQARIXChNUSFJFU0hPTERfS0lORF9TT0ZUEAIqnAEKDkVzdGltYXRlVGFyZ2V0Eh8KG0VTVElNQVRFX1RBUkdFVF9VTlNQRUNJRklFRBAAEh4KGkVTVElNQVRFX1RBUkdFVF9DT1ZBUklBTkNFEAESIwofRVNUSU1BVEVfVEFSR0VUX1BSRUNJU0lPTl9SSURHRRACEiQKIEVTVElNQVRFX1RBUkdFVF9QUkVDSVNJT05fR0xBU1NPEAMq6QIKEENlbnRyYWxNZWNoYW5pc20SIQodQ0VOVFJBTF9NRUNIQU5JU01fVU5TUEVDSUZJRUQQABIfChtDRU5UUkFMX01FQ0hBTklTTV9HQVVTU19DT1YQARIiCh5DRU5UUkFMX01FQ0hBTklTTV9TRVBBUkFURV9DT1YQAhIhCh1DRU5UUkFMX01FQ0hBTklTTV9MQVBMQUNFX0NPVhADEiIKHkNFTlRSQUxfTUVDSEFOSVNNX0FEQVBUSVZFX0NPVhAEEicKI0NFTlRSQUxfTUVDSEFOSVNNX0NPTVBSRVNTRURfTk9UX0RQEAUSJQohQ0VOVFJBTF9NRUNIQU5JU01fR0FVU1NfQ09WX0ZPTERTEAYSKgomQ0VOVFJBTF9NRUNIQU5JU01fU0VQQVJBVEVfQ09WX0xBUExBQ0UQBxIqCiZDRU5UUkFMX01FQ0hBTklTTV9BREFQVElWRV9DT1ZfTEFQTEFDRRAIMtAFCgpBZ2dyZWdhdG9yElMKEENyZWF0ZUNvbGxlY3Rpb24SIi5sZHBjb3YudjEuQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblBhcmFtcxJNCg1HZXRDb2xsZWN0aW9uEh8ubGRwY292LnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSQgoMU3VibWl0UmVwb3J0EhEubGRwY292LnYxLlJlcG9ydBofLmxkcGNvdi52MS5TdWJtaXRSZXBvcnRSZXNwb25zZRJGCg1TdWJtaXRSZXBvcnRzEhEubGRwY292LnYxLlJlcG9ydBogLmxkcGNvdi52MS5TdWJtaXRSZXBvcnRzUmVzcG9uc2UoARJFCglHZXRTdGF0dXMSGy5sZHBjb3YudjEuR2V0U3RhdHVzUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzEkEKC0dldEVzdGltYXRlEh0ubGRwY292LnYxLkdldEVzdGltYXRlUmVxdWVzdBoTLmxkcGNvdi52MS5Fc3RpbWF0ZRJRCg9DbG9zZUNvbGxlY3Rpb24SIS5sZHBjb3YudjEuQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzElsKEERlbGV0ZUNvbGxlY3Rpb24SIi5sZHBjb3YudjEuRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QaIy5sZHBjb3YudjEuRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlElgKE1N1Ym1pdFNodWZmbGVkQmF0Y2gSHS5sZHBjb3YudjEuU2h1ZmZsZWRCYXRjaENodW5rGiAubGRwY292LnYxLlNodWZmbGVkQmF0Y2hSZXNwb25zZSgBMu0BCgVSZWxheRJMChJTdWJtaXRTZWFsZWRSZXBvcnQSFi5sZHBjb3YudjEuUmVsYXlSZXBvcnQaHi5sZHBjb3YudjEuUmVsYXlSZXBvcnRSZXNwb25zZRJNCg1HZXRDb2xsZWN0aW9uEh8ubGRwY292LnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSRwoOR2V0UmVsYXlTdGF0dXMSHS5sZHBjb3YudjEuUmVsYXlTdGF0dXNSZXF1ZXN0GhYubGRwY292LnYxLlJlbGF5U3RhdHVzYgZwcm90bzM");
+  fileDesc("ChZsZHBjb3YvdjEvbGRwY292LnByb3RvEglsZHBjb3YudjEihwQKDkNvbGxlY3Rpb25TcGVjEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEg8KB2Vwc2lsb24YAyABKAESDQoFZGVsdGEYBCABKAESEwoLY2xpcF9yYWRpdXMYBSABKAESEwoLbWluX3JlcG9ydHMYBiABKAQSJQoIZW5jb2RpbmcYByABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSIwoHbW9tZW50cxgIIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEg4KBmNlbnRyZRgJIAMoARIZChFvcmRlcmVkX3ZhcmlhYmxlcxgKIAEoCBIWCg52YXJpYWJsZV9uYW1lcxgLIAMoCRIuCg1wcml2YWN5X21vZGVsGAwgASgOMhcubGRwY292LnYxLlByaXZhY3lNb2RlbBIRCglub3JtX2JpbnMYDSABKA0SIAoYYWxsb3dfY29tcHJlc3NlZF9yZWxlYXNlGA4gASgIEjIKD2xvY2FsX21lY2hhbmlzbRgPIAEoDjIZLmxkcGNvdi52MS5Mb2NhbE1lY2hhbmlzbRI2ChFjZW50cmFsX3dlaWdodGluZxgQIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsV2VpZ2h0aW5nEicKB3NodWZmbGUYESABKAsyFi5sZHBjb3YudjEuU2h1ZmZsZVNwZWMilQEKC1NodWZmbGVTcGVjEhYKDm1pbl9iYXRjaF9zaXplGAEgASgEEhwKFGJhdGNoX3dpbmRvd19zZWNvbmRzGAIgASgEEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESHAoUa2V5X3JvdGF0aW9uX3NlY29uZHMYBCABKAQSGwoTa2V5X2dyYWNlX3JvdGF0aW9ucxgFIAEoDSLTAwoQQ29sbGVjdGlvblBhcmFtcxInCgRzcGVjGAEgASgLMhkubGRwY292LnYxLkNvbGxlY3Rpb25TcGVjEg8KB2VudHJpZXMYAiABKA0SEQoJZ3JpZF9iaXRzGAMgASgNEhMKC3NlbnNpdGl2aXR5GAQgASgBEg0KBXNpZ21hGAUgASgBEgsKA3JobxgGIAEoARIaChJtYXhfYWJzX2dyaWRfdmFsdWUYByABKAMSEwoLY2FsaWJyYXRpb24YCCABKAkSEQoJd2lyZV9zdGVwGAkgASgDEhAKCHdpcmVfbWF4GAogASgDEhMKC21lYW5fd2VpZ2h0GAsgASgBEhQKDG1lYW5fZW50cmllcxgMIAEoDRIYChBiYXNlX3NlbnNpdGl2aXR5GA0gASgBEhkKEWRpYWdvbmFsX25vaXNlX3NkGA4gASgBEh0KFW9mZl9kaWFnb25hbF9ub2lzZV9zZBgPIAEoARIVCg1tZWFuX25vaXNlX3NkGBAgASgBEioKCHJhbmtfb25lGBEgASgLMhgubGRwY292LnYxLlJhbmtPbmVQYXJhbXMSKQoHc2h1ZmZsZRgSIAEoCzIYLmxkcGNvdi52MS5TaHVmZmxlUGFyYW1zIpYBCg1TaHVmZmxlUGFyYW1zEhUKDWxvY2FsX2Vwc2lsb24YASABKAESFwoPY2VudHJhbF9lcHNpbG9uGAIgASgBEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESFgoObWluX2JhdGNoX3NpemUYBCABKAQSJgoEa2V5cxgFIAMoCzIYLmxkcGNvdi52MS5IcGtlUHVibGljS2V5IskBCg1IcGtlUHVibGljS2V5Eg4KBmtleV9pZBgBIAEoDRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBImCgVzdGF0ZRgGIAEoDjIXLmxkcGNvdi52MS5IcGtlS2V5U3RhdGUSEgoKbm90X2JlZm9yZRgHIAEoBBIRCglub3RfYWZ0ZXIYCCABKAQSFAoMYWN0aXZlX3VudGlsGAkgASgEIj8KDFNlYWxlZFJlcG9ydBIOCgZrZXlfaWQYASABKA0SCwoDZW5jGAIgASgMEhIKCmNpcGhlcnRleHQYAyABKAwiZAoLUmVsYXlSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIVCg1zdWJtaXNzaW9uX2lkGAIgASgMEicKBnNlYWxlZBgDIAEoCzIXLmxkcGNvdi52MS5TZWFsZWRSZXBvcnQiKAoTUmVsYXlSZXBvcnRSZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgiKwoSUmVsYXlTdGF0dXNSZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiwQEKC1JlbGF5U3RhdHVzEhUKDWNvbGxlY3Rpb25faWQYASABKAkSFgoOd2luZG93X3JlcG9ydHMYAiABKAQSFQoNd2luZG93X29wZW5lZBgDIAEoBBIXCg9wZW5kaW5nX2JhdGNoZXMYBCABKAQSHQoVcGVuZGluZ19iYXRjaF9yZXBvcnRzGAUgASgEEhkKEWZvcndhcmRlZF9iYXRjaGVzGAYgASgEEhkKEWZvcndhcmRlZF9yZXBvcnRzGAcgASgEInsKElNodWZmbGVkQmF0Y2hDaHVuaxIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEhAKCGJhdGNoX2lkGAIgASgMEhIKCmJhdGNoX3NpemUYAyABKAQSKAoHcmVwb3J0cxgEIAMoCzIXLmxkcGNvdi52MS5TZWFsZWRSZXBvcnQiPQoNUmVmdXNlZFJlcG9ydBINCgVpbmRleBgBIAEoBBIMCgRjb2RlGAIgASgFEg8KB21lc3NhZ2UYAyABKAkiaAoVU2h1ZmZsZWRCYXRjaFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEEhIKCmR1cGxpY2F0ZXMYAiABKAQSKQoHcmVmdXNlZBgDIAMoCzIYLmxkcGNvdi52MS5SZWZ1c2VkUmVwb3J0Iq4BCg1SYW5rT25lUGFyYW1zEhMKC2dhbW1hX3VuaXRzGAEgASgEEg0KBWdhbW1hGAIgASgBEhcKD25vbWluYWxfZXBzaWxvbhgDIAEoARILCgNldGEYBCABKAESDQoFa2FwcGEYBSABKAESEgoKbWVhbl9zY2FsZRgGIAEoARIXCg9kaXRoZXJfdmFyaWFuY2UYByABKAESFwoPZXhwZWN0ZWRfcm91bmRzGAggASgBIkIKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EicKBHNwZWMYASABKAsyGS5sZHBjb3YudjEuQ29sbGVjdGlvblNwZWMiLQoUR2V0Q29sbGVjdGlvblJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSJqCgZSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIRCglyZXBvcnRfaWQYAiABKAwSJQoIZW5jb2RpbmcYAyABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSDwoHcGF5bG9hZBgEIAEoDCIpChRTdWJtaXRSZXBvcnRSZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgiPQoVU3VibWl0UmVwb3J0c1Jlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEEhIKCmR1cGxpY2F0ZXMYAiABKAQiKQoQR2V0U3RhdHVzUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIhgKFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QiSwoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USMAoLY29sbGVjdGlvbnMYASADKAsyGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cyLTAQoQQ29sbGVjdGlvblN0YXR1cxIrCgZwYXJhbXMYASABKAsyGy5sZHBjb3YudjEuQ29sbGVjdGlvblBhcmFtcxIPCgdyZXBvcnRzGAIgASgEEhIKCnJlbGVhc2FibGUYAyABKAgSDgoGY2xvc2VkGAQgASgIEhIKCnJob19idWRnZXQYBSABKAESEQoJcmhvX3NwZW50GAYgASgBEjYKEXNodWZmbGVfZGVsaXZlcmVkGAcgASgLMhsubGRwY292LnYxLlNodWZmbGVEZWxpdmVyZWQiawoQU2h1ZmZsZURlbGl2ZXJlZBIPCgdiYXRjaGVzGAEgASgEEhYKDnNtYWxsZXN0X2JhdGNoGAIgASgEEhcKD2NlbnRyYWxfZXBzaWxvbhgDIAEoARIVCg1jZW50cmFsX2RlbHRhGAQgASgBIg0KC05vVGhyZXNob2xkIkoKElVuaXZlcnNhbFRocmVzaG9sZBINCgVnYW1tYRgBIAEoARIJCgFjGAIgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgDIAEoCCI7ChFMZHBOb2lzZVRocmVzaG9sZBIKCgJ4aRgBIAEoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAiABKAgiPAoRQWRhcHRpdmVUaHJlc2hvbGQSCwoDZXRhGAEgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgCIAEoCCL8AQoXQ3Jvc3NWYWxpZGF0ZWRUaHJlc2hvbGQSFAoMbm9pc2Vfc2NhbGVzGAEgAygBEhcKD2FkYXB0aXZlX3NjYWxlcxgCIAMoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAyABKAgSGgoSZGlhZ29uYWxfc2hyaW5rYWdlGAQgAygBEhIKCmJhbmR3aWR0aHMYBSADKA0SGwoTdW5vcmRlcmVkX3ZhcmlhYmxlcxgGIAEoCBITCgtub19zcGVjdHJhbBgHIAEoCBIfChdzbWFsbGVzdF9tZWFuX3RocmVzaG9sZBgIIAEoCBITCgtub19zdGFja2luZxgJIAEoCCJWChFTcGVjdHJhbFNocmlua2FnZRIlCgRsb3NzGAEgASgOMhcubGRwY292LnYxLlNwZWN0cmFsTG9zcxIRCgRyYW5rGAIgASgNSACIAQFCBwoFX3JhbmsiKQoLRmFjdG9yTW9kZWwSEQoEcmFuaxgBIAEoDUgAiAEBQgcKBV9yYW5rIi0KDUJ1bGtTaHJpbmthZ2USDgoGYWxwaGFzGAEgAygBEgwKBHRhdXMYAiADKAEicQoPUHJlY2lzaW9uUGFyYW1zEhMKBmxhbWJkYRgBIAEoAUgAiAEBEgsKA3JobxgCIAEoARIWCg5tYXhfaXRlcmF0aW9ucxgDIAEoDRIZChFwZW5hbGl6ZV9kaWFnb25hbBgEIAEoCEIJCgdfbGFtYmRhIowGChJHZXRFc3RpbWF0ZVJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRImCgRub25lGAIgASgLMhYubGRwY292LnYxLk5vVGhyZXNob2xkSAASMgoJdW5pdmVyc2FsGAMgASgLMh0ubGRwY292LnYxLlVuaXZlcnNhbFRocmVzaG9sZEgAEjEKCWxkcF9ub2lzZRgFIAEoCzIcLmxkcGNvdi52MS5MZHBOb2lzZVRocmVzaG9sZEgAEjAKCGFkYXB0aXZlGAYgASgLMhwubGRwY292LnYxLkFkYXB0aXZlVGhyZXNob2xkSAASPQoPY3Jvc3NfdmFsaWRhdGVkGAcgASgLMiIubGRwY292LnYxLkNyb3NzVmFsaWRhdGVkVGhyZXNob2xkSAASMAoIc3BlY3RyYWwYDCABKAsyHC5sZHBjb3YudjEuU3BlY3RyYWxTaHJpbmthZ2VIABIoCgZmYWN0b3IYDSABKAsyFi5sZHBjb3YudjEuRmFjdG9yTW9kZWxIABIvCgtidWxrX3NocmluaxgOIAEoCzIYLmxkcGNvdi52MS5CdWxrU2hyaW5rYWdlSAASGwoTc2tpcF9wc2RfcHJvamVjdGlvbhgEIAEoCBIwCg50aHJlc2hvbGRfa2luZBgIIAEoDjIYLmxkcGNvdi52MS5UaHJlc2hvbGRLaW5kEhEKCXBzZF9mbG9vchgJIAEoARIpCgZ0YXJnZXQYCiABKA4yGS5sZHBjb3YudjEuRXN0aW1hdGVUYXJnZXQSLQoJcHJlY2lzaW9uGAsgASgLMhoubGRwY292LnYxLlByZWNpc2lvblBhcmFtcxIqCgdyZWxlYXNlGA8gASgLMhkubGRwY292LnYxLkNlbnRyYWxSZWxlYXNlEhwKFHByaW5jaXBhbF9jb21wb25lbnRzGBAgASgNEisKI3ByaW5jaXBhbF9jb21wb25lbnRzX29mX2NvcnJlbGF0aW9uGBEgASgIEhIKCmVycm9yX2JhcnMYEiABKAhCCwoJdGhyZXNob2xkIncKDkNlbnRyYWxSZWxlYXNlEi4KCW1lY2hhbmlzbRgBIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsTWVjaGFuaXNtEgsKA3JobxgCIAEoARIPCgdlcHNpbG9uGAMgASgBEhcKD2NvbXByZXNzZWRfcm93cxgEIAEoDSKFAgoUU3RvcmVkQ2VudHJhbFJlbGVhc2USLgoJbWVjaGFuaXNtGAEgASgOMhsubGRwY292LnYxLkNlbnRyYWxNZWNoYW5pc20SCwoDcmhvGAIgASgBEg8KB2Vwc2lsb24YAyABKAESDwoHcmVwb3J0cxgEIAEoBBIVCg1ub2lzZV9zZF9ncmlkGAUgASgBEgwKBHN1bXMYBiADKBISDgoGcmFkaXVzGAcgASgBEg0KBXRyYWNlGAggASgBEhEKCWZvbGRfc3VtcxgJIAMoEhITCgtmb2xkX2NvdW50cxgKIAMoBBIiChpvZmZfZGlhZ29uYWxfbm9pc2Vfc2RfZ3JpZBgLIAEoASIcCgRFZGdlEgkKAWkYASABKA0SCQoBahgCIAEoDSKdCAoIRXN0aW1hdGUSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRILCgNkaW0YAiABKA0SFgoOdXBwZXJfdHJpYW5nbGUYAyADKAESDwoHcmVwb3J0cxgEIAEoBBINCgVzaWdtYRgFIAEoARIWCg5lbnRyeV9ub2lzZV9zZBgGIAEoARIRCgl0aHJlc2hvbGQYByABKAESFgoOdGhyZXNob2xkX3J1bGUYCCABKAkSGQoRc3Vydml2aW5nX2VudHJpZXMYCSABKAQSGwoTY2xhbXBlZF9laWdlbnZhbHVlcxgKIAEoDRIVCg1wc2RfcHJvamVjdGVkGAsgASgIEikKBnRhcmdldBgMIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBIWCg50aHJlc2hvbGRfa2luZBgNIAEoCRIgChhwcmVjaXNpb25fdXBwZXJfdHJpYW5nbGUYDiADKAESGAoQcHJlY2lzaW9uX2xhbWJkYRgPIAEoARIoCiBwcmVjaXNpb25fbGFtYmRhX2Nyb3NzX3ZhbGlkYXRlZBgQIAEoCBIeCgVncmFwaBgRIAMoCzIPLmxkcGNvdi52MS5FZGdlEhwKFHByZWNpc2lvbl9pdGVyYXRpb25zGBIgASgNEhsKE3ByZWNpc2lvbl9jb252ZXJnZWQYEyABKAgSIwoHbW9tZW50cxgUIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEgwKBG1lYW4YFSADKAESFQoNbWVhbl9ub2lzZV9zZBgWIAEoARIVCg1zZWNvbmRfbW9tZW50GBcgAygBEhMKC2NvcnJlbGF0aW9uGBggAygBEhYKDnZhcmlhYmxlX25hbWVzGBkgAygJEioKB3JlbGVhc2UYGiABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2USGQoRcmVsZWFzZV9yaG9fc3BlbnQYGyABKAESEgoKcmhvX2J1ZGdldBgcIAEoARIRCglyaG9fc3BlbnQYHSABKAESFgoOcmVsZWFzZV9yYWRpdXMYHiABKAESFQoNcmVsZWFzZV90cmFjZRgfIAEoARIpCgdzaHVmZmxlGCAgASgLMhgubGRwY292LnYxLlNodWZmbGVQYXJhbXMSNgoRc2h1ZmZsZV9kZWxpdmVyZWQYISABKAsyGy5sZHBjb3YudjEuU2h1ZmZsZURlbGl2ZXJlZBIoCgplcnJvcl9iYXJzGCIgASgLMhQubGRwY292LnYxLkVycm9yQmFycxIpCgd2ZXJkaWN0GCMgASgLMhgubGRwY292LnYxLlNpZ25hbFZlcmRpY3QSPAoUcHJpbmNpcGFsX2NvbXBvbmVudHMYJCABKAsyHi5sZHBjb3YudjEuUHJpbmNpcGFsQ29tcG9uZW50cyKOAQoJRXJyb3JCYXJzEhoKEnJhd191cHBlcl90cmlhbmdsZRgBIAMoARIXCg9zdGFuZGFyZF9lcnJvcnMYAiADKAESFwoPcmF3X2NvcnJlbGF0aW9uGAMgAygBEiMKG2NvcnJlbGF0aW9uX3N0YW5kYXJkX2Vycm9ycxgEIAMoARIOCgZtZXRob2QYBSABKAkivgEKDVNpZ25hbFZlcmRpY3QSEgoKc3VmZmljaWVudBgBIAEoCBIXCg9ub2lzZV90b19zaWduYWwYAiABKAESHQoVb2ZmX2RpYWdvbmFsX3NpZ25hbF96GAMgASgBEhgKEHRvcF9laWdlbnZhbHVlX3oYBCABKAESFgoOcmVwb3J0c19uZWVkZWQYBSABKAQSHgoWdGFyZ2V0X25vaXNlX3RvX3NpZ25hbBgGIAEoARIPCgdzdW1tYXJ5GAcgASgJInYKElByaW5jaXBhbENvbXBvbmVudBISCgplaWdlbnZhbHVlGAEgASgBEiAKGGV4cGxhaW5lZF92YXJpYW5jZV9yYXRpbxgCIAEoARIQCghsb2FkaW5ncxgDIAMoARIYChBhYm92ZV9ub2lzZV9lZGdlGAQgASgIIowBChNQcmluY2lwYWxDb21wb25lbnRzEhYKDm9mX2NvcnJlbGF0aW9uGAEgASgIEhYKDnRvdGFsX3ZhcmlhbmNlGAIgASgBEhIKCm5vaXNlX2VkZ2UYAyABKAESMQoKY29tcG9uZW50cxgEIAMoCzIdLmxkcGNvdi52MS5QcmluY2lwYWxDb21wb25lbnQiLwoWQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIjAKF0RlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiKwoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEg8KB3JlcG9ydHMYASABKAQqeAoIRW5jb2RpbmcSGAoURU5DT0RJTkdfVU5TUEVDSUZJRUQQABITCg9FTkNPRElOR19JMzJfTEUQARITCg9FTkNPRElOR19JMTZfTEUQAhIPCgtFTkNPRElOR19JOBADEhcKE0VOQ09ESU5HX1JBV19JMzJfTEUQBCphCgxQcml2YWN5TW9kZWwSHQoZUFJJVkFDWV9NT0RFTF9VTlNQRUNJRklFRBAAEhcKE1BSSVZBQ1lfTU9ERUxfTE9DQUwQARIZChVQUklWQUNZX01PREVMX0NFTlRSQUwQAipeCgdNb21lbnRzEhcKE01PTUVOVFNfVU5TUEVDSUZJRUQQABIZChVNT01FTlRTX1NFQ09ORF9NT01FTlQQARIfChtNT01FTlRTX01FQU5fQU5EX0NPVkFSSUFOQ0UQAiqQAQoOTG9jYWxNZWNoYW5pc20SHwobTE9DQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHAoYTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOEAESIQodTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOX1RSSVUQAhIcChhMT0NBTF9NRUNIQU5JU01fUkFOS19PTkUQAyptChBDZW50cmFsV2VpZ2h0aW5nEiEKHUNFTlRSQUxfV0VJR0hUSU5HX1VOU1BFQ0lGSUVEEAASGgoWQ0VOVFJBTF9XRUlHSFRJTkdfU1ZFQxABEhoKFkNFTlRSQUxfV0VJR0hUSU5HX1RSSVUQAiqdAQoMSHBrZUtleVN0YXRlEh4KGkhQS0VfS0VZX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWSFBLRV9LRVlfU1RBVEVfUEVORElORxABEhkKFUhQS0VfS0VZX1NUQVRFX0FDVElWRRACEhoKFkhQS0VfS0VZX1NUQVRFX1JFVElSRUQQAxIaChZIUEtFX0tFWV9TVEFURV9FWFBJUkVEEAQqggEKDFNwZWN0cmFsTG9zcxIdChlTUEVDVFJBTF9MT1NTX1VOU1BFQ0lGSUVEEAASGwoXU1BFQ1RSQUxfTE9TU19GUk9CRU5JVVMQARIaChZTUEVDVFJBTF9MT1NTX09QRVJBVE9SEAISGgoWU1BFQ1RSQUxfTE9TU19CQUxBTkNFRBADKmEKDVRocmVzaG9sZEtpbmQSHgoaVEhSRVNIT0xEX0tJTkRfVU5TUEVDSUZJRUQQABIXChNUSFJFU0hPTERfS0lORF9IQVJEEAESFwoTVEhSRVNIT0xEX0tJTkRfU09GVBACKpwBCg5Fc3RpbWF0ZVRhcmdldBIfChtFU1RJTUFURV9UQVJHRVRfVU5TUEVDSUZJRUQQABIeChpFU1RJTUFURV9UQVJHRVRfQ09WQVJJQU5DRRABEiMKH0VTVElNQVRFX1RBUkdFVF9QUkVDSVNJT05fUklER0UQAhIkCiBFU1RJTUFURV9UQVJHRVRfUFJFQ0lTSU9OX0dMQVNTTxADKukCChBDZW50cmFsTWVjaGFuaXNtEiEKHUNFTlRSQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHwobQ0VOVFJBTF9NRUNIQU5JU01fR0FVU1NfQ09WEAESIgoeQ0VOVFJBTF9NRUNIQU5JU01fU0VQQVJBVEVfQ09WEAISIQodQ0VOVFJBTF9NRUNIQU5JU01fTEFQTEFDRV9DT1YQAxIiCh5DRU5UUkFMX01FQ0hBTklTTV9BREFQVElWRV9DT1YQBBInCiNDRU5UUkFMX01FQ0hBTklTTV9DT01QUkVTU0VEX05PVF9EUBAFEiUKIUNFTlRSQUxfTUVDSEFOSVNNX0dBVVNTX0NPVl9GT0xEUxAGEioKJkNFTlRSQUxfTUVDSEFOSVNNX1NFUEFSQVRFX0NPVl9MQVBMQUNFEAcSKgomQ0VOVFJBTF9NRUNIQU5JU01fQURBUFRJVkVfQ09WX0xBUExBQ0UQCDKqBgoKQWdncmVnYXRvchJTChBDcmVhdGVDb2xsZWN0aW9uEiIubGRwY292LnYxLkNyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSTQoNR2V0Q29sbGVjdGlvbhIfLmxkcGNvdi52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEkIKDFN1Ym1pdFJlcG9ydBIRLmxkcGNvdi52MS5SZXBvcnQaHy5sZHBjb3YudjEuU3VibWl0UmVwb3J0UmVzcG9uc2USRgoNU3VibWl0UmVwb3J0cxIRLmxkcGNvdi52MS5SZXBvcnQaIC5sZHBjb3YudjEuU3VibWl0UmVwb3J0c1Jlc3BvbnNlKAESRQoJR2V0U3RhdHVzEhsubGRwY292LnYxLkdldFN0YXR1c1JlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cxJYCg9MaXN0Q29sbGVjdGlvbnMSIS5sZHBjb3YudjEuTGlzdENvbGxlY3Rpb25zUmVxdWVzdBoiLmxkcGNvdi52MS5MaXN0Q29sbGVjdGlvbnNSZXNwb25zZRJBCgtHZXRFc3RpbWF0ZRIdLmxkcGNvdi52MS5HZXRFc3RpbWF0ZVJlcXVlc3QaEy5sZHBjb3YudjEuRXN0aW1hdGUSUQoPQ2xvc2VDb2xsZWN0aW9uEiEubGRwY292LnYxLkNsb3NlQ29sbGVjdGlvblJlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cxJbChBEZWxldGVDb2xsZWN0aW9uEiIubGRwY292LnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0GiMubGRwY292LnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXNwb25zZRJYChNTdWJtaXRTaHVmZmxlZEJhdGNoEh0ubGRwY292LnYxLlNodWZmbGVkQmF0Y2hDaHVuaxogLmxkcGNvdi52MS5TaHVmZmxlZEJhdGNoUmVzcG9uc2UoATLtAQoFUmVsYXkSTAoSU3VibWl0U2VhbGVkUmVwb3J0EhYubGRwY292LnYxLlJlbGF5UmVwb3J0Gh4ubGRwY292LnYxLlJlbGF5UmVwb3J0UmVzcG9uc2USTQoNR2V0Q29sbGVjdGlvbhIfLmxkcGNvdi52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEkcKDkdldFJlbGF5U3RhdHVzEh0ubGRwY292LnYxLlJlbGF5U3RhdHVzUmVxdWVzdBoWLmxkcGNvdi52MS5SZWxheVN0YXR1c2IGcHJvdG8z");
 
 /**
  * What an operator asks for when creating a collection.
@@ -957,6 +957,38 @@ export const GetStatusRequestSchema: GenMessage<GetStatusRequest> = /*@__PURE__*
   messageDesc(file_ldpcov_v1_ldpcov, 19);
 
 /**
+ * @generated from message ldpcov.v1.ListCollectionsRequest
+ */
+export type ListCollectionsRequest = Message<"ldpcov.v1.ListCollectionsRequest"> & {
+};
+
+/**
+ * Describes the message ldpcov.v1.ListCollectionsRequest.
+ * Use `create(ListCollectionsRequestSchema)` to create a new message.
+ */
+export const ListCollectionsRequestSchema: GenMessage<ListCollectionsRequest> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 20);
+
+/**
+ * @generated from message ldpcov.v1.ListCollectionsResponse
+ */
+export type ListCollectionsResponse = Message<"ldpcov.v1.ListCollectionsResponse"> & {
+  /**
+   * Ordered by collection id.
+   *
+   * @generated from field: repeated ldpcov.v1.CollectionStatus collections = 1;
+   */
+  collections: CollectionStatus[];
+};
+
+/**
+ * Describes the message ldpcov.v1.ListCollectionsResponse.
+ * Use `create(ListCollectionsResponseSchema)` to create a new message.
+ */
+export const ListCollectionsResponseSchema: GenMessage<ListCollectionsResponse> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 21);
+
+/**
  * @generated from message ldpcov.v1.CollectionStatus
  */
 export type CollectionStatus = Message<"ldpcov.v1.CollectionStatus"> & {
@@ -1012,7 +1044,7 @@ export type CollectionStatus = Message<"ldpcov.v1.CollectionStatus"> & {
  * Use `create(CollectionStatusSchema)` to create a new message.
  */
 export const CollectionStatusSchema: GenMessage<CollectionStatus> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 20);
+  messageDesc(file_ldpcov_v1_ldpcov, 22);
 
 /**
  * The central guarantee a shuffled collection's counted batches delivered, as opposed
@@ -1059,7 +1091,7 @@ export type ShuffleDelivered = Message<"ldpcov.v1.ShuffleDelivered"> & {
  * Use `create(ShuffleDeliveredSchema)` to create a new message.
  */
 export const ShuffleDeliveredSchema: GenMessage<ShuffleDelivered> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 21);
+  messageDesc(file_ldpcov_v1_ldpcov, 23);
 
 /**
  * No thresholding: the raw average (then the PSD projection if asked).
@@ -1074,7 +1106,7 @@ export type NoThreshold = Message<"ldpcov.v1.NoThreshold"> & {
  * Use `create(NoThresholdSchema)` to create a new message.
  */
 export const NoThresholdSchema: GenMessage<NoThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 22);
+  messageDesc(file_ldpcov_v1_ldpcov, 24);
 
 /**
  * Seed 000's universal hard threshold λ = γ·√(log p / n) + c·σ_n·√(log p), where
@@ -1108,7 +1140,7 @@ export type UniversalThreshold = Message<"ldpcov.v1.UniversalThreshold"> & {
  * Use `create(UniversalThresholdSchema)` to create a new message.
  */
 export const UniversalThresholdSchema: GenMessage<UniversalThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 23);
+  messageDesc(file_ldpcov_v1_ldpcov, 25);
 
 /**
  * The heavy-tailed LDP threshold with the 1/√n erratum fixed, whose second term is the
@@ -1135,7 +1167,7 @@ export type LdpNoiseThreshold = Message<"ldpcov.v1.LdpNoiseThreshold"> & {
  * Use `create(LdpNoiseThresholdSchema)` to create a new message.
  */
 export const LdpNoiseThresholdSchema: GenMessage<LdpNoiseThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 24);
+  messageDesc(file_ldpcov_v1_ldpcov, 26);
 
 /**
  * Cai & Liu's entry-adaptive threshold λ_ij = η·√(θ̂_ij·log p / n), θ̂_ij the variance
@@ -1162,7 +1194,7 @@ export type AdaptiveThreshold = Message<"ldpcov.v1.AdaptiveThreshold"> & {
  * Use `create(AdaptiveThresholdSchema)` to create a new message.
  */
 export const AdaptiveThresholdSchema: GenMessage<AdaptiveThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 25);
+  messageDesc(file_ldpcov_v1_ldpcov, 27);
 
 /**
  * K-fold cross-validation over "no threshold", grids of the noise form
@@ -1254,7 +1286,7 @@ export type CrossValidatedThreshold = Message<"ldpcov.v1.CrossValidatedThreshold
  * Use `create(CrossValidatedThresholdSchema)` to create a new message.
  */
 export const CrossValidatedThresholdSchema: GenMessage<CrossValidatedThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 26);
+  messageDesc(file_ldpcov_v1_ldpcov, 28);
 
 /**
  * Spikes of the average de-biased against the known noise level and shrunk for the
@@ -1281,7 +1313,7 @@ export type SpectralShrinkage = Message<"ldpcov.v1.SpectralShrinkage"> & {
  * Use `create(SpectralShrinkageSchema)` to create a new message.
  */
 export const SpectralShrinkageSchema: GenMessage<SpectralShrinkage> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 27);
+  messageDesc(file_ldpcov_v1_ldpcov, 29);
 
 /**
  * Low rank plus diagonal: balanced-shrunk spikes plus a fitted non-negative diagonal.
@@ -1302,7 +1334,7 @@ export type FactorModel = Message<"ldpcov.v1.FactorModel"> & {
  * Use `create(FactorModelSchema)` to create a new message.
  */
 export const FactorModelSchema: GenMessage<FactorModel> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 28);
+  messageDesc(file_ldpcov_v1_ldpcov, 30);
 
 /**
  * Spikes over a bulk shrunk toward its mean with weight α, and the eigenvalues near
@@ -1332,7 +1364,7 @@ export type BulkShrinkage = Message<"ldpcov.v1.BulkShrinkage"> & {
  * Use `create(BulkShrinkageSchema)` to create a new message.
  */
 export const BulkShrinkageSchema: GenMessage<BulkShrinkage> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 29);
+  messageDesc(file_ldpcov_v1_ldpcov, 31);
 
 /**
  * Parameters of the precision targets.
@@ -1375,7 +1407,7 @@ export type PrecisionParams = Message<"ldpcov.v1.PrecisionParams"> & {
  * Use `create(PrecisionParamsSchema)` to create a new message.
  */
 export const PrecisionParamsSchema: GenMessage<PrecisionParams> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 30);
+  messageDesc(file_ldpcov_v1_ldpcov, 32);
 
 /**
  * @generated from message ldpcov.v1.GetEstimateRequest
@@ -1479,6 +1511,30 @@ export type GetEstimateRequest = Message<"ldpcov.v1.GetEstimateRequest"> & {
    * @generated from field: ldpcov.v1.CentralRelease release = 15;
    */
   release?: CentralRelease | undefined;
+
+  /**
+   * Principal components of the released matrix: its top K eigenpairs (0: none; at
+   * most dim). Post-processing of the released matrix: costs no budget.
+   *
+   * @generated from field: uint32 principal_components = 16;
+   */
+  principalComponents: number;
+
+  /**
+   * The principal components of the released matrix's correlation instead of the
+   * matrix itself (variables on different scales).
+   *
+   * @generated from field: bool principal_components_of_correlation = 17;
+   */
+  principalComponentsOfCorrelation: boolean;
+
+  /**
+   * Release Estimate.error_bars: the raw matrix, its per-entry standard errors and its
+   * correlations with theirs (four more packed matrices; post-processing, no budget).
+   *
+   * @generated from field: bool error_bars = 18;
+   */
+  errorBars: boolean;
 };
 
 /**
@@ -1486,7 +1542,7 @@ export type GetEstimateRequest = Message<"ldpcov.v1.GetEstimateRequest"> & {
  * Use `create(GetEstimateRequestSchema)` to create a new message.
  */
 export const GetEstimateRequestSchema: GenMessage<GetEstimateRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 31);
+  messageDesc(file_ldpcov_v1_ldpcov, 33);
 
 /**
  * What one release of a central collection spends.
@@ -1526,7 +1582,7 @@ export type CentralRelease = Message<"ldpcov.v1.CentralRelease"> & {
  * Use `create(CentralReleaseSchema)` to create a new message.
  */
 export const CentralReleaseSchema: GenMessage<CentralRelease> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 32);
+  messageDesc(file_ldpcov_v1_ldpcov, 34);
 
 /**
  * How a central release is kept in the aggregator's ledger (not sent by the service):
@@ -1612,7 +1668,7 @@ export type StoredCentralRelease = Message<"ldpcov.v1.StoredCentralRelease"> & {
  * Use `create(StoredCentralReleaseSchema)` to create a new message.
  */
 export const StoredCentralReleaseSchema: GenMessage<StoredCentralRelease> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 33);
+  messageDesc(file_ldpcov_v1_ldpcov, 35);
 
 /**
  * An edge of the estimated graph (i < j).
@@ -1636,7 +1692,7 @@ export type Edge = Message<"ldpcov.v1.Edge"> & {
  * Use `create(EdgeSchema)` to create a new message.
  */
 export const EdgeSchema: GenMessage<Edge> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 34);
+  messageDesc(file_ldpcov_v1_ldpcov, 36);
 
 /**
  * @generated from message ldpcov.v1.Estimate
@@ -1866,6 +1922,28 @@ export type Estimate = Message<"ldpcov.v1.Estimate"> & {
    * @generated from field: ldpcov.v1.ShuffleDelivered shuffle_delivered = 33;
    */
   shuffleDelivered?: ShuffleDelivered | undefined;
+
+  /**
+   * The unregularised matrix the rule acted on and the standard error of each of its
+   * entries (when GetEstimateRequest.error_bars is set).
+   *
+   * @generated from field: ldpcov.v1.ErrorBars error_bars = 34;
+   */
+  errorBars?: ErrorBars | undefined;
+
+  /**
+   * Whether there are enough reports for the noise to leave a signal to estimate.
+   *
+   * @generated from field: ldpcov.v1.SignalVerdict verdict = 35;
+   */
+  verdict?: SignalVerdict | undefined;
+
+  /**
+   * The top principal components, when GetEstimateRequest.principal_components > 0.
+   *
+   * @generated from field: ldpcov.v1.PrincipalComponents principal_components = 36;
+   */
+  principalComponents?: PrincipalComponents | undefined;
 };
 
 /**
@@ -1873,7 +1951,226 @@ export type Estimate = Message<"ldpcov.v1.Estimate"> & {
  * Use `create(EstimateSchema)` to create a new message.
  */
 export const EstimateSchema: GenMessage<Estimate> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 35);
+  messageDesc(file_ldpcov_v1_ldpcov, 37);
+
+/**
+ * Error bars of the raw (unregularised) matrix: the average the estimators start from
+ * (for a mean-and-covariance collection the de-biased covariance M̂ − μ̂μ̂ᵀ + Cov(μ̂)),
+ * packed upper triangles in data units. An interval raw ± 1.96·se covers the users'
+ * population matrix with probability about 95 % per entry (normal approximation of an
+ * average of many independent reports). They cover the privacy noise and the sampling
+ * of users; they do not cover clipping bias (data beyond the clip radius), and they
+ * are not error bars of the regularised `upper_triangle`, whose thresholds and
+ * shrinkage trade variance for bias entry by entry.
+ *
+ * @generated from message ldpcov.v1.ErrorBars
+ */
+export type ErrorBars = Message<"ldpcov.v1.ErrorBars"> & {
+  /**
+   * The raw matrix, packed.
+   *
+   * @generated from field: repeated double raw_upper_triangle = 1;
+   */
+  rawUpperTriangle: number[];
+
+  /**
+   * The standard error of each packed entry.
+   *
+   * @generated from field: repeated double standard_errors = 2;
+   */
+  standardErrors: number[];
+
+  /**
+   * The raw matrix's correlation, packed (0 where a variance is not positive).
+   *
+   * @generated from field: repeated double raw_correlation = 3;
+   */
+  rawCorrelation: number[];
+
+  /**
+   * The standard error of each raw correlation (delta method, the variances taken as
+   * known; 0 on the diagonal).
+   *
+   * @generated from field: repeated double correlation_standard_errors = 4;
+   */
+  correlationStandardErrors: number[];
+
+  /**
+   * How the standard errors were computed: "empirical" (the per-entry sums of squares
+   * of the reports: noise and sampling variance together, whatever the data's law) or
+   * "closed-form" (the mechanism's noise model plus the sampling variance of Gaussian
+   * data at the estimated covariance; central releases, whose raw sums of squares are
+   * never read, and mean-and-covariance collections).
+   *
+   * @generated from field: string method = 5;
+   */
+  method: string;
+};
+
+/**
+ * Describes the message ldpcov.v1.ErrorBars.
+ * Use `create(ErrorBarsSchema)` to create a new message.
+ */
+export const ErrorBarsSchema: GenMessage<ErrorBars> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 38);
+
+/**
+ * Whether the reports carry enough signal for an estimate to say more than a trivial
+ * one (docs/USAGE.md, "Is it enough users?").
+ *
+ * @generated from message ldpcov.v1.SignalVerdict
+ */
+export type SignalVerdict = Message<"ldpcov.v1.SignalVerdict"> & {
+  /**
+   * False when the raw average's noise exceeds 10 times the signal and no
+   * off-diagonal structure stands out of the noise: no release then beats a trivial
+   * (zero or diagonal) one, and more reports are needed. `summary` also says when the
+   * reports are sufficient for the variances but show no correlation.
+   *
+   * @generated from field: bool sufficient = 1;
+   */
+  sufficient: boolean;
+
+  /**
+   * ‖noise‖_F / ‖signal‖_F of the raw average: the planner's expected noise over the
+   * signal's Frobenius norm estimated from the reports (‖raw‖²_F minus the noise's
+   * expected share). Above 1 the raw average is expected to be farther from the truth
+   * than the zero matrix.
+   *
+   * @generated from field: double noise_to_signal = 2;
+   */
+  noiseToSignal: number;
+
+  /**
+   * z of the test for off-diagonal signal (energy of the off-diagonal entries over
+   * the noise's) and of the top off-diagonal eigenvalue: above about 3 the data show
+   * correlations the noise cannot explain.
+   *
+   * @generated from field: double off_diagonal_signal_z = 3;
+   */
+  offDiagonalSignalZ: number;
+
+  /**
+   * @generated from field: double top_eigenvalue_z = 4;
+   */
+  topEigenvalueZ: number;
+
+  /**
+   * The reports the planner says bring noise_to_signal down to
+   * target_noise_to_signal (the noise falls as 1/√n); 0 when no signal is measurable
+   * at all.
+   *
+   * @generated from field: uint64 reports_needed = 5;
+   */
+  reportsNeeded: bigint;
+
+  /**
+   * @generated from field: double target_noise_to_signal = 6;
+   */
+  targetNoiseToSignal: number;
+
+  /**
+   * One line for people: the verdict and what to do about it.
+   *
+   * @generated from field: string summary = 7;
+   */
+  summary: string;
+};
+
+/**
+ * Describes the message ldpcov.v1.SignalVerdict.
+ * Use `create(SignalVerdictSchema)` to create a new message.
+ */
+export const SignalVerdictSchema: GenMessage<SignalVerdict> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 39);
+
+/**
+ * One principal component.
+ *
+ * @generated from message ldpcov.v1.PrincipalComponent
+ */
+export type PrincipalComponent = Message<"ldpcov.v1.PrincipalComponent"> & {
+  /**
+   * The eigenvalue of the released matrix (or of its correlation), data units.
+   *
+   * @generated from field: double eigenvalue = 1;
+   */
+  eigenvalue: number;
+
+  /**
+   * eigenvalue / trace.
+   *
+   * @generated from field: double explained_variance_ratio = 2;
+   */
+  explainedVarianceRatio: number;
+
+  /**
+   * The unit eigenvector, one loading per variable, its largest entry positive.
+   *
+   * @generated from field: repeated double loadings = 3;
+   */
+  loadings: number[];
+
+  /**
+   * Whether the raw matrix's eigenvalue of the same rank stands above the edge of
+   * the noise spectrum the mechanism implies (the spectral rules' detection: bulk
+   * level + 2σ_n√p + a Tracy–Widom margin at 99.9 %). A component below it is not
+   * distinguishable from noise.
+   *
+   * @generated from field: bool above_noise_edge = 4;
+   */
+  aboveNoiseEdge: boolean;
+};
+
+/**
+ * Describes the message ldpcov.v1.PrincipalComponent.
+ * Use `create(PrincipalComponentSchema)` to create a new message.
+ */
+export const PrincipalComponentSchema: GenMessage<PrincipalComponent> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 40);
+
+/**
+ * The top principal components of an estimate (post-processing: no budget).
+ *
+ * @generated from message ldpcov.v1.PrincipalComponents
+ */
+export type PrincipalComponents = Message<"ldpcov.v1.PrincipalComponents"> & {
+  /**
+   * Of the correlation (true) or of the released matrix itself.
+   *
+   * @generated from field: bool of_correlation = 1;
+   */
+  ofCorrelation: boolean;
+
+  /**
+   * The trace the explained-variance ratios divide by.
+   *
+   * @generated from field: double total_variance = 2;
+   */
+  totalVariance: number;
+
+  /**
+   * The noise edge the components were compared with, in the units of the
+   * eigenvalues (raw matrix's bulk level plus the edge and margin).
+   *
+   * @generated from field: double noise_edge = 3;
+   */
+  noiseEdge: number;
+
+  /**
+   * Largest first.
+   *
+   * @generated from field: repeated ldpcov.v1.PrincipalComponent components = 4;
+   */
+  components: PrincipalComponent[];
+};
+
+/**
+ * Describes the message ldpcov.v1.PrincipalComponents.
+ * Use `create(PrincipalComponentsSchema)` to create a new message.
+ */
+export const PrincipalComponentsSchema: GenMessage<PrincipalComponents> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 41);
 
 /**
  * @generated from message ldpcov.v1.CloseCollectionRequest
@@ -1890,7 +2187,7 @@ export type CloseCollectionRequest = Message<"ldpcov.v1.CloseCollectionRequest">
  * Use `create(CloseCollectionRequestSchema)` to create a new message.
  */
 export const CloseCollectionRequestSchema: GenMessage<CloseCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 36);
+  messageDesc(file_ldpcov_v1_ldpcov, 42);
 
 /**
  * @generated from message ldpcov.v1.DeleteCollectionRequest
@@ -1907,7 +2204,7 @@ export type DeleteCollectionRequest = Message<"ldpcov.v1.DeleteCollectionRequest
  * Use `create(DeleteCollectionRequestSchema)` to create a new message.
  */
 export const DeleteCollectionRequestSchema: GenMessage<DeleteCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 37);
+  messageDesc(file_ldpcov_v1_ldpcov, 43);
 
 /**
  * @generated from message ldpcov.v1.DeleteCollectionResponse
@@ -1926,7 +2223,7 @@ export type DeleteCollectionResponse = Message<"ldpcov.v1.DeleteCollectionRespon
  * Use `create(DeleteCollectionResponseSchema)` to create a new message.
  */
 export const DeleteCollectionResponseSchema: GenMessage<DeleteCollectionResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 38);
+  messageDesc(file_ldpcov_v1_ldpcov, 44);
 
 /**
  * How the entries of a report are packed into `Report.payload`.
@@ -2441,6 +2738,16 @@ export const Aggregator: GenService<{
     methodKind: "unary";
     input: typeof GetStatusRequestSchema;
     output: typeof CollectionStatusSchema;
+  },
+  /**
+   * Every collection's status, ordered by id (admin).
+   *
+   * @generated from rpc ldpcov.v1.Aggregator.ListCollections
+   */
+  listCollections: {
+    methodKind: "unary";
+    input: typeof ListCollectionsRequestSchema;
+    output: typeof ListCollectionsResponseSchema;
   },
   /**
    * Admin: release the estimate.
