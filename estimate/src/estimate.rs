@@ -190,6 +190,9 @@ fn apply_resolved(
     y: &DMatrix<f64>,
     sigma_n: f64,
 ) -> Result<(DMatrix<f64>, u64, String), EstimateError> {
+    if resolved.zero {
+        return Ok((DMatrix::zeros(y.nrows(), y.ncols()), 0, String::new()));
+    }
     let mut matrix = y.clone();
     shrink_diagonal(&mut matrix, resolved.diagonal_shrinkage);
     resolved.structure.apply(&mut matrix);
@@ -198,12 +201,18 @@ fn apply_resolved(
         let surviving = nonzero_packed(&spectral);
         return Ok((spectral, surviving, chosen));
     }
-    let surviving = apply_threshold(
+    let mut surviving = apply_threshold(
         &mut matrix,
         &resolved.thresholds,
         resolved.kind,
         resolved.include_diagonal,
     );
+    if resolved.scale != 1.0 {
+        matrix *= resolved.scale;
+        if resolved.scale == 0.0 {
+            surviving = 0;
+        }
+    }
     Ok((matrix, surviving, String::new()))
 }
 

@@ -218,6 +218,7 @@ pub(crate) fn options_from_request(
             spectral: !c.no_spectral,
             threshold_one_standard_error: !c.smallest_mean_threshold,
             stack_families: !c.no_stacking,
+            trivial_candidates: !c.no_trivial_estimates,
             bandwidths: c.bandwidths.iter().map(|&b| b as usize).collect(),
             ..d
         })

@@ -93,6 +93,12 @@ pub(crate) struct Options {
     /// family's best (the default when the data show off-diagonal signal, z > 3).
     #[arg(long, env = "LDPCOV_NO_STACKING")]
     no_stacking: bool,
+    /// For cv: do not weigh the trivial estimates (the diagonal alone, the scaled
+    /// identity, the zero matrix where the variances are not told from zero), so that
+    /// a threshold, structure or spectral estimate is released even where a trivial
+    /// one would do better.
+    #[arg(long, env = "LDPCOV_NO_TRIVIAL_ESTIMATES")]
+    no_trivial_estimates: bool,
     /// For spectral and factor: the number of spikes (< dim; default: those above the
     /// noise bulk edge).
     #[arg(long, env = "LDPCOV_RANK")]
@@ -281,7 +287,8 @@ impl Options {
             None if !(threshold_diagonal
                 || self.unordered
                 || self.smallest_mean_threshold
-                || self.no_stacking) =>
+                || self.no_stacking
+                || self.no_trivial_estimates) =>
             {
                 None
             }
@@ -290,6 +297,7 @@ impl Options {
                 unordered_variables: self.unordered,
                 smallest_mean_threshold: self.smallest_mean_threshold,
                 no_stacking: self.no_stacking,
+                no_trivial_estimates: self.no_trivial_estimates,
                 ..Default::default()
             })),
             Some(Rule::Adaptive) => Some(Threshold::Adaptive(AdaptiveThreshold {

@@ -9,6 +9,12 @@ use crate::threshold::{ThresholdKind, Thresholds, adaptive_thresholds, noise_thr
 /// One threshold a cross-validation may choose.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Candidate {
+    /// The zero matrix: a trivial estimate, the one every other choice must beat
+    /// ([`CrossValidation::trivial_candidates`](crate::CrossValidation::trivial_candidates)).
+    Zero,
+    /// The diagonal alone (every off-diagonal entry zeroed: a threshold at infinity),
+    /// with the diagonal shrinkage β it is tried with (β = 1: the scaled identity).
+    Diagonal,
     /// Keep every entry.
     None,
     /// The noise form `λ = c·σ_n·√(log p)` (the universal threshold with γ = 0, the heavy-tailed LDP threshold with ξ = 0).
@@ -71,6 +77,8 @@ impl Candidate {
     /// A short name such as `noise(c=1.41, soft)`.
     pub(crate) fn name(&self) -> String {
         match self {
+            Candidate::Zero => "zero".to_string(),
+            Candidate::Diagonal => "diagonal".to_string(),
             Candidate::None => "none".to_string(),
             Candidate::Noise { c, kind } => format!("noise(c={c:.3}, {})", kind.name()),
             Candidate::Adaptive { eta, kind } => format!("adaptive(eta={eta:.3}, {})", kind.name()),
@@ -88,9 +96,11 @@ pub(crate) fn candidate_thresholds(
     n: u64,
 ) -> Thresholds {
     match candidate {
-        Candidate::None | Candidate::Structured(_) | Candidate::Spectral(_) => {
-            Thresholds::Uniform(0.0)
-        }
+        Candidate::Zero
+        | Candidate::Diagonal
+        | Candidate::None
+        | Candidate::Structured(_)
+        | Candidate::Spectral(_) => Thresholds::Uniform(0.0),
         Candidate::Noise { c, .. } => Thresholds::Uniform(noise_threshold(input, n, *c)),
         Candidate::Adaptive { eta, .. } => adaptive_thresholds(variances, input.dim(), n, *eta),
     }
@@ -100,15 +110,21 @@ pub(crate) fn candidate_thresholds(
 /// estimators, which zero nothing).
 pub(crate) fn candidate_kind(candidate: &Candidate) -> ThresholdKind {
     match candidate {
-        Candidate::None | Candidate::Structured(_) | Candidate::Spectral(_) => ThresholdKind::Hard,
+        Candidate::Zero
+        | Candidate::Diagonal
+        | Candidate::None
+        | Candidate::Structured(_)
+        | Candidate::Spectral(_) => ThresholdKind::Hard,
         Candidate::Noise { kind, .. } | Candidate::Adaptive { kind, .. } => *kind,
     }
 }
 
-/// The structure a candidate applies (unstructured for the thresholds).
+/// The structure a candidate applies (unstructured for the thresholds; the diagonal
+/// alone is banding at bandwidth 0).
 pub(crate) fn candidate_structure(candidate: &Candidate) -> Structure {
     match candidate {
         Candidate::Structured(s) => *s,
+        Candidate::Diagonal => Structure::Banded { bandwidth: 0 },
         _ => Structure::Unstructured,
     }
 }

@@ -3,9 +3,14 @@
 //! between them, and the stacking of the families.
 
 use super::candidates::{Candidate, SpectralCandidate};
-use super::folds::{Fold, FoldInput, spectral_fits, weighted_squared_distance};
-use super::settings::{CrossValidation, SpectralGuard};
-use super::signal::{diagonal_spread_z, off_diagonal_signal_z, off_diagonal_top_z};
+use super::folds::{
+    Fold, FoldInput, scored_fold_estimate, spectral_fits, weighted_squared_distance,
+};
+use super::guard::{GuardFold, GuardScores};
+use super::settings::{CrossValidation, SPECTRAL_GUARD_TRIES, SpectralGuard};
+use super::signal::{
+    ZERO_LEVEL_Z, diagonal_level_z, diagonal_spread_z, off_diagonal_signal_z, off_diagonal_top_z,
+};
 use super::stacking::{StackedRelease, stacking_weight_on_folds};
 use super::standard_error::{earns_its_place, within_one_standard_error};
 use crate::full_average::FullAverage;
@@ -13,6 +18,7 @@ use crate::moments::packed_covariance;
 use crate::packed::packed_to_matrix;
 use crate::threshold::has_sum_squares;
 use ldpcov_privacy::layout::triangle_pairs;
+use nalgebra::DMatrix;
 
 /// The outcome of a cross-validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +57,9 @@ pub(crate) struct CvOutcome {
     /// ([`CrossValidation::stack_families`]); `None` when the folds gave it weight 0,
     /// the mixture did not earn its place, or the stacking did not apply.
     pub(crate) stacked: Option<StackedRelease>,
+    /// The releases the spectral-norm guard refused before the one released
+    /// ([`CrossValidation::spectral_norm_guard`]), in the order tried.
+    pub(crate) spectral_guard_refused: Vec<String>,
 }
 
 /// Runs the K-fold cross-validation of [`CrossValidation`] on the accumulators.
@@ -69,7 +78,13 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
     } else {
         &[]
     };
-    let candidates = cv.candidates(with_adaptive, p, input.ordered_variables());
+    let mut candidates = cv.candidates(with_adaptive, p, input.ordered_variables());
+    // The zero matrix only where the full average cannot tell the mean variance from
+    // zero (`ZERO_LEVEL_Z`): elsewhere the scaled identity beats it, and the folds'
+    // coin flips between the two cost more than they save (docs/ALGORITHMS.md §3).
+    if diagonal_level_z(p, full.packed(), full.diagonal_test_sd()) > ZERO_LEVEL_Z {
+        candidates.retain(|c| *c != Candidate::Zero);
+    }
     if candidates.is_empty() {
         return None;
     }
@@ -88,7 +103,7 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
         .iter()
         .flat_map(|&c| {
             let betas: &[f64] = match c {
-                Candidate::Spectral(_) => &[0.0],
+                Candidate::Spectral(_) | Candidate::Zero => &[0.0],
                 _ => &betas,
             };
             betas.iter().map(move |&b| (c, b))
@@ -144,7 +159,7 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
             let kept = fold.project_as_scored(kept);
             loss.push(weighted_squared_distance(&kept, &test, &weights));
         }
-        if cv.stack_families {
+        if cv.stack_families || cv.spectral_norm_guard {
             folds.push(Fold {
                 train,
                 test,
@@ -159,6 +174,7 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     // The best candidate of each family: thresholds (and "none"), structures, spectral.
     let family = |c: &Candidate| match c {
+        Candidate::Zero => Family::Trivial,
         Candidate::Structured(_) => Family::Structure,
         Candidate::Spectral(_) => Family::Spectral,
         _ => Family::Threshold,
@@ -199,17 +215,26 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
         SpectralGuard::WithoutSignal => !signal,
         SpectralGuard::Always => true,
     };
-    // Thresholds first; a structure replaces the choice so far only if it earns its
-    // place (one standard error of the paired differences), a spectral estimate if its
-    // mean loss is lower — or, under the spectral guard (by default: without
-    // off-diagonal signal), if it earns its place too; always measured against the
-    // family bests.
+    // The zero matrix first (when it is a candidate); the best threshold (the
+    // diagonal alone and the scaled identity among them) and a structure replace the
+    // choice so far only if they earn their place (one standard error of the paired
+    // differences), a spectral estimate if its mean loss is lower — or, under the
+    // spectral guard (by default: without off-diagonal signal), if it earns its place
+    // too; always measured against the family bests. (Against the zero matrix a lower
+    // mean alone releases the scaled identity whenever its level m̂ exceeds about
+    // 1.5 noise sds τ, the one-standard-error rule about 2.6τ, close to the refit-free
+    // rule's (1 + √3)τ: docs/ALGORITHMS.md §3.)
     let mut chosen_index: Option<usize> = None;
     // The families' choice before the spectral one, and the spectral family's best:
     // the two the stacking mixes.
     let mut before_spectral: Option<usize> = None;
     let mut spectral_best: Option<usize> = None;
-    for f in [Family::Threshold, Family::Structure, Family::Spectral] {
+    for f in [
+        Family::Trivial,
+        Family::Threshold,
+        Family::Structure,
+        Family::Spectral,
+    ] {
         let Some(mut i) = best_of(f) else { continue };
         if f == Family::Spectral {
             if cv.spectral_prefer_bulk_shrink {
@@ -295,6 +320,29 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
     } else {
         None
     };
+    // The spectral-norm guard: the release (stacked or not), else the next candidates
+    // by mean held-out loss, else the projected average or the zero matrix, whichever
+    // passes first.
+    let mut spectral_guard_refused = Vec::new();
+    let (chosen_index, stacked) = if cv.spectral_norm_guard {
+        let mean_losses: Vec<f64> = losses.iter().map(|l| mean(l)).collect();
+        let release = Release {
+            index: chosen_index,
+            stacked,
+        };
+        guarded_release(
+            input,
+            cv,
+            variances,
+            &folds,
+            &candidates,
+            &mean_losses,
+            release,
+            &mut spectral_guard_refused,
+        )
+    } else {
+        (chosen_index, stacked)
+    };
     let (chosen, diagonal_shrinkage) = candidates[chosen_index];
     let all: Vec<((Candidate, f64), f64)> = candidates
         .into_iter()
@@ -320,7 +368,127 @@ pub(crate) fn cross_validate(full: &FullAverage<'_>, cv: &CrossValidation) -> Op
         simplest_within_one_standard_error: simplify,
         diagonal_spread_z: spread_z,
         stacked,
+        spectral_guard_refused,
     })
+}
+
+/// A release: a candidate and what is stacked with it.
+#[derive(Clone, Copy)]
+struct Release {
+    index: usize,
+    stacked: Option<StackedRelease>,
+}
+
+/// The spectral-norm guard ([`CrossValidation::spectral_norm_guard`], the `guard`
+/// module) on the chosen `release`: the first release that passes among it, the
+/// chosen candidate without its stacked part, the other candidates by mean held-out
+/// loss (`mean_losses`) up to [`SPECTRAL_GUARD_TRIES`] tries, then "none" (β = 0: the
+/// projected average) and the zero matrix, one of which always passes (each passes
+/// unless the other beats it). The names of the refused releases go to `refused`.
+/// The release is unchanged when the guard cannot run (fewer than two folds kept, an
+/// eigensolver failure) or nothing passes.
+#[allow(clippy::too_many_arguments)]
+fn guarded_release(
+    input: &crate::input::EstimationInput,
+    cv: &CrossValidation,
+    variances: &[f64],
+    folds: &[Fold],
+    candidates: &[(Candidate, f64)],
+    mean_losses: &[f64],
+    release: Release,
+    refused: &mut Vec<String>,
+) -> (usize, Option<StackedRelease>) {
+    let unchanged = (release.index, release.stacked);
+    let p = input.dim();
+    if folds.len() < 2 {
+        return unchanged;
+    }
+    let Some(guard_folds) = folds
+        .iter()
+        .map(|f| GuardFold::new(p, &f.train, &f.test))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return unchanged;
+    };
+    let fold_estimates = |(candidate, beta): (Candidate, f64)| -> Option<Vec<DMatrix<f64>>> {
+        folds
+            .iter()
+            .map(|f| {
+                scored_fold_estimate(input, cv, variances, f, (candidate, beta))
+                    .map(|e| packed_to_matrix(p, &e))
+            })
+            .collect()
+    };
+    let mut order: Vec<Release> = Vec::new();
+    if release.stacked.is_some() {
+        order.push(release);
+    }
+    order.push(Release {
+        stacked: None,
+        ..release
+    });
+    let mut by_loss: Vec<usize> = (0..candidates.len())
+        .filter(|&i| i != release.index && mean_losses[i].is_finite())
+        .collect();
+    by_loss.sort_by(|&a, &b| mean_losses[a].total_cmp(&mean_losses[b]));
+    for i in by_loss {
+        if order.len() >= SPECTRAL_GUARD_TRIES {
+            break;
+        }
+        order.push(Release {
+            index: i,
+            stacked: None,
+        });
+    }
+    let references = candidates
+        .iter()
+        .position(|&(c, b)| c == Candidate::None && b == 0.0)
+        .into_iter()
+        .chain(candidates.iter().position(|&(c, _)| c == Candidate::Zero));
+    for i in references {
+        if !order.iter().any(|r| r.index == i && r.stacked.is_none()) {
+            order.push(Release {
+                index: i,
+                stacked: None,
+            });
+        }
+    }
+    for r in order {
+        let name = release_name(candidates, r);
+        let Some(mut estimates) = fold_estimates(candidates[r.index]) else {
+            refused.push(name);
+            continue;
+        };
+        if let Some(s) = r.stacked {
+            let Some(other) = fold_estimates((s.candidate, s.diagonal_shrinkage)) else {
+                refused.push(name);
+                continue;
+            };
+            for (e, o) in estimates.iter_mut().zip(other) {
+                *e = &*e * (1.0 - s.weight) + o * s.weight;
+            }
+        }
+        match GuardScores::new(&guard_folds, &estimates) {
+            Some(scores) if scores.passes() => {
+                tracing::debug!(release = %name, ?refused, "spectral-norm guard");
+                return (r.index, r.stacked);
+            }
+            _ => refused.push(name),
+        }
+    }
+    refused.clear();
+    unchanged
+}
+
+/// A release's name for the log and the rule: `noise(c=1.000, soft) β=0.5`, with
+/// `+ 0.31×other` when stacked.
+fn release_name(candidates: &[(Candidate, f64)], r: Release) -> String {
+    let (c, b) = candidates[r.index];
+    let mut name = format!("{} β={b}", c.name());
+    if let Some(s) = r.stacked {
+        name.push_str(&format!(" + {:.2}×{}", s.weight, s.candidate.name()));
+    }
+    name
 }
 
 /// The scale of a threshold candidate (c or η; 0 for "none" and the other families),
@@ -336,6 +504,7 @@ pub(crate) fn threshold_scale(candidate: &Candidate) -> f64 {
     match *candidate {
         Candidate::Noise { c, .. } => c,
         Candidate::Adaptive { eta, .. } => eta,
+        Candidate::Diagonal => f64::INFINITY,
         _ => 0.0,
     }
 }
@@ -365,6 +534,9 @@ pub(crate) fn prefer_bulk_shrink(
 /// The candidate families the one-standard-error rule arbitrates between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
+    /// The zero matrix: the first choice, which every other family must earn its place
+    /// against.
+    Trivial,
     Threshold,
     Structure,
     Spectral,

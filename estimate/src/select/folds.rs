@@ -35,6 +35,9 @@ impl FoldInput<'_> {
     /// to the full average, at the training size's thresholds.
     pub(crate) fn threshold_estimate(&self, candidate: &Candidate, beta: f64) -> Vec<f64> {
         let p = self.input.dim();
+        if *candidate == Candidate::Zero {
+            return vec![0.0; self.train.len()];
+        }
         let thresholds = candidate_thresholds(candidate, self.input, self.variances, self.n_train);
         let kind = candidate_kind(candidate);
         let mut shrunk = self.train.to_vec();

@@ -46,6 +46,7 @@
 mod candidates;
 mod cv;
 mod folds;
+mod guard;
 mod resolve;
 mod rules;
 mod settings;

@@ -34,6 +34,12 @@ pub(crate) struct Resolved {
     /// The cross-validation's stacked second release and its weight w: the estimate
     /// is `(1 − w)·this + w·that` ([`CrossValidation::stack_families`]).
     pub stacked: Option<(Box<Resolved>, f64)>,
+    /// Release the zero matrix (the trivial candidate won:
+    /// [`CrossValidation::trivial_candidates`]); everything above is then ignored.
+    pub zero: bool,
+    /// Multiply the release by this factor (1 for every rule but the refit-free
+    /// selection's scaled identity, whose level it shrinks toward zero).
+    pub scale: f64,
 }
 
 /// Resolves a rule on the full average (running the cross-validation if asked).
@@ -57,6 +63,8 @@ pub(crate) fn resolve(
         spectral: None,
         name: format!("{}, {}", rule.name(), kind.name()),
         stacked: None,
+        zero: false,
+        scale: 1.0,
     };
     match rule {
         // The spectral rules are not thresholds: `estimate` applies them to the average
@@ -129,14 +137,39 @@ fn refit_free(full: &FullAverage<'_>, cv: &CrossValidation) -> Option<Resolved> 
         spectral: None,
         name: String::new(),
         stacked: None,
+        zero: false,
+        scale: 1.0,
     };
     Some(match selection.choice {
         SureChoice::Soft { c, beta } => Resolved {
             thresholds: Thresholds::Uniform(noise_threshold(full.input(), n, c)),
             kind: SURE_KIND,
             diagonal_shrinkage: beta,
+            scale: selection.level_scale.unwrap_or(1.0),
             name: format!(
-                "noise(c={c:.3}, soft), diagonal shrinkage {beta} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
+                "noise(c={c:.3}, soft), diagonal shrinkage {beta}{} (SURE {risk:.6e}, {signal}, refit-free above p = {})",
+                selection.level_scale.map_or(String::new(), |a| format!(
+                    ", the scaled identity's level × {a:.3} = (1 − 2τ²/m̂²)⁺"
+                )),
+                cv.refit_free_above_dim
+            ),
+            ..unthresholded
+        },
+        SureChoice::Zero => Resolved {
+            // The scaled identity at its shrunk level: the diagonal alone (banding at
+            // bandwidth 0), pooled, times the factor.
+            structure: Structure::Banded { bandwidth: 0 },
+            diagonal_shrinkage: 1.0,
+            scale: selection.level_scale.unwrap_or(0.0),
+            name: format!(
+                "scaled identity, level × {:.3} = (1 − 2τ²/m̂²)⁺ (the zero matrix's SURE {risk:.6e}: {} did not beat it by one standard error; {signal}, refit-free above p = {})",
+                selection.level_scale.unwrap_or(0.0),
+                match selection.replaced {
+                    Some(SureChoice::Soft { c, beta }) =>
+                        format!("noise(c={c:.3}, soft), diagonal shrinkage {beta}"),
+                    Some(SureChoice::Bulk { .. }) => "bulk-shrink".to_string(),
+                    _ => "the choice".to_string(),
+                },
                 cv.refit_free_above_dim
             ),
             ..unthresholded
@@ -173,6 +206,8 @@ fn resolve_cv(
             spectral: None,
             name: format!("{} → none (fewer than 2 usable folds)", rule.name()),
             stacked: None,
+            zero: false,
+            scale: 1.0,
         },
         Some(outcome) => {
             let candidate = |c: Candidate, beta: f64, name: String| {
@@ -192,10 +227,12 @@ fn resolve_cv(
                     },
                     name,
                     stacked: None,
+                    zero: c == Candidate::Zero,
+                    scale: 1.0,
                 }
             };
             let name = format!(
-                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}, top z = {:.1}{})",
+                "{} → {}, diagonal shrinkage {} ({} folds, off-diagonal signal z = {:.1}, top z = {:.1}{}{})",
                 rule.name(),
                 outcome.chosen.name(),
                 outcome.diagonal_shrinkage,
@@ -206,6 +243,14 @@ fn resolve_cv(
                     ", simplest within 1 SE"
                 } else {
                     ""
+                },
+                if outcome.spectral_guard_refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", spectral-norm guard refused {}",
+                        outcome.spectral_guard_refused.join("; ")
+                    )
                 }
             );
             Resolved {

@@ -93,3 +93,28 @@ pub(crate) fn diagonal_spread_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
     let spread: f64 = diagonal.iter().map(|v| (v - mean) * (v - mean)).sum();
     standardised_chi_square(spread / var, (p - 1) as f64)
 }
+
+/// The largest [`diagonal_level_z`] at which the zero matrix is a candidate
+/// ([`CrossValidation::trivial_candidates`](crate::CrossValidation::trivial_candidates)):
+/// `1 + √3`, where the scaled identity stops losing to the zero matrix by one standard
+/// error of the difference of their SUREs (the `sure` module's `beats_zero`: with
+/// `u = m̂/τ`, `SURE(m̂·I) − SURE(0) = −p·m̂² + 2σ_d² = −σ_d²(u² − 2)` against a
+/// standard error of `2σ_d²·|u|`, so the scaled identity wins once `u² − 2|u| − 2 > 0`).
+/// Above it the full average tells the mean variance from zero at about the 0.3 % level
+/// (one-sided), and the zero matrix is not weighed.
+pub(crate) const ZERO_LEVEL_Z: f64 = 2.732_050_807_568_877;
+
+/// The mean of the diagonal of a packed `p × p` average with diagonal noise sd `sigma`,
+/// over its own noise sd `τ = σ/√p`: how many standard errors the mean variance stands
+/// above zero. Infinite without noise (or for p = 0).
+pub(crate) fn diagonal_level_z(p: usize, packed: &[f64], sigma: f64) -> f64 {
+    if p == 0 || !(sigma > 0.0 && sigma.is_finite()) {
+        return f64::INFINITY;
+    }
+    let trace: f64 = triangle_pairs(p)
+        .zip(packed)
+        .filter(|((i, j), _)| i == j)
+        .map(|(_, v)| *v)
+        .sum();
+    (trace / p as f64) / (sigma / (p as f64).sqrt())
+}

@@ -277,7 +277,12 @@ fn cv_thresholds_hard_when_the_truth_is_diagonal() {
     let noise_norm = 2.0 * (p as f64).sqrt() * sd * 1.25f64.sqrt();
     assert!(noise_norm <= 0.05, "2√p·s = {noise_norm} (σ_n = {sd})");
     let outcome = cross_validate(&c, &acc, &CrossValidation::default()).unwrap();
-    let none_loss = outcome.losses[0].1;
+    let none_loss = outcome
+        .losses
+        .iter()
+        .find(|(c, _)| *c == Candidate::None)
+        .unwrap()
+        .1;
     let best = outcome
         .losses
         .iter()
@@ -307,9 +312,11 @@ fn cv_thresholds_hard_when_the_truth_is_diagonal() {
         Candidate::Structured(Structure::Banded { bandwidth }) => {
             assert_eq!(bandwidth, 0, "Σ = I: CV chose {:?}", outcome.chosen)
         }
-        Candidate::Structured(Structure::Unstructured) | Candidate::None => {
+        Candidate::Structured(Structure::Unstructured) | Candidate::None | Candidate::Zero => {
             panic!("Σ = I: CV chose {:?}", outcome.chosen)
         }
+        // The diagonal alone: every noise entry zeroed.
+        Candidate::Diagonal => {}
         // A spectral estimate with no spike is the flat bulk ψ̂·I (or, for the factor
         // model and the bulk shrinkage, close to it); the energy bound above holds it
         // to the same standard as a threshold.
@@ -576,11 +583,20 @@ fn cv_keeps_fewer_noise_entries_when_the_off_diagonal_is_pure_noise() {
         sd,
         sigma,
     } = pure_noise();
-    let smallest_mean = CrossValidation {
-        threshold_one_standard_error: false,
+    // The rule under test is the thresholds'; the zero matrix (a candidate here: the
+    // mean variance 0.25 is about one noise sd of its level) would win some seeds under
+    // both rules alike and blur the comparison, so both leave the trivial candidates
+    // out (they are tested in
+    // `the_default_releases_the_zero_matrix_when_the_noise_swamps_the_signal`).
+    let default = CrossValidation {
+        trivial_candidates: false,
         ..Default::default()
     };
-    let rules = [CrossValidation::default(), smallest_mean];
+    let smallest_mean = CrossValidation {
+        threshold_one_standard_error: false,
+        ..default.clone()
+    };
+    let rules = [default, smallest_mean];
     let (mut nothing_kept, mut error) = ([0; 2], [0.0; 2]);
     for seed in 51..91 {
         let acc = population_accumulator(&c, &sigma, n, seed);
@@ -1148,8 +1164,12 @@ fn cv_breaks_exact_ties_towards_the_larger_threshold() {
     // scale; the earlier candidate order released the smallest, so this fails without
     // the tie-break), with a real tie on every seed and no off-diagonal entry kept.
     let PureNoise { c, n, sigma, .. } = pure_noise();
+    // The zero matrix, a family of its own, is a candidate here (the mean variance
+    // 0.25 is about one noise sd of its level) and wins some seeds; the rule under test
+    // is the thresholds' (the diagonal alone, a threshold at infinity, among them).
     let cv = CrossValidation {
         spectral: false,
+        trivial_candidates: false,
         ..Default::default()
     };
     for seed in 51..91 {
@@ -1576,4 +1596,153 @@ fn refit_free_selection_without_signal_keeps_no_noise_entry() {
     assert_eq!(kept.diagonal_shrinkage, 0.0, "{}", kept.name);
     let pooled = resolved(&unlimited);
     assert!(pooled.diagonal_shrinkage > 0.0, "{}", pooled.name);
+}
+
+/// A packed symmetric matrix from a dense one.
+fn packed(m: &DMatrix<f64>) -> Vec<f64> {
+    crate::packed::matrix_to_packed(m)
+}
+
+/// A symmetric matrix of independent N(0, sd²) entries (diagonal included).
+fn wigner(p: usize, sd: f64, rng: &mut rand_chacha::ChaCha8Rng) -> DMatrix<f64> {
+    let z = Normal::new(0.0, sd).unwrap();
+    let mut m = DMatrix::<f64>::zeros(p, p);
+    for (i, j) in triangle_pairs(p) {
+        let v = z.sample(rng);
+        m[(i, j)] = v;
+        m[(j, i)] = v;
+    }
+    m
+}
+
+#[test]
+fn the_spectral_norm_guard_refuses_a_release_that_drops_a_spike() {
+    use super::guard::{GuardFold, GuardScores};
+    // Σ = I + θ·uuᵀ at p = 30 with θ = 6, u delocalised; five folds whose training
+    // averages carry entry noise sd σ = 0.15 and held-out averages 2σ = 0.3 (a fifth
+    // of the reports). The spike is far above the training noise's detection threshold
+    // σ√p = 0.82, so u is the training average's top eigenvector up to an angle of
+    // order σ√p/θ. A release that drops the spike (I) errs by θ = 6 along u, and the
+    // guard sees it there with held-out noise of sd about √2·0.3 = 0.42; the projected
+    // training average errs by at most its noise edge 2σ√p ≈ 1.6 along any direction.
+    // So the projected average beats the release by about 4.4 on every fold, far beyond
+    // one standard error of the paired differences: refused. The truth itself (an
+    // oracle release) errs only by the held-out noise along each direction (≤ 3 sd ≈
+    // 1.3), below the projected average's 1.6 and far below the zero matrix's θ + 1:
+    // it passes.
+    let p = 30;
+    let theta = 6.0;
+    let u = delocalised(p, 3);
+    let sigma = DMatrix::<f64>::identity(p, p) + &u * u.transpose() * theta;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+    let folds: Vec<GuardFold> = (0..5)
+        .map(|_| {
+            let train = &sigma + wigner(p, 0.15, &mut rng);
+            let test = &sigma + wigner(p, 0.3, &mut rng);
+            GuardFold::new(p, &packed(&train), &packed(&test)).unwrap()
+        })
+        .collect();
+    let drops = vec![DMatrix::<f64>::identity(p, p); 5];
+    let scores = GuardScores::new(&folds, &drops).unwrap();
+    assert!(
+        !scores.passes(),
+        "{:?} vs {:?}",
+        scores.release,
+        scores.projected
+    );
+    let oracle = vec![sigma.clone(); 5];
+    let scores = GuardScores::new(&folds, &oracle).unwrap();
+    assert!(
+        scores.passes(),
+        "{:?} vs {:?}",
+        scores.release,
+        scores.projected
+    );
+}
+
+/// The estimate a cross-validation `cv` releases, PSD-projected as released.
+fn released(c: &Collection, acc: &Accumulator, cv: &CrossValidation) -> DMatrix<f64> {
+    let options = crate::estimate::EstimateOptions {
+        rule: RegularisationRule::CrossValidated(cv.clone()),
+        ..Default::default()
+    };
+    crate::estimate::estimate(&c.into(), acc, &options)
+        .unwrap()
+        .matrix
+}
+
+/// Model 1, `σ_ij = 0.6^|i−j|`.
+fn model1(p: usize) -> DMatrix<f64> {
+    DMatrix::from_fn(p, p, |i, j| 0.6f64.powi((i as i32 - j as i32).abs()))
+}
+
+/// Relative Frobenius and spectral errors of `m` against `sigma`.
+fn relative_errors(m: &DMatrix<f64>, sigma: &DMatrix<f64>) -> (f64, f64) {
+    let d = m - sigma;
+    (
+        d.norm() / sigma.norm(),
+        d.symmetric_eigenvalues().amax() / sigma.symmetric_eigenvalues().amax(),
+    )
+}
+
+#[test]
+fn the_default_releases_the_zero_matrix_when_the_noise_swamps_the_signal() {
+    // Model 1 (‖Σ‖_F² = Σ_ij 0.36^|i−j| ≈ 2.1p, unit variances) with so few users
+    // that the scaled identity's level, the mean m̂ of the p diagonal entries, carries
+    // noise of sd τ ≥ σ_n/√p > 2.5 (checked; the low-n cells of the side-by-side run
+    // at p = 1 000 have τ ≈ 1.4–5.3). Released, it costs about p·(m̂ − 1)² in squared
+    // Frobenius error, several times the zero matrix's ‖Σ‖_F², and every threshold
+    // keeps at least that diagonal. The zero matrix is then a candidate (the level's
+    // z, m̂/τ, is at most 1 + √3 unless the noise pushed it there) that every other
+    // choice must beat by one standard error of the held-out losses' paired
+    // differences at p = 20 (cross-validation), which for the scaled identity against
+    // the zero matrix is a test of |m̂| against about 2.6τ: with m̂ ~ N(1, τ²), τ > 2.5,
+    // the level passes it with probability below P(z > 2.6 − 0.4) ≈ 1.4 % per seed (a
+    // negative level is projected to zero anyway), so of 16 seeds at most 2 release
+    // anything worse than the zero matrix in Frobenius norm (a third such seed has
+    // probability below 0.2 %). At p = 240 (refit-free) the scaled identity's level
+    // is shrunk by (1 − 2τ²/m̂²)⁺, which is worse than the zero matrix in Frobenius
+    // norm only when the shrunk level exceeds twice the mean variance,
+    // m̂ > 1 + √(1 + 2τ²) (≈ 5.2 at τ ≈ 2.9, 1.45τ above the mean): below 8 % per
+    // seed, so at most 4 of 16 (a fifth has probability below 1 %). In
+    // both cases the median relative error in each norm is at most the zero
+    // matrix's, 1. Without the trivial candidates the scaled
+    // identity max(m̂, 0)·I is released, whose mean relative Frobenius error is about
+    // 1.4 at τ ≈ 3 (a Monte Carlo of m̂ ~ N(1, τ²) on Model 1's spectrum, sd about 0.1
+    // over 16 seeds): above 1.2 here (asserted, so that the test can fail).
+    for (p, n) in [(20usize, 250u64), (240, 4_000)] {
+        let c = collection(p as u32, 1.0, (2.0 * p as f64).sqrt());
+        let sd = c.mean_entry_noise_sd(n);
+        let tau = sd / (p as f64).sqrt();
+        assert!(tau > 2.5, "σ_n = {sd}, τ ≥ {tau} at p = {p}");
+        let sigma = model1(p);
+        let before = CrossValidation {
+            trivial_candidates: false,
+            ..Default::default()
+        };
+        let seeds = 16;
+        let (mut frobenius, mut spectral, mut then) = (Vec::new(), Vec::new(), 0.0);
+        for seed in 0..seeds {
+            let acc = population_accumulator(&c, &sigma, n, 100 + seed);
+            let (f, s) = relative_errors(&released(&c, &acc, &CrossValidation::default()), &sigma);
+            frobenius.push(f);
+            spectral.push(s);
+            then += relative_errors(&released(&c, &acc, &before), &sigma).0 / seeds as f64;
+        }
+        let worse = frobenius.iter().filter(|&&f| f > 1.0 + 1e-9).count();
+        assert!(
+            worse <= 2,
+            "p = {p}: {worse} seeds worse than zero: {frobenius:?}"
+        );
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        };
+        let (mf, ms) = (median(&mut frobenius), median(&mut spectral));
+        assert!(
+            mf <= 1.0 + 1e-9 && ms <= 1.0 + 1e-9,
+            "p = {p}: medians {mf}, {ms}"
+        );
+        assert!(then > 1.2, "p = {p}: without the trivial candidates {then}");
+    }
 }

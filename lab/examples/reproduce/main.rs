@@ -30,8 +30,10 @@
 //! cargo run --release -p ldpcov-lab --example reproduce -- mean-cov --ps 20,100 --reps 2
 //! cargo run --release -p ldpcov-lab --example reproduce -- --json canonical --reps 2 --ns 100000
 //! cargo run --release -p ldpcov-lab --example reproduce -- unordered --data wine=/tmp/wine.npy
+//! cargo run --release -p ldpcov-lab --example reproduce -- both-norms --data wine=/tmp/wine.npy --model1-ps 1000
 //! ```
 
+mod both_norms;
 mod canonical;
 mod central;
 mod joint;
@@ -90,6 +92,10 @@ enum Experiment {
     /// Central (trusted-aggregator) releases: local vs central at equal (ε, δ, n), and
     /// Dong, Liang & Yi's GaussCov / SeparateCov trends.
     Central(central::Args),
+    /// The default against the plain projected average and the trivial estimates
+    /// (zero, diagonal, scaled identity) in both norms, with the repetitions' spread:
+    /// real data sets and Model 1 at low n.
+    BothNorms(both_norms::Args),
 }
 
 /// How results are printed.
@@ -133,6 +139,7 @@ fn main() -> Result<()> {
         Experiment::Central(a) => central::run(&a, out),
         Experiment::Mechanisms(a) => mechanisms::run(&a, out),
         Experiment::MeanCov(a) => mean_cov::run(&a, out),
+        Experiment::BothNorms(a) => both_norms::run(&a, out),
     }
 }
 

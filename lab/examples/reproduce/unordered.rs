@@ -83,7 +83,8 @@ pub(crate) struct Args {
     /// mean loss within the thresholds, thresholds only, the bulk shrinkage at the fixed
     /// α = 0.1, τ = 1.5 the oracle most often picks where the selection misses, SURE
     /// bulk shrinkage alone, the default on a collection that wrongly declares ordered
-    /// variables, the refit-free SURE selection at every p).
+    /// variables, the refit-free SURE selection at every p, the default before the
+    /// trivial candidates, and with the spectral-norm guard (not the default)).
     #[arg(long)]
     variants: bool,
     /// The local report mechanism. `gaussian-triu` and `gaussian` use the population
@@ -105,19 +106,19 @@ pub(crate) struct Args {
 
 /// One model of the grid: its name, target Σ, the released mean's expectation M and
 /// the clip radius.
-struct Truth {
-    name: String,
-    target: DMatrix<f64>,
-    m: DMatrix<f64>,
-    clip_radius: f64,
+pub(crate) struct Truth {
+    pub(crate) name: String,
+    pub(crate) target: DMatrix<f64>,
+    pub(crate) m: DMatrix<f64>,
+    pub(crate) clip_radius: f64,
     /// Score each estimate by its correlation matrix (`--data-correlation`).
-    score_correlation: bool,
+    pub(crate) score_correlation: bool,
 }
 
 impl Truth {
     /// The relative (spectral, Frobenius) error of `estimate` against the target:
     /// of its correlation matrix when the truth is scored so.
-    fn errors(&self, estimate: &DMatrix<f64>) -> (f64, f64) {
+    pub(crate) fn errors(&self, estimate: &DMatrix<f64>) -> (f64, f64) {
         let scored = if self.score_correlation {
             correlation(estimate)
         } else {
@@ -242,7 +243,7 @@ fn positive_clip_factor(s: &str) -> Result<f64, String> {
 /// A data set from `NAME=PATH`: target its correlation matrix, M the mean clipped
 /// `xxᵀ` of its standardized rows at `R = √(k·p)` (`k = clip_factor`), estimates
 /// scored by their correlation matrices if `score_correlation`.
-fn real(spec: &str, clip_factor: f64, score_correlation: bool) -> Result<Truth> {
+pub(crate) fn real(spec: &str, clip_factor: f64, score_correlation: bool) -> Result<Truth> {
     let (name, path) = spec
         .split_once('=')
         .with_context(|| format!("--data {spec}: expected NAME=PATH"))?;
@@ -429,6 +430,21 @@ fn rules(variants: bool) -> Vec<(&'static str, EstimateOptions)> {
                 "refit-free (SURE)",
                 cv(CrossValidation {
                     refit_free_above_dim: 0,
+                    ..default()
+                }),
+            ),
+            (
+                "cv before the trivial candidates and the spectral-norm guard",
+                cv(CrossValidation {
+                    trivial_candidates: false,
+                    spectral_norm_guard: false,
+                    ..default()
+                }),
+            ),
+            (
+                "cv with the spectral-norm guard",
+                cv(CrossValidation {
+                    spectral_norm_guard: true,
                     ..default()
                 }),
             ),

@@ -468,7 +468,7 @@ class AdaptiveThreshold(_message.Message):
     def __init__(self, eta: _Optional[float] = ..., threshold_diagonal: _Optional[bool] = ...) -> None: ...
 
 class CrossValidatedThreshold(_message.Message):
-    __slots__ = ("noise_scales", "adaptive_scales", "threshold_diagonal", "diagonal_shrinkage", "bandwidths", "unordered_variables", "no_spectral", "smallest_mean_threshold", "no_stacking")
+    __slots__ = ("noise_scales", "adaptive_scales", "threshold_diagonal", "diagonal_shrinkage", "bandwidths", "unordered_variables", "no_spectral", "smallest_mean_threshold", "no_stacking", "no_trivial_estimates")
     NOISE_SCALES_FIELD_NUMBER: _ClassVar[int]
     ADAPTIVE_SCALES_FIELD_NUMBER: _ClassVar[int]
     THRESHOLD_DIAGONAL_FIELD_NUMBER: _ClassVar[int]
@@ -478,6 +478,7 @@ class CrossValidatedThreshold(_message.Message):
     NO_SPECTRAL_FIELD_NUMBER: _ClassVar[int]
     SMALLEST_MEAN_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     NO_STACKING_FIELD_NUMBER: _ClassVar[int]
+    NO_TRIVIAL_ESTIMATES_FIELD_NUMBER: _ClassVar[int]
     noise_scales: _containers.RepeatedScalarFieldContainer[float]
     adaptive_scales: _containers.RepeatedScalarFieldContainer[float]
     threshold_diagonal: bool
@@ -487,7 +488,8 @@ class CrossValidatedThreshold(_message.Message):
     no_spectral: bool
     smallest_mean_threshold: bool
     no_stacking: bool
-    def __init__(self, noise_scales: _Optional[_Iterable[float]] = ..., adaptive_scales: _Optional[_Iterable[float]] = ..., threshold_diagonal: _Optional[bool] = ..., diagonal_shrinkage: _Optional[_Iterable[float]] = ..., bandwidths: _Optional[_Iterable[int]] = ..., unordered_variables: _Optional[bool] = ..., no_spectral: _Optional[bool] = ..., smallest_mean_threshold: _Optional[bool] = ..., no_stacking: _Optional[bool] = ...) -> None: ...
+    no_trivial_estimates: bool
+    def __init__(self, noise_scales: _Optional[_Iterable[float]] = ..., adaptive_scales: _Optional[_Iterable[float]] = ..., threshold_diagonal: _Optional[bool] = ..., diagonal_shrinkage: _Optional[_Iterable[float]] = ..., bandwidths: _Optional[_Iterable[int]] = ..., unordered_variables: _Optional[bool] = ..., no_spectral: _Optional[bool] = ..., smallest_mean_threshold: _Optional[bool] = ..., no_stacking: _Optional[bool] = ..., no_trivial_estimates: _Optional[bool] = ...) -> None: ...
 
 class SpectralShrinkage(_message.Message):
     __slots__ = ("loss", "rank")
