@@ -62,6 +62,7 @@ pub use service::{
     AggregatorService, BATCH_ID_LEN, Limits, MAX_BATCH_SIZE, MAX_ESTIMATE_CANDIDATES,
     MAX_ESTIMATE_LIST, STREAM_BATCH, default_max_concurrent_estimates,
 };
+#[cfg(feature = "postgres")]
 pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use store::redb::{
     DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,

@@ -4,8 +4,8 @@
 //! * writing an estimate as JSON, CSV or NPY ([`write_estimate`]) and PNG heatmaps of a
 //!   matrix or a vector ([`write_heatmap`], [`write_vector`]; the matrix an estimate's
 //!   picture shows: [`part_matrix`]);
-//! * the CSV dialect of data files, shared with the root package's data reader
-//!   ([`CsvDialect`], [`read_csv_header`] for a heatmap's axis names).
+//! * the CSV dialect of data files (`ldpcov-csv`, re-exported: [`CsvDialect`],
+//!   [`read_csv_header`] for a heatmap's axis names).
 //!
 //! The binary's subcommands are [`command`] (`command::main` is the binary's `main`).
 //! The server itself is the `ldpcov-aggregator` library; this crate only talks to it.
@@ -19,15 +19,14 @@
 //! ```
 
 pub mod command;
-mod csv_dialect;
 mod heatmap;
 mod output;
 
-pub use csv_dialect::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
 pub use heatmap::{
     FONT_ENV, Layout, PlotError, diverging_color, font_available, write_components, write_heatmap,
     write_heatmaps, write_vector,
 };
+pub use ldpcov_csv::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
 pub use output::{
     Format, Part, component_loadings, mean_vector, part_matrix, plot_title, short_rule,
     write_estimate, write_part,

@@ -6,7 +6,7 @@
 //!   of its cells is non-empty and not a number; otherwise it is data and the columns
 //!   have no names. Cells are trimmed and may be wrapped in double quotes (no escaped
 //!   quotes or embedded delimiters). Blank lines are skipped. The dialect (delimiter,
-//!   cell splitting, header detection) is `ldpcov_cli::CsvDialect`, shared with
+//!   cell splitting, header detection) is `ldpcov_csv::CsvDialect`, shared with
 //!   the aggregator CLI's `--names-from`.
 //! * NPY: a 2-D array (rows × columns) of `f64`, `f32`, `i64` or `i32` in either byte
 //!   order, C or Fortran order. Integers above 2⁵³ in magnitude are rounded to the
@@ -31,7 +31,7 @@
 //! # Ok::<(), ldpcov_lab::data::DataError>(())
 //! ```
 
-use ldpcov_cli::{CsvDialect, is_csv_header};
+use ldpcov_csv::{CsvDialect, is_csv_header};
 use nalgebra::{DMatrix, DVector};
 use std::path::Path;
 use thiserror::Error;

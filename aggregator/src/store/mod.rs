@@ -6,7 +6,8 @@
 //! and how it reads back), never each other:
 //!
 //! * `redb`: `DurableStore`, one redb file with group commit;
-//! * `postgres`: `PostgresStore`, PostgreSQL shared by any number of replicas.
+//! * `postgres`: `PostgresStore`, PostgreSQL shared by any number of replicas (the
+//!   `postgres` feature, on by default).
 //!
 //! The crate root re-exports each backend's public types.
 //!
@@ -18,6 +19,7 @@ mod codec;
 mod contract;
 mod error;
 mod memory;
+#[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 pub(crate) mod redb;
 #[cfg(test)]
