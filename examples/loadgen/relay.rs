@@ -20,8 +20,14 @@ use tonic::metadata::MetadataValue;
 
 /// How often the embedded relay checks for due batches.
 const BATCH_CHECK_INTERVAL: Duration = Duration::from_millis(200);
-/// Sealed reports in flight per worker.
-const IN_FLIGHT: usize = 64;
+/// Sealed reports in flight per worker (one connection each): as many calls as the
+/// relay handles at once on one connection by default. The relay acknowledges a
+/// report after the fsync of its group commit, so the rate is about the reports in
+/// flight per commit time; with 64 a 10⁶-user run spent most of its time waiting on
+/// commits.
+fn in_flight() -> usize {
+    ldpcov_relay::RelayLimits::default().max_calls_per_connection
+}
 
 /// 32 random bytes as hex: a fresh secret for this run.
 pub(crate) fn random_secret_hex() -> Result<String> {
@@ -108,7 +114,7 @@ fn transient(code: tonic::Code) -> bool {
 }
 
 /// Sends prepared sealed reports to the relay, each under its user's device token,
-/// [`IN_FLIGHT`] at a time, resending one that met a [`transient`] failure (with
+/// [`in_flight`] at a time, resending one that met a [`transient`] failure (with
 /// backoff, as a device does) until it is acknowledged: the reports the relay
 /// acknowledged as stored and those it already had on the first attempt. A report
 /// acknowledged as a duplicate on a resend was stored by an attempt whose
@@ -147,7 +153,7 @@ pub(crate) async fn send_sealed(
             }
         }
     });
-    let mut results = futures::stream::iter(calls).buffer_unordered(IN_FLIGHT);
+    let mut results = futures::stream::iter(calls).buffer_unordered(in_flight());
     let (mut stored, mut duplicates) = (0u64, 0u64);
     while let Some(result) = results.next().await {
         if result? {
