@@ -14,7 +14,9 @@
 //!   any number of aggregator replicas);
 //! * serving on a listener ([`serve`], [`serve_with`], [`ServeOptions`]) or embedded
 //!   in-process ([`EmbeddedServer`]);
-//! * metrics: [`install_prometheus_exporter`].
+//! * metrics: [`install_prometheus_exporter`];
+//! * the fixed limits and tuning values (batch and list bounds, file names, folds,
+//!   back-offs): [`constants`].
 //!
 //! This library is the server. The daemon and admin CLI (the `ldpcov-aggregator`
 //! binary) and the presentation of estimates (JSON, CSV, NPY, PNG) are the
@@ -51,25 +53,32 @@ mod store;
 mod telemetry;
 mod tls;
 
-pub use auth::{
-    AuthConfig, AuthError, MAX_TOKEN_LEN, Right, SubmitToken, Token, right_before_body,
-};
+/// The aggregator's fixed limits and tuning values: what a test, an operator's tool or
+/// another daemon may need to agree with, kept out of the crate's entry points.
+pub mod constants {
+    pub use crate::auth::MAX_TOKEN_LEN;
+    pub use crate::server::{ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, HEALTH_SERVICE_NAME};
+    pub use crate::service::{
+        BATCH_ID_LEN, MAX_BATCH_SIZE, MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST, STREAM_BATCH,
+        default_max_concurrent_estimates,
+    };
+    pub use crate::store::FOLDS;
+    pub use crate::store::redb::{DB_FILE, DEFAULT_CACHE_SIZE, FORMAT_VERSION};
+    pub use crate::tls::EXPIRY_WARNING;
+}
+
+pub use auth::{AuthConfig, AuthError, Right, SubmitToken, Token, right_before_body};
 pub use server::{
-    ACCEPT_BACKOFF, COLLECTIONS_GAUGE_INTERVAL, EmbeddedServer, GrpcWebOptions,
-    HEALTH_SERVICE_NAME, OriginError, ServeError, ServeOptions, TransportLimits, serve, serve_with,
+    EmbeddedServer, GrpcWebOptions, OriginError, ServeError, ServeOptions, TransportLimits, serve,
+    serve_with,
 };
-pub use service::{
-    AggregatorService, BATCH_ID_LEN, Limits, MAX_BATCH_SIZE, MAX_ESTIMATE_CANDIDATES,
-    MAX_ESTIMATE_LIST, STREAM_BATCH, default_max_concurrent_estimates,
-};
+pub use service::{AggregatorService, Limits};
 #[cfg(feature = "postgres")]
 pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
-pub use store::redb::{
-    DB_FILE, DEFAULT_CACHE_SIZE, DurableConfig, DurableError, DurableStore, FORMAT_VERSION,
-};
+pub use store::redb::{DurableConfig, DurableError, DurableStore};
 pub use store::{
     Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, DeliveredBatches,
-    FOLDS, MemoryStore, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
+    MemoryStore, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
 pub use telemetry::{TelemetryError, install_prometheus_exporter};
-pub use tls::{EXPIRY_WARNING, ServerTls, TlsError, client_config, read_ca};
+pub use tls::{ServerTls, TlsError, client_config, read_ca};

@@ -42,12 +42,12 @@ use std::time::Duration;
 
 use ldpcov_proto::v1::aggregator_server::AggregatorServer;
 use ldpcov_serve::{
-    AuthFirstLayer, ConnectionLimits, Health, TrackCallsLayer, incoming, router, server_builder,
+    AuthFirstLayer, ConnectionLimits, Health, TrackCallsLayer, grpc_web as with_grpc_web, incoming,
+    router, server_builder,
 };
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tonic::codegen::http;
 use tonic::server::NamedService;
 use tonic::service::LayerExt;
 
@@ -60,6 +60,10 @@ use crate::tls::ServerTls;
 /// before it accepts again, instead of spinning on the error (`ldpcov-serve`'s, which
 /// the relay shares).
 pub use ldpcov_serve::ACCEPT_BACKOFF;
+
+/// gRPC-Web for browsers (`serve --grpc-web`) and an origin it cannot use:
+/// `ldpcov-serve`'s, which the relay shares.
+pub use ldpcov_serve::{GrpcWebOptions, OriginError};
 
 /// Transport limits of the gRPC server; the message size limits stay in
 /// [`Limits`].
@@ -155,79 +159,6 @@ pub struct ServeOptions {
     /// ([`AggregatorService::with_shuffle_secret`]); `None`: one drawn for this server
     /// alone.
     pub shuffle_secret: Option<Arc<MasterSecret>>,
-}
-
-/// gRPC-Web for browsers (`serve --grpc-web`): the same services, tokens and limits as
-/// native gRPC, translated by `tonic-web`, behind a CORS policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GrpcWebOptions {
-    /// Origins whose pages may call the daemon; a request from any other origin gets
-    /// no CORS headers, so the browser refuses to hand the page the answer. Empty: no
-    /// cross-origin page may call it (same-origin pages and non-browser gRPC-Web
-    /// clients still can).
-    allowed_origins: Vec<http::HeaderValue>,
-}
-
-/// An origin `serve --grpc-web-origin` cannot use.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "--grpc-web-origin {0:?} is not an origin: give the scheme and host (and port) only, e.g. https://app.example.com or http://localhost:8080"
-)]
-pub struct OriginError(pub String);
-
-impl GrpcWebOptions {
-    /// gRPC-Web with these allowed origins, each `http://` or `https://`, a host and an
-    /// optional port, and nothing else (no path, not even `/`: a browser's `Origin`
-    /// header has none, so such an entry would never match).
-    pub fn with_origins<'a>(
-        origins: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Self, OriginError> {
-        let allowed_origins = origins
-            .into_iter()
-            .map(|origin| {
-                let bad = || OriginError(origin.to_string());
-                let uri: http::Uri = origin.parse().map_err(|_| bad())?;
-                let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
-                let bare = uri
-                    .authority()
-                    .is_some_and(|a| origin == format!("{}://{a}", uri.scheme_str().unwrap_or("")));
-                if !(scheme_ok && bare) {
-                    return Err(bad());
-                }
-                http::HeaderValue::from_str(origin).map_err(|_| bad())
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(GrpcWebOptions { allowed_origins })
-    }
-
-    /// The allowed origins.
-    pub fn allowed_origins(&self) -> &[http::HeaderValue] {
-        &self.allowed_origins
-    }
-
-    /// The CORS layer: the allowed origins, POST and OPTIONS, the headers a gRPC-Web
-    /// client sends (the token's `authorization` among them) and exposes
-    /// (`grpc-status`, `grpc-message`), preflight answers cached for a day.
-    fn cors(&self) -> tower_http::cors::CorsLayer {
-        use http::header::{AUTHORIZATION, CONTENT_TYPE};
-        use http::{HeaderName, Method};
-        use tower_http::cors::{AllowOrigin, CorsLayer};
-        let names = |list: &[&'static str]| -> Vec<HeaderName> {
-            list.iter().map(|n| HeaderName::from_static(n)).collect()
-        };
-        let mut allowed = vec![AUTHORIZATION, CONTENT_TYPE];
-        allowed.extend(names(&["x-grpc-web", "x-user-agent", "grpc-timeout"]));
-        CorsLayer::new()
-            .allow_origin(AllowOrigin::list(self.allowed_origins.iter().cloned()))
-            .allow_methods([Method::POST, Method::OPTIONS])
-            .allow_headers(allowed)
-            .expose_headers(names(&[
-                "grpc-status",
-                "grpc-message",
-                "grpc-status-details-bin",
-            ]))
-            .max_age(Duration::from_secs(24 * 3600))
-    }
 }
 
 /// How often the collections gauge is refreshed when [`ServeOptions::metrics`] is set.
@@ -340,21 +271,14 @@ pub async fn serve_with(
         handshake_timeout: transport.handshake_timeout,
         idle_timeout: transport.idle_timeout,
     };
-    let mut builder = server_builder(&connection, tls.as_ref().map(ServerTls::config))?;
-    if grpc_web.is_some() {
-        // gRPC-Web clients speak HTTP/1.1 (browsers without TLS always do).
-        builder = builder.accept_http1(true);
-        tracing::info!(
-            origins = ?grpc_web.as_ref().map(|w| &w.allowed_origins),
-            "gRPC-Web enabled"
-        );
+    let builder = server_builder(&connection, tls.as_ref().map(ServerTls::config))?;
+    if let Some(web) = &grpc_web {
+        tracing::info!(origins = ?Some(web.allowed_origins()), "gRPC-Web enabled");
     }
-    // CORS (answering preflights) outside the gRPC-Web translation, both only with
-    // --grpc-web; the call tracking and every service layer as on native gRPC.
-    let cors = tower::util::option_layer(grpc_web.as_ref().map(GrpcWebOptions::cors));
-    let web = tower::util::option_layer(grpc_web.as_ref().map(|_| tonic_web::GrpcWebLayer::new()));
+    // With --grpc-web: HTTP/1.1 accepted, CORS (answering preflights) outside the
+    // gRPC-Web translation; the call tracking and every service layer as on native gRPC.
     let router = router(
-        &mut builder.layer(TrackCallsLayer).layer(cors).layer(web),
+        &mut with_grpc_web(builder.layer(TrackCallsLayer), grpc_web.as_ref()),
         &health,
     )?
     .add_service(service);

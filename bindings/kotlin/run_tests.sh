@@ -11,7 +11,9 @@
 #
 # `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/languages/kotlin.rs), with
 # LDPCOV_FFI_LIB and UNIFFI_BINDGEN naming what its own build made (no cargo call from
-# inside cargo), LDPCOV_URL an in-process aggregator and LDPCOV_KOTLIN_BUILD_DIR a
+# inside cargo), LDPCOV_URL an in-process aggregator, LDPCOV_RELAY_URL,
+# LDPCOV_RELAY_MIN_BATCH and LDPCOV_RELAY_DEVICE_TOKENS an in-process ldpcov-relay in
+# front of it (the shuffled collection's test needs them), and LDPCOV_KOTLIN_BUILD_DIR a
 # directory under cargo's target directory (kept between runs: Maven's incremental
 # state, and the scratch repository). MVN picks the Maven command (default mvn).
 #

@@ -7,7 +7,9 @@
 #
 # `cargo test -p ldpcov-ffi` runs this script too (bindings/tests/languages/python.rs), with
 # LDPCOV_FFI_LIB and UNIFFI_BINDGEN naming what its own build made (no cargo call
-# from inside cargo) and LDPCOV_URL naming an in-process aggregator. PYTHON picks the
+# from inside cargo), LDPCOV_URL naming an in-process aggregator and LDPCOV_RELAY_URL,
+# LDPCOV_RELAY_MIN_BATCH and LDPCOV_RELAY_DEVICE_TOKENS an in-process ldpcov-relay in
+# front of it (the shuffled collection's test skips without them). PYTHON picks the
 # interpreter (default python3).
 set -euo pipefail
 

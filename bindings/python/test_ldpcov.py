@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 if os.environ.get("LDPCOV_PY_MODULE_DIR"):
@@ -41,6 +42,11 @@ DELTA = 1e-6
 # Reports the main collection receives from Python.
 N_REPORTS = 300
 DIM = 4
+# The shuffled collection's batch window: the relay forms no batch from a window younger
+# than this (the aggregator's default is an hour).
+SHUFFLE_WINDOW_SECONDS = 1
+# How long the relay may take to forward a full window to the aggregator.
+RELAY_TIMEOUT_SECONDS = 30
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -275,13 +281,19 @@ class BindingsTest(unittest.TestCase):
 
 
     def test_shuffled_collection_goes_sealed_through_the_relay(self):
-        # The relay of cargo test's harness (bindings/tests/languages/common/test_relay.rs): it
-        # forwards a collection's reports to the aggregator as one shuffled batch once
-        # it holds LDPCOV_TEST_RELAY_BATCH of them. Run by hand, there is no relay.
+        # The relay of cargo test's harness (bindings/tests/languages/common/relay.rs):
+        # the real ldpcov-relay, in process, in front of the aggregator. It takes one
+        # report per device token (LDPCOV_RELAY_DEVICE_TOKENS: one per report here) and,
+        # on its next batch check, forwards a window as one shuffled batch once the
+        # window is the collection's batch window old and holds the collection's
+        # minimum (never fewer than LDPCOV_RELAY_MIN_BATCH, its floor). Run by hand,
+        # there is no relay.
         relay_url = os.environ.get("LDPCOV_RELAY_URL")
         if not relay_url:
             self.skipTest("no relay (LDPCOV_RELAY_URL): run through cargo test -p ldpcov-ffi")
-        batch = int(os.environ["LDPCOV_TEST_RELAY_BATCH"])
+        batch = int(os.environ["LDPCOV_RELAY_MIN_BATCH"])
+        tokens = os.environ["LDPCOV_RELAY_DEVICE_TOKENS"].split(",")
+        self.assertGreaterEqual(len(tokens), batch, "one device token per report")
         epsilon = 2.0
         info = self.admin.create_collection(
             ldp.CollectionSpecInput(
@@ -293,45 +305,87 @@ class BindingsTest(unittest.TestCase):
                 min_reports=1,
                 mechanism=ldp.Mechanism.RANK_ONE,
                 shuffle_min_batch_size=batch,
+                shuffle_batch_window_seconds=SHUFFLE_WINDOW_SECONDS,
             )
         )
         self.assertTrue(info.shuffled)
         self.assertFalse(self.info.shuffled)
         rng = random.Random(33)
         x = lambda: [rng.uniform(-0.5, 0.5) for _ in range(3)]  # noqa: E731
-        with tempfile.TemporaryDirectory() as ledger_dir:
-            config = ldp.LedgerConfig(
-                dir=ledger_dir, lifetime_epsilon=1000.0, period_days=0, delta=DELTA
-            )
+        with tempfile.TemporaryDirectory() as ledgers:
+
+            def ledger(name):
+                """A ledger of its own for one device (a phone has one)."""
+                path = os.path.join(ledgers, name)
+                os.mkdir(path)
+                return ldp.LedgerConfig(
+                    dir=path, lifetime_epsilon=1000.0, period_days=0, delta=DELTA
+                )
+
             # Without a relay the device refuses before charging anything.
-            direct = ldp.Device.connect(self.url, ledger=config)
+            direct = ldp.Device.connect(self.url, ledger=ledger("direct"))
             with self.assertRaises(ldp.LdpcovError.Sealing) as refused:
                 direct.submit("py-shuffled", x())
             self.assertIn("relay", str(refused.exception))
             self.assertEqual(direct.spent_epsilon(), 0.0)
             del direct
 
-            relay = ldp.RelayConfig(url=relay_url, token=os.environ["LDPCOV_RELAY_DEVICE_TOKEN"])
-            device = ldp.Device.connect(self.url, ledger=config, relay=relay)
-            self.assertEqual(device.collection("py-shuffled"), info)
-            for _ in range(batch - 1):
+            # One device per report, each with its own device token and ledger: the
+            # relay takes one report per device and collection.
+            devices = [
+                ldp.Device.connect(
+                    self.url,
+                    ledger=ledger(f"device-{i}"),
+                    relay=ldp.RelayConfig(url=relay_url, token=tokens[i]),
+                )
+                for i in range(batch)
+            ]
+            self.assertEqual(devices[0].collection("py-shuffled"), info)
+            for device in devices[:-1]:
                 self.assertFalse(device.submit("py-shuffled", x()).duplicate)
-            # The relay holds them: the aggregator has seen nothing yet.
+            # The relay holds them: past the window it waits for the minimum, so the
+            # aggregator has seen nothing yet.
+            time.sleep(SHUFFLE_WINDOW_SECONDS + 1.0)
             self.assertEqual(self.admin.status("py-shuffled").reports, 0)
-            device.submit("py-shuffled", x())
-            # The batch arrived and the aggregator opened every sealed report.
-            self.assertEqual(self.admin.status("py-shuffled").reports, batch)
-            # Each report spent epsilon0 (rho = epsilon0^2 / 2), as a direct one would.
-            rho = batch * epsilon**2 / 2
-            self.assertAlmostEqual(
-                device.spent_epsilon(), rho + 2.0 * math.sqrt(rho * math.log(1.0 / DELTA))
+            self.assertFalse(devices[-1].submit("py-shuffled", x()).duplicate)
+            # The relay forwards the batch on its next check, not within the call:
+            # the aggregator opens and counts every sealed report.
+            counted = wait_for_count(self.admin, "py-shuffled", batch, RELAY_TIMEOUT_SECONDS)
+            self.assertEqual(
+                counted,
+                batch,
+                f"the aggregator counts {counted} of the {batch} reports the relay took "
+                f"after {RELAY_TIMEOUT_SECONDS} s: the relay did not forward them as one batch",
             )
+            # Each device spent epsilon0 once (rho = epsilon0^2 / 2), as a direct
+            # report would.
+            rho = epsilon**2 / 2
+            for device in devices:
+                self.assertAlmostEqual(
+                    device.spent_epsilon(), rho + 2.0 * math.sqrt(rho * math.log(1.0 / DELTA))
+                )
+            del device, devices
         # A device token the relay does not know: refused, nothing counted.
         stranger = ldp.Device.connect(self.url, relay=ldp.RelayConfig(url=relay_url, token="wrong"))
         with self.assertRaises(ldp.LdpcovError.Unauthorized):
             stranger.submit("py-shuffled", x())
         self.assertEqual(self.admin.status("py-shuffled").reports, batch)
-        print(f"shuffled: {batch} sealed reports counted through the test relay", file=sys.stderr)
+        print(
+            f"shuffled: {batch} sealed reports counted through the relay, one per device",
+            file=sys.stderr,
+        )
+
+
+def wait_for_count(admin, collection_id, expected, timeout):
+    """The aggregator's count of ``collection_id`` once it reaches ``expected``, or the
+    last one read after ``timeout`` seconds (a relay forwards on its batch check)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reports = admin.status(collection_id).reports
+        if reports >= expected or time.monotonic() >= deadline:
+            return reports
+        time.sleep(0.1)
+
 
 def f64(value):
     """A vector file's f64: its IEEE-754 bits are authoritative."""

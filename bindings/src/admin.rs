@@ -37,14 +37,43 @@ pub struct CollectionSpecInput {
     /// reports (2 or more); `None`: reports go directly to the aggregator.
     #[uniffi(default)]
     pub shuffle_min_batch_size: Option<u64>,
+    /// A shuffled collection's batch window, seconds (only with
+    /// `shuffle_min_batch_size`): the relay closes a window into a batch once it is
+    /// this old and holds at least the minimum (at least 1; `None`: the aggregator's
+    /// default, one hour).
+    #[uniffi(default)]
+    pub shuffle_batch_window_seconds: Option<u64>,
 }
 
 impl CollectionSpecInput {
     /// The `CollectionSpec` an operator sends (`Admin::create_collection`): the
     /// encoding made explicit (i32, or i16 for the rank-one mechanism), the rest as
-    /// the aggregator's defaults.
-    pub(crate) fn to_proto(&self) -> CollectionSpec {
-        CollectionSpec {
+    /// the aggregator's defaults. InvalidInput for a batch window without a minimum
+    /// batch size (a collection that is not shuffled has no batches) or of 0 seconds.
+    pub(crate) fn to_proto(&self) -> Result<CollectionSpec, LdpcovError> {
+        let shuffle = match (
+            self.shuffle_min_batch_size,
+            self.shuffle_batch_window_seconds,
+        ) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(LdpcovError::InvalidInput {
+                    reason: "shuffle_batch_window_seconds is for shuffled collections: give shuffle_min_batch_size too".into(),
+                });
+            }
+            (Some(_), Some(0)) => {
+                return Err(LdpcovError::InvalidInput {
+                    reason: "shuffle_batch_window_seconds must be at least 1 (leave it out for the aggregator's default)".into(),
+                });
+            }
+            (Some(min_batch_size), window) => Some(ShuffleSpec {
+                min_batch_size,
+                // 0: the aggregator's default window.
+                batch_window_seconds: window.unwrap_or(0),
+                ..Default::default()
+            }),
+        };
+        Ok(CollectionSpec {
             collection_id: self.collection_id.clone(),
             dim: self.dim,
             epsilon: self.epsilon,
@@ -57,14 +86,9 @@ impl CollectionSpecInput {
                 (None, _) => WireEncoding::I32.to_proto().into(),
             },
             local_mechanism: self.mechanism.map_or(0, |m| m.to_proto() as i32),
-            shuffle: self
-                .shuffle_min_batch_size
-                .map(|min_batch_size| ShuffleSpec {
-                    min_batch_size,
-                    ..Default::default()
-                }),
+            shuffle,
             ..Default::default()
-        }
+        })
     }
 }
 
@@ -147,7 +171,7 @@ impl Admin {
         &self,
         spec: CollectionSpecInput,
     ) -> Result<CollectionInfo, LdpcovError> {
-        let spec = spec.to_proto();
+        let spec = spec.to_proto()?;
         let mut client = lock(&self.client)?;
         let params = self.runtime.block_on(client.create_collection(spec))?;
         let collection =
@@ -204,5 +228,56 @@ impl Admin {
             threshold_rule: estimate.threshold_rule,
             psd_projected: estimate.psd_projected,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shuffled(min_batch: Option<u64>, window: Option<u64>) -> CollectionSpecInput {
+        CollectionSpecInput {
+            collection_id: "shuffled".into(),
+            dim: 3,
+            epsilon: 2.0,
+            delta: 0.0,
+            clip_radius: 1.0,
+            min_reports: 1,
+            encoding: None,
+            mechanism: Some(Mechanism::RankOne),
+            shuffle_min_batch_size: min_batch,
+            shuffle_batch_window_seconds: window,
+        }
+    }
+
+    #[test]
+    fn the_batch_window_goes_into_the_shuffle_spec() {
+        let spec = shuffled(Some(5), Some(1)).to_proto().expect("a valid spec");
+        let shuffle = spec.shuffle.expect("a shuffled collection");
+        assert_eq!(
+            (shuffle.min_batch_size, shuffle.batch_window_seconds),
+            (5, 1)
+        );
+        // Left out: 0, which the aggregator resolves to its default.
+        let spec = shuffled(Some(5), None).to_proto().expect("a valid spec");
+        assert_eq!(spec.shuffle.expect("shuffled").batch_window_seconds, 0);
+        assert_eq!(
+            shuffled(None, None)
+                .to_proto()
+                .expect("a valid spec")
+                .shuffle,
+            None
+        );
+    }
+
+    #[test]
+    fn a_window_without_a_minimum_or_of_zero_seconds_is_refused() {
+        for (min_batch, window) in [(None, Some(1)), (Some(5), Some(0))] {
+            let refused = shuffled(min_batch, window).to_proto();
+            assert!(
+                matches!(refused, Err(LdpcovError::InvalidInput { .. })),
+                "{min_batch:?}, {window:?}: {refused:?}"
+            );
+        }
     }
 }

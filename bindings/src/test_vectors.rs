@@ -83,7 +83,7 @@ pub fn collection_params_for_test_vectors(
     spec: CollectionSpecInput,
 ) -> Result<Vec<u8>, LdpcovError> {
     let collection =
-        Collection::create(&spec.to_proto()).map_err(|e| LdpcovError::InvalidInput {
+        Collection::create(&spec.to_proto()?).map_err(|e| LdpcovError::InvalidInput {
             reason: e.to_string(),
         })?;
     Ok(collection.params().encode_to_vec())
@@ -110,6 +110,7 @@ mod tests {
             encoding: None,
             mechanism,
             shuffle_min_batch_size: None,
+            shuffle_batch_window_seconds: None,
         }
     }
 
@@ -123,7 +124,7 @@ mod tests {
         ] {
             let input = spec(5, mechanism);
             let params = collection_params_for_test_vectors(input.clone()).unwrap();
-            let created = Collection::create(&input.to_proto()).unwrap();
+            let created = Collection::create(&input.to_proto().unwrap()).unwrap();
             assert_eq!(params, created.params().encode_to_vec());
             let collection =
                 Collection::from_params(&CollectionParams::decode(params.as_slice()).unwrap())

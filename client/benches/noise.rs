@@ -23,12 +23,12 @@
 
 use criterion::measurement::Measurement;
 use criterion::{BenchmarkId, Criterion, Throughput};
-use ldpcov_client::discrete_gaussian::{RandomBits, cks20};
 use ldpcov_client::proto::v1::CollectionSpec;
 use ldpcov_client::{
     Collection, DiscreteGaussian, DiscreteGaussianSampler, FloatGaussianNotPrivate, NoiseSampler,
     Perturber, Sigma2,
 };
+use ldpcov_noise::{RandomBits, cks20};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::{ChaCha12Rng, ChaCha20Rng};
 use std::hint::black_box;

@@ -1,7 +1,7 @@
 //! The async gRPC client (feature `grpc`, on by default): [`AggregatorClient`].
 
+use crate::DiscreteGaussianSampler;
 use crate::NoiseSampler;
-use crate::discrete_gaussian::DiscreteGaussianSampler;
 use crate::perturb::{random_report_id, report_of_clipped};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_privacy::{Collection, ReportId};

@@ -56,14 +56,11 @@
 
 //! # Public surface
 //!
-//! Everything is exported at the crate root. The one public module,
-//! [`discrete_gaussian`], also carries the exact sampler's algorithm and exactness
-//! argument, and the CKS20 reference algorithms ([`discrete_gaussian::cks20`]) it is
-//! tested and benchmarked against.
+//! Everything is exported at the crate root. The exact samplers come from the
+//! `ldpcov-noise` crate ([`DiscreteGaussianSampler`] and what a device needs are
+//! re-exported here); its docs carry the algorithm, the exactness argument and the
+//! CKS20 reference algorithms it is tested and benchmarked against.
 
-/// The exact discrete Gaussian sampler: the `ldpcov-noise` crate, re-exported under
-/// its old path (its docs carry the algorithm and the exactness argument).
-pub use ldpcov_noise as discrete_gaussian;
 mod error;
 mod ledger;
 mod mechanism;

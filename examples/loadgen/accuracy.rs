@@ -235,31 +235,47 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
             let mut next = start as usize;
             if let Some((relay_url, issuer)) = relay {
                 // Each user seals its report and sends it under its own device token.
+                // The reports are built on a blocking thread, up to two batches ahead of
+                // the sending (the relay and aggregator serve on the runtime's threads).
                 let relay_client = RelayClient::connect(relay_url).await?;
-                while left > 0 {
-                    let n = left.min(batch as u64) as usize;
-                    let mut sealed = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        let x = match source.as_ref() {
-                            Source::Model { sampler, .. } => sampler.sample(&mut rng),
-                            Source::Data { users, rows, .. } => users.row(rows[next]).to_vec(),
-                        };
-                        let prepared = client.prepare_relay_report(&collection, &x).await?;
-                        bytes = prepared
-                            .request
-                            .sealed
-                            .as_ref()
-                            .map_or(0, |s| s.ciphertext.len() + s.enc.len());
-                        sealed.push((next as u64, prepared));
-                        next += 1;
+                let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+                let handle = tokio::runtime::Handle::current();
+                let builder = tokio::task::spawn_blocking(move || {
+                    let mut bytes = 0usize;
+                    while left > 0 {
+                        let n = left.min(batch as u64) as usize;
+                        let mut sealed = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let x = match source.as_ref() {
+                                Source::Model { sampler, .. } => sampler.sample(&mut rng),
+                                Source::Data { users, rows, .. } => users.row(rows[next]).to_vec(),
+                            };
+                            let prepared =
+                                handle.block_on(client.prepare_relay_report(&collection, &x))?;
+                            bytes = prepared
+                                .request
+                                .sealed
+                                .as_ref()
+                                .map_or(0, |s| s.ciphertext.len() + s.enc.len());
+                            sealed.push((next as u64, prepared));
+                            next += 1;
+                        }
+                        if tx.blocking_send(sealed).is_err() {
+                            break; // the sender stopped on an error, which it reports
+                        }
+                        left -= n as u64;
                     }
+                    anyhow::Ok(bytes)
+                });
+                while let Some(sealed) = rx.recv().await {
+                    let n = sealed.len() as u64;
                     let (stored, dup) =
                         crate::relay::send_sealed(&relay_client, &issuer, sealed).await?;
                     accepted += stored;
                     duplicates += dup;
-                    bar.inc(n as u64);
-                    left -= n as u64;
+                    bar.inc(n);
                 }
+                let bytes = builder.await.context("report builder panicked")??;
                 return anyhow::Ok((accepted, duplicates, bytes));
             }
             while left > 0 {

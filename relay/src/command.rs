@@ -10,9 +10,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::constants::{
+    DEFAULT_DEVICE_TOKEN_LIFETIME, DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS,
+};
 use crate::{
-    CloseRule, DEFAULT_DEVICE_TOKEN_LIFETIME, DEFAULT_MIN_BATCH_SIZE,
-    DEFAULT_MIN_BATCH_WINDOW_SECONDS, DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore,
+    CloseRule, DeviceTokenIssuer, GrpcWebOptions, RelayLimits, RelayOptions, RelayStore,
     Revocations, Secret, StoreOptions, Upstream, serve,
 };
 use anyhow::{Context, Result, bail};
@@ -115,6 +117,20 @@ struct ServeArgs {
     /// shorter batch_window_seconds are refused (0: the collection's own).
     #[arg(long, env = "LDPCOV_RELAY_MIN_BATCH_WINDOW_SECONDS", default_value_t = DEFAULT_MIN_BATCH_WINDOW_SECONDS)]
     min_batch_window_seconds: u64,
+    /// Also answer gRPC-Web (for browser devices; HTTP/1.1 is accepted on the same
+    /// port), with the same device tokens and limits as native gRPC.
+    #[arg(long, env = "LDPCOV_RELAY_GRPC_WEB")]
+    grpc_web: bool,
+    /// An origin whose pages may call the relay over gRPC-Web
+    /// (`https://app.example.com`; repeat or comma-separate for several). Without
+    /// one, no cross-origin page may. Needs --grpc-web.
+    #[arg(
+        long = "grpc-web-origin",
+        env = "LDPCOV_RELAY_GRPC_WEB_ORIGINS",
+        value_name = "ORIGIN",
+        value_delimiter = ','
+    )]
+    grpc_web_origins: Vec<String>,
     /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`).
     #[arg(long, env = "LDPCOV_RELAY_METRICS_LISTEN", value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
@@ -179,6 +195,16 @@ impl ServeArgs {
                 self.min_batch_size
             );
         }
+        if !self.grpc_web_origins.is_empty() && !self.grpc_web {
+            bail!("--grpc-web-origin needs --grpc-web");
+        }
+        let grpc_web = if self.grpc_web {
+            Some(GrpcWebOptions::with_origins(
+                self.grpc_web_origins.iter().map(String::as_str),
+            )?)
+        } else {
+            None
+        };
         let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
         let mut issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?
             .accepting_unexpiring(self.accept_unexpiring_device_tokens);
@@ -261,6 +287,7 @@ impl ServeArgs {
                 min_batch_size: self.min_batch_size,
                 window_seconds: self.min_batch_window_seconds,
             },
+            grpc_web,
             ..RelayOptions::new(upstream, issuer)
         };
         let shutdown = async {

@@ -17,7 +17,7 @@
 //! rests on from its own configuration, not the aggregator's answer ([`Gate`]):
 //!
 //! * **its own floor** ([`RelayOptions::floor`], `serve --min-batch-size`, default
-//!   [`DEFAULT_MIN_BATCH_SIZE`], and `--min-batch-window-seconds`): a collection
+//!   [`constants::DEFAULT_MIN_BATCH_SIZE`], and `--min-batch-window-seconds`): a collection
 //!   announcing less is refused (FAILED_PRECONDITION), and a window closes by the
 //!   larger of the announced rule and the floor, so no batch below the floor is
 //!   formed;
@@ -44,7 +44,9 @@
 //! * [`Upstream`] — the aggregator: collection parameters (cached) and the batch call.
 //! * [`Gate`] — the floor and the pinned settings, for the service and the forwarder.
 //! * [`RelayService`] — the gRPC service; [`serve`] runs it with health, reflection,
-//!   limits, TLS and the [`Forwarder`].
+//!   limits, TLS and the [`Forwarder`], and, for browser devices, gRPC-Web behind a
+//!   CORS policy ([`RelayOptions::grpc_web`], `serve --grpc-web`, `--grpc-web-origin`:
+//!   the aggregator's [`GrpcWebOptions`], from `ldpcov-serve`).
 //! * [`command`] — the `ldpcov-relay` command line (`command::main` is the binary's).
 //!
 //! **The relay never holds the aggregator's master secret or any opening key**, never
@@ -98,26 +100,37 @@ mod upstream;
 /// The wire types (`ldpcov-proto`).
 pub use ldpcov_proto as proto;
 
-pub use forward::{BATCH_TIMEOUT, FIRST_BACKOFF, Forwarder, MAX_BACKOFF};
-pub use gate::{Admitted, DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
+/// The relay's fixed limits and tuning values (back-offs, cache lifetimes, chunk sizes,
+/// token and file formats, the default floor), kept out of the crate's entry points.
+pub mod constants {
+    pub use crate::forward::{BATCH_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
+    pub use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS};
+    pub use crate::server::HEALTH_SERVICE_NAME;
+    pub use crate::service::{ENC_LEN, TAG_LEN};
+    pub use crate::store::{DB_FILE, FORMAT_VERSION};
+    pub use crate::token::{
+        DEFAULT_DEVICE_TOKEN_LIFETIME, DEVICE_SECRET_LEN, DEVICE_TOKEN_LABEL,
+        DEVICE_TOKEN_LABEL_V2, MAX_DEVICE_ID_LEN, MAX_TOKEN_LEN, REVOCATIONS_RECHECK,
+    };
+    pub use crate::upstream::{
+        CHUNK_BYTES, CHUNK_REPORTS, COLLECTION_TTL, KEY_REFRESH_AGE, NEGATIVE_TTL,
+    };
+}
+
+pub use forward::Forwarder;
+pub use gate::{Admitted, Gate};
+/// gRPC-Web for browser devices ([`RelayOptions::grpc_web`]) and an origin it cannot
+/// use: `ldpcov-serve`'s, shared with the aggregator.
+pub use ldpcov_serve::{GrpcWebOptions, OriginError};
 pub use pin::PinnedSettings;
-pub use server::{
-    HEALTH_SERVICE_NAME, RelayLimits, RelayOptions, ServeError, serve, serve_with_clock,
-};
-pub use service::{Clock, ENC_LEN, RelayService, TAG_LEN, system_clock};
+pub use server::{RelayLimits, RelayOptions, ServeError, serve, serve_with_clock};
+pub use service::{Clock, RelayService, system_clock};
 pub use store::{
-    CloseRule, DB_FILE, FORMAT_VERSION, FormedBatch, PendingBatch, RelayStore, StoreError,
-    StoreOptions, Submission, SubmitOutcome,
+    CloseRule, FormedBatch, PendingBatch, RelayStore, StoreError, StoreOptions, Submission,
+    SubmitOutcome,
 };
-pub use token::{
-    DEFAULT_DEVICE_TOKEN_LIFETIME, DEVICE_SECRET_LEN, DEVICE_TOKEN_LABEL, DEVICE_TOKEN_LABEL_V2,
-    DeviceId, DeviceTokenIssuer, MAX_DEVICE_ID_LEN, MAX_TOKEN_LEN, REVOCATIONS_RECHECK,
-    Revocations, Secret, TokenError,
-};
-pub use upstream::{
-    CHUNK_BYTES, CHUNK_REPORTS, COLLECTION_TTL, CollectionInfo, KEY_REFRESH_AGE, NEGATIVE_TTL,
-    Upstream, UpstreamError, chunk,
-};
+pub use token::{DeviceId, DeviceTokenIssuer, Revocations, Secret, TokenError};
+pub use upstream::{CollectionInfo, Upstream, UpstreamError, chunk};
 
 /// Installs the Prometheus exporter (its own HTTP listener on `addr`, `GET /metrics`).
 ///

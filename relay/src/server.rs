@@ -24,6 +24,12 @@
 //! * a message that does not decode is refused INVALID_ARGUMENT, one larger than
 //!   `max_message_bytes` RESOURCE_EXHAUSTED (tonic's own INTERNAL and OUT_OF_RANGE
 //!   rewritten).
+//!
+//! With [`RelayOptions::grpc_web`] (`serve --grpc-web`, for browser devices) the relay
+//! also answers gRPC-Web over HTTP/1.1 and HTTP/2, behind a CORS policy naming the
+//! allowed origins (`--grpc-web-origin`): `ldpcov-serve`'s [`GrpcWebOptions`], the
+//! aggregator's own, outside every layer above, so a browser's call meets the same
+//! token check, limits and status rewriting as a native one.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,8 +38,8 @@ use std::time::Duration;
 
 use ldpcov_proto::v1::relay_server::RelayServer;
 use ldpcov_serve::{
-    AuthFirstLayer, BoxFuture, ConnectionLimits, Health, TrackCallsLayer, incoming, router,
-    server_builder,
+    AuthFirstLayer, BoxFuture, ConnectionLimits, GrpcWebOptions, Health, TrackCallsLayer,
+    grpc_web as with_grpc_web, incoming, router, server_builder,
 };
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -129,11 +135,14 @@ pub struct RelayOptions {
     /// The relay's own floor: collections announcing a smaller `min_batch_size` or a
     /// shorter window are refused, and no batch holds fewer reports.
     pub floor: CloseRule,
+    /// Also answer gRPC-Web (HTTP/1.1 and HTTP/2, `application/grpc-web*`), for
+    /// browser devices, behind its CORS policy; `None`: native gRPC only.
+    pub grpc_web: Option<GrpcWebOptions>,
 }
 
 impl RelayOptions {
     /// Default limits, no admin token, no TLS, a check every second, the default
-    /// floor ([`DEFAULT_MIN_BATCH_SIZE`] reports, no window minimum).
+    /// floor ([`DEFAULT_MIN_BATCH_SIZE`] reports, no window minimum), no gRPC-Web.
     pub fn new(upstream: Upstream, issuer: DeviceTokenIssuer) -> Self {
         RelayOptions {
             upstream,
@@ -146,6 +155,7 @@ impl RelayOptions {
                 min_batch_size: DEFAULT_MIN_BATCH_SIZE,
                 window_seconds: DEFAULT_MIN_BATCH_WINDOW_SECONDS,
             },
+            grpc_web: None,
         }
     }
 }
@@ -194,6 +204,7 @@ pub async fn serve_with_clock(
         limits,
         batch_check_interval,
         floor,
+        grpc_web,
     } = options;
     if floor.min_batch_size < 2 {
         return Err(ServeError::Floor(floor.min_batch_size));
@@ -255,10 +266,18 @@ pub async fn serve_with_clock(
         .named_layer(service);
     let tls = tls.map(|(cert, key)| ldpcov_serve::tls_from_pem(cert, key));
     let builder = server_builder(&connection, tls)?;
-    let served = router(&mut builder.layer(TrackCallsLayer), &health)?
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming(listener, &connection), shutdown)
-        .await;
+    if let Some(web) = &grpc_web {
+        tracing::info!(origins = ?web.allowed_origins(), "gRPC-Web enabled");
+    }
+    // With gRPC-Web: HTTP/1.1 accepted, CORS (answering preflights) outside the
+    // gRPC-Web translation; the call tracking and every service layer as on native gRPC.
+    let served = router(
+        &mut with_grpc_web(builder.layer(TrackCallsLayer), grpc_web.as_ref()),
+        &health,
+    )?
+    .add_service(service)
+    .serve_with_incoming_shutdown(incoming(listener, &connection), shutdown)
+    .await;
     let _ = stop_tx.send(());
     let _ = forwarder.await;
     served?;

@@ -30,7 +30,8 @@
 //!
 //! [`seal`] (any [`CryptoRng`](rand_core::CryptoRng) of [`rand_core`] 0.10, re-exported)
 //! or [`seal_with_os_rng`] needs only a [`PublicKeyConfig`]. Reports are copied once
-//! on each side (several MB is fine); [`CollectionKeys::open_owned`] decrypts in place.
+//! on each side (several MB is fine); [`CollectionKeys::open_owned`] decrypts in place,
+//! and an [`Opener`] opens many reports deriving each key once.
 //! [`seal_with_seed_for_test_vectors_not_private`] is deterministic, for test vectors
 //! only.
 //!
@@ -63,7 +64,7 @@ mod seal;
 mod secret;
 
 pub use hpke::rand_core;
-pub use keys::{CollectionKeys, OpenError, PublicKeyConfig};
+pub use keys::{CollectionKeys, OpenError, Opener, PublicKeyConfig};
 pub use schedule::{KeySchedule, KeyState, KeyWindow, MIN_ROTATION_SECONDS, ScheduleError};
 pub use seal::{
     CollectionIdTooLong, SealError, SealedReport, aad, seal, seal_with_os_rng,

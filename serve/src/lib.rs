@@ -19,6 +19,11 @@
 //!   handshake and idle timeouts, the accept loop backing off
 //!   ([`accept_backoff`]) when out of file descriptors, and a call's token checked
 //!   from its headers before it takes a slot of the global concurrency limit.
+//! * [`GrpcWebOptions`] and [`grpc_web`] — gRPC-Web for browsers, the same policy in
+//!   both daemons: HTTP/1.1 accepted, `tonic-web`'s translation behind a CORS layer
+//!   with the allowed origins ([`OriginError`] for one that is not an origin),
+//!   outside every layer of the daemon's own, so a browser's call meets the same token
+//!   check and limits as a native one.
 //! * [`process`] — the daemon binaries' `main`: command line parsing (exit code 2 on
 //!   usage errors), logging from the `--log` filter, the async runtime, one-line
 //!   errors, and the shutdown signals (SIGTERM, Ctrl-C).
@@ -79,6 +84,7 @@ mod connection;
 mod health;
 pub mod process;
 mod transport;
+mod web;
 
 pub use connection::{
     ACCEPT_BACKOFF, AuthFirst, AuthFirstLayer, BoxFuture, ConnectionInfo, GuardedStream,
@@ -90,3 +96,4 @@ pub use transport::{
     ConnectionLimits, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,
     server_builder, tls_from_pem,
 };
+pub use web::{GrpcWebLayers, GrpcWebOptions, OriginError, grpc_web};

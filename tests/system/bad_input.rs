@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut};
 use futures::StreamExt;
+use ldpcov::aggregator::Limits;
+use ldpcov::aggregator::constants::STREAM_BATCH;
 use ldpcov::aggregator::{AuthConfig, SubmitToken, Token};
 use ldpcov::aggregator::{BatchOutcome, MemoryStore, Snapshot, Store, StoreError, ValidReport};
 use ldpcov::aggregator::{EmbeddedServer, ServeOptions, TransportLimits};
-use ldpcov::aggregator::{Limits, STREAM_BATCH};
 use ldpcov::client::{
     AggregatorClient, ClientError, DiscreteGaussianSampler, NoiseSampler, Perturber, RetryPolicy,
 };
@@ -958,7 +959,7 @@ fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
 #[tokio::test]
 async fn estimate_lists_beyond_their_bounds_are_invalid_argument_before_any_work() {
     use get_estimate_request::Threshold;
-    use ldpcov::aggregator::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
+    use ldpcov::aggregator::constants::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
     use ldpcov::proto::v1::{BulkShrinkage, CrossValidatedThreshold};
     let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
     let mut admin = client(&server.url(), 7).await;

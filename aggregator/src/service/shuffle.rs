@@ -14,7 +14,7 @@ use ldpcov_proto::v1::{
     CollectionParams, HpkeKeyState, HpkePublicKey, RefusedReport, Report, ShuffleDelivered,
     ShuffledBatchChunk, ShuffledBatchResponse,
 };
-use ldpcov_seal::{CollectionKeys, KeySchedule, KeyState, OpenError, PublicKeyConfig};
+use ldpcov_seal::{CollectionKeys, KeySchedule, KeyState, OpenError, Opener, PublicKeyConfig};
 use prost::Message;
 use tokio_stream::StreamExt;
 use tonic::{Code, Request, Status, Streaming};
@@ -287,7 +287,8 @@ fn partial(code: Code, message: &str, received: u64, so_far: &ShuffledBatchRespo
 }
 
 /// Opens, decodes and checks a chunk's reports (`first` is the first one's position in
-/// the batch): the valid ones, and the refused ones with their status.
+/// the batch), on every core: the valid ones, and the refused ones with their status,
+/// each in the chunk's order.
 fn open_chunk(
     collection: &Collection,
     keys: &CollectionKeys,
@@ -295,14 +296,23 @@ fn open_chunk(
     first: u64,
     now: u64,
 ) -> (Vec<ValidReport>, Vec<RefusedReport>) {
-    let mut valid = Vec::with_capacity(chunk.reports.len());
+    use rayon::prelude::*;
+    let opened: Vec<Result<ValidReport, Status>> = chunk
+        .reports
+        .into_par_iter()
+        // One opener per piece of the chunk a thread takes: each key derived once there.
+        .map_init(
+            || keys.opener(),
+            |opener, sealed| open_one(collection, opener, sealed, now),
+        )
+        .collect();
+    let mut valid = Vec::with_capacity(opened.len());
     let mut refused = Vec::new();
-    for (offset, sealed) in chunk.reports.into_iter().enumerate() {
-        let index = first + offset as u64;
-        match open_one(collection, keys, sealed, now) {
+    for (offset, result) in opened.into_iter().enumerate() {
+        match result {
             Ok(v) => valid.push(v),
             Err(status) => refused.push(RefusedReport {
-                index,
+                index: first + offset as u64,
                 code: status.code() as i32,
                 message: status.message().to_string(),
             }),
@@ -315,11 +325,11 @@ fn open_chunk(
 /// this collection, validated as a direct report would be.
 fn open_one(
     collection: &Collection,
-    keys: &CollectionKeys,
+    opener: &mut Opener<'_>,
     sealed: ldpcov_proto::v1::SealedReport,
     now: u64,
 ) -> Result<ValidReport, Status> {
-    let plaintext = keys
+    let plaintext = opener
         .open_owned(
             ldpcov_seal::SealedReport {
                 key_id: sealed.key_id,

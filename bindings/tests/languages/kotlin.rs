@@ -9,8 +9,10 @@
 //! As in `python.rs`, cargo is not called from here (it holds the build directory
 //! lock): the script gets the `cdylib` this test's build put in `deps/` (JNA loads it
 //! from there through `jna.library.path` in the bindings' own tests, and the jar
-//! carries a copy of it), this package's `uniffi-bindgen` binary, and an in-process
-//! `EmbeddedServer` as `LDPCOV_URL`.
+//! carries a copy of it), this package's `uniffi-bindgen` binary, an in-process
+//! `EmbeddedServer` as `LDPCOV_URL`, and the real relay (`ldpcov-relay`'s library, in
+//! process: `common/relay.rs`) in front of it as `LDPCOV_RELAY_URL`, with a device token
+//! per report of the shuffled collection's test.
 //!
 //! Java and Maven are required: without them the test fails, it does not skip. Maven's
 //! build directory and the scratch repository are kept under cargo's

@@ -12,7 +12,10 @@
 //!   and in-memory store (what `serve --memory` runs) on a loopback port — passed to the
 //!   script as `LDPCOV_URL`. The daemon binary belongs to another package, whose
 //!   binaries a test of this one cannot ask cargo for; `run_tests.sh` run by hand
-//!   starts the real binary instead.
+//!   starts the real binary instead;
+//! * the relay: `ldpcov-relay`'s library, in process in front of that aggregator
+//!   (`common/relay.rs`), passed as `LDPCOV_RELAY_URL` with a device token per report
+//!   of the shuffled collection's test (run by hand, that test skips).
 
 use crate::common;
 
@@ -30,10 +33,11 @@ fn python_bindings_end_to_end() {
         out.stdout,
         out.stderr
     );
-    // The shuffled collection's test ran (it skips only without the harness's relay).
+    // The shuffled collection's test ran (it skips only without the harness's relay)
+    // and the aggregator counted the batch the relay forwarded.
     assert!(
         out.stderr
-            .contains("sealed reports counted through the test relay"),
+            .contains("sealed reports counted through the relay"),
         "the shuffled-collection test did not run:\n{}",
         out.stderr
     );

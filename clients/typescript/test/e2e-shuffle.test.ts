@@ -1,31 +1,46 @@
-// A shuffled collection end to end: the real daemon (`serve --memory --grpc-web` with a
-// relay token file) publishes the collection's HPKE keys; the TypeScript client seals
-// each report to the active key (@hpke/core) and sends it over gRPC-Web to a relay —
-// here the minimal test relay of test-relay.ts, since the relay daemon is not part of
-// this package — which forwards the sealed reports as one shuffled batch to the
-// daemon's SubmitShuffledBatch with its relay token. The daemon (Rust, the `hpke`
-// crate) opens every report TypeScript sealed: its count moves by exactly the reports
-// sent, and only when the batch arrives. A device without a relay is refused before
-// anything is charged, a direct report is refused by the daemon, and the ledger is
-// charged ε0²/2 per report.
+// A shuffled collection end to end, through the real daemons: the aggregator
+// (`serve --memory --grpc-web` with a relay token file) publishes the collection's HPKE
+// keys; each device (its own device token, issued by the relay's command line, and its
+// own ledger: the relay takes one report per device) seals its report to the active key
+// (@hpke/core) and sends it over gRPC-Web, as a browser must, to the real relay
+// (`ldpcov-relay serve --grpc-web`), which stores it and, once the collection's window
+// is over and holds the minimum batch, forwards the window as one shuffled batch to the
+// aggregator's SubmitShuffledBatch with its relay token. The aggregator (Rust, the
+// `hpke` crate) opens every report TypeScript sealed: its count stays 0 below the
+// minimum, past the window, and then moves by exactly the reports sent. A device without
+// a relay is refused before anything is charged, a direct report is refused by the
+// aggregator, an unknown device token by the relay, and the ledger is charged ε0²/2 per
+// report.
 
 import assert from "node:assert/strict";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, test } from "node:test";
 import { LocalMechanism } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
-import { AggregatorClient, BudgetLedger, DEFAULT_BUDGET_LIMITS, MemoryLedgerStorage, RelayMismatchError, SealingError, StatusError } from "../src/index.js";
-import { ADMIN_TOKEN, type Daemon, startDaemon, SUBMIT_TOKEN } from "./daemon.js";
-import { startTestRelay, type TestRelay } from "./test-relay.js";
+import {
+  AggregatorClient,
+  BudgetLedger,
+  type Collection,
+  DEFAULT_BUDGET_LIMITS,
+  MemoryLedgerStorage,
+  RelayMismatchError,
+  SealingError,
+  StatusError,
+} from "../src/index.js";
+import { ADMIN_TOKEN, type Daemon, type Relay, startDaemon, startRelay, SUBMIT_TOKEN } from "./daemon.js";
 
 const RELAY_TOKEN = "ts-relay-secret";
-const DEVICE_TOKEN = "ts-device-secret";
 const MIN_BATCH = 6;
+/** The collection's batch window, seconds: short, so that the relay forms the batch soon. */
+const WINDOW_SECONDS = 1;
+/** How long to wait for the relay to forward a due batch (it checks every 20 ms). */
+const FORWARD_TIMEOUT_MS = 30_000;
 
 let dir: string;
 let daemon: Daemon;
-let relay: TestRelay;
+let relay: Relay;
 let admin: AggregatorClient;
 
 before(async () => {
@@ -33,7 +48,7 @@ before(async () => {
   const tokens = join(dir, "relay-tokens");
   await writeFile(tokens, `${RELAY_TOKEN}\n`, { mode: 0o600 });
   daemon = await startDaemon(["--relay-token-file", tokens]);
-  relay = await startTestRelay({ aggregatorUrl: daemon.url, relayToken: RELAY_TOKEN, deviceToken: DEVICE_TOKEN });
+  relay = await startRelay({ aggregatorUrl: daemon.url, relayToken: RELAY_TOKEN });
   admin = new AggregatorClient(daemon.url, { token: ADMIN_TOKEN });
 });
 
@@ -46,7 +61,35 @@ after(async () => {
 const count = async (id: string) => (await admin.status(id)).reports;
 const vector = (dim: number, k: number) => Array.from({ length: dim }, (_, i) => Math.cos(1 + i + 5 * k) * 0.7);
 
-test("e2e-shuffled: sealed reports through the relay, opened by the daemon; the count moves by exactly what was sent", async () => {
+/** A budget that holds every report here (each spends ρ = ε0²/2 = 2). */
+const ledger = () => BudgetLedger.open(new MemoryLedgerStorage(), { ...DEFAULT_BUDGET_LIMITS, lifetimeEpsilon: 1000, periodEpsilon: null });
+
+/** A device of its own: a device token the relay issued for `deviceId`, its own ledger. */
+async function device(deviceId: string): Promise<{ client: AggregatorClient; ledger: BudgetLedger }> {
+  const token = await relay.issueDeviceToken(deviceId);
+  const own = await ledger();
+  return { client: new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, ledger: own, relay: { url: relay.url, token } }), ledger: own };
+}
+
+/** Polls the aggregator's count of `id` until it is `expected`; fails with the relay's view and log after {@link FORWARD_TIMEOUT_MS}. */
+async function waitForCount(id: string, expected: bigint): Promise<void> {
+  const deadline = Date.now() + FORWARD_TIMEOUT_MS;
+  let now = await count(id);
+  while (now !== expected) {
+    if (Date.now() > deadline) {
+      const held = await relay.status(id).catch((e: unknown) => String(e));
+      assert.fail(
+        `the relay did not forward the batch: the aggregator counts ${now} reports of ${id} after ${FORWARD_TIMEOUT_MS / 1000} s, ` +
+          `expected ${expected}; the relay's status: ${JSON.stringify(held, (_, v: unknown) => (typeof v === "bigint" ? v.toString() : v))}\n` +
+          `the relay's log:\n${relay.log()}`,
+      );
+    }
+    await sleep(100);
+    now = await count(id);
+  }
+}
+
+test("e2e-shuffled: sealed reports through the real relay over gRPC-Web, opened by the daemon; the count moves by exactly what was sent", async () => {
   const id = "e2e-shuffled";
   const params = await admin.createCollection({
     collectionId: id,
@@ -56,51 +99,62 @@ test("e2e-shuffled: sealed reports through the relay, opened by the daemon; the 
     clipRadius: 1,
     minReports: 1n,
     localMechanism: LocalMechanism.RANK_ONE,
-    shuffle: { minBatchSize: BigInt(MIN_BATCH) },
+    shuffle: { minBatchSize: BigInt(MIN_BATCH), batchWindowSeconds: BigInt(WINDOW_SECONDS) },
   });
   assert.equal(params.shuffle?.keys.length, 2);
 
-  // A budget that holds every report here (each spends ρ = ε0²/2 = 2).
-  const ledger = await BudgetLedger.open(new MemoryLedgerStorage(), { ...DEFAULT_BUDGET_LIMITS, lifetimeEpsilon: 1000, periodEpsilon: null });
-  const client = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, ledger, relay: { url: relay.url, token: DEVICE_TOKEN } });
-  const collection = await client.collection(id);
-  assert.ok(collection.shuffled);
-
   // Direct reports: the client refuses without a relay before charging anything; the
   // daemon refuses a direct report built for the collection.
-  const direct = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, ledger });
-  await assert.rejects(direct.submit(collection, vector(4, 0)), (e: unknown) => e instanceof SealingError && /relay/.test(e.message));
-  assert.equal(ledger.spends.length, 0, "refused before the ledger");
-  const report = await direct.prepareReport(collection, vector(4, 0));
+  const directLedger = await ledger();
+  const direct = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, ledger: directLedger });
+  const directCollection = await direct.collection(id);
+  assert.ok(directCollection.shuffled);
+  await assert.rejects(direct.submit(directCollection, vector(4, 0)), (e: unknown) => e instanceof SealingError && /relay/.test(e.message));
+  assert.equal(directLedger.spends.length, 0, "refused before the ledger");
+  const report = await direct.prepareReport(directCollection, vector(4, 0));
   await assert.rejects(direct.submitReport(report), (e: unknown) => e instanceof StatusError && e.codeName === "FAILED_PRECONDITION");
   assert.equal(await count(id), 0n);
-  const spentBefore = ledger.spends.length; // the direct report prepared above (1)
 
-  // N sealed reports to the relay; nothing is counted until the batch goes.
-  const N = MIN_BATCH + 2;
-  for (let k = 0; k < N; k++) {
-    const outcome = await client.submit(collection, vector(4, k + 1));
+  // One device per report (the relay takes one report per device and collection).
+  const devices: { client: AggregatorClient; ledger: BudgetLedger; collection: Collection }[] = [];
+  for (let k = 0; k < MIN_BATCH; k++) {
+    const d = await device(`ts-device-${k}`);
+    const collection = await d.client.collection(id);
+    assert.ok(collection.shuffled);
+    devices.push({ ...d, collection });
+  }
+
+  // One report fewer than the minimum: the relay holds them, past the window; the
+  // aggregator has seen nothing.
+  for (let k = 0; k < MIN_BATCH - 1; k++) {
+    const d = devices[k]!;
+    const outcome = await d.client.submit(d.collection, vector(4, k + 1));
     assert.equal(outcome.duplicate, false);
     assert.equal(outcome.attempts, 1);
   }
-  // A resent submission is stored once.
-  const prepared = await client.prepareRelayReport(collection, vector(4, 99));
-  assert.equal((await client.submitRelayReport(prepared)).duplicate, false);
-  assert.equal((await client.submitRelayReport(prepared)).duplicate, true);
-  const sent = N + 1;
-  assert.equal(relay.held(id), sent);
-  assert.equal(await count(id), 0n, "the relay holds them; the aggregator has seen nothing yet");
-  // ε0 = 2 per report, charged once per report whatever was resent: ρ = ε0²/2.
-  assert.equal(ledger.spends.length - spentBefore, sent);
-  for (const s of ledger.spends) assert.equal(s.rho, 2);
+  await sleep(WINDOW_SECONDS * 1000 + 1500);
+  assert.equal((await relay.status(id)).windowReports, BigInt(MIN_BATCH - 1), "the relay holds the reports in the open window");
+  assert.equal(await count(id), 0n, "below the minimum batch the relay forwards nothing, however old the window");
 
-  // The relay forwards one shuffled batch: the daemon opens every report TypeScript sealed.
-  const response = await relay.flush(id);
+  // The last device's report completes the batch; resent, it is stored once.
+  const last = devices[MIN_BATCH - 1]!;
+  const prepared = await last.client.prepareRelayReport(last.collection, vector(4, 99));
+  assert.equal((await last.client.submitRelayReport(prepared)).duplicate, false);
+  assert.equal((await last.client.submitRelayReport(prepared)).duplicate, true);
+
+  // The relay forwards one shuffled batch on its next check: the daemon opens every
+  // report TypeScript sealed.
+  await waitForCount(id, BigInt(MIN_BATCH));
+  const status = await relay.status(id);
   assert.deepEqual(
-    { accepted: response.accepted, duplicates: response.duplicates, refused: response.refused.length },
-    { accepted: BigInt(sent), duplicates: 0n, refused: 0 },
+    { forwardedBatches: status.forwardedBatches, forwardedReports: status.forwardedReports, windowReports: status.windowReports },
+    { forwardedBatches: 1n, forwardedReports: BigInt(MIN_BATCH), windowReports: 0n },
   );
-  assert.equal(await count(id), BigInt(sent));
+  // ε0 = 2 per report, charged once per report whatever was resent: ρ = ε0²/2.
+  for (const d of devices) {
+    assert.equal(d.ledger.spends.length, 1);
+    assert.equal(d.ledger.spends[0]!.rho, 2);
+  }
 
   // A device token is required by the relay (UNAUTHENTICATED, not retried).
   const stranger = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, relay: { url: relay.url, token: "wrong" } });
@@ -108,37 +162,33 @@ test("e2e-shuffled: sealed reports through the relay, opened by the daemon; the 
     (async () => stranger.submit(await stranger.collection(id), vector(4, 5)))(),
     (e: unknown) => e instanceof StatusError && e.codeName === "UNAUTHENTICATED",
   );
-  assert.equal(relay.held(id), 0);
-  assert.equal(await count(id), BigInt(sent));
+  assert.equal((await relay.status(id)).windowReports, 0n);
+  assert.equal(await count(id), BigInt(MIN_BATCH));
 });
 
 test("e2e-shuffled: a device refuses a collection whose relay serves another spec than the aggregator's", async () => {
   const id = "e2e-shuffled-pinned";
-  await admin.createCollection({
-    collectionId: id,
-    dim: 4,
-    epsilon: 2,
-    delta: 0,
-    clipRadius: 1,
-    minReports: 1n,
-    localMechanism: LocalMechanism.RANK_ONE,
-    shuffle: { minBatchSize: BigInt(MIN_BATCH) },
-  });
-  // The relay's pinned copy says ε0 = 1 while the aggregator now says 2: one of them
-  // changed the settings, and the device reports to neither.
-  const hostile = await startTestRelay({
-    aggregatorUrl: daemon.url,
-    relayToken: RELAY_TOKEN,
-    deviceToken: DEVICE_TOKEN,
-    pinned: (params) => ({ ...params, spec: params.spec === undefined ? undefined : { ...params.spec, epsilon: 1 } }),
-  });
-  try {
-    const client = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, relay: { url: hostile.url, token: DEVICE_TOKEN } });
-    await assert.rejects(client.collection(id), (e: unknown) => e instanceof RelayMismatchError && e.collectionId === id);
-    // The same relay serving the aggregator's spec is accepted.
-    const honest = new AggregatorClient(daemon.url, { token: SUBMIT_TOKEN, relay: { url: relay.url, token: DEVICE_TOKEN } });
-    assert.ok((await honest.collection(id)).shuffled);
-  } finally {
-    await hostile.stop();
-  }
+  const create = (epsilon: number) =>
+    admin.createCollection({
+      collectionId: id,
+      dim: 4,
+      epsilon,
+      delta: 0,
+      clipRadius: 1,
+      minReports: 1n,
+      localMechanism: LocalMechanism.RANK_ONE,
+      shuffle: { minBatchSize: BigInt(MIN_BATCH), batchWindowSeconds: BigInt(WINDOW_SECONDS) },
+    });
+  await create(2);
+  // The relay pins the settings it first serves, the same for every device.
+  const honest = await device("ts-pinned-1");
+  assert.ok((await honest.client.collection(id)).shuffled);
+  // The aggregator's operator replaces the collection with ε0 = 1 under the same id:
+  // the relay still serves its pinned copy (ε0 = 2; it refuses the changed collection
+  // once its cached copy expires), and the device reports to neither.
+  await admin.deleteCollection(id);
+  await create(1);
+  const later = await device("ts-pinned-2");
+  await assert.rejects(later.client.collection(id), (e: unknown) => e instanceof RelayMismatchError && e.collectionId === id);
+  assert.equal(later.ledger.spends.length, 0);
 });

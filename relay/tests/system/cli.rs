@@ -198,3 +198,69 @@ fn serve_refuses_plaintext_without_the_test_flag() {
         "{stderr}"
     );
 }
+
+/// Flags, environment variables, and the error `serve` must fail with.
+type WebCase = (Vec<&'static str>, Vec<(&'static str, String)>, String);
+
+#[test]
+fn bad_grpc_web_flags_are_refused_with_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let origin = "http://localhost:8080";
+    let mut cases: Vec<WebCase> = vec![
+        (
+            vec!["--grpc-web-origin", origin],
+            Vec::new(),
+            "--grpc-web-origin needs --grpc-web".into(),
+        ),
+        // The same through the environment.
+        (
+            Vec::new(),
+            vec![("LDPCOV_RELAY_GRPC_WEB_ORIGINS", origin.to_string())],
+            "--grpc-web-origin needs --grpc-web".into(),
+        ),
+    ];
+    for bad in [
+        "https://app.example.com/",
+        "https://app.example.com/path",
+        "app.example.com",
+        "ftp://app.example.com",
+    ] {
+        cases.push((
+            vec![
+                "--grpc-web",
+                "--grpc-web-origin",
+                origin,
+                "--grpc-web-origin",
+                bad,
+            ],
+            Vec::new(),
+            format!("--grpc-web-origin {bad:?} is not an origin"),
+        ));
+        cases.push((
+            Vec::new(),
+            vec![
+                ("LDPCOV_RELAY_GRPC_WEB", "true".to_string()),
+                ("LDPCOV_RELAY_GRPC_WEB_ORIGINS", format!("{origin},{bad}")),
+            ],
+            format!("--grpc-web-origin {bad:?} is not an origin"),
+        ));
+    }
+    for (args, env, expected) in cases {
+        let out = relay()
+            .args(serve_args(dir.path()))
+            .arg("--insecure-plaintext")
+            .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} {env:?} served: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(&expected),
+            "{args:?} {env:?}: {stderr}"
+        );
+        // Refused before the store was opened.
+        assert!(!dir.path().join("data").exists(), "{args:?} {env:?}");
+    }
+}

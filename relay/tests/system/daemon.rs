@@ -29,22 +29,22 @@ use crate::support;
 use support::{FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
-const ADMIN: &str = "daemon-test-relay-admin";
+pub(crate) const ADMIN: &str = "daemon-test-relay-admin";
 const AGGREGATOR_ADMIN: &str = "daemon-test-aggregator-admin";
-const SECRET: [u8; 32] = [0x77; 32];
+pub(crate) const SECRET: [u8; 32] = [0x77; 32];
 const MIN: u64 = 10;
 /// Longest the tests wait for something the relay does every 20 ms (a batch formed
 /// one window, 1 s, after its first report, then sent; a retry 1 s after a failure):
 /// generous for a loaded 2-core machine.
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
-fn free_port() -> SocketAddr {
+pub(crate) fn free_port() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr")
 }
 
 /// The relay's secrets and directories in `dir`.
-fn write_secrets(dir: &Path) {
+pub(crate) fn write_secrets(dir: &Path) {
     std::fs::write(dir.join("relay-token"), RELAY_TOKEN).expect("write");
     std::fs::write(dir.join("device-secret"), hex::encode(SECRET)).expect("write");
     std::fs::write(dir.join("admin-token"), ADMIN).expect("write");
@@ -52,7 +52,13 @@ fn write_secrets(dir: &Path) {
 
 /// `ldpcov-relay serve` on `addr` (clean environment), forwarding to `aggregator`,
 /// store in `data`, stderr appended to `dir/relay.log`, with `extra` flags.
-fn spawn(addr: SocketAddr, aggregator: &str, dir: &Path, data: &Path, extra: &[&str]) -> Child {
+pub(crate) fn spawn(
+    addr: SocketAddr,
+    aggregator: &str,
+    dir: &Path,
+    data: &Path,
+    extra: &[&str],
+) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -87,12 +93,12 @@ fn spawn(addr: SocketAddr, aggregator: &str, dir: &Path, data: &Path, extra: &[&
         .expect("spawn the relay")
 }
 
-fn stop(child: &mut Child) {
+pub(crate) fn stop(child: &mut Child) {
     child.kill().expect("kill the relay");
     child.wait().expect("reap the relay");
 }
 
-async fn wait_ready(url: &str) {
+pub(crate) async fn wait_ready(url: &str) {
     let deadline = Instant::now() + WAIT;
     while RelayClient::connect(url.to_string()).await.is_err() {
         assert!(Instant::now() < deadline, "relay {url} did not come up");
@@ -101,7 +107,7 @@ async fn wait_ready(url: &str) {
 }
 
 /// Polls `check` every 20 ms until it returns true, failing with `what` after [`WAIT`].
-async fn wait_until<F, Fut>(what: &str, mut check: F)
+pub(crate) async fn wait_until<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

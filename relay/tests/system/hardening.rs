@@ -432,7 +432,7 @@ fn a_zero_byte_or_foreign_store_file_is_refused_and_left_alone() {
         &b"not a database, somebody's notes\n".repeat(200)[..],
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join(ldpcov_relay::DB_FILE);
+        let file = dir.path().join(ldpcov_relay::constants::DB_FILE);
         std::fs::write(&file, contents).expect("write");
         let error = RelayStore::open(dir.path())
             .map(|_| ())
@@ -462,7 +462,11 @@ fn the_store_is_private() {
     let mode =
         |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode(&data), 0o700, "data directory");
-    assert_eq!(mode(&data.join(ldpcov_relay::DB_FILE)), 0o600, "store file");
+    assert_eq!(
+        mode(&data.join(ldpcov_relay::constants::DB_FILE)),
+        0o600,
+        "store file"
+    );
     drop(store);
 
     let existing = dir.path().join("existing");
@@ -733,7 +737,8 @@ async fn an_expired_token_or_a_revoked_device_is_refused() {
         .await
         .expect("a valid token");
     std::fs::write(&list, "").expect("write");
-    tokio::time::sleep(ldpcov_relay::REVOCATIONS_RECHECK + Duration::from_millis(200)).await;
+    tokio::time::sleep(ldpcov_relay::constants::REVOCATIONS_RECHECK + Duration::from_millis(200))
+        .await;
     send(revoked, 4).await.expect("no longer revoked");
     assert_eq!(window_reports(channel, "tokens").await.expect("status"), 2);
     relay.stop().await;
@@ -748,7 +753,10 @@ async fn the_daemon_refuses_a_zero_byte_store_unless_init_empty() {
     let aggregator = fake.serve().await;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(dir.path().join("data")).expect("mkdir");
-    let file = dir.path().join("data").join(ldpcov_relay::DB_FILE);
+    let file = dir
+        .path()
+        .join("data")
+        .join(ldpcov_relay::constants::DB_FILE);
     std::fs::write(&file, b"").expect("write");
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")

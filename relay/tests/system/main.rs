@@ -8,5 +8,6 @@ mod cli;
 mod crash;
 mod daemon;
 mod e2e;
+mod grpc_web;
 mod hardening;
 mod relay;

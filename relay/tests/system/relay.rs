@@ -46,7 +46,7 @@ impl Default for Config {
                 min_batch_size: 2,
                 window_seconds: 0,
             },
-            collection_ttl: ldpcov_relay::COLLECTION_TTL,
+            collection_ttl: ldpcov_relay::constants::COLLECTION_TTL,
         }
     }
 }

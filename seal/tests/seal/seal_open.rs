@@ -343,3 +343,51 @@ fn the_seed_path_is_deterministic_and_the_normal_path_is_not() {
     assert_ne!(a.enc, b.enc);
     assert_ne!(a.ciphertext, b.ciphertext);
 }
+
+/// An `Opener` keeps each key id's private key across reports: it must open exactly
+/// what `open` opens and refuse exactly what `open` refuses, whichever key ids come in
+/// whatever order, a refused report in between changing nothing.
+#[test]
+fn an_opener_opens_and_refuses_what_open_does() {
+    let keys = keys_for(&master(1), ID);
+    let other = keys_for(&master(2), ID);
+    let k = u64::from(active(&keys).key_id);
+    // Reports sealed to the active keys of three consecutive periods, all open at the
+    // third (two retired, one active), a forged one of another master secret, a
+    // malformed one, and one sealed to the then pending key.
+    let at = |t: u64| {
+        let [pending, active] = keys.published(t).expect("published");
+        (pending, active)
+    };
+    let seal_to =
+        |config: &PublicKeyConfig, text: &[u8]| seal_with_os_rng(config, ID, text).expect("seal");
+    let now = (k + 2) * HOUR + 5;
+    let (pending_now, _) = at(now);
+    let mut reports = Vec::new();
+    for period in [k, k + 1, k + 2, k, k + 2, k + 1] {
+        let (_, active) = at(period * HOUR + 1);
+        reports.push(seal_to(&active, format!("period {period}").as_bytes()));
+    }
+    reports.insert(2, sealed(&other, b"forged"));
+    let mut malformed = sealed(&keys, b"short");
+    malformed.ciphertext.truncate(3);
+    reports.insert(4, malformed);
+    reports.push(seal_to(
+        &pending_now.clone().at(pending_now.not_before),
+        b"early",
+    ));
+    let mut opener = keys.opener();
+    let mut opened = 0;
+    for report in &reports {
+        let expected = keys.open(report, now);
+        assert_eq!(opener.open_owned(report.clone(), now), expected);
+        opened += usize::from(expected.is_ok());
+    }
+    assert_eq!(opened, 6, "the six honest reports open");
+    // Past the grace period of key k, the same opener refuses its reports.
+    let later = (k + 3) * HOUR;
+    assert_eq!(
+        opener.open_owned(reports[0].clone(), later),
+        Err(OpenError::Expired { key_id: k as u32 })
+    );
+}

@@ -1,15 +1,15 @@
 //! What the bindings' end-to-end tests share: the `cdylib` this test build produced and
-//! a language's `run_tests.sh` run against an in-process aggregator, with the minimal
-//! test relay of `test_relay.rs` in front of it for shuffled collections.
+//! a language's `run_tests.sh` run against an in-process aggregator, with the real relay
+//! (`ldpcov-relay`'s library, [`relay`]) in front of it for shuffled collections.
 
-mod test_relay;
+mod relay;
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
 use ldpcov_aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
-use test_relay::{TEST_DEVICE_TOKEN, TEST_RELAY_BATCH, TEST_RELAY_TOKEN, start_test_relay};
+use relay::{EmbeddedRelay, RELAY_MIN_BATCH, RELAY_TOKEN};
 
 /// The `cdylib` this test's build produced: `libldpcov_ffi.so` in the `deps/` directory
 /// holding this test binary. (The copy in `target/<profile>/` is only refreshed by
@@ -39,11 +39,13 @@ pub(crate) struct ScriptOutput {
 
 /// Runs `bash bindings/<script>` with `LDPCOV_FFI_LIB` (this build's library),
 /// `UNIFFI_BINDGEN` (this package's binary), `LDPCOV_URL` (an in-process aggregator,
-/// open but for shuffled batches, which it takes from the test relay's token only;
-/// stopped afterwards), `LDPCOV_RELAY_URL`, `LDPCOV_RELAY_DEVICE_TOKEN` and
-/// `LDPCOV_TEST_RELAY_BATCH` (the test relay, which forwards a collection's reports to
-/// that aggregator in batches of that many) and `envs`; panics with both outputs
-/// unless it succeeds.
+/// open but for shuffled batches, which it takes from the relay's token only),
+/// `LDPCOV_RELAY_URL` (an in-process `ldpcov-relay` forwarding to that aggregator),
+/// `LDPCOV_RELAY_MIN_BATCH` (the relay's floor on a batch: the minimum the script's
+/// shuffled collection is created with), `LDPCOV_RELAY_DEVICE_TOKENS` (that many device
+/// tokens of distinct devices, comma-separated: the relay takes one report per device
+/// and collection) and `envs`; stops the relay and the aggregator afterwards; panics
+/// with both outputs unless the script succeeds.
 pub(crate) fn run_script_against_embedded_server(
     script: &str,
     envs: &[(&str, &std::ffi::OsStr)],
@@ -51,7 +53,7 @@ pub(crate) fn run_script_against_embedded_server(
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let auth = AuthConfig::default()
         .with_relay_tokens(vec![
-            Token::new(TEST_RELAY_TOKEN, "relay").expect("a relay token"),
+            Token::new(RELAY_TOKEN, "relay").expect("a relay token"),
         ])
         .expect("the relay token");
     let server = runtime
@@ -64,7 +66,8 @@ pub(crate) fn run_script_against_embedded_server(
             },
         ))
         .expect("start the in-process aggregator");
-    let relay = runtime.block_on(start_test_relay(server.url()));
+    let relay = runtime.block_on(EmbeddedRelay::start(&server.url()));
+    let device_tokens = relay.device_tokens(RELAY_MIN_BATCH).join(",");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(script);
     let started = std::time::Instant::now();
     let output = Command::new("bash")
@@ -73,13 +76,13 @@ pub(crate) fn run_script_against_embedded_server(
         .env("UNIFFI_BINDGEN", env!("CARGO_BIN_EXE_uniffi-bindgen"))
         .env("LDPCOV_URL", server.url())
         .env("LDPCOV_RELAY_URL", &relay.url)
-        .env("LDPCOV_RELAY_DEVICE_TOKEN", TEST_DEVICE_TOKEN)
-        .env("LDPCOV_TEST_RELAY_BATCH", TEST_RELAY_BATCH.to_string())
+        .env("LDPCOV_RELAY_MIN_BATCH", RELAY_MIN_BATCH.to_string())
+        .env("LDPCOV_RELAY_DEVICE_TOKENS", device_tokens)
         .envs(envs.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
     let elapsed = started.elapsed();
-    runtime.block_on(async { drop(relay) });
+    runtime.block_on(relay.shutdown());
     runtime
         .block_on(server.shutdown())
         .expect("stop the in-process aggregator");

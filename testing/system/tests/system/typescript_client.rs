@@ -1,14 +1,17 @@
 //! The TypeScript client (`clients/typescript`, `@ldpcov/client`) against this crate's
-//! real daemon: runs `npm ci` then `npm test` there with `LDPCOV_AGGREGATOR_BIN` set to
-//! the `ldpcov-aggregator` binary cargo built for these tests, so that the package's
-//! end-to-end tests (`test/e2e.test.ts`: the client over gRPC-Web creates collections,
-//! sends reports for every mechanism, and the daemon's count moves by exactly what was
-//! sent; bad input and the budget ledger send nothing; `test/e2e-shuffle.test.ts`:
-//! sealed reports through a minimal test relay, opened by the daemon) run on every
-//! `cargo test`. The
-//! test lives in this crate because only a crate's own tests get its binary's path
-//! (`CARGO_BIN_EXE_*`) from cargo. Fails, never skips, when Node.js ≥ 18 or npm is
-//! missing or the daemon cannot start.
+//! real daemons: runs `npm ci` then `npm test` there with `LDPCOV_AGGREGATOR_BIN` and
+//! `LDPCOV_RELAY_BIN` set to the `system-aggregator` and `system-relay` binaries cargo
+//! built for these tests (exactly `ldpcov-aggregator`'s and `ldpcov-relay`'s `main`), so
+//! that the package's end-to-end tests (`test/e2e.test.ts`: the client over gRPC-Web
+//! creates collections, sends reports for every mechanism, and the daemon's count moves
+//! by exactly what was sent; bad input and the budget ledger send nothing;
+//! `test/e2e-shuffle.test.ts`: sealed reports sent over gRPC-Web, as a browser must, to
+//! the real relay (`ldpcov-relay serve --grpc-web`), which forwards them as one shuffled
+//! batch once the window holds the minimum, opened and counted by the daemon) run on
+//! every `cargo test`. The test lives in this crate because only a crate's own tests get
+//! its binaries' paths (`CARGO_BIN_EXE_*`) from cargo. Fails, never skips, when Node.js
+//! ≥ 18 or npm is missing or a daemon cannot start (the package's tests fail without
+//! either variable).
 //!
 //! The browser test (`npm run test:browser`: headless Chromium, Debian's `chromium` at
 //! `/usr/bin/chromium` or `$CHROMIUM`, driven by playwright-core, loads a page that
@@ -18,6 +21,9 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
+
+// The relay the shuffled-collection end-to-end test sends sealed reports to.
+use crate::support::relay::RELAY_BIN;
 
 /// The two tests share the package directory (`npm ci`, `tsc` into `dist`): one at a time.
 static PACKAGE: Mutex<bool> = Mutex::new(false);
@@ -70,6 +76,7 @@ fn run(program: &str, args: &[&str]) -> Output {
         .args(args)
         .current_dir(package_dir())
         .env("LDPCOV_AGGREGATOR_BIN", BIN)
+        .env("LDPCOV_RELAY_BIN", RELAY_BIN)
         .output()
         .unwrap_or_else(|e| {
             panic!(
@@ -119,7 +126,9 @@ fn typescript_client_against_the_real_daemon() {
         stdout.contains("e2e-shuffled"),
         "the shuffled-collection end-to-end test did not run:\n{stdout}"
     );
-    eprintln!("TypeScript client: {pass} tests passed, the end-to-end ones against {BIN}");
+    eprintln!(
+        "TypeScript client: {pass} tests passed, the end-to-end ones against {BIN} and {RELAY_BIN}"
+    );
 }
 
 #[test]

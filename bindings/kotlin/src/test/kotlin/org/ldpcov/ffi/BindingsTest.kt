@@ -48,6 +48,23 @@ private fun spec(id: String, dim: Int, minReports: Long) = CollectionSpecInput(
     minReports = minReports.toULong(),
 )
 
+// The shuffled collection's batch window, seconds: the relay forms no batch from a window
+// younger than this (the aggregator's default is an hour).
+private const val SHUFFLE_WINDOW_SECONDS = 1
+// How long the relay may take to forward a full window to the aggregator.
+private const val RELAY_TIMEOUT_MS = 30_000L
+
+/// The aggregator's count of `collectionId` once it reaches `expected`, or the last one
+/// read after `timeoutMs` (a relay forwards on its batch check, not within a call).
+private fun waitForCount(admin: Admin, collectionId: String, expected: ULong, timeoutMs: Long): ULong {
+    val deadline = System.nanoTime() + timeoutMs * 1_000_000
+    while (true) {
+        val reports = admin.status(collectionId).reports
+        if (reports >= expected || System.nanoTime() >= deadline) return reports
+        Thread.sleep(100)
+    }
+}
+
 /// Epsilon at `delta` of rho-zCDP (Bun & Steinke 2016, Proposition 1.3), as the ledger states it.
 private fun epsilonOfRho(rho: Double, delta: Double) = rho + 2.0 * sqrt(rho * ln(1.0 / delta))
 
@@ -244,13 +261,19 @@ class BindingsTest {
 
     @Test
     fun shuffledCollectionsGoSealedThroughTheRelay() {
-        // The relay of cargo test's harness (bindings/tests/languages/common/test_relay.rs): it
-        // forwards a collection's reports as one shuffled batch once it holds
-        // LDPCOV_TEST_RELAY_BATCH of them. Run by hand there is none (skipped, which
-        // bindings/tests/languages/kotlin.rs does not allow).
+        // The relay of cargo test's harness (bindings/tests/languages/common/relay.rs): the
+        // real ldpcov-relay, in process, in front of the aggregator. It takes one report
+        // per device token (LDPCOV_RELAY_DEVICE_TOKENS: one per report here) and, on its
+        // next batch check, forwards a window as one shuffled batch once the window is
+        // the collection's batch window old and holds the collection's minimum (never
+        // fewer than LDPCOV_RELAY_MIN_BATCH, its floor). Run by hand there is none
+        // (skipped, which bindings/tests/languages/kotlin.rs does not allow).
         val relayUrl = System.getenv("LDPCOV_RELAY_URL")
         assumeTrue(relayUrl != null, "no relay (LDPCOV_RELAY_URL): run through cargo test -p ldpcov-ffi")
-        val batch = System.getenv("LDPCOV_TEST_RELAY_BATCH").toInt()
+        checkNotNull(relayUrl)
+        val batch = System.getenv("LDPCOV_RELAY_MIN_BATCH").toInt()
+        val tokens = System.getenv("LDPCOV_RELAY_DEVICE_TOKENS").split(",")
+        assertTrue(tokens.size >= batch, "one device token per report: ${tokens.size} for $batch")
         val epsilon = 2.0
         val created = admin.createCollection(
             CollectionSpecInput(
@@ -262,30 +285,50 @@ class BindingsTest {
                 minReports = 1uL,
                 mechanism = Mechanism.RANK_ONE,
                 shuffleMinBatchSize = batch.toULong(),
+                shuffleBatchWindowSeconds = SHUFFLE_WINDOW_SECONDS.toULong(),
             ),
         )
         assertTrue(created.shuffled)
         val rng = Random(33)
         val x = { List(3) { rng.nextDouble() - 0.5 } }
-        val ledgerDir = Files.createTempDirectory("kt-shuffled-ledger")
-        val config = LedgerConfig(dir = ledgerDir.toString(), lifetimeEpsilon = 1000.0, periodDays = 0u, delta = DELTA)
+        // A ledger of its own for each device (a phone has one).
+        val ledgers = Files.createTempDirectory("kt-shuffled-ledgers")
+        val ledger = { name: String ->
+            val dir = Files.createDirectory(ledgers.resolve(name))
+            LedgerConfig(dir = dir.toString(), lifetimeEpsilon = 1000.0, periodDays = 0u, delta = DELTA)
+        }
         // Without a relay the device refuses before charging anything.
-        Device.connect(url, ledger = config).use { direct ->
+        Device.connect(url, ledger = ledger("direct")).use { direct ->
             val refused = assertThrows<LdpcovException.Sealing> { direct.submit("kt-shuffled", x()) }
             assertTrue(refused.message!!.contains("relay"), refused.message)
             assertEquals(0.0, direct.spentEpsilon()!!)
         }
-        val relay = RelayConfig(url = relayUrl!!, token = System.getenv("LDPCOV_RELAY_DEVICE_TOKEN"))
-        Device.connect(url, ledger = config, relay = relay).use { device ->
-            assertEquals(created, device.collection("kt-shuffled"))
-            repeat(batch - 1) { assertFalse(device.submit("kt-shuffled", x()).duplicate) }
-            // The relay holds them: the aggregator has seen nothing yet.
+        // One device per report, each with its own device token and ledger: the relay
+        // takes one report per device and collection.
+        val devices = List(batch) { i ->
+            Device.connect(url, ledger = ledger("device-$i"), relay = RelayConfig(url = relayUrl, token = tokens[i]))
+        }
+        try {
+            assertEquals(created, devices[0].collection("kt-shuffled"))
+            devices.dropLast(1).forEach { assertFalse(it.submit("kt-shuffled", x()).duplicate) }
+            // The relay holds them: past the window it waits for the minimum, so the
+            // aggregator has seen nothing yet.
+            Thread.sleep(SHUFFLE_WINDOW_SECONDS * 1000L + 1000L)
             assertEquals(0uL, admin.status("kt-shuffled").reports)
-            device.submit("kt-shuffled", x())
-            // The batch arrived and the aggregator opened every sealed report.
-            assertEquals(batch.toULong(), admin.status("kt-shuffled").reports)
-            // Each report spent epsilon0 (rho = epsilon0^2 / 2), as a direct one would.
-            assertEquals(epsilonOfRho(batch * epsilon * epsilon / 2, DELTA), device.spentEpsilon()!!, 1e-9)
+            assertFalse(devices.last().submit("kt-shuffled", x()).duplicate)
+            // The relay forwards the batch on its next check, not within the call: the
+            // aggregator opens and counts every sealed report.
+            val counted = waitForCount(admin, "kt-shuffled", batch.toULong(), RELAY_TIMEOUT_MS)
+            assertEquals(
+                batch.toULong(),
+                counted,
+                "the aggregator counts $counted of the $batch reports the relay took after " +
+                    "${RELAY_TIMEOUT_MS / 1000} s: the relay did not forward them as one batch",
+            )
+            // Each device spent epsilon0 once (rho = epsilon0^2 / 2), as a direct report would.
+            devices.forEach { assertEquals(epsilonOfRho(epsilon * epsilon / 2, DELTA), it.spentEpsilon()!!, 1e-9) }
+        } finally {
+            devices.forEach { it.close() }
         }
         // A device token the relay does not know: refused, nothing counted.
         Device.connect(url, relay = RelayConfig(url = relayUrl, token = "wrong")).use { stranger ->
