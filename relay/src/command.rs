@@ -195,16 +195,7 @@ impl ServeArgs {
                 self.min_batch_size
             );
         }
-        if !self.grpc_web_origins.is_empty() && !self.grpc_web {
-            bail!("--grpc-web-origin needs --grpc-web");
-        }
-        let grpc_web = if self.grpc_web {
-            Some(GrpcWebOptions::with_origins(
-                self.grpc_web_origins.iter().map(String::as_str),
-            )?)
-        } else {
-            None
-        };
+        let grpc_web = GrpcWebOptions::from_flags(self.grpc_web, &self.grpc_web_origins)?;
         let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
         let mut issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?
             .accepting_unexpiring(self.accept_unexpiring_device_tokens);

@@ -96,4 +96,4 @@ pub use transport::{
     ConnectionLimits, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,
     server_builder, tls_from_pem,
 };
-pub use web::{GrpcWebLayers, GrpcWebOptions, OriginError, grpc_web};
+pub use web::{GrpcWebFlagsError, GrpcWebLayers, GrpcWebOptions, OriginError, grpc_web};

@@ -33,7 +33,36 @@ pub struct GrpcWebOptions {
 )]
 pub struct OriginError(pub String);
 
+/// A daemon's `--grpc-web` flags that do not make a gRPC-Web policy.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GrpcWebFlagsError {
+    /// Origins given without `--grpc-web`.
+    #[error("--grpc-web-origin needs --grpc-web")]
+    OriginWithoutGrpcWeb,
+    /// A value that is not an origin.
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+}
+
 impl GrpcWebOptions {
+    /// The policy a daemon's `--grpc-web` (`enabled`) and `--grpc-web-origin` flags
+    /// ask for: `None` without `--grpc-web`; refused for origins without it, or for a
+    /// value that is not an origin.
+    pub fn from_flags(
+        enabled: bool,
+        origins: &[String],
+    ) -> Result<Option<Self>, GrpcWebFlagsError> {
+        if enabled {
+            Ok(Some(Self::with_origins(
+                origins.iter().map(String::as_str),
+            )?))
+        } else if origins.is_empty() {
+            Ok(None)
+        } else {
+            Err(GrpcWebFlagsError::OriginWithoutGrpcWeb)
+        }
+    }
+
     /// gRPC-Web with these allowed origins, each `http://` or `https://`, a host and an
     /// optional port, and nothing else (no path, not even `/`: a browser's `Origin`
     /// header has none, so such an entry would never match).
@@ -146,5 +175,25 @@ mod tests {
                 .allowed_origins()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn the_flags_make_a_policy_or_a_one_line_refusal() {
+        let origins = |list: &[&str]| list.iter().map(|o| o.to_string()).collect::<Vec<_>>();
+        assert_eq!(GrpcWebOptions::from_flags(false, &[]), Ok(None));
+        let on = GrpcWebOptions::from_flags(true, &origins(&["https://a.example"]))
+            .expect("a valid origin")
+            .expect("gRPC-Web on");
+        assert_eq!(on.allowed_origins(), ["https://a.example"]);
+        let refused = GrpcWebOptions::from_flags(false, &origins(&["https://a.example"]));
+        assert_eq!(refused, Err(GrpcWebFlagsError::OriginWithoutGrpcWeb));
+        assert_eq!(
+            refused.map_err(|e| e.to_string()),
+            Err("--grpc-web-origin needs --grpc-web".into())
+        );
+        assert!(matches!(
+            GrpcWebOptions::from_flags(true, &origins(&["https://a.example/"])),
+            Err(GrpcWebFlagsError::Origin(_))
+        ));
     }
 }

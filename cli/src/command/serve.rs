@@ -304,16 +304,7 @@ impl Options {
         if batch_size == 0 {
             anyhow::bail!("--batch-size must be at least 1");
         }
-        if !grpc_web_origins.is_empty() && !grpc_web {
-            anyhow::bail!("--grpc-web-origin needs --grpc-web");
-        }
-        let grpc_web = if grpc_web {
-            Some(GrpcWebOptions::with_origins(
-                grpc_web_origins.iter().map(String::as_str),
-            )?)
-        } else {
-            None
-        };
+        let grpc_web = GrpcWebOptions::from_flags(grpc_web, &grpc_web_origins)?;
         if let Some(url) = &store_url {
             if memory || data_dir.is_some() {
                 anyhow::bail!("--store cannot be combined with --memory or --data-dir");

@@ -6,6 +6,9 @@
 //! anything, duplicates, tonic's decoding status made precise); CORS preflights are
 //! answered for the allowed origin only; a relay without the flag does not speak it.
 
+use std::path::Path;
+use std::process::Child;
+
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -27,6 +30,21 @@ const ORIGIN: &str = "http://localhost:8080";
 const COLLECTION: &str = "web";
 
 type WebService = GrpcWebClientService<Client<HttpConnector, GrpcWebCall<Body>>>;
+
+/// The relay binary in `dir`, started with `flags` in front of a fake aggregator that
+/// holds [`COLLECTION`] (minimum batch 2), once it answers: the fake (alive while it
+/// is held), the relay's URL and its process.
+async fn start_relay(dir: &Path, flags: &[&str]) -> (FakeAggregator, String, Child) {
+    write_secrets(dir);
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec(COLLECTION, 2, 1), true);
+    let aggregator = format!("http://{}", fake.serve().await);
+    let addr = free_port();
+    let url = format!("http://{addr}");
+    let relay = spawn(addr, &aggregator, dir, &dir.join("data"), flags);
+    wait_ready(&url).await;
+    (fake, url, relay)
+}
 
 /// A gRPC-Web service over HTTP/1.1 to `url`.
 fn web(url: &str) -> (WebService, Uri) {
@@ -70,20 +88,8 @@ struct NotARelayReport {
 async fn grpc_web_reads_submits_and_forwards_with_the_relays_checks_and_cors() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    write_secrets(dir);
-    let fake = FakeAggregator::default();
-    fake.add(shuffled_spec(COLLECTION, 2, 1), true);
-    let aggregator = format!("http://{}", fake.serve().await);
-    let addr = free_port();
-    let url = format!("http://{addr}");
-    let mut relay = spawn(
-        addr,
-        &aggregator,
-        dir,
-        &dir.join("data"),
-        &["--grpc-web", "--grpc-web-origin", ORIGIN],
-    );
-    wait_ready(&url).await;
+    let (fake, url, mut relay) =
+        start_relay(dir, &["--grpc-web", "--grpc-web-origin", ORIGIN]).await;
     let (service, origin) = web(&url);
     let mut client = RelayClient::with_origin(service.clone(), origin.clone());
 
@@ -215,15 +221,7 @@ async fn grpc_web_reads_submits_and_forwards_with_the_relays_checks_and_cors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_flag_the_relay_does_not_speak_grpc_web() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path();
-    write_secrets(dir);
-    let fake = FakeAggregator::default();
-    fake.add(shuffled_spec(COLLECTION, 2, 1), true);
-    let aggregator = format!("http://{}", fake.serve().await);
-    let addr = free_port();
-    let url = format!("http://{addr}");
-    let mut relay = spawn(addr, &aggregator, dir, &dir.join("data"), &[]);
-    wait_ready(&url).await;
+    let (_fake, url, mut relay) = start_relay(tmp.path(), &[]).await;
     let (service, origin) = web(&url);
     let mut client = RelayClient::with_origin(service, origin);
     let refused = client
