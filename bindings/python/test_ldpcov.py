@@ -18,6 +18,7 @@ import math
 import os
 import random
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -331,10 +332,13 @@ class BindingsTest(unittest.TestCase):
             del direct
 
             # One device per report, each with its own device token and ledger: the
-            # relay takes one report per device and collection.
+            # relay takes one report per device and collection. Their aggregator
+            # address is a canary: a device of a shuffled collection asks the relay
+            # alone, so the aggregator never learns which device reports or when.
+            canary = Canary()
             devices = [
                 ldp.Device.connect(
-                    self.url,
+                    canary.url,
                     ledger=ledger(f"device-{i}"),
                     relay=ldp.RelayConfig(url=relay_url, token=tokens[i]),
                 )
@@ -366,14 +370,48 @@ class BindingsTest(unittest.TestCase):
                 )
             del device, devices
         # A device token the relay does not know: refused, nothing counted.
-        stranger = ldp.Device.connect(self.url, relay=ldp.RelayConfig(url=relay_url, token="wrong"))
+        stranger = ldp.Device.connect(
+            canary.url, relay=ldp.RelayConfig(url=relay_url, token="wrong")
+        )
         with self.assertRaises(ldp.LdpcovError.Unauthorized):
             stranger.submit("py-shuffled", x())
         self.assertEqual(self.admin.status("py-shuffled").reports, batch)
+        self.assertEqual(
+            canary.connections,
+            0,
+            "a device of a shuffled collection connected to the aggregator address it was given",
+        )
+        canary.close()
         print(
             f"shuffled: {batch} sealed reports counted through the relay, one per device",
             file=sys.stderr,
         )
+
+
+class Canary:
+    """A TCP listener that counts the connections made to it and answers none: the
+    aggregator address given to devices that report through the relay, to show that
+    they never call the aggregator."""
+
+    def __init__(self):
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(64)
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return
+            self.connections += 1
+            connection.close()
+
+    def close(self):
+        self._socket.close()
 
 
 def wait_for_count(admin, collection_id, expected, timeout):

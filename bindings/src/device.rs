@@ -166,11 +166,20 @@ impl Device {
         relay: Option<RelayConfig>,
     ) -> Result<Arc<Self>, LdpcovError> {
         let runtime = new_runtime()?;
-        let mut client = connect(&runtime, url, token, ca_pem)?;
-        if let Some(relay) = relay {
-            let channel = relay_channel(&runtime, relay.url, relay.ca_pem)?;
-            client = client.with_relay(channel, &relay.token)?;
-        }
+        let mut client = match relay {
+            // A device with a relay asks the relay alone for shuffled collections: it
+            // opens no connection to the aggregator unless it reports to a local one.
+            Some(relay) => {
+                let aggregator = lazy_channel(&runtime, url, ca_pem, "aggregator")?;
+                let mut client = AggregatorClient::from_channel(aggregator)?;
+                if let Some(token) = token {
+                    client = client.with_token(token)?;
+                }
+                let channel = lazy_channel(&runtime, relay.url, relay.ca_pem, "relay")?;
+                client.with_relay(channel, &relay.token)?
+            }
+            None => connect(&runtime, url, token, ca_pem)?,
+        };
         if let Some(config) = ledger {
             client = client.with_ledger(BudgetLedger::open(&config.dir, config.limits())?);
         }
@@ -243,22 +252,23 @@ impl Device {
     }
 }
 
-/// The relay's channel: plain HTTP/2 for `http://` URLs, TLS for `https://` ones
+/// A channel to `what` (the relay, or a relay device's aggregator): plain HTTP/2 for `http://` URLs, TLS for `https://` ones
 /// (trusting `ca_pem` if given, else the bundled web PKI roots), connected on first use.
-fn relay_channel(
+fn lazy_channel(
     runtime: &Runtime,
     url: String,
     ca_pem: Option<String>,
+    what: &str,
 ) -> Result<Channel, LdpcovError> {
     let invalid = |reason: String| LdpcovError::InvalidInput { reason };
     let tls = url.starts_with("https://");
     if ca_pem.is_some() && !tls {
-        return Err(invalid(
-            "a relay CA certificate is only used with an https:// URL".into(),
-        ));
+        return Err(invalid(format!(
+            "a {what} CA certificate is only used with an https:// URL"
+        )));
     }
     let mut endpoint =
-        Endpoint::from_shared(url).map_err(|e| invalid(format!("bad relay URL: {e}")))?;
+        Endpoint::from_shared(url).map_err(|e| invalid(format!("bad {what} URL: {e}")))?;
     if tls {
         let config = match ca_pem {
             Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
@@ -266,7 +276,7 @@ fn relay_channel(
         };
         endpoint = endpoint
             .tls_config(config)
-            .map_err(|e| invalid(format!("relay TLS configuration: {e}")))?;
+            .map_err(|e| invalid(format!("{what} TLS configuration: {e}")))?;
     }
     // A lazy channel spawns its connection task on the runtime that drives it.
     let _guard = runtime.enter();

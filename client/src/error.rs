@@ -52,13 +52,14 @@ pub enum ClientError {
         /// What falls short.
         reason: String,
     },
-    /// The relay's pinned copy of a shuffled collection differs from the aggregator's.
-    #[error(
-        "collection {id:?}: the relay's pinned spec differs from the aggregator's; refusing to report (one of them changed the collection's settings)"
-    )]
+    /// The relay's answer for a collection cannot be reported to: not a shuffled
+    /// collection, or without a usable key of the relay's own.
+    #[error("collection {id:?}: the relay's copy cannot be reported to: {reason}")]
     RelayMismatch {
         /// The collection.
         id: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// A local-model operation on a central collection: its reports are raw vectors
     /// that the operator sees, so nothing here perturbs them.

@@ -10,7 +10,7 @@ use ldpcov_proto::v1::relay_client::RelayClient as RawRelayClient;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionSpec, CollectionStatus,
     CreateCollectionRequest, DeleteCollectionRequest, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, RelayReport, Report, SubmitReportsResponse,
+    GetEstimateRequest, GetStatusRequest, RelayReport, Report, SealedReport, SubmitReportsResponse,
 };
 use ldpcov_seal::PublicKeyConfig;
 use rand::Rng;
@@ -188,6 +188,8 @@ pub struct AggregatorClient {
     relay: Option<RelayStub>,
     /// The active key of each shuffled collection fetched, as its server declared it.
     active_keys: HashMap<String, PublicKeyConfig>,
+    /// The relay's own key, from its last answer (the layer every report to it gets).
+    relay_key: Option<PublicKeyConfig>,
 }
 
 impl std::fmt::Debug for AggregatorClient {
@@ -247,6 +249,7 @@ impl AggregatorClient {
             ledger: None,
             relay: None,
             active_keys: HashMap::new(),
+            relay_key: None,
         })
     }
 
@@ -327,6 +330,12 @@ impl AggregatorClient {
     /// Fetches a collection's parameters, re-derives them locally from the spec and
     /// checks them against the privacy policy.
     ///
+    /// With a relay ([`with_relay`](Self::with_relay)) the parameters come from the
+    /// relay alone — its pinned copy, the same for every device, with the key bytes it
+    /// pinned and its own key — and no call reaches the aggregator, which so never
+    /// learns which device asks or when (docs/PRIVACY.md §9). A relay serves shuffled
+    /// collections only: use a client without a relay for the others.
+    ///
     /// Fails with [`ClientError::Params`] if the server's derived parameters (σ, grid,
     /// bound) disagree with the local derivation — a server cannot lower the noise —
     /// and with [`ClientError::PolicyViolation`] if ε or δ exceed the policy.
@@ -334,29 +343,9 @@ impl AggregatorClient {
         let request = GetCollectionRequest {
             collection_id: id.to_string(),
         };
-        let (params, _) = self
-            .call("GetCollection", |mut c| {
-                let request = request.clone();
-                async move { c.get_collection(request).await }
-            })
-            .await
-            .map_err(|(status, _)| status)?;
-        // The one derivation of this collection on the device: its σ, grid and bound
-        // are checked against the server's, so a server cannot lower the noise.
-        let collection = Collection::from_params(&params)?;
-        if collection.id() != id {
-            return Err(ClientError::CollectionMismatch {
-                requested: id.to_string(),
-                got: collection.id().to_string(),
-            });
-        }
-        self.policy.check(&collection)?;
-        // A shuffled collection's keys come from the relay when one is configured: it
-        // serves every device the one copy it pinned, whose spec must be the
-        // aggregator's, so an aggregator cannot single a device out with a key of its own.
-        let shuffle = match (&params.shuffle, self.relay.clone()) {
-            (Some(_), Some(relay)) => {
-                let (pinned, _) = retrying(
+        let params = match self.relay.clone() {
+            Some(relay) => {
+                retrying(
                     self.retry,
                     self.timeout,
                     "Relay/GetCollection",
@@ -367,17 +356,50 @@ impl AggregatorClient {
                     },
                 )
                 .await
-                .map_err(|(status, _)| status)?;
-                if pinned.spec != params.spec {
-                    return Err(ClientError::RelayMismatch { id: id.to_string() });
-                }
-                pinned.shuffle
+                .map_err(|(status, _)| status)?
+                .0
             }
-            (shuffle, _) => shuffle.clone(),
+            None => {
+                self.call("GetCollection", |mut c| {
+                    let request = request.clone();
+                    async move { c.get_collection(request).await }
+                })
+                .await
+                .map_err(|(status, _)| status)?
+                .0
+            }
         };
+        // The one derivation of this collection on the device: its σ, grid and bound
+        // are checked against the server's, so a server cannot lower the noise.
+        let collection = Collection::from_params(&params)?;
+        if collection.id() != id {
+            return Err(ClientError::CollectionMismatch {
+                requested: id.to_string(),
+                got: collection.id().to_string(),
+            });
+        }
+        self.policy.check(&collection)?;
+        if self.relay.is_some() {
+            // The relay's copy must be a shuffled collection's, with the relay's key.
+            let shuffle = match (&params.shuffle, collection.shuffle()) {
+                (Some(shuffle), Some(_)) => shuffle,
+                _ => {
+                    return Err(ClientError::RelayMismatch {
+                        id: id.to_string(),
+                        reason: "the relay answered a collection that is not shuffled".into(),
+                    });
+                }
+            };
+            let relay_key =
+                crate::shuffle::relay_key(shuffle).map_err(|e| ClientError::RelayMismatch {
+                    id: id.to_string(),
+                    reason: e.to_string(),
+                })?;
+            self.relay_key = Some(relay_key);
+        }
         // A shuffled collection's active key, kept for sealing (refetched when its
         // period ends); a collection without a usable one fails when a report is sealed.
-        if let Some(shuffle) = &shuffle {
+        if let Some(shuffle) = &params.shuffle {
             match crate::shuffle::active_key(&shuffle.keys) {
                 Ok(key) => {
                     self.active_keys.insert(id.to_string(), key);
@@ -390,30 +412,44 @@ impl AggregatorClient {
         Ok(collection)
     }
 
-    /// Builds a shuffled collection's report for `x` and seals it for the relay: the
-    /// report exactly as [`prepare_report`](Self::prepare_report) builds it (ledger
-    /// charged, noise drawn), encoded and sealed to the collection's active key under
-    /// a fresh submission id. Fetches the collection again first when its active key
-    /// is unknown or its period has ended. Resend the result with
-    /// [`submit_relay_report`](Self::submit_relay_report).
-    pub async fn prepare_relay_report(
+    /// Builds a shuffled collection's report for `x` and seals it to the collection's
+    /// active key only: the report exactly as [`prepare_report`](Self::prepare_report)
+    /// builds it (ledger charged, noise drawn), encoded and sealed — what a relay
+    /// forwards to the aggregator, and what [`prepare_relay_report`](Self::prepare_relay_report)
+    /// wraps in the relay's layer. Fetches the collection again first when its active
+    /// key is unknown or its period has ended.
+    pub async fn prepare_sealed_report(
         &mut self,
         collection: &Collection,
         x: &[f64],
-    ) -> Result<PreparedRelayReport, ClientError> {
+    ) -> Result<(ReportId, SealedReport), ClientError> {
         if collection.shuffle().is_none() {
             return Err(ClientError::Sealing(format!(
                 "collection {} is not shuffled: send its reports to the aggregator",
                 collection.id()
             )));
         }
+        let key = self.fresh_active_key(collection).await?;
+        let report = self.prepare_report(collection, x)?;
+        let report_id = ReportId::try_from(report.report_id.as_slice())?;
+        let sealed = crate::shuffle::seal_to_aggregator(collection, &key, &report)?;
+        Ok((report_id, sealed))
+    }
+
+    /// The collection's active key, fetched again when unknown or past its period (or,
+    /// with a relay, when the relay's key is unknown).
+    async fn fresh_active_key(
+        &mut self,
+        collection: &Collection,
+    ) -> Result<PublicKeyConfig, ClientError> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let fresh = self
             .active_keys
             .get(collection.id())
-            .is_some_and(|k| now < k.active_until);
+            .is_some_and(|k| now < k.active_until)
+            && (self.relay.is_none() || self.relay_key.is_some());
         if !fresh {
             let refetched = self.collection(collection.id()).await?;
             if &refetched != collection {
@@ -423,16 +459,35 @@ impl AggregatorClient {
                 });
             }
         }
-        let key = self
-            .active_keys
+        self.active_keys
             .get(collection.id())
             .cloned()
             .ok_or_else(|| {
                 ClientError::Sealing("the collection publishes no usable active key".into())
-            })?;
-        let report = self.prepare_report(collection, x)?;
-        let report_id = ReportId::try_from(report.report_id.as_slice())?;
-        let request = crate::shuffle::seal_report(collection, &key, &report)?;
+            })
+    }
+
+    /// Builds a shuffled collection's report for `x` and seals it for the relay:
+    /// [`prepare_sealed_report`](Self::prepare_sealed_report), then that sealed once
+    /// more to the relay's own key ([`seal_for_relay`](crate::seal_for_relay)), under a
+    /// fresh submission id. Resend the result with
+    /// [`submit_relay_report`](Self::submit_relay_report).
+    pub async fn prepare_relay_report(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<PreparedRelayReport, ClientError> {
+        if self.relay.is_none() {
+            return Err(ClientError::Sealing(format!(
+                "collection {} is shuffled: its reports go through a relay (with_relay)",
+                collection.id()
+            )));
+        }
+        let (report_id, sealed) = self.prepare_sealed_report(collection, x).await?;
+        let relay_key = self.relay_key.clone().ok_or_else(|| {
+            ClientError::Sealing("no relay key: the relay's answer had none".into())
+        })?;
+        let request = crate::shuffle::relay_report(collection, &relay_key, &sealed)?;
         Ok(PreparedRelayReport { report_id, request })
     }
 

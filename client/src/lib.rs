@@ -82,7 +82,10 @@ pub use perturb::{
     CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
 };
 pub use policy::{PrivacyPolicy, ShufflePolicy};
-pub use shuffle::{SUBMISSION_ID_LEN, active_key, seal_report};
+pub use shuffle::{
+    SUBMISSION_ID_LEN, active_key, relay_key, relay_report, seal_for_relay, seal_report,
+    seal_to_aggregator,
+};
 
 #[cfg(feature = "grpc")]
 pub use grpc::{

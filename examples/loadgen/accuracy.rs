@@ -227,6 +227,15 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
             if let Some(token) = token {
                 client = client.with_token(token)?;
             }
+            if let Some((relay_url, issuer)) = &relay {
+                // The worker reads the collection from the relay (its pinned copy and
+                // the relay's key), as a device does; each user's report still goes
+                // under its own device token.
+                let channel =
+                    tonic::transport::Endpoint::from_shared(relay_url.clone())?.connect_lazy();
+                client =
+                    client.with_relay(channel, &issuer.issue(&format!("loadgen-worker-{w}"))?)?;
+            }
             let mut rng = rand::rngs::StdRng::seed_from_u64(
                 seed.wrapping_mul(1_000_003).wrapping_add(w as u64),
             );
@@ -254,7 +263,7 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
                                 handle.block_on(client.prepare_relay_report(&collection, &x))?;
                             bytes = prepared
                                 .request
-                                .sealed
+                                .outer
                                 .as_ref()
                                 .map_or(0, |s| s.ciphertext.len() + s.enc.len());
                             sealed.push((next as u64, prepared));

@@ -705,6 +705,7 @@ impl Collection {
                     central_delta: settings.central_delta(),
                     min_batch_size: settings.min_batch_size(),
                     keys: Vec::new(),
+                    relay_key: None,
                 }
             }),
         }

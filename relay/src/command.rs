@@ -18,6 +18,10 @@ use crate::{
     Revocations, Secret, StoreOptions, Upstream, serve,
 };
 use anyhow::{Context, Result, bail};
+
+/// The file of the relay's layer-key secret in its data directory (`serve
+/// --layer-key-file` overrides it).
+pub const LAYER_KEY_FILE: &str = "relay-layer.key";
 use clap::{Parser, Subcommand};
 
 /// The command line.
@@ -117,6 +121,22 @@ struct ServeArgs {
     /// shorter batch_window_seconds are refused (0: the collection's own).
     #[arg(long, env = "LDPCOV_RELAY_MIN_BATCH_WINDOW_SECONDS", default_value_t = DEFAULT_MIN_BATCH_WINDOW_SECONDS)]
     min_batch_window_seconds: u64,
+    /// Most reports from devices new to this relay (first seen in the window) one
+    /// window of a collection takes; the next new device is refused RESOURCE_EXHAUSTED
+    /// until a later window. Bounds what a token issuer minting device ids (Sybils)
+    /// can put in one batch. 0: no cap (each batch's share of new devices is still
+    /// shown by `status`).
+    #[arg(
+        long,
+        env = "LDPCOV_RELAY_MAX_NEW_DEVICES_PER_WINDOW",
+        default_value_t = 0
+    )]
+    max_new_devices_per_window: u64,
+    /// The file holding the secret of the relay's own HPKE key (the layer every
+    /// device report carries): created (0600, 32 random bytes in hex) when absent.
+    /// Default: `relay-layer.key` in --data-dir.
+    #[arg(long, env = "LDPCOV_RELAY_LAYER_KEY_FILE")]
+    layer_key_file: Option<PathBuf>,
     /// Also answer gRPC-Web (for browser devices; HTTP/1.1 is accepted on the same
     /// port), with the same device tokens and limits as native gRPC.
     #[arg(long, env = "LDPCOV_RELAY_GRPC_WEB")]
@@ -252,6 +272,19 @@ impl ServeArgs {
             crate::install_prometheus_exporter(addr)
                 .with_context(|| format!("cannot serve metrics on {addr}"))?;
         }
+        let layer_key_file = self
+            .layer_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(LAYER_KEY_FILE));
+        let layer_secret = ldpcov_seal::MasterSecret::load_or_create(&layer_key_file)
+            .with_context(|| {
+                format!(
+                    "cannot read or create the relay's layer key {}",
+                    layer_key_file.display()
+                )
+            })?;
+        let layer_key = Arc::new(ldpcov_seal::RelayKey::from_secret(&layer_secret));
+        tracing::info!(key_id = layer_key.key_id(), "the relay's layer key");
         let listener = tokio::net::TcpListener::bind(self.listen)
             .await
             .with_context(|| format!("cannot listen on {}", self.listen))?;
@@ -279,6 +312,8 @@ impl ServeArgs {
                 window_seconds: self.min_batch_window_seconds,
             },
             grpc_web,
+            layer_key: Some(layer_key),
+            new_device_cap: self.max_new_devices_per_window,
             ..RelayOptions::new(upstream, issuer)
         };
         let shutdown = async {

@@ -235,9 +235,17 @@ impl Forwarder {
         match formed {
             Ok(formed) => {
                 for b in &formed {
-                    tracing::info!(collection = %b.collection_id, reports = b.size, "batch formed");
+                    let new_devices = self
+                        .store
+                        .batch_new_devices(&b.collection_id, b.seq)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(0);
+                    tracing::info!(collection = %b.collection_id, reports = b.size, new_devices, "batch formed");
                     metrics::counter!("ldpcov_relay_batches_formed_total", "collection" => b.collection_id.clone())
                         .increment(1);
+                    metrics::gauge!("ldpcov_relay_last_batch_new_device_share", "collection" => b.collection_id.clone())
+                        .set(new_devices as f64 / b.size.max(1) as f64);
                 }
             }
             Err(e) => tracing::error!(error = %e, "cannot form batches"),

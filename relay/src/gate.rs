@@ -1,14 +1,21 @@
 //! The relay's admission of a shuffled collection: the aggregator's answer
 //! ([`Upstream::collection`]) checked against the relay's own floor and against the
 //! settings the relay pinned the first time it accepted the collection
-//! ([`PinnedSettings`]). Devices' calls and the forwarder both pass through it, so a
-//! collection that asks for less than the relay's floor, or that changed its privacy
-//! settings, gets no report stored and no batch formed or forwarded.
+//! ([`PinnedSettings`]) and the key bytes it pinned for each key id the first time it
+//! saw it ([`RelayStore::pin_keys`]). Devices' calls and the forwarder both pass
+//! through it, so a collection that asks for less than the relay's floor, whose δ is
+//! at least 1/n at that floor, that changed its privacy settings, or whose aggregator
+//! answers other key bytes under a pinned key id (a key partition: one "batch" opened
+//! as many small groups, each under its own secret) is **held**: no report stored, no
+//! batch formed or forwarded, an ERROR logged once, the reason in the relay's status
+//! ([`Gate::held`]) and the gauge `ldpcov_relay_collection_held`, while it lasts.
+//! Devices are served only the pinned key bytes ([`Admitted::keys`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ldpcov_proto::v1::{HpkeKeyState, HpkePublicKey};
 use tonic::Status;
 
 use crate::pin::PinnedSettings;
@@ -35,6 +42,10 @@ pub struct Admitted {
     pub pinned: Arc<PinnedSettings>,
     /// The close rule of its windows: the larger of the announced and the relay's.
     pub rule: CloseRule,
+    /// The published keys as the relay serves them to devices: each key id's bytes as
+    /// pinned at first sight (equal to the aggregator's current answer, or the
+    /// collection would be held).
+    pub keys: Vec<HpkePublicKey>,
 }
 
 /// See the module docs. Cloning shares everything.
@@ -45,7 +56,19 @@ pub struct Gate {
     floor: CloseRule,
     pins: Arc<Mutex<HashMap<String, Arc<PinnedSettings>>>>,
     logged: Arc<Mutex<HashSet<LoggedChange>>>,
+    /// Key bytes pinned, by (collection, key id): a cache of the store's.
+    key_pins: Arc<Mutex<HashMap<KeyPin, [u8; 32]>>>,
+    /// Key conflicts already logged and counted: (collection, key id, the new bytes).
+    conflicts: Arc<Mutex<HashSet<KeyConflict>>>,
+    /// Why each held collection is held, as last found.
+    held: Arc<Mutex<HashMap<String, String>>>,
+    clock: crate::service::Clock,
 }
+
+/// A pinned key: (collection, key id).
+type KeyPin = (String, u32);
+/// Other bytes answered for a pinned key: (collection, key id, the bytes).
+type KeyConflict = (String, u32, [u8; 32]);
 
 /// A settings change already logged at ERROR: the collection and the changed spec's
 /// digest (logged once per change, not once per report).
@@ -73,6 +96,42 @@ impl Gate {
             floor,
             pins: Arc::default(),
             logged: Arc::default(),
+            key_pins: Arc::default(),
+            conflicts: Arc::default(),
+            held: Arc::default(),
+            clock: crate::service::system_clock(),
+        }
+    }
+
+    /// Replaces the clock that dates key conflicts (tests).
+    pub fn with_clock(mut self, clock: crate::service::Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Why collection `id` is held now (`None`: it is not, as last checked).
+    pub fn held(&self, id: &str) -> Option<String> {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    fn set_held(&self, id: &str, reason: Option<&str>) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let was = match reason {
+            Some(r) => {
+                if held.len() >= 10_000 && !held.contains_key(id) {
+                    held.clear();
+                }
+                held.insert(id.to_string(), r.to_string()).is_some()
+            }
+            None => held.remove(id).is_some(),
+        };
+        if was != reason.is_some() {
+            metrics::gauge!("ldpcov_relay_collection_held", "collection" => id.to_string())
+                .set(if reason.is_some() { 1.0 } else { 0.0 });
         }
     }
 
@@ -93,6 +152,21 @@ impl Gate {
     /// store fails. The first admission pins the settings, durably.
     pub async fn admit(&self, id: &str, max_age: Option<Duration>) -> Result<Admitted, Status> {
         let info = self.upstream.collection(id, max_age).await?;
+        match self.admit_info(id, info).await {
+            Ok(admitted) => {
+                self.set_held(id, None);
+                Ok(admitted)
+            }
+            Err(status) => {
+                if status.code() == tonic::Code::FailedPrecondition {
+                    self.set_held(id, Some(status.message()));
+                }
+                Err(status)
+            }
+        }
+    }
+
+    async fn admit_info(&self, id: &str, info: Arc<CollectionInfo>) -> Result<Admitted, Status> {
         let now = Arc::clone(&info.pinned);
         let pinned = match self.pinned(id).await? {
             Some(p) => p,
@@ -149,7 +223,100 @@ impl Gate {
             min_batch_size: pinned.min_batch_size.max(self.floor.min_batch_size),
             window_seconds: pinned.batch_window_seconds.max(self.floor.window_seconds),
         };
-        Ok(Admitted { info, pinned, rule })
+        let keys = self.pinned_keys(id, &info.keys).await?;
+        Ok(Admitted {
+            info,
+            pinned,
+            rule,
+            keys,
+        })
+    }
+
+    /// The published keys with their pinned bytes: pins the bytes of key ids seen for
+    /// the first time; FAILED_PRECONDITION (the collection held) when the aggregator
+    /// answers other bytes for a pinned id. Keys of another length are left to the
+    /// device, which refuses them.
+    async fn pinned_keys(
+        &self,
+        id: &str,
+        published: &[HpkePublicKey],
+    ) -> Result<Vec<HpkePublicKey>, Status> {
+        let candidates: Vec<(u32, [u8; 32])> = published
+            .iter()
+            .filter(|k| {
+                matches!(
+                    HpkeKeyState::try_from(k.state),
+                    Ok(HpkeKeyState::Active | HpkeKeyState::Pending)
+                )
+            })
+            .filter_map(|k| Some((k.key_id, k.public_key.as_slice().try_into().ok()?)))
+            .collect();
+        let mut pinned = Vec::with_capacity(candidates.len());
+        let mut missing = Vec::new();
+        {
+            let cache = self.key_pins.lock().unwrap_or_else(|p| p.into_inner());
+            for &(key_id, bytes) in &candidates {
+                match cache.get(&(id.to_string(), key_id)) {
+                    Some(first) => pinned.push((key_id, *first)),
+                    None => missing.push((key_id, bytes)),
+                }
+            }
+        }
+        if !missing.is_empty() {
+            // First sight here (or since a restart): the store keeps the first bytes.
+            let stored = self
+                .store
+                .pin_keys(id, missing)
+                .await
+                .map_err(store_status)?;
+            let mut cache = self.key_pins.lock().unwrap_or_else(|p| p.into_inner());
+            if cache.len() >= 100_000 {
+                cache.clear();
+            }
+            for &(key_id, first) in &stored {
+                cache.insert((id.to_string(), key_id), first);
+            }
+            pinned.extend(stored);
+        }
+        for &(key_id, bytes) in &candidates {
+            let first = pinned
+                .iter()
+                .find(|(k, _)| *k == key_id)
+                .map(|(_, b)| *b)
+                .unwrap_or(bytes);
+            if first != bytes {
+                let new = self
+                    .conflicts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((id.to_string(), key_id, bytes));
+                if new {
+                    tracing::error!(
+                        collection = id,
+                        key_id,
+                        "the aggregator answered other public-key bytes for a key id the relay pinned: a key partition would split the batch; holding the collection (no report taken, no batch forwarded)"
+                    );
+                    metrics::counter!("ldpcov_relay_key_conflicts_total", "collection" => id.to_string())
+                        .increment(1);
+                    self.store
+                        .record_key_conflict(id, (self.clock)())
+                        .await
+                        .map_err(store_status)?;
+                }
+                return Err(Status::failed_precondition(format!(
+                    "collection {id} is held: the aggregator now answers other public-key bytes for key id {key_id} than the relay pinned at first sight; the relay takes no report and forwards no batch of it while this lasts"
+                )));
+            }
+        }
+        Ok(published
+            .iter()
+            .filter_map(|k| {
+                let (_, first) = pinned.iter().find(|(key_id, _)| *key_id == k.key_id)?;
+                let mut k = k.clone();
+                k.public_key = first.to_vec();
+                Some(k)
+            })
+            .collect())
     }
 
     async fn pinned(&self, id: &str) -> Result<Option<Arc<PinnedSettings>>, Status> {
@@ -174,6 +341,14 @@ impl Gate {
     }
 
     fn check_floor(&self, id: &str, settings: &PinnedSettings) -> Result<(), Status> {
+        // δ at the batch floor: δ·n ≥ 1 lets a mechanism publish a report outright.
+        let n = settings.min_batch_size.max(self.floor.min_batch_size);
+        if settings.central_delta * n as f64 >= 1.0 {
+            return Err(Status::failed_precondition(format!(
+                "collection {id} asks for central δ = {:e} at batches of {n} reports: δ·n ≥ 1, a guarantee that allows a report to be revealed; the relay does not serve it",
+                settings.central_delta
+            )));
+        }
         if settings.min_batch_size < self.floor.min_batch_size {
             return Err(Status::failed_precondition(format!(
                 "collection {id} announces batches of at least {} reports, below this relay's floor of {}: the relay does not serve it",

@@ -1,9 +1,11 @@
 //! `ldpcov-relay`: the anonymising relay of shuffled collections (docs/PRIVACY.md §9),
 //! run by a party other than the aggregator's operator.
 //!
-//! Devices seal their reports with HPKE to the aggregator's key (`ldpcov-seal`) and
-//! send them here (`ldpcov.v1.Relay/SubmitSealedReport`) with a device token. The
-//! relay cannot read them. It keeps at most **one report per device per collection**
+//! Devices seal their reports with HPKE to the aggregator's key (`ldpcov-seal`), seal
+//! that once more to the relay's own key ([`RelayOptions::layer_key`]), and send them
+//! here (`ldpcov.v1.Relay/SubmitSealedReport`) with a device token. The relay opens
+//! its layer only: it cannot read the reports, and what it forwards shares no bytes
+//! with what the device sent. It keeps at most **one report per device per collection**
 //! (in any window), durably ([`RelayStore`]), in a window per (collection, key id), and
 //! when a window is at least `batch_window_seconds` old **and** holds at least
 //! `min_batch_size` reports (a window past its time stays open until it has enough) it
@@ -30,9 +32,15 @@
 //!   same submission id, or of the same sealed bytes under any id or device, is a
 //!   duplicate and never reaches a second batch;
 //! * **one key id per batch**: windows are keyed by (collection, key id);
+//! * **key bytes pinned at first sight** (durably): devices are served only those, and
+//!   a collection whose aggregator answers other bytes under a pinned key id is held
+//!   (no report taken, no batch forwarded) while it does;
 //! * **one view for devices**: `Relay/GetCollection` answers every device the pinned
-//!   parameters with the keys of the relay's view, its floor and the central ε it
-//!   computes itself (`ldpcov_accounting::amplification::shuffled_epsilon`);
+//!   parameters with the pinned key bytes, the relay's own key, its floor and the
+//!   central ε it computes itself (`ldpcov_accounting::amplification::shuffled_epsilon`);
+//!   devices of a shuffled collection ask the relay alone, never the aggregator;
+//! * **Sybils bounded and shown**: at most [`RelayOptions::new_device_cap`] reports from
+//!   devices new to the relay per window, and each batch's share of them in the status;
 //! * **no plaintext**: the `ldpcov-relay serve` binary refuses to serve devices without
 //!   TLS unless `--insecure-plaintext` (tests).
 //!
@@ -49,7 +57,8 @@
 //!   the aggregator's [`GrpcWebOptions`], from `ldpcov-serve`).
 //! * [`command`] — the `ldpcov-relay` command line (`command::main` is the binary's).
 //!
-//! **The relay never holds the aggregator's master secret or any opening key**, never
+//! **The relay never holds the aggregator's master secret or any key that opens a
+//! report** (its own key opens only its own layer), never
 //! forwards, logs or stores a device's identity (its dedupe record is a keyed hash
 //! under a key derived from the device-token secret and never stored: the store file
 //! alone does not tell whether a device reported, see [`RelayStore`]), and never
@@ -74,6 +83,7 @@
 //!         sealed: SealedReport { key_id: 1, enc: vec![0; 32], ciphertext: vec![now as u8; 40] },
 //!         now,
 //!         rule,
+//!         new_device_cap: 0,
 //!     };
 //!     assert_eq!(store.submit(submission).await?, SubmitOutcome::Stored);
 //! }
@@ -103,11 +113,12 @@ pub use ldpcov_proto as proto;
 /// The relay's fixed limits and tuning values (back-offs, cache lifetimes, chunk sizes,
 /// token and file formats, the default floor), kept out of the crate's entry points.
 pub mod constants {
+    pub use crate::command::LAYER_KEY_FILE;
     pub use crate::forward::{BATCH_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
     pub use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS};
     pub use crate::server::HEALTH_SERVICE_NAME;
-    pub use crate::service::{ENC_LEN, TAG_LEN};
-    pub use crate::store::{DB_FILE, FORMAT_VERSION};
+    pub use crate::service::{ENC_LEN, OUTER_OVERHEAD, TAG_LEN};
+    pub use crate::store::{DB_FILE, FORMAT_VERSION, RECENT_BATCHES};
     pub use crate::token::{
         DEFAULT_DEVICE_TOKEN_LIFETIME, DEVICE_SECRET_LEN, DEVICE_TOKEN_LABEL,
         DEVICE_TOKEN_LABEL_V2, MAX_DEVICE_ID_LEN, MAX_TOKEN_LEN, REVOCATIONS_RECHECK,
@@ -138,8 +149,11 @@ pub use upstream::{CollectionInfo, Upstream, UpstreamError, chunk};
 /// |---|---|---|---|
 /// | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
 /// | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
-/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
+/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `delta_too_large`, `key_conflict`, `relay_key`, `relay_layer`, `new_device_cap`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
 /// | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
+/// | `ldpcov_relay_last_batch_new_device_share` | gauge | collection | the share of the last batch's reports from devices first seen in its window (a Sybil signal) |
+/// | `ldpcov_relay_collection_held` | gauge | collection | 1 while the relay holds the collection (settings changed, other key bytes under a pinned key id, …) |
+/// | `ldpcov_relay_key_conflicts_total` | counter | collection | times the aggregator answered other key bytes for a pinned key id |
 /// | `ldpcov_relay_batches_forwarded_total` | counter | collection | batches the aggregator acknowledged |
 /// | `ldpcov_relay_reports_forwarded_total` | counter | collection | their reports |
 /// | `ldpcov_relay_reports_refused_by_aggregator_total` | counter | collection, code | reports of acknowledged batches the aggregator refused |

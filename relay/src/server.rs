@@ -31,6 +31,7 @@
 //! aggregator's own, outside every layer above, so a browser's call meets the same
 //! token check, limits and status rewriting as a native one.
 
+use ldpcov_seal::RelayKey;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -138,6 +139,13 @@ pub struct RelayOptions {
     /// Also answer gRPC-Web (HTTP/1.1 and HTTP/2, `application/grpc-web*`), for
     /// browser devices, behind its CORS policy; `None`: native gRPC only.
     pub grpc_web: Option<GrpcWebOptions>,
+    /// The relay's own HPKE key, whose layer every device report carries
+    /// (`ldpcov_seal::RelayKey`); `None`: a fresh random key for this run (an
+    /// in-process relay). The daemon keeps its key's secret in its data directory.
+    pub layer_key: Option<Arc<RelayKey>>,
+    /// Most reports from devices new to the relay in one window of a collection
+    /// (`serve --max-new-devices-per-window`); 0: no cap.
+    pub new_device_cap: u64,
 }
 
 impl RelayOptions {
@@ -156,6 +164,8 @@ impl RelayOptions {
                 window_seconds: DEFAULT_MIN_BATCH_WINDOW_SECONDS,
             },
             grpc_web: None,
+            layer_key: None,
+            new_device_cap: 0,
         }
     }
 }
@@ -175,6 +185,9 @@ pub enum ServeError {
     /// The floor on batches admits batches of fewer than 2 reports.
     #[error("the relay's minimum batch size must be at least 2, got {0}")]
     Floor(u64),
+    /// No key for the relay's layer could be made (the OS random number generator).
+    #[error("the relay's layer key: {0}")]
+    LayerKey(#[from] ldpcov_seal::SecretError),
 }
 
 /// Serves the relay on `listener` until `shutdown` resolves, with the forwarder
@@ -205,7 +218,13 @@ pub async fn serve_with_clock(
         batch_check_interval,
         floor,
         grpc_web,
+        layer_key,
+        new_device_cap,
     } = options;
+    let layer_key = match layer_key {
+        Some(key) => key,
+        None => Arc::new(RelayKey::generate()?),
+    };
     if floor.min_batch_size < 2 {
         return Err(ServeError::Floor(floor.min_batch_size));
     }
@@ -225,7 +244,7 @@ pub async fn serve_with_clock(
     if let Some(name) = connection.zero() {
         return Err(ServeError::Limit(name));
     }
-    let gate = Gate::new(upstream, Arc::clone(&store), floor);
+    let gate = Gate::new(upstream, Arc::clone(&store), floor).with_clock(Arc::clone(&clock));
     let forwarder = Forwarder::new(Arc::clone(&store), gate.clone(), Arc::clone(&clock));
     let health = Health::new(HEALTH_SERVICE_NAME);
     let follower = health
@@ -247,7 +266,9 @@ pub async fn serve_with_clock(
         follower.stop().await;
         tracing::info!("shutting down: health NOT_SERVING, draining calls");
     };
-    let service = RelayService::new(Arc::clone(&store), gate, issuer, admin).with_clock(clock);
+    let service = RelayService::new(Arc::clone(&store), gate, issuer, admin, layer_key)
+        .with_new_device_cap(new_device_cap)
+        .with_clock(clock);
     let checker = service.clone();
     let service = RelayServer::new(service)
         .max_decoding_message_size(limits.max_message_bytes)

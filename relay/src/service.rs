@@ -6,29 +6,40 @@
 //!    expired, its device not revoked), else UNAUTHENTICATED — checked from the
 //!    call's headers before the call takes a slot of the server's global limit
 //!    ([`RelayService::check_headers`]), and again here;
-//! 2. the request's shape: a valid collection id, a 16-byte submission id, a sealed
-//!    report with a 32-byte `enc` and a ciphertext of at least the AEAD tag, else
-//!    INVALID_ARGUMENT;
+//! 2. the request's shape: a valid collection id, a 16-byte submission id, the
+//!    relay's layer (`outer`) with a 32-byte `enc` and a ciphertext of at least the
+//!    AEAD tag, else INVALID_ARGUMENT (a report without the layer — an older client's
+//!    — is refused so);
 //! 3. the collection at the aggregator, admitted by the [`Gate`]: NOT_FOUND passed
 //!    through, FAILED_PRECONDITION when it is not shuffled, announces less than the
-//!    relay's floor, or changed its privacy settings after the relay pinned them,
-//!    UNAVAILABLE when the aggregator cannot be reached;
-//! 4. the ciphertext's size against the collection's bound (INVALID_ARGUMENT) and its
-//!    key id against the collection's active and pending keys (FAILED_PRECONDITION):
-//!    the relay refuses what the aggregator would refuse without reading it;
-//! 5. the store: stored (acknowledged once on disk) in the window of its (collection,
+//!    relay's floor, has δ·n ≥ 1 at it, changed its privacy settings after the relay
+//!    pinned them, or is held for other key bytes under a pinned key id, UNAVAILABLE
+//!    when the aggregator cannot be reached;
+//! 4. the relay's layer opened with the relay's key ([`RelayKey`]): FAILED_PRECONDITION
+//!    for another relay key id (the device holds a stale copy), INVALID_ARGUMENT when
+//!    it does not open or does not hold a `SealedReport` with a 32-byte `enc` and a
+//!    ciphertext of at least the tag;
+//! 5. the inner ciphertext's size against the collection's bound (INVALID_ARGUMENT) and
+//!    its key id against the collection's active and pending keys
+//!    (FAILED_PRECONDITION): the relay refuses what the aggregator would refuse
+//!    without reading it;
+//! 6. the store: stored (acknowledged once on disk) in the window of its (collection,
 //!    key id), `duplicate: true` for the same submission id again (even after its
 //!    window became a batch) or the same sealed bytes again, ALREADY_EXISTS for
 //!    another report of a device that already reported to the collection, and for
-//!    its submission id again with other bytes (the new bytes are not stored).
+//!    its submission id again with other bytes (the new bytes are not stored),
+//!    RESOURCE_EXHAUSTED for a device new to the relay when the window already holds
+//!    the relay's cap of new devices (`serve --max-new-devices-per-window`).
 //!
 //! A request that does not decode is refused INVALID_ARGUMENT, one larger than the
 //! server's message limit RESOURCE_EXHAUSTED (by the server, before the handler).
 //!
 //! `GetCollection` (a device token) answers the relay's pinned copy of the
-//! collection's parameters with the keys of its current view, the relay's effective
+//! collection's parameters with the keys of its current view as pinned (each key id's
+//! first bytes), the relay's own key (`shuffle.relay_key`), the relay's effective
 //! floor as `shuffle.min_batch_size` and the central ε the relay computes at it
-//! (`ldpcov_accounting::amplification::shuffled_epsilon`).
+//! (`ldpcov_accounting::amplification::shuffled_epsilon`). Everything a device of a
+//! shuffled collection needs comes from here: it never calls the aggregator.
 //!
 //! `GetRelayStatus` needs the relay's admin token; without one configured it is
 //! refused (PERMISSION_DENIED).
@@ -41,9 +52,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ldpcov_proto::v1::relay_server::Relay;
 use ldpcov_proto::v1::{
-    CollectionParams, GetCollectionRequest, RelayReport, RelayReportResponse, RelayStatus,
-    RelayStatusRequest,
+    CollectionParams, GetCollectionRequest, HpkeKeyState, HpkePublicKey, RelayReport,
+    RelayReportResponse, RelayStatus, RelayStatusRequest, SealedReport,
 };
+use ldpcov_seal::{OpenError, RelayKey};
+use prost::Message;
 use tonic::codegen::http;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
@@ -57,6 +70,10 @@ use crate::upstream::KEY_REFRESH_AGE;
 pub const ENC_LEN: usize = 32;
 /// Bytes of the AEAD tag every ciphertext ends with.
 pub const TAG_LEN: usize = 16;
+
+/// Bytes the relay's layer may add to the inner report's ciphertext bound: the
+/// `SealedReport` framing (key id, `enc`, lengths) and the layer's AEAD tag.
+pub const OUTER_OVERHEAD: usize = 64;
 
 /// The source of "now" (unix seconds); tests move it.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -78,6 +95,9 @@ pub struct RelayService {
     issuer: DeviceTokenIssuer,
     admin: Option<Secret>,
     clock: Clock,
+    layer_key: Arc<RelayKey>,
+    /// Most reports from new devices per window (0: no cap).
+    new_device_cap: u64,
     /// Central ε by (ε0, floor, δ) bits: computed once each.
     epsilons: Arc<Mutex<HashMap<EpsilonKey, f64>>>,
 }
@@ -127,6 +147,8 @@ fn lookup_reason(s: &Status) -> &'static str {
             "settings_changed"
         }
         tonic::Code::FailedPrecondition if s.message().contains("this relay's") => "below_floor",
+        tonic::Code::FailedPrecondition if s.message().contains("δ·n") => "delta_too_large",
+        tonic::Code::FailedPrecondition if s.message().contains("is held") => "key_conflict",
         tonic::Code::FailedPrecondition => "not_shuffled",
         _ => "aggregator_unavailable",
     }
@@ -139,12 +161,14 @@ fn store_status(e: StoreError) -> Status {
 
 impl RelayService {
     /// The service over `store`, checking device tokens with `issuer`, admitting
-    /// collections with `gate`; `admin` guards `GetRelayStatus`.
+    /// collections with `gate`, opening the relay's layer with `layer_key`; `admin`
+    /// guards `GetRelayStatus`.
     pub fn new(
         store: Arc<RelayStore>,
         gate: Gate,
         issuer: DeviceTokenIssuer,
         admin: Option<Secret>,
+        layer_key: Arc<RelayKey>,
     ) -> Self {
         RelayService {
             store,
@@ -152,7 +176,32 @@ impl RelayService {
             issuer,
             admin,
             clock: system_clock(),
+            layer_key,
+            new_device_cap: 0,
             epsilons: Arc::default(),
+        }
+    }
+
+    /// Caps the reports from devices new to the relay in one window of a collection
+    /// (0: no cap; see [`RelayStore`]'s module docs).
+    pub fn with_new_device_cap(mut self, cap: u64) -> Self {
+        self.new_device_cap = cap;
+        self
+    }
+
+    /// The relay's own key as devices get it.
+    fn relay_key_message(&self) -> HpkePublicKey {
+        let c = self.layer_key.public_config();
+        HpkePublicKey {
+            key_id: c.key_id,
+            kem_id: u32::from(c.kem_id),
+            kdf_id: u32::from(c.kdf_id),
+            aead_id: u32::from(c.aead_id),
+            public_key: c.public_key.to_vec(),
+            state: HpkeKeyState::Active as i32,
+            not_before: c.not_before,
+            not_after: c.not_after,
+            active_until: c.active_until,
         }
     }
 
@@ -216,6 +265,42 @@ impl RelayService {
         Ok(())
     }
 
+    /// Opens the relay's layer of a report of collection `id`: the inner sealed report.
+    fn open_layer(&self, id: &str, outer: SealedReport) -> Result<SealedReport, Status> {
+        let key_id = outer.key_id;
+        let outer = ldpcov_seal::SealedReport {
+            key_id,
+            enc: outer.enc,
+            ciphertext: outer.ciphertext,
+        };
+        let inner = match self.layer_key.open_owned(id, outer) {
+            Ok(inner) => inner,
+            Err(OpenError::UnknownKey { .. }) => {
+                return Err(refused(
+                    "relay_key",
+                    Status::failed_precondition(format!(
+                        "the report is sealed to relay key id {key_id}, this relay's is {}: fetch the collection from the relay again and reseal",
+                        self.layer_key.key_id()
+                    )),
+                ));
+            }
+            Err(_) => {
+                return Err(refused(
+                    "relay_layer",
+                    Status::invalid_argument(
+                        "the relay's layer does not open (sealed for another collection, or damaged)",
+                    ),
+                ));
+            }
+        };
+        SealedReport::decode(inner.as_slice()).map_err(|_| {
+            refused(
+                "relay_layer",
+                Status::invalid_argument("the relay's layer does not hold a sealed report"),
+            )
+        })
+    }
+
     fn device(&self, metadata: &MetadataMap) -> Result<DeviceId, Status> {
         self.device_from(bearer(metadata))
     }
@@ -228,7 +313,7 @@ impl RelayService {
                 refused(
                     "unauthenticated",
                     Status::unauthenticated(
-                        "missing, invalid, expired or revoked device token (authorization: Bearer v2.<device id>.<expires>.<mac>): ask the app's backend for a new one",
+                        "missing, invalid, expired or revoked device token (authorization: Bearer v2.<device id>.<expires>.<mac>): ask the relay operator's token issuer for a new one",
                     ),
                 )
             })
@@ -252,24 +337,45 @@ impl Relay for RelayService {
                 report.submission_id.len()
             ))
         })?;
-        let sealed = report
-            .sealed
-            .ok_or_else(|| bad("the sealed report is missing".into()))?;
-        if sealed.enc.len() != ENC_LEN {
+        let outer = report.outer.ok_or_else(|| {
+            bad("the report has no relay layer (outer): seal it to the relay's key from Relay/GetCollection (an older client sends the sealed report bare; update it)".into())
+        })?;
+        if outer.enc.len() != ENC_LEN {
             return Err(bad(format!(
-                "sealed.enc must be {ENC_LEN} bytes, got {}",
-                sealed.enc.len()
+                "outer.enc must be {ENC_LEN} bytes, got {}",
+                outer.enc.len()
             )));
         }
-        if sealed.ciphertext.len() < TAG_LEN {
+        if outer.ciphertext.len() < TAG_LEN {
             return Err(bad(format!(
-                "sealed.ciphertext must be at least {TAG_LEN} bytes (the AEAD tag), got {}",
-                sealed.ciphertext.len()
+                "outer.ciphertext must be at least {TAG_LEN} bytes (the AEAD tag), got {}",
+                outer.ciphertext.len()
             )));
         }
         let refuse = |s: Status| refused(lookup_reason(&s), s);
         let mut admitted = self.gate.admit(&id, None).await.map_err(refuse)?;
         let mut info = Arc::clone(&admitted.info);
+        // The layer adds the inner report's framing (key id, enc) and its own tag.
+        if outer.ciphertext.len() > info.max_ciphertext + OUTER_OVERHEAD {
+            return Err(bad(format!(
+                "outer.ciphertext of {} bytes is larger than a report of collection {id} can be ({} bytes)",
+                outer.ciphertext.len(),
+                info.max_ciphertext + OUTER_OVERHEAD
+            )));
+        }
+        let sealed = self.open_layer(&id, outer)?;
+        if sealed.enc.len() != ENC_LEN {
+            return Err(bad(format!(
+                "the inner sealed report's enc must be {ENC_LEN} bytes, got {}",
+                sealed.enc.len()
+            )));
+        }
+        if sealed.ciphertext.len() < TAG_LEN {
+            return Err(bad(format!(
+                "the inner sealed report's ciphertext must be at least {TAG_LEN} bytes (the AEAD tag), got {}",
+                sealed.ciphertext.len()
+            )));
+        }
         if sealed.ciphertext.len() > info.max_ciphertext {
             return Err(bad(format!(
                 "sealed.ciphertext of {} bytes is larger than a report of collection {id} can be ({} bytes)",
@@ -305,6 +411,7 @@ impl Relay for RelayService {
                 sealed,
                 now,
                 rule: admitted.rule,
+                new_device_cap: self.new_device_cap,
             })
             .await
             .map_err(|e| refused("store", store_status(e)))?;
@@ -323,6 +430,13 @@ impl Relay for RelayService {
                 "submission_id_reused",
                 Status::already_exists(format!(
                     "this device already stored other bytes under this submission id in collection {id}: a resend must carry the same sealed report (the new bytes were not stored)"
+                )),
+            )),
+            SubmitOutcome::NewDeviceCapReached => Err(refused(
+                "new_device_cap",
+                Status::resource_exhausted(format!(
+                    "collection {id}'s current window already holds this relay's cap of {} reports from devices new to the relay: try again in a later window",
+                    self.new_device_cap
                 )),
             )),
             SubmitOutcome::DeviceAlreadyReported => Err(refused(
@@ -359,7 +473,8 @@ impl Relay for RelayService {
         shuffle.min_batch_size = admitted.rule.min_batch_size;
         shuffle.central_delta = admitted.pinned.central_delta;
         shuffle.central_epsilon = central_epsilon;
-        shuffle.keys.clone_from(&admitted.info.keys);
+        shuffle.keys = admitted.keys;
+        shuffle.relay_key = Some(self.relay_key_message());
         Ok(Response::new(params))
     }
 
@@ -376,6 +491,9 @@ impl Relay for RelayService {
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(store_status)?;
+        let mut status = status;
+        status.new_device_cap = self.new_device_cap;
+        status.held = self.gate.held(&status.collection_id).unwrap_or_default();
         Ok(Response::new(status))
     }
 }

@@ -17,6 +17,10 @@
 //! | `batches` | batch sequence number | batch id, size, collection id |
 //! | `batch_reports` | (batch sequence number, position in the batch) | an encoded `SealedReport` |
 //! | `counters` | (collection id, name) | `forwarded_batches`, `forwarded_reports` |
+//! | `pinned_keys` | (collection id, key id) | the 32 public-key bytes first seen for that key id |
+//! | `key_conflicts` | collection id | (times the aggregator answered other bytes for a pinned key id, the last time) |
+//! | `devices_first_seen` | HMAC-SHA256(device tag key, "first seen" ‖ device id) | when the device's first report was stored (unix seconds) |
+//! | `batch_history` | (collection id, batch sequence number) | (formed at, reports, reports from new devices) |
 //!
 //! A collection's device records hold a keyed hash of the device id, never the id,
 //! and stay for the collection's life (the relay's): a device sends **one report per
@@ -69,6 +73,25 @@
 //!
 //! A crash at any point leaves the last committed state: every acknowledged report is
 //! in exactly one of a window or a batch, and a batch's id and order never change.
+//!
+//! # New devices (Sybils)
+//!
+//! A device is **new in a window** when the relay stored its first report (to any
+//! collection) no earlier than the window opened (`devices_first_seen`, a keyed hash of
+//! the device id, without the per-collection salt, so the relay recognises a device
+//! across collections but the file alone does not name it). A window counts its reports
+//! from new devices; with a cap ([`Submission::new_device_cap`]) the cap + 1-th new
+//! device of a window is refused ([`SubmitOutcome::NewDeviceCapReached`]), nothing
+//! stored. Each batch's count is kept (`batch_history`) and shown in
+//! [`RelayStore::status`]: a batch filled by fresh device ids is what a token issuer
+//! minting Sybils would produce.
+//!
+//! # Pinned keys
+//!
+//! [`RelayStore::pin_keys`] keeps, for the collection's life, the public-key bytes
+//! first seen for each (collection, key id); the [`Gate`](crate::Gate) serves devices
+//! those bytes only and holds a collection whose aggregator later answers other bytes
+//! for a pinned id, counting each time in `key_conflicts`.
 
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -77,7 +100,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use hmac::{Hmac, KeyInit, Mac};
-use ldpcov_proto::v1::{RelayStatus, SealedReport};
+use ldpcov_proto::v1::{RelayBatchRecord, RelayStatus, SealedReport};
 use prost::Message;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -115,6 +138,14 @@ const BATCH_REPORTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("
 const COUNTERS: TableDefinition<(&str, &str), u64> = TableDefinition::new("counters");
 const KEY_CHECK: TableDefinition<&str, [u8; 32]> = TableDefinition::new("device_tag_key_check");
 const BATCH_FORMED: TableDefinition<u64, u64> = TableDefinition::new("batch_formed");
+const PINNED_KEYS: TableDefinition<(&str, u32), [u8; 32]> = TableDefinition::new("pinned_keys");
+const KEY_CONFLICTS: TableDefinition<&str, (u64, u64)> = TableDefinition::new("key_conflicts");
+const DEVICES_SEEN: TableDefinition<[u8; 32], u64> = TableDefinition::new("devices_first_seen");
+const BATCH_HISTORY: TableDefinition<(&str, u64), (u64, u64, u64)> =
+    TableDefinition::new("batch_history");
+
+/// Most batches of a collection [`RelayStore::status`] lists (`recent_batches`).
+pub const RECENT_BATCHES: usize = 20;
 
 /// The first bytes of every redb file.
 const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
@@ -262,6 +293,8 @@ pub struct Submission {
     pub now: u64,
     /// The collection's close rule, used when this report opens a window.
     pub rule: CloseRule,
+    /// Most reports from new devices (see the module docs) a window takes; 0: no cap.
+    pub new_device_cap: u64,
 }
 
 /// When a window becomes a batch: at least `window_seconds` after it opened, and
@@ -288,6 +321,9 @@ pub enum SubmitOutcome {
     /// This device already stored other bytes under this submission id in the
     /// collection: refused, the new bytes not stored.
     SubmissionIdReused,
+    /// The device is new and its window already holds `new_device_cap` reports from
+    /// new devices: refused, nothing stored.
+    NewDeviceCapReached,
 }
 
 /// A batch formed by [`RelayStore::form_due_batches`].
@@ -314,9 +350,14 @@ struct Window {
     rule: CloseRule,
     reports: u64,
     next_position: u64,
+    /// Its reports from devices first seen in it.
+    new_devices: u64,
 }
 
-const WINDOW_LEN: usize = 8 * 5;
+/// A window record: five words, and a sixth (`new_devices`) since the relay counts
+/// new devices (a five-word record, written before, reads with 0).
+const WINDOW_LEN: usize = 8 * 6;
+const WINDOW_LEN_V3: usize = 8 * 5;
 
 impl Window {
     fn encode(&self) -> Vec<u8> {
@@ -327,6 +368,7 @@ impl Window {
             self.rule.window_seconds,
             self.reports,
             self.next_position,
+            self.new_devices,
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -334,7 +376,7 @@ impl Window {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
-        if bytes.len() != WINDOW_LEN {
+        if bytes.len() != WINDOW_LEN && bytes.len() != WINDOW_LEN_V3 {
             return Err(StoreError::Corrupt(format!(
                 "a window record of {} bytes",
                 bytes.len()
@@ -353,6 +395,11 @@ impl Window {
             },
             reports: word(3),
             next_position: word(4),
+            new_devices: if bytes.len() == WINDOW_LEN {
+                word(5)
+            } else {
+                0
+            },
         })
     }
 
@@ -370,6 +417,16 @@ fn device_tag(key: &[u8; 32], salt: &[u8; 32], device: &DeviceId) -> [u8; 32] {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
     mac.update(salt);
+    mac.update(device.as_bytes());
+    mac.finalize().into_bytes().into()
+}
+
+/// The first-seen key of a device: HMAC-SHA256(the device tag key, "first seen" ‖
+/// device id), the same in every collection.
+fn first_seen_tag(key: &[u8; 32], device: &DeviceId) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+    mac.update(b"ldpcov-relay first seen v1");
     mac.update(device.as_bytes());
     mac.finalize().into_bytes().into()
 }
@@ -423,12 +480,17 @@ fn decode_batch(seq: u64, bytes: &[u8]) -> Result<PendingBatch, StoreError> {
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
+/// A key id and its 32 public-key bytes.
+type KeyBytes = (u32, [u8; 32]);
+
 /// A write, applied by the commit thread.
 enum Command {
     Submit(Box<Submission>, Reply<SubmitOutcome>),
     FormDue(FormRequest, Reply<Vec<FormedBatch>>),
     Forwarded(u64, Reply<bool>),
     Pin(Box<(String, PinnedSettings)>, Reply<PinnedSettings>),
+    PinKeys(Box<(String, Vec<KeyBytes>)>, Reply<Vec<KeyBytes>>),
+    KeyConflict(String, u64, Reply<()>),
 }
 
 /// Which windows [`apply_form_due`] may close.
@@ -444,6 +506,8 @@ enum Done {
     FormDue(Reply<Vec<FormedBatch>>, Vec<FormedBatch>),
     Forwarded(Reply<bool>, bool),
     Pin(Reply<PinnedSettings>, PinnedSettings),
+    PinKeys(Reply<Vec<KeyBytes>>, Vec<KeyBytes>),
+    KeyConflict(Reply<()>),
 }
 
 impl Command {
@@ -454,6 +518,8 @@ impl Command {
             Command::FormDue(_, r) => drop(r.send(Err(e))),
             Command::Forwarded(_, r) => drop(r.send(Err(e))),
             Command::Pin(_, r) => drop(r.send(Err(e))),
+            Command::PinKeys(_, r) => drop(r.send(Err(e))),
+            Command::KeyConflict(_, _, r) => drop(r.send(Err(e))),
         }
     }
 }
@@ -465,6 +531,8 @@ impl Done {
             Done::FormDue(r, v) => drop(r.send(Ok(v))),
             Done::Forwarded(r, v) => drop(r.send(Ok(v))),
             Done::Pin(r, v) => drop(r.send(Ok(v))),
+            Done::PinKeys(r, v) => drop(r.send(Ok(v))),
+            Done::KeyConflict(r) => drop(r.send(Ok(()))),
         }
     }
 }
@@ -610,6 +678,10 @@ fn init_tables(
         txn.open_table(BATCH_REPORTS)?;
         txn.open_table(COUNTERS)?;
         txn.open_table(BATCH_FORMED)?;
+        txn.open_table(PINNED_KEYS)?;
+        txn.open_table(KEY_CONFLICTS)?;
+        txn.open_table(DEVICES_SEEN)?;
+        txn.open_table(BATCH_HISTORY)?;
     }
     txn.commit()?;
     Ok(())
@@ -754,6 +826,60 @@ impl RelayStore {
             .await
     }
 
+    /// Pins the public-key bytes of `keys` (key id, bytes) for a collection where no
+    /// bytes are pinned for that id yet; returns, for each, the bytes pinned (these, or
+    /// the earlier), once on disk.
+    pub async fn pin_keys(
+        &self,
+        collection_id: &str,
+        keys: Vec<(u32, [u8; 32])>,
+    ) -> Result<Vec<(u32, [u8; 32])>, StoreError> {
+        let id = collection_id.to_string();
+        self.call(|r| Command::PinKeys(Box::new((id, keys)), r))
+            .await
+    }
+
+    /// The key bytes pinned for a collection's key id, if any.
+    pub fn pinned_key(
+        &self,
+        collection_id: &str,
+        key_id: u32,
+    ) -> Result<Option<[u8; 32]>, StoreError> {
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            Ok(txn
+                .open_table(PINNED_KEYS)?
+                .get((collection_id, key_id))?
+                .map(|v| v.value()))
+        })
+    }
+
+    /// Counts, durably, one more time the aggregator answered other key bytes for a
+    /// pinned key id of the collection, at `now`.
+    pub async fn record_key_conflict(
+        &self,
+        collection_id: &str,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        let id = collection_id.to_string();
+        self.call(|r| Command::KeyConflict(id, now, r)).await
+    }
+
+    /// A formed batch's reports from devices new in its window, if it is recorded.
+    pub fn batch_new_devices(
+        &self,
+        collection_id: &str,
+        seq: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            Ok(txn
+                .open_table(BATCH_HISTORY)?
+                .get((collection_id, seq))?
+                .map(|v| v.value().2))
+        })
+    }
+
     /// The aggregator acknowledged batch `seq`: deletes it and counts it as
     /// forwarded, durably. False when it was already gone.
     pub async fn forwarded(&self, seq: u64) -> Result<bool, StoreError> {
@@ -802,6 +928,7 @@ impl RelayStore {
             for row in windows.range((collection_id, 0)..=(collection_id, u32::MAX))? {
                 let w = Window::decode(row?.1.value())?;
                 status.window_reports += w.reports;
+                status.window_new_devices += w.new_devices;
                 if status.window_opened == 0 || w.opened < status.window_opened {
                     status.window_opened = w.opened;
                 }
@@ -822,6 +949,22 @@ impl RelayStore {
             };
             status.forwarded_batches = counter("forwarded_batches")?;
             status.forwarded_reports = counter("forwarded_reports")?;
+            for row in txn
+                .open_table(BATCH_HISTORY)?
+                .range((collection_id, 0)..=(collection_id, u64::MAX))?
+                .rev()
+                .take(RECENT_BATCHES)
+            {
+                let (formed, reports, new_devices) = row?.1.value();
+                status.recent_batches.push(RelayBatchRecord {
+                    formed,
+                    reports,
+                    new_devices,
+                });
+            }
+            if let Some(c) = txn.open_table(KEY_CONFLICTS)?.get(collection_id)? {
+                (status.key_conflicts, status.last_key_conflict) = c.value();
+            }
             Ok(status)
         })
     }
@@ -927,6 +1070,11 @@ fn apply_group(
             Command::FormDue(request, _) => Answer::FormDue(apply_form_due(&txn, request)?),
             Command::Forwarded(seq, _) => Answer::Forwarded(apply_forwarded(&txn, *seq)?),
             Command::Pin(pin, _) => Answer::Pin(apply_pin(&txn, &pin.0, &pin.1)?),
+            Command::PinKeys(keys, _) => Answer::PinKeys(apply_pin_keys(&txn, &keys.0, &keys.1)?),
+            Command::KeyConflict(id, now, _) => {
+                apply_key_conflict(&txn, id, *now)?;
+                Answer::KeyConflict
+            }
         });
     }
     txn.commit()?;
@@ -938,6 +1086,8 @@ fn apply_group(
             (Command::FormDue(_, r), Answer::FormDue(v)) => Done::FormDue(r, v),
             (Command::Forwarded(_, r), Answer::Forwarded(v)) => Done::Forwarded(r, v),
             (Command::Pin(_, r), Answer::Pin(v)) => Done::Pin(r, v),
+            (Command::PinKeys(_, r), Answer::PinKeys(v)) => Done::PinKeys(r, v),
+            (Command::KeyConflict(_, _, r), Answer::KeyConflict) => Done::KeyConflict(r),
             _ => unreachable!("answers follow their commands"),
         })
         .collect())
@@ -948,6 +1098,35 @@ enum Answer {
     FormDue(Vec<FormedBatch>),
     Forwarded(bool),
     Pin(PinnedSettings),
+    PinKeys(Vec<(u32, [u8; 32])>),
+    KeyConflict,
+}
+
+fn apply_pin_keys(
+    txn: &redb::WriteTransaction,
+    id: &str,
+    keys: &[(u32, [u8; 32])],
+) -> Result<Vec<(u32, [u8; 32])>, StoreError> {
+    let mut pinned = txn.open_table(PINNED_KEYS)?;
+    let mut out = Vec::with_capacity(keys.len());
+    for &(key_id, bytes) in keys {
+        let existing = pinned.get((id, key_id))?.map(|v| v.value());
+        match existing {
+            Some(first) => out.push((key_id, first)),
+            None => {
+                pinned.insert((id, key_id), bytes)?;
+                out.push((key_id, bytes));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn apply_key_conflict(txn: &redb::WriteTransaction, id: &str, now: u64) -> Result<(), StoreError> {
+    let mut conflicts = txn.open_table(KEY_CONFLICTS)?;
+    let count = conflicts.get(id)?.map_or(0, |v| v.value().0);
+    conflicts.insert(id, (count + 1, now))?;
+    Ok(())
 }
 
 fn apply_pin(
@@ -978,27 +1157,18 @@ fn apply_submit(
     }
     let mut salts = txn.open_table(SALTS)?;
     let existing_salt = salts.get(id)?.map(|v| v.value());
-    let salt = match existing_salt {
-        Some(salt) => salt,
-        None => {
-            let mut salt = [0u8; 32];
-            StdRng::from_os_rng().fill_bytes(&mut salt);
-            salts.insert(id, salt)?;
-            salt
-        }
-    };
-    let tag = device_tag(key, &salt, &s.device);
     let mut devices = txn.open_table(DEVICES)?;
-    if let Some(previous) = devices.get((id, tag))? {
-        // The same bytes were found above: the same submission id here carries others.
-        return Ok(if previous.value() == s.submission_id {
-            SubmitOutcome::SubmissionIdReused
-        } else {
-            SubmitOutcome::DeviceAlreadyReported
-        });
+    if let Some(salt) = existing_salt {
+        let tag = device_tag(key, &salt, &s.device);
+        if let Some(previous) = devices.get((id, tag))? {
+            // The same bytes were found above: the same submission id here carries others.
+            return Ok(if previous.value() == s.submission_id {
+                SubmitOutcome::SubmissionIdReused
+            } else {
+                SubmitOutcome::DeviceAlreadyReported
+            });
+        }
     }
-    devices.insert((id, tag), s.submission_id)?;
-    ciphertexts.insert((id, digest), ())?;
     let mut windows = txn.open_table(WINDOWS)?;
     let existing = windows
         .get((id, key_id))?
@@ -1010,14 +1180,41 @@ fn apply_submit(
             rule: s.rule,
             reports: 0,
             next_position: 0,
+            new_devices: 0,
         },
     };
+    // New in this window: first seen now, or since the window opened.
+    let mut seen = txn.open_table(DEVICES_SEEN)?;
+    let seen_tag = first_seen_tag(key, &s.device);
+    let first_seen = seen.get(seen_tag)?.map(|v| v.value());
+    let new_device = first_seen.is_none_or(|at| at >= window.opened);
+    if new_device && s.new_device_cap > 0 && window.new_devices >= s.new_device_cap {
+        // Refused before anything is written: the transaction changes nothing.
+        return Ok(SubmitOutcome::NewDeviceCapReached);
+    }
+    if first_seen.is_none() {
+        seen.insert(seen_tag, s.now)?;
+    }
+    let salt = match existing_salt {
+        Some(salt) => salt,
+        None => {
+            let mut salt = [0u8; 32];
+            StdRng::from_os_rng().fill_bytes(&mut salt);
+            salts.insert(id, salt)?;
+            salt
+        }
+    };
+    devices.insert((id, device_tag(key, &salt, &s.device)), s.submission_id)?;
+    ciphertexts.insert((id, digest), ())?;
     txn.open_table(WINDOW_REPORTS)?.insert(
         (id, key_id, window.next_position),
         s.sealed.encode_to_vec().as_slice(),
     )?;
     window.next_position += 1;
     window.reports += 1;
+    if new_device {
+        window.new_devices += 1;
+    }
     windows.insert((id, key_id), window.encode().as_slice())?;
     Ok(SubmitOutcome::Stored)
 }
@@ -1038,8 +1235,9 @@ fn apply_form_due(
         {
             continue;
         }
-        if Window::decode(bytes.value())?.due(request.now, request.floor) {
-            due.push((id.to_string(), key_id));
+        let window = Window::decode(bytes.value())?;
+        if window.due(request.now, request.floor) {
+            due.push((id.to_string(), key_id, window.new_devices));
         }
     }
     let mut formed = Vec::new();
@@ -1051,7 +1249,8 @@ fn apply_form_due(
     let mut batches = txn.open_table(BATCHES)?;
     let mut batch_reports = txn.open_table(BATCH_REPORTS)?;
     let mut formed_at = txn.open_table(BATCH_FORMED)?;
-    for (id, key_id) in due {
+    let mut history = txn.open_table(BATCH_HISTORY)?;
+    for (id, key_id, new_devices) in due {
         let id = id.as_str();
         let range = (id, key_id, 0)..=(id, key_id, u64::MAX);
         let mut reports: Vec<Vec<u8>> = Vec::new();
@@ -1069,6 +1268,7 @@ fn apply_form_due(
         let size = reports.len() as u64;
         batches.insert(seq, encode_batch(&batch_id, size, id).as_slice())?;
         formed_at.insert(seq, request.now)?;
+        history.insert((id, seq), (request.now, size, new_devices))?;
         for (i, report) in reports.iter().enumerate() {
             batch_reports.insert((seq, i as u64), report.as_slice())?;
         }

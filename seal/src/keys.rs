@@ -211,10 +211,11 @@ impl CollectionKeys {
     pub fn open(&self, sealed: &SealedReport, now: u64) -> Result<Vec<u8>, OpenError> {
         let body_len = self.check(sealed, now)?;
         let mut plaintext = sealed.ciphertext[..body_len].to_vec();
+        let aad = aad(&self.collection_id, sealed.key_id).map_err(|_| OpenError::Decrypt)?;
         decrypt(
-            &self.collection_id,
-            sealed.key_id,
             &self.private_key(sealed.key_id),
+            HPKE_INFO,
+            &aad,
             &sealed.enc,
             &mut plaintext,
             &sealed.ciphertext[body_len..],
@@ -306,26 +307,27 @@ impl Opener<'_> {
                 &self.private[self.private.len() - 1].1
             }
         };
-        decrypt(&self.keys.collection_id, key_id, private, &enc, body, tag)?;
+        let aad = aad(&self.keys.collection_id, key_id).map_err(|_| OpenError::Decrypt)?;
+        decrypt(private, HPKE_INFO, &aad, &enc, body, tag)?;
         ciphertext.truncate(body_len);
         Ok(ciphertext)
     }
 }
 
-/// Decrypts `body` in place with `private`, the key of `key_id` of `collection_id`.
-fn decrypt(
-    collection_id: &str,
-    key_id: u32,
+/// Decrypts `body` in place with `private` under `info` and `aad` (the report's and
+/// the relay's layer share it).
+pub(crate) fn decrypt(
     private: &<Kem as hpke::Kem>::PrivateKey,
+    info: &[u8],
+    aad: &[u8],
     enc: &[u8],
     body: &mut [u8],
     tag: &[u8],
 ) -> Result<(), OpenError> {
     let enc = <Kem as hpke::Kem>::EncappedKey::from_bytes(enc).map_err(|_| OpenError::Decrypt)?;
     let tag = AeadTag::<Aead>::from_bytes(tag).map_err(|_| OpenError::Decrypt)?;
-    let aad = aad(collection_id, key_id).map_err(|_| OpenError::Decrypt)?;
-    let mut ctx = hpke::setup_receiver::<Aead, Kdf, Kem>(&OpModeR::Base, private, &enc, HPKE_INFO)
+    let mut ctx = hpke::setup_receiver::<Aead, Kdf, Kem>(&OpModeR::Base, private, &enc, info)
         .map_err(|_| OpenError::Decrypt)?;
-    ctx.open_inout_detached(InOutBuf::from(body), &aad, &tag)
+    ctx.open_inout_detached(InOutBuf::from(body), aad, &tag)
         .map_err(|_| OpenError::Decrypt)
 }

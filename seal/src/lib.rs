@@ -35,6 +35,15 @@
 //! [`seal_with_seed_for_test_vectors_not_private`] is deterministic, for test vectors
 //! only.
 //!
+//! # The relay's layer
+//!
+//! The device then seals the sealed report once more, to the relay's own key
+//! ([`seal_for_relay`], info [`RELAY_HPKE_INFO`], associated data [`relay_aad`]), and
+//! the relay opens that layer with its [`RelayKey`] (derived from a secret of the
+//! relay's, never the aggregator's): the bytes on the device → relay hop and on the
+//! relay → aggregator hop share nothing, so a TLS-terminating front before the relay
+//! cannot match what it saw with what the aggregator receives.
+//!
 //! ```
 //! use ldpcov_seal::{CollectionKeys, KeySchedule, MasterSecret, OpenError, seal_with_os_rng};
 //!
@@ -59,12 +68,17 @@
 //! ```
 
 mod keys;
+mod relay;
 mod schedule;
 mod seal;
 mod secret;
 
 pub use hpke::rand_core;
 pub use keys::{CollectionKeys, OpenError, Opener, PublicKeyConfig};
+pub use relay::{
+    RELAY_AAD_LABEL, RELAY_DERIVATION_INFO, RELAY_HPKE_INFO, RelayKey, relay_aad, seal_for_relay,
+    seal_for_relay_with_os_rng, seal_for_relay_with_seed_for_test_vectors_not_private,
+};
 pub use schedule::{KeySchedule, KeyState, KeyWindow, MIN_ROTATION_SECONDS, ScheduleError};
 pub use seal::{
     CollectionIdTooLong, SealError, SealedReport, aad, seal, seal_with_os_rng,

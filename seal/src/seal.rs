@@ -92,9 +92,19 @@ pub(crate) fn length_prefixed(collection_id: &str) -> Result<Vec<u8>, Collection
 /// # Ok::<(), ldpcov_seal::CollectionIdTooLong>(())
 /// ```
 pub fn aad(collection_id: &str, key_id: u32) -> Result<Vec<u8>, CollectionIdTooLong> {
+    labelled_aad(AAD_LABEL, collection_id, key_id)
+}
+
+/// `label ‖ u32-BE len(collection_id) ‖ collection_id ‖ u32-BE key_id`: the associated
+/// data of a report ([`aad`]) and of the relay's layer (`relay_aad`).
+pub(crate) fn labelled_aad(
+    label: &[u8],
+    collection_id: &str,
+    key_id: u32,
+) -> Result<Vec<u8>, CollectionIdTooLong> {
     let prefixed = length_prefixed(collection_id)?;
-    let mut out = Vec::with_capacity(AAD_LABEL.len() + prefixed.len() + 4);
-    out.extend_from_slice(AAD_LABEL);
+    let mut out = Vec::with_capacity(label.len() + prefixed.len() + 4);
+    out.extend_from_slice(label);
     out.extend_from_slice(&prefixed);
     out.extend_from_slice(&key_id.to_be_bytes());
     Ok(out)
@@ -113,6 +123,13 @@ pub fn seal(
     plaintext: &[u8],
     rng: &mut impl CryptoRng,
 ) -> Result<SealedReport, SealError> {
+    check_config(config)?;
+    let aad = aad(collection_id, config.key_id)?;
+    seal_layer(config, HPKE_INFO, &aad, plaintext, rng)
+}
+
+/// Refuses a configuration of another suite, or one that is not active.
+pub(crate) fn check_config(config: &PublicKeyConfig) -> Result<(), SealError> {
     if (config.kem_id, config.kdf_id, config.aead_id) != (KEM_ID, KDF_ID, AEAD_ID) {
         return Err(SealError::UnsupportedSuite {
             kem_id: config.kem_id,
@@ -126,17 +143,29 @@ pub fn seal(
             state: config.state,
         });
     }
-    let aad = aad(collection_id, config.key_id)?;
+    Ok(())
+}
+
+/// The HPKE sealing shared by the report and the relay's layer: `plaintext` to the key
+/// of `config` under `info` and `aad` (the configuration checked by the caller with
+/// [`check_config`]).
+pub(crate) fn seal_layer(
+    config: &PublicKeyConfig,
+    info: &[u8],
+    aad: &[u8],
+    plaintext: &[u8],
+    rng: &mut impl CryptoRng,
+) -> Result<SealedReport, SealError> {
     let public = <Kem as hpke::Kem>::PublicKey::from_bytes(&config.public_key)
         .map_err(|_| SealError::InvalidPublicKey)?;
     let (enc, mut ctx) =
-        hpke::setup_sender_with_rng::<Aead, Kdf, Kem>(&OpModeS::Base, &public, HPKE_INFO, rng)
+        hpke::setup_sender_with_rng::<Aead, Kdf, Kem>(&OpModeS::Base, &public, info, rng)
             .map_err(|_| SealError::InvalidPublicKey)?;
 
     let mut ciphertext = Vec::with_capacity(plaintext.len() + TAG_LEN);
     ciphertext.extend_from_slice(plaintext);
     let tag = ctx
-        .seal_inout_detached(InOutBuf::from(ciphertext.as_mut_slice()), &aad)
+        .seal_inout_detached(InOutBuf::from(ciphertext.as_mut_slice()), aad)
         .map_err(|_| SealError::Encrypt)?;
     ciphertext.extend_from_slice(&tag.to_bytes());
     Ok(SealedReport {

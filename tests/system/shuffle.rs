@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayReport};
+use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
     CollectionSpec, GetEstimateRequest, GetStatusRequest, HpkeKeyState, LocalMechanism, Report,
@@ -80,15 +80,36 @@ async fn admin(url: &str) -> AggregatorClient {
 /// shuffled collection's keys from the relay's pinned copy (only
 /// `prepare_relay_report` is used where the test plays the relay's batch stream).
 async fn device(url: &str, relay: &Relay, seed: u64) -> AggregatorClient {
+    named_device(url, relay, seed, "device")
+}
+
+/// [`device`] with the device id `name` (one report per device per collection).
+fn named_device(url: &str, relay: &Relay, seed: u64, name: &str) -> AggregatorClient {
     let channel = tonic::transport::Endpoint::from_shared(relay.url.clone())
         .unwrap()
         .connect_lazy();
-    AggregatorClient::connect(url.to_string())
-        .await
+    // Lazily: a device of a shuffled collection never opens a connection to `url`.
+    AggregatorClient::connect_lazy(url.to_string())
         .unwrap()
         .with_noise_sampler(DiscreteGaussianSampler::from_seed_for_simulation(seed))
-        .with_relay(channel, &relay.issuer.issue("device").unwrap())
+        .with_relay(channel, &relay.issuer.issue(name).unwrap())
         .unwrap()
+}
+
+/// A listener that counts the connections made to it and answers none: the address
+/// devices are given as their aggregator, to show that they never call it.
+async fn canary() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&connections);
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (url, connections)
 }
 
 fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
@@ -138,7 +159,7 @@ async fn count(url: &str, id: &str) -> u64 {
 /// `n` sealed reports of users at x = e₁/2 (any data would do: only counts are checked).
 /// The keys come through a real in-process relay (a device reads them there), which
 /// forwards nothing: the test sends the batch itself.
-async fn sealed_reports(url: &str, id: &str, n: usize) -> Vec<PreparedRelayReport> {
+async fn sealed_reports(url: &str, id: &str, n: usize) -> Vec<SealedReport> {
     let relay = relay(url).await;
     let mut device = device(url, &relay, 7).await;
     let collection = device.collection(id).await.unwrap();
@@ -146,16 +167,15 @@ async fn sealed_reports(url: &str, id: &str, n: usize) -> Vec<PreparedRelayRepor
     x[0] = 0.5;
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        out.push(device.prepare_relay_report(&collection, &x).await.unwrap());
+        out.push(
+            device
+                .prepare_sealed_report(&collection, &x)
+                .await
+                .unwrap()
+                .1,
+        );
     }
     out
-}
-
-fn sealed(prepared: &[PreparedRelayReport]) -> Vec<SealedReport> {
-    prepared
-        .iter()
-        .map(|p| p.request.sealed.clone().unwrap())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +224,7 @@ async fn batches_are_taken_from_the_relay_token_only_and_never_below_the_minimum
         .create_collection(shuffled_spec("s"))
         .await
         .unwrap();
-    let reports = sealed(&sealed_reports(&url, "s", MIN_BATCH as usize).await);
+    let reports = sealed_reports(&url, "s", MIN_BATCH as usize).await;
     // The admin token, no token, a wrong token: refused, nothing counted.
     for (token, code) in [
         (ADMIN, Code::PermissionDenied),
@@ -284,12 +304,12 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
         .create_collection(shuffled_spec("other"))
         .await
         .unwrap();
-    let mut reports = sealed(&sealed_reports(&url, "s", MIN_BATCH as usize).await);
+    let mut reports = sealed_reports(&url, "s", MIN_BATCH as usize).await;
     // Position 5: a flipped ciphertext bit (the AEAD refuses it). Position 17: another
     // collection's report (its associated data binds it there: the relay cannot move
     // it). Position 30: a key id the collection never published.
     reports[5].ciphertext[3] ^= 1;
-    reports[17] = sealed(&sealed_reports(&url, "other", 1).await).remove(0);
+    reports[17] = sealed_reports(&url, "other", 1).await.remove(0);
     reports[30].key_id += 5;
     let response = send_batch(&url, RELAY, "s", [9; 16], MIN_BATCH, &reports)
         .await
@@ -333,8 +353,8 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
         .unwrap();
     assert_eq!((again.accepted, again.duplicates), (0, MIN_BATCH - 3));
     assert_eq!(count(&url, "s").await, MIN_BATCH - 3);
-    // An empty ciphertext in the batch is refused too (a fifth batch id: a new batch
-    // whose good reports are all duplicates).
+    // An empty ciphertext in the batch is refused too (another batch id: a new batch
+    // whose good reports are all duplicates of the first batch's).
     let mut junk = reports.clone();
     junk[0].ciphertext = Report::default().payload;
     let response = send_batch(&url, RELAY, "s", [10; 16], MIN_BATCH, &junk)
@@ -342,12 +362,16 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
         .unwrap();
     assert_eq!(response.refused.len(), 4);
     assert_eq!(response.duplicates, MIN_BATCH - 4);
-    // Three completed batches (the resend counts as one); the smallest held 36.
+    // Three completed batches (the resend counts as one). The last one's good reports
+    // were all counted in the first batch: it delivered no user (a report id counts
+    // toward one batch only), so the guarantee falls to no amplification.
     let (_, delivered) = guarantee(&url, "s").await;
+    assert_eq!((delivered.batches, delivered.smallest_batch), (3, 0));
     assert_eq!(
-        (delivered.batches, delivered.smallest_batch),
-        (3, MIN_BATCH - 4)
+        delivered.central_epsilon,
+        collection.shuffled_privacy_at(0).unwrap().central_epsilon
     );
+    assert!(delivered.central_epsilon > at_37.central_epsilon);
     let mut raw = RawClient::connect(url.clone()).await.unwrap();
     let estimate = raw
         .get_estimate(with_token(
@@ -361,6 +385,97 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
         .unwrap()
         .into_inner();
     assert_eq!(estimate.shuffle_delivered, Some(delivered));
+}
+
+/// The delivered figure counts a report id once per collection, toward the batch id
+/// that first counted it: a batch padded with reports another batch counted delivers
+/// only its new ones, while a batch resent under its own id (whole, or after a first
+/// send broken part-way) gets its own earlier-counted reports back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_delivers_only_the_reports_first_counted_under_its_id() {
+    let server = server(&[RELAY]).await;
+    let url = server.url();
+    let mut admin = admin(&url).await;
+    // ε0 = 1: a batch of 40 amplifies (see above), one of 10 users does not.
+    let params = admin
+        .create_collection(CollectionSpec {
+            epsilon: 1.0,
+            ..shuffled_spec("s")
+        })
+        .await
+        .unwrap();
+    admin
+        .create_collection(shuffled_spec("partial"))
+        .await
+        .unwrap();
+    let n = MIN_BATCH as usize;
+    let fresh = sealed_reports(&url, "s", n + 10).await;
+    let (b1, new) = fresh.split_at(n);
+    let delivered = |id: &'static str| {
+        let url = url.clone();
+        async move {
+            let (_, d) = guarantee(&url, id).await;
+            (d.batches, d.smallest_batch)
+        }
+    };
+    // B1: 40 new reports, 40 users.
+    let first = send_batch(&url, RELAY, "s", [1; 16], MIN_BATCH, b1)
+        .await
+        .unwrap();
+    assert_eq!((first.accepted, first.duplicates), (MIN_BATCH, 0));
+    assert_eq!(delivered("s").await, (1, MIN_BATCH));
+    // B1 resent unchanged (its acknowledgement was lost): its duplicates are its own
+    // reports, so it still delivered 40.
+    let again = send_batch(&url, RELAY, "s", [1; 16], MIN_BATCH, b1)
+        .await
+        .unwrap();
+    assert_eq!((again.accepted, again.duplicates), (0, MIN_BATCH));
+    assert_eq!(delivered("s").await, (2, MIN_BATCH));
+    // B2, another batch id: 10 new reports padded with 30 of B1's. Only the 10 are
+    // its users, whatever it announces.
+    let mut padded = new.to_vec();
+    padded.extend_from_slice(&b1[..30]);
+    let second = send_batch(&url, RELAY, "s", [2; 16], MIN_BATCH, &padded)
+        .await
+        .unwrap();
+    assert_eq!((second.accepted, second.duplicates), (10, 30));
+    assert_eq!(count(&url, "s").await, MIN_BATCH + 10);
+    assert_eq!(delivered("s").await, (3, 10));
+    let collection = ldpcov::privacy::Collection::from_spec(params.spec.as_ref().unwrap()).unwrap();
+    let (_, shown) = guarantee(&url, "s").await;
+    assert_eq!(
+        shown.central_epsilon,
+        collection.shuffled_privacy_at(10).unwrap().central_epsilon
+    );
+    assert!(
+        shown.central_epsilon
+            > collection
+                .shuffled_privacy_at(MIN_BATCH)
+                .unwrap()
+                .central_epsilon
+    );
+    // B2 resent: it still delivered 10 (its 30 borrowed reports stay B1's).
+    let resent = send_batch(&url, RELAY, "s", [2; 16], MIN_BATCH, &padded)
+        .await
+        .unwrap();
+    assert_eq!((resent.accepted, resent.duplicates), (0, MIN_BATCH));
+    assert_eq!(delivered("s").await, (4, 10));
+
+    // A first send broken after its first chunk (16 reports counted, the batch not
+    // complete, nothing recorded), then the whole batch resent: the first chunk's
+    // reports come back as duplicates that are the batch's own, so it delivered 40.
+    let reports = sealed_reports(&url, "partial", n).await;
+    let broken = send_batch(&url, RELAY, "partial", [3; 16], MIN_BATCH, &reports[..16])
+        .await
+        .unwrap_err();
+    assert_eq!(broken.code(), Code::InvalidArgument, "{broken:?}");
+    assert_eq!(count(&url, "partial").await, 16);
+    assert_eq!(delivered("partial").await, (0, 0));
+    let whole = send_batch(&url, RELAY, "partial", [3; 16], MIN_BATCH, &reports)
+        .await
+        .unwrap();
+    assert_eq!((whole.accepted, whole.duplicates), (MIN_BATCH - 16, 16));
+    assert_eq!(delivered("partial").await, (1, MIN_BATCH));
 }
 
 /// A shuffled collection's announced central ε and what its batches delivered, from
@@ -525,84 +640,48 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
     assert!((0.9..=1.1).contains(&ratio), "measured / planned = {ratio}");
 }
 
-/// Devices seal to the keys the relay pinned, not to what the aggregator they asked
-/// hands out: an aggregator that answers a device with keys of its own (here a second
-/// server holding the same collection with keys of its own, as a hostile aggregator
-/// could serve one device) gets reports sealed to the relay's copy, which the honest
-/// aggregator behind the relay opens; had the device used the keys it was handed, every
-/// report would be refused (no such key). And an aggregator whose spec differs from
-/// the relay's pinned one gets no report at all.
+/// Devices of a shuffled collection take everything from the relay — the spec and
+/// derived parameters (re-derived on the device), the keys as the relay pinned them,
+/// the relay's own key — and never call the aggregator, which so never learns which
+/// device asked or when. Their aggregator address here is a canary that counts
+/// connections; the relay forwards to the real aggregator, which counts every report:
+/// the devices' reports arrive, and the canary saw no connection at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn devices_take_keys_from_the_relay_and_refuse_a_spec_that_differs_from_its_pinned_copy() {
+async fn devices_of_a_shuffled_collection_never_call_the_aggregator() {
     let honest = server(&[RELAY]).await;
     let honest_url = honest.url();
+    let mut spec = shuffled_spec("s");
+    if let Some(shuffle) = spec.shuffle.as_mut() {
+        shuffle.batch_window_seconds = 1;
+    }
     admin(&honest_url)
         .await
-        .create_collection(shuffled_spec("s"))
+        .create_collection(spec)
         .await
         .unwrap();
     let relay = relay(&honest_url).await;
-
-    // Same spec, other keys.
-    let hostile = server(&[RELAY]).await;
-    let hostile_url = hostile.url();
-    admin(&hostile_url)
-        .await
-        .create_collection(shuffled_spec("s"))
-        .await
-        .unwrap();
-    let mut misled = device(&hostile_url, &relay, 11).await;
-    let collection = misled.collection("s").await.unwrap();
-    let mut prepared = Vec::new();
-    for _ in 0..MIN_BATCH {
-        prepared.push(
-            misled
-                .prepare_relay_report(&collection, &[0.5, 0.0, 0.0, 0.0, 0.0, 0.0])
-                .await
-                .unwrap(),
-        );
+    let (canary_url, connections) = canary().await;
+    for d in 0..MIN_BATCH {
+        let mut device = named_device(&canary_url, &relay, 100 + d, &format!("d{d}"));
+        let collection = device.collection("s").await.unwrap();
+        let outcome = device
+            .submit(&collection, &[0.5, 0.0, 0.0, 0.0, 0.0, 0.0])
+            .await
+            .unwrap();
+        assert!(!outcome.duplicate);
     }
-    let response = send_batch(
-        &honest_url,
-        RELAY,
-        "s",
-        [3; 16],
-        MIN_BATCH,
-        &sealed(&prepared),
-    )
-    .await
-    .unwrap();
-    assert!(response.refused.is_empty(), "{:?}", response.refused);
-    assert_eq!(response.accepted, MIN_BATCH);
-    // The hostile server cannot open them: its own keys were never used.
-    let response = send_batch(
-        &hostile_url,
-        RELAY,
-        "s",
-        [3; 16],
-        MIN_BATCH,
-        &sealed(&prepared),
-    )
-    .await
-    .unwrap();
-    assert_eq!(response.accepted, 0);
-    assert_eq!(response.refused.len() as u64, MIN_BATCH);
-
-    // Another spec than the pinned one (ε0 = 2 instead of 4): refused before any noise.
-    let changed = server(&[RELAY]).await;
-    let changed_url = changed.url();
-    admin(&changed_url)
-        .await
-        .create_collection(CollectionSpec {
-            epsilon: 2.0,
-            ..shuffled_spec("s")
-        })
-        .await
-        .unwrap();
-    let mut refusing = device(&changed_url, &relay, 12).await;
-    let err = refusing.collection("s").await.unwrap_err();
-    assert!(
-        matches!(err, ldpcov::client::ClientError::RelayMismatch { ref id } if id == "s"),
-        "{err}"
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while count(&honest_url, "s").await < MIN_BATCH {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relay's batch never arrived"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(count(&honest_url, "s").await, MIN_BATCH);
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a device of a shuffled collection connected to the aggregator"
     );
 }

@@ -4,6 +4,41 @@
 //! bad ones refused individually, the rest counted (a report id once, so a resent
 //! batch counts nothing twice).
 //!
+//! # Delivered users
+//!
+//! A completed batch is recorded with the users it delivered
+//! ([`Store::record_delivered_batch`]), and the fewest over the collection's batches
+//! sets the delivered central guarantee. A report id counts there once per
+//! collection, toward the batch (relay batch id) that first counted it: each chunk is
+//! counted with [`Store::submit_to_batch`], which adds the reports it newly counts to
+//! its batch id's tally in the same transaction. At completion a send's delivered
+//! users are
+//!
+//! `accepted + min(duplicates, counted_in_batch − accepted)`:
+//!
+//! its reports counted now, plus its duplicates up to the reports earlier sends of the
+//! same batch id counted ([`Store::counted_in_batch`] minus this send's own). So a
+//! batch resent under its 16-byte id (after a lost acknowledgement, or a stream broken
+//! part-way) gets its earlier-counted reports back and records the same number, while
+//! report ids counted in another batch count nothing: they cannot make a small batch
+//! look large. A send's figure never exceeds its reports, nor its batch id's tally.
+//!
+//! Errs on the safe side: a tally is written in the transaction that counts its
+//! reports, so no crash leaves a counted report outside its batch's tally; a crash
+//! after the last chunk and before the record leaves the batch unrecorded, and the
+//! relay's resend records it. A store upgraded while a batch was in flight has that
+//! batch's reports counted before the upgrade in no tally: its resend then reads a
+//! smaller tally, so fewer users, never more. Sends of one batch that race each other
+//! each see the other's committed chunks in the tally, and neither can count a report
+//! the other counted beyond the tally.
+//! Not checked: that a resend's duplicates are the very report ids its earlier sends
+//! counted (they are matched in number only; per-report attribution would double the
+//! dedupe rows).
+//!
+//! [`Store::record_delivered_batch`]: crate::store::Store::record_delivered_batch
+//! [`Store::submit_to_batch`]: crate::store::Store::submit_to_batch
+//! [`Store::counted_in_batch`]: crate::store::Store::counted_in_batch
+//!
 //! Must not log or keep anything of a batch but counts: no batch order, no report.
 
 use std::sync::Arc;
@@ -128,9 +163,11 @@ impl AggregatorService {
             }
             response.refused.extend(refused);
             if !valid.is_empty() {
+                // Counted with the batch id: the reports it counts join the batch's
+                // tally in the same transaction (see "Delivered users").
                 let outcome = self
                     .store
-                    .submit(id, valid)
+                    .submit_to_batch(id, current.batch_id, valid)
                     .await
                     .map_err(store_status)
                     .map_err(|s| partial(s.code(), s.message(), received - n, &response))?;
@@ -153,9 +190,22 @@ impl AggregatorService {
                 &response,
             ));
         }
-        // The batch is complete: its valid reports (counted now or before, for a
-        // resent batch) are the users it delivered, which sets the guarantee shown.
-        let valid = response.accepted + response.duplicates;
+        // The batch is complete: the users it delivered, which set the guarantee shown,
+        // are its reports counted now plus, for a resent batch, its duplicates up to
+        // what earlier sends of this batch id counted; never a report id counted in
+        // another batch (see "Delivered users"). The tally is read after this send's
+        // last chunk committed, so it holds this send's reports and the earlier
+        // sends'. Without duplicates there is nothing to read.
+        let counted = if response.duplicates == 0 {
+            response.accepted
+        } else {
+            self.store
+                .counted_in_batch(batch.collection.id(), batch.batch_id)
+                .await
+                .map_err(store_status)
+                .map_err(|s| partial(s.code(), s.message(), received, &response))?
+        };
+        let valid = delivered_users(response.accepted, response.duplicates, counted);
         self.store
             .record_delivered_batch(batch.collection.id(), valid)
             .await
@@ -164,7 +214,7 @@ impl AggregatorService {
         if valid < batch.size {
             tracing::warn!(
                 collection = %batch.collection.id(), reports = batch.size, valid,
-                "a shuffled batch held reports that were refused: the delivered guarantee is at its valid reports"
+                "a shuffled batch held reports that were refused or counted in another batch: the delivered guarantee is at its valid reports"
             );
         }
         tracing::info!(
@@ -240,13 +290,18 @@ impl AggregatorService {
                 chunk.batch_size
             )));
         }
+        let batch_id: [u8; BATCH_ID_LEN] = chunk
+            .batch_id
+            .as_slice()
+            .try_into()
+            .map_err(|_| invalid(format!("batch_id must have {BATCH_ID_LEN} bytes")))?;
         let keys = self
             .collection_keys(&collection)?
             .ok_or_else(|| Status::internal("a shuffled collection without keys"))?;
         Ok(Batch {
             keys: Arc::new(keys),
             collection,
-            batch_id: chunk.batch_id.clone(),
+            batch_id,
             size: chunk.batch_size,
         })
     }
@@ -256,7 +311,7 @@ impl AggregatorService {
 struct Batch {
     collection: Arc<Collection>,
     keys: Arc<CollectionKeys>,
-    batch_id: Vec<u8>,
+    batch_id: [u8; BATCH_ID_LEN],
     size: u64,
 }
 
@@ -264,7 +319,7 @@ impl Batch {
     /// Every chunk repeats the first one's header.
     fn check_header(&self, chunk: &ShuffledBatchChunk) -> Result<(), Status> {
         if chunk.collection_id != self.collection.id()
-            || chunk.batch_id != self.batch_id
+            || chunk.batch_id.as_slice() != self.batch_id.as_slice()
             || chunk.batch_size != self.size
         {
             return Err(invalid(
@@ -273,6 +328,15 @@ impl Batch {
         }
         Ok(())
     }
+}
+
+/// The users a completed send of a batch delivered: its `accepted` reports (counted
+/// now) plus its `duplicates` up to the reports earlier sends of the same batch id
+/// counted (`counted`, the batch id's tally, this send's included, minus this send's
+/// `accepted`). Never more than the send's reports, nor than its batch id's tally.
+fn delivered_users(accepted: u64, duplicates: u64, counted: u64) -> u64 {
+    let earlier = counted.saturating_sub(accepted);
+    accepted.saturating_add(duplicates.min(earlier))
 }
 
 /// A failure after part of the batch was counted: the status says what stays counted.
@@ -376,5 +440,29 @@ fn public_key_message(config: &PublicKeyConfig) -> HpkePublicKey {
         not_before: config.not_before,
         not_after: config.not_after,
         active_until: config.active_until,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delivered_users;
+
+    /// A send's delivered users: its reports counted now, plus its duplicates only up
+    /// to what earlier sends of its batch id counted.
+    #[test]
+    fn duplicates_count_only_up_to_what_earlier_sends_of_the_batch_counted() {
+        // A first send: 37 counted, its tally 37.
+        assert_eq!(delivered_users(37, 0, 37), 37);
+        // Another batch id carrying 10 new reports and 30 counted elsewhere.
+        assert_eq!(delivered_users(10, 30, 10), 10);
+        // The first batch resent unchanged: all duplicates, the tally unchanged.
+        assert_eq!(delivered_users(0, 37, 37), 37);
+        // Resent after a first send broken after 16: 24 now, 16 back.
+        assert_eq!(delivered_users(24, 16, 40), 40);
+        // A repeat within one send is not an earlier send's report.
+        assert_eq!(delivered_users(20, 1, 20), 20);
+        // A tally that lost reports (a store upgraded mid-batch): fewer, never more.
+        assert_eq!(delivered_users(5, 30, 3), 5);
+        assert_eq!(delivered_users(u64::MAX, u64::MAX, u64::MAX), u64::MAX);
     }
 }

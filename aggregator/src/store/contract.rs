@@ -6,7 +6,8 @@
 //! collection (within a batch, across batches, across concurrent tasks); creating is
 //! idempotent and a conflicting create is refused; a closed collection refuses batches
 //! and keeps its sums; a batch with a report of the wrong length changes nothing; a
-//! snapshot is the exact sum of the accepted reports.
+//! snapshot is the exact sum of the accepted reports; a shuffled batch's tally holds
+//! exactly the reports its chunks newly counted, so a report id is in one tally at most.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -57,6 +58,136 @@ where
     the_ledger_records_each_key_once_and_never_overspends(fresh("ledger").await).await;
     every_mechanism_is_stored_as_created(fresh("mechanisms").await).await;
     delivered_batches_keep_the_fewest_valid_reports(fresh("delivered").await).await;
+    a_shuffled_batch_tallies_only_the_reports_it_counted(fresh("batch-tally").await).await;
+    concurrent_chunks_tally_each_report_in_one_batch(fresh("batch-concurrent").await).await;
+}
+
+/// Two relay batch ids.
+const B1: [u8; 16] = [0xb1; 16];
+const B2: [u8; 16] = [0xb2; 16];
+
+/// The tally of a shuffled batch (`submit_to_batch`, `counted_in_batch`): counting is
+/// `submit`'s (one dedupe for direct reports and every batch), and a batch id's tally
+/// grows by exactly the reports its chunks newly counted — a report id counted under
+/// another batch, or directly, adds nothing to it. Per collection; a refused chunk
+/// (wrong length, closed collection) adds nothing; gone with a deleted collection.
+async fn a_shuffled_batch_tallies_only_the_reports_it_counted<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    s.create_collection(collection("b", 2)).await.unwrap();
+    let n = collection("a", 2).entries();
+    let reports = |ids: &[u32]| ids.iter().map(|&k| report(k, k as i32, n)).collect();
+    let outcome = |accepted, duplicates| {
+        Ok(BatchOutcome {
+            accepted,
+            duplicates,
+        })
+    };
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(0));
+    // B1 in two chunks, the second repeating one report of the first.
+    assert_eq!(
+        s.submit_to_batch("a", B1, reports(&[1, 2, 3])).await,
+        outcome(3, 0)
+    );
+    assert_eq!(
+        s.submit_to_batch("a", B1, reports(&[3, 4])).await,
+        outcome(1, 1)
+    );
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(4));
+    // B2 carries two of B1's reports and one new one: only the new one is B2's.
+    assert_eq!(
+        s.submit_to_batch("a", B2, reports(&[1, 2, 5])).await,
+        outcome(1, 2)
+    );
+    assert_eq!(s.counted_in_batch("a", B2).await, Ok(1));
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(4));
+    // B1 resent whole: all duplicates, its tally unchanged.
+    assert_eq!(
+        s.submit_to_batch("a", B1, reports(&[1, 2, 3, 4])).await,
+        outcome(0, 4)
+    );
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(4));
+    // A direct report is in no tally, and no batch can claim it later.
+    assert_eq!(s.submit("a", reports(&[6])).await, outcome(1, 0));
+    assert_eq!(
+        s.submit_to_batch("a", B2, reports(&[6])).await,
+        outcome(0, 1)
+    );
+    assert_eq!(s.counted_in_batch("a", B2).await, Ok(1));
+    assert_eq!(s.count("a").await, Ok(6));
+    // The same batch id in another collection has its own tally.
+    assert_eq!(
+        s.submit_to_batch("b", B1, reports(&[1])).await,
+        outcome(1, 0)
+    );
+    assert_eq!(s.counted_in_batch("b", B1).await, Ok(1));
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(4));
+    // A refused chunk adds nothing: a wrong length, then a closed collection.
+    let bad = vec![report(7, 1, n), report(8, 1, n - 1)];
+    assert!(matches!(
+        s.submit_to_batch("b", B1, bad).await,
+        Err(StoreError::Internal(_))
+    ));
+    s.close_collection("b").await.unwrap();
+    assert_eq!(
+        s.submit_to_batch("b", B1, reports(&[7])).await,
+        Err(StoreError::Closed("b".into()))
+    );
+    assert_eq!(s.counted_in_batch("b", B1).await, Ok(1));
+    assert_eq!(s.count("b").await, Ok(1));
+    // Unknown collections.
+    let unknown = StoreError::NotFound("zz".into());
+    assert_eq!(s.counted_in_batch("zz", B1).await, Err(unknown.clone()));
+    assert_eq!(
+        s.submit_to_batch("zz", B1, reports(&[1])).await,
+        Err(unknown)
+    );
+    // Deleted with the collection; created again, every tally starts at 0.
+    s.delete_collection("a").await.unwrap();
+    assert_eq!(
+        s.counted_in_batch("a", B1).await,
+        Err(StoreError::NotFound("a".into()))
+    );
+    s.create_collection(collection("a", 2)).await.unwrap();
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(0));
+    assert_eq!(s.counted_in_batch("a", B2).await, Ok(0));
+}
+
+/// Chunks of two batches sent concurrently with overlapping report ids: each report is
+/// counted once and sits in the tally of exactly one batch, so the tallies add up to
+/// the count, and each is what its chunks were told they counted.
+async fn concurrent_chunks_tally_each_report_in_one_batch<S: Store>(s: Arc<S>) {
+    s.create_collection(collection("a", 2)).await.unwrap();
+    // 8 tasks × 6 chunks × 5 reports; task t sends under B1 (t even) or B2 (t odd) ids
+    // from a window shared by every task.
+    let tasks: Vec<_> = (0..8u32)
+        .map(|t| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                let batch = if t % 2 == 0 { B1 } else { B2 };
+                let mut accepted = 0;
+                for c in 0..6u32 {
+                    let chunk = (0..5u32)
+                        .map(|k| {
+                            let id = (t * 7 + c * 5 + k) % 60;
+                            report(id, id as i32, 3)
+                        })
+                        .collect();
+                    accepted += s.submit_to_batch("a", batch, chunk).await.unwrap().accepted;
+                }
+                (batch, accepted)
+            })
+        })
+        .collect();
+    let (mut b1, mut b2) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            (B1, n) => b1 += n,
+            (_, n) => b2 += n,
+        }
+    }
+    assert_eq!(s.counted_in_batch("a", B1).await, Ok(b1));
+    assert_eq!(s.counted_in_batch("a", B2).await, Ok(b2));
+    assert_eq!(s.count("a").await, Ok(b1 + b2));
 }
 
 /// The record of completed shuffled batches: the batch tally and the fewest valid

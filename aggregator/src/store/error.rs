@@ -135,7 +135,8 @@ pub enum Cause {
     /// The store does not implement the release ledger ([`Store::record_release`](super::Store::record_release)).
     #[error("this store keeps no release ledger (asked about {0:?})")]
     LedgerUnsupported(String),
-    /// The store does not record shuffled batches ([`Store::record_delivered_batch`](super::Store::record_delivered_batch)).
+    /// The store does not record shuffled batches ([`Store::record_delivered_batch`](super::Store::record_delivered_batch),
+    /// [`Store::submit_to_batch`](super::Store::submit_to_batch)).
     #[error("this store records no shuffled batches (asked about {0:?})")]
     DeliveredUnsupported(String),
     /// A release with a ρ or budget that is not a finite number > 0.

@@ -27,6 +27,9 @@ struct Counted {
     releases: HashMap<Vec<u8>, (f64, Vec<u8>)>,
     /// What the shuffled batches delivered.
     delivered: DeliveredBatches,
+    /// Reports counted under each shuffled batch id (`Store::submit_to_batch`),
+    /// changed under the same lock as the sums they were counted into.
+    batches: HashMap<[u8; 16], u64>,
 }
 
 impl Counted {
@@ -45,6 +48,43 @@ impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Counts `reports` (see [`Store::submit`]) and, for a chunk of shuffled batch
+    /// `batch`, adds the reports it counted to that batch's tally, under one lock.
+    fn count_reports(
+        &self,
+        id: &str,
+        batch: Option<[u8; 16]>,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let state = self.state(id)?;
+        check_lengths(&state.collection, &reports)?;
+        let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        if counted.closed {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        let mut outcome = BatchOutcome::default();
+        let mut fresh = Vec::with_capacity(reports.len());
+        for report in &reports {
+            if counted.seen.insert(report.report_id) {
+                fresh.push((report.report_id.fold(FOLDS), &report.entries));
+                outcome.accepted += 1;
+            } else {
+                outcome.duplicates += 1;
+            }
+        }
+        counted.acc.add_reports(&fresh);
+        if let Some(batch) = batch
+            && outcome.accepted > 0
+        {
+            let tally = counted.batches.entry(batch).or_insert(0);
+            *tally = tally.saturating_add(outcome.accepted);
+        }
+        Ok(outcome)
     }
 
     fn state(&self, id: &str) -> Result<Arc<CollectionState>, StoreError> {
@@ -94,6 +134,7 @@ impl Store for MemoryStore {
                     deleted: false,
                     releases: HashMap::new(),
                     delivered: DeliveredBatches::default(),
+                    batches: HashMap::new(),
                 }),
             }),
         );
@@ -109,27 +150,25 @@ impl Store for MemoryStore {
         id: &str,
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, None, reports)
+    }
+
+    async fn submit_to_batch(
+        &self,
+        id: &str,
+        batch: [u8; 16],
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Some(batch), reports)
+    }
+
+    async fn counted_in_batch(&self, id: &str, batch: [u8; 16]) -> Result<u64, StoreError> {
         let state = self.state(id)?;
-        check_lengths(&state.collection, &reports)?;
-        let mut counted = Self::lock(&state)?;
+        let counted = Self::lock(&state)?;
         if counted.deleted {
             return Err(StoreError::NotFound(id.to_string()));
         }
-        if counted.closed {
-            return Err(StoreError::Closed(id.to_string()));
-        }
-        let mut outcome = BatchOutcome::default();
-        let mut fresh = Vec::with_capacity(reports.len());
-        for report in &reports {
-            if counted.seen.insert(report.report_id) {
-                fresh.push((report.report_id.fold(FOLDS), &report.entries));
-                outcome.accepted += 1;
-            } else {
-                outcome.duplicates += 1;
-            }
-        }
-        counted.acc.add_reports(&fresh);
-        Ok(outcome)
+        Ok(counted.batches.get(&batch).copied().unwrap_or(0))
     }
 
     async fn count(&self, id: &str) -> Result<u64, StoreError> {

@@ -13,6 +13,12 @@
 //!
 //! A store receives only reports that were already validated, and applies a batch
 //! atomically: after an error nothing of the batch is counted.
+//!
+//! A shuffled collection's chunks come with their relay batch id
+//! ([`Store::submit_to_batch`]): a store keeps, per (collection, batch id), how many
+//! reports that batch's sends counted, in the transaction that counts them, so that a
+//! batch's delivered users ([`Store::record_delivered_batch`]) count a report id once
+//! per collection.
 
 mod codec;
 #[cfg(test)]
@@ -213,12 +219,49 @@ pub trait Store: Send + Sync + 'static {
         )))
     }
 
+    /// Counts a chunk of the shuffled batch `batch` (the relay's 16-byte batch id) of
+    /// collection `id` exactly as [`submit`](Store::submit) does, and adds the reports
+    /// it newly counts (its `accepted`) to that batch's tally,
+    /// [`counted_in_batch`](Store::counted_in_batch), atomically with them (in the
+    /// same transaction in a durable store): a report is never counted without its
+    /// batch knowing, nor the other way round. A duplicate adds nothing to any tally,
+    /// so a report id is in the tally of at most one batch of the collection. A deleted
+    /// collection's tallies go with it.
+    ///
+    /// The default refuses, so a store that predates it still compiles.
+    async fn submit_to_batch(
+        &self,
+        id: &str,
+        batch: [u8; 16],
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let _ = (batch, reports);
+        Err(StoreError::internal(Cause::DeliveredUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// The reports [`submit_to_batch`](Store::submit_to_batch) counted so far under
+    /// shuffled batch `batch` of collection `id`, over all its sends (0 for a batch
+    /// never seen). Durable on the durable backends, like the counts.
+    ///
+    /// The default refuses, like [`submit_to_batch`](Store::submit_to_batch).
+    async fn counted_in_batch(&self, id: &str, batch: [u8; 16]) -> Result<u64, StoreError> {
+        let _ = batch;
+        Err(StoreError::internal(Cause::DeliveredUnsupported(
+            id.to_string(),
+        )))
+    }
+
     /// Records that a shuffled batch of collection `id` completed holding `valid`
-    /// valid reports (counted now or counted before: a resent batch has the same
-    /// number): the smallest such number sets the central guarantee the collection's
-    /// batches delivered. Recording is idempotent for the minimum, so a resend that
-    /// records again changes nothing but the batch tally. A deleted collection's record
-    /// goes with it.
+    /// valid reports: the smallest such number sets the central guarantee the
+    /// collection's batches delivered. The caller (`service/shuffle.rs`) counts a
+    /// report id toward one batch only: its reports counted now, plus, for a resent
+    /// batch, its duplicates up to what [`counted_in_batch`](Store::counted_in_batch)
+    /// says earlier sends of the same batch id counted — never a report id counted in
+    /// another batch. A resend of the same batch thus records the same number, and
+    /// recording only ever lowers the minimum, so a resend changes nothing but the
+    /// batch tally. A deleted collection's record goes with it.
     ///
     /// The default refuses, so a store that predates it still compiles.
     async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {

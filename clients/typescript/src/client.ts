@@ -2,7 +2,8 @@
  * The aggregator client over gRPC-Web (`ldpcov_client::AggregatorClient`), for browsers
  * and Node ≥ 18 (both through `fetch`): fetch a collection and re-derive its parameters,
  * build a complete report on the device, then send it with retries that resend the
- * same bytes under the same report id.
+ * same bytes under the same report id. With a relay configured, the client is a device
+ * of shuffled collections and talks to the relay alone.
  */
 
 import { clone, create, equals, type MessageInitShape } from "@bufbuild/protobuf";
@@ -28,7 +29,7 @@ import type { BudgetLedger } from "./ledger.js";
 import { DiscreteGaussianSampler, type NoiseSampler } from "./noise.js";
 import { clip, InputError, randomReportId, REPORT_ID_LEN, reportOfClipped, trustedCuratorReport } from "./perturb.js";
 import { checkPolicy, DEFAULT_PRIVACY_POLICY, type PrivacyPolicy } from "./policy.js";
-import { type ActiveKey, activeKey, SealingError, sealReport, SUBMISSION_ID_LEN } from "./seal.js";
+import { type ActiveKey, activeKey, relayKey, SealingError, sealReport, SUBMISSION_ID_LEN } from "./seal.js";
 
 /**
  * How failed calls are retried: exponential backoff with jitter. The n-th retry waits
@@ -90,7 +91,10 @@ const CODE_NAMES: Record<number, string> = {
   16: "UNAUTHENTICATED",
 };
 
-/** The aggregator (or the transport under it) answered a call with an error status, after any retries. */
+/**
+ * The aggregator — or the relay, for a method named `Relay/…` — (or the transport under
+ * it) answered a call with an error status, after any retries.
+ */
 export class StatusError extends Error {
   override name = "StatusError";
   /** The gRPC status code (`Code` of `@connectrpc/connect`). */
@@ -101,7 +105,7 @@ export class StatusError extends Error {
     /** Calls made, retries included. */
     readonly attempts: number,
   ) {
-    super(`aggregator call ${method} failed with ${CODE_NAMES[connectError.code] ?? connectError.code}: ${connectError.rawMessage}`, {
+    super(`${method.startsWith("Relay/") ? "relay" : "aggregator"} call ${method} failed with ${CODE_NAMES[connectError.code] ?? connectError.code}: ${connectError.rawMessage}`, {
       cause: connectError,
     });
     this.code = connectError.code;
@@ -142,15 +146,21 @@ export class CollectionMismatchError extends Error {
 }
 
 /**
- * The relay's pinned copy of a shuffled collection differs from the aggregator's: one of
- * them changed the collection's settings, so the device refuses to report.
+ * The relay's copy of a collection cannot be reported to (`ClientError::RelayMismatch`):
+ * a device with a relay asks the relay alone for a collection, and the relay serves
+ * shuffled collections only, each with its own key (`shuffle.relayKey`) for the layer
+ * every report carries. Thrown when the relay's answer is not a shuffled collection, or
+ * has no usable relay key (none, not active, another suite, not 32 bytes); `reason` says
+ * which. Nothing is charged or sent.
  */
 export class RelayMismatchError extends Error {
   override name = "RelayMismatchError";
-  constructor(readonly collectionId: string) {
-    super(
-      `collection ${JSON.stringify(collectionId)}: the relay's pinned spec differs from the aggregator's; refusing to report (one of them changed the collection's settings)`,
-    );
+  constructor(
+    readonly collectionId: string,
+    /** What is wrong with the relay's copy. */
+    readonly reason: string,
+  ) {
+    super(`collection ${JSON.stringify(collectionId)}: the relay's copy cannot be reported to: ${reason}`);
   }
 }
 
@@ -171,11 +181,20 @@ export interface SubmitOutcome {
 export interface PreparedRelayReport {
   /** The id of the report inside the seal (the aggregator counts it once). */
   reportId: Uint8Array;
-  /** What goes to the relay: the collection id, a random submission id and the sealed report. */
+  /**
+   * What goes to the relay: the collection id, a random submission id and `outer`, the
+   * report sealed to the aggregator's key (a `SealedReport`, encoded) sealed once more
+   * to the relay's key.
+   */
   request: RelayReport;
 }
 
-/** The relay that shuffled collections' reports go through (`ldpcov-relay`, served with gRPC-Web). */
+/**
+ * The relay that shuffled collections' reports go through (`ldpcov-relay`, served with
+ * gRPC-Web). A client with a relay is a device of shuffled collections: it asks the relay
+ * alone for their parameters and sends its reports there, and never calls the aggregator
+ * for them.
+ */
 export interface RelayOptions {
   /** The relay's base URL, e.g. `https://relay.example.com`. */
   url: string;
@@ -210,8 +229,12 @@ export interface AggregatorClientOptions {
   /** Replaces the gRPC-Web transport altogether (tests, or another Connect transport). */
   transport?: Transport;
   /**
-   * The relay of shuffled collections: their reports are sealed to the collection's key
-   * and sent there (`Relay.SubmitSealedReport`), never to the aggregator. Without it,
+   * The relay of shuffled collections. With it, {@link AggregatorClient.collection} asks
+   * the relay alone (`Relay.GetCollection`: its pinned copy, the same for every device,
+   * with the key bytes it pinned and its own key) and refuses anything but a shuffled
+   * collection; reports are sealed to the collection's key, then to the relay's, and sent
+   * there (`Relay.SubmitSealedReport`): no call for a collection reaches the aggregator,
+   * which never learns which device asks or when. Without it,
    * {@link AggregatorClient.submit} refuses a shuffled collection (`SealingError`).
    */
   relay?: RelayOptions;
@@ -242,6 +265,8 @@ export class AggregatorClient {
   readonly #relay: Client<typeof Relay> | undefined;
   /** The active key of each shuffled collection fetched, as its server declared it. */
   readonly #activeKeys = new Map<string, ActiveKey>();
+  /** The relay's own key, from its last answer (the layer every report to it gets). */
+  #relayKey: ActiveKey | undefined;
   readonly #retry: RetryPolicy;
   readonly #policy: PrivacyPolicy;
   readonly #timeoutMs: number | undefined;
@@ -298,29 +323,42 @@ export class AggregatorClient {
    * lower the noise — `PolicyViolationError` if ε or δ exceed the policy, and
    * `ShufflePolicyViolationError` if the policy requires shuffling the collection does
    * not meet.
+   *
+   * With a relay (the `relay` option) the parameters come from the relay alone
+   * (`Relay.GetCollection`): its pinned copy, the same for every device, with the key
+   * bytes it pinned and its own key, checked exactly as the aggregator's answer would be.
+   * No call reaches the aggregator, which so never learns which device asks or when. A
+   * relay serves shuffled collections only: `RelayMismatchError` if its answer is not
+   * one, or has no usable relay key; use a client without a relay for the others.
    */
   async collection(id: string): Promise<Collection> {
-    const [params] = await this.#call("GetCollection", (o) => this.#client.getCollection({ collectionId: id }, o));
+    const relay = this.#relay;
+    const [params] =
+      relay === undefined
+        ? await this.#call("GetCollection", (o) => this.#client.getCollection({ collectionId: id }, o))
+        : await this.#call("Relay/GetCollection", (o) => relay.getCollection({ collectionId: id }, o));
+    // The one derivation of this collection on the device: its σ, grid and bound are
+    // checked against the server's, so a server cannot lower the noise.
     const collection = Collection.fromParams(params);
     if (collection.id !== id) throw new CollectionMismatchError(id, collection.id);
     checkPolicy(this.#policy, collection);
-    // A shuffled collection's active key, kept for sealing (refetched when its period
-    // ends); a collection without a usable one fails when a report is sealed. With a
-    // relay, the keys come from the relay's pinned copy, the same for every device
-    // (whose spec must be the aggregator's), so an aggregator cannot single a device
-    // out with a key of its own.
-    if (collection.shuffled) {
-      let keys = params.shuffle?.keys ?? [];
-      const relay = this.#relay;
-      if (relay !== undefined) {
-        const [pinned] = await this.#call("Relay/GetCollection", (o) => relay.getCollection({ collectionId: id }, o));
-        if (pinned.spec === undefined || params.spec === undefined || !equals(CollectionSpecSchema, pinned.spec, params.spec)) {
-          throw new RelayMismatchError(id);
-        }
-        keys = pinned.shuffle?.keys ?? [];
+    if (relay !== undefined) {
+      // The relay's copy must be a shuffled collection's, with the relay's key.
+      if (!collection.shuffled || params.shuffle === undefined) {
+        throw new RelayMismatchError(id, "the relay answered a collection that is not shuffled");
       }
       try {
-        this.#activeKeys.set(id, activeKey(keys));
+        this.#relayKey = relayKey(params.shuffle.relayKey);
+      } catch (e) {
+        this.#relayKey = undefined;
+        throw new RelayMismatchError(id, e instanceof Error ? e.message : String(e));
+      }
+    }
+    // A shuffled collection's active key, kept for sealing (refetched when its period
+    // ends); a collection without a usable one fails when a report is sealed.
+    if (collection.shuffled) {
+      try {
+        this.#activeKeys.set(id, activeKey(params.shuffle?.keys ?? []));
       } catch {
         this.#activeKeys.delete(id);
       }
@@ -331,24 +369,33 @@ export class AggregatorClient {
   /**
    * Builds a shuffled collection's report for `x` and seals it for the relay: the report
    * exactly as {@link prepareReport} builds it (ledger charged, noise drawn), encoded and
-   * sealed to the collection's active key under a fresh random submission id. Fetches
-   * the collection again first when its active key is unknown or its period has ended
-   * (before anything is charged). Resend the result with {@link submitRelayReport}.
+   * sealed to the collection's active key, that sealed once more to the relay's key
+   * (`request.outer`), under a fresh random submission id. Fetches the collection again
+   * (from the relay) first when its active key or the relay's key is unknown or the
+   * active key's period has ended (before anything is charged). Resend the result with
+   * {@link submitRelayReport}.
    */
   async prepareRelayReport(collection: Collection, x: readonly number[]): Promise<PreparedRelayReport> {
     if (!collection.shuffled) {
       throw new SealingError(`collection ${JSON.stringify(collection.id)} is not shuffled: send its reports to the aggregator`);
     }
+    if (this.#relay === undefined) {
+      throw new SealingError(`collection ${JSON.stringify(collection.id)} is shuffled: its reports go through a relay (the relay option)`);
+    }
     const now = BigInt(Math.floor(Date.now() / 1000));
     const known = this.#activeKeys.get(collection.id);
-    if (known === undefined || now >= known.activeUntil) {
+    if (known === undefined || now >= known.activeUntil || this.#relayKey === undefined) {
       const refetched = await this.collection(collection.id);
       if (refetched.id !== collection.id || !refetched.shuffled) throw new CollectionMismatchError(collection.id, refetched.id);
     }
     const key = this.#activeKeys.get(collection.id);
     if (key === undefined) throw new SealingError("the collection publishes no usable active key");
+    const layer = this.#relayKey;
+    if (layer === undefined) {
+      throw new SealingError("no relay key: the collection was not fetched from a relay (the relay option)");
+    }
     const report = await this.prepareReport(collection, x);
-    const request = await sealReport(collection.id, key, report);
+    const request = await sealReport(collection.id, key, layer, report);
     return { reportId: Uint8Array.from(report.reportId), request };
   }
 
@@ -364,7 +411,7 @@ export class AggregatorClient {
       throw new InputError(`submission id has ${prepared.request.submissionId.length} bytes, expected ${SUBMISSION_ID_LEN}`);
     }
     const sent = clone(RelayReportSchema, prepared.request);
-    const [response, attempts] = await this.#call("SubmitSealedReport", (o) => relay.submitSealedReport(sent, o));
+    const [response, attempts] = await this.#call("Relay/SubmitSealedReport", (o) => relay.submitSealedReport(sent, o));
     return { reportId: Uint8Array.from(prepared.reportId), duplicate: response.duplicate, attempts };
   }
 

@@ -137,6 +137,31 @@ test("HPKE works in Chromium: the page reproduces and opens the Rust client's se
   }
 });
 
+test("the relay's layer works in Chromium: the page reproduces and opens the Rust relay-layer vectors (relay-layer-v1.json)", async () => {
+  const layered = JSON.parse(readFileSync(new URL("../../../../testing/vectors/relay-layer-v1.json", import.meta.url), "utf8")) as {
+    cases: { pk_r: string; sk_r: string; collection_id: string; key_id: number; aad: string; ikm_e: string; plaintext: string; enc: string; ciphertext: string }[];
+  };
+  assert.ok(layered.cases.length >= 1);
+  for (const c of layered.cases) {
+    const got = await page.evaluate(async (c) => {
+      const m = (window as any).ldpcov;
+      const unhex = (h: string) => new Uint8Array((h.match(/../g) ?? []).map((b) => parseInt(b, 16)));
+      const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+      const key = { keyId: c.key_id, publicKey: unhex(c.pk_r), activeUntil: 0n };
+      const ours = await m.sealForRelayWithIkmForTestVectorsNotPrivate(key, c.collection_id, unhex(c.plaintext), unhex(c.ikm_e));
+      const suite = m.cipherSuite();
+      const recipient = await suite.createRecipientContext({
+        recipientKey: await suite.kem.deserializePrivateKey(unhex(c.sk_r)),
+        enc: unhex(c.enc),
+        info: m.RELAY_HPKE_INFO,
+      });
+      const opened = new Uint8Array(await recipient.open(unhex(c.ciphertext), m.relayAad(c.collection_id, c.key_id)));
+      return { enc: hex(ours.enc), ciphertext: hex(ours.ciphertext), opened: hex(opened), aad: hex(m.relayAad(c.collection_id, c.key_id)) };
+    }, c);
+    assert.deepEqual(got, { enc: c.enc, ciphertext: c.ciphertext, opened: c.plaintext, aad: c.aad });
+  }
+});
+
 test("no request body the page sent holds a raw input value", () => {
   const submits = requests.filter((r) => r.method === "POST" && r.url.endsWith("/ldpcov.v1.Aggregator/SubmitReport"));
   // 4 mechanisms × 3 reports + 5 ledger-limited ones.

@@ -28,6 +28,7 @@ fn submission(collection: &str, dev: &str, sub: u8, tag: u64, now: u64) -> Submi
         sealed: sealed(tag),
         now,
         rule: RULE,
+        new_device_cap: 0,
     }
 }
 
@@ -257,6 +258,7 @@ async fn batches_are_uniformly_permuted() {
                                     min_batch_size: N as u64,
                                     window_seconds: 1,
                                 },
+                                new_device_cap: 0,
                             })
                             .await
                     })

@@ -64,6 +64,8 @@ fn spawn(addr: SocketAddr, aggregator: SocketAddr, files: &Files) -> Child {
         .arg(&files.admin)
         .arg("--data-dir")
         .arg(&files.data)
+        .arg("--layer-key-file")
+        .arg(files.relay_token.with_file_name("layer-key"))
         .args(["--batch-check-interval-ms", "20"])
         // Tests: devices in plaintext, and the tests' small batches.
         .args(["--insecure-plaintext", "--min-batch-size", "2"])
@@ -101,7 +103,7 @@ fn fake_report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: "s".into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        sealed: Some(sealed(tag)),
+        outer: Some(support::outer("s", &sealed(tag))),
     }
 }
 
@@ -182,6 +184,7 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
     write(&files.relay_token, RELAY_TOKEN);
     write(&files.secret, &hex::encode(SECRET));
     write(&files.admin, ADMIN);
+    support::write_layer_key(&files.relay_token.with_file_name("layer-key"));
     let fake = FakeAggregator::default();
     fake.add(shuffled_spec("s", MIN, 1), true);
     let aggregator = fake.serve().await;
@@ -294,6 +297,26 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
     assert!(!log.contains(&hex::encode(SECRET)));
 }
 
+/// A real report of collection "real" for `x`, sealed to the aggregator's key (read
+/// from the aggregator by `maker`) and under the test relays' layer, submission id
+/// from `tag`.
+async fn real_report(
+    maker: &mut ldpcov_client::AggregatorClient,
+    collection: &ldpcov_client::Collection,
+    x: &[f64],
+    tag: u64,
+) -> RelayReport {
+    let (_, sealed) = maker
+        .prepare_sealed_report(collection, x)
+        .await
+        .expect("prepare");
+    RelayReport {
+        collection_id: "real".into(),
+        submission_id: tag.to_le_bytes().repeat(2),
+        outer: Some(support::outer("real", &sealed)),
+    }
+}
+
 /// Real sealed reports of collection "real" by `pool`'s devices, sent until
 /// acknowledged; returns how many were acknowledged.
 async fn real_device_pool(
@@ -313,12 +336,9 @@ async fn real_device_pool(
     while !stop.load(Ordering::SeqCst) {
         let tag = pool * 1_000_000 + n;
         n += 1;
-        let prepared = maker
-            .prepare_relay_report(&collection, &[0.3, -0.2, 0.1, 0.0])
-            .await
-            .expect("prepare");
+        let request = real_report(&mut maker, &collection, &[0.3, -0.2, 0.1, 0.0], tag).await;
         let token = issuer.issue(&format!("dev-{tag}")).expect("id");
-        send_report_until_acked(&relay_url, &token, tag, prepared.request).await;
+        send_report_until_acked(&relay_url, &token, tag, request).await;
         acked += 1;
     }
     acked
@@ -341,6 +361,7 @@ async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once(
     write(&files.relay_token, RELAY_TOKEN);
     write(&files.secret, &hex::encode(SECRET));
     write(&files.admin, ADMIN);
+    support::write_layer_key(&files.relay_token.with_file_name("layer-key"));
     let auth = support::aggregator_auth("agg-admin");
     let aggregator = EmbeddedServer::start_with_options(
         Arc::new(MemoryStore::new()),
@@ -409,12 +430,9 @@ async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once(
             break;
         }
         if s.window_reports > 0 && s.window_reports < MIN {
-            let prepared = maker
-                .prepare_relay_report(&collection, &[0.1, 0.1, 0.1, 0.1])
-                .await
-                .expect("prepare");
+            let request = real_report(&mut maker, &collection, &[0.1, 0.1, 0.1, 0.1], filler).await;
             let token = issuer.issue(&format!("filler-{filler}")).expect("id");
-            send_report_until_acked(&url, &token, filler, prepared.request).await;
+            send_report_until_acked(&url, &token, filler, request).await;
             acked += 1;
             filler += 1;
         }

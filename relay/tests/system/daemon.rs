@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ldpcov_aggregator::{EmbeddedServer, MemoryStore, ServeOptions, ServerTls};
-use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler, PreparedRelayReport};
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_fixtures::metrics::{scrape, series};
 use ldpcov_proto::v1::relay_client::RelayClient;
-use ldpcov_proto::v1::{RelayReport, RelayStatus};
+use ldpcov_proto::v1::{RelayReport, RelayStatus, SealedReport};
 use ldpcov_relay::{CloseRule, DeviceId, DeviceTokenIssuer, RelayStore, StoreOptions, Submission};
 use tonic::Request;
 
@@ -48,6 +48,7 @@ pub(crate) fn write_secrets(dir: &Path) {
     std::fs::write(dir.join("relay-token"), RELAY_TOKEN).expect("write");
     std::fs::write(dir.join("device-secret"), hex::encode(SECRET)).expect("write");
     std::fs::write(dir.join("admin-token"), ADMIN).expect("write");
+    support::write_layer_key(&dir.join("layer-key"));
 }
 
 /// `ldpcov-relay serve` on `addr` (clean environment), forwarding to `aggregator`,
@@ -82,6 +83,8 @@ pub(crate) fn spawn(
         .arg(dir.join("admin-token"))
         .arg("--data-dir")
         .arg(data)
+        .arg("--layer-key-file")
+        .arg(dir.join("layer-key"))
         .args(["--batch-check-interval-ms", "20"])
         // Tests: devices in plaintext, and the tests' small batches.
         .args(["--insecure-plaintext", "--min-batch-size", "2"])
@@ -159,9 +162,9 @@ fn self_signed() -> (String, String) {
     (key.cert.pem(), key.signing_key.serialize_pem())
 }
 
-/// Real sealed reports of the shuffled collection `id`, from the aggregator at `url`
-/// (TLS, trusting `ca`).
-async fn sealed_reports(url: &str, ca: &[u8], id: &str, n: u64) -> Vec<PreparedRelayReport> {
+/// Real sealed reports of the shuffled collection `id` (sealed to the aggregator's key,
+/// as a relay forwards them), from the aggregator at `url` (TLS, trusting `ca`).
+async fn sealed_reports(url: &str, ca: &[u8], id: &str, n: u64) -> Vec<SealedReport> {
     let mut device = AggregatorClient::connect_with_tls(url.to_string(), Some(ca))
         .await
         .expect("connect over TLS")
@@ -172,9 +175,10 @@ async fn sealed_reports(url: &str, ca: &[u8], id: &str, n: u64) -> Vec<PreparedR
         let x = [0.2, -0.1, 0.05 * i as f64, 0.0];
         out.push(
             device
-                .prepare_relay_report(&collection, &x)
+                .prepare_sealed_report(&collection, &x)
                 .await
-                .expect("prepare"),
+                .expect("prepare")
+                .1,
         );
     }
     out
@@ -221,12 +225,17 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
     let url = format!("http://{addr}");
     let mut relay = spawn(addr, &https, dir, &dir.join("data"), &ca_flag);
     wait_ready(&url).await;
-    for (i, prepared) in sealed_reports(&https, cert.as_bytes(), "tls", MIN)
+    for (i, sealed) in sealed_reports(&https, cert.as_bytes(), "tls", MIN)
         .await
         .into_iter()
         .enumerate()
     {
-        let duplicate = send(&url, &format!("dev-{i}"), prepared.request)
+        let request = RelayReport {
+            collection_id: "tls".into(),
+            submission_id: vec![i as u8; 16],
+            outer: Some(support::outer("tls", &sealed)),
+        };
+        let duplicate = send(&url, &format!("dev-{i}"), request)
             .await
             .expect("the relay looks the collection up over TLS and stores the report");
         assert!(!duplicate);
@@ -248,7 +257,7 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
         let key = DeviceTokenIssuer::from_bytes(SECRET).device_tag_key();
         let store =
             RelayStore::open_with(&data, &StoreOptions::with_key(key)).expect("relay store");
-        for (i, prepared) in sealed_reports(&https, cert.as_bytes(), "kept", MIN)
+        for (i, sealed) in sealed_reports(&https, cert.as_bytes(), "kept", MIN)
             .await
             .into_iter()
             .enumerate()
@@ -257,18 +266,14 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
                 .submit(Submission {
                     collection_id: "kept".into(),
                     device: DeviceId::new(&format!("kept-{i}")).expect("device id"),
-                    submission_id: prepared
-                        .request
-                        .submission_id
-                        .as_slice()
-                        .try_into()
-                        .expect("16 bytes"),
-                    sealed: prepared.request.sealed.expect("sealed"),
+                    submission_id: [i as u8; 16],
+                    sealed: sealed.clone(),
                     now: 1_000,
                     rule: CloseRule {
                         min_batch_size: MIN,
                         window_seconds: 1,
                     },
+                    new_device_cap: 0,
                 })
                 .await
                 .expect("store a report");
@@ -314,7 +319,7 @@ fn fake_report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: "m".into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        sealed: Some(sealed(tag)),
+        outer: Some(support::outer("m", &sealed(tag))),
     }
 }
 

@@ -73,7 +73,7 @@ fn report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: COLLECTION.into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        sealed: Some(sealed(tag)),
+        outer: Some(crate::support::outer(COLLECTION, &sealed(tag))),
     }
 }
 

@@ -83,6 +83,7 @@ impl Relay {
                 window_seconds: 0,
             },
             limits,
+            layer_key: Some(support::layer_key()),
             ..RelayOptions::new(upstream, issuer)
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -148,7 +149,7 @@ fn report(collection: &str, submission: u8, sealed: SealedReport) -> RelayReport
     RelayReport {
         collection_id: collection.into(),
         submission_id: vec![submission; 16],
-        sealed: Some(sealed),
+        outer: Some(support::outer(collection, &sealed)),
     }
 }
 

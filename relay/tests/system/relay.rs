@@ -36,6 +36,7 @@ struct Relay {
 struct Config {
     floor: CloseRule,
     collection_ttl: Duration,
+    new_device_cap: u64,
 }
 
 impl Default for Config {
@@ -47,6 +48,7 @@ impl Default for Config {
                 window_seconds: 0,
             },
             collection_ttl: ldpcov_relay::constants::COLLECTION_TTL,
+            new_device_cap: 0,
         }
     }
 }
@@ -76,6 +78,8 @@ impl Relay {
             admin: Some(Secret::new(ADMIN, "admin").expect("admin")),
             batch_check_interval: Duration::from_millis(50),
             floor: config.floor,
+            layer_key: Some(support::layer_key()),
+            new_device_cap: config.new_device_cap,
             ..RelayOptions::new(upstream, issuer.clone())
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -115,7 +119,7 @@ impl Relay {
         let mut request = Request::new(RelayReport {
             collection_id: collection.into(),
             submission_id: vec![submission; 16],
-            sealed: Some(report),
+            outer: Some(support::outer(collection, &report)),
         });
         if let Some(t) = token {
             request.metadata_mut().insert(
@@ -568,7 +572,7 @@ async fn submit_throughput() {
                     let mut request = Request::new(RelayReport {
                         collection_id: "s".into(),
                         submission_id: (d as u128).to_le_bytes().to_vec(),
-                        sealed: Some(sealed(d as u64)),
+                        outer: Some(support::outer("s", &sealed(d as u64))),
                     });
                     request.metadata_mut().insert(
                         "authorization",
@@ -1000,5 +1004,305 @@ async fn the_relays_get_collection_answers_its_floor_and_its_own_central_epsilon
     let mut key_ids: Vec<u32> = shuffle.keys.iter().map(|k| k.key_id).collect();
     key_ids.sort_unstable();
     assert!(key_ids.contains(&ACTIVE_KEY) && key_ids.contains(&(ACTIVE_KEY + 1)));
+    relay.stop().await;
+}
+
+/// Sets the bytes of `key_id`'s public key in the fake's answer for `collection`.
+fn set_key_bytes(fake: &FakeAggregator, collection: &str, key_id: u32, byte: u8) {
+    let mut state = fake.state();
+    let params = state.collections.get_mut(collection).expect("collection");
+    let shuffle = params.shuffle.as_mut().expect("shuffled");
+    for key in &mut shuffle.keys {
+        if key.key_id == key_id {
+            key.public_key = vec![byte; 32];
+        }
+    }
+}
+
+/// The key bytes the relay serves a device for `key_id`.
+fn served_key(params: &ldpcov_proto::v1::CollectionParams, key_id: u32) -> Vec<u8> {
+    params
+        .shuffle
+        .as_ref()
+        .expect("shuffled")
+        .keys
+        .iter()
+        .find(|k| k.key_id == key_id)
+        .expect("the key")
+        .public_key
+        .clone()
+}
+
+/// A key partition: the aggregator answers other key bytes under a key id the relay
+/// pinned (an aggregator with two master secrets behind one address would, after the
+/// relay's cache expired). The relay serves devices only the first bytes, and holds
+/// the collection while the aggregator answers others: devices are refused, no batch
+/// is formed or forwarded, the status says why and counts the conflict — across a
+/// restart. When the aggregator answers the pinned bytes again, the held window
+/// (sealed to the pinned key only) is forwarded.
+#[tokio::test]
+async fn a_key_partition_holds_the_collection_and_devices_only_see_pinned_bytes() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 2, 1), true);
+    let config = Config {
+        collection_ttl: Duration::from_millis(100),
+        ..Config::default()
+    };
+    let aggregator = fake.serve().await;
+    let relay = Relay::start_with(aggregator, tempfile::tempdir().expect("dir"), config).await;
+    let view = relay
+        .get_collection("d0", "s")
+        .await
+        .expect("the relay's view");
+    assert_eq!(served_key(&view, ACTIVE_KEY), vec![1; 32]);
+    let relay_key = view
+        .shuffle
+        .as_ref()
+        .and_then(|s| s.relay_key.clone())
+        .expect("the relay's key");
+    assert_eq!(
+        relay_key.public_key,
+        support::layer_key().public_config().public_key.to_vec()
+    );
+    // One report in the window (a batch needs 2): pinned-key reports waiting.
+    assert!(
+        !relay
+            .submit(Some(&relay.token("d0")), "s", 1, sealed(1))
+            .await
+            .expect("stored")
+    );
+
+    // The aggregator now answers other bytes under the same id.
+    set_key_bytes(&fake, "s", ACTIVE_KEY, 2);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let held = relay.get_collection("d1", "s").await.expect_err("held");
+    assert_eq!(held.code(), Code::FailedPrecondition, "{held:?}");
+    assert!(held.message().contains("is held"), "{}", held.message());
+    let refused = relay
+        .submit(Some(&relay.token("d1")), "s", 2, sealed(2))
+        .await
+        .expect_err("held");
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    let status = relay.status("s").await;
+    assert!(status.held.contains("key id 100"), "{}", status.held);
+    assert!(status.key_conflicts >= 1);
+    assert!(status.last_key_conflict > 0);
+    assert_eq!(status.window_reports, 1);
+
+    // Across a restart the first bytes stay pinned: still held.
+    let dir = relay.stop().await;
+    let relay = Relay::start_with(aggregator, dir, config).await;
+    let held = relay
+        .get_collection("d1", "s")
+        .await
+        .expect_err("held after a restart");
+    assert_eq!(held.code(), Code::FailedPrecondition);
+    assert!(relay.status("s").await.key_conflicts >= 1);
+    // A second device's report cannot complete the batch meanwhile.
+    assert!(
+        relay
+            .submit(Some(&relay.token("d1")), "s", 2, sealed(2))
+            .await
+            .is_err()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        fake.state().calls.is_empty(),
+        "a held collection forwarded a batch"
+    );
+
+    // The pinned bytes again: served, and the batch forms and is forwarded.
+    set_key_bytes(&fake, "s", ACTIVE_KEY, 1);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let view = relay.get_collection("d1", "s").await.expect("served again");
+    assert_eq!(served_key(&view, ACTIVE_KEY), vec![1; 32]);
+    assert!(relay.status("s").await.held.is_empty());
+    assert!(
+        !relay
+            .submit(Some(&relay.token("d1")), "s", 2, sealed(2))
+            .await
+            .expect("stored")
+    );
+    wait_for("the batch", || !fake.state().calls.is_empty()).await;
+    let calls = fake.state().calls.clone();
+    let mut tags: Vec<u64> = calls[0].reports().iter().map(tag).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, [1, 2]);
+    relay.stop().await;
+}
+
+/// The hop test: the bytes a device sends the relay and the bytes the aggregator
+/// receives share no 32-byte window (the relay's layer makes them differ entirely),
+/// while the aggregator does receive each device's inner sealed report intact.
+#[tokio::test]
+async fn the_bytes_a_device_sends_share_no_32_byte_window_with_what_the_aggregator_receives() {
+    use prost::Message;
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 3, 1), true);
+    let relay = Relay::start(fake.serve().await).await;
+    // Real HPKE ciphertexts (random-looking bytes), as a device's inner report is.
+    let aggregator_key =
+        ldpcov_seal::RelayKey::from_secret(&ldpcov_seal::MasterSecret::from_bytes([9; 32]));
+    let mut sent = Vec::new();
+    let mut inner = Vec::new();
+    for d in 0..3u8 {
+        let mut config = aggregator_key.public_config();
+        config.key_id = ACTIVE_KEY;
+        let plaintext: Vec<u8> = (0..200u32).map(|i| (i * 7 + u32::from(d)) as u8).collect();
+        let sealed = ldpcov_seal::seal_with_os_rng(&config, "s", &plaintext).expect("seal");
+        let sealed = SealedReport {
+            key_id: sealed.key_id,
+            enc: sealed.enc,
+            ciphertext: sealed.ciphertext,
+        };
+        let request = RelayReport {
+            collection_id: "s".into(),
+            submission_id: vec![d; 16],
+            outer: Some(support::outer("s", &sealed)),
+        };
+        sent.push(request.encode_to_vec());
+        inner.push(sealed);
+        let mut call = Request::new(request);
+        call.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", relay.token(&format!("hop-{d}")))
+                .parse()
+                .expect("ascii"),
+        );
+        relay
+            .client()
+            .await
+            .submit_sealed_report(call)
+            .await
+            .expect("stored");
+    }
+    wait_for("the batch", || !fake.state().calls.is_empty()).await;
+    let received: Vec<u8> = fake.state().calls[0]
+        .chunks
+        .iter()
+        .flat_map(|c| c.encode_to_vec())
+        .collect();
+    let windows: std::collections::HashSet<&[u8]> = received.windows(32).collect();
+    for bytes in &sent {
+        assert!(
+            bytes.windows(32).all(|w| !windows.contains(w)),
+            "a 32-byte window of a device's request reached the aggregator"
+        );
+    }
+    // What the aggregator gets is each inner sealed report, unchanged.
+    let mut got = fake.state().calls[0].reports();
+    got.sort_by(|a, b| a.enc.cmp(&b.enc));
+    inner.sort_by(|a, b| a.enc.cmp(&b.enc));
+    assert_eq!(got, inner);
+    relay.stop().await;
+}
+
+/// The Sybil cap: with a cap of 3 new devices per window, the fourth device new to the
+/// relay is refused RESOURCE_EXHAUSTED and nothing of it is stored; the status shows
+/// the window's new devices and each batch's. A device the relay stored a report of
+/// before the window opened is not new.
+#[tokio::test]
+async fn the_new_device_cap_refuses_the_cap_plus_first_new_device_and_status_shows_the_share() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 3, 1), true);
+    fake.add(shuffled_spec("t", 2, 3600), true);
+    let config = Config {
+        new_device_cap: 3,
+        ..Config::default()
+    };
+    let relay = Relay::start_with(
+        fake.serve().await,
+        tempfile::tempdir().expect("dir"),
+        config,
+    )
+    .await;
+    for d in 0..3u8 {
+        relay
+            .submit(
+                Some(&relay.token(&format!("d{d}"))),
+                "s",
+                d,
+                sealed(u64::from(d)),
+            )
+            .await
+            .expect("stored");
+    }
+    let status = relay.status("s").await;
+    assert_eq!(
+        (
+            status.window_reports,
+            status.window_new_devices,
+            status.new_device_cap
+        ),
+        (3, 3, 3)
+    );
+    let refused = relay
+        .submit(Some(&relay.token("d3")), "s", 3, sealed(3))
+        .await
+        .expect_err("above the cap");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(
+        relay.status("s").await.window_reports,
+        3,
+        "nothing of it stored"
+    );
+    wait_for("the batch", || !fake.state().calls.is_empty()).await;
+    let status = relay.status("s").await;
+    assert_eq!(status.recent_batches.len(), 1);
+    assert_eq!(
+        (
+            status.recent_batches[0].reports,
+            status.recent_batches[0].new_devices
+        ),
+        (3, 3)
+    );
+    // A later window of another collection: d0 was first seen before it opened (a
+    // second later at least), so it is not new; a fresh id is.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    relay
+        .submit(Some(&relay.token("d0")), "t", 10, sealed(10))
+        .await
+        .expect("stored");
+    relay
+        .submit(Some(&relay.token("fresh")), "t", 11, sealed(11))
+        .await
+        .expect("stored");
+    let status = relay.status("t").await;
+    assert_eq!((status.window_reports, status.window_new_devices), (2, 1));
+    relay.stop().await;
+}
+
+/// A collection whose central δ is at least 1/n at the relay's floor is refused: δ·n
+/// ≥ 1 allows a mechanism that publishes a report outright. (The aggregator refuses to
+/// create one; a hostile aggregator announces it anyway, as the fake does here.)
+#[tokio::test]
+async fn a_delta_of_at_least_one_over_n_at_the_floor_is_refused() {
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("s", 4, 1), true);
+    if let Some(shuffle) = fake
+        .state()
+        .collections
+        .get_mut("s")
+        .and_then(|p| p.spec.as_mut())
+        .and_then(|spec| spec.shuffle.as_mut())
+    {
+        shuffle.central_delta = 0.3;
+    }
+    let relay = Relay::start(fake.serve().await).await;
+    let refused = relay
+        .get_collection("d0", "s")
+        .await
+        .expect_err("δ·n = 1.2");
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("δ·n ≥ 1"),
+        "{}",
+        refused.message()
+    );
+    let refused = relay
+        .submit(Some(&relay.token("d0")), "s", 1, sealed(1))
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.code(), Code::FailedPrecondition);
     relay.stop().await;
 }

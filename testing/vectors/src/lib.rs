@@ -28,10 +28,13 @@
 //!
 //! The sealed-report vectors of shuffled collections are a file of their own,
 //! `testing/vectors/sealed-v1.json` (see [`sealed_vectors`]), written by the same binary
-//! (`--write-sealed <path>`).
+//! (`--write-sealed <path>`); the relay's layer over the first of them is
+//! `testing/vectors/relay-layer-v1.json` ([`layered_vectors`], `--write-layered <path>`).
 
+mod layered;
 mod sealed;
 
+pub use layered::{LAYERED_FILE, LAYERED_VERSION, layered_vectors, render_layered};
 pub use sealed::{SEALED_FILE, SEALED_VERSION, render_sealed, sealed_vectors};
 
 use ldpcov_client::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel};

@@ -30,3 +30,17 @@ fn committed_sealed_vectors_match_the_rust_client() {
         ldpcov_test_vectors::SEALED_FILE
     );
 }
+
+#[test]
+fn committed_relay_layer_vectors_match_the_rust_client() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("relay-layer-v1.json");
+    let committed = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let fresh = ldpcov_test_vectors::render_layered().expect("the relay-layer vectors build");
+    assert!(
+        committed == fresh,
+        "{} is stale: regenerate it with `cargo run -p ldpcov-test-vectors -- --write-layered {}`",
+        path.display(),
+        ldpcov_test_vectors::LAYERED_FILE
+    );
+}

@@ -22,6 +22,9 @@ pub(super) struct Submission {
     pub(super) collection: Arc<Collection>,
     /// The batch, already checked against the collection's length.
     pub(super) reports: Vec<ValidReport>,
+    /// The shuffled batch these reports are a chunk of (`Store::submit_to_batch`): the
+    /// reports counted join its tally in the group's transaction.
+    pub(super) batch: Option<[u8; 16]>,
     /// Answered after the group's transaction committed (or failed).
     pub(super) reply: oneshot::Sender<Result<BatchOutcome, StoreError>>,
 }
@@ -139,7 +142,8 @@ async fn commit_group(pool: &Pool, group: &[Submission]) -> Result<GroupAnswers,
 }
 
 /// Adds the batches `members` of `group`, all for collection `id`, in `txn`: the
-/// collection's closed check, the seen ids and one row of the counted reports, a
+/// collection's closed check, the seen ids, the tallies of the shuffled batches they
+/// are chunks of, and one row of the counted reports, a
 /// report log or a dense delta, whichever is smaller. Returns the outcomes and the
 /// bytes of report log appended. The outer error fails the group; the inner one refuses
 /// these batches only (missing or closed collection).
@@ -220,6 +224,7 @@ async fn add_batches(
         }
         outcomes.push(outcome);
     }
+    add_to_batch_tallies(txn, id, group, members, &outcomes).await?;
     if counted.is_empty() {
         return Ok(Ok((outcomes, 0)));
     }
@@ -245,4 +250,47 @@ async fn add_batches(
     .await
     .map_err(db_error)?;
     Ok(Ok((outcomes, 0)))
+}
+
+/// Adds what each of `members` (submissions of collection `id`) counted to the tally of
+/// the shuffled batch it is a chunk of, one upsert for the group, in `txn`: the tallies
+/// commit or roll back with the seen ids. Rows in batch id order, so that replicas
+/// upserting the same batches take their row locks in one order.
+async fn add_to_batch_tallies(
+    txn: &Transaction<'_>,
+    id: &str,
+    group: &[Submission],
+    members: &[usize],
+    outcomes: &[BatchOutcome],
+) -> Result<(), StoreError> {
+    let mut tallies: BTreeMap<[u8; 16], u64> = BTreeMap::new();
+    for (&k, outcome) in members.iter().zip(outcomes) {
+        if let Some(batch) = group[k].batch
+            && outcome.accepted > 0
+        {
+            let tally = tallies.entry(batch).or_insert(0);
+            *tally = tally.saturating_add(outcome.accepted);
+        }
+    }
+    if tallies.is_empty() {
+        return Ok(());
+    }
+    let batches: Vec<&[u8]> = tallies.keys().map(|b| b.as_slice()).collect();
+    let accepted = tallies
+        .values()
+        .map(|&n| i64::try_from(n))
+        .collect::<Result<Vec<i64>, _>>()
+        .map_err(|_| {
+            StoreError::internal(Cause::Inconsistent("batch tally exceeds i64".to_string()))
+        })?;
+    txn.execute(
+        "INSERT INTO shuffled_batch_counts (collection, batch_id, accepted)
+         SELECT $1, b, n FROM unnest($2::bytea[], $3::bigint[]) AS t(b, n) ORDER BY b
+         ON CONFLICT (collection, batch_id)
+         DO UPDATE SET accepted = shuffled_batch_counts.accepted + EXCLUDED.accepted",
+        &[&id, &batches, &accepted],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
 }

@@ -156,6 +156,7 @@ struct Cache {
 /// | `appended`    | (`collection`, `seq`)    | `count`, `reports`: one committed batch's counted reports as a report log; `appended_at` |
 /// | `deltas`      | (`collection`, `seq`)    | `count`, `acc`: one committed batch's partial accumulators |
 /// | `seen`        | (`collection`, `report_id`) | — (every counted report id)             |
+/// | `shuffled_batch_counts` | (`collection`, `batch_id`) | `accepted`: reports counted under that shuffled batch |
 ///
 /// Accumulators (`acc`) are blobs in the durable store's format (see `DurableStore`,
 /// "Accumulator blob"): exact per-fold `i64` sums and `u128` sums of squares, added
@@ -183,7 +184,10 @@ struct Cache {
 ///    log when that is smaller than an accumulator blob (rank-one reports; any report
 ///    in small batches), else a `deltas` row with their partial accumulators (Gaussian
 ///    reports at large p in full batches). One row per collection and group: the
-///    group's multi-row insert is already made inside the log.
+///    group's multi-row insert is already made inside the log;
+/// 4. for chunks of shuffled batches ([`Store::submit_to_batch`]), adds what each
+///    counted to its batch's `shuffled_batch_counts` row (one upsert, rows in batch
+///    id order), so a tally commits or rolls back with its reports.
 ///
 /// If any statement or the commit fails, the transaction is rolled back and every
 /// caller of the group gets the same error, counting nothing: [`StoreError::Unavailable`]
@@ -257,7 +261,8 @@ struct Cache {
 ///
 /// One transaction: lock the `bases` rows `FOR UPDATE` (waits for the folds) and the
 /// `collections` row `FOR UPDATE` (waits for the batches holding it), delete the
-/// collection's `seen`, `deltas`, `appended`, `bases` and `collections` rows, commit, then drop the
+/// collection's `seen`, `shuffled_batch_counts`, `deltas`, `appended`, `bases`,
+/// `releases`, `delivered_batches` and `collections` rows, commit, then drop the
 /// collection from this replica's cache; other replicas' batches then find no row.
 pub struct PostgresStore {
     pool: Pool,
@@ -371,6 +376,53 @@ impl PostgresStore {
             .await
             .map_err(db_error)?;
         to_u64(row.get::<_, i64>(0))
+    }
+
+    /// Counts `reports` for collection `id` through the group-commit task (see
+    /// [`Store::submit`]), and, for a chunk of shuffled batch `batch`, adds the reports
+    /// counted to that batch's tally in the same transaction.
+    async fn count_reports(
+        &self,
+        id: &str,
+        batch: Option<[u8; 16]>,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let collection = self.collection(id).await?;
+        check_lengths(&collection, &reports)?;
+        // A close is final: refuse early. Otherwise the batch's transaction checks it.
+        if self.known_closed(id)? {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        if reports.is_empty() {
+            return if self.is_closed(id).await? {
+                Err(StoreError::Closed(id.to_string()))
+            } else {
+                Ok(BatchOutcome::default())
+            };
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .as_ref()
+            .and_then(|tx| {
+                tx.send(Submission {
+                    collection,
+                    reports,
+                    batch,
+                    reply,
+                })
+                .ok()
+            })
+            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))?;
+        let outcome = rx
+            .await
+            .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?;
+        match &outcome {
+            Err(StoreError::Closed(_)) => self.remember_closed(id)?,
+            // Gone, or created anew by another replica: read it again next time.
+            Err(StoreError::NotFound(_)) => self.forget(id)?,
+            _ => {}
+        }
+        outcome
     }
 
     /// The cached collection, if read less than the TTL ago.
@@ -613,41 +665,32 @@ impl Store for PostgresStore {
         id: &str,
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
-        let collection = self.collection(id).await?;
-        check_lengths(&collection, &reports)?;
-        // A close is final: refuse early. Otherwise the batch's transaction checks it.
-        if self.known_closed(id)? {
-            return Err(StoreError::Closed(id.to_string()));
-        }
-        if reports.is_empty() {
-            return if self.is_closed(id).await? {
-                Err(StoreError::Closed(id.to_string()))
-            } else {
-                Ok(BatchOutcome::default())
-            };
-        }
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .as_ref()
-            .and_then(|tx| {
-                tx.send(Submission {
-                    collection,
-                    reports,
-                    reply,
-                })
-                .ok()
-            })
-            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))?;
-        let outcome = rx
+        self.count_reports(id, None, reports).await
+    }
+
+    async fn submit_to_batch(
+        &self,
+        id: &str,
+        batch: [u8; 16],
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Some(batch), reports).await
+    }
+
+    async fn counted_in_batch(&self, id: &str, batch: [u8; 16]) -> Result<u64, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let row = client
+            .query_opt(
+                "SELECT b.accepted FROM collections c
+                 LEFT JOIN shuffled_batch_counts b
+                   ON b.collection = c.id AND b.batch_id = $2
+                 WHERE c.id = $1",
+                &[&id, &batch.as_slice()],
+            )
             .await
-            .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?;
-        match &outcome {
-            Err(StoreError::Closed(_)) => self.remember_closed(id)?,
-            // Gone, or created anew by another replica: read it again next time.
-            Err(StoreError::NotFound(_)) => self.forget(id)?,
-            _ => {}
-        }
-        outcome
+            .map_err(db_error)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        row.get::<_, Option<i64>>(0).map_or(Ok(0), to_u64)
     }
 
     async fn count(&self, id: &str) -> Result<u64, StoreError> {
@@ -930,6 +973,7 @@ impl Store for PostgresStore {
             .get(0);
         for table in [
             "seen",
+            "shuffled_batch_counts",
             "deltas",
             "appended",
             "bases",

@@ -43,6 +43,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0004_appended_reports",
         sql: include_str!("../../../migrations/0004_appended_reports.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_shuffled_batch_counts",
+        sql: include_str!("../../../migrations/0005_shuffled_batch_counts.sql"),
+    },
 ];
 
 /// Key of the advisory lock migrations run under (`"ldpcov"` in ASCII, then 1).

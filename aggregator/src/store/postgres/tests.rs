@@ -577,6 +577,93 @@ async fn replicas_recording_releases_never_overspend_together() {
     assert_eq!(a.budget_spent("c").await, Ok(1.0));
 }
 
+/// Two replicas counting chunks of the same shuffled batches at once (overlapping
+/// report ids): every report is counted once and in one batch's tally, the upserts of
+/// both replicas add up, and the tallies are there after a reopen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_add_up_a_shuffled_batch_tally_that_survives_a_reopen() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("tallies");
+    let batches = [[1u8; 16], [2u8; 16]];
+    let (a, b) = (open(&url, config()).await, open(&url, config()).await);
+    a.create_collection(collection("c", 2)).await.unwrap();
+    b.create_collection(collection("c", 2)).await.unwrap();
+    let entries = collection("c", 2).entries();
+    let tasks: Vec<_> = (0..8u32)
+        .map(|t| {
+            let s = if t % 2 == 0 { a.clone() } else { b.clone() };
+            let batch = batches[(t / 2 % 2) as usize];
+            tokio::spawn(async move {
+                let mut accepted = 0;
+                for k in 0..6u32 {
+                    let chunk = (0..8u32)
+                        .map(|j| report((t * 11 + k * 8 + j) % 100, entries))
+                        .collect();
+                    accepted += s.submit_to_batch("c", batch, chunk).await.unwrap().accepted;
+                }
+                (batch, accepted)
+            })
+        })
+        .collect();
+    let mut want = [0u64; 2];
+    for t in tasks {
+        let (batch, n) = t.await.unwrap();
+        want[usize::from(batch[0] - 1)] += n;
+    }
+    let counted = a.count("c").await.unwrap();
+    assert_eq!(want[0] + want[1], counted);
+    drop((a, b));
+    let s = open(&url, config()).await;
+    assert_eq!(s.counted_in_batch("c", batches[0]).await, Ok(want[0]));
+    assert_eq!(s.counted_in_batch("c", batches[1]).await, Ok(want[1]));
+    assert_eq!(s.counted_in_batch("c", [3; 16]).await, Ok(0));
+    assert_eq!(s.delete_collection("c").await, Ok(counted));
+    assert_eq!(rows(&s, "shuffled_batch_counts").await, 0);
+}
+
+/// A database written before the batch tallies (schema 4, reports counted) takes
+/// migration 5 at open and keeps everything: the reports count as before, in no tally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_of_schema_4_opens_with_its_reports_and_empty_tallies() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("schema4");
+    let entries = collection("c", 2).entries();
+    {
+        let s = open(&url, config()).await;
+        s.create_collection(collection("c", 2)).await.unwrap();
+        s.submit("c", (0..20).map(|id| report(id, entries)).collect())
+            .await
+            .unwrap();
+        s.record_delivered_batch("c", 20).await.unwrap();
+        // Back to schema 4, as an older aggregator left it.
+        let client = s.pool.get().await.unwrap();
+        client
+            .batch_execute(
+                "DROP TABLE shuffled_batch_counts;
+                 DELETE FROM schema_migrations WHERE version = 5",
+            )
+            .await
+            .unwrap();
+    }
+    let s = open(&url, config()).await;
+    assert_eq!(s.snapshot("c").await.unwrap().acc, expected(entries, 0..20));
+    assert_eq!(
+        s.delivered_batches("c").await.map(|d| d.smallest),
+        Ok(Some(20))
+    );
+    assert_eq!(s.counted_in_batch("c", [1; 16]).await, Ok(0));
+    let o = s
+        .submit_to_batch(
+            "c",
+            [1; 16],
+            (15..25).map(|id| report(id, entries)).collect(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((o.accepted, o.duplicates), (5, 5));
+    assert_eq!(s.counted_in_batch("c", [1; 16]).await, Ok(5));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_keeps_the_contract() {
     let pg = PgCluster::start_or_panic();

@@ -13,8 +13,9 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, APPENDED, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES, ReleaseKey,
-    ReleaseValue, SEEN, appended_range, begin_durable, fold_appended, open_db,
+    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES,
+    ReleaseKey, ReleaseValue, SEEN, appended_range, batch_range, begin_durable, fold_appended,
+    open_db,
 };
 use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared, reopen_failed};
 use crate::store::codec::{
@@ -84,6 +85,10 @@ impl Committer {
         while let Some(first) = next.take().or_else(|| self.next_command()) {
             if let Command::ReadCommitted { id, reply } = first {
                 let _ = reply.send(self.read_committed(&id));
+                continue;
+            }
+            if let Command::ReadBatch { id, batch, reply } = first {
+                let _ = reply.send(self.read_batch(&id, batch));
                 continue;
             }
             let first = match first {
@@ -376,15 +381,28 @@ impl Committer {
     }
 
     fn add(&mut self, batch: &mut Batch, command: Command) {
-        if !matches!(command, Command::ReadCommitted { .. }) {
+        if !matches!(
+            command,
+            Command::ReadCommitted { .. } | Command::ReadBatch { .. }
+        ) {
             self.shared.hooks.record(Event::Added);
         }
         match command {
             Command::ReadCommitted { id, reply } => {
                 let _ = reply.send(self.read_committed(&id));
             }
+            // Committed state: a chunk in the open batch is not answered yet, so its
+            // caller cannot be asking.
+            Command::ReadBatch { id, batch, reply } => {
+                let _ = reply.send(self.read_batch(&id, batch));
+            }
             Command::Create { collection, reply } => self.add_create(batch, *collection, reply),
-            Command::Submit { id, reports, reply } => self.add_submit(batch, id, reports, reply),
+            Command::Submit {
+                id,
+                batch: shuffled,
+                reports,
+                reply,
+            } => self.add_submit(batch, id, shuffled, reports, reply),
             Command::Close { id, reply } => self.add_close(batch, id, reply),
             // `run` never adds a delete to a batch; should one get here, it still runs
             // alone, after the open batch (the batch's transaction is not touched).
@@ -496,6 +514,7 @@ impl Committer {
         &self,
         batch: &mut Batch,
         id: String,
+        shuffled: Option<[u8; 16]>,
         reports: Vec<ValidReport>,
         reply: Reply<BatchOutcome>,
     ) {
@@ -553,6 +572,17 @@ impl Committer {
                             .push((report.report_id.fold(FOLDS), report.entries));
                         outcome.accepted += 1;
                     }
+                }
+                // A shuffled chunk: the reports it counted join its batch's tally in
+                // this transaction (the table also sees the open batch's earlier
+                // chunks of the same batch).
+                if let Some(shuffled) = shuffled
+                    && outcome.accepted > 0
+                {
+                    let mut tallies = batch.txn.open_table(BATCH_COUNTS)?;
+                    let key = (id.as_str(), shuffled);
+                    let before = tallies.get(key)?.map_or(0, |v| v.value());
+                    tallies.insert(key, before.saturating_add(outcome.accepted))?;
                 }
                 Ok(())
             })();
@@ -672,6 +702,19 @@ impl Committer {
             *h = healthy;
             changed
         });
+    }
+
+    /// The reports counted under shuffled batch `shuffled` of `id` (0 for a batch never
+    /// seen), from a read transaction of committed state.
+    fn read_batch(&mut self, id: &str, shuffled: [u8; 16]) -> Result<u64, StoreError> {
+        self.shared.entry(id)?;
+        let db = self.db().map_err(StoreError::unavailable)?;
+        let txn = db.begin_read().map_err(StoreError::internal)?;
+        let table = txn.open_table(BATCH_COUNTS).map_err(StoreError::internal)?;
+        Ok(table
+            .get((id, shuffled))
+            .map_err(StoreError::internal)?
+            .map_or(0, |v| v.value()))
     }
 
     /// The ρ spent by `id`'s releases and the release under `key`, from a read
@@ -827,6 +870,8 @@ impl Committer {
                     .retain_in(appended_range(id), |_, _| false)?;
                 txn.open_table(CLOSED)?.remove(id)?;
                 txn.open_table(DELIVERED)?.remove(id)?;
+                txn.open_table(BATCH_COUNTS)?
+                    .retain_in(batch_range(id), |_, _| false)?;
                 // Every release of this collection: keys (id, *) sort together.
                 txn.open_table(RELEASES)?.retain_in::<(&str, &[u8]), _>(
                     (id, &[][..])..(next_id(id).as_str(), &[][..]),
@@ -976,6 +1021,9 @@ fn fail_command(command: Command, e: StoreError) {
             let _ = reply.send(Err(e));
         }
         Command::Delivered { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Command::ReadBatch { reply, .. } => {
             let _ = reply.send(Err(e));
         }
     }

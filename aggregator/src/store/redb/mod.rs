@@ -241,6 +241,9 @@ type LedgerRead = (f64, Option<(f64, Vec<u8>)>);
 enum Command {
     Submit {
         id: String,
+        /// The shuffled batch the reports belong to, whose tally the reports counted
+        /// join in the same transaction (`Store::submit_to_batch`).
+        batch: Option<[u8; 16]>,
         reports: Vec<ValidReport>,
         reply: Reply<BatchOutcome>,
     },
@@ -283,6 +286,13 @@ enum Command {
         valid: Option<u64>,
         reply: Reply<DeliveredBatches>,
     },
+    /// The reports counted under a shuffled batch, from committed state (answered at
+    /// once, like `ReadCommitted`, even while a batch is open).
+    ReadBatch {
+        id: String,
+        batch: [u8; 16],
+        reply: Reply<u64>,
+    },
 }
 
 /// A [`Store`] in a redb database with group commit.
@@ -311,13 +321,19 @@ enum Command {
 /// | `releases`         | (collection id, request key) | (ρ spent, release body)           |
 /// | `delivered_batches` | collection id             | (batches, fewest valid reports in one) |
 /// | `appended_reports` | (collection id, sequence) | report log: a committed batch's counted reports (see "Appending and folding") |
+/// | `shuffled_batch_counts` | (collection id, relay batch id) | `u64`: reports counted under that shuffled batch |
 ///
 /// `closed_collections` (added with collection closing), `releases` (added with the
-/// release ledger) and `delivered_batches` (added with the delivered guarantee of
-/// shuffled collections) are created on open when missing, so a store written before
-/// them opens unchanged (format 1: no collection closed, nothing released, no batch
-/// recorded). Recording a batch is a command of the commit thread in a transaction of
-/// its own, like a release.
+/// release ledger), `delivered_batches` (added with the delivered guarantee of
+/// shuffled collections) and `shuffled_batch_counts` (added when a batch's delivered
+/// users stopped counting report ids counted in another batch) are created on open
+/// when missing, so a store written before them opens unchanged, at the same format
+/// version (format 1: no collection closed, nothing released, no batch recorded; no
+/// batch tally: a batch sent before the upgrade and resent after it then counts only
+/// the reports counted after it, too few, never too many). Recording a completed
+/// batch is a command of the commit thread in a transaction of its own, like a
+/// release; a shuffled chunk's tally is written in the transaction that counts its
+/// reports, so no crash separates the two.
 ///
 /// Recording a release ([`Store::record_release`]) is a command of the commit thread
 /// that runs in a write transaction of its own, like a delete: it reads the ρ spent by
@@ -328,9 +344,11 @@ enum Command {
 /// One batch's transaction holds: the specs of collections created in it, one
 /// `seen_report_ids` row per newly counted report, for every collection the batch
 /// counted reports of either their report log (appended) or the complete new
-/// accumulator blob (see "Appending and folding"), and the commit counter. A report id is deduped by
-/// inserting it into `seen_report_ids` inside the open transaction, which also sees the
-/// ids of the uncommitted batch; a duplicate is not added to the sums.
+/// accumulator blob (see "Appending and folding"), the `shuffled_batch_counts` row of
+/// every shuffled batch a chunk in it counted reports of, and the commit counter. A
+/// report id is deduped by inserting it into `seen_report_ids` inside the open
+/// transaction, which also sees the ids of the uncommitted batch; a duplicate is not
+/// added to the sums.
 ///
 /// Closing a collection ([`Store::close_collection`]) is a command of the commit thread
 /// too: it inserts the id into `closed_collections` in the batch's transaction and is
@@ -340,9 +358,10 @@ enum Command {
 ///
 /// Deleting a collection ([`Store::delete_collection`]) is a command of the commit
 /// thread as well, but never shares a transaction: the open batch is committed first,
-/// then one transaction removes the collection's spec, accumulator blob, closed flag
-/// and every `seen_report_ids` row under its id, and only after that commit is the
-/// collection removed from the mirror and the caller answered. A crash leaves either
+/// then one transaction removes the collection's spec, accumulator blob, closed flag,
+/// releases, batch records and every `seen_report_ids` row under its id, and only
+/// after that commit is the collection removed from the mirror and the caller
+/// answered. A crash leaves either
 /// the whole collection or nothing of it. A submission that reaches the commit thread
 /// after the delete finds no collection and fails with [`StoreError::NotFound`]; one
 /// that arrived before it was committed with the batch before and is deleted with the
@@ -581,6 +600,35 @@ impl DurableStore {
         self.receive(rx).await
     }
 
+    /// Counts `reports` for collection `id` on the commit thread (see
+    /// [`Store::submit`]), and, for a chunk of shuffled batch `batch`, adds the
+    /// reports counted to that batch's tally in the same transaction.
+    async fn count_reports(
+        &self,
+        id: &str,
+        batch: Option<[u8; 16]>,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let entry = self.shared.entry(id)?;
+        check_lengths(&entry.collection, &reports)?;
+        // A committed close is final: refuse early. A close still in flight is checked
+        // by the commit thread, in order with this batch.
+        if entry.closed.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        if reports.is_empty() {
+            return Ok(BatchOutcome::default());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.send(Command::Submit {
+            id: id.to_string(),
+            batch,
+            reports,
+            reply,
+        })?;
+        self.receive(rx).await
+    }
+
     fn send(&self, command: Command) -> Result<(), StoreError> {
         self.tx
             .as_ref()
@@ -670,20 +718,24 @@ impl Store for DurableStore {
         id: &str,
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
-        let entry = self.shared.entry(id)?;
-        check_lengths(&entry.collection, &reports)?;
-        // A committed close is final: refuse early. A close still in flight is checked
-        // by the commit thread, in order with this batch.
-        if entry.closed.load(Ordering::SeqCst) {
-            return Err(StoreError::Closed(id.to_string()));
-        }
-        if reports.is_empty() {
-            return Ok(BatchOutcome::default());
-        }
+        self.count_reports(id, None, reports).await
+    }
+
+    async fn submit_to_batch(
+        &self,
+        id: &str,
+        batch: [u8; 16],
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Some(batch), reports).await
+    }
+
+    async fn counted_in_batch(&self, id: &str, batch: [u8; 16]) -> Result<u64, StoreError> {
+        self.shared.entry(id)?;
         let (reply, rx) = oneshot::channel();
-        self.send(Command::Submit {
+        self.send(Command::ReadBatch {
             id: id.to_string(),
-            reports,
+            batch,
             reply,
         })?;
         self.receive(rx).await

@@ -46,6 +46,17 @@ const UPGRADABLE_FORMAT: u64 = 1;
 pub(super) const DELIVERED: TableDefinition<&str, (u64, u64)> =
     TableDefinition::new("delivered_batches");
 
+/// Reports counted under each shuffled batch: (collection id, relay batch id) →
+/// reports its sends counted (`Store::submit_to_batch`), written in the transaction
+/// that counts them.
+pub(super) const BATCH_COUNTS: TableDefinition<(&str, [u8; 16]), u64> =
+    TableDefinition::new("shuffled_batch_counts");
+
+/// The key range of every batch tally of collection `id`.
+pub(super) fn batch_range(id: &str) -> std::ops::RangeInclusive<(&str, [u8; 16])> {
+    (id, [0u8; 16])..=(id, [0xffu8; 16])
+}
+
 fn db_err<E: Into<redb::Error>>(e: E) -> DurableError {
     DurableError::Db(e.into())
 }
@@ -177,6 +188,7 @@ pub(super) fn open_db(
         txn.open_table(RELEASES).map_err(db_err)?;
         txn.open_table(DELIVERED).map_err(db_err)?;
         txn.open_table(APPENDED).map_err(db_err)?;
+        txn.open_table(BATCH_COUNTS).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;

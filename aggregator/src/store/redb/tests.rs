@@ -1155,3 +1155,42 @@ async fn durable_store_keeps_the_contract() {
     })
     .await;
 }
+
+/// A shuffled batch's tally is written in the transaction that counts its reports: a
+/// failed commit adds neither, and both are on disk after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_tally_commits_with_its_reports_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = [0x5a; 16];
+    let c = collection("c", 2);
+    {
+        let s = DurableStore::open(dir.path(), quick()).unwrap();
+        s.create_collection(c.clone()).await.unwrap();
+        let chunk = |ids: std::ops::Range<u32>| ids.map(|k| report(k, 3, c.entries())).collect();
+        assert_eq!(
+            s.submit_to_batch("c", batch, chunk(0..16))
+                .await
+                .map(|o| o.accepted),
+            Ok(16)
+        );
+        s.fail_next_commits(1);
+        assert!(matches!(
+            s.submit_to_batch("c", batch, chunk(16..40)).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        assert_eq!(s.counted_in_batch("c", batch).await, Ok(16));
+        assert_eq!(s.count("c").await, Ok(16));
+        // Resent whole: the first 16 come back as duplicates, the rest count now.
+        assert_eq!(
+            s.submit_to_batch("c", batch, chunk(0..40)).await,
+            Ok(BatchOutcome {
+                accepted: 24,
+                duplicates: 16
+            })
+        );
+    }
+    let s = DurableStore::open(dir.path(), quick()).unwrap();
+    assert_eq!(s.counted_in_batch("c", batch).await, Ok(40));
+    assert_eq!(s.counted_in_batch("c", [0; 16]).await, Ok(0));
+    assert_eq!(s.count("c").await, Ok(40));
+}

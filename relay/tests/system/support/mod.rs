@@ -361,3 +361,46 @@ impl Aggregator for FakeAggregator {
         Ok(Response::new(response))
     }
 }
+
+/// The secret of the in-process test relays' layer key ([`layer_key`]).
+pub(crate) const LAYER_SECRET: [u8; 32] = [0x4c; 32];
+
+/// Writes [`LAYER_SECRET`] as a relay binary's `--layer-key-file` (the file format of
+/// `ldpcov_seal::MasterSecret`), so that [`outer`] seals to that relay too.
+pub(crate) fn write_layer_key(path: &std::path::Path) {
+    std::fs::write(path, format!("{}\n", hex::encode(LAYER_SECRET))).expect("write the layer key");
+}
+
+/// The in-process test relays' own key (`RelayOptions::layer_key`): fixed, so that a
+/// restarted relay opens what its devices sealed before.
+pub(crate) fn layer_key() -> Arc<ldpcov_seal::RelayKey> {
+    Arc::new(ldpcov_seal::RelayKey::from_secret(
+        &ldpcov_seal::MasterSecret::from_bytes(LAYER_SECRET),
+    ))
+}
+
+/// The key of the relay binary whose data directory is `data_dir` (its default
+/// `relay-layer.key` there, created now if the relay has not created it yet: the
+/// relay then reads this one).
+pub(crate) fn layer_key_in(data_dir: &std::path::Path) -> Arc<ldpcov_seal::RelayKey> {
+    std::fs::create_dir_all(data_dir).expect("data dir");
+    let secret = ldpcov_seal::MasterSecret::load_or_create(
+        data_dir.join(ldpcov_relay::constants::LAYER_KEY_FILE),
+    )
+    .expect("the relay's layer key file");
+    Arc::new(ldpcov_seal::RelayKey::from_secret(&secret))
+}
+
+/// `sealed` as a device sends it to a relay with `key`: under the relay's layer.
+pub(crate) fn outer_with(
+    key: &ldpcov_seal::RelayKey,
+    collection: &str,
+    sealed: &SealedReport,
+) -> SealedReport {
+    ldpcov_client::seal_for_relay(collection, &key.public_config(), sealed).expect("the layer")
+}
+
+/// `sealed` under the in-process test relays' layer ([`layer_key`]).
+pub(crate) fn outer(collection: &str, sealed: &SealedReport) -> SealedReport {
+    outer_with(&layer_key(), collection, sealed)
+}

@@ -87,6 +87,8 @@ fn shuffled_spec(id: &str) -> CollectionSpec {
 struct Target {
     collection: Collection,
     key: PublicKeyConfig,
+    /// The relay's own key (its layer over every report).
+    relay_key: PublicKeyConfig,
 }
 
 /// One device's report: prepared and sealed as `prepare_relay_report` does (so that the
@@ -106,7 +108,8 @@ async fn report_until_acknowledged(
         .expect("prepare a report");
     let prepared = PreparedRelayReport {
         report_id: ReportId::try_from(report.report_id.as_slice()).expect("report id"),
-        request: seal_report(&target.collection, &target.key, &report).expect("seal"),
+        request: seal_report(&target.collection, &target.key, &target.relay_key, &report)
+            .expect("seal"),
     };
     let token = DeviceTokenIssuer::from_bytes(DEVICE_SECRET)
         .issue(device_id)
@@ -235,6 +238,16 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
     let mut raw = RawClient::connect(aggregator_url.clone())
         .await
         .expect("connect");
+    // The relay binary's layer key: its default file in its data directory, created
+    // here first (the relay then reads this one).
+    std::fs::create_dir_all(&files.data).expect("relay data dir");
+    let relay_key = ldpcov_seal::RelayKey::from_secret(
+        &ldpcov_seal::MasterSecret::load_or_create(
+            files.data.join(ldpcov_relay::constants::LAYER_KEY_FILE),
+        )
+        .expect("the relay's layer key"),
+    )
+    .public_config();
     let mut targets = Vec::new();
     for id in COLLECTIONS {
         admin
@@ -252,6 +265,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
         targets.push(Target {
             collection: Collection::from_params(&params).expect("collection"),
             key: active_key(keys).expect("active key"),
+            relay_key: relay_key.clone(),
         });
     }
     let mut relay = spawn_relay(relay_addr, &aggregator_url, &files, &[]);

@@ -1,6 +1,7 @@
 //! Writes the shared test vectors: `ldpcov-test-vectors --write <path>` (the committed
 //! file is `testing/vectors/reports-v1.json`) and `--write-sealed <path>` (the sealed
-//! reports, `testing/vectors/sealed-v1.json`), or prints the report vectors without a
+//! reports, `testing/vectors/sealed-v1.json`) and `--write-layered <path>` (the relay's
+//! layer over them, `testing/vectors/relay-layer-v1.json`), or prints the report vectors without a
 //! flag.
 
 use anyhow::{Context, bail};
@@ -16,10 +17,15 @@ fn main() -> anyhow::Result<()> {
     match args.as_slice() {
         [] => print!("{}", ldpcov_test_vectors::render()?),
         [flag, path] if flag == "--write" => write(path, &ldpcov_test_vectors::render()?)?,
+        [flag, path] if flag == "--write-layered" => {
+            write(path, &ldpcov_test_vectors::render_layered()?)?;
+        }
         [flag, path] if flag == "--write-sealed" => {
             write(path, &ldpcov_test_vectors::render_sealed()?)?;
         }
-        _ => bail!("usage: ldpcov-test-vectors [--write <path> | --write-sealed <path>]"),
+        _ => bail!(
+            "usage: ldpcov-test-vectors [--write <path> | --write-sealed <path> | --write-layered <path>]"
+        ),
     }
     Ok(())
 }

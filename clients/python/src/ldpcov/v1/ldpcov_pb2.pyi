@@ -216,18 +216,20 @@ class CollectionParams(_message.Message):
     def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., entries: _Optional[int] = ..., grid_bits: _Optional[int] = ..., sensitivity: _Optional[float] = ..., sigma: _Optional[float] = ..., rho: _Optional[float] = ..., max_abs_grid_value: _Optional[int] = ..., calibration: _Optional[str] = ..., wire_step: _Optional[int] = ..., wire_max: _Optional[int] = ..., mean_weight: _Optional[float] = ..., mean_entries: _Optional[int] = ..., base_sensitivity: _Optional[float] = ..., diagonal_noise_sd: _Optional[float] = ..., off_diagonal_noise_sd: _Optional[float] = ..., mean_noise_sd: _Optional[float] = ..., rank_one: _Optional[_Union[RankOneParams, _Mapping]] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ...) -> None: ...
 
 class ShuffleParams(_message.Message):
-    __slots__ = ("local_epsilon", "central_epsilon", "central_delta", "min_batch_size", "keys")
+    __slots__ = ("local_epsilon", "central_epsilon", "central_delta", "min_batch_size", "keys", "relay_key")
     LOCAL_EPSILON_FIELD_NUMBER: _ClassVar[int]
     CENTRAL_EPSILON_FIELD_NUMBER: _ClassVar[int]
     CENTRAL_DELTA_FIELD_NUMBER: _ClassVar[int]
     MIN_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    RELAY_KEY_FIELD_NUMBER: _ClassVar[int]
     local_epsilon: float
     central_epsilon: float
     central_delta: float
     min_batch_size: int
     keys: _containers.RepeatedCompositeFieldContainer[HpkePublicKey]
-    def __init__(self, local_epsilon: _Optional[float] = ..., central_epsilon: _Optional[float] = ..., central_delta: _Optional[float] = ..., min_batch_size: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[HpkePublicKey, _Mapping]]] = ...) -> None: ...
+    relay_key: HpkePublicKey
+    def __init__(self, local_epsilon: _Optional[float] = ..., central_epsilon: _Optional[float] = ..., central_delta: _Optional[float] = ..., min_batch_size: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[HpkePublicKey, _Mapping]]] = ..., relay_key: _Optional[_Union[HpkePublicKey, _Mapping]] = ...) -> None: ...
 
 class HpkePublicKey(_message.Message):
     __slots__ = ("key_id", "kem_id", "kdf_id", "aead_id", "public_key", "state", "not_before", "not_after", "active_until")
@@ -262,14 +264,14 @@ class SealedReport(_message.Message):
     def __init__(self, key_id: _Optional[int] = ..., enc: _Optional[bytes] = ..., ciphertext: _Optional[bytes] = ...) -> None: ...
 
 class RelayReport(_message.Message):
-    __slots__ = ("collection_id", "submission_id", "sealed")
+    __slots__ = ("collection_id", "submission_id", "outer")
     COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
     SUBMISSION_ID_FIELD_NUMBER: _ClassVar[int]
-    SEALED_FIELD_NUMBER: _ClassVar[int]
+    OUTER_FIELD_NUMBER: _ClassVar[int]
     collection_id: str
     submission_id: bytes
-    sealed: SealedReport
-    def __init__(self, collection_id: _Optional[str] = ..., submission_id: _Optional[bytes] = ..., sealed: _Optional[_Union[SealedReport, _Mapping]] = ...) -> None: ...
+    outer: SealedReport
+    def __init__(self, collection_id: _Optional[str] = ..., submission_id: _Optional[bytes] = ..., outer: _Optional[_Union[SealedReport, _Mapping]] = ...) -> None: ...
 
 class RelayReportResponse(_message.Message):
     __slots__ = ("duplicate",)
@@ -284,7 +286,7 @@ class RelayStatusRequest(_message.Message):
     def __init__(self, collection_id: _Optional[str] = ...) -> None: ...
 
 class RelayStatus(_message.Message):
-    __slots__ = ("collection_id", "window_reports", "window_opened", "pending_batches", "pending_batch_reports", "forwarded_batches", "forwarded_reports")
+    __slots__ = ("collection_id", "window_reports", "window_opened", "pending_batches", "pending_batch_reports", "forwarded_batches", "forwarded_reports", "window_new_devices", "new_device_cap", "recent_batches", "held", "key_conflicts", "last_key_conflict")
     COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
     WINDOW_REPORTS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_OPENED_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +294,12 @@ class RelayStatus(_message.Message):
     PENDING_BATCH_REPORTS_FIELD_NUMBER: _ClassVar[int]
     FORWARDED_BATCHES_FIELD_NUMBER: _ClassVar[int]
     FORWARDED_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_NEW_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    NEW_DEVICE_CAP_FIELD_NUMBER: _ClassVar[int]
+    RECENT_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    KEY_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_KEY_CONFLICT_FIELD_NUMBER: _ClassVar[int]
     collection_id: str
     window_reports: int
     window_opened: int
@@ -299,7 +307,23 @@ class RelayStatus(_message.Message):
     pending_batch_reports: int
     forwarded_batches: int
     forwarded_reports: int
-    def __init__(self, collection_id: _Optional[str] = ..., window_reports: _Optional[int] = ..., window_opened: _Optional[int] = ..., pending_batches: _Optional[int] = ..., pending_batch_reports: _Optional[int] = ..., forwarded_batches: _Optional[int] = ..., forwarded_reports: _Optional[int] = ...) -> None: ...
+    window_new_devices: int
+    new_device_cap: int
+    recent_batches: _containers.RepeatedCompositeFieldContainer[RelayBatchRecord]
+    held: str
+    key_conflicts: int
+    last_key_conflict: int
+    def __init__(self, collection_id: _Optional[str] = ..., window_reports: _Optional[int] = ..., window_opened: _Optional[int] = ..., pending_batches: _Optional[int] = ..., pending_batch_reports: _Optional[int] = ..., forwarded_batches: _Optional[int] = ..., forwarded_reports: _Optional[int] = ..., window_new_devices: _Optional[int] = ..., new_device_cap: _Optional[int] = ..., recent_batches: _Optional[_Iterable[_Union[RelayBatchRecord, _Mapping]]] = ..., held: _Optional[str] = ..., key_conflicts: _Optional[int] = ..., last_key_conflict: _Optional[int] = ...) -> None: ...
+
+class RelayBatchRecord(_message.Message):
+    __slots__ = ("formed", "reports", "new_devices")
+    FORMED_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    NEW_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    formed: int
+    reports: int
+    new_devices: int
+    def __init__(self, formed: _Optional[int] = ..., reports: _Optional[int] = ..., new_devices: _Optional[int] = ...) -> None: ...
 
 class ShuffledBatchChunk(_message.Message):
     __slots__ = ("collection_id", "batch_id", "batch_size", "reports")

@@ -547,11 +547,15 @@ class RelayServicer:
     def GetCollection(self, request, context):
         """Devices (a device token): the relay's pinned copy of a shuffled collection's
         parameters, the same for every device, with the keys of the relay's current
-        view. `shuffle.min_batch_size` is the relay's effective floor (the larger of the
-        announced one and the relay's own), and `shuffle.central_epsilon` /
-        `central_delta` the central guarantee the relay computes at that floor from the
-        pinned ε0 and δ. FAILED_PRECONDITION for a collection the relay refuses (not
-        shuffled, below its floor, or changed after it pinned it).
+        view, each key's bytes as the relay pinned them at first sight, and the relay's
+        own key (`shuffle.relay_key`). `shuffle.min_batch_size` is the relay's effective
+        floor (the larger of the announced one and the relay's own), and
+        `shuffle.central_epsilon` / `central_delta` the central guarantee the relay
+        computes at that floor from the pinned ε0 and δ. A device of a shuffled
+        collection asks the relay alone: the aggregator never sees who asks.
+        FAILED_PRECONDITION for a collection the relay refuses (not shuffled, below its
+        floor, δ·n ≥ 1 at its floor, changed after it pinned it, or held because the
+        aggregator answered other bytes for a pinned key).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

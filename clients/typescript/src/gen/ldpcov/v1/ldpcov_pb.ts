@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ldpcov/v1/ldpcov.proto.
  */
 export const file_ldpcov_v1_ldpcov: GenFile = /*@__PURE__*/
-  fileDesc("ChZsZHBjb3YvdjEvbGRwY292LnByb3RvEglsZHBjb3YudjEihwQKDkNvbGxlY3Rpb25TcGVjEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEg8KB2Vwc2lsb24YAyABKAESDQoFZGVsdGEYBCABKAESEwoLY2xpcF9yYWRpdXMYBSABKAESEwoLbWluX3JlcG9ydHMYBiABKAQSJQoIZW5jb2RpbmcYByABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSIwoHbW9tZW50cxgIIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEg4KBmNlbnRyZRgJIAMoARIZChFvcmRlcmVkX3ZhcmlhYmxlcxgKIAEoCBIWCg52YXJpYWJsZV9uYW1lcxgLIAMoCRIuCg1wcml2YWN5X21vZGVsGAwgASgOMhcubGRwY292LnYxLlByaXZhY3lNb2RlbBIRCglub3JtX2JpbnMYDSABKA0SIAoYYWxsb3dfY29tcHJlc3NlZF9yZWxlYXNlGA4gASgIEjIKD2xvY2FsX21lY2hhbmlzbRgPIAEoDjIZLmxkcGNvdi52MS5Mb2NhbE1lY2hhbmlzbRI2ChFjZW50cmFsX3dlaWdodGluZxgQIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsV2VpZ2h0aW5nEicKB3NodWZmbGUYESABKAsyFi5sZHBjb3YudjEuU2h1ZmZsZVNwZWMilQEKC1NodWZmbGVTcGVjEhYKDm1pbl9iYXRjaF9zaXplGAEgASgEEhwKFGJhdGNoX3dpbmRvd19zZWNvbmRzGAIgASgEEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESHAoUa2V5X3JvdGF0aW9uX3NlY29uZHMYBCABKAQSGwoTa2V5X2dyYWNlX3JvdGF0aW9ucxgFIAEoDSLTAwoQQ29sbGVjdGlvblBhcmFtcxInCgRzcGVjGAEgASgLMhkubGRwY292LnYxLkNvbGxlY3Rpb25TcGVjEg8KB2VudHJpZXMYAiABKA0SEQoJZ3JpZF9iaXRzGAMgASgNEhMKC3NlbnNpdGl2aXR5GAQgASgBEg0KBXNpZ21hGAUgASgBEgsKA3JobxgGIAEoARIaChJtYXhfYWJzX2dyaWRfdmFsdWUYByABKAMSEwoLY2FsaWJyYXRpb24YCCABKAkSEQoJd2lyZV9zdGVwGAkgASgDEhAKCHdpcmVfbWF4GAogASgDEhMKC21lYW5fd2VpZ2h0GAsgASgBEhQKDG1lYW5fZW50cmllcxgMIAEoDRIYChBiYXNlX3NlbnNpdGl2aXR5GA0gASgBEhkKEWRpYWdvbmFsX25vaXNlX3NkGA4gASgBEh0KFW9mZl9kaWFnb25hbF9ub2lzZV9zZBgPIAEoARIVCg1tZWFuX25vaXNlX3NkGBAgASgBEioKCHJhbmtfb25lGBEgASgLMhgubGRwY292LnYxLlJhbmtPbmVQYXJhbXMSKQoHc2h1ZmZsZRgSIAEoCzIYLmxkcGNvdi52MS5TaHVmZmxlUGFyYW1zIpYBCg1TaHVmZmxlUGFyYW1zEhUKDWxvY2FsX2Vwc2lsb24YASABKAESFwoPY2VudHJhbF9lcHNpbG9uGAIgASgBEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESFgoObWluX2JhdGNoX3NpemUYBCABKAQSJgoEa2V5cxgFIAMoCzIYLmxkcGNvdi52MS5IcGtlUHVibGljS2V5IskBCg1IcGtlUHVibGljS2V5Eg4KBmtleV9pZBgBIAEoDRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBImCgVzdGF0ZRgGIAEoDjIXLmxkcGNvdi52MS5IcGtlS2V5U3RhdGUSEgoKbm90X2JlZm9yZRgHIAEoBBIRCglub3RfYWZ0ZXIYCCABKAQSFAoMYWN0aXZlX3VudGlsGAkgASgEIj8KDFNlYWxlZFJlcG9ydBIOCgZrZXlfaWQYASABKA0SCwoDZW5jGAIgASgMEhIKCmNpcGhlcnRleHQYAyABKAwiZAoLUmVsYXlSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIVCg1zdWJtaXNzaW9uX2lkGAIgASgMEicKBnNlYWxlZBgDIAEoCzIXLmxkcGNvdi52MS5TZWFsZWRSZXBvcnQiKAoTUmVsYXlSZXBvcnRSZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgiKwoSUmVsYXlTdGF0dXNSZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiwQEKC1JlbGF5U3RhdHVzEhUKDWNvbGxlY3Rpb25faWQYASABKAkSFgoOd2luZG93X3JlcG9ydHMYAiABKAQSFQoNd2luZG93X29wZW5lZBgDIAEoBBIXCg9wZW5kaW5nX2JhdGNoZXMYBCABKAQSHQoVcGVuZGluZ19iYXRjaF9yZXBvcnRzGAUgASgEEhkKEWZvcndhcmRlZF9iYXRjaGVzGAYgASgEEhkKEWZvcndhcmRlZF9yZXBvcnRzGAcgASgEInsKElNodWZmbGVkQmF0Y2hDaHVuaxIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEhAKCGJhdGNoX2lkGAIgASgMEhIKCmJhdGNoX3NpemUYAyABKAQSKAoHcmVwb3J0cxgEIAMoCzIXLmxkcGNvdi52MS5TZWFsZWRSZXBvcnQiPQoNUmVmdXNlZFJlcG9ydBINCgVpbmRleBgBIAEoBBIMCgRjb2RlGAIgASgFEg8KB21lc3NhZ2UYAyABKAkiaAoVU2h1ZmZsZWRCYXRjaFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEEhIKCmR1cGxpY2F0ZXMYAiABKAQSKQoHcmVmdXNlZBgDIAMoCzIYLmxkcGNvdi52MS5SZWZ1c2VkUmVwb3J0Iq4BCg1SYW5rT25lUGFyYW1zEhMKC2dhbW1hX3VuaXRzGAEgASgEEg0KBWdhbW1hGAIgASgBEhcKD25vbWluYWxfZXBzaWxvbhgDIAEoARILCgNldGEYBCABKAESDQoFa2FwcGEYBSABKAESEgoKbWVhbl9zY2FsZRgGIAEoARIXCg9kaXRoZXJfdmFyaWFuY2UYByABKAESFwoPZXhwZWN0ZWRfcm91bmRzGAggASgBIkIKF0NyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0EicKBHNwZWMYASABKAsyGS5sZHBjb3YudjEuQ29sbGVjdGlvblNwZWMiLQoUR2V0Q29sbGVjdGlvblJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSJqCgZSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIRCglyZXBvcnRfaWQYAiABKAwSJQoIZW5jb2RpbmcYAyABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSDwoHcGF5bG9hZBgEIAEoDCIpChRTdWJtaXRSZXBvcnRSZXNwb25zZRIRCglkdXBsaWNhdGUYASABKAgiPQoVU3VibWl0UmVwb3J0c1Jlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgEEhIKCmR1cGxpY2F0ZXMYAiABKAQiKQoQR2V0U3RhdHVzUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIhgKFkxpc3RDb2xsZWN0aW9uc1JlcXVlc3QiSwoXTGlzdENvbGxlY3Rpb25zUmVzcG9uc2USMAoLY29sbGVjdGlvbnMYASADKAsyGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cyLTAQoQQ29sbGVjdGlvblN0YXR1cxIrCgZwYXJhbXMYASABKAsyGy5sZHBjb3YudjEuQ29sbGVjdGlvblBhcmFtcxIPCgdyZXBvcnRzGAIgASgEEhIKCnJlbGVhc2FibGUYAyABKAgSDgoGY2xvc2VkGAQgASgIEhIKCnJob19idWRnZXQYBSABKAESEQoJcmhvX3NwZW50GAYgASgBEjYKEXNodWZmbGVfZGVsaXZlcmVkGAcgASgLMhsubGRwY292LnYxLlNodWZmbGVEZWxpdmVyZWQiawoQU2h1ZmZsZURlbGl2ZXJlZBIPCgdiYXRjaGVzGAEgASgEEhYKDnNtYWxsZXN0X2JhdGNoGAIgASgEEhcKD2NlbnRyYWxfZXBzaWxvbhgDIAEoARIVCg1jZW50cmFsX2RlbHRhGAQgASgBIg0KC05vVGhyZXNob2xkIkoKElVuaXZlcnNhbFRocmVzaG9sZBINCgVnYW1tYRgBIAEoARIJCgFjGAIgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgDIAEoCCI7ChFMZHBOb2lzZVRocmVzaG9sZBIKCgJ4aRgBIAEoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAiABKAgiPAoRQWRhcHRpdmVUaHJlc2hvbGQSCwoDZXRhGAEgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgCIAEoCCKaAgoXQ3Jvc3NWYWxpZGF0ZWRUaHJlc2hvbGQSFAoMbm9pc2Vfc2NhbGVzGAEgAygBEhcKD2FkYXB0aXZlX3NjYWxlcxgCIAMoARIaChJ0aHJlc2hvbGRfZGlhZ29uYWwYAyABKAgSGgoSZGlhZ29uYWxfc2hyaW5rYWdlGAQgAygBEhIKCmJhbmR3aWR0aHMYBSADKA0SGwoTdW5vcmRlcmVkX3ZhcmlhYmxlcxgGIAEoCBITCgtub19zcGVjdHJhbBgHIAEoCBIfChdzbWFsbGVzdF9tZWFuX3RocmVzaG9sZBgIIAEoCBITCgtub19zdGFja2luZxgJIAEoCBIcChRub190cml2aWFsX2VzdGltYXRlcxgKIAEoCCJWChFTcGVjdHJhbFNocmlua2FnZRIlCgRsb3NzGAEgASgOMhcubGRwY292LnYxLlNwZWN0cmFsTG9zcxIRCgRyYW5rGAIgASgNSACIAQFCBwoFX3JhbmsiKQoLRmFjdG9yTW9kZWwSEQoEcmFuaxgBIAEoDUgAiAEBQgcKBV9yYW5rIi0KDUJ1bGtTaHJpbmthZ2USDgoGYWxwaGFzGAEgAygBEgwKBHRhdXMYAiADKAEicQoPUHJlY2lzaW9uUGFyYW1zEhMKBmxhbWJkYRgBIAEoAUgAiAEBEgsKA3JobxgCIAEoARIWCg5tYXhfaXRlcmF0aW9ucxgDIAEoDRIZChFwZW5hbGl6ZV9kaWFnb25hbBgEIAEoCEIJCgdfbGFtYmRhIowGChJHZXRFc3RpbWF0ZVJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRImCgRub25lGAIgASgLMhYubGRwY292LnYxLk5vVGhyZXNob2xkSAASMgoJdW5pdmVyc2FsGAMgASgLMh0ubGRwY292LnYxLlVuaXZlcnNhbFRocmVzaG9sZEgAEjEKCWxkcF9ub2lzZRgFIAEoCzIcLmxkcGNvdi52MS5MZHBOb2lzZVRocmVzaG9sZEgAEjAKCGFkYXB0aXZlGAYgASgLMhwubGRwY292LnYxLkFkYXB0aXZlVGhyZXNob2xkSAASPQoPY3Jvc3NfdmFsaWRhdGVkGAcgASgLMiIubGRwY292LnYxLkNyb3NzVmFsaWRhdGVkVGhyZXNob2xkSAASMAoIc3BlY3RyYWwYDCABKAsyHC5sZHBjb3YudjEuU3BlY3RyYWxTaHJpbmthZ2VIABIoCgZmYWN0b3IYDSABKAsyFi5sZHBjb3YudjEuRmFjdG9yTW9kZWxIABIvCgtidWxrX3NocmluaxgOIAEoCzIYLmxkcGNvdi52MS5CdWxrU2hyaW5rYWdlSAASGwoTc2tpcF9wc2RfcHJvamVjdGlvbhgEIAEoCBIwCg50aHJlc2hvbGRfa2luZBgIIAEoDjIYLmxkcGNvdi52MS5UaHJlc2hvbGRLaW5kEhEKCXBzZF9mbG9vchgJIAEoARIpCgZ0YXJnZXQYCiABKA4yGS5sZHBjb3YudjEuRXN0aW1hdGVUYXJnZXQSLQoJcHJlY2lzaW9uGAsgASgLMhoubGRwY292LnYxLlByZWNpc2lvblBhcmFtcxIqCgdyZWxlYXNlGA8gASgLMhkubGRwY292LnYxLkNlbnRyYWxSZWxlYXNlEhwKFHByaW5jaXBhbF9jb21wb25lbnRzGBAgASgNEisKI3ByaW5jaXBhbF9jb21wb25lbnRzX29mX2NvcnJlbGF0aW9uGBEgASgIEhIKCmVycm9yX2JhcnMYEiABKAhCCwoJdGhyZXNob2xkIncKDkNlbnRyYWxSZWxlYXNlEi4KCW1lY2hhbmlzbRgBIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsTWVjaGFuaXNtEgsKA3JobxgCIAEoARIPCgdlcHNpbG9uGAMgASgBEhcKD2NvbXByZXNzZWRfcm93cxgEIAEoDSKFAgoUU3RvcmVkQ2VudHJhbFJlbGVhc2USLgoJbWVjaGFuaXNtGAEgASgOMhsubGRwY292LnYxLkNlbnRyYWxNZWNoYW5pc20SCwoDcmhvGAIgASgBEg8KB2Vwc2lsb24YAyABKAESDwoHcmVwb3J0cxgEIAEoBBIVCg1ub2lzZV9zZF9ncmlkGAUgASgBEgwKBHN1bXMYBiADKBISDgoGcmFkaXVzGAcgASgBEg0KBXRyYWNlGAggASgBEhEKCWZvbGRfc3VtcxgJIAMoEhITCgtmb2xkX2NvdW50cxgKIAMoBBIiChpvZmZfZGlhZ29uYWxfbm9pc2Vfc2RfZ3JpZBgLIAEoASIcCgRFZGdlEgkKAWkYASABKA0SCQoBahgCIAEoDSKdCAoIRXN0aW1hdGUSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRILCgNkaW0YAiABKA0SFgoOdXBwZXJfdHJpYW5nbGUYAyADKAESDwoHcmVwb3J0cxgEIAEoBBINCgVzaWdtYRgFIAEoARIWCg5lbnRyeV9ub2lzZV9zZBgGIAEoARIRCgl0aHJlc2hvbGQYByABKAESFgoOdGhyZXNob2xkX3J1bGUYCCABKAkSGQoRc3Vydml2aW5nX2VudHJpZXMYCSABKAQSGwoTY2xhbXBlZF9laWdlbnZhbHVlcxgKIAEoDRIVCg1wc2RfcHJvamVjdGVkGAsgASgIEikKBnRhcmdldBgMIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBIWCg50aHJlc2hvbGRfa2luZBgNIAEoCRIgChhwcmVjaXNpb25fdXBwZXJfdHJpYW5nbGUYDiADKAESGAoQcHJlY2lzaW9uX2xhbWJkYRgPIAEoARIoCiBwcmVjaXNpb25fbGFtYmRhX2Nyb3NzX3ZhbGlkYXRlZBgQIAEoCBIeCgVncmFwaBgRIAMoCzIPLmxkcGNvdi52MS5FZGdlEhwKFHByZWNpc2lvbl9pdGVyYXRpb25zGBIgASgNEhsKE3ByZWNpc2lvbl9jb252ZXJnZWQYEyABKAgSIwoHbW9tZW50cxgUIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEgwKBG1lYW4YFSADKAESFQoNbWVhbl9ub2lzZV9zZBgWIAEoARIVCg1zZWNvbmRfbW9tZW50GBcgAygBEhMKC2NvcnJlbGF0aW9uGBggAygBEhYKDnZhcmlhYmxlX25hbWVzGBkgAygJEioKB3JlbGVhc2UYGiABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2USGQoRcmVsZWFzZV9yaG9fc3BlbnQYGyABKAESEgoKcmhvX2J1ZGdldBgcIAEoARIRCglyaG9fc3BlbnQYHSABKAESFgoOcmVsZWFzZV9yYWRpdXMYHiABKAESFQoNcmVsZWFzZV90cmFjZRgfIAEoARIpCgdzaHVmZmxlGCAgASgLMhgubGRwY292LnYxLlNodWZmbGVQYXJhbXMSNgoRc2h1ZmZsZV9kZWxpdmVyZWQYISABKAsyGy5sZHBjb3YudjEuU2h1ZmZsZURlbGl2ZXJlZBIoCgplcnJvcl9iYXJzGCIgASgLMhQubGRwY292LnYxLkVycm9yQmFycxIpCgd2ZXJkaWN0GCMgASgLMhgubGRwY292LnYxLlNpZ25hbFZlcmRpY3QSPAoUcHJpbmNpcGFsX2NvbXBvbmVudHMYJCABKAsyHi5sZHBjb3YudjEuUHJpbmNpcGFsQ29tcG9uZW50cyKOAQoJRXJyb3JCYXJzEhoKEnJhd191cHBlcl90cmlhbmdsZRgBIAMoARIXCg9zdGFuZGFyZF9lcnJvcnMYAiADKAESFwoPcmF3X2NvcnJlbGF0aW9uGAMgAygBEiMKG2NvcnJlbGF0aW9uX3N0YW5kYXJkX2Vycm9ycxgEIAMoARIOCgZtZXRob2QYBSABKAkivgEKDVNpZ25hbFZlcmRpY3QSEgoKc3VmZmljaWVudBgBIAEoCBIXCg9ub2lzZV90b19zaWduYWwYAiABKAESHQoVb2ZmX2RpYWdvbmFsX3NpZ25hbF96GAMgASgBEhgKEHRvcF9laWdlbnZhbHVlX3oYBCABKAESFgoOcmVwb3J0c19uZWVkZWQYBSABKAQSHgoWdGFyZ2V0X25vaXNlX3RvX3NpZ25hbBgGIAEoARIPCgdzdW1tYXJ5GAcgASgJInYKElByaW5jaXBhbENvbXBvbmVudBISCgplaWdlbnZhbHVlGAEgASgBEiAKGGV4cGxhaW5lZF92YXJpYW5jZV9yYXRpbxgCIAEoARIQCghsb2FkaW5ncxgDIAMoARIYChBhYm92ZV9ub2lzZV9lZGdlGAQgASgIIowBChNQcmluY2lwYWxDb21wb25lbnRzEhYKDm9mX2NvcnJlbGF0aW9uGAEgASgIEhYKDnRvdGFsX3ZhcmlhbmNlGAIgASgBEhIKCm5vaXNlX2VkZ2UYAyABKAESMQoKY29tcG9uZW50cxgEIAMoCzIdLmxkcGNvdi52MS5QcmluY2lwYWxDb21wb25lbnQiLwoWQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJIjAKF0RlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiKwoYRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlEg8KB3JlcG9ydHMYASABKAQqeAoIRW5jb2RpbmcSGAoURU5DT0RJTkdfVU5TUEVDSUZJRUQQABITCg9FTkNPRElOR19JMzJfTEUQARITCg9FTkNPRElOR19JMTZfTEUQAhIPCgtFTkNPRElOR19JOBADEhcKE0VOQ09ESU5HX1JBV19JMzJfTEUQBCphCgxQcml2YWN5TW9kZWwSHQoZUFJJVkFDWV9NT0RFTF9VTlNQRUNJRklFRBAAEhcKE1BSSVZBQ1lfTU9ERUxfTE9DQUwQARIZChVQUklWQUNZX01PREVMX0NFTlRSQUwQAipeCgdNb21lbnRzEhcKE01PTUVOVFNfVU5TUEVDSUZJRUQQABIZChVNT01FTlRTX1NFQ09ORF9NT01FTlQQARIfChtNT01FTlRTX01FQU5fQU5EX0NPVkFSSUFOQ0UQAiqQAQoOTG9jYWxNZWNoYW5pc20SHwobTE9DQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHAoYTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOEAESIQodTE9DQUxfTUVDSEFOSVNNX0dBVVNTSUFOX1RSSVUQAhIcChhMT0NBTF9NRUNIQU5JU01fUkFOS19PTkUQAyptChBDZW50cmFsV2VpZ2h0aW5nEiEKHUNFTlRSQUxfV0VJR0hUSU5HX1VOU1BFQ0lGSUVEEAASGgoWQ0VOVFJBTF9XRUlHSFRJTkdfU1ZFQxABEhoKFkNFTlRSQUxfV0VJR0hUSU5HX1RSSVUQAiqdAQoMSHBrZUtleVN0YXRlEh4KGkhQS0VfS0VZX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWSFBLRV9LRVlfU1RBVEVfUEVORElORxABEhkKFUhQS0VfS0VZX1NUQVRFX0FDVElWRRACEhoKFkhQS0VfS0VZX1NUQVRFX1JFVElSRUQQAxIaChZIUEtFX0tFWV9TVEFURV9FWFBJUkVEEAQqggEKDFNwZWN0cmFsTG9zcxIdChlTUEVDVFJBTF9MT1NTX1VOU1BFQ0lGSUVEEAASGwoXU1BFQ1RSQUxfTE9TU19GUk9CRU5JVVMQARIaChZTUEVDVFJBTF9MT1NTX09QRVJBVE9SEAISGgoWU1BFQ1RSQUxfTE9TU19CQUxBTkNFRBADKmEKDVRocmVzaG9sZEtpbmQSHgoaVEhSRVNIT0xEX0tJTkRfVU5TUEVDSUZJRUQQABIXChNUSFJFU0hPTERfS0lORF9IQVJEEAESFwoTVEhSRVNIT0xEX0tJTkRfU09GVBACKpwBCg5Fc3RpbWF0ZVRhcmdldBIfChtFU1RJTUFURV9UQVJHRVRfVU5TUEVDSUZJRUQQABIeChpFU1RJTUFURV9UQVJHRVRfQ09WQVJJQU5DRRABEiMKH0VTVElNQVRFX1RBUkdFVF9QUkVDSVNJT05fUklER0UQAhIkCiBFU1RJTUFURV9UQVJHRVRfUFJFQ0lTSU9OX0dMQVNTTxADKukCChBDZW50cmFsTWVjaGFuaXNtEiEKHUNFTlRSQUxfTUVDSEFOSVNNX1VOU1BFQ0lGSUVEEAASHwobQ0VOVFJBTF9NRUNIQU5JU01fR0FVU1NfQ09WEAESIgoeQ0VOVFJBTF9NRUNIQU5JU01fU0VQQVJBVEVfQ09WEAISIQodQ0VOVFJBTF9NRUNIQU5JU01fTEFQTEFDRV9DT1YQAxIiCh5DRU5UUkFMX01FQ0hBTklTTV9BREFQVElWRV9DT1YQBBInCiNDRU5UUkFMX01FQ0hBTklTTV9DT01QUkVTU0VEX05PVF9EUBAFEiUKIUNFTlRSQUxfTUVDSEFOSVNNX0dBVVNTX0NPVl9GT0xEUxAGEioKJkNFTlRSQUxfTUVDSEFOSVNNX1NFUEFSQVRFX0NPVl9MQVBMQUNFEAcSKgomQ0VOVFJBTF9NRUNIQU5JU01fQURBUFRJVkVfQ09WX0xBUExBQ0UQCDKqBgoKQWdncmVnYXRvchJTChBDcmVhdGVDb2xsZWN0aW9uEiIubGRwY292LnYxLkNyZWF0ZUNvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSTQoNR2V0Q29sbGVjdGlvbhIfLmxkcGNvdi52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEkIKDFN1Ym1pdFJlcG9ydBIRLmxkcGNvdi52MS5SZXBvcnQaHy5sZHBjb3YudjEuU3VibWl0UmVwb3J0UmVzcG9uc2USRgoNU3VibWl0UmVwb3J0cxIRLmxkcGNvdi52MS5SZXBvcnQaIC5sZHBjb3YudjEuU3VibWl0UmVwb3J0c1Jlc3BvbnNlKAESRQoJR2V0U3RhdHVzEhsubGRwY292LnYxLkdldFN0YXR1c1JlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cxJYCg9MaXN0Q29sbGVjdGlvbnMSIS5sZHBjb3YudjEuTGlzdENvbGxlY3Rpb25zUmVxdWVzdBoiLmxkcGNvdi52MS5MaXN0Q29sbGVjdGlvbnNSZXNwb25zZRJBCgtHZXRFc3RpbWF0ZRIdLmxkcGNvdi52MS5HZXRFc3RpbWF0ZVJlcXVlc3QaEy5sZHBjb3YudjEuRXN0aW1hdGUSUQoPQ2xvc2VDb2xsZWN0aW9uEiEubGRwY292LnYxLkNsb3NlQ29sbGVjdGlvblJlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblN0YXR1cxJbChBEZWxldGVDb2xsZWN0aW9uEiIubGRwY292LnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXF1ZXN0GiMubGRwY292LnYxLkRlbGV0ZUNvbGxlY3Rpb25SZXNwb25zZRJYChNTdWJtaXRTaHVmZmxlZEJhdGNoEh0ubGRwY292LnYxLlNodWZmbGVkQmF0Y2hDaHVuaxogLmxkcGNvdi52MS5TaHVmZmxlZEJhdGNoUmVzcG9uc2UoATLtAQoFUmVsYXkSTAoSU3VibWl0U2VhbGVkUmVwb3J0EhYubGRwY292LnYxLlJlbGF5UmVwb3J0Gh4ubGRwY292LnYxLlJlbGF5UmVwb3J0UmVzcG9uc2USTQoNR2V0Q29sbGVjdGlvbhIfLmxkcGNvdi52MS5HZXRDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEkcKDkdldFJlbGF5U3RhdHVzEh0ubGRwY292LnYxLlJlbGF5U3RhdHVzUmVxdWVzdBoWLmxkcGNvdi52MS5SZWxheVN0YXR1c2IGcHJvdG8z");
+  fileDesc("ChZsZHBjb3YvdjEvbGRwY292LnByb3RvEglsZHBjb3YudjEihwQKDkNvbGxlY3Rpb25TcGVjEhUKDWNvbGxlY3Rpb25faWQYASABKAkSCwoDZGltGAIgASgNEg8KB2Vwc2lsb24YAyABKAESDQoFZGVsdGEYBCABKAESEwoLY2xpcF9yYWRpdXMYBSABKAESEwoLbWluX3JlcG9ydHMYBiABKAQSJQoIZW5jb2RpbmcYByABKA4yEy5sZHBjb3YudjEuRW5jb2RpbmcSIwoHbW9tZW50cxgIIAEoDjISLmxkcGNvdi52MS5Nb21lbnRzEg4KBmNlbnRyZRgJIAMoARIZChFvcmRlcmVkX3ZhcmlhYmxlcxgKIAEoCBIWCg52YXJpYWJsZV9uYW1lcxgLIAMoCRIuCg1wcml2YWN5X21vZGVsGAwgASgOMhcubGRwY292LnYxLlByaXZhY3lNb2RlbBIRCglub3JtX2JpbnMYDSABKA0SIAoYYWxsb3dfY29tcHJlc3NlZF9yZWxlYXNlGA4gASgIEjIKD2xvY2FsX21lY2hhbmlzbRgPIAEoDjIZLmxkcGNvdi52MS5Mb2NhbE1lY2hhbmlzbRI2ChFjZW50cmFsX3dlaWdodGluZxgQIAEoDjIbLmxkcGNvdi52MS5DZW50cmFsV2VpZ2h0aW5nEicKB3NodWZmbGUYESABKAsyFi5sZHBjb3YudjEuU2h1ZmZsZVNwZWMilQEKC1NodWZmbGVTcGVjEhYKDm1pbl9iYXRjaF9zaXplGAEgASgEEhwKFGJhdGNoX3dpbmRvd19zZWNvbmRzGAIgASgEEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESHAoUa2V5X3JvdGF0aW9uX3NlY29uZHMYBCABKAQSGwoTa2V5X2dyYWNlX3JvdGF0aW9ucxgFIAEoDSLTAwoQQ29sbGVjdGlvblBhcmFtcxInCgRzcGVjGAEgASgLMhkubGRwY292LnYxLkNvbGxlY3Rpb25TcGVjEg8KB2VudHJpZXMYAiABKA0SEQoJZ3JpZF9iaXRzGAMgASgNEhMKC3NlbnNpdGl2aXR5GAQgASgBEg0KBXNpZ21hGAUgASgBEgsKA3JobxgGIAEoARIaChJtYXhfYWJzX2dyaWRfdmFsdWUYByABKAMSEwoLY2FsaWJyYXRpb24YCCABKAkSEQoJd2lyZV9zdGVwGAkgASgDEhAKCHdpcmVfbWF4GAogASgDEhMKC21lYW5fd2VpZ2h0GAsgASgBEhQKDG1lYW5fZW50cmllcxgMIAEoDRIYChBiYXNlX3NlbnNpdGl2aXR5GA0gASgBEhkKEWRpYWdvbmFsX25vaXNlX3NkGA4gASgBEh0KFW9mZl9kaWFnb25hbF9ub2lzZV9zZBgPIAEoARIVCg1tZWFuX25vaXNlX3NkGBAgASgBEioKCHJhbmtfb25lGBEgASgLMhgubGRwY292LnYxLlJhbmtPbmVQYXJhbXMSKQoHc2h1ZmZsZRgSIAEoCzIYLmxkcGNvdi52MS5TaHVmZmxlUGFyYW1zIsMBCg1TaHVmZmxlUGFyYW1zEhUKDWxvY2FsX2Vwc2lsb24YASABKAESFwoPY2VudHJhbF9lcHNpbG9uGAIgASgBEhUKDWNlbnRyYWxfZGVsdGEYAyABKAESFgoObWluX2JhdGNoX3NpemUYBCABKAQSJgoEa2V5cxgFIAMoCzIYLmxkcGNvdi52MS5IcGtlUHVibGljS2V5EisKCXJlbGF5X2tleRgGIAEoCzIYLmxkcGNvdi52MS5IcGtlUHVibGljS2V5IskBCg1IcGtlUHVibGljS2V5Eg4KBmtleV9pZBgBIAEoDRIOCgZrZW1faWQYAiABKA0SDgoGa2RmX2lkGAMgASgNEg8KB2FlYWRfaWQYBCABKA0SEgoKcHVibGljX2tleRgFIAEoDBImCgVzdGF0ZRgGIAEoDjIXLmxkcGNvdi52MS5IcGtlS2V5U3RhdGUSEgoKbm90X2JlZm9yZRgHIAEoBBIRCglub3RfYWZ0ZXIYCCABKAQSFAoMYWN0aXZlX3VudGlsGAkgASgEIj8KDFNlYWxlZFJlcG9ydBIOCgZrZXlfaWQYASABKA0SCwoDZW5jGAIgASgMEhIKCmNpcGhlcnRleHQYAyABKAwiaQoLUmVsYXlSZXBvcnQSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIVCg1zdWJtaXNzaW9uX2lkGAIgASgMEiYKBW91dGVyGAQgASgLMhcubGRwY292LnYxLlNlYWxlZFJlcG9ydEoECAMQBCIoChNSZWxheVJlcG9ydFJlc3BvbnNlEhEKCWR1cGxpY2F0ZRgBIAEoCCIrChJSZWxheVN0YXR1c1JlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSLqAgoLUmVsYXlTdGF0dXMSFQoNY29sbGVjdGlvbl9pZBgBIAEoCRIWCg53aW5kb3dfcmVwb3J0cxgCIAEoBBIVCg13aW5kb3dfb3BlbmVkGAMgASgEEhcKD3BlbmRpbmdfYmF0Y2hlcxgEIAEoBBIdChVwZW5kaW5nX2JhdGNoX3JlcG9ydHMYBSABKAQSGQoRZm9yd2FyZGVkX2JhdGNoZXMYBiABKAQSGQoRZm9yd2FyZGVkX3JlcG9ydHMYByABKAQSGgoSd2luZG93X25ld19kZXZpY2VzGAggASgEEhYKDm5ld19kZXZpY2VfY2FwGAkgASgEEjMKDnJlY2VudF9iYXRjaGVzGAogAygLMhsubGRwY292LnYxLlJlbGF5QmF0Y2hSZWNvcmQSDAoEaGVsZBgLIAEoCRIVCg1rZXlfY29uZmxpY3RzGAwgASgEEhkKEWxhc3Rfa2V5X2NvbmZsaWN0GA0gASgEIkgKEFJlbGF5QmF0Y2hSZWNvcmQSDgoGZm9ybWVkGAEgASgEEg8KB3JlcG9ydHMYAiABKAQSEwoLbmV3X2RldmljZXMYAyABKAQiewoSU2h1ZmZsZWRCYXRjaENodW5rEhUKDWNvbGxlY3Rpb25faWQYASABKAkSEAoIYmF0Y2hfaWQYAiABKAwSEgoKYmF0Y2hfc2l6ZRgDIAEoBBIoCgdyZXBvcnRzGAQgAygLMhcubGRwY292LnYxLlNlYWxlZFJlcG9ydCI9Cg1SZWZ1c2VkUmVwb3J0Eg0KBWluZGV4GAEgASgEEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCSJoChVTaHVmZmxlZEJhdGNoUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAQSEgoKZHVwbGljYXRlcxgCIAEoBBIpCgdyZWZ1c2VkGAMgAygLMhgubGRwY292LnYxLlJlZnVzZWRSZXBvcnQirgEKDVJhbmtPbmVQYXJhbXMSEwoLZ2FtbWFfdW5pdHMYASABKAQSDQoFZ2FtbWEYAiABKAESFwoPbm9taW5hbF9lcHNpbG9uGAMgASgBEgsKA2V0YRgEIAEoARINCgVrYXBwYRgFIAEoARISCgptZWFuX3NjYWxlGAYgASgBEhcKD2RpdGhlcl92YXJpYW5jZRgHIAEoARIXCg9leHBlY3RlZF9yb3VuZHMYCCABKAEiQgoXQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QSJwoEc3BlYxgBIAEoCzIZLmxkcGNvdi52MS5Db2xsZWN0aW9uU3BlYyItChRHZXRDb2xsZWN0aW9uUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJImoKBlJlcG9ydBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEhEKCXJlcG9ydF9pZBgCIAEoDBIlCghlbmNvZGluZxgDIAEoDjITLmxkcGNvdi52MS5FbmNvZGluZxIPCgdwYXlsb2FkGAQgASgMIikKFFN1Ym1pdFJlcG9ydFJlc3BvbnNlEhEKCWR1cGxpY2F0ZRgBIAEoCCI9ChVTdWJtaXRSZXBvcnRzUmVzcG9uc2USEAoIYWNjZXB0ZWQYASABKAQSEgoKZHVwbGljYXRlcxgCIAEoBCIpChBHZXRTdGF0dXNSZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiGAoWTGlzdENvbGxlY3Rpb25zUmVxdWVzdCJLChdMaXN0Q29sbGVjdGlvbnNSZXNwb25zZRIwCgtjb2xsZWN0aW9ucxgBIAMoCzIbLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzItMBChBDb2xsZWN0aW9uU3RhdHVzEisKBnBhcmFtcxgBIAEoCzIbLmxkcGNvdi52MS5Db2xsZWN0aW9uUGFyYW1zEg8KB3JlcG9ydHMYAiABKAQSEgoKcmVsZWFzYWJsZRgDIAEoCBIOCgZjbG9zZWQYBCABKAgSEgoKcmhvX2J1ZGdldBgFIAEoARIRCglyaG9fc3BlbnQYBiABKAESNgoRc2h1ZmZsZV9kZWxpdmVyZWQYByABKAsyGy5sZHBjb3YudjEuU2h1ZmZsZURlbGl2ZXJlZCJrChBTaHVmZmxlRGVsaXZlcmVkEg8KB2JhdGNoZXMYASABKAQSFgoOc21hbGxlc3RfYmF0Y2gYAiABKAQSFwoPY2VudHJhbF9lcHNpbG9uGAMgASgBEhUKDWNlbnRyYWxfZGVsdGEYBCABKAEiDQoLTm9UaHJlc2hvbGQiSgoSVW5pdmVyc2FsVGhyZXNob2xkEg0KBWdhbW1hGAEgASgBEgkKAWMYAiABKAESGgoSdGhyZXNob2xkX2RpYWdvbmFsGAMgASgIIjsKEUxkcE5vaXNlVGhyZXNob2xkEgoKAnhpGAEgASgBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgCIAEoCCI8ChFBZGFwdGl2ZVRocmVzaG9sZBILCgNldGEYASABKAESGgoSdGhyZXNob2xkX2RpYWdvbmFsGAIgASgIIpoCChdDcm9zc1ZhbGlkYXRlZFRocmVzaG9sZBIUCgxub2lzZV9zY2FsZXMYASADKAESFwoPYWRhcHRpdmVfc2NhbGVzGAIgAygBEhoKEnRocmVzaG9sZF9kaWFnb25hbBgDIAEoCBIaChJkaWFnb25hbF9zaHJpbmthZ2UYBCADKAESEgoKYmFuZHdpZHRocxgFIAMoDRIbChN1bm9yZGVyZWRfdmFyaWFibGVzGAYgASgIEhMKC25vX3NwZWN0cmFsGAcgASgIEh8KF3NtYWxsZXN0X21lYW5fdGhyZXNob2xkGAggASgIEhMKC25vX3N0YWNraW5nGAkgASgIEhwKFG5vX3RyaXZpYWxfZXN0aW1hdGVzGAogASgIIlYKEVNwZWN0cmFsU2hyaW5rYWdlEiUKBGxvc3MYASABKA4yFy5sZHBjb3YudjEuU3BlY3RyYWxMb3NzEhEKBHJhbmsYAiABKA1IAIgBAUIHCgVfcmFuayIpCgtGYWN0b3JNb2RlbBIRCgRyYW5rGAEgASgNSACIAQFCBwoFX3JhbmsiLQoNQnVsa1Nocmlua2FnZRIOCgZhbHBoYXMYASADKAESDAoEdGF1cxgCIAMoASJxCg9QcmVjaXNpb25QYXJhbXMSEwoGbGFtYmRhGAEgASgBSACIAQESCwoDcmhvGAIgASgBEhYKDm1heF9pdGVyYXRpb25zGAMgASgNEhkKEXBlbmFsaXplX2RpYWdvbmFsGAQgASgIQgkKB19sYW1iZGEijAYKEkdldEVzdGltYXRlUmVxdWVzdBIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEiYKBG5vbmUYAiABKAsyFi5sZHBjb3YudjEuTm9UaHJlc2hvbGRIABIyCgl1bml2ZXJzYWwYAyABKAsyHS5sZHBjb3YudjEuVW5pdmVyc2FsVGhyZXNob2xkSAASMQoJbGRwX25vaXNlGAUgASgLMhwubGRwY292LnYxLkxkcE5vaXNlVGhyZXNob2xkSAASMAoIYWRhcHRpdmUYBiABKAsyHC5sZHBjb3YudjEuQWRhcHRpdmVUaHJlc2hvbGRIABI9Cg9jcm9zc192YWxpZGF0ZWQYByABKAsyIi5sZHBjb3YudjEuQ3Jvc3NWYWxpZGF0ZWRUaHJlc2hvbGRIABIwCghzcGVjdHJhbBgMIAEoCzIcLmxkcGNvdi52MS5TcGVjdHJhbFNocmlua2FnZUgAEigKBmZhY3RvchgNIAEoCzIWLmxkcGNvdi52MS5GYWN0b3JNb2RlbEgAEi8KC2J1bGtfc2hyaW5rGA4gASgLMhgubGRwY292LnYxLkJ1bGtTaHJpbmthZ2VIABIbChNza2lwX3BzZF9wcm9qZWN0aW9uGAQgASgIEjAKDnRocmVzaG9sZF9raW5kGAggASgOMhgubGRwY292LnYxLlRocmVzaG9sZEtpbmQSEQoJcHNkX2Zsb29yGAkgASgBEikKBnRhcmdldBgKIAEoDjIZLmxkcGNvdi52MS5Fc3RpbWF0ZVRhcmdldBItCglwcmVjaXNpb24YCyABKAsyGi5sZHBjb3YudjEuUHJlY2lzaW9uUGFyYW1zEioKB3JlbGVhc2UYDyABKAsyGS5sZHBjb3YudjEuQ2VudHJhbFJlbGVhc2USHAoUcHJpbmNpcGFsX2NvbXBvbmVudHMYECABKA0SKwojcHJpbmNpcGFsX2NvbXBvbmVudHNfb2ZfY29ycmVsYXRpb24YESABKAgSEgoKZXJyb3JfYmFycxgSIAEoCEILCgl0aHJlc2hvbGQidwoOQ2VudHJhbFJlbGVhc2USLgoJbWVjaGFuaXNtGAEgASgOMhsubGRwY292LnYxLkNlbnRyYWxNZWNoYW5pc20SCwoDcmhvGAIgASgBEg8KB2Vwc2lsb24YAyABKAESFwoPY29tcHJlc3NlZF9yb3dzGAQgASgNIoUCChRTdG9yZWRDZW50cmFsUmVsZWFzZRIuCgltZWNoYW5pc20YASABKA4yGy5sZHBjb3YudjEuQ2VudHJhbE1lY2hhbmlzbRILCgNyaG8YAiABKAESDwoHZXBzaWxvbhgDIAEoARIPCgdyZXBvcnRzGAQgASgEEhUKDW5vaXNlX3NkX2dyaWQYBSABKAESDAoEc3VtcxgGIAMoEhIOCgZyYWRpdXMYByABKAESDQoFdHJhY2UYCCABKAESEQoJZm9sZF9zdW1zGAkgAygSEhMKC2ZvbGRfY291bnRzGAogAygEEiIKGm9mZl9kaWFnb25hbF9ub2lzZV9zZF9ncmlkGAsgASgBIhwKBEVkZ2USCQoBaRgBIAEoDRIJCgFqGAIgASgNIp0ICghFc3RpbWF0ZRIVCg1jb2xsZWN0aW9uX2lkGAEgASgJEgsKA2RpbRgCIAEoDRIWCg51cHBlcl90cmlhbmdsZRgDIAMoARIPCgdyZXBvcnRzGAQgASgEEg0KBXNpZ21hGAUgASgBEhYKDmVudHJ5X25vaXNlX3NkGAYgASgBEhEKCXRocmVzaG9sZBgHIAEoARIWCg50aHJlc2hvbGRfcnVsZRgIIAEoCRIZChFzdXJ2aXZpbmdfZW50cmllcxgJIAEoBBIbChNjbGFtcGVkX2VpZ2VudmFsdWVzGAogASgNEhUKDXBzZF9wcm9qZWN0ZWQYCyABKAgSKQoGdGFyZ2V0GAwgASgOMhkubGRwY292LnYxLkVzdGltYXRlVGFyZ2V0EhYKDnRocmVzaG9sZF9raW5kGA0gASgJEiAKGHByZWNpc2lvbl91cHBlcl90cmlhbmdsZRgOIAMoARIYChBwcmVjaXNpb25fbGFtYmRhGA8gASgBEigKIHByZWNpc2lvbl9sYW1iZGFfY3Jvc3NfdmFsaWRhdGVkGBAgASgIEh4KBWdyYXBoGBEgAygLMg8ubGRwY292LnYxLkVkZ2USHAoUcHJlY2lzaW9uX2l0ZXJhdGlvbnMYEiABKA0SGwoTcHJlY2lzaW9uX2NvbnZlcmdlZBgTIAEoCBIjCgdtb21lbnRzGBQgASgOMhIubGRwY292LnYxLk1vbWVudHMSDAoEbWVhbhgVIAMoARIVCg1tZWFuX25vaXNlX3NkGBYgASgBEhUKDXNlY29uZF9tb21lbnQYFyADKAESEwoLY29ycmVsYXRpb24YGCADKAESFgoOdmFyaWFibGVfbmFtZXMYGSADKAkSKgoHcmVsZWFzZRgaIAEoCzIZLmxkcGNvdi52MS5DZW50cmFsUmVsZWFzZRIZChFyZWxlYXNlX3Job19zcGVudBgbIAEoARISCgpyaG9fYnVkZ2V0GBwgASgBEhEKCXJob19zcGVudBgdIAEoARIWCg5yZWxlYXNlX3JhZGl1cxgeIAEoARIVCg1yZWxlYXNlX3RyYWNlGB8gASgBEikKB3NodWZmbGUYICABKAsyGC5sZHBjb3YudjEuU2h1ZmZsZVBhcmFtcxI2ChFzaHVmZmxlX2RlbGl2ZXJlZBghIAEoCzIbLmxkcGNvdi52MS5TaHVmZmxlRGVsaXZlcmVkEigKCmVycm9yX2JhcnMYIiABKAsyFC5sZHBjb3YudjEuRXJyb3JCYXJzEikKB3ZlcmRpY3QYIyABKAsyGC5sZHBjb3YudjEuU2lnbmFsVmVyZGljdBI8ChRwcmluY2lwYWxfY29tcG9uZW50cxgkIAEoCzIeLmxkcGNvdi52MS5QcmluY2lwYWxDb21wb25lbnRzIo4BCglFcnJvckJhcnMSGgoScmF3X3VwcGVyX3RyaWFuZ2xlGAEgAygBEhcKD3N0YW5kYXJkX2Vycm9ycxgCIAMoARIXCg9yYXdfY29ycmVsYXRpb24YAyADKAESIwobY29ycmVsYXRpb25fc3RhbmRhcmRfZXJyb3JzGAQgAygBEg4KBm1ldGhvZBgFIAEoCSK+AQoNU2lnbmFsVmVyZGljdBISCgpzdWZmaWNpZW50GAEgASgIEhcKD25vaXNlX3RvX3NpZ25hbBgCIAEoARIdChVvZmZfZGlhZ29uYWxfc2lnbmFsX3oYAyABKAESGAoQdG9wX2VpZ2VudmFsdWVfehgEIAEoARIWCg5yZXBvcnRzX25lZWRlZBgFIAEoBBIeChZ0YXJnZXRfbm9pc2VfdG9fc2lnbmFsGAYgASgBEg8KB3N1bW1hcnkYByABKAkidgoSUHJpbmNpcGFsQ29tcG9uZW50EhIKCmVpZ2VudmFsdWUYASABKAESIAoYZXhwbGFpbmVkX3ZhcmlhbmNlX3JhdGlvGAIgASgBEhAKCGxvYWRpbmdzGAMgAygBEhgKEGFib3ZlX25vaXNlX2VkZ2UYBCABKAgijAEKE1ByaW5jaXBhbENvbXBvbmVudHMSFgoOb2ZfY29ycmVsYXRpb24YASABKAgSFgoOdG90YWxfdmFyaWFuY2UYAiABKAESEgoKbm9pc2VfZWRnZRgDIAEoARIxCgpjb21wb25lbnRzGAQgAygLMh0ubGRwY292LnYxLlByaW5jaXBhbENvbXBvbmVudCIvChZDbG9zZUNvbGxlY3Rpb25SZXF1ZXN0EhUKDWNvbGxlY3Rpb25faWQYASABKAkiMAoXRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QSFQoNY29sbGVjdGlvbl9pZBgBIAEoCSIrChhEZWxldGVDb2xsZWN0aW9uUmVzcG9uc2USDwoHcmVwb3J0cxgBIAEoBCp4CghFbmNvZGluZxIYChRFTkNPRElOR19VTlNQRUNJRklFRBAAEhMKD0VOQ09ESU5HX0kzMl9MRRABEhMKD0VOQ09ESU5HX0kxNl9MRRACEg8KC0VOQ09ESU5HX0k4EAMSFwoTRU5DT0RJTkdfUkFXX0kzMl9MRRAEKmEKDFByaXZhY3lNb2RlbBIdChlQUklWQUNZX01PREVMX1VOU1BFQ0lGSUVEEAASFwoTUFJJVkFDWV9NT0RFTF9MT0NBTBABEhkKFVBSSVZBQ1lfTU9ERUxfQ0VOVFJBTBACKl4KB01vbWVudHMSFwoTTU9NRU5UU19VTlNQRUNJRklFRBAAEhkKFU1PTUVOVFNfU0VDT05EX01PTUVOVBABEh8KG01PTUVOVFNfTUVBTl9BTkRfQ09WQVJJQU5DRRACKpABCg5Mb2NhbE1lY2hhbmlzbRIfChtMT0NBTF9NRUNIQU5JU01fVU5TUEVDSUZJRUQQABIcChhMT0NBTF9NRUNIQU5JU01fR0FVU1NJQU4QARIhCh1MT0NBTF9NRUNIQU5JU01fR0FVU1NJQU5fVFJJVRACEhwKGExPQ0FMX01FQ0hBTklTTV9SQU5LX09ORRADKm0KEENlbnRyYWxXZWlnaHRpbmcSIQodQ0VOVFJBTF9XRUlHSFRJTkdfVU5TUEVDSUZJRUQQABIaChZDRU5UUkFMX1dFSUdIVElOR19TVkVDEAESGgoWQ0VOVFJBTF9XRUlHSFRJTkdfVFJJVRACKp0BCgxIcGtlS2V5U3RhdGUSHgoaSFBLRV9LRVlfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZIUEtFX0tFWV9TVEFURV9QRU5ESU5HEAESGQoVSFBLRV9LRVlfU1RBVEVfQUNUSVZFEAISGgoWSFBLRV9LRVlfU1RBVEVfUkVUSVJFRBADEhoKFkhQS0VfS0VZX1NUQVRFX0VYUElSRUQQBCqCAQoMU3BlY3RyYWxMb3NzEh0KGVNQRUNUUkFMX0xPU1NfVU5TUEVDSUZJRUQQABIbChdTUEVDVFJBTF9MT1NTX0ZST0JFTklVUxABEhoKFlNQRUNUUkFMX0xPU1NfT1BFUkFUT1IQAhIaChZTUEVDVFJBTF9MT1NTX0JBTEFOQ0VEEAMqYQoNVGhyZXNob2xkS2luZBIeChpUSFJFU0hPTERfS0lORF9VTlNQRUNJRklFRBAAEhcKE1RIUkVTSE9MRF9LSU5EX0hBUkQQARIXChNUSFJFU0hPTERfS0lORF9TT0ZUEAIqnAEKDkVzdGltYXRlVGFyZ2V0Eh8KG0VTVElNQVRFX1RBUkdFVF9VTlNQRUNJRklFRBAAEh4KGkVTVElNQVRFX1RBUkdFVF9DT1ZBUklBTkNFEAESIwofRVNUSU1BVEVfVEFSR0VUX1BSRUNJU0lPTl9SSURHRRACEiQKIEVTVElNQVRFX1RBUkdFVF9QUkVDSVNJT05fR0xBU1NPEAMq6QIKEENlbnRyYWxNZWNoYW5pc20SIQodQ0VOVFJBTF9NRUNIQU5JU01fVU5TUEVDSUZJRUQQABIfChtDRU5UUkFMX01FQ0hBTklTTV9HQVVTU19DT1YQARIiCh5DRU5UUkFMX01FQ0hBTklTTV9TRVBBUkFURV9DT1YQAhIhCh1DRU5UUkFMX01FQ0hBTklTTV9MQVBMQUNFX0NPVhADEiIKHkNFTlRSQUxfTUVDSEFOSVNNX0FEQVBUSVZFX0NPVhAEEicKI0NFTlRSQUxfTUVDSEFOSVNNX0NPTVBSRVNTRURfTk9UX0RQEAUSJQohQ0VOVFJBTF9NRUNIQU5JU01fR0FVU1NfQ09WX0ZPTERTEAYSKgomQ0VOVFJBTF9NRUNIQU5JU01fU0VQQVJBVEVfQ09WX0xBUExBQ0UQBxIqCiZDRU5UUkFMX01FQ0hBTklTTV9BREFQVElWRV9DT1ZfTEFQTEFDRRAIMqoGCgpBZ2dyZWdhdG9yElMKEENyZWF0ZUNvbGxlY3Rpb24SIi5sZHBjb3YudjEuQ3JlYXRlQ29sbGVjdGlvblJlcXVlc3QaGy5sZHBjb3YudjEuQ29sbGVjdGlvblBhcmFtcxJNCg1HZXRDb2xsZWN0aW9uEh8ubGRwY292LnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSQgoMU3VibWl0UmVwb3J0EhEubGRwY292LnYxLlJlcG9ydBofLmxkcGNvdi52MS5TdWJtaXRSZXBvcnRSZXNwb25zZRJGCg1TdWJtaXRSZXBvcnRzEhEubGRwY292LnYxLlJlcG9ydBogLmxkcGNvdi52MS5TdWJtaXRSZXBvcnRzUmVzcG9uc2UoARJFCglHZXRTdGF0dXMSGy5sZHBjb3YudjEuR2V0U3RhdHVzUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzElgKD0xpc3RDb2xsZWN0aW9ucxIhLmxkcGNvdi52MS5MaXN0Q29sbGVjdGlvbnNSZXF1ZXN0GiIubGRwY292LnYxLkxpc3RDb2xsZWN0aW9uc1Jlc3BvbnNlEkEKC0dldEVzdGltYXRlEh0ubGRwY292LnYxLkdldEVzdGltYXRlUmVxdWVzdBoTLmxkcGNvdi52MS5Fc3RpbWF0ZRJRCg9DbG9zZUNvbGxlY3Rpb24SIS5sZHBjb3YudjEuQ2xvc2VDb2xsZWN0aW9uUmVxdWVzdBobLmxkcGNvdi52MS5Db2xsZWN0aW9uU3RhdHVzElsKEERlbGV0ZUNvbGxlY3Rpb24SIi5sZHBjb3YudjEuRGVsZXRlQ29sbGVjdGlvblJlcXVlc3QaIy5sZHBjb3YudjEuRGVsZXRlQ29sbGVjdGlvblJlc3BvbnNlElgKE1N1Ym1pdFNodWZmbGVkQmF0Y2gSHS5sZHBjb3YudjEuU2h1ZmZsZWRCYXRjaENodW5rGiAubGRwY292LnYxLlNodWZmbGVkQmF0Y2hSZXNwb25zZSgBMu0BCgVSZWxheRJMChJTdWJtaXRTZWFsZWRSZXBvcnQSFi5sZHBjb3YudjEuUmVsYXlSZXBvcnQaHi5sZHBjb3YudjEuUmVsYXlSZXBvcnRSZXNwb25zZRJNCg1HZXRDb2xsZWN0aW9uEh8ubGRwY292LnYxLkdldENvbGxlY3Rpb25SZXF1ZXN0GhsubGRwY292LnYxLkNvbGxlY3Rpb25QYXJhbXMSRwoOR2V0UmVsYXlTdGF0dXMSHS5sZHBjb3YudjEuUmVsYXlTdGF0dXNSZXF1ZXN0GhYubGRwY292LnYxLlJlbGF5U3RhdHVzYgZwcm90bzM");
 
 /**
  * What an operator asks for when creating a collection.
@@ -390,8 +390,10 @@ export type ShuffleParams = Message<"ldpcov.v1.ShuffleParams"> & {
 
   /**
    * The aggregator alone, seeing shuffled batches of at least min_batch_size reports,
-   * each user in one batch: (central_epsilon, central_delta)-DP by the numerical
-   * Feldman–McMillan–Talwar bound (docs/PRIVACY.md §9).
+   * each user in one batch: (central_epsilon, central_delta)-DP by the smaller of the
+   * variation-ratio bound (Wang et al.; computed exactly, e.g. 0.38112 at ε0 = 8,
+   * n = 10^6, δ = 10^-8) and the Feldman–McMillan–Talwar bound (docs/PRIVACY.md §9).
+   * It holds only while the device-token issuer is not the aggregator (§9).
    *
    * @generated from field: double central_epsilon = 2;
    */
@@ -411,11 +413,23 @@ export type ShuffleParams = Message<"ldpcov.v1.ShuffleParams"> & {
    * The aggregator's HPKE public keys at the time of the answer (RFC 9180,
    * DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305): the active key a
    * device seals to and the pending next one. Not part of the derived parameters a
-   * client re-checks: they change with time.
+   * client re-checks: they change with time. Served by the relay, these are the bytes
+   * it pinned the first time it saw each key id (docs/PRIVACY.md §9).
    *
    * @generated from field: repeated ldpcov.v1.HpkePublicKey keys = 5;
    */
   keys: HpkePublicKey[];
+
+  /**
+   * The relay's own HPKE key (set only in the relay's answer): a device seals its
+   * SealedReport once more to it (RelayReport.outer), so that the bytes on the
+   * device → relay hop are not the bytes on the relay → aggregator hop. Same suite as
+   * `keys`; state ACTIVE; key_id the big-endian u32 of the first 4 bytes of
+   * SHA-256(public_key).
+   *
+   * @generated from field: ldpcov.v1.HpkePublicKey relay_key = 6;
+   */
+  relayKey?: HpkePublicKey | undefined;
 };
 
 /**
@@ -547,9 +561,15 @@ export type RelayReport = Message<"ldpcov.v1.RelayReport"> & {
   submissionId: Uint8Array;
 
   /**
-   * @generated from field: ldpcov.v1.SealedReport sealed = 3;
+   * The report sealed to the aggregator's key (a SealedReport, encoded), sealed once
+   * more to the relay's key (ShuffleParams.relay_key): HPKE mode Base, the same suite,
+   * info "ldpcov relay layer v1", associated data "ldpcov-relay v1" ‖ u32-BE
+   * len(collection_id) ‖ collection_id ‖ u32-BE relay key id. The relay opens this
+   * layer and forwards only the inner SealedReport.
+   *
+   * @generated from field: ldpcov.v1.SealedReport outer = 4;
    */
-  sealed?: SealedReport | undefined;
+  outer?: SealedReport | undefined;
 };
 
 /**
@@ -642,6 +662,48 @@ export type RelayStatus = Message<"ldpcov.v1.RelayStatus"> & {
    * @generated from field: uint64 forwarded_reports = 7;
    */
   forwardedReports: bigint;
+
+  /**
+   * Reports in the open windows from devices first seen by this relay in that
+   * window ("new devices"), and the relay's cap on them per window (0: no cap).
+   *
+   * @generated from field: uint64 window_new_devices = 8;
+   */
+  windowNewDevices: bigint;
+
+  /**
+   * @generated from field: uint64 new_device_cap = 9;
+   */
+  newDeviceCap: bigint;
+
+  /**
+   * The collection's most recent batches (newest first, at most 20): how many of
+   * their reports came from devices first seen in their window.
+   *
+   * @generated from field: repeated ldpcov.v1.RelayBatchRecord recent_batches = 10;
+   */
+  recentBatches: RelayBatchRecord[];
+
+  /**
+   * Non-empty while the relay holds the collection (takes no report, forwards no
+   * batch): why, e.g. the aggregator answered other key bytes for a pinned key id.
+   *
+   * @generated from field: string held = 11;
+   */
+  held: string;
+
+  /**
+   * Times the relay found the aggregator answering other key bytes for a key id it
+   * had pinned, and when it last did (unix seconds; 0: never). Kept durably.
+   *
+   * @generated from field: uint64 key_conflicts = 12;
+   */
+  keyConflicts: bigint;
+
+  /**
+   * @generated from field: uint64 last_key_conflict = 13;
+   */
+  lastKeyConflict: bigint;
 };
 
 /**
@@ -650,6 +712,39 @@ export type RelayStatus = Message<"ldpcov.v1.RelayStatus"> & {
  */
 export const RelayStatusSchema: GenMessage<RelayStatus> = /*@__PURE__*/
   messageDesc(file_ldpcov_v1_ldpcov, 9);
+
+/**
+ * One batch the relay formed.
+ *
+ * @generated from message ldpcov.v1.RelayBatchRecord
+ */
+export type RelayBatchRecord = Message<"ldpcov.v1.RelayBatchRecord"> & {
+  /**
+   * When it was formed (unix seconds) and its reports.
+   *
+   * @generated from field: uint64 formed = 1;
+   */
+  formed: bigint;
+
+  /**
+   * @generated from field: uint64 reports = 2;
+   */
+  reports: bigint;
+
+  /**
+   * Its reports from devices first seen by the relay in its window.
+   *
+   * @generated from field: uint64 new_devices = 3;
+   */
+  newDevices: bigint;
+};
+
+/**
+ * Describes the message ldpcov.v1.RelayBatchRecord.
+ * Use `create(RelayBatchRecordSchema)` to create a new message.
+ */
+export const RelayBatchRecordSchema: GenMessage<RelayBatchRecord> = /*@__PURE__*/
+  messageDesc(file_ldpcov_v1_ldpcov, 10);
 
 /**
  * One message of a relay's batch stream. Every message repeats the header
@@ -688,7 +783,7 @@ export type ShuffledBatchChunk = Message<"ldpcov.v1.ShuffledBatchChunk"> & {
  * Use `create(ShuffledBatchChunkSchema)` to create a new message.
  */
 export const ShuffledBatchChunkSchema: GenMessage<ShuffledBatchChunk> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 10);
+  messageDesc(file_ldpcov_v1_ldpcov, 11);
 
 /**
  * A report of a batch the aggregator refused (the rest of the batch is counted).
@@ -721,7 +816,7 @@ export type RefusedReport = Message<"ldpcov.v1.RefusedReport"> & {
  * Use `create(RefusedReportSchema)` to create a new message.
  */
 export const RefusedReportSchema: GenMessage<RefusedReport> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 11);
+  messageDesc(file_ldpcov_v1_ldpcov, 12);
 
 /**
  * @generated from message ldpcov.v1.ShuffledBatchResponse
@@ -751,7 +846,7 @@ export type ShuffledBatchResponse = Message<"ldpcov.v1.ShuffledBatchResponse"> &
  * Use `create(ShuffledBatchResponseSchema)` to create a new message.
  */
 export const ShuffledBatchResponseSchema: GenMessage<ShuffledBatchResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 12);
+  messageDesc(file_ldpcov_v1_ldpcov, 13);
 
 /**
  * The derived parameters of a rank-one collection (docs/PRIVACY.md §8).
@@ -819,7 +914,7 @@ export type RankOneParams = Message<"ldpcov.v1.RankOneParams"> & {
  * Use `create(RankOneParamsSchema)` to create a new message.
  */
 export const RankOneParamsSchema: GenMessage<RankOneParams> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 13);
+  messageDesc(file_ldpcov_v1_ldpcov, 14);
 
 /**
  * @generated from message ldpcov.v1.CreateCollectionRequest
@@ -836,7 +931,7 @@ export type CreateCollectionRequest = Message<"ldpcov.v1.CreateCollectionRequest
  * Use `create(CreateCollectionRequestSchema)` to create a new message.
  */
 export const CreateCollectionRequestSchema: GenMessage<CreateCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 14);
+  messageDesc(file_ldpcov_v1_ldpcov, 15);
 
 /**
  * @generated from message ldpcov.v1.GetCollectionRequest
@@ -853,7 +948,7 @@ export type GetCollectionRequest = Message<"ldpcov.v1.GetCollectionRequest"> & {
  * Use `create(GetCollectionRequestSchema)` to create a new message.
  */
 export const GetCollectionRequestSchema: GenMessage<GetCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 15);
+  messageDesc(file_ldpcov_v1_ldpcov, 16);
 
 /**
  * One user's perturbed statistic.
@@ -892,7 +987,7 @@ export type Report = Message<"ldpcov.v1.Report"> & {
  * Use `create(ReportSchema)` to create a new message.
  */
 export const ReportSchema: GenMessage<Report> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 16);
+  messageDesc(file_ldpcov_v1_ldpcov, 17);
 
 /**
  * @generated from message ldpcov.v1.SubmitReportResponse
@@ -911,7 +1006,7 @@ export type SubmitReportResponse = Message<"ldpcov.v1.SubmitReportResponse"> & {
  * Use `create(SubmitReportResponseSchema)` to create a new message.
  */
 export const SubmitReportResponseSchema: GenMessage<SubmitReportResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 17);
+  messageDesc(file_ldpcov_v1_ldpcov, 18);
 
 /**
  * @generated from message ldpcov.v1.SubmitReportsResponse
@@ -937,7 +1032,7 @@ export type SubmitReportsResponse = Message<"ldpcov.v1.SubmitReportsResponse"> &
  * Use `create(SubmitReportsResponseSchema)` to create a new message.
  */
 export const SubmitReportsResponseSchema: GenMessage<SubmitReportsResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 18);
+  messageDesc(file_ldpcov_v1_ldpcov, 19);
 
 /**
  * @generated from message ldpcov.v1.GetStatusRequest
@@ -954,7 +1049,7 @@ export type GetStatusRequest = Message<"ldpcov.v1.GetStatusRequest"> & {
  * Use `create(GetStatusRequestSchema)` to create a new message.
  */
 export const GetStatusRequestSchema: GenMessage<GetStatusRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 19);
+  messageDesc(file_ldpcov_v1_ldpcov, 20);
 
 /**
  * @generated from message ldpcov.v1.ListCollectionsRequest
@@ -967,7 +1062,7 @@ export type ListCollectionsRequest = Message<"ldpcov.v1.ListCollectionsRequest">
  * Use `create(ListCollectionsRequestSchema)` to create a new message.
  */
 export const ListCollectionsRequestSchema: GenMessage<ListCollectionsRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 20);
+  messageDesc(file_ldpcov_v1_ldpcov, 21);
 
 /**
  * @generated from message ldpcov.v1.ListCollectionsResponse
@@ -986,7 +1081,7 @@ export type ListCollectionsResponse = Message<"ldpcov.v1.ListCollectionsResponse
  * Use `create(ListCollectionsResponseSchema)` to create a new message.
  */
 export const ListCollectionsResponseSchema: GenMessage<ListCollectionsResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 21);
+  messageDesc(file_ldpcov_v1_ldpcov, 22);
 
 /**
  * @generated from message ldpcov.v1.CollectionStatus
@@ -1044,7 +1139,7 @@ export type CollectionStatus = Message<"ldpcov.v1.CollectionStatus"> & {
  * Use `create(CollectionStatusSchema)` to create a new message.
  */
 export const CollectionStatusSchema: GenMessage<CollectionStatus> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 22);
+  messageDesc(file_ldpcov_v1_ldpcov, 23);
 
 /**
  * The central guarantee a shuffled collection's counted batches delivered, as opposed
@@ -1065,8 +1160,9 @@ export type ShuffleDelivered = Message<"ldpcov.v1.ShuffleDelivered"> & {
   batches: bigint;
 
   /**
-   * The fewest valid reports (counted now or counted before) in any completed batch;
-   * 0 before the first.
+   * The fewest valid reports in any completed batch (counted now or, for a batch resent
+   * under its batch id, counted by its earlier sends: a report id counted in another
+   * batch is not a user of this one); 0 before the first.
    *
    * @generated from field: uint64 smallest_batch = 2;
    */
@@ -1091,7 +1187,7 @@ export type ShuffleDelivered = Message<"ldpcov.v1.ShuffleDelivered"> & {
  * Use `create(ShuffleDeliveredSchema)` to create a new message.
  */
 export const ShuffleDeliveredSchema: GenMessage<ShuffleDelivered> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 23);
+  messageDesc(file_ldpcov_v1_ldpcov, 24);
 
 /**
  * No thresholding: the raw average (then the PSD projection if asked).
@@ -1106,7 +1202,7 @@ export type NoThreshold = Message<"ldpcov.v1.NoThreshold"> & {
  * Use `create(NoThresholdSchema)` to create a new message.
  */
 export const NoThresholdSchema: GenMessage<NoThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 24);
+  messageDesc(file_ldpcov_v1_ldpcov, 25);
 
 /**
  * Seed 000's universal hard threshold λ = γ·√(log p / n) + c·σ_n·√(log p), where
@@ -1140,7 +1236,7 @@ export type UniversalThreshold = Message<"ldpcov.v1.UniversalThreshold"> & {
  * Use `create(UniversalThresholdSchema)` to create a new message.
  */
 export const UniversalThresholdSchema: GenMessage<UniversalThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 25);
+  messageDesc(file_ldpcov_v1_ldpcov, 26);
 
 /**
  * The heavy-tailed LDP threshold with the 1/√n erratum fixed, whose second term is the
@@ -1167,7 +1263,7 @@ export type LdpNoiseThreshold = Message<"ldpcov.v1.LdpNoiseThreshold"> & {
  * Use `create(LdpNoiseThresholdSchema)` to create a new message.
  */
 export const LdpNoiseThresholdSchema: GenMessage<LdpNoiseThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 26);
+  messageDesc(file_ldpcov_v1_ldpcov, 27);
 
 /**
  * Cai & Liu's entry-adaptive threshold λ_ij = η·√(θ̂_ij·log p / n), θ̂_ij the variance
@@ -1194,7 +1290,7 @@ export type AdaptiveThreshold = Message<"ldpcov.v1.AdaptiveThreshold"> & {
  * Use `create(AdaptiveThresholdSchema)` to create a new message.
  */
 export const AdaptiveThresholdSchema: GenMessage<AdaptiveThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 27);
+  messageDesc(file_ldpcov_v1_ldpcov, 28);
 
 /**
  * K-fold cross-validation over "no threshold", grids of the noise form
@@ -1300,7 +1396,7 @@ export type CrossValidatedThreshold = Message<"ldpcov.v1.CrossValidatedThreshold
  * Use `create(CrossValidatedThresholdSchema)` to create a new message.
  */
 export const CrossValidatedThresholdSchema: GenMessage<CrossValidatedThreshold> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 28);
+  messageDesc(file_ldpcov_v1_ldpcov, 29);
 
 /**
  * Spikes of the average de-biased against the known noise level and shrunk for the
@@ -1327,7 +1423,7 @@ export type SpectralShrinkage = Message<"ldpcov.v1.SpectralShrinkage"> & {
  * Use `create(SpectralShrinkageSchema)` to create a new message.
  */
 export const SpectralShrinkageSchema: GenMessage<SpectralShrinkage> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 29);
+  messageDesc(file_ldpcov_v1_ldpcov, 30);
 
 /**
  * Low rank plus diagonal: balanced-shrunk spikes plus a fitted non-negative diagonal.
@@ -1348,7 +1444,7 @@ export type FactorModel = Message<"ldpcov.v1.FactorModel"> & {
  * Use `create(FactorModelSchema)` to create a new message.
  */
 export const FactorModelSchema: GenMessage<FactorModel> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 30);
+  messageDesc(file_ldpcov_v1_ldpcov, 31);
 
 /**
  * Spikes over a bulk shrunk toward its mean with weight α, and the eigenvalues near
@@ -1378,7 +1474,7 @@ export type BulkShrinkage = Message<"ldpcov.v1.BulkShrinkage"> & {
  * Use `create(BulkShrinkageSchema)` to create a new message.
  */
 export const BulkShrinkageSchema: GenMessage<BulkShrinkage> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 31);
+  messageDesc(file_ldpcov_v1_ldpcov, 32);
 
 /**
  * Parameters of the precision targets.
@@ -1421,7 +1517,7 @@ export type PrecisionParams = Message<"ldpcov.v1.PrecisionParams"> & {
  * Use `create(PrecisionParamsSchema)` to create a new message.
  */
 export const PrecisionParamsSchema: GenMessage<PrecisionParams> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 32);
+  messageDesc(file_ldpcov_v1_ldpcov, 33);
 
 /**
  * @generated from message ldpcov.v1.GetEstimateRequest
@@ -1556,7 +1652,7 @@ export type GetEstimateRequest = Message<"ldpcov.v1.GetEstimateRequest"> & {
  * Use `create(GetEstimateRequestSchema)` to create a new message.
  */
 export const GetEstimateRequestSchema: GenMessage<GetEstimateRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 33);
+  messageDesc(file_ldpcov_v1_ldpcov, 34);
 
 /**
  * What one release of a central collection spends.
@@ -1596,7 +1692,7 @@ export type CentralRelease = Message<"ldpcov.v1.CentralRelease"> & {
  * Use `create(CentralReleaseSchema)` to create a new message.
  */
 export const CentralReleaseSchema: GenMessage<CentralRelease> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 34);
+  messageDesc(file_ldpcov_v1_ldpcov, 35);
 
 /**
  * How a central release is kept in the aggregator's ledger (not sent by the service):
@@ -1682,7 +1778,7 @@ export type StoredCentralRelease = Message<"ldpcov.v1.StoredCentralRelease"> & {
  * Use `create(StoredCentralReleaseSchema)` to create a new message.
  */
 export const StoredCentralReleaseSchema: GenMessage<StoredCentralRelease> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 35);
+  messageDesc(file_ldpcov_v1_ldpcov, 36);
 
 /**
  * An edge of the estimated graph (i < j).
@@ -1706,7 +1802,7 @@ export type Edge = Message<"ldpcov.v1.Edge"> & {
  * Use `create(EdgeSchema)` to create a new message.
  */
 export const EdgeSchema: GenMessage<Edge> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 36);
+  messageDesc(file_ldpcov_v1_ldpcov, 37);
 
 /**
  * @generated from message ldpcov.v1.Estimate
@@ -1965,7 +2061,7 @@ export type Estimate = Message<"ldpcov.v1.Estimate"> & {
  * Use `create(EstimateSchema)` to create a new message.
  */
 export const EstimateSchema: GenMessage<Estimate> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 37);
+  messageDesc(file_ldpcov_v1_ldpcov, 38);
 
 /**
  * Error bars of the raw (unregularised) matrix: the average the estimators start from
@@ -2026,7 +2122,7 @@ export type ErrorBars = Message<"ldpcov.v1.ErrorBars"> & {
  * Use `create(ErrorBarsSchema)` to create a new message.
  */
 export const ErrorBarsSchema: GenMessage<ErrorBars> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 38);
+  messageDesc(file_ldpcov_v1_ldpcov, 39);
 
 /**
  * Whether the reports carry enough signal for an estimate to say more than a trivial
@@ -2096,7 +2192,7 @@ export type SignalVerdict = Message<"ldpcov.v1.SignalVerdict"> & {
  * Use `create(SignalVerdictSchema)` to create a new message.
  */
 export const SignalVerdictSchema: GenMessage<SignalVerdict> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 39);
+  messageDesc(file_ldpcov_v1_ldpcov, 40);
 
 /**
  * One principal component.
@@ -2141,7 +2237,7 @@ export type PrincipalComponent = Message<"ldpcov.v1.PrincipalComponent"> & {
  * Use `create(PrincipalComponentSchema)` to create a new message.
  */
 export const PrincipalComponentSchema: GenMessage<PrincipalComponent> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 40);
+  messageDesc(file_ldpcov_v1_ldpcov, 41);
 
 /**
  * The top principal components of an estimate (post-processing: no budget).
@@ -2184,7 +2280,7 @@ export type PrincipalComponents = Message<"ldpcov.v1.PrincipalComponents"> & {
  * Use `create(PrincipalComponentsSchema)` to create a new message.
  */
 export const PrincipalComponentsSchema: GenMessage<PrincipalComponents> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 41);
+  messageDesc(file_ldpcov_v1_ldpcov, 42);
 
 /**
  * @generated from message ldpcov.v1.CloseCollectionRequest
@@ -2201,7 +2297,7 @@ export type CloseCollectionRequest = Message<"ldpcov.v1.CloseCollectionRequest">
  * Use `create(CloseCollectionRequestSchema)` to create a new message.
  */
 export const CloseCollectionRequestSchema: GenMessage<CloseCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 42);
+  messageDesc(file_ldpcov_v1_ldpcov, 43);
 
 /**
  * @generated from message ldpcov.v1.DeleteCollectionRequest
@@ -2218,7 +2314,7 @@ export type DeleteCollectionRequest = Message<"ldpcov.v1.DeleteCollectionRequest
  * Use `create(DeleteCollectionRequestSchema)` to create a new message.
  */
 export const DeleteCollectionRequestSchema: GenMessage<DeleteCollectionRequest> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 43);
+  messageDesc(file_ldpcov_v1_ldpcov, 44);
 
 /**
  * @generated from message ldpcov.v1.DeleteCollectionResponse
@@ -2237,7 +2333,7 @@ export type DeleteCollectionResponse = Message<"ldpcov.v1.DeleteCollectionRespon
  * Use `create(DeleteCollectionResponseSchema)` to create a new message.
  */
 export const DeleteCollectionResponseSchema: GenMessage<DeleteCollectionResponse> = /*@__PURE__*/
-  messageDesc(file_ldpcov_v1_ldpcov, 44);
+  messageDesc(file_ldpcov_v1_ldpcov, 45);
 
 /**
  * How the entries of a report are packed into `Report.payload`.
@@ -2835,11 +2931,15 @@ export const Relay: GenService<{
   /**
    * Devices (a device token): the relay's pinned copy of a shuffled collection's
    * parameters, the same for every device, with the keys of the relay's current
-   * view. `shuffle.min_batch_size` is the relay's effective floor (the larger of the
-   * announced one and the relay's own), and `shuffle.central_epsilon` /
-   * `central_delta` the central guarantee the relay computes at that floor from the
-   * pinned ε0 and δ. FAILED_PRECONDITION for a collection the relay refuses (not
-   * shuffled, below its floor, or changed after it pinned it).
+   * view, each key's bytes as the relay pinned them at first sight, and the relay's
+   * own key (`shuffle.relay_key`). `shuffle.min_batch_size` is the relay's effective
+   * floor (the larger of the announced one and the relay's own), and
+   * `shuffle.central_epsilon` / `central_delta` the central guarantee the relay
+   * computes at that floor from the pinned ε0 and δ. A device of a shuffled
+   * collection asks the relay alone: the aggregator never sees who asks.
+   * FAILED_PRECONDITION for a collection the relay refuses (not shuffled, below its
+   * floor, δ·n ≥ 1 at its floor, changed after it pinned it, or held because the
+   * aggregator answered other bytes for a pinned key).
    *
    * @generated from rpc ldpcov.v1.Relay.GetCollection
    */
