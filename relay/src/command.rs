@@ -43,7 +43,8 @@ struct Cli {
 enum Command {
     /// Run the relay until SIGTERM or Ctrl-C.
     Serve(Box<ServeArgs>),
-    /// Print the device token of a device id (the app backend's job in production).
+    /// Print the device token of a device id (the relay operator's token issuer's job
+    /// in production: never the aggregator's operator's, docs/PRIVACY.md §9.1).
     IssueDeviceToken(IssueArgs),
 }
 
