@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 use crate::keys::decrypt;
-use crate::seal::{CollectionIdTooLong, check_config, labelled_aad, seal_layer};
+use crate::seal::{CollectionIdTooLong, check_config, labelled_aad, os_seeded_rng, seal_layer};
 use crate::{
     AEAD_ID, ENC_LEN, KDF_ID, KEM_ID, Kem, KeyState, MasterSecret, OpenError, PUBLIC_KEY_LEN,
     PublicKeyConfig, SealError, SealedReport, TAG_LEN,
@@ -68,10 +68,7 @@ pub fn seal_for_relay_with_os_rng(
     collection_id: &str,
     plaintext: &[u8],
 ) -> Result<SealedReport, SealError> {
-    let mut seed = Zeroizing::new([0u8; 32]);
-    getrandom::fill(seed.as_mut_slice()).map_err(SealError::Random)?;
-    let mut rng = chacha20::ChaCha20Rng::from_seed(*seed);
-    seal_for_relay(config, collection_id, plaintext, &mut rng)
+    seal_for_relay(config, collection_id, plaintext, &mut os_seeded_rng()?)
 }
 
 /// **Not private: for test vectors only.** [`seal_for_relay`] with the ephemeral key

@@ -181,10 +181,15 @@ pub fn seal_with_os_rng(
     collection_id: &str,
     plaintext: &[u8],
 ) -> Result<SealedReport, SealError> {
+    seal(config, collection_id, plaintext, &mut os_seeded_rng()?)
+}
+
+/// A ChaCha20 RNG seeded from the operating system's CSPRNG: the ephemeral keys of
+/// the report and of the relay's layer.
+pub(crate) fn os_seeded_rng() -> Result<ChaCha20Rng, SealError> {
     let mut seed = Zeroizing::new([0u8; 32]);
     getrandom::fill(seed.as_mut_slice()).map_err(SealError::Random)?;
-    let mut rng = ChaCha20Rng::from_seed(*seed);
-    seal(config, collection_id, plaintext, &mut rng)
+    Ok(ChaCha20Rng::from_seed(*seed))
 }
 
 /// **Not private: for test vectors only.** [`seal`] with the ephemeral key drawn from
