@@ -88,13 +88,16 @@ impl Token {
     }
 
     /// Reads a token from a file (surrounding whitespace, e.g. a final newline, is
-    /// ignored).
+    /// ignored); a valid token whose file other users may access is taken with a WARN
+    /// ([`ldpcov_seal::warn_if_loose`]).
     pub fn from_file(path: &Path, what: &'static str) -> Result<Self, AuthError> {
         let text = std::fs::read_to_string(path).map_err(|source| AuthError::File {
             path: path.display().to_string(),
             source,
         })?;
-        Token::new(text.trim(), what)
+        let token = Token::new(text.trim(), what)?;
+        ldpcov_seal::warn_if_loose(path, &format!("{what} token"));
+        Ok(token)
     }
 
     /// Constant-time comparison with a presented token (the time depends on the

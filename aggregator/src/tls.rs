@@ -111,7 +111,8 @@ impl ServerTls {
     /// Reads the certificate chain and private key files. Every certificate of the
     /// chain must be valid now ([`TlsError::NotValidNow`] names its dates otherwise; one
     /// that expires within [`EXPIRY_WARNING`] is logged as a warning); whether the key
-    /// parses and matches is checked when the server starts.
+    /// parses and matches is checked when the server starts. A PEM key file other
+    /// users may access is logged as a warning ([`ldpcov_seal::warn_if_loose`]).
     pub fn from_files(cert: &Path, key: &Path) -> Result<Self, TlsError> {
         let cert_pem = read_pem(cert, "certificate")?;
         if !cert_pem
@@ -123,10 +124,9 @@ impl ServerTls {
             });
         }
         check_validity(cert, &cert_pem, x509_parser::time::ASN1Time::now())?;
-        Ok(ServerTls {
-            cert_pem,
-            key_pem: read_pem(key, "private key")?,
-        })
+        let key_pem = read_pem(key, "private key")?;
+        ldpcov_seal::warn_if_loose(key, "TLS private key");
+        Ok(ServerTls { cert_pem, key_pem })
     }
 
     /// tonic's server configuration ([`ldpcov_serve::tls_from_pem`]).

@@ -133,6 +133,10 @@ struct ServeArgs {
         default_value_t = 0
     )]
     max_new_devices_per_window: u64,
+    /// How long the aggregator may be unreachable before the relay's health turns
+    /// NOT_SERVING, seconds (reports are still stored meanwhile; at least 1).
+    #[arg(long, env = "LDPCOV_RELAY_AGGREGATOR_OUTAGE_GRACE_SECS", default_value_t = crate::monitor::OUTAGE_GRACE.as_secs())]
+    aggregator_outage_grace_secs: u64,
     /// The file holding the secret of the relay's own HPKE key (the layer every
     /// device report carries): created (0600, 32 random bytes in hex) when absent.
     /// Default: `relay-layer.key` in --data-dir.
@@ -192,6 +196,15 @@ struct ServeArgs {
     /// many seconds.
     #[arg(long, env = "LDPCOV_RELAY_KEEPALIVE_TIMEOUT_SECS", default_value_t = RelayLimits::default().keepalive_timeout.as_secs())]
     keepalive_timeout_secs: u64,
+    /// Calls of one device token handled at once; more are refused
+    /// RESOURCE_EXHAUSTED (a device that stalls its calls holds at most this many
+    /// slots of --max-concurrent-requests).
+    #[arg(long, env = "LDPCOV_RELAY_MAX_DEVICE_CALLS_IN_FLIGHT", default_value_t = RelayLimits::default().max_device_calls_in_flight)]
+    max_device_calls_in_flight: u32,
+    /// Calls of one device token per second on average (bursts of twice as many
+    /// pass); more are refused RESOURCE_EXHAUSTED.
+    #[arg(long, env = "LDPCOV_RELAY_MAX_DEVICE_CALLS_PER_SECOND", default_value_t = RelayLimits::default().max_device_calls_per_second)]
+    max_device_calls_per_second: u32,
 }
 
 fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
@@ -259,6 +272,8 @@ impl ServeArgs {
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
             keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
             keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
+            max_device_calls_in_flight: self.max_device_calls_in_flight,
+            max_device_calls_per_second: self.max_device_calls_per_second,
         };
         let store_options = StoreOptions {
             init_empty: self.init_empty,
@@ -315,6 +330,7 @@ impl ServeArgs {
             grpc_web,
             layer_key: Some(layer_key),
             new_device_cap: self.max_new_devices_per_window,
+            outage_grace: Duration::from_secs(self.aggregator_outage_grace_secs),
             ..RelayOptions::new(upstream, issuer)
         };
         let shutdown = async {

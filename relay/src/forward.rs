@@ -16,23 +16,24 @@
 //! is never dropped before the aggregator acknowledged it; a batch sent again after a
 //! crash counts nothing twice, since the aggregator counts each report id once.
 //!
-//! Once the aggregator answers again after it could not be reached (a collection
-//! lookup succeeds, probed at most every [`FIRST_BACKOFF`] while batches wait), the
-//! batches that failed for want of it are sent at once: their backoff is reset.
+//! Once the aggregator accepts the relay again after it could not be reached or
+//! refused it ([`Monitor::accepting`](crate::Monitor::accepting)), the forwarder
+//! checks at once and the batches that failed for want of it are sent at once: their
+//! backoff is reset.
 //!
-//! **Refusals are not outages.** A batch call or a collection lookup refused
-//! UNAUTHENTICATED or PERMISSION_DENIED (the aggregator does not know the relay's
-//! token), or a batch call refused FAILED_PRECONDITION (e.g. a collection the
-//! aggregator does not know), is a configuration error: logged at ERROR once when it
-//! starts, and the relay's health ([`Forwarder::upstream_health`]) is NOT_SERVING
-//! until the same kind of call succeeds again.
+//! **A collection closed or deleted at the aggregator is retired** (the [`Gate`] finds
+//! it on the fresh lookup before a window is formed or a batch sent): its windows and
+//! batches are dropped with a count in the relay's status, and nothing else stops.
+//! The relay's health is the [`Monitor`](crate::Monitor)'s: a collection's refusal is
+//! never the relay's.
 //!
 //! Metrics (set every tick): `ldpcov_relay_pending_batches`,
 //! `ldpcov_relay_pending_batch_reports`, `ldpcov_relay_oldest_pending_batch_age_seconds`
-//! (0 without a batch), `ldpcov_relay_upstream_refused` (1 while refused), and the
-//! counter `ldpcov_relay_upstream_failures_total{reason}` of failed calls to the
-//! aggregator by reason (`unauthenticated`, `permission_denied`,
-//! `failed_precondition`, `unavailable`, `deadline_exceeded`, `other`).
+//! (how long the oldest stored batch, or the longest-due window not yet formed into
+//! one, has waited; 0 without either), and the counter
+//! `ldpcov_relay_upstream_failures_total{reason}` of failed calls to the aggregator by
+//! reason (`unauthenticated`, `permission_denied`, `failed_precondition`,
+//! `unavailable`, `deadline_exceeded`, `other`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,13 +62,6 @@ struct Retry {
     unreachable: bool,
 }
 
-/// Which calls the aggregator currently refuses (a configuration error).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Refused {
-    lookups: bool,
-    batches: bool,
-}
-
 /// The reason label of a failed call to the aggregator.
 fn failure_reason(code: tonic::Code) -> &'static str {
     match code {
@@ -88,9 +82,8 @@ pub struct Forwarder {
     clock: Clock,
     first_backoff: Duration,
     retries: HashMap<u64, Retry>,
-    refused: Refused,
-    healthy: watch::Sender<bool>,
-    last_probe: Option<Instant>,
+    /// True while the aggregator accepts the relay (the [`crate::Monitor`]'s).
+    accepting: Option<watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for Forwarder {
@@ -110,69 +103,40 @@ impl Forwarder {
             clock,
             first_backoff: FIRST_BACKOFF,
             retries: HashMap::new(),
-            refused: Refused::default(),
-            healthy: watch::channel(true).0,
-            last_probe: None,
+            accepting: None,
         }
     }
 
-    /// True while the aggregator does not refuse the relay (see the module docs):
-    /// the relay's health follows it with the store's.
-    pub fn upstream_health(&self) -> watch::Receiver<bool> {
-        self.healthy.subscribe()
-    }
-
-    /// Records the aggregator's verdict on a lookup (`batch` false) or a batch call;
-    /// logs at ERROR when a refusal starts, at INFO when it ends.
-    fn verdict(&mut self, batch: bool, result: Result<(), &tonic::Status>) {
-        let refusal = match result {
-            Ok(()) => false,
-            Err(status) => match status.code() {
-                tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => true,
-                tonic::Code::FailedPrecondition => batch,
-                _ => return,
-            },
-        };
-        let flag = if batch {
-            &mut self.refused.batches
-        } else {
-            &mut self.refused.lookups
-        };
-        if refusal && !*flag {
-            if let Err(status) = result {
-                tracing::error!(
-                    code = ?status.code(),
-                    message = status.message(),
-                    call = if batch { "SubmitShuffledBatch" } else { "GetCollection" },
-                    "the aggregator refuses this relay (a configuration error: check --relay-token-file against the aggregator's --relay-token-file, and that the collection exists there); health NOT_SERVING until it accepts a call again"
-                );
-            }
-        } else if !refusal && *flag {
-            tracing::info!(
-                call = if batch {
-                    "SubmitShuffledBatch"
-                } else {
-                    "GetCollection"
-                },
-                "the aggregator accepts this relay again; health follows the store again"
-            );
-        }
-        *flag = refusal;
-        let ok = self.refused == Refused::default();
-        metrics::gauge!("ldpcov_relay_upstream_refused").set(if ok { 0.0 } else { 1.0 });
-        self.healthy
-            .send_if_modified(|h| std::mem::replace(h, ok) != ok);
+    /// Wakes the forwarder when the aggregator accepts the relay again (`accepting`
+    /// turns true): it checks at once and sends the batches that waited for it.
+    pub fn with_accepting(mut self, accepting: watch::Receiver<bool>) -> Self {
+        self.accepting = Some(accepting);
+        self
     }
 
     /// Sets the pending-batch gauges.
     async fn export_pending(&self) {
         let store = Arc::clone(&self.store);
-        let summary = tokio::task::spawn_blocking(move || store.pending_summary()).await;
-        if let Ok(Ok((count, reports, oldest))) = summary {
-            let now = (self.clock)();
+        let now = (self.clock)();
+        let floor = self.gate.floor();
+        let summary = tokio::task::spawn_blocking(move || {
+            Ok::<_, crate::StoreError>((
+                store.pending_summary()?,
+                store.oldest_due_window(now, floor)?,
+            ))
+        })
+        .await;
+        if let Ok(Ok(((count, reports, oldest), due))) = summary {
             metrics::gauge!("ldpcov_relay_pending_batches").set(count as f64);
             metrics::gauge!("ldpcov_relay_pending_batch_reports").set(reports as f64);
-            let age = oldest.map_or(0, |formed| now.saturating_sub(formed));
+            // A window due but not formed (its collection could not be admitted: the
+            // aggregator unreachable) waits as a batch would.
+            let age = [oldest, due]
+                .into_iter()
+                .flatten()
+                .map(|since| now.saturating_sub(since))
+                .max()
+                .unwrap_or(0);
             metrics::gauge!("ldpcov_relay_oldest_pending_batch_age_seconds").set(age as f64);
         }
     }
@@ -192,10 +156,26 @@ impl Forwarder {
         let mut every = tokio::time::interval(interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
+        let mut accepting = self.accepting.clone();
         loop {
+            let back = async {
+                match accepting.as_mut() {
+                    Some(rx) => {
+                        if rx.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                        *rx.borrow_and_update()
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = every.tick() => { self.tick().await; }
+                true = back => {
+                    self.resume();
+                    self.tick().await;
+                }
             }
         }
     }
@@ -218,6 +198,16 @@ impl Forwarder {
                 Vec::new()
             }
         };
+        // Every collection with an open window is looked at on its cached view (one
+        // lookup per collection per view TTL): one closed or deleted at the
+        // aggregator is retired even while no device calls and its window is not due.
+        let store = Arc::clone(&self.store);
+        if let Ok(Ok(open)) = tokio::task::spawn_blocking(move || store.window_collections()).await
+        {
+            for id in open {
+                let _ = self.gate.admit(&id, None).await;
+            }
+        }
         // Admitted now, on the aggregator's current answer: those whose settings
         // changed (or that are unreachable) keep their windows open.
         let mut admitted: HashMap<String, bool> = HashMap::new();
@@ -264,7 +254,6 @@ impl Forwarder {
         };
         self.retries
             .retain(|seq, _| pending.iter().any(|b| b.seq == *seq));
-        self.probe(&pending, &mut admitted).await;
         let mut sent = 0;
         for batch in pending {
             if self
@@ -309,33 +298,14 @@ impl Forwarder {
         sent
     }
 
-    /// While batches wait because the aggregator could not be reached, looks one of
-    /// their collections up (at most every first backoff); if the aggregator answers,
-    /// those batches are due at once.
-    async fn probe(&mut self, pending: &[PendingBatch], seen: &mut HashMap<String, bool>) {
+    /// The aggregator accepts the relay again: the batches that failed for want of it
+    /// are due now.
+    fn resume(&mut self) {
         let now = Instant::now();
-        let waiting = pending.iter().find(|b| {
-            self.retries
-                .get(&b.seq)
-                .is_some_and(|r| r.unreachable && now < r.next)
-        });
-        let Some(batch) = waiting else {
-            return;
-        };
-        if self
-            .last_probe
-            .is_some_and(|at| now.duration_since(at) < self.first_backoff)
-        {
-            return;
-        }
-        self.last_probe = Some(now);
-        if self.admit(&batch.collection_id, seen).await {
-            tracing::info!("the aggregator answers again: sending the waiting batches now");
-            for retry in self.retries.values_mut() {
-                if retry.unreachable {
-                    retry.next = now;
-                    retry.backoff = Duration::ZERO;
-                }
+        for retry in self.retries.values_mut() {
+            if retry.unreachable {
+                retry.next = now;
+                retry.backoff = Duration::ZERO;
             }
         }
     }
@@ -347,10 +317,7 @@ impl Forwarder {
             return *ok;
         }
         let ok = match self.gate.admit(id, Some(Duration::ZERO)).await {
-            Ok(_) => {
-                self.verdict(false, Ok(()));
-                true
-            }
+            Ok(_) => true,
             Err(status) => {
                 // The gate's own refusals (NOT_FOUND, FAILED_PRECONDITION) are about
                 // the collection; the others come from the aggregator.
@@ -360,7 +327,6 @@ impl Forwarder {
                 ) {
                     metrics::counter!("ldpcov_relay_upstream_failures_total", "reason" => failure_reason(status.code()))
                         .increment(1);
-                    self.verdict(false, Err(&status));
                 }
                 // The gate logged a change of settings (once, as an ERROR); an
                 // unreachable aggregator shows in the batch calls' failures.
@@ -408,7 +374,6 @@ impl Forwarder {
             .await
         {
             Ok(response) => {
-                self.verdict(true, Ok(()));
                 let refused = response.refused.len() as u64;
                 let total = response.accepted + response.duplicates + refused;
                 if total != batch.size {
@@ -463,7 +428,6 @@ impl Forwarder {
                     .increment(1);
                 metrics::counter!("ldpcov_relay_upstream_failures_total", "reason" => failure_reason(status.code()))
                     .increment(1);
-                self.verdict(true, Err(&status));
                 if matches!(
                     status.code(),
                     tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown

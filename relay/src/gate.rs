@@ -10,6 +10,15 @@
 //! batch formed or forwarded, an ERROR logged once, the reason in the relay's status
 //! ([`Gate::held`]) and the gauge `ldpcov_relay_collection_held`, while it lasts.
 //! Devices are served only the pinned key bytes ([`Admitted::keys`]).
+//!
+//! A collection the relay serves (pinned) that the aggregator answers closed, or no
+//! longer knows (NOT_FOUND while it accepts the relay's token: the right aggregator,
+//! not a misconfigured one), is **retired** ([`RelayStore::retire`]): its reports
+//! still held are dropped with a count, durably, and every later call about it is
+//! refused FAILED_PRECONDITION, for good (a collection created again under the same
+//! id is not served by this relay). Logged at WARN, counted in
+//! `ldpcov_relay_collections_retired_total{reason}` and
+//! `ldpcov_relay_reports_retired_total{reason}`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -19,7 +28,7 @@ use ldpcov_proto::v1::{HpkeKeyState, HpkePublicKey};
 use tonic::Status;
 
 use crate::pin::PinnedSettings;
-use crate::store::{CloseRule, RelayStore, StoreError};
+use crate::store::{CloseRule, RelayStore, RetireReason, Retired, StoreError};
 use crate::upstream::{CollectionInfo, Upstream};
 
 /// The relay's default floor on a batch: no batch of fewer reports is formed, and a
@@ -62,6 +71,8 @@ pub struct Gate {
     conflicts: Arc<Mutex<HashSet<KeyConflict>>>,
     /// Why each held collection is held, as last found.
     held: Arc<Mutex<HashMap<String, String>>>,
+    /// The retired collections (all of them: read from the store at start).
+    retired: Arc<Mutex<HashMap<String, Retired>>>,
     clock: crate::service::Clock,
 }
 
@@ -89,8 +100,14 @@ fn store_status(e: StoreError) -> Status {
 
 impl Gate {
     /// Admits collections of `upstream` that meet `floor`, pinning them in `store`.
-    pub fn new(upstream: Upstream, store: Arc<RelayStore>, floor: CloseRule) -> Self {
-        Gate {
+    /// Fails when the store cannot list its retired collections.
+    pub fn new(
+        upstream: Upstream,
+        store: Arc<RelayStore>,
+        floor: CloseRule,
+    ) -> Result<Self, StoreError> {
+        let retired = store.retired_all()?;
+        Ok(Gate {
             upstream,
             store,
             floor,
@@ -99,7 +116,59 @@ impl Gate {
             key_pins: Arc::default(),
             conflicts: Arc::default(),
             held: Arc::default(),
+            retired: Arc::new(Mutex::new(retired)),
             clock: crate::service::system_clock(),
+        })
+    }
+
+    /// Whether (and how) collection `id` was retired.
+    pub fn retired(&self, id: &str) -> Option<Retired> {
+        self.retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .copied()
+    }
+
+    /// The refusal of a call about retired collection `id`.
+    fn retired_status(id: &str, r: &Retired) -> Status {
+        Status::failed_precondition(format!(
+            "collection {id} was {} at the aggregator: this relay takes no more reports of it (retired at {}, {} reports it held dropped)",
+            r.reason.as_str(),
+            r.at,
+            r.window_reports + r.batch_reports
+        ))
+    }
+
+    /// Retires collection `id` (see the module docs) and returns the refusal.
+    async fn retire(&self, id: &str, reason: RetireReason) -> Status {
+        match self.store.retire(id, reason, (self.clock)()).await {
+            Ok(r) => {
+                let first = self
+                    .retired
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.to_string(), r)
+                    .is_none();
+                if first {
+                    let dropped = r.window_reports + r.batch_reports;
+                    tracing::warn!(
+                        collection = id,
+                        reason = reason.as_str(),
+                        window_reports = r.window_reports,
+                        batch_reports = r.batch_reports,
+                        "the aggregator {} a collection this relay served: retired it (its reports still held dropped: they can never be counted); its devices are refused from now on",
+                        reason.as_str()
+                    );
+                    metrics::counter!("ldpcov_relay_collections_retired_total", "reason" => reason.as_str())
+                        .increment(1);
+                    metrics::counter!("ldpcov_relay_reports_retired_total", "reason" => reason.as_str())
+                        .increment(dropped);
+                    self.set_held(id, None);
+                }
+                Self::retired_status(id, &r)
+            }
+            Err(e) => store_status(e),
         }
     }
 
@@ -151,7 +220,28 @@ impl Gate {
     /// the relay's floor, or settings other than the pinned ones; UNAVAILABLE when the
     /// store fails. The first admission pins the settings, durably.
     pub async fn admit(&self, id: &str, max_age: Option<Duration>) -> Result<Admitted, Status> {
-        let info = self.upstream.collection(id, max_age).await?;
+        if let Some(r) = self.retired(id) {
+            return Err(Self::retired_status(id, &r));
+        }
+        let info = match self.upstream.collection(id, max_age).await {
+            Ok(info) => info,
+            Err(status)
+                if status.code() == tonic::Code::NotFound
+                    && self.upstream.token_accepted()
+                    && self.pinned(id).await?.is_some() =>
+            {
+                return Err(self.retire(id, RetireReason::Deleted).await);
+            }
+            Err(status) => return Err(status),
+        };
+        if info.closed {
+            if self.pinned(id).await?.is_some() {
+                return Err(self.retire(id, RetireReason::Closed).await);
+            }
+            return Err(Status::failed_precondition(format!(
+                "collection {id} is closed at the aggregator: it takes no more reports"
+            )));
+        }
         match self.admit_info(id, info).await {
             Ok(admitted) => {
                 self.set_held(id, None);

@@ -50,7 +50,11 @@
 //! * [`RelayStore`] — the redb store: windows, dedupe records, pinned settings,
 //!   batches, counters.
 //! * [`Upstream`] — the aggregator: collection parameters (cached) and the batch call.
-//! * [`Gate`] — the floor and the pinned settings, for the service and the forwarder.
+//! * [`Gate`] — the floor and the pinned settings, for the service and the forwarder;
+//!   it retires a collection the aggregator closed or deleted.
+//! * [`Monitor`] — the relay's watch on the aggregator (its token checked at start and
+//!   every few seconds): the relay's health during a refusal or an outage.
+//! * [`DeviceLimiter`] — each device token's calls in flight and calls per second.
 //! * [`RelayService`] — the gRPC service; [`serve`] runs it with health, reflection,
 //!   limits, TLS and the [`Forwarder`], and, for browser devices, gRPC-Web behind a
 //!   CORS policy ([`RelayOptions::grpc_web`], `serve --grpc-web`, `--grpc-web-origin`:
@@ -98,8 +102,10 @@
 //! ```
 
 pub mod command;
+mod device_limits;
 mod forward;
 mod gate;
+pub mod monitor;
 mod pin;
 mod server;
 mod service;
@@ -128,20 +134,22 @@ pub mod constants {
     };
 }
 
+pub use device_limits::{DeviceLimiter, DeviceLimits, InFlight};
 pub use forward::Forwarder;
 pub use gate::{Admitted, Gate};
 /// gRPC-Web for browser devices ([`RelayOptions::grpc_web`]) and an origin it cannot
 /// use: `ldpcov-serve`'s, shared with the aggregator.
 pub use ldpcov_serve::{GrpcWebOptions, OriginError};
+pub use monitor::Monitor;
 pub use pin::PinnedSettings;
 pub use server::{RelayLimits, RelayOptions, ServeError, serve, serve_with_clock};
 pub use service::{Clock, RelayService, system_clock};
 pub use store::{
-    CloseRule, FormedBatch, PendingBatch, RelayStore, StoreError, StoreOptions, Submission,
-    SubmitOutcome,
+    CloseRule, FormedBatch, PendingBatch, RelayStore, RetireReason, Retired, StoreError,
+    StoreOptions, Submission, SubmitOutcome,
 };
 pub use token::{DeviceId, DeviceTokenIssuer, Revocations, Secret, TokenError};
-pub use upstream::{CollectionInfo, Upstream, UpstreamError, chunk};
+pub use upstream::{CollectionInfo, Reach, Upstream, UpstreamError, chunk};
 
 /// Installs the Prometheus exporter (its own HTTP listener on `addr`, `GET /metrics`).
 ///
@@ -149,7 +157,7 @@ pub use upstream::{CollectionInfo, Upstream, UpstreamError, chunk};
 /// |---|---|---|---|
 /// | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
 /// | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
-/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `delta_too_large`, `key_conflict`, `relay_key`, `relay_layer`, `new_device_cap`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
+/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `delta_too_large`, `key_conflict`, `retired`, `device_limit`, `relay_key`, `relay_layer`, `new_device_cap`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
 /// | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
 /// | `ldpcov_relay_last_batch_new_device_share` | gauge | collection | the share of the last batch's reports from devices first seen in its window (a Sybil signal) |
 /// | `ldpcov_relay_collection_held` | gauge | collection | 1 while the relay holds the collection (settings changed, other key bytes under a pinned key id, …) |
@@ -159,10 +167,15 @@ pub use upstream::{CollectionInfo, Upstream, UpstreamError, chunk};
 /// | `ldpcov_relay_reports_refused_by_aggregator_total` | counter | collection, code | reports of acknowledged batches the aggregator refused |
 /// | `ldpcov_relay_forward_failures_total` | counter | collection | failed batch calls (retried) |
 /// | `ldpcov_relay_upstream_failures_total` | counter | reason | failed calls to the aggregator (`unauthenticated`, `permission_denied`, `failed_precondition`, `unavailable`, `deadline_exceeded`, `other`) |
-/// | `ldpcov_relay_upstream_refused` | gauge | | 1 while the aggregator refuses the relay (health NOT_SERVING) |
+/// | `ldpcov_relay_upstream_refused` | gauge | | 1 while the aggregator refuses the relay's token (health NOT_SERVING) |
+/// | `ldpcov_relay_upstream_accepted` | gauge | | 1 while the last check found the aggregator accepting the relay |
+/// | `ldpcov_relay_upstream_unreachable_seconds` | gauge | | since the aggregator last answered a check, while it cannot be reached (0 otherwise; health NOT_SERVING from the grace period, 10 s) |
+/// | `ldpcov_relay_collections_retired_total` | counter | reason | collections retired (`closed`, `deleted` at the aggregator) |
+/// | `ldpcov_relay_reports_retired_total` | counter | reason | reports they held, dropped (acknowledged, never to be counted) |
+/// | `ldpcov_relay_device_calls_limited_total` | counter | limit | device calls refused over a per-device limit (`in_flight`, `rate`) |
 /// | `ldpcov_relay_pending_batches` | gauge | | batches formed, not yet acknowledged |
 /// | `ldpcov_relay_pending_batch_reports` | gauge | | their reports |
-/// | `ldpcov_relay_oldest_pending_batch_age_seconds` | gauge | | since the oldest of them was formed (0: none) |
+/// | `ldpcov_relay_oldest_pending_batch_age_seconds` | gauge | | since the oldest of them was formed, or the longest-due window not yet formed became due (0: none) |
 /// | `ldpcov_relay_commit_duration_seconds` | histogram | result | group commits |
 /// | `ldpcov_relay_commit_group_commands` | histogram | | commands per group commit |
 pub fn install_prometheus_exporter(

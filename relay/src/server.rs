@@ -1,11 +1,15 @@
 //! Serving the relay: `ldpcov.v1.Relay`, gRPC health and reflection (both without
 //! tokens), transport limits, optional TLS, and the forwarder in the background.
 //!
+//! Before serving, the relay checks that the aggregator accepts its token
+//! ([`Upstream::check_token`]): refused, [`serve`] fails at once
+//! ([`ServeError::RelayTokenRefused`]); unreachable, it serves and keeps checking.
+//!
 //! Health: `""` and `ldpcov.v1.Relay` are SERVING exactly while the store's last
-//! commit succeeded, the aggregator has not refused the relay (its token refused,
-//! UNAUTHENTICATED or PERMISSION_DENIED, or a batch refused FAILED_PRECONDITION: see
-//! [`Forwarder`]) and no shutdown has begun. An unreachable aggregator leaves it
-//! SERVING: devices' reports are still stored, and wait for it.
+//! commit succeeded, the aggregator neither refuses the relay's token nor has been
+//! unreachable for [`RelayOptions::outage_grace`] (the [`Monitor`]), and no shutdown
+//! has begun. A collection's refusal (closed, deleted, held) is never the relay's:
+//! it does not touch health.
 //!
 //! The transport is the aggregator's, from `ldpcov-serve` (every number a field of
 //! [`RelayLimits`] and a flag of `ldpcov-relay serve`):
@@ -49,12 +53,14 @@ use tonic::server::NamedService;
 use tonic::service::LayerExt;
 use tower::{Layer, Service};
 
+use crate::device_limits::DeviceLimits;
 use crate::forward::Forwarder;
 use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
+use crate::monitor::Monitor;
 use crate::service::{Clock, RelayService, system_clock};
 use crate::store::{CloseRule, RelayStore};
 use crate::token::{DeviceTokenIssuer, Secret};
-use crate::upstream::Upstream;
+use crate::upstream::{Reach, Upstream};
 
 /// The name the health service reports the relay under: `ldpcov.v1.Relay`.
 pub const HEALTH_SERVICE_NAME: &str = <RelayServer<RelayService> as NamedService>::NAME;
@@ -81,12 +87,21 @@ pub struct RelayLimits {
     pub keepalive_interval: Duration,
     /// A connection whose peer does not answer a PING within this long is closed.
     pub keepalive_timeout: Duration,
+    /// Calls of one device token handled at once (more are refused
+    /// RESOURCE_EXHAUSTED): a device that stalls its calls holds at most this many
+    /// slots of `max_concurrent_requests`.
+    pub max_device_calls_in_flight: u32,
+    /// Calls of one device token per second on average (bursts of twice as many
+    /// pass; more are refused RESOURCE_EXHAUSTED).
+    pub max_device_calls_per_second: u32,
 }
 
 impl Default for RelayLimits {
     /// 4 MiB messages, 1024 calls at once, 256 streams and calls per connection, 60 s
     /// per call, 10 s to handshake, 300 s idle, a keepalive PING every 60 s answered
-    /// within 20 s (the aggregator's transport defaults, `ldpcov_serve`).
+    /// within 20 s (the aggregator's transport defaults, `ldpcov_serve`); per device
+    /// token 4 calls in flight and 10 calls a second (a device needs two calls per
+    /// collection: its lookup and its report).
     fn default() -> Self {
         RelayLimits {
             max_message_bytes: 4 << 20,
@@ -98,6 +113,8 @@ impl Default for RelayLimits {
             idle_timeout: ldpcov_serve::IDLE_TIMEOUT,
             keepalive_interval: ldpcov_serve::KEEPALIVE_INTERVAL,
             keepalive_timeout: ldpcov_serve::KEEPALIVE_TIMEOUT,
+            max_device_calls_in_flight: 4,
+            max_device_calls_per_second: 10,
         }
     }
 }
@@ -146,6 +163,10 @@ pub struct RelayOptions {
     /// Most reports from devices new to the relay in one window of a collection
     /// (`serve --max-new-devices-per-window`); 0: no cap.
     pub new_device_cap: u64,
+    /// How long the aggregator may be unreachable before the relay's health is
+    /// NOT_SERVING (`serve --aggregator-outage-grace-secs`; default
+    /// [`crate::monitor::OUTAGE_GRACE`]).
+    pub outage_grace: Duration,
 }
 
 impl RelayOptions {
@@ -166,6 +187,7 @@ impl RelayOptions {
             grpc_web: None,
             layer_key: None,
             new_device_cap: 0,
+            outage_grace: crate::monitor::OUTAGE_GRACE,
         }
     }
 }
@@ -188,6 +210,19 @@ pub enum ServeError {
     /// No key for the relay's layer could be made (the OS random number generator).
     #[error("the relay's layer key: {0}")]
     LayerKey(#[from] ldpcov_seal::SecretError),
+    /// The aggregator refuses the relay's token (checked before serving).
+    #[error(
+        "the aggregator refuses this relay's token ({code:?}: {message}): check --relay-token-file against the aggregator's --relay-token-file"
+    )]
+    RelayTokenRefused {
+        /// The aggregator's status code.
+        code: tonic::Code,
+        /// Its message.
+        message: String,
+    },
+    /// The store could not be read.
+    #[error("the relay store: {0}")]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// Serves the relay on `listener` until `shutdown` resolves, with the forwarder
@@ -220,6 +255,7 @@ pub async fn serve_with_clock(
         grpc_web,
         layer_key,
         new_device_cap,
+        outage_grace,
     } = options;
     let layer_key = match layer_key {
         Some(key) => key,
@@ -235,6 +271,15 @@ pub async fn serve_with_clock(
             limits.max_concurrent_requests == 0,
         ),
         ("batch_check_interval", batch_check_interval.is_zero()),
+        ("aggregator_outage_grace", outage_grace.is_zero()),
+        (
+            "max_device_calls_in_flight",
+            limits.max_device_calls_in_flight == 0,
+        ),
+        (
+            "max_device_calls_per_second",
+            limits.max_device_calls_per_second == 0,
+        ),
     ] {
         if zero {
             return Err(ServeError::Limit(name));
@@ -244,20 +289,38 @@ pub async fn serve_with_clock(
     if let Some(name) = connection.zero() {
         return Err(ServeError::Limit(name));
     }
-    let gate = Gate::new(upstream, Arc::clone(&store), floor).with_clock(Arc::clone(&clock));
-    let forwarder = Forwarder::new(Arc::clone(&store), gate.clone(), Arc::clone(&clock));
+    // The relay token, before anything is served: a refusal is a configuration
+    // error found now, not at the first batch.
+    match upstream.check_token().await {
+        Ok(()) => tracing::info!("the aggregator accepts this relay's token"),
+        Err(status) => match upstream.reach() {
+            Reach::Refused { code, message } => {
+                return Err(ServeError::RelayTokenRefused { code, message });
+            }
+            _ => tracing::warn!(
+                code = ?status.code(),
+                message = status.message(),
+                "cannot reach the aggregator at start: serving anyway, checking again every 250 ms"
+            ),
+        },
+    }
+    let monitor = Monitor::new(upstream.clone(), outage_grace);
+    let gate = Gate::new(upstream, Arc::clone(&store), floor)?.with_clock(Arc::clone(&clock));
+    let forwarder = Forwarder::new(Arc::clone(&store), gate.clone(), Arc::clone(&clock))
+        .with_accepting(monitor.accepting());
     let health = Health::new(HEALTH_SERVICE_NAME);
     let follower = health
-        .follow(
-            both(store.write_health(), forwarder.upstream_health()),
-            || {
-                tracing::warn!(
-                    "the relay store refuses writes, or the aggregator refuses the relay: health NOT_SERVING"
-                );
-            },
-        )
+        .follow(both(store.write_health(), monitor.health()), || {
+            tracing::warn!(
+                "the relay store refuses writes, or the aggregator refuses the relay or has been unreachable for the grace period: health NOT_SERVING"
+            );
+        })
         .await;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (monitor_stop, monitor_stopped) = tokio::sync::oneshot::channel::<()>();
+    let monitor = tokio::spawn(monitor.run(async move {
+        let _ = monitor_stopped.await;
+    }));
     let forwarder = tokio::spawn(forwarder.run(batch_check_interval, async move {
         let _ = stop_rx.await;
     }));
@@ -268,6 +331,10 @@ pub async fn serve_with_clock(
     };
     let service = RelayService::new(Arc::clone(&store), gate, issuer, admin, layer_key)
         .with_new_device_cap(new_device_cap)
+        .with_device_limits(DeviceLimits {
+            max_in_flight: limits.max_device_calls_in_flight,
+            calls_per_second: limits.max_device_calls_per_second,
+        })
         .with_clock(clock);
     let checker = service.clone();
     let service = RelayServer::new(service)
@@ -277,7 +344,7 @@ pub async fn serve_with_clock(
     // connection that a caller without a valid token never holds, then tonic's
     // decoding statuses made precise.
     let service = tower::ServiceBuilder::new()
-        .layer(AuthFirstLayer::new(move |path, headers| {
+        .layer(AuthFirstLayer::with_guard(move |path, headers| {
             checker.check_headers(path, headers)
         }))
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
@@ -300,7 +367,9 @@ pub async fn serve_with_clock(
     .serve_with_incoming_shutdown(incoming(listener, &connection), shutdown)
     .await;
     let _ = stop_tx.send(());
+    let _ = monitor_stop.send(());
     let _ = forwarder.await;
+    let _ = monitor.await;
     served?;
     Ok(())
 }

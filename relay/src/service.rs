@@ -13,8 +13,10 @@
 //! 3. the collection at the aggregator, admitted by the [`Gate`]: NOT_FOUND passed
 //!    through, FAILED_PRECONDITION when it is not shuffled, announces less than the
 //!    relay's floor, has δ·n ≥ 1 at it, changed its privacy settings after the relay
-//!    pinned them, or is held for other key bytes under a pinned key id, UNAVAILABLE
-//!    when the aggregator cannot be reached;
+//!    pinned them, is held for other key bytes under a pinned key id, or was closed or
+//!    deleted at the aggregator (retired), UNAVAILABLE when the aggregator cannot be
+//!    reached and the relay has no recent view of the collection (during an outage a
+//!    collection it serves is admitted on its last view);
 //! 4. the relay's layer opened with the relay's key ([`RelayKey`]): FAILED_PRECONDITION
 //!    for another relay key id (the device holds a stale copy), INVALID_ARGUMENT when
 //!    it does not open or does not hold a `SealedReport` with a 32-byte `enc` and a
@@ -61,6 +63,7 @@ use tonic::codegen::http;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use crate::device_limits::{DeviceLimiter, DeviceLimits};
 use crate::gate::Gate;
 use crate::store::{RelayStore, StoreError, Submission, SubmitOutcome};
 use crate::token::{DeviceId, DeviceTokenIssuer, Secret};
@@ -100,6 +103,8 @@ pub struct RelayService {
     new_device_cap: u64,
     /// Central ε by (ε0, floor, δ) bits: computed once each.
     epsilons: Arc<Mutex<HashMap<EpsilonKey, f64>>>,
+    /// Each device's calls in flight and call rate (none: unlimited).
+    device_limiter: Option<DeviceLimiter>,
 }
 
 /// The bits of (ε0, batch floor, central δ) a central ε was computed for.
@@ -149,6 +154,9 @@ fn lookup_reason(s: &Status) -> &'static str {
         tonic::Code::FailedPrecondition if s.message().contains("this relay's") => "below_floor",
         tonic::Code::FailedPrecondition if s.message().contains("δ·n") => "delta_too_large",
         tonic::Code::FailedPrecondition if s.message().contains("is held") => "key_conflict",
+        tonic::Code::FailedPrecondition if s.message().contains("takes no more reports") => {
+            "retired"
+        }
         tonic::Code::FailedPrecondition => "not_shuffled",
         _ => "aggregator_unavailable",
     }
@@ -179,7 +187,15 @@ impl RelayService {
             layer_key,
             new_device_cap: 0,
             epsilons: Arc::default(),
+            device_limiter: None,
         }
+    }
+
+    /// Limits each device token's calls in flight and calls per second
+    /// ([`DeviceLimiter`]), checked with the token from the call's headers.
+    pub fn with_device_limits(mut self, limits: DeviceLimits) -> Self {
+        self.device_limiter = Some(DeviceLimiter::new(limits));
+        self
     }
 
     /// Caps the reports from devices new to the relay in one window of a collection
@@ -240,16 +256,35 @@ impl RelayService {
 
     /// The check the server runs on every call's headers before the call takes a slot
     /// of its global limit: a device token for `SubmitSealedReport` and
-    /// `GetCollection`, the admin token for `GetRelayStatus` (refused as the handlers
-    /// would refuse them: UNAUTHENTICATED, or PERMISSION_DENIED without an admin
-    /// token configured); every other path (health, reflection) passes.
-    pub fn check_headers(&self, path: &str, headers: &http::HeaderMap) -> Result<(), Status> {
+    /// `GetCollection`, then the device's limits (RESOURCE_EXHAUSTED over them; the
+    /// returned guard holds its call in flight), the admin token for
+    /// `GetRelayStatus` (refused as the handlers would refuse them: UNAUTHENTICATED,
+    /// or PERMISSION_DENIED without an admin token configured); every other path
+    /// (health, reflection) passes.
+    pub fn check_headers(
+        &self,
+        path: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<Option<ldpcov_serve::HeldGuard>, Status> {
         if DEVICE_PATHS.contains(&path) {
-            self.device_from(bearer_header(headers)).map(drop)
+            let device = self.device_from(bearer_header(headers))?;
+            match &self.device_limiter {
+                Some(limiter) => {
+                    let in_flight = limiter.admit(&device).map_err(|s| {
+                        if path == DEVICE_PATHS[0] {
+                            refused("device_limit", s)
+                        } else {
+                            s
+                        }
+                    })?;
+                    Ok(Some(Box::new(in_flight)))
+                }
+                None => Ok(None),
+            }
         } else if path == ADMIN_PATH {
-            self.admin_from(bearer_header(headers))
+            self.admin_from(bearer_header(headers)).map(|()| None)
         } else {
-            Ok(())
+            Ok(None)
         }
     }
 
@@ -439,6 +474,17 @@ impl Relay for RelayService {
                     self.new_device_cap
                 )),
             )),
+            SubmitOutcome::Retired => Err(refused(
+                "retired",
+                match self.gate.retired(&id) {
+                    Some(_) => Status::failed_precondition(format!(
+                        "collection {id} is closed or deleted at the aggregator: this relay takes no more reports of it"
+                    )),
+                    None => Status::failed_precondition(format!(
+                        "collection {id} was retired at this relay: it takes no more reports of it"
+                    )),
+                },
+            )),
             SubmitOutcome::DeviceAlreadyReported => Err(refused(
                 "already_reported",
                 Status::already_exists(format!(
@@ -494,6 +540,7 @@ impl Relay for RelayService {
         let mut status = status;
         status.new_device_cap = self.new_device_cap;
         status.held = self.gate.held(&status.collection_id).unwrap_or_default();
+        status.aggregator = self.gate.upstream().reach().describe();
         Ok(Response::new(status))
     }
 }

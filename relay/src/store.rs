@@ -93,6 +93,7 @@
 //! those bytes only and holds a collection whose aggregator later answers other bytes
 //! for a pinned id, counting each time in `key_conflicts`.
 
+use std::collections::HashMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -141,6 +142,9 @@ const BATCH_FORMED: TableDefinition<u64, u64> = TableDefinition::new("batch_form
 const PINNED_KEYS: TableDefinition<(&str, u32), [u8; 32]> = TableDefinition::new("pinned_keys");
 const KEY_CONFLICTS: TableDefinition<&str, (u64, u64)> = TableDefinition::new("key_conflicts");
 const DEVICES_SEEN: TableDefinition<[u8; 32], u64> = TableDefinition::new("devices_first_seen");
+/// Collections retired (closed or deleted at the aggregator): (reason code, when,
+/// window reports dropped, batch reports dropped).
+const RETIRED: TableDefinition<&str, (u64, u64, u64, u64)> = TableDefinition::new("retired");
 const BATCH_HISTORY: TableDefinition<(&str, u64), (u64, u64, u64)> =
     TableDefinition::new("batch_history");
 
@@ -324,6 +328,55 @@ pub enum SubmitOutcome {
     /// The device is new and its window already holds `new_device_cap` reports from
     /// new devices: refused, nothing stored.
     NewDeviceCapReached,
+    /// The collection was retired ([`RelayStore::retire`]): refused, nothing stored.
+    Retired,
+}
+
+/// Why a collection was retired: what the aggregator answered for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetireReason {
+    /// The aggregator closed it (it takes no more reports).
+    Closed,
+    /// The aggregator no longer knows it (deleted).
+    Deleted,
+}
+
+impl RetireReason {
+    /// `closed` or `deleted` (the status's and the metrics' label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetireReason::Closed => "closed",
+            RetireReason::Deleted => "deleted",
+        }
+    }
+
+    fn code(self) -> u64 {
+        match self {
+            RetireReason::Closed => 1,
+            RetireReason::Deleted => 2,
+        }
+    }
+
+    fn from_code(code: u64) -> Result<Self, StoreError> {
+        match code {
+            1 => Ok(RetireReason::Closed),
+            2 => Ok(RetireReason::Deleted),
+            other => Err(StoreError::Corrupt(format!("retire reason {other}"))),
+        }
+    }
+}
+
+/// A retired collection: why, when, and the reports the relay dropped then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retired {
+    /// Why.
+    pub reason: RetireReason,
+    /// When (unix seconds).
+    pub at: u64,
+    /// Reports of its open windows, dropped.
+    pub window_reports: u64,
+    /// Reports of its batches not yet acknowledged, dropped.
+    pub batch_reports: u64,
 }
 
 /// A batch formed by [`RelayStore::form_due_batches`].
@@ -491,6 +544,7 @@ enum Command {
     Pin(Box<(String, PinnedSettings)>, Reply<PinnedSettings>),
     PinKeys(Box<(String, Vec<KeyBytes>)>, Reply<Vec<KeyBytes>>),
     KeyConflict(String, u64, Reply<()>),
+    Retire(Box<(String, RetireReason, u64)>, Reply<Retired>),
 }
 
 /// Which windows [`apply_form_due`] may close.
@@ -508,6 +562,7 @@ enum Done {
     Pin(Reply<PinnedSettings>, PinnedSettings),
     PinKeys(Reply<Vec<KeyBytes>>, Vec<KeyBytes>),
     KeyConflict(Reply<()>),
+    Retire(Reply<Retired>, Retired),
 }
 
 impl Command {
@@ -520,6 +575,7 @@ impl Command {
             Command::Pin(_, r) => drop(r.send(Err(e))),
             Command::PinKeys(_, r) => drop(r.send(Err(e))),
             Command::KeyConflict(_, _, r) => drop(r.send(Err(e))),
+            Command::Retire(_, r) => drop(r.send(Err(e))),
         }
     }
 }
@@ -533,6 +589,7 @@ impl Done {
             Done::Pin(r, v) => drop(r.send(Ok(v))),
             Done::PinKeys(r, v) => drop(r.send(Ok(v))),
             Done::KeyConflict(r) => drop(r.send(Ok(()))),
+            Done::Retire(r, v) => drop(r.send(Ok(v))),
         }
     }
 }
@@ -682,6 +739,7 @@ fn init_tables(
         txn.open_table(KEY_CONFLICTS)?;
         txn.open_table(DEVICES_SEEN)?;
         txn.open_table(BATCH_HISTORY)?;
+        txn.open_table(RETIRED)?;
     }
     txn.commit()?;
     Ok(())
@@ -784,6 +842,22 @@ impl RelayStore {
             .await
     }
 
+    /// The collections with an open window (due or not).
+    pub fn window_collections(&self) -> Result<Vec<String>, StoreError> {
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut out: Vec<String> = Vec::new();
+            for row in txn.open_table(WINDOWS)?.iter()? {
+                let (key, _) = row?;
+                let (id, _) = key.value();
+                if out.last().is_none_or(|l| l != id) {
+                    out.push(id.to_string());
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// The collections with a window that is due and meets `floor` at `now`.
     pub fn due_collections(&self, now: u64, floor: CloseRule) -> Result<Vec<String>, StoreError> {
         guarded(&self.path, || {
@@ -880,6 +954,53 @@ impl RelayStore {
         })
     }
 
+    /// Retires collection `id` (closed or deleted at the aggregator), durably and at
+    /// once: drops its open windows and its batches not yet acknowledged (their
+    /// reports can never be counted), and refuses its later submissions
+    /// ([`SubmitOutcome::Retired`]). Returns the record, the first one if it was
+    /// already retired.
+    pub async fn retire(
+        &self,
+        id: &str,
+        reason: RetireReason,
+        now: u64,
+    ) -> Result<Retired, StoreError> {
+        self.call(|r| Command::Retire(Box::new((id.to_string(), reason, now)), r))
+            .await
+    }
+
+    /// Every retired collection.
+    pub fn retired_all(&self) -> Result<HashMap<String, Retired>, StoreError> {
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut out = HashMap::new();
+            for row in txn.open_table(RETIRED)?.iter()? {
+                let (id, v) = row?;
+                out.insert(id.value().to_string(), decode_retired(v.value())?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// When the longest-due window became due (its open time plus its window,
+    /// unix seconds), of the windows due at `now` under `floor`; `None` without one.
+    pub fn oldest_due_window(&self, now: u64, floor: CloseRule) -> Result<Option<u64>, StoreError> {
+        guarded(&self.path, || {
+            let txn = self.db.begin_read()?;
+            let mut oldest: Option<u64> = None;
+            for row in txn.open_table(WINDOWS)?.iter()? {
+                let w = Window::decode(row?.1.value())?;
+                if w.due(now, floor) {
+                    let since = w
+                        .opened
+                        .saturating_add(w.rule.window_seconds.max(floor.window_seconds));
+                    oldest = Some(oldest.map_or(since, |o| o.min(since)));
+                }
+            }
+            Ok(oldest)
+        })
+    }
+
     /// The aggregator acknowledged batch `seq`: deletes it and counts it as
     /// forwarded, durably. False when it was already gone.
     pub async fn forwarded(&self, seq: u64) -> Result<bool, StoreError> {
@@ -964,6 +1085,13 @@ impl RelayStore {
             }
             if let Some(c) = txn.open_table(KEY_CONFLICTS)?.get(collection_id)? {
                 (status.key_conflicts, status.last_key_conflict) = c.value();
+            }
+            if let Some(r) = txn.open_table(RETIRED)?.get(collection_id)? {
+                let r = decode_retired(r.value())?;
+                status.retired = r.reason.as_str().to_string();
+                status.retired_at = r.at;
+                status.retired_window_reports = r.window_reports;
+                status.retired_batch_reports = r.batch_reports;
             }
             Ok(status)
         })
@@ -1075,6 +1203,7 @@ fn apply_group(
                 apply_key_conflict(&txn, id, *now)?;
                 Answer::KeyConflict
             }
+            Command::Retire(r, _) => Answer::Retire(apply_retire(&txn, &r.0, r.1, r.2)?),
         });
     }
     txn.commit()?;
@@ -1088,6 +1217,7 @@ fn apply_group(
             (Command::Pin(_, r), Answer::Pin(v)) => Done::Pin(r, v),
             (Command::PinKeys(_, r), Answer::PinKeys(v)) => Done::PinKeys(r, v),
             (Command::KeyConflict(_, _, r), Answer::KeyConflict) => Done::KeyConflict(r),
+            (Command::Retire(_, r), Answer::Retire(v)) => Done::Retire(r, v),
             _ => unreachable!("answers follow their commands"),
         })
         .collect())
@@ -1100,6 +1230,7 @@ enum Answer {
     Pin(PinnedSettings),
     PinKeys(Vec<(u32, [u8; 32])>),
     KeyConflict,
+    Retire(Retired),
 }
 
 fn apply_pin_keys(
@@ -1129,6 +1260,68 @@ fn apply_key_conflict(txn: &redb::WriteTransaction, id: &str, now: u64) -> Resul
     Ok(())
 }
 
+fn decode_retired(v: (u64, u64, u64, u64)) -> Result<Retired, StoreError> {
+    Ok(Retired {
+        reason: RetireReason::from_code(v.0)?,
+        at: v.1,
+        window_reports: v.2,
+        batch_reports: v.3,
+    })
+}
+
+/// Drops a collection's open windows and stored batches and records it retired (the
+/// first record stays: retiring again changes nothing).
+fn apply_retire(
+    txn: &redb::WriteTransaction,
+    id: &str,
+    reason: RetireReason,
+    now: u64,
+) -> Result<Retired, StoreError> {
+    let mut retired = txn.open_table(RETIRED)?;
+    if let Some(existing) = retired.get(id)? {
+        return decode_retired(existing.value());
+    }
+    let mut windows = txn.open_table(WINDOWS)?;
+    let mut window_reports = 0;
+    let mut keys = Vec::new();
+    for row in windows.range((id, 0)..=(id, u32::MAX))? {
+        let (key, bytes) = row?;
+        window_reports += Window::decode(bytes.value())?.reports;
+        keys.push(key.value().1);
+    }
+    for key_id in keys {
+        windows.remove((id, key_id))?;
+    }
+    txn.open_table(WINDOW_REPORTS)?
+        .retain_in((id, 0, 0)..=(id, u32::MAX, u64::MAX), |_, _| false)?;
+    let mut batches = txn.open_table(BATCHES)?;
+    let mut batch_reports = 0;
+    let mut seqs = Vec::new();
+    for row in batches.iter()? {
+        let (seq, bytes) = row?;
+        let b = decode_batch(seq.value(), bytes.value())?;
+        if b.collection_id == id {
+            batch_reports += b.size;
+            seqs.push(b.seq);
+        }
+    }
+    let mut formed = txn.open_table(BATCH_FORMED)?;
+    let mut reports = txn.open_table(BATCH_REPORTS)?;
+    for seq in seqs {
+        batches.remove(seq)?;
+        formed.remove(seq)?;
+        reports.retain_in((seq, 0)..=(seq, u64::MAX), |_, _| false)?;
+    }
+    let record = Retired {
+        reason,
+        at: now,
+        window_reports,
+        batch_reports,
+    };
+    retired.insert(id, (reason.code(), now, window_reports, batch_reports))?;
+    Ok(record)
+}
+
 fn apply_pin(
     txn: &redb::WriteTransaction,
     id: &str,
@@ -1149,6 +1342,9 @@ fn apply_submit(
 ) -> Result<SubmitOutcome, StoreError> {
     let id = s.collection_id.as_str();
     let key_id = s.sealed.key_id;
+    if txn.open_table(RETIRED)?.get(id)?.is_some() {
+        return Ok(SubmitOutcome::Retired);
+    }
     // The same sealed bytes, under any submission id or device: stored once.
     let digest = sealed_digest(&s.sealed);
     let mut ciphertexts = txn.open_table(CIPHERTEXTS)?;

@@ -5,9 +5,10 @@
 //! A device token is `v2.<device id>.<expires>.<hex(HMAC-SHA256(secret,
 //! "ldpcov-relay device v2" ‖ expires ‖ "." ‖ device id))>`: `expires` is the unix
 //! second (decimal) from which the token is refused; the device id is 1 to
-//! [`MAX_DEVICE_ID_LEN`] characters of `[A-Za-z0-9._-]`. The MAC is compared in
-//! constant time. Tokens of the first version (`v1.<device id>.<MAC>`, which never
-//! expire) are refused unless the relay is told to accept them
+//! [`MAX_DEVICE_ID_LEN`] characters of `[A-Za-z0-9._-]`. The MAC is 64 lower-case hex
+//! digits, its only accepted spelling (an upper- or mixed-case one is refused), and is
+//! compared in constant time. Tokens of the first version (`v1.<device id>.<MAC>`,
+//! which never expire) are refused unless the relay is told to accept them
 //! ([`DeviceTokenIssuer::accepting_unexpiring`], `serve
 //! --accept-unexpiring-device-tokens`, for a migration).
 //!
@@ -15,6 +16,11 @@
 //! ([`Revocations`], `serve --revoked-devices-file`): a file of device ids, one a
 //! line, read again when it changes; every token of a listed device is refused,
 //! whatever its expiry.
+//!
+//! A valid secret (the device-token secret, an admin or relay token) whose file its
+//! group or other users may access is taken all the same, with a WARN to `chmod 600`
+//! it ([`ldpcov_seal::warn_if_loose`]); a file refused as malformed is not warned
+//! about (its error is the one line).
 //!
 //! Nothing here logs or prints a secret, a token or a device id: [`Secret`],
 //! [`DeviceTokenIssuer`] and [`DeviceId`] show `<redacted>` in `Debug`.
@@ -194,7 +200,8 @@ impl DeviceTokenIssuer {
     }
 
     /// From a file holding the secret as 64 hex digits (surrounding whitespace
-    /// ignored).
+    /// ignored); a valid secret whose file other users may access is taken with a WARN
+    /// ([`ldpcov_seal::warn_if_loose`]).
     pub fn from_file(path: &Path) -> Result<Self, TokenError> {
         let text = read_file(path, "device-token secret")?;
         let bad = || TokenError::BadSecret {
@@ -202,6 +209,7 @@ impl DeviceTokenIssuer {
         };
         let bytes = hex::decode(text.trim()).map_err(|_| bad())?;
         let secret: [u8; DEVICE_SECRET_LEN] = bytes.try_into().map_err(|_| bad())?;
+        ldpcov_seal::warn_if_loose(path, "device-token secret");
         Ok(DeviceTokenIssuer::from_bytes(secret))
     }
 
@@ -289,8 +297,15 @@ impl DeviceTokenIssuer {
     }
 }
 
+/// A token's MAC tag in its one canonical spelling, the one `issue*` writes: 64
+/// lower-case hex digits. Any other spelling of the same bytes (upper or mixed case)
+/// is refused, so one device's token has one string form.
 fn decode_tag(tag_hex: &str) -> Option<Vec<u8>> {
-    if tag_hex.len() != 64 {
+    let canonical = tag_hex.len() == 64
+        && tag_hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !canonical {
         return None;
     }
     hex::decode(tag_hex).ok()
@@ -426,10 +441,13 @@ impl Secret {
         }
     }
 
-    /// Reads a token file (surrounding whitespace ignored).
+    /// Reads a token file (surrounding whitespace ignored); a valid token whose file
+    /// other users may access is taken with a WARN ([`ldpcov_seal::warn_if_loose`]).
     pub fn from_file(path: &Path, what: &'static str) -> Result<Self, TokenError> {
         let text = read_file(path, what)?;
-        Secret::new(text.trim(), what)
+        let secret = Secret::new(text.trim(), what)?;
+        ldpcov_seal::warn_if_loose(path, what);
+        Ok(secret)
     }
 
     /// The token itself (to send it).
@@ -508,6 +526,28 @@ mod tests {
                 )
                 .is_none()
         );
+    }
+
+    #[test]
+    fn only_the_lower_case_spelling_of_a_tag_verifies() {
+        let issuer = DeviceTokenIssuer::from_bytes([1; 32]).accepting_unexpiring(true);
+        let v2 = issuer.issue_until("phone", 5000).unwrap();
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(&[1; 32]).unwrap();
+        mac.update(b"ldpcov-relay device v1phone");
+        let v1 = format!("v1.phone.{}", hex::encode(mac.finalize().into_bytes()));
+        for token in [v2, v1] {
+            assert!(issuer.verify_at(&token, 0).is_some(), "{token}");
+            let (head, tag) = token.rsplit_once('.').unwrap();
+            assert!(tag.bytes().any(|b| b.is_ascii_lowercase()), "{tag}");
+            // Upper case, and one letter upper-cased: the same MAC bytes, refused.
+            let upper = format!("{head}.{}", tag.to_ascii_uppercase());
+            assert!(issuer.verify_at(&upper, 0).is_none(), "{upper}");
+            let at = tag.find(|c: char| c.is_ascii_lowercase()).unwrap();
+            let mut mixed = tag.to_string();
+            mixed.replace_range(at..=at, &tag[at..=at].to_ascii_uppercase());
+            let mixed = format!("{head}.{mixed}");
+            assert!(issuer.verify_at(&mixed, 0).is_none(), "{mixed}");
+        }
     }
 
     #[test]

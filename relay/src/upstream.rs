@@ -1,5 +1,14 @@
-//! The relay's side of the aggregator: its collections' public parameters
-//! (`GetCollection`, cached) and the batch stream (`SubmitShuffledBatch`).
+//! The relay's side of the aggregator: its collections' public parameters and state
+//! (`GetStatus`: the parameters with the published keys, and whether the collection
+//! is closed; cached), the batch stream (`SubmitShuffledBatch`), and the check that
+//! the aggregator accepts the relay's token ([`Upstream::check_token`]: a batch
+//! stream with no chunk, which counts nothing), whose last verdict is
+//! [`Upstream::reach`].
+//!
+//! During an outage (the last token check failed, or a fetch fails), a lookup that
+//! may be served from the cache gets the last good answer, up to one key rotation
+//! old: devices' reports are still stored and wait for the aggregator. A lookup that
+//! asks for a fresh answer (`max_age` zero: the forwarder's) gets the failure.
 //!
 //! Every call carries `authorization: Bearer <relay token>` and nothing else of the
 //! relay's: no device token, device id, address or per-report time. One batch is one
@@ -13,7 +22,7 @@ use std::time::{Duration, Instant};
 use ldpcov_privacy::shuffle::ShuffleSettings;
 use ldpcov_proto::v1::aggregator_client::AggregatorClient;
 use ldpcov_proto::v1::{
-    GetCollectionRequest, HpkeKeyState, HpkePublicKey, SealedReport, ShuffledBatchChunk,
+    GetStatusRequest, HpkeKeyState, HpkePublicKey, SealedReport, ShuffledBatchChunk,
     ShuffledBatchResponse,
 };
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
@@ -76,6 +85,8 @@ pub struct CollectionInfo {
     pub key_rotation_seconds: u64,
     /// Largest sealed ciphertext accepted, bytes.
     pub max_ciphertext: usize,
+    /// The aggregator closed the collection: it takes no more reports.
+    pub closed: bool,
 }
 
 impl CollectionInfo {
@@ -145,6 +156,7 @@ impl CollectionInfo {
             key_ids,
             key_rotation_seconds: settings.key_rotation_seconds(),
             max_ciphertext: 4 * entries + 1024,
+            closed: false,
         })
     }
 }
@@ -152,7 +164,53 @@ impl CollectionInfo {
 struct Cached {
     fetched: Instant,
     result: Result<Arc<CollectionInfo>, Status>,
+    /// The last good answer and when it came (served during an outage).
+    good: Option<(Instant, Arc<CollectionInfo>)>,
 }
+
+/// The relay's view of the aggregator, as its last token check found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// Not checked yet.
+    Unknown,
+    /// It answers and accepts the relay's token.
+    Accepted,
+    /// It could not be reached (or did not answer in time) since `since`.
+    Unreachable {
+        /// Since when: the last check it answered accepting the relay (or, without
+        /// one since its start or since it last refused the relay, the first failed
+        /// check).
+        since: Instant,
+        /// The last failure.
+        message: String,
+    },
+    /// It answers and refuses the relay's token (UNAUTHENTICATED, PERMISSION_DENIED,
+    /// or FAILED_PRECONDITION: it takes batches from no relay).
+    Refused {
+        /// Its status code.
+        code: Code,
+        /// Its message.
+        message: String,
+    },
+}
+
+impl Reach {
+    /// One line for the relay's status: `accepted`, `unreachable for N s`,
+    /// `refused: …` or `unknown`.
+    pub fn describe(&self) -> String {
+        match self {
+            Reach::Unknown => "unknown".into(),
+            Reach::Accepted => "accepted".into(),
+            Reach::Unreachable { since, message } => {
+                format!("unreachable for {} s: {message}", since.elapsed().as_secs())
+            }
+            Reach::Refused { code, message } => format!("refused: {code:?}: {message}"),
+        }
+    }
+}
+
+/// Longest a token check may take.
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The aggregator, as the relay sees it. Cloning shares the connection and the cache.
 #[derive(Clone)]
@@ -161,6 +219,9 @@ pub struct Upstream {
     token: Secret,
     cache: Arc<Mutex<HashMap<String, Cached>>>,
     ttl: Duration,
+    reach: Arc<Mutex<Reach>>,
+    /// When a token check last found the aggregator accepting the relay.
+    last_accepted: Arc<Mutex<Option<Instant>>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -194,6 +255,8 @@ impl Upstream {
             token,
             cache: Arc::default(),
             ttl: COLLECTION_TTL,
+            reach: Arc::new(Mutex::new(Reach::Unknown)),
+            last_accepted: Arc::default(),
         })
     }
 
@@ -232,10 +295,60 @@ impl Upstream {
         (!ttl.is_zero() && entry.fetched.elapsed() < ttl).then(|| entry.result.clone())
     }
 
-    /// A collection's parameters, from the cache (fresher than `max_age`, and than
-    /// the TTLs) or fetched. NOT_FOUND and FAILED_PRECONDITION (not shuffled) are the
-    /// aggregator's answer; a failure to reach it, or its refusal of the relay's
-    /// token, is UNAVAILABLE.
+    /// The aggregator as the last token check found it.
+    pub fn reach(&self) -> Reach {
+        self.reach.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the last token check found the aggregator accepting the relay's token.
+    pub fn token_accepted(&self) -> bool {
+        self.reach() == Reach::Accepted
+    }
+
+    /// Checks that the aggregator accepts the relay's token: a `SubmitShuffledBatch`
+    /// stream with no chunk (it counts nothing), within [`CHECK_TIMEOUT`]. Records the
+    /// verdict ([`reach`](Self::reach)) and returns the aggregator's status on failure.
+    pub async fn check_token(&self) -> Result<(), Status> {
+        let mut request = self.request(tokio_stream::iter(Vec::<ShuffledBatchChunk>::new()));
+        request.set_timeout(CHECK_TIMEOUT);
+        let mut client = AggregatorClient::new(self.channel.clone());
+        let result = client.submit_shuffled_batch(request).await.map(drop);
+        let now = match &result {
+            Ok(()) => {
+                *self.last_accepted.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(Instant::now());
+                Reach::Accepted
+            }
+            // FAILED_PRECONDITION: it takes batches from no relay at all.
+            Err(s) if is_refusal(s.code()) || s.code() == Code::FailedPrecondition => {
+                Reach::Refused {
+                    code: s.code(),
+                    message: s.message().to_string(),
+                }
+            }
+            Err(s) => {
+                let last_accepted = *self.last_accepted.lock().unwrap_or_else(|p| p.into_inner());
+                let since = match &*self.reach.lock().unwrap_or_else(|p| p.into_inner()) {
+                    Reach::Unreachable { since, .. } => *since,
+                    Reach::Accepted => last_accepted.unwrap_or_else(Instant::now),
+                    Reach::Unknown | Reach::Refused { .. } => Instant::now(),
+                };
+                Reach::Unreachable {
+                    since,
+                    message: format!("{:?}: {}", s.code(), s.message()),
+                }
+            }
+        };
+        *self.reach.lock().unwrap_or_else(|p| p.into_inner()) = now;
+        result
+    }
+
+    /// A collection's parameters and state, from the cache (fresher than `max_age`,
+    /// and than the TTLs) or fetched (`GetStatus`). NOT_FOUND and FAILED_PRECONDITION
+    /// (not shuffled) are the aggregator's answer; a failure to reach it, or its
+    /// refusal of the relay's token, is UNAVAILABLE — unless `max_age` is not zero and
+    /// a good answer less than one key rotation old is at hand: that answer then
+    /// (an outage; see the module docs).
     pub async fn collection(
         &self,
         id: &str,
@@ -244,21 +357,43 @@ impl Upstream {
         if let Some(hit) = self.cached(id, max_age) {
             return hit;
         }
+        let stale_ok = max_age != Some(Duration::ZERO);
+        // During a known outage, the last good answer without a call that would fail.
+        if stale_ok
+            && !matches!(self.reach(), Reach::Accepted | Reach::Unknown)
+            && let Some(good) = self.last_good(id)
+        {
+            return Ok(good);
+        }
         let mut client = AggregatorClient::new(self.channel.clone());
-        let mut request = self.request(GetCollectionRequest {
+        let mut request = self.request(GetStatusRequest {
             collection_id: id.to_string(),
         });
         request.set_timeout(LOOKUP_TIMEOUT);
-        let result = match client.get_collection(request).await {
-            Ok(params) => CollectionInfo::from_params(id, params.get_ref()).map(Arc::new),
+        let result = match client.get_status(request).await {
+            Ok(status) => {
+                let status = status.into_inner();
+                match &status.params {
+                    Some(params) => CollectionInfo::from_params(id, params).map(|mut info| {
+                        info.closed = status.closed;
+                        Arc::new(info)
+                    }),
+                    None => Err(Status::internal(
+                        "the aggregator sent a status without parameters",
+                    )),
+                }
+            }
             Err(s) if s.code() == Code::NotFound => Err(Status::not_found(format!(
                 "collection {id} not found at the aggregator"
             ))),
             Err(s) => {
-                if matches!(s.code(), Code::Unauthenticated | Code::PermissionDenied) {
+                if is_refusal(s.code()) {
                     tracing::error!(code = ?s.code(), "the aggregator refused the relay's token");
                 } else {
                     tracing::warn!(code = ?s.code(), message = s.message(), "cannot fetch a collection from the aggregator");
+                }
+                if stale_ok && let Some(good) = self.last_good(id) {
+                    return Ok(good);
                 }
                 // Not cached: the next report tries again.
                 return Err(Status::unavailable(
@@ -270,14 +405,29 @@ impl Upstream {
         if cache.len() >= MAX_CACHED {
             cache.clear();
         }
-        cache.insert(
-            id.to_string(),
-            Cached {
-                fetched: Instant::now(),
-                result: result.clone(),
-            },
-        );
+        let good = match &result {
+            Ok(info) => Some((Instant::now(), Arc::clone(info))),
+            Err(_) => None,
+        };
+        let entry = cache.entry(id.to_string()).or_insert(Cached {
+            fetched: Instant::now(),
+            result: result.clone(),
+            good: None,
+        });
+        entry.fetched = Instant::now();
+        entry.result = result.clone();
+        // A refusal of the collection itself (NOT_FOUND, not shuffled) ends its
+        // good answer too: only an outage is bridged.
+        entry.good = good;
         result
+    }
+
+    /// The last good answer for `id`, if less than one key rotation old.
+    fn last_good(&self, id: &str) -> Option<Arc<CollectionInfo>> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, info) = cache.get(id)?.good.as_ref()?;
+        let limit = Duration::from_secs(info.key_rotation_seconds.max(1));
+        (at.elapsed() < limit).then(|| Arc::clone(info))
     }
 
     /// Sends one stored batch as one `SubmitShuffledBatch` call: chunks of at most
@@ -299,6 +449,12 @@ impl Upstream {
             .await
             .map(tonic::Response::into_inner)
     }
+}
+
+/// Whether a status refuses the relay itself (its token, or batches altogether), not
+/// a collection or the network.
+pub(crate) fn is_refusal(code: Code) -> bool {
+    matches!(code, Code::Unauthenticated | Code::PermissionDenied)
 }
 
 /// A batch's messages (see [`Upstream::send_batch`]); at least one, even for an empty

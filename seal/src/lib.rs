@@ -16,7 +16,9 @@
 //! # Keys
 //!
 //! * [`MasterSecret`]: 32 random bytes, the aggregator's only secret
-//!   ([`MasterSecret::load_or_create`] keeps it in a 0600 hex file).
+//!   ([`MasterSecret::load_or_create`] keeps it in a 0600 hex file, and warns when
+//!   an existing one is open to other users: [`warn_if_loose`], the check both
+//!   daemons run on every secret file they read).
 //! * [`KeySchedule`]: key ids rotate every `rotation_seconds`, as a pure function of the
 //!   time: the next key is published ahead ([`KeyState::Pending`]), devices seal to the
 //!   [`KeyState::Active`] one, and [`KeyState::Retired`] keys still open for
@@ -68,6 +70,7 @@
 //! ```
 
 mod keys;
+mod permissions;
 mod relay;
 mod schedule;
 mod seal;
@@ -75,6 +78,7 @@ mod secret;
 
 pub use hpke::rand_core;
 pub use keys::{CollectionKeys, OpenError, Opener, PublicKeyConfig};
+pub use permissions::{loose_permissions, warn_if_loose};
 pub use relay::{
     RELAY_AAD_LABEL, RELAY_DERIVATION_INFO, RELAY_HPKE_INFO, RelayKey, relay_aad, seal_for_relay,
     seal_for_relay_with_os_rng, seal_for_relay_with_seed_for_test_vectors_not_private,

@@ -75,11 +75,17 @@ impl MasterSecret {
     /// existing file, falling back to a rename), so a reader never sees a partial
     /// file. If another process creates the file meanwhile, its secret wins and is the
     /// one returned. A file that exists but is malformed is refused
-    /// ([`SecretError::Malformed`]), never overwritten.
+    /// ([`SecretError::Malformed`]), never overwritten. An existing secret whose file
+    /// is open to its group or to others is loaded all the same, with a WARN
+    /// ([`crate::warn_if_loose`]).
     pub fn load_or_create(path: impl AsRef<Path>) -> Result<Self, SecretError> {
         let path = path.as_ref();
         match fs::read(path) {
-            Ok(contents) => return Self::parse(path, Zeroizing::new(contents)),
+            Ok(contents) => {
+                let secret = Self::parse(path, Zeroizing::new(contents))?;
+                crate::warn_if_loose(path, "HPKE secret");
+                return Ok(secret);
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(source) => return Err(io_error(path, source)),
         }

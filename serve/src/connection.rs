@@ -364,10 +364,15 @@ impl http_body::Body for TrackedBody {
 
 /// How a daemon checks a call's token from its headers alone: given the call's path
 /// (`/package.Service/Method`) and headers, `Err` with the status to refuse it with
-/// (UNAUTHENTICATED, PERMISSION_DENIED), `Ok` to let it through (also for paths it
-/// does not guard, such as health and reflection).
+/// (UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED), `Ok` to let it through
+/// (also for paths it does not guard, such as health and reflection), with a
+/// [`HeldGuard`] the layer holds until the call's response is ready (a per-caller
+/// count of calls in flight is released when it drops).
 pub type HeaderCheck =
-    Arc<dyn Fn(&str, &http::HeaderMap) -> Result<(), tonic::Status> + Send + Sync>;
+    Arc<dyn Fn(&str, &http::HeaderMap) -> Result<Option<HeldGuard>, tonic::Status> + Send + Sync>;
+
+/// What a [`HeaderCheck`] may hand back to be held for the length of the call.
+pub type HeldGuard = Box<dyn Send>;
 
 /// Refuses a call whose headers fail the daemon's [`HeaderCheck`] before the inner
 /// service (the global concurrency limit) is even asked for a slot.
@@ -386,6 +391,19 @@ impl AuthFirstLayer {
     /// The layer checking every call with `check`.
     pub fn new(
         check: impl Fn(&str, &http::HeaderMap) -> Result<(), tonic::Status> + Send + Sync + 'static,
+    ) -> Self {
+        AuthFirstLayer {
+            check: Arc::new(move |path, headers| check(path, headers).map(|()| None)),
+        }
+    }
+
+    /// The layer checking every call with `check`, holding the guard it returns until
+    /// the call's response is ready (per-caller limits on calls in flight).
+    pub fn with_guard(
+        check: impl Fn(&str, &http::HeaderMap) -> Result<Option<HeldGuard>, tonic::Status>
+        + Send
+        + Sync
+        + 'static,
     ) -> Self {
         AuthFirstLayer {
             check: Arc::new(check),
@@ -440,15 +458,18 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if let Err(status) = (self.check)(request.uri().path(), request.headers()) {
-            return Box::pin(async move { Ok(status.into_http()) });
-        }
+        let guard = match (self.check)(request.uri().path(), request.headers()) {
+            Ok(guard) => guard,
+            Err(status) => return Box::pin(async move { Ok(status.into_http()) }),
+        };
         // The clone that was polled ready is the one called.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            inner.call(request).await
+            let response = inner.call(request).await;
+            drop(guard);
+            response
         })
     }
 }

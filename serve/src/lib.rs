@@ -88,7 +88,7 @@ mod web;
 
 pub use connection::{
     ACCEPT_BACKOFF, AuthFirst, AuthFirstLayer, BoxFuture, ConnectionInfo, GuardedStream,
-    HeaderCheck, TrackCalls, TrackCallsLayer, accept_backoff, incoming,
+    HeaderCheck, HeldGuard, TrackCalls, TrackCallsLayer, accept_backoff, incoming,
 };
 pub use health::{Health, HealthFollower, router};
 pub use process::{DaemonCli, RuntimeError, ShutdownSignal, shutdown_signal};

@@ -100,3 +100,70 @@ pub fn server_builder(
         None => Ok(builder),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio_stream::StreamExt;
+    use tonic::metadata::MetadataValue;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+    use super::*;
+    use crate::{Health, router};
+
+    /// A header list over h2's limit (hyper's default, 16 KiB) but under 4 times it
+    /// fails its own call (HTTP 431 and a reset of that stream, which tonic reports as
+    /// `UNKNOWN`) and leaves the connection open: the next call on the same channel
+    /// is served on the same connection. (Counting connections matters: a channel
+    /// reconnects after a GOAWAY, so the next call succeeding alone proves nothing.)
+    #[tokio::test]
+    async fn an_oversized_header_fails_its_call_alone() {
+        let health = Health::new("ldpcov.v1.Relay");
+        let limits = ConnectionLimits::with_request_timeout(Duration::from_secs(60));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map({
+            let accepted = Arc::clone(&accepted);
+            move |connection| {
+                accepted.fetch_add(1, Ordering::SeqCst);
+                connection
+            }
+        });
+        let mut builder = server_builder(&limits, None).expect("builder");
+        let server = router(&mut builder, &health)
+            .expect("router")
+            .serve_with_incoming(incoming);
+        let server = tokio::spawn(server);
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+        let mut client = HealthClient::new(channel);
+        let check = || HealthCheckRequest {
+            service: String::new(),
+        };
+
+        // Just over the limit, and just under 4 times it (64 KiB: h2 decodes and drops
+        // a header block up to that size; a larger one is a connection error, GOAWAY,
+        // by its design: docs/OPERATIONS.md says so).
+        for size in [20_000, 60_000] {
+            let mut oversized = tonic::Request::new(check());
+            let value: MetadataValue<_> = "x".repeat(size).parse().expect("ASCII");
+            oversized.metadata_mut().insert("x-oversized", value);
+            let refused = client.check(oversized).await.expect_err("refused");
+            assert_eq!(refused.code(), tonic::Code::Unknown, "{size}: {refused:?}");
+            assert!(refused.message().contains("431"), "{size}: {refused:?}");
+
+            let served = client.check(check()).await.expect("served");
+            assert_eq!(served.into_inner().status, 1, "SERVING");
+            assert_eq!(accepted.load(Ordering::SeqCst), 1, "{size}: one connection");
+        }
+        server.abort();
+    }
+}

@@ -204,6 +204,7 @@ impl AccessArgs {
                         .with_context(|| format!("{} line {}", path.display(), n + 1))?,
                 );
             }
+            ldpcov_seal::warn_if_loose(path, "submit token");
         }
         let mut relay = Vec::new();
         if let Some(path) = &self.relay_token_file {
@@ -219,6 +220,7 @@ impl AccessArgs {
                         .with_context(|| format!("{} line {}", path.display(), n + 1))?,
                 );
             }
+            ldpcov_seal::warn_if_loose(path, "relay token");
         }
         Ok(AuthConfig::new(admin, submit)?.with_relay_tokens(relay)?)
     }

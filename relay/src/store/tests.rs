@@ -491,3 +491,101 @@ async fn a_store_of_another_key_is_refused() {
         SubmitOutcome::DeviceAlreadyReported
     );
 }
+
+#[tokio::test]
+async fn retiring_drops_windows_and_batches_counts_them_and_refuses_later_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = RelayStore::open(dir.path()).unwrap();
+        // Collection "gone": one batch of 3 formed (at t = 200) and 2 reports in a new
+        // window; collection "kept": 1 report.
+        for (i, dev) in ["a", "b", "c"].into_iter().enumerate() {
+            let s = submission("gone", dev, 1, i as u64, 10);
+            assert_eq!(store.submit(s).await.unwrap(), SubmitOutcome::Stored);
+        }
+        assert_eq!(store.form_due_batches(200).await.unwrap().len(), 1);
+        for (i, dev) in ["d", "e"].into_iter().enumerate() {
+            let s = submission("gone", dev, 1, 10 + i as u64, 210);
+            assert_eq!(store.submit(s).await.unwrap(), SubmitOutcome::Stored);
+        }
+        let s = submission("kept", "a", 1, 20, 210);
+        assert_eq!(store.submit(s).await.unwrap(), SubmitOutcome::Stored);
+
+        let r = store
+            .retire("gone", RetireReason::Closed, 300)
+            .await
+            .unwrap();
+        assert_eq!(
+            r,
+            Retired {
+                reason: RetireReason::Closed,
+                at: 300,
+                window_reports: 2,
+                batch_reports: 3
+            }
+        );
+        // Retiring again (now as deleted) keeps the first record.
+        let again = store
+            .retire("gone", RetireReason::Deleted, 400)
+            .await
+            .unwrap();
+        assert_eq!(again, r);
+    }
+    // Durable: reopened, the record, the refusal and the other collection are there.
+    let store = RelayStore::open(dir.path()).unwrap();
+    assert!(store.pending_batches().unwrap().is_empty());
+    let status = store.status("gone").unwrap();
+    assert_eq!(
+        (status.window_reports, status.pending_batches),
+        (0, 0),
+        "nothing of the retired collection is held"
+    );
+    assert_eq!(status.retired, "closed");
+    assert_eq!(
+        (
+            status.retired_at,
+            status.retired_window_reports,
+            status.retired_batch_reports
+        ),
+        (300, 2, 3)
+    );
+    assert_eq!(
+        store
+            .submit(submission("gone", "f", 1, 30, 500))
+            .await
+            .unwrap(),
+        SubmitOutcome::Retired
+    );
+    assert_eq!(store.status("kept").unwrap().window_reports, 1);
+    assert_eq!(store.status("kept").unwrap().retired, "");
+    let all = store.retired_all().unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all["gone"], r_expected());
+}
+
+fn r_expected() -> Retired {
+    Retired {
+        reason: RetireReason::Closed,
+        at: 300,
+        window_reports: 2,
+        batch_reports: 3,
+    }
+}
+
+#[tokio::test]
+async fn the_oldest_due_window_is_dated_from_when_it_became_due() {
+    let (_dir, store) = open();
+    let floor = CloseRule {
+        min_batch_size: 0,
+        window_seconds: 0,
+    };
+    for (i, dev) in ["a", "b"].into_iter().enumerate() {
+        let s = submission("c", dev, 1, i as u64, 10);
+        store.submit(s).await.unwrap();
+    }
+    // Opened at 10 with a 100 s window and 2 < 3 reports: never due yet.
+    assert_eq!(store.oldest_due_window(500, floor).unwrap(), None);
+    store.submit(submission("c", "z", 1, 9, 20)).await.unwrap();
+    assert_eq!(store.oldest_due_window(50, floor).unwrap(), None);
+    assert_eq!(store.oldest_due_window(500, floor).unwrap(), Some(110));
+}

@@ -18,11 +18,19 @@ fn relay() -> Command {
     cmd
 }
 
+/// Writes a secret file as an operator should, mode 0600: a file other users may read
+/// is taken with a WARN, a second stderr line before a refusal's one line.
+fn write_secret(path: &std::path::Path, contents: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, contents).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
 #[test]
 fn issue_device_token_prints_a_token_the_relay_accepts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = dir.path().join("secret");
-    std::fs::write(&secret, format!("{}\n", "0f".repeat(32))).expect("write");
+    write_secret(&secret, format!("{}\n", "0f".repeat(32)));
     let out = relay()
         .args(["issue-device-token", "--device-token-secret-file"])
         .arg(&secret)
@@ -46,9 +54,9 @@ fn issue_device_token_prints_a_token_the_relay_accepts() {
 fn bad_input_is_one_line_and_a_failure() {
     let dir = tempfile::tempdir().expect("tempdir");
     let short = dir.path().join("short");
-    std::fs::write(&short, "abcd").expect("write");
+    write_secret(&short, "abcd");
     let token = dir.path().join("token");
-    std::fs::write(&token, "relay-token").expect("write");
+    write_secret(&token, "relay-token");
     let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
         (
             vec![
@@ -99,7 +107,7 @@ fn bad_input_is_one_line_and_a_failure() {
         );
     }
     // A bad device id.
-    std::fs::write(&short, "ab".repeat(32)).expect("write");
+    write_secret(&short, "ab".repeat(32));
     let out = relay()
         .args([
             "issue-device-token",
@@ -140,9 +148,9 @@ fn bad_input_is_one_line_and_a_failure() {
 /// Valid files for `serve`: a relay token, a device secret, a data directory.
 fn serve_args(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
     let token = dir.join("token");
-    std::fs::write(&token, "relay-token-0123456789").expect("write");
+    write_secret(&token, "relay-token-0123456789");
     let secret = dir.join("secret");
-    std::fs::write(&secret, "ab".repeat(32)).expect("write");
+    write_secret(&secret, "ab".repeat(32));
     vec![
         "serve".into(),
         "--listen".into(),

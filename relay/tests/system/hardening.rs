@@ -273,6 +273,74 @@ async fn token_less_calls_that_hang_do_not_stall_devices_or_the_admin() {
     relay.stop().await;
 }
 
+/// Issue 55: 1 050 calls under one valid device token that send their headers and
+/// never their body (more than the 1 024 slots of the default
+/// `--max-concurrent-requests`, over 5 connections) held every slot until the 60 s
+/// request timeout: another device's submit hit DEADLINE_EXCEEDED. Now one device
+/// holds at most `--max-device-calls-in-flight` (4) calls; the rest are refused
+/// RESOURCE_EXHAUSTED from their headers, and another device's submit answers
+/// within 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_device_stalling_its_calls_does_not_stall_another() {
+    let _turn = SERIAL.lock().await;
+    let fake = FakeAggregator::default();
+    fake.add(shuffled_spec("stalled", 2, 3600), true);
+    let relay = Relay::start(fake.serve().await, RELAY_TOKEN, RelayLimits::default()).await;
+    let normal = relay.channel().await;
+    submit(normal.clone(), "warm-up", report("stalled", 1, sealed(1)))
+        .await
+        .expect("warm-up submit");
+
+    let attacker = token("attacker");
+    let mut hanging = Vec::new();
+    for _ in 0..5 {
+        let channel = relay.channel().await;
+        for _ in 0..210 {
+            let channel = channel.clone();
+            let attacker = attacker.clone();
+            hanging.push(tokio::spawn(async move {
+                submit_with_body(channel, Some(&attacker), futures::stream::pending()).await
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let started = Instant::now();
+    let answer = timeout(
+        Duration::from_secs(5),
+        submit(normal.clone(), "phone-1", report("stalled", 2, sealed(2))),
+    )
+    .await
+    .expect("another device's submit must answer while one device stalls");
+    let latency = started.elapsed();
+    assert!(!answer.expect("stored").duplicate);
+    println!("another device's submit during the stall: {latency:?}");
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+
+    // All but the device's 4 slots were refused from their headers, at once.
+    let mut refused = 0;
+    let mut waiting = Vec::new();
+    for call in hanging {
+        if call.is_finished() {
+            let status = call.await.expect("task").expect_err("no body");
+            assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+            assert!(status.message().contains("in flight"), "{status:?}");
+            refused += 1;
+        } else {
+            waiting.push(call);
+        }
+    }
+    assert_eq!(
+        (refused, waiting.len()),
+        (1046, 4),
+        "one device holds at most 4 calls"
+    );
+    for call in waiting {
+        call.abort();
+    }
+    relay.stop().await;
+}
+
 /// Reads until the server closes the connection (EOF or an error); `None` if it is
 /// still open after `limit`.
 async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<Duration> {
@@ -501,21 +569,21 @@ async fn wait_health(channel: &Channel, want: ServingStatus, what: &str) -> Dura
 }
 
 /// Item 4: a relay whose token the aggregator refuses (a configuration error) retried
-/// forever at WARN while health said SERVING. Now health is NOT_SERVING while the
-/// aggregator refuses it, and SERVING again (the batch forwarded) once it answers.
+/// forever at WARN while health said SERVING. Now a token refused at start stops the
+/// relay (`availability::a_relay_token_the_aggregator_refuses_stops_the_relay_at_start`),
+/// and one refused later turns health NOT_SERVING at the next check (every 5 s) until
+/// the aggregator accepts it again, when health is SERVING and the batch forwarded
+/// within the failing checks' pace (250 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_relay_token_turns_health_not_serving_until_the_aggregator_answers() {
     let _turn = SERIAL.lock().await;
     let fake = FakeAggregator::default();
     fake.add(shuffled_spec("refused", 2, 1), true);
-    let relay = Relay::start(
-        fake.serve().await,
-        "a-wrong-relay-token",
-        RelayLimits::default(),
-    )
-    .await;
+    let relay = Relay::start(fake.serve().await, RELAY_TOKEN, RelayLimits::default()).await;
     let channel = relay.channel().await;
     wait_health(&channel, ServingStatus::Serving, "at start").await;
+    // The aggregator's operator rotates the relay token without telling the relay.
+    fake.state().relay_token = Some("a-rotated-relay-token".into());
     for (i, device) in ["phone-1", "phone-2"].into_iter().enumerate() {
         submit(
             channel.clone(),
@@ -531,11 +599,11 @@ async fn a_refused_relay_token_turns_health_not_serving_until_the_aggregator_ans
         "the relay token is refused",
     )
     .await;
-    println!("NOT_SERVING {took:?} after the batch could be formed");
+    println!("NOT_SERVING {took:?} after the token was rotated away");
     assert!(fake.state().accepted == 0);
 
-    // The operator fixes the aggregator's side: it now knows this token.
-    fake.state().relay_token = Some("a-wrong-relay-token".into());
+    // The operator fixes the aggregator's side: it knows this relay's token again.
+    fake.state().relay_token = None;
     let took = wait_health(
         &channel,
         ServingStatus::Serving,
@@ -543,6 +611,7 @@ async fn a_refused_relay_token_turns_health_not_serving_until_the_aggregator_ans
     )
     .await;
     println!("SERVING again {took:?} after the aggregator accepted the token");
+    assert!(took < Duration::from_secs(2), "{took:?}");
     let started = Instant::now();
     while fake.state().accepted < 2 {
         assert!(

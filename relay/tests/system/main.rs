@@ -4,6 +4,7 @@
 
 mod support;
 
+mod availability;
 mod cli;
 mod crash;
 mod daemon;

@@ -75,3 +75,63 @@ fn debug_does_not_print_the_secret() {
     let generated = MasterSecret::generate().expect("generate");
     assert!(!format!("{generated:?}").contains(&hex::encode(&generated.as_bytes()[..4])));
 }
+
+/// What the `tracing` events logged while `run` ran say, as plain text lines.
+#[cfg(unix)]
+fn logged(run: impl FnOnce()) -> String {
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Capture {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let capture = Capture::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer({
+            let capture = capture.clone();
+            move || capture.clone()
+        })
+        .finish();
+    tracing::subscriber::with_default(subscriber, run);
+    let bytes = capture.0.lock().expect("lock").clone();
+    String::from_utf8(bytes).expect("utf-8")
+}
+
+#[cfg(unix)]
+#[test]
+fn a_secret_file_other_users_may_read_is_loaded_with_a_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("master.key");
+    let created = MasterSecret::load_or_create(&path).expect("create");
+    let quiet = logged(|| {
+        MasterSecret::load_or_create(&path).expect("load");
+    });
+    assert_eq!(quiet, "", "a 0600 file is loaded without a word");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut loaded = None;
+    let logs = logged(|| loaded = Some(MasterSecret::load_or_create(&path).expect("load")));
+    assert_eq!(
+        loaded.expect("loaded").as_bytes(),
+        created.as_bytes(),
+        "still loaded"
+    );
+    assert!(logs.contains("WARN"), "{logs}");
+    assert!(logs.contains(&path.display().to_string()), "{logs}");
+    assert!(logs.contains("0644"), "{logs}");
+    assert!(logs.contains("chmod 600"), "{logs}");
+    assert!(
+        !logs.contains(&hex::encode(created.as_bytes())),
+        "no secret in {logs}"
+    );
+    assert_eq!(ldpcov_seal::loose_permissions(&path), Some(0o644));
+}

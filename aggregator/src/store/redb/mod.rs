@@ -3,6 +3,7 @@
 
 mod commit;
 mod hooks;
+mod private;
 mod tables;
 #[cfg(test)]
 mod tests;
@@ -88,10 +89,11 @@ impl Default for DurableConfig {
 /// Why the durable store could not be opened.
 #[derive(Debug, Error)]
 pub enum DurableError {
-    /// The data directory could not be created.
-    #[error("cannot create data directory {path}: {source}")]
+    /// The data directory or the database file could not be created, read or made
+    /// private.
+    #[error("store file system error on {path}: {source}")]
     Io {
-        /// The directory.
+        /// The directory or file.
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
@@ -462,12 +464,11 @@ impl std::fmt::Debug for DurableStore {
 
 impl DurableStore {
     /// Opens (or creates) the store in directory `dir`, recovering the last committed
-    /// state, and starts the commit thread.
+    /// state, and starts the commit thread. On Unix the directory is made 0700 and the
+    /// database file 0600 whatever the umask (an existing one open to other users is
+    /// tightened, with a WARN, once the file was accepted).
     pub fn open(dir: &Path, config: DurableConfig) -> Result<Self, DurableError> {
-        std::fs::create_dir_all(dir).map_err(|source| DurableError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        private::create_dir(dir)?;
         let path = dir.join(DB_FILE);
         let started = Instant::now();
         let mut shared = Shared {

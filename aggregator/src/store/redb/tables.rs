@@ -123,6 +123,10 @@ pub(super) fn open_db(
     startup: bool,
 ) -> Result<(Database, Mirror), DurableError> {
     let existed = startup && check_file(path, config.init_empty)?;
+    if startup {
+        // After the check: a refused file, and its directory, are left as they are.
+        super::private::make_private(path)?;
+    }
     let mut builder = redb::Builder::new();
     builder.set_cache_size(config.cache_size);
     let mut db = shared.create_db(&builder, path).map_err(db_err)?;

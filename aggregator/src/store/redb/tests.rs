@@ -1194,3 +1194,73 @@ async fn a_batch_tally_commits_with_its_reports_and_survives_a_restart() {
     assert_eq!(s.counted_in_batch("c", [0; 16]).await, Ok(0));
     assert_eq!(s.count("c").await, Ok(40));
 }
+
+/// Sets the process's umask for its life and restores the previous one when dropped.
+#[cfg(unix)]
+struct Umask(rustix::fs::Mode);
+
+#[cfg(unix)]
+impl Umask {
+    fn set(mask: rustix::fs::RawMode) -> Self {
+        Umask(rustix::process::umask(rustix::fs::Mode::from_raw_mode(
+            mask,
+        )))
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Umask {
+    fn drop(&mut self) {
+        rustix::process::umask(self.0);
+    }
+}
+
+/// The permission bits of `path`, in octal (for the failure message).
+#[cfg(unix)]
+fn mode(path: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    format!(
+        "{:04o}",
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    )
+}
+
+/// Under the usual umask 022 a new data directory would be 0755 and the file 0644:
+/// they are made 0700 and 0600, and an existing store opened to other users is
+/// tightened when it is opened again.
+#[cfg(unix)]
+#[test]
+fn the_data_directory_and_the_database_file_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let file = dir.join(DB_FILE);
+    {
+        // 022 is the common default: the other tests running meanwhile see no change.
+        let _umask = Umask::set(0o022);
+        drop(DurableStore::open(&dir, quick()).unwrap());
+    }
+    assert_eq!(mode(&dir), "0700");
+    assert_eq!(mode(&file), "0600");
+    set(&dir, 0o755);
+    set(&file, 0o644);
+    drop(DurableStore::open(&dir, quick()).unwrap());
+    assert_eq!(mode(&dir), "0700");
+    assert_eq!(mode(&file), "0600");
+    // A refused file and its directory are left as they were (the refusal is the one
+    // line the daemon prints).
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join(DB_FILE), b"").unwrap();
+    set(&other, 0o755);
+    set(&other.join(DB_FILE), 0o644);
+    assert!(matches!(
+        DurableStore::open(&other, quick()),
+        Err(DurableError::NotLdpcov { .. })
+    ));
+    assert_eq!(mode(&other), "0755");
+    assert_eq!(mode(&other.join(DB_FILE)), "0644");
+}

@@ -114,8 +114,12 @@ pub(crate) struct FakeState {
     pub(crate) collections: HashMap<String, CollectionParams>,
     /// Every batch call (failed ones too).
     pub(crate) calls: Vec<BatchCall>,
-    /// Metadata of every GetCollection call.
+    /// Metadata of every collection lookup (GetCollection or GetStatus).
     pub(crate) lookups: Vec<Vec<(String, String)>>,
+    /// Token checks (batch streams with no chunk) answered, and refused.
+    pub(crate) token_checks: u64,
+    /// Collections closed (GetStatus says so, batches are refused).
+    pub(crate) closed: HashSet<String>,
     /// Batch calls to fail with UNAVAILABLE (after reading them whole).
     pub(crate) fail_next: usize,
     /// Ciphertexts counted (the stand-in for the aggregator's report ids).
@@ -251,9 +255,21 @@ impl Aggregator for FakeAggregator {
 
     async fn get_status(
         &self,
-        _: Request<GetStatusRequest>,
+        request: Request<GetStatusRequest>,
     ) -> Result<Response<CollectionStatus>, Status> {
-        unimplemented()
+        let mut state = self.state();
+        state.lookups.push(metadata_pairs(request.metadata()));
+        let id = &request.get_ref().collection_id;
+        let params = state
+            .collections
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Status::not_found("no such collection"))?;
+        Ok(Response::new(CollectionStatus {
+            params: Some(params),
+            closed: state.closed.contains(id),
+            ..Default::default()
+        }))
     }
 
     async fn get_estimate(
@@ -289,6 +305,20 @@ impl Aggregator for FakeAggregator {
         }
         let call = BatchCall { metadata, chunks };
         let mut state = self.state();
+        if call.chunks.is_empty() {
+            // The relay's token check.
+            let expected = state.relay_token.as_deref().unwrap_or(RELAY_TOKEN);
+            let auth = call
+                .metadata
+                .iter()
+                .find(|(k, _)| k == "authorization")
+                .map(|(_, v)| v.clone());
+            if auth.as_deref() != Some(&format!("Bearer {expected}")) {
+                return Err(Status::unauthenticated("relay token"));
+            }
+            state.token_checks += 1;
+            return Ok(Response::new(ShuffledBatchResponse::default()));
+        }
         state.calls.push(call.clone());
         if state.fail_next > 0 {
             state.fail_next -= 1;
@@ -324,6 +354,12 @@ impl Aggregator for FakeAggregator {
                     .violations
                     .push("a chunk of more than 1000 reports".into());
             }
+        }
+        if state.closed.contains(&header.0) {
+            return Err(Status::failed_precondition(format!(
+                "collection {} is closed",
+                header.0
+            )));
         }
         let reports = call.reports();
         if reports.len() as u64 != header.2 {

@@ -286,7 +286,7 @@ class RelayStatusRequest(_message.Message):
     def __init__(self, collection_id: _Optional[str] = ...) -> None: ...
 
 class RelayStatus(_message.Message):
-    __slots__ = ("collection_id", "window_reports", "window_opened", "pending_batches", "pending_batch_reports", "forwarded_batches", "forwarded_reports", "window_new_devices", "new_device_cap", "recent_batches", "held", "key_conflicts", "last_key_conflict")
+    __slots__ = ("collection_id", "window_reports", "window_opened", "pending_batches", "pending_batch_reports", "forwarded_batches", "forwarded_reports", "window_new_devices", "new_device_cap", "recent_batches", "held", "key_conflicts", "last_key_conflict", "retired", "retired_at", "retired_window_reports", "retired_batch_reports", "aggregator")
     COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
     WINDOW_REPORTS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_OPENED_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +300,11 @@ class RelayStatus(_message.Message):
     HELD_FIELD_NUMBER: _ClassVar[int]
     KEY_CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     LAST_KEY_CONFLICT_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_WINDOW_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_BATCH_REPORTS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATOR_FIELD_NUMBER: _ClassVar[int]
     collection_id: str
     window_reports: int
     window_opened: int
@@ -313,7 +318,12 @@ class RelayStatus(_message.Message):
     held: str
     key_conflicts: int
     last_key_conflict: int
-    def __init__(self, collection_id: _Optional[str] = ..., window_reports: _Optional[int] = ..., window_opened: _Optional[int] = ..., pending_batches: _Optional[int] = ..., pending_batch_reports: _Optional[int] = ..., forwarded_batches: _Optional[int] = ..., forwarded_reports: _Optional[int] = ..., window_new_devices: _Optional[int] = ..., new_device_cap: _Optional[int] = ..., recent_batches: _Optional[_Iterable[_Union[RelayBatchRecord, _Mapping]]] = ..., held: _Optional[str] = ..., key_conflicts: _Optional[int] = ..., last_key_conflict: _Optional[int] = ...) -> None: ...
+    retired: str
+    retired_at: int
+    retired_window_reports: int
+    retired_batch_reports: int
+    aggregator: str
+    def __init__(self, collection_id: _Optional[str] = ..., window_reports: _Optional[int] = ..., window_opened: _Optional[int] = ..., pending_batches: _Optional[int] = ..., pending_batch_reports: _Optional[int] = ..., forwarded_batches: _Optional[int] = ..., forwarded_reports: _Optional[int] = ..., window_new_devices: _Optional[int] = ..., new_device_cap: _Optional[int] = ..., recent_batches: _Optional[_Iterable[_Union[RelayBatchRecord, _Mapping]]] = ..., held: _Optional[str] = ..., key_conflicts: _Optional[int] = ..., last_key_conflict: _Optional[int] = ..., retired: _Optional[str] = ..., retired_at: _Optional[int] = ..., retired_window_reports: _Optional[int] = ..., retired_batch_reports: _Optional[int] = ..., aggregator: _Optional[str] = ...) -> None: ...
 
 class RelayBatchRecord(_message.Message):
     __slots__ = ("formed", "reports", "new_devices")

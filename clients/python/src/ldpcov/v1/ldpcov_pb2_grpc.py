@@ -161,7 +161,8 @@ class AggregatorServicer:
         shuffled collection, at least its min_batch_size. The aggregator opens,
         checks and counts each report as if sent alone (a report id counts once, so a
         resent batch counts nothing twice), refuses bad ones individually and keeps
-        the rest.
+        the rest. A stream with no chunk counts nothing and answers OK: the relay's
+        check that the aggregator accepts its token (at its start and while it runs).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
