@@ -119,13 +119,33 @@ struct JsonEstimate<'a> {
 /// Whether the reports carry enough signal (the estimate's `SignalVerdict`).
 #[derive(Serialize)]
 struct JsonVerdict<'a> {
+    /// `sufficient`, `at the edge` or `insufficient`.
+    state: &'static str,
     sufficient: bool,
-    noise_to_signal: f64,
+    /// `null`: no signal measurable.
+    noise_to_signal: Option<f64>,
+    /// The ratio's interval (`high` `null`: unbounded).
+    noise_to_signal_low: Option<f64>,
+    noise_to_signal_high: Option<f64>,
     off_diagonal_signal_z: f64,
     top_eigenvalue_z: f64,
-    reports_needed: u64,
+    reports_needed: Option<u64>,
+    reports_needed_low: Option<u64>,
+    reports_needed_high: Option<u64>,
     target_noise_to_signal: f64,
+    release_is_zero: bool,
     summary: &'a str,
+}
+
+/// The verdict's state as the JSON and the text name it.
+fn verdict_state_name(state: ldpcov_proto::v1::VerdictState) -> &'static str {
+    use ldpcov_proto::v1::VerdictState;
+    match state {
+        VerdictState::Sufficient => "sufficient",
+        VerdictState::AtTheEdge => "at the edge",
+        VerdictState::Insufficient => "insufficient",
+        VerdictState::Unspecified => "unknown",
+    }
 }
 
 /// The raw matrix and its standard errors, full `p × p` matrices.
@@ -444,12 +464,18 @@ pub fn write_estimate(
                     central_delta: d.central_delta,
                 }),
                 verdict: estimate.verdict.as_ref().map(|v| JsonVerdict {
+                    state: verdict_state_name(v.state()),
                     sufficient: v.sufficient,
                     noise_to_signal: v.noise_to_signal,
+                    noise_to_signal_low: v.noise_to_signal_low,
+                    noise_to_signal_high: v.noise_to_signal_high,
                     off_diagonal_signal_z: v.off_diagonal_signal_z,
                     top_eigenvalue_z: v.top_eigenvalue_z,
                     reports_needed: v.reports_needed,
+                    reports_needed_low: v.reports_needed_low,
+                    reports_needed_high: v.reports_needed_high,
                     target_noise_to_signal: v.target_noise_to_signal,
+                    release_is_zero: v.release_is_zero,
                     summary: &v.summary,
                 }),
                 error_bars: match &estimate.error_bars {

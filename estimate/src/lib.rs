@@ -80,15 +80,18 @@ mod threshold;
 pub use accumulator::{Accumulator, FOLDS};
 pub use analysis::{
     ErrorBars, MAX_NOISE_TO_SIGNAL, PrincipalComponent, PrincipalComponents, SignalVerdict,
-    StandardErrorMethod, SumsOfSquares, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius,
-    error_bars, principal_components, signal_verdict,
+    StandardErrorMethod, SumsOfSquares, TARGET_NOISE_TO_SIGNAL, VERDICT_Z, VerdictState,
+    additive_noise_frobenius, error_bars, principal_components, signal_verdict,
 };
 pub use error::EstimateError;
 pub use estimate::{
     CovarianceEstimate, EstimateOptions, MAX_PSD_FLOOR, average, estimate, validate_options,
 };
 pub use input::{EstimationInput, NoiseModel, Unbiasing};
-pub use moments::{MomentsEstimate, correlation};
+pub use moments::{
+    CORRELATION_VARIANCE_Z, MomentsEstimate, correlation, released_correlation,
+    variance_above_noise,
+};
 pub use packed::{matrix_to_packed, packed_to_matrix};
 pub use precision::{
     GlassoOptions, GlassoResult, LambdaCv, MAX_GLASSO_RHO, MAX_LAMBDA, PrecisionEstimate,

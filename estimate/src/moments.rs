@@ -203,17 +203,62 @@ pub(crate) fn mean_product_noise_variances(
 /// entries are clamped to [−1, 1] (a PSD matrix satisfies this up to rounding; a
 /// matrix released without the projection may not).
 pub fn correlation(a: &DMatrix<f64>) -> DMatrix<f64> {
+    correlation_with(a, |_, d| d > 0.0, 0.0)
+}
+
+/// How many noise sds a variance must stand above zero for the correlations of its
+/// variable to be released: 3, a one-sided false alarm of 0.13 % for a variable whose
+/// true variance is 0 (the entry's noise being close to normal for the average of
+/// many reports).
+pub const CORRELATION_VARIANCE_Z: f64 = 3.0;
+
+/// The correlation of a released covariance `a` where it means something: the row and
+/// column of a variable whose variance is not above [`CORRELATION_VARIANCE_Z`] times
+/// `variance_noise_sd` (the noise sd of a diagonal entry of the raw average the release
+/// comes from) are NaN, "undefined", its diagonal entry included; the rest as
+/// [`correlation`]. A variance the noise could have made is not a variance to divide
+/// by: near zero, the ratio `a_ij/√(a_ii·a_jj)` is a ratio of noise (or of the PSD
+/// projection's rounding) and can be anything in [−1, 1].
+///
+/// ```
+/// use ldpcov_estimate::released_correlation;
+/// use nalgebra::DMatrix;
+/// // Variable 2's variance (0.01) is within 3 noise sds (0.05 each) of zero.
+/// let a = DMatrix::from_row_slice(3, 3, &[4.0, 2.0, 0.1, 2.0, 9.0, 0.2, 0.1, 0.2, 0.01]);
+/// let r = released_correlation(&a, 0.05);
+/// assert!((r[(0, 1)] - 2.0 / 6.0).abs() < 1e-15);
+/// assert!(r[(0, 2)].is_nan() && r[(2, 2)].is_nan());
+/// ```
+pub fn released_correlation(a: &DMatrix<f64>, variance_noise_sd: f64) -> DMatrix<f64> {
+    let floor = CORRELATION_VARIANCE_Z * variance_noise_sd.max(0.0);
+    correlation_with(a, |_, d| d > floor, f64::NAN)
+}
+
+/// Whether variable `i` has a variance clearly above the noise (see
+/// [`released_correlation`]): its diagonal entry `variance` above
+/// [`CORRELATION_VARIANCE_Z`] noise sds.
+pub fn variance_above_noise(variance: f64, variance_noise_sd: f64) -> bool {
+    variance.is_finite() && variance > CORRELATION_VARIANCE_Z * variance_noise_sd.max(0.0)
+}
+
+/// `D^(-1/2)·A·D^(-1/2)` where `defined(i, a_ii)`, `undefined` in the rows and columns
+/// of the others (the diagonal included); diagonal 1, off-diagonal clamped to [−1, 1].
+fn correlation_with(
+    a: &DMatrix<f64>,
+    defined: impl Fn(usize, f64) -> bool,
+    undefined: f64,
+) -> DMatrix<f64> {
     let p = a.nrows();
     let scale: Vec<Option<f64>> = (0..p)
         .map(|i| {
             let d = a[(i, i)];
-            (d > 0.0 && d.is_finite()).then(|| 1.0 / d.sqrt())
+            (d > 0.0 && d.is_finite() && defined(i, d)).then(|| 1.0 / d.sqrt())
         })
         .collect();
     DMatrix::from_fn(p, p, |i, j| match (scale[i], scale[j]) {
         (Some(_), Some(_)) if i == j => 1.0,
         (Some(si), Some(sj)) => (a[(i, j)] * si * sj).clamp(-1.0, 1.0),
-        _ => 0.0,
+        _ => undefined,
     })
 }
 
@@ -394,6 +439,34 @@ mod tests {
         // The second-moment block's own noise (sd σ/√n = w·τ = τ/2 per entry) averages
         // over 12000 entries to sd 0.0046·τ; here τ ≈ 1.34, so that is 0.003·τ².
         assert!(mean_diag.abs() < 0.08 * tau2, "{mean_diag} vs τ² = {tau2}");
+    }
+
+    /// The diabetes case: a variance the projection left at 5·10⁻³⁰ beside
+    /// covariances of 10⁻¹⁴ gave correlations of 0.6–0.8; released, it has none.
+    #[test]
+    fn a_variance_within_the_noise_releases_no_correlation() {
+        let a = DMatrix::from_row_slice(
+            3,
+            3,
+            &[
+                2.3e-3, 1.1e-3, 6.0e-17, //
+                1.1e-3, 1.9e-3, 7.0e-17, //
+                6.0e-17, 7.0e-17, 5.3e-30,
+            ],
+        );
+        // The formula alone reads a strong correlation into rounding.
+        assert!(correlation(&a)[(0, 2)] > 0.5, "{}", correlation(&a));
+        let r = released_correlation(&a, 1e-5);
+        for k in 0..3 {
+            assert!(r[(2, k)].is_nan() && r[(k, 2)].is_nan(), "{r}");
+        }
+        assert_eq!(r[(0, 0)], 1.0);
+        assert!((r[(0, 1)] - 1.1e-3 / (2.3e-3_f64 * 1.9e-3).sqrt()).abs() < 1e-15);
+        // Just above and just below 3 noise sds.
+        let b = DMatrix::from_row_slice(2, 2, &[1.0, 0.01, 0.01, 0.031]);
+        assert_eq!(released_correlation(&b, 0.01)[(1, 1)], 1.0);
+        assert!(released_correlation(&b, 0.0104)[(1, 1)].is_nan());
+        assert!(variance_above_noise(0.031, 0.01) && !variance_above_noise(0.029, 0.01));
     }
 
     #[test]

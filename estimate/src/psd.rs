@@ -47,16 +47,31 @@ pub fn symmetric_eigen(m: &DMatrix<f64>) -> Result<(Vec<f64>, faer::Mat<f64>), E
 }
 
 /// `U·diag(values)·Uᵀ`, symmetrised exactly (the product is symmetric only up to
-/// rounding).
+/// rounding), with the rounding's leftovers made exact zeros: an entry of magnitude at
+/// most [`rounding_tolerance`] (`p·ε·max|λ|`, the standard numerical-rank tolerance:
+/// the error of the product itself) is 0. Without it a variable the projection gave no
+/// variance keeps one of 10⁻³⁰ and covariances of 10⁻¹⁴, and its correlations come out
+/// as large as 0.8 (a ratio of rounding errors).
 pub(crate) fn from_eigen(
     u: &faer::Mat<f64>,
     values: impl IntoIterator<Item = f64>,
 ) -> DMatrix<f64> {
     let p = u.nrows();
     let values: Vec<f64> = values.into_iter().collect();
+    let tolerance = rounding_tolerance(p, &values);
     let scaled = faer::Mat::<f64>::from_fn(p, p, |i, j| u[(i, j)] * values[j]);
     let product = &scaled * u.transpose();
-    DMatrix::from_fn(p, p, |i, j| 0.5 * (product[(i, j)] + product[(j, i)]))
+    DMatrix::from_fn(p, p, |i, j| {
+        let v = 0.5 * (product[(i, j)] + product[(j, i)]);
+        if v.abs() <= tolerance { 0.0 } else { v }
+    })
+}
+
+/// The magnitude below which an entry of `U·diag(values)·Uᵀ` (p × p) is rounding:
+/// `p·ε·max|λ|` (ε the machine epsilon of f64).
+pub(crate) fn rounding_tolerance(p: usize, values: &[f64]) -> f64 {
+    let largest = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+    p.max(1) as f64 * f64::EPSILON * largest
 }
 
 /// PSD projection of a packed symmetric matrix (None if the eigensolver fails).
@@ -68,6 +83,35 @@ pub(crate) fn project_packed(p: usize, packed: &[f64]) -> Option<Vec<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A variable the projection gives no variance: its row is exactly 0, not
+    /// 10⁻³⁰ (whose ratios made correlations of 0.6–0.8). The matrix: variables 0 and 1
+    /// correlated with large variances, variable 2 with a negative raw variance and
+    /// small covariances, so the projection clamps its direction.
+    #[test]
+    fn a_projected_zero_variance_is_exactly_zero() {
+        let m = DMatrix::from_row_slice(
+            3,
+            3,
+            &[
+                1.0e3, 4.0e2, 1.0e-9, //
+                4.0e2, 8.0e2, -1.0e-9, //
+                1.0e-9, -1.0e-9, -5.0e-3,
+            ],
+        );
+        let (out, clamped) = project_psd(&m).unwrap();
+        assert_eq!(clamped, 1);
+        // The largest kept entry is unchanged to rounding.
+        assert!((out[(0, 0)] - 1.0e3).abs() < 1e-6, "{out}");
+        // What the projection leaves of variable 2 is below p·ε·λmax (≈ 8·10⁻¹³):
+        // exact zeros, and the remaining entries exact mirror images.
+        let tolerance = 3.0 * f64::EPSILON * 1.3e3;
+        for k in 0..3 {
+            assert!(out[(2, k)] == 0.0 || out[(2, k)].abs() > tolerance, "{out}");
+            assert_eq!(out[(2, k)], out[(k, 2)]);
+        }
+        assert_eq!(out[(2, 2)], 0.0, "{out}");
+    }
 
     #[test]
     fn psd_projection_clamps_negative_eigenvalues() {

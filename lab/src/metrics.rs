@@ -38,8 +38,20 @@ pub fn estimate_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
 }
 
 /// The full correlation matrix a released estimate carries (its `correlation` field).
+///
+/// An undefined correlation (NaN: a variable whose released variance is not above the
+/// noise) is scored as what a reader can do with no correlation: 0 off the diagonal, 1
+/// on it (a correlation matrix's diagonal, by definition).
 pub fn estimate_correlation_matrix(estimate: &ldpcov_proto::v1::Estimate) -> DMatrix<f64> {
-    packed_to_matrix(estimate.dim as usize, &estimate.correlation)
+    let mut m = packed_to_matrix(estimate.dim as usize, &estimate.correlation);
+    for i in 0..m.nrows() {
+        for j in 0..m.ncols() {
+            if m[(i, j)].is_nan() {
+                m[(i, j)] = if i == j { 1.0 } else { 0.0 };
+            }
+        }
+    }
+    m
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use ldpcov_privacy::layout::triangle_pairs;
 use ldpcov_proto::v1::{
     CentralRelease, CrossValidatedThreshold, Edge, ErrorBars, Estimate, EstimateTarget,
     GetEstimateRequest, PrincipalComponent, PrincipalComponents, SignalVerdict, SpectralLoss,
-    ThresholdKind as WireKind, get_estimate_request,
+    ThresholdKind as WireKind, VerdictState, get_estimate_request,
 };
 use nalgebra::DMatrix;
 use tonic::Status;
@@ -50,6 +50,11 @@ pub(super) struct Analysis {
     pub(super) error_bars: Option<estimate::ErrorBars>,
     pub(super) verdict: estimate::SignalVerdict,
     pub(super) components: Option<estimate::PrincipalComponents>,
+    /// The released matrix's correlation, NaN where undefined
+    /// ([`estimate::released_correlation`]).
+    pub(super) correlation: DMatrix<f64>,
+    /// The variables whose correlations are undefined.
+    pub(super) undefined_correlation_variables: Vec<u32>,
 }
 
 impl Analysis {
@@ -75,7 +80,14 @@ impl Analysis {
             .then(|| estimate::error_bars(input, acc, squares))
             .transpose()
             .map_err(estimate_status)?;
-        let verdict = estimate::signal_verdict(input, acc, squares).map_err(estimate_status)?;
+        let verdict =
+            estimate::signal_verdict(input, acc, squares, released).map_err(estimate_status)?;
+        let variance_noise_sd = input.diagonal_entry_noise_sd(acc.count);
+        let correlation = estimate::released_correlation(released, variance_noise_sd);
+        let undefined_correlation_variables = (0..released.nrows())
+            .filter(|&i| !estimate::variance_above_noise(released[(i, i)], variance_noise_sd))
+            .map(|i| i as u32)
+            .collect();
         let components = match request.principal_components {
             0 => None,
             k => Some(
@@ -93,6 +105,8 @@ impl Analysis {
             error_bars,
             verdict,
             components,
+            correlation,
+            undefined_correlation_variables,
         })
     }
 }
@@ -357,7 +371,6 @@ pub(super) fn estimate_response(
         } else {
             Vec::new()
         },
-        correlation: packed(&estimate::correlation(&result.matrix)),
         variable_names: c.variable_names().to_vec(),
         // The guarantee, not the keys (a parameter answer carries those).
         shuffle: c.params().shuffle,
@@ -367,7 +380,11 @@ pub(super) fn estimate_response(
         error_bars,
         verdict,
         components,
+        correlation,
+        undefined_correlation_variables,
     } = analysis;
+    out.correlation = packed(&correlation);
+    out.undefined_correlation_variables = undefined_correlation_variables;
     out.error_bars = error_bars.map(|e| ErrorBars {
         raw_upper_triangle: e.raw,
         standard_errors: e.standard_errors,
@@ -383,6 +400,16 @@ pub(super) fn estimate_response(
         reports_needed: verdict.reports_needed,
         target_noise_to_signal: estimate::TARGET_NOISE_TO_SIGNAL,
         summary: verdict.summary,
+        state: match verdict.state {
+            estimate::VerdictState::Sufficient => VerdictState::Sufficient,
+            estimate::VerdictState::AtTheEdge => VerdictState::AtTheEdge,
+            estimate::VerdictState::Insufficient => VerdictState::Insufficient,
+        } as i32,
+        noise_to_signal_low: verdict.noise_to_signal_low,
+        noise_to_signal_high: verdict.noise_to_signal_high,
+        reports_needed_low: verdict.reports_needed_low,
+        reports_needed_high: verdict.reports_needed_high,
+        release_is_zero: verdict.release_is_zero,
     });
     out.principal_components = components.map(|pc| PrincipalComponents {
         of_correlation: pc.of_correlation,

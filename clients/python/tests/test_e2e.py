@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import subprocess
+import warnings
 
 import grpc
 import numpy as np
@@ -192,9 +193,13 @@ def test_the_verdict(survey):
     assert isinstance(v, ldpcov.Verdict)
     assert v.sufficient, v
     assert v.summary and str(v) == v.summary
+    assert v.state == "sufficient"
     assert 0 < v.noise_to_signal < 1
+    assert v.noise_to_signal_low <= v.noise_to_signal
+    assert v.noise_to_signal_high is None or v.noise_to_signal <= v.noise_to_signal_high
     assert v.off_diagonal_signal_z > 3
     assert v.reports_needed >= 1 and v.target_noise_to_signal > 0
+    assert not v.release_is_zero
 
 
 # -- the estimate as pandas --------------------------------------------------------------
@@ -259,7 +264,9 @@ def test_a_precision_target(client, fixture):
 
 
 def test_a_second_moment_collection(client, fixture):
-    est = client.estimate("moments")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = client.estimate("moments")
     p = fixture["moments"]["dim"]
     assert est.moments == "MOMENTS_SECOND_MOMENT"
     assert est.assume_centered
@@ -269,11 +276,16 @@ def test_a_second_moment_collection(client, fixture):
     assert est.location_series().name == "centre"
     assert est.covariance_frame().shape == (p, p)
     v = est.verdict_
-    assert v is not None and v.summary
+    assert v is not None and v.summary.startswith(v.state)
+    # A verdict other than "sufficient" is warned, with its summary, at the caller.
+    insufficient = [w for w in caught if issubclass(w.category, ldpcov.InsufficientSignalWarning)]
+    assert [str(w.message) for w in insufficient] == ([] if v.sufficient else [v.summary])
+    if insufficient:
+        assert insufficient[0].filename == __file__
     if not v.sufficient:
-        # Either a number of reports is named, above the reports at hand, or no
-        # signal is measurable at all (0).
-        assert v.reports_needed > est.n_reports_ or v.reports_needed == 0, v
+        # The fewest reports that may do are more than the reports at hand, or no
+        # signal is measurable at all (None).
+        assert v.reports_needed_low is None or v.reports_needed_low > est.n_reports_, v
 
 
 def test_a_central_collection(client, fixture):

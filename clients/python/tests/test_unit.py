@@ -85,3 +85,35 @@ def test_the_errors_form_one_hierarchy():
     assert issubclass(ldpcov.PlannerError, ldpcov.LdpcovError)
     assert issubclass(ldpcov.NotFoundError, LookupError)
     assert issubclass(ldpcov.InvalidRequestError, ValueError)
+
+
+def test_an_undefined_correlation_stays_undefined_and_a_weak_verdict_warns():
+    # Variable 1 has no variance above the noise: the daemon sends NaN in its row and
+    # column and lists it; every frame keeps NaN (pandas' missing value).
+    nan = float("nan")
+    message = pb.Estimate(
+        collection_id="m",
+        dim=2,
+        upper_triangle=[4.0, 0.0, 0.0],
+        correlation=[1.0, nan, nan],
+        undefined_correlation_variables=[1],
+        reports=10,
+        moments=pb.MOMENTS_SECOND_MOMENT,
+        verdict=pb.SignalVerdict(
+            state=pb.VERDICT_STATE_AT_THE_EDGE,
+            sufficient=False,
+            noise_to_signal_low=2.0,
+            summary="at the edge: noise/signal at least 2.00",
+        ),
+    )
+    with pytest.warns(ldpcov.InsufficientSignalWarning, match="at the edge: noise/signal"):
+        est = ldpcov.CovarianceEstimate(message, centre=[0.0, 0.0])
+    assert est.undefined_correlation_variables_ == [1]
+    assert est.correlation_[0, 0] == 1.0
+    assert np.isnan(est.correlation_[0, 1]) and np.isnan(est.correlation_[1, 1])
+    frame = est.correlation_frame()
+    assert frame.isna().to_numpy().tolist() == [[False, True], [True, True]]
+    v = est.verdict_
+    assert v.state == "at the edge" and not v.sufficient
+    assert v.noise_to_signal is None and v.noise_to_signal_high is None
+    assert v.noise_to_signal_low == 2.0 and v.reports_needed is None

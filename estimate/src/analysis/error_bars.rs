@@ -4,7 +4,7 @@
 use crate::accumulator::Accumulator;
 use crate::error::EstimateError;
 use crate::input::EstimationInput;
-use crate::moments::{check_sums, moments, unit_blocks};
+use crate::moments::{check_sums, moments, unit_blocks, variance_above_noise};
 use crate::threshold::entry_variances_of_sums;
 use ldpcov_privacy::layout::{triangle_index, triangle_pairs};
 
@@ -58,12 +58,13 @@ pub struct ErrorBars {
     pub raw: Vec<f64>,
     /// The standard error of each entry of `raw`.
     pub standard_errors: Vec<f64>,
-    /// The correlation of `raw` (0 where a variance is not positive; 1 on a diagonal
-    /// with a positive variance).
+    /// The correlation of `raw`: NaN (undefined) in the row and column of a variable
+    /// whose variance is not above [`CORRELATION_VARIANCE_Z`](crate::CORRELATION_VARIANCE_Z)
+    /// times its standard error; 1 on the other diagonal entries.
     pub raw_correlation: Vec<f64>,
     /// The standard error of each correlation, `se_ij/√(raw_ii·raw_jj)` (delta
-    /// method with the variances taken as known; 0 on the diagonal and where a
-    /// variance is not positive).
+    /// method with the variances taken as known; 0 on the diagonal, NaN where the
+    /// correlation is undefined).
     pub correlation_standard_errors: Vec<f64>,
     /// How `standard_errors` were computed.
     pub method: StandardErrorMethod,
@@ -95,9 +96,14 @@ pub fn error_bars(
         )
     };
     let diagonal: Vec<f64> = (0..p).map(|i| raw[triangle_index(p, i, i)]).collect();
+    // A variable's correlations only where its variance stands clearly above its own
+    // standard error (see `released_correlation`).
+    let defined: Vec<bool> = (0..p)
+        .map(|i| variance_above_noise(diagonal[i], standard_errors[triangle_index(p, i, i)]))
+        .collect();
     let scale = |i: usize, j: usize| -> Option<f64> {
         let d = diagonal[i] * diagonal[j];
-        (diagonal[i] > 0.0 && diagonal[j] > 0.0 && d.is_finite()).then(|| 1.0 / d.sqrt())
+        (defined[i] && defined[j] && d.is_finite()).then(|| 1.0 / d.sqrt())
     };
     let mut raw_correlation = Vec::with_capacity(raw.len());
     let mut correlation_standard_errors = Vec::with_capacity(raw.len());
@@ -112,8 +118,8 @@ pub fn error_bars(
                 correlation_standard_errors.push(se * s);
             }
             None => {
-                raw_correlation.push(0.0);
-                correlation_standard_errors.push(0.0);
+                raw_correlation.push(f64::NAN);
+                correlation_standard_errors.push(f64::NAN);
             }
         }
     }

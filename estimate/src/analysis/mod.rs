@@ -16,6 +16,6 @@ mod verdict;
 pub use components::{PrincipalComponent, PrincipalComponents, principal_components};
 pub use error_bars::{ErrorBars, StandardErrorMethod, SumsOfSquares, error_bars};
 pub use verdict::{
-    MAX_NOISE_TO_SIGNAL, SignalVerdict, TARGET_NOISE_TO_SIGNAL, additive_noise_frobenius,
-    signal_verdict,
+    MAX_NOISE_TO_SIGNAL, SignalVerdict, TARGET_NOISE_TO_SIGNAL, VERDICT_Z, VerdictState,
+    additive_noise_frobenius, signal_verdict,
 };

@@ -55,7 +55,7 @@ mod stacking;
 mod standard_error;
 mod sure;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use resolve::{Resolved, resolve};
 pub use rules::{

@@ -52,7 +52,7 @@ fn entry_variances(c: &Collection, acc: &Accumulator) -> Vec<f64> {
     crate::threshold::entry_variances(&c.into(), acc)
 }
 
-fn collection(dim: u32, epsilon: f64, clip_radius: f64) -> Collection {
+pub(crate) fn collection(dim: u32, epsilon: f64, clip_radius: f64) -> Collection {
     collection_with_order(dim, epsilon, clip_radius, false)
 }
 
@@ -136,6 +136,17 @@ fn adaptive_lambda_from_known_sums_of_squares() {
 /// Reports `round(2^k·(u_i u_j)) + round(N(0, σ_grid²))` for u = x/R, x ~ N(0, Σ)
 /// with Σ given by its Cholesky factor; fold = user index mod 5.
 fn simulate(c: &Collection, chol: &DMatrix<f64>, n: usize, seed: u64) -> Accumulator {
+    simulate_with_truth(c, chol, n, seed).0
+}
+
+/// [`simulate`], with the users' own second moment in data units (`R²·` the average
+/// of their clipped `uuᵀ`): what the raw average estimates.
+pub(crate) fn simulate_with_truth(
+    c: &Collection,
+    chol: &DMatrix<f64>,
+    n: usize,
+    seed: u64,
+) -> (Accumulator, DMatrix<f64>) {
     let p = c.dim();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let std = Normal::new(0.0, 1.0).unwrap();
@@ -144,17 +155,19 @@ fn simulate(c: &Collection, chol: &DMatrix<f64>, n: usize, seed: u64) -> Accumul
     let r = c.clip_radius();
     let mut acc = Accumulator::new(c.entries(), 5);
     let mut report = vec![0i32; c.entries()];
+    let mut truth = DMatrix::<f64>::zeros(p, p);
     for user in 0..n {
         let z = nalgebra::DVector::from_fn(p, |_, _| std.sample(&mut rng));
         let x = chol * z;
         let norm = x.norm().max(r);
         let u = x / norm;
+        truth += &u * u.transpose();
         for (slot, (i, j)) in report.iter_mut().zip(triangle_pairs(p)) {
             *slot = ((u[i] * u[j] * g).round() + noise.sample(&mut rng).round()) as i32;
         }
         acc.add(user % 5, &report);
     }
-    acc
+    (acc, truth * (r * r / n.max(1) as f64))
 }
 
 /// The estimate the default rule releases, before the PSD projection.

@@ -23,7 +23,12 @@ from ._errors import (
     UnavailableError,
     UnimplementedError,
 )
-from ._estimate import CovarianceEstimate, Verdict, unpack_upper_triangle
+from ._estimate import (
+    CovarianceEstimate,
+    InsufficientSignalWarning,
+    Verdict,
+    unpack_upper_triangle,
+)
 from .planner import Plan
 
 __version__ = "0.1.0"

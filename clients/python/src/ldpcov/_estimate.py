@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Optional, Sequence, Tuple
@@ -11,7 +12,12 @@ import pandas as pd
 
 from .v1 import ldpcov_pb2 as pb
 
-__all__ = ["CovarianceEstimate", "Verdict", "unpack_upper_triangle"]
+__all__ = [
+    "CovarianceEstimate",
+    "InsufficientSignalWarning",
+    "Verdict",
+    "unpack_upper_triangle",
+]
 
 
 def unpack_upper_triangle(packed: Sequence[float], p: int) -> np.ndarray:
@@ -38,49 +44,91 @@ def unpack_upper_triangle(packed: Sequence[float], p: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Verdict:
     """Whether the reports carry enough signal for the estimate to say more than a
-    trivial (diagonal) one: the daemon's ``SignalVerdict``.
+    trivial (zero or diagonal) one: the daemon's ``SignalVerdict``.
 
     Attributes
     ----------
+    state : str
+        ``"sufficient"``, ``"at the edge"`` (the reports cannot tell which side of the
+        limit, a noise 10 times the signal, the data are) or ``"insufficient"``
+        (always for a release of the zero matrix).
     sufficient : bool
-        False when the raw average's noise exceeds the signal and no off-diagonal
-        structure stands out of it: correlations then need more reports.
-    noise_to_signal : float
-        ‖noise‖_F / ‖signal‖_F of the raw average; above 1 the raw average is expected
-        to be farther from the truth than the zero matrix.
+        ``state == "sufficient"``.
+    noise_to_signal : float or None
+        ‖noise‖_F / ‖signal‖_F of the raw average at the signal's point estimate;
+        None when no signal is measurable. Above 1 the raw average is expected to be
+        farther from the truth than the zero matrix.
+    noise_to_signal_low, noise_to_signal_high : float or None
+        The ratio's interval (the signal's ± 3 sds); ``high`` None: unbounded.
     off_diagonal_signal_z, top_eigenvalue_z : float
         z of the tests for off-diagonal signal; above about 3 the data show correlations
         the noise cannot explain.
-    reports_needed : int
-        The reports the planner says bring ``noise_to_signal`` down to
-        ``target_noise_to_signal`` (the noise falls as 1/√n).
+    reports_needed : int or None
+        The reports the planner's law says bring ``noise_to_signal`` down to
+        ``target_noise_to_signal`` (the noise falls as 1/√n); None with
+        ``noise_to_signal``.
+    reports_needed_low, reports_needed_high : int or None
+        The same at the ends of the ratio's interval (``high`` None: unbounded).
     target_noise_to_signal : float
+    release_is_zero : bool
+        The released matrix is the zero matrix.
     summary : str
-        One line for people.
+        One line for people, starting with the state.
     """
 
+    state: str
     sufficient: bool
-    noise_to_signal: float
+    noise_to_signal: Optional[float]
+    noise_to_signal_low: Optional[float]
+    noise_to_signal_high: Optional[float]
     off_diagonal_signal_z: float
     top_eigenvalue_z: float
-    reports_needed: int
+    reports_needed: Optional[int]
+    reports_needed_low: Optional[int]
+    reports_needed_high: Optional[int]
     target_noise_to_signal: float
+    release_is_zero: bool
     summary: str
+
+    _STATES = {
+        pb.VERDICT_STATE_SUFFICIENT: "sufficient",
+        pb.VERDICT_STATE_AT_THE_EDGE: "at the edge",
+        pb.VERDICT_STATE_INSUFFICIENT: "insufficient",
+    }
 
     @classmethod
     def from_proto(cls, message: pb.SignalVerdict) -> "Verdict":
+        def optional(name: str):
+            return getattr(message, name) if message.HasField(name) else None
+
+        def optional_int(name: str) -> Optional[int]:
+            value = optional(name)
+            return None if value is None else int(value)
+
         return cls(
+            state=cls._STATES.get(message.state, "unknown"),
             sufficient=message.sufficient,
-            noise_to_signal=message.noise_to_signal,
+            noise_to_signal=optional("noise_to_signal"),
+            noise_to_signal_low=optional("noise_to_signal_low"),
+            noise_to_signal_high=optional("noise_to_signal_high"),
             off_diagonal_signal_z=message.off_diagonal_signal_z,
             top_eigenvalue_z=message.top_eigenvalue_z,
-            reports_needed=int(message.reports_needed),
+            reports_needed=optional_int("reports_needed"),
+            reports_needed_low=optional_int("reports_needed_low"),
+            reports_needed_high=optional_int("reports_needed_high"),
             target_noise_to_signal=message.target_noise_to_signal,
+            release_is_zero=message.release_is_zero,
             summary=message.summary,
         )
 
     def __str__(self) -> str:
         return self.summary
+
+
+class InsufficientSignalWarning(UserWarning):
+    """Warned by :meth:`ldpcov.Client.estimate` when the verdict is not
+    ``"sufficient"``: the release is not to be read as a covariance estimate (or is at
+    the edge of being one)."""
 
 
 def _z(level: float) -> float:
@@ -117,8 +165,11 @@ class CovarianceEstimate:
         ``precision-glasso`` targets; None for the covariance target (then
         :meth:`get_precision` returns the pseudo-inverse of ``covariance_``).
     correlation_ : ndarray of shape (n_features, n_features)
-        The correlation of ``covariance_`` (rows and columns of a variance that is not
-        positive are 0).
+        The correlation of ``covariance_`` where it means something: NaN in the row and
+        column (diagonal included) of a variable whose released variance is not clearly
+        above zero (3 noise sds; listed in ``undefined_correlation_variables_``).
+    undefined_correlation_variables_ : list of int
+        The variables (0-based) whose correlations are NaN.
     raw_covariance_ : ndarray of shape (n_features, n_features) or None
         The unregularised average the estimators start from, and ``standard_errors_`` the
         standard error of each of its entries (privacy noise plus sampling of users, not
@@ -126,7 +177,8 @@ class CovarianceEstimate:
         ``covariance_``, whose thresholds and shrinkage trade variance for bias.
     standard_errors_ : ndarray of shape (n_features, n_features) or None
     raw_correlation_, correlation_standard_errors_ : ndarray or None
-        The raw matrix's correlation and its standard errors (delta method, 0 on the
+        The raw matrix's correlation and its standard errors (NaN for a variable whose
+        raw variance is not above 3 of its standard errors; delta method, 0 on the
         diagonal).
     correlation_z_ : ndarray or None
         ``raw_correlation_ / correlation_standard_errors_`` off the diagonal (NaN on it):
@@ -192,6 +244,9 @@ class CovarianceEstimate:
             if len(message.correlation)
             else _correlation(self.covariance_)
         )
+        self.undefined_correlation_variables_: list = [
+            int(i) for i in message.undefined_correlation_variables
+        ]
         if message.moments == pb.MOMENTS_MEAN_AND_COVARIANCE:
             self.assume_centered: bool = False
             self.location_: np.ndarray = np.asarray(message.mean, dtype=np.float64)
@@ -236,6 +291,9 @@ class CovarianceEstimate:
         self.verdict_: Optional[Verdict] = (
             Verdict.from_proto(message.verdict) if message.HasField("verdict") else None
         )
+        if self.verdict_ is not None and not self.verdict_.sufficient:
+            # Through Client.estimate: the warning points at the caller's line.
+            warnings.warn(self.verdict_.summary, InsufficientSignalWarning, stacklevel=3)
 
         self.components_: Optional[np.ndarray] = None
         self.explained_variance_: Optional[np.ndarray] = None
@@ -410,7 +468,11 @@ class CovarianceEstimate:
     def __repr__(self) -> str:
         verdict = ""
         if self.verdict_ is not None:
-            verdict = ", sufficient" if self.verdict_.sufficient else ", INSUFFICIENT signal"
+            verdict = (
+                ", sufficient"
+                if self.verdict_.sufficient
+                else f", {self.verdict_.state.upper()}: see verdict_"
+            )
         return (
             f"CovarianceEstimate(collection_id={self.collection_id!r}, "
             f"n_features_in_={self.n_features_in_}, n_reports_={self.n_reports_}, "

@@ -79,6 +79,13 @@ class CentralMechanism(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CENTRAL_MECHANISM_GAUSS_COV_FOLDS: _ClassVar[CentralMechanism]
     CENTRAL_MECHANISM_SEPARATE_COV_LAPLACE: _ClassVar[CentralMechanism]
     CENTRAL_MECHANISM_ADAPTIVE_COV_LAPLACE: _ClassVar[CentralMechanism]
+
+class VerdictState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERDICT_STATE_UNSPECIFIED: _ClassVar[VerdictState]
+    VERDICT_STATE_SUFFICIENT: _ClassVar[VerdictState]
+    VERDICT_STATE_AT_THE_EDGE: _ClassVar[VerdictState]
+    VERDICT_STATE_INSUFFICIENT: _ClassVar[VerdictState]
 ENCODING_UNSPECIFIED: Encoding
 ENCODING_I32_LE: Encoding
 ENCODING_I16_LE: Encoding
@@ -122,6 +129,10 @@ CENTRAL_MECHANISM_COMPRESSED_NOT_DP: CentralMechanism
 CENTRAL_MECHANISM_GAUSS_COV_FOLDS: CentralMechanism
 CENTRAL_MECHANISM_SEPARATE_COV_LAPLACE: CentralMechanism
 CENTRAL_MECHANISM_ADAPTIVE_COV_LAPLACE: CentralMechanism
+VERDICT_STATE_UNSPECIFIED: VerdictState
+VERDICT_STATE_SUFFICIENT: VerdictState
+VERDICT_STATE_AT_THE_EDGE: VerdictState
+VERDICT_STATE_INSUFFICIENT: VerdictState
 
 class CollectionSpec(_message.Message):
     __slots__ = ("collection_id", "dim", "epsilon", "delta", "clip_radius", "min_reports", "encoding", "moments", "centre", "ordered_variables", "variable_names", "privacy_model", "norm_bins", "allow_compressed_release", "local_mechanism", "central_weighting", "shuffle")
@@ -645,7 +656,7 @@ class Edge(_message.Message):
     def __init__(self, i: _Optional[int] = ..., j: _Optional[int] = ...) -> None: ...
 
 class Estimate(_message.Message):
-    __slots__ = ("collection_id", "dim", "upper_triangle", "reports", "sigma", "entry_noise_sd", "threshold", "threshold_rule", "surviving_entries", "clamped_eigenvalues", "psd_projected", "target", "threshold_kind", "precision_upper_triangle", "precision_lambda", "precision_lambda_cross_validated", "graph", "precision_iterations", "precision_converged", "moments", "mean", "mean_noise_sd", "second_moment", "correlation", "variable_names", "release", "release_rho_spent", "rho_budget", "rho_spent", "release_radius", "release_trace", "shuffle", "shuffle_delivered", "error_bars", "verdict", "principal_components")
+    __slots__ = ("collection_id", "dim", "upper_triangle", "reports", "sigma", "entry_noise_sd", "threshold", "threshold_rule", "surviving_entries", "clamped_eigenvalues", "psd_projected", "target", "threshold_kind", "precision_upper_triangle", "precision_lambda", "precision_lambda_cross_validated", "graph", "precision_iterations", "precision_converged", "moments", "mean", "mean_noise_sd", "second_moment", "correlation", "undefined_correlation_variables", "variable_names", "release", "release_rho_spent", "rho_budget", "rho_spent", "release_radius", "release_trace", "shuffle", "shuffle_delivered", "error_bars", "verdict", "principal_components")
     COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     UPPER_TRIANGLE_FIELD_NUMBER: _ClassVar[int]
@@ -670,6 +681,7 @@ class Estimate(_message.Message):
     MEAN_NOISE_SD_FIELD_NUMBER: _ClassVar[int]
     SECOND_MOMENT_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_FIELD_NUMBER: _ClassVar[int]
+    UNDEFINED_CORRELATION_VARIABLES_FIELD_NUMBER: _ClassVar[int]
     VARIABLE_NAMES_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_RHO_SPENT_FIELD_NUMBER: _ClassVar[int]
@@ -706,6 +718,7 @@ class Estimate(_message.Message):
     mean_noise_sd: float
     second_moment: _containers.RepeatedScalarFieldContainer[float]
     correlation: _containers.RepeatedScalarFieldContainer[float]
+    undefined_correlation_variables: _containers.RepeatedScalarFieldContainer[int]
     variable_names: _containers.RepeatedScalarFieldContainer[str]
     release: CentralRelease
     release_rho_spent: float
@@ -718,7 +731,7 @@ class Estimate(_message.Message):
     error_bars: ErrorBars
     verdict: SignalVerdict
     principal_components: PrincipalComponents
-    def __init__(self, collection_id: _Optional[str] = ..., dim: _Optional[int] = ..., upper_triangle: _Optional[_Iterable[float]] = ..., reports: _Optional[int] = ..., sigma: _Optional[float] = ..., entry_noise_sd: _Optional[float] = ..., threshold: _Optional[float] = ..., threshold_rule: _Optional[str] = ..., surviving_entries: _Optional[int] = ..., clamped_eigenvalues: _Optional[int] = ..., psd_projected: _Optional[bool] = ..., target: _Optional[_Union[EstimateTarget, str]] = ..., threshold_kind: _Optional[str] = ..., precision_upper_triangle: _Optional[_Iterable[float]] = ..., precision_lambda: _Optional[float] = ..., precision_lambda_cross_validated: _Optional[bool] = ..., graph: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., precision_iterations: _Optional[int] = ..., precision_converged: _Optional[bool] = ..., moments: _Optional[_Union[Moments, str]] = ..., mean: _Optional[_Iterable[float]] = ..., mean_noise_sd: _Optional[float] = ..., second_moment: _Optional[_Iterable[float]] = ..., correlation: _Optional[_Iterable[float]] = ..., variable_names: _Optional[_Iterable[str]] = ..., release: _Optional[_Union[CentralRelease, _Mapping]] = ..., release_rho_spent: _Optional[float] = ..., rho_budget: _Optional[float] = ..., rho_spent: _Optional[float] = ..., release_radius: _Optional[float] = ..., release_trace: _Optional[float] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ..., shuffle_delivered: _Optional[_Union[ShuffleDelivered, _Mapping]] = ..., error_bars: _Optional[_Union[ErrorBars, _Mapping]] = ..., verdict: _Optional[_Union[SignalVerdict, _Mapping]] = ..., principal_components: _Optional[_Union[PrincipalComponents, _Mapping]] = ...) -> None: ...
+    def __init__(self, collection_id: _Optional[str] = ..., dim: _Optional[int] = ..., upper_triangle: _Optional[_Iterable[float]] = ..., reports: _Optional[int] = ..., sigma: _Optional[float] = ..., entry_noise_sd: _Optional[float] = ..., threshold: _Optional[float] = ..., threshold_rule: _Optional[str] = ..., surviving_entries: _Optional[int] = ..., clamped_eigenvalues: _Optional[int] = ..., psd_projected: _Optional[bool] = ..., target: _Optional[_Union[EstimateTarget, str]] = ..., threshold_kind: _Optional[str] = ..., precision_upper_triangle: _Optional[_Iterable[float]] = ..., precision_lambda: _Optional[float] = ..., precision_lambda_cross_validated: _Optional[bool] = ..., graph: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., precision_iterations: _Optional[int] = ..., precision_converged: _Optional[bool] = ..., moments: _Optional[_Union[Moments, str]] = ..., mean: _Optional[_Iterable[float]] = ..., mean_noise_sd: _Optional[float] = ..., second_moment: _Optional[_Iterable[float]] = ..., correlation: _Optional[_Iterable[float]] = ..., undefined_correlation_variables: _Optional[_Iterable[int]] = ..., variable_names: _Optional[_Iterable[str]] = ..., release: _Optional[_Union[CentralRelease, _Mapping]] = ..., release_rho_spent: _Optional[float] = ..., rho_budget: _Optional[float] = ..., rho_spent: _Optional[float] = ..., release_radius: _Optional[float] = ..., release_trace: _Optional[float] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ..., shuffle_delivered: _Optional[_Union[ShuffleDelivered, _Mapping]] = ..., error_bars: _Optional[_Union[ErrorBars, _Mapping]] = ..., verdict: _Optional[_Union[SignalVerdict, _Mapping]] = ..., principal_components: _Optional[_Union[PrincipalComponents, _Mapping]] = ...) -> None: ...
 
 class ErrorBars(_message.Message):
     __slots__ = ("raw_upper_triangle", "standard_errors", "raw_correlation", "correlation_standard_errors", "method")
@@ -735,7 +748,7 @@ class ErrorBars(_message.Message):
     def __init__(self, raw_upper_triangle: _Optional[_Iterable[float]] = ..., standard_errors: _Optional[_Iterable[float]] = ..., raw_correlation: _Optional[_Iterable[float]] = ..., correlation_standard_errors: _Optional[_Iterable[float]] = ..., method: _Optional[str] = ...) -> None: ...
 
 class SignalVerdict(_message.Message):
-    __slots__ = ("sufficient", "noise_to_signal", "off_diagonal_signal_z", "top_eigenvalue_z", "reports_needed", "target_noise_to_signal", "summary")
+    __slots__ = ("sufficient", "noise_to_signal", "off_diagonal_signal_z", "top_eigenvalue_z", "reports_needed", "target_noise_to_signal", "summary", "state", "noise_to_signal_low", "noise_to_signal_high", "reports_needed_low", "reports_needed_high", "release_is_zero")
     SUFFICIENT_FIELD_NUMBER: _ClassVar[int]
     NOISE_TO_SIGNAL_FIELD_NUMBER: _ClassVar[int]
     OFF_DIAGONAL_SIGNAL_Z_FIELD_NUMBER: _ClassVar[int]
@@ -743,6 +756,12 @@ class SignalVerdict(_message.Message):
     REPORTS_NEEDED_FIELD_NUMBER: _ClassVar[int]
     TARGET_NOISE_TO_SIGNAL_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    NOISE_TO_SIGNAL_LOW_FIELD_NUMBER: _ClassVar[int]
+    NOISE_TO_SIGNAL_HIGH_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_NEEDED_LOW_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_NEEDED_HIGH_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_IS_ZERO_FIELD_NUMBER: _ClassVar[int]
     sufficient: bool
     noise_to_signal: float
     off_diagonal_signal_z: float
@@ -750,7 +769,13 @@ class SignalVerdict(_message.Message):
     reports_needed: int
     target_noise_to_signal: float
     summary: str
-    def __init__(self, sufficient: _Optional[bool] = ..., noise_to_signal: _Optional[float] = ..., off_diagonal_signal_z: _Optional[float] = ..., top_eigenvalue_z: _Optional[float] = ..., reports_needed: _Optional[int] = ..., target_noise_to_signal: _Optional[float] = ..., summary: _Optional[str] = ...) -> None: ...
+    state: VerdictState
+    noise_to_signal_low: float
+    noise_to_signal_high: float
+    reports_needed_low: int
+    reports_needed_high: int
+    release_is_zero: bool
+    def __init__(self, sufficient: _Optional[bool] = ..., noise_to_signal: _Optional[float] = ..., off_diagonal_signal_z: _Optional[float] = ..., top_eigenvalue_z: _Optional[float] = ..., reports_needed: _Optional[int] = ..., target_noise_to_signal: _Optional[float] = ..., summary: _Optional[str] = ..., state: _Optional[_Union[VerdictState, str]] = ..., noise_to_signal_low: _Optional[float] = ..., noise_to_signal_high: _Optional[float] = ..., reports_needed_low: _Optional[int] = ..., reports_needed_high: _Optional[int] = ..., release_is_zero: _Optional[bool] = ...) -> None: ...
 
 class PrincipalComponent(_message.Message):
     __slots__ = ("eigenvalue", "explained_variance_ratio", "loadings", "above_noise_edge")
