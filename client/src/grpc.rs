@@ -1,8 +1,8 @@
 //! The async gRPC client (feature `grpc`, on by default): [`AggregatorClient`].
 
-use crate::DiscreteGaussianSampler;
 use crate::NoiseSampler;
-use crate::perturb::{random_report_id, report_of_clipped};
+use crate::perturb::random_report_id;
+use crate::report_builder::{PreparedRelayReport, ReportBuilder, require_shuffled};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_privacy::{Collection, ReportId};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
@@ -24,12 +24,6 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Response, Status};
-
-/// A noise sampler the client can hold: `Send`, and `Any` so that its concrete type
-/// can be checked (the tests check that the default is the exact sampler).
-pub(crate) trait HeldNoise: NoiseSampler + Send + std::any::Any {}
-
-impl<N: NoiseSampler + Send + 'static> HeldNoise for N {}
 
 /// Adds `authorization: Bearer <token>` to every call when a token is set.
 #[derive(Clone, Default)]
@@ -60,16 +54,6 @@ fn bearer_token(token: &str) -> Result<BearerToken, ClientError> {
         .map_err(|_| ClientError::InvalidToken)?;
     value.set_sensitive(true);
     Ok(BearerToken(Some(value)))
-}
-
-/// A report of a shuffled collection, sealed for its relay and ready to send (and to
-/// resend as it is): [`AggregatorClient::prepare_relay_report`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct PreparedRelayReport {
-    /// The id of the report inside the seal (the aggregator counts it once).
-    pub report_id: ReportId,
-    /// What goes to the relay.
-    pub request: RelayReport,
 }
 
 /// Largest gRPC message sent or accepted: 256 MiB (an estimate at p = 4096 is 67 MB).
@@ -180,10 +164,9 @@ pub struct AggregatorClient {
     channel: Channel,
     inner: Stub,
     retry: RetryPolicy,
-    policy: PrivacyPolicy,
     timeout: Option<Duration>,
-    noise: Box<dyn HeldNoise>,
-    ledger: Option<BudgetLedger>,
+    /// Builds every report this client sends (policy, clip, id, ledger, noise, seal).
+    pub(crate) device: ReportBuilder,
     /// The relay shuffled collections' reports go through, with the device's token.
     relay: Option<RelayStub>,
     /// The active key of each shuffled collection fetched, as its server declared it.
@@ -196,7 +179,7 @@ impl std::fmt::Debug for AggregatorClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AggregatorClient")
             .field("retry", &self.retry)
-            .field("policy", &self.policy)
+            .field("device", &self.device)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
@@ -243,10 +226,8 @@ impl AggregatorClient {
             inner: Self::stub(channel.clone(), BearerToken::default()),
             channel,
             retry: RetryPolicy::default(),
-            policy: PrivacyPolicy::default(),
             timeout: None,
-            noise: Box::new(DiscreteGaussianSampler::from_os_rng()?),
-            ledger: None,
+            device: ReportBuilder::new()?,
             relay: None,
             active_keys: HashMap::new(),
             relay_key: None,
@@ -288,7 +269,7 @@ impl AggregatorClient {
     /// Sets the privacy floor checked on every collection (default:
     /// [`PrivacyPolicy::default`]).
     pub fn with_privacy_policy(mut self, policy: PrivacyPolicy) -> Self {
-        self.policy = policy;
+        self.device = self.device.with_privacy_policy(policy);
         self
     }
 
@@ -304,13 +285,13 @@ impl AggregatorClient {
     /// cryptographically seeded sampler makes the reports non-private. Takes any
     /// sampler, boxed (`Box<dyn NoiseSampler + Send>`) or not.
     pub fn with_noise_sampler(mut self, noise: impl NoiseSampler + Send + 'static) -> Self {
-        self.noise = Box::new(noise);
+        self.device = self.device.with_noise_sampler(noise);
         self
     }
 
     /// The kind of noise sampler in use (`"exact-discrete-gaussian"` unless replaced).
     pub fn noise_sampler_kind(&self) -> &'static str {
-        self.noise.kind()
+        self.device.noise_sampler_kind()
     }
 
     /// Charges every report this client builds to `ledger` first: a report that would
@@ -318,13 +299,13 @@ impl AggregatorClient {
     /// noise is drawn, and a report is only built once its spend is on disk. Resending
     /// a prepared report (retries) spends nothing more.
     pub fn with_ledger(mut self, ledger: BudgetLedger) -> Self {
-        self.ledger = Some(ledger);
+        self.device = self.device.with_ledger(ledger);
         self
     }
 
     /// The budget ledger, if one is attached.
     pub fn ledger(&self) -> Option<&BudgetLedger> {
-        self.ledger.as_ref()
+        self.device.ledger()
     }
 
     /// Fetches a collection's parameters, re-derives them locally from the spec and
@@ -378,7 +359,7 @@ impl AggregatorClient {
                 got: collection.id().to_string(),
             });
         }
-        self.policy.check(&collection)?;
+        self.device.policy().check(&collection)?;
         if self.relay.is_some() {
             // The relay's copy must be a shuffled collection's, with the relay's key.
             let shuffle = match (&params.shuffle, collection.shuffle()) {
@@ -423,17 +404,9 @@ impl AggregatorClient {
         collection: &Collection,
         x: &[f64],
     ) -> Result<(ReportId, SealedReport), ClientError> {
-        if collection.shuffle().is_none() {
-            return Err(ClientError::Sealing(format!(
-                "collection {} is not shuffled: send its reports to the aggregator",
-                collection.id()
-            )));
-        }
+        require_shuffled(collection)?;
         let key = self.fresh_active_key(collection).await?;
-        let report = self.prepare_report(collection, x)?;
-        let report_id = ReportId::try_from(report.report_id.as_slice())?;
-        let sealed = crate::shuffle::seal_to_aggregator(collection, &key, &report)?;
-        Ok((report_id, sealed))
+        self.device.sealed_report(collection, &key, x)
     }
 
     /// The collection's active key, fetched again when unknown or past its period (or,
@@ -483,12 +456,12 @@ impl AggregatorClient {
                 collection.id()
             )));
         }
-        let (report_id, sealed) = self.prepare_sealed_report(collection, x).await?;
+        require_shuffled(collection)?;
+        let key = self.fresh_active_key(collection).await?;
         let relay_key = self.relay_key.clone().ok_or_else(|| {
             ClientError::Sealing("no relay key: the relay's answer had none".into())
         })?;
-        let request = crate::shuffle::relay_report(collection, &relay_key, &sealed)?;
-        Ok(PreparedRelayReport { report_id, request })
+        self.device.relay_report(collection, &key, &relay_key, x)
     }
 
     /// Sends a sealed report to the relay, retrying transient failures with the same
@@ -533,22 +506,7 @@ impl AggregatorClient {
         collection: &Collection,
         x: &[f64],
     ) -> Result<Report, ClientError> {
-        if collection.is_central() {
-            // Before the ledger: nothing is charged for a report that is not built.
-            return Err(ClientError::CentralCollection {
-                id: collection.id().to_string(),
-            });
-        }
-        // A Collection holds what its spec derives (it cannot be edited), so it is used
-        // as it is: derived once, when it was fetched or built, never per report.
-        self.policy.check(collection)?;
-        // Input errors surface before any randomness is used.
-        let u = crate::perturb::clip(collection, x)?;
-        let report_id = random_report_id()?;
-        if let Some(ledger) = self.ledger.as_mut() {
-            ledger.charge(collection)?;
-        }
-        report_of_clipped(collection, &u, &mut *self.noise, report_id)
+        self.device.report(collection, x)
     }
 
     /// Perturbs `x` and submits it: the report (noise, bytes, random id) is built

@@ -1,6 +1,7 @@
 //! The gRPC client against a throwaway in-process aggregator that injects faults.
 
 use super::*;
+use crate::DiscreteGaussianSampler;
 use ldpcov_privacy::SpecError;
 use ldpcov_privacy::wire::decode_payload;
 use ldpcov_proto::v1::aggregator_server::{Aggregator, AggregatorServer};
@@ -620,12 +621,12 @@ fn backoff_jitter_stays_in_range() {
 async fn the_default_noise_is_the_exact_discrete_gaussian() {
     let client = AggregatorClient::connect_lazy("http://127.0.0.1:1").unwrap();
     // By type, not by label: the sampler the client holds is the exact sampler itself.
-    let held: &dyn std::any::Any = &*client.noise;
+    let held: &dyn std::any::Any = &*client.device.noise;
     assert!(held.is::<DiscreteGaussianSampler>());
     assert_eq!(client.noise_sampler_kind(), "exact-discrete-gaussian");
     let simulated = client.with_noise_sampler(Box::new(
         crate::FloatGaussianNotPrivate::from_seed_for_simulation_not_private(1),
     ));
     assert_eq!(simulated.noise_sampler_kind(), "float-gaussian-NOT-PRIVATE");
-    assert!(!(&*simulated.noise as &dyn std::any::Any).is::<DiscreteGaussianSampler>());
+    assert!(!(&*simulated.device.noise as &dyn std::any::Any).is::<DiscreteGaussianSampler>());
 }

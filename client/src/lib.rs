@@ -66,6 +66,7 @@ mod ledger;
 mod mechanism;
 mod perturb;
 mod policy;
+mod report_builder;
 mod shuffle;
 
 #[cfg(feature = "grpc")]
@@ -82,13 +83,11 @@ pub use perturb::{
     CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
 };
 pub use policy::{PrivacyPolicy, ShufflePolicy};
+pub use report_builder::{PreparedRelayReport, ReportBuilder};
 pub use shuffle::{
     SUBMISSION_ID_LEN, active_key, relay_key, relay_report, seal_for_relay, seal_report,
     seal_to_aggregator,
 };
 
 #[cfg(feature = "grpc")]
-pub use grpc::{
-    AggregatorClient, MAX_MESSAGE_SIZE, PreparedRelayReport, RetryPolicy, SubmitOutcome,
-    is_retryable,
-};
+pub use grpc::{AggregatorClient, MAX_MESSAGE_SIZE, RetryPolicy, SubmitOutcome, is_retryable};

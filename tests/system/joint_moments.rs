@@ -237,10 +237,31 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     );
     let m_bound = r2 * (s * (2.0 * chi2_quantile(21)).sqrt() + 0.5 * P as f64 / c.grid_scale());
     assert!(frob(&m_hat, &(&e.second * r2)) <= m_bound);
-    // The correlation is that of the released covariance.
+    // The correlation is that of the released covariance where both variances stand
+    // above the noise, NaN (undefined) in the rows of the variables listed otherwise.
+    let undefined = &est.undefined_correlation_variables;
     for ((i, j), &v) in triangle_pairs(P).zip(&est.correlation) {
-        let want = sigma_hat[(i, j)] / (sigma_hat[(i, i)] * sigma_hat[(j, j)]).sqrt();
-        assert!((v - want).abs() < 1e-12, "correlation ({i},{j})");
+        if undefined.contains(&(i as u32)) || undefined.contains(&(j as u32)) {
+            assert!(
+                v.is_nan(),
+                "correlation ({i},{j}) of an undefined variable: {v}"
+            );
+        } else {
+            let want = sigma_hat[(i, j)] / (sigma_hat[(i, i)] * sigma_hat[(j, j)]).sqrt();
+            assert!((v - want).abs() < 1e-12, "correlation ({i},{j})");
+        }
+    }
+    // Undefined exactly where the released variance is at most 3 noise sds of a
+    // diagonal entry of the raw average.
+    let sd =
+        ldpcov::estimate::EstimationInput::from_collection(c).diagonal_entry_noise_sd(n as u64);
+    for i in 0..P {
+        let below = !ldpcov::estimate::variance_above_noise(sigma_hat[(i, i)], sd);
+        assert_eq!(
+            undefined.contains(&(i as u32)),
+            below,
+            "variable {i}: sd {sd}"
+        );
     }
     // The default rule (cross-validation over the folds' own Σ̂) also estimates the
     // covariance: it is much nearer S than the second moment is (its candidates

@@ -285,7 +285,9 @@ pub fn signal_verdict(
 
 /// Three significant digits, plain between 10⁻² and 10⁵.
 fn short(x: f64) -> String {
-    if x == 0.0 || (1e-2..1e5).contains(&x.abs()) {
+    if x == 0.0 {
+        "0".to_string()
+    } else if (1e-2..1e5).contains(&x.abs()) {
         let digits = (2 - x.abs().log10().floor() as i32).clamp(0, 4) as usize;
         format!("{x:.digits$}")
     } else {
