@@ -44,7 +44,11 @@ async fn a_csv_files_rows_estimate_its_second_moment_through_the_server() {
     let p = users.check_dim(None).expect("dimension");
     assert_eq!(p, 3);
     // Not centred: the mean of column 0 is ≈ 2 with sd ≈ s/√3 ≈ 0.29.
-    assert!(!users.is_centred(&[]), "{}", users.max_abs_mean_over_sd(&[]));
+    assert!(
+        !users.is_centred(&[]),
+        "{}",
+        users.max_abs_mean_over_sd(&[])
+    );
     // Every row has norm ≤ ‖μ‖ + s·√3 = 2.29 + 0.87 < 3.5: nothing is clipped, so the
     // average of R²·uuᵀ is the file's second moment up to grid rounding and noise.
     let r = users.clip_radius(Some(3.5)).expect("explicit radius");
