@@ -5,7 +5,8 @@
 //!   matrix or a vector ([`write_heatmap`], [`write_vector`]; the matrix an estimate's
 //!   picture shows: [`part_matrix`]);
 //! * the CSV dialect of data files (`ldpcov-csv`, re-exported: [`CsvDialect`],
-//!   [`read_csv_header`] for a heatmap's axis names).
+//!   [`read_csv_header`] for a heatmap's axis names, [`strip_bom`] for names given
+//!   on the command line).
 //!
 //! The binary's subcommands are [`command`] (`command::main` is the binary's `main`).
 //! The server itself is the `ldpcov-aggregator` library; this crate only talks to it.
@@ -26,7 +27,7 @@ pub use heatmap::{
     FONT_ENV, Layout, PlotError, diverging_color, font_available, write_components, write_heatmap,
     write_heatmaps, write_vector,
 };
-pub use ldpcov_csv::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header};
+pub use ldpcov_csv::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header, strip_bom};
 pub use output::{
     Format, Part, component_loadings, mean_vector, part_matrix, plot_title, short_rule,
     write_estimate, write_part,

@@ -13,7 +13,6 @@ use ldpcov::proto::v1::relay_client::RelayClient;
 use ldpcov::proto::v1::{
     CollectionSpec, GetEstimateRequest, LocalMechanism, NoThreshold, get_estimate_request,
 };
-use ldpcov_lab::data_users::CENTRED_TOLERANCE;
 use ldpcov_lab::metrics::{
     estimate_correlation_matrix, estimate_matrix, relative_frobenius_error,
     relative_spectral_error, spectral_norm_symmetric,
@@ -21,7 +20,7 @@ use ldpcov_lab::metrics::{
 use rand::SeedableRng;
 
 use crate::args::Args;
-use crate::report::{DataSummary, ShuffleSummary, Summary};
+use crate::report::{DataPlacement, DataSummary, ShuffleSummary, Summary};
 use crate::setup::{Setup, Source, build_report};
 
 /// What the workers sent: reports accepted, duplicates, payload bytes per report.
@@ -94,7 +93,8 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     let data = match setup.source.as_ref() {
         Source::Model { .. } => None,
         Source::Data { path, users, .. } => {
-            let second = users.second_moment();
+            // About the collection's centre, as its devices clip the rows.
+            let second = users.second_moment(collection.centre());
             // With standardized rows the truth is a correlation matrix: score the one
             // the estimate returns too.
             let correlation = users
@@ -109,17 +109,14 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
                 } else {
                     "the file's covariance"
                 },
-                centred: users.is_centred(),
-                max_abs_mean_over_sd: users.max_abs_mean_over_sd(),
-                centred_tolerance: CENTRED_TOLERANCE,
-                clipped_fraction: users.clipped_fraction(collection.clip_radius()),
-                rel_spectral_error_vs_second_moment: relative_spectral_error(&m, second),
-                rel_frobenius_error_vs_second_moment: relative_frobenius_error(&m, second),
+                placement: DataPlacement::of(users, collection),
+                rel_spectral_error_vs_second_moment: relative_spectral_error(&m, &second),
+                rel_frobenius_error_vs_second_moment: relative_frobenius_error(&m, &second),
                 rel_spectral_error_vs_second_moment_no_threshold: relative_spectral_error(
-                    &m_raw, second,
+                    &m_raw, &second,
                 ),
                 rel_frobenius_error_vs_second_moment_no_threshold: relative_frobenius_error(
-                    &m_raw, second,
+                    &m_raw, &second,
                 ),
                 rel_spectral_error_of_correlation: correlation
                     .as_ref()

@@ -127,6 +127,12 @@ pub(crate) struct Args {
     /// --data unless --standardize).
     #[arg(long)]
     pub(crate) clip_radius: Option<f64>,
+    /// Public centre c of the collection created, p comma-separated numbers in data
+    /// units (as `ldpcov-aggregator create --centre`): devices report
+    /// clip((x − c)/R). Choose it from public knowledge of the data's typical values,
+    /// not from the data.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub(crate) centre: Vec<f64>,
     /// Data model.
     #[arg(long, value_enum, default_value_t = DataModel::Model1)]
     pub(crate) model: DataModel,
@@ -307,6 +313,7 @@ impl Args {
             epsilon: shuffle.map_or(self.epsilon, |s| s.local_epsilon),
             delta: self.delta(),
             clip_radius,
+            centre: self.centre.clone(),
             min_reports: match self.duration_secs {
                 Some(_) => 1000,
                 None => users.min(1000),

@@ -22,9 +22,13 @@
 //! file's largest row norm, a data-dependent value whose use is not private);
 //! `--standardize` maps each column to mean 0 and sd 1 with the file's own moments (a
 //! preprocessing the operator does on data they hold; a real deployment needs public
-//! scales), scores against the correlation matrix and defaults R to √(2p). The
-//! aggregator estimates the second moment (1/n)Σxxᵀ, so the summary also gives the
-//! errors against it and whether the data are centred (a warning on stderr when not).
+//! scales), scores against the correlation matrix and defaults R to √(2p). Devices
+//! clip `x − c` about the collection's public centre `c` (`--centre`; 0 without one):
+//! the summary's centring and clipped fraction are taken about it, and data far from
+//! 0 without a centre get a warning (their clipped rows make the released covariance
+//! shrink toward 0). A second-moment collection estimates (1/n)Σ(x − c)(x − c)ᵀ, so
+//! the summary also gives the errors against it (a warning on stderr when the data
+//! are not centred). The CSV dialect is RFC 4180 as pandas writes it (`ldpcov_csv`).
 //! A bad file is refused with the reader's one-line error before anything is sent.
 //! The rules live in `ldpcov_lab::data_users`.
 //!

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use ldpcov::privacy::Collection;
+use ldpcov_lab::data_users::{CENTRED_TOLERANCE, DataUsers};
 use serde::Serialize;
 
 /// The main job's result (`--json` prints it as one object).
@@ -65,8 +67,9 @@ pub(crate) struct ShuffleSummary {
 
 /// What a `--data` run adds to the summary. The main errors (`rel_*_error`) are
 /// against [`Summary::model`]'s truth: the file's covariance (its correlation with
-/// `--standardize`); these are against the file's second moment `(1/n) Σ xxᵀ` of the
-/// rows sent, which is what the aggregator estimates today.
+/// `--standardize`); these are against the file's second moment about the
+/// collection's centre `(1/n) Σ (x − c)(x − c)ᵀ` of the rows sent, which is what a
+/// second-moment collection estimates.
 #[derive(Serialize)]
 pub(crate) struct DataSummary {
     pub(crate) file: String,
@@ -74,13 +77,9 @@ pub(crate) struct DataSummary {
     pub(crate) standardized: bool,
     /// What `rel_*_error` compares against.
     pub(crate) truth: &'static str,
-    /// `max_abs_mean_over_sd ≤ centred_tolerance`: only then are covariance and second
-    /// moment close.
-    pub(crate) centred: bool,
-    pub(crate) max_abs_mean_over_sd: f64,
-    pub(crate) centred_tolerance: f64,
-    /// Fraction of the file's rows longer than the clip radius (clipped on the device).
-    pub(crate) clipped_fraction: f64,
+    /// Where the rows sit against the collection's centre and radius.
+    #[serde(flatten)]
+    pub(crate) placement: DataPlacement,
     pub(crate) rel_spectral_error_vs_second_moment: f64,
     pub(crate) rel_frobenius_error_vs_second_moment: f64,
     pub(crate) rel_spectral_error_vs_second_moment_no_threshold: f64,
@@ -91,6 +90,37 @@ pub(crate) struct DataSummary {
     pub(crate) rel_spectral_error_of_correlation: Option<f64>,
     /// The same in Frobenius norm.
     pub(crate) rel_frobenius_error_of_correlation: Option<f64>,
+}
+
+/// Where a data file's rows sit as the collection's devices see them: about its public
+/// centre (about 0 without one), clipped to its radius.
+#[derive(Debug, Serialize)]
+pub(crate) struct DataPlacement {
+    /// The collection's public centre (empty: none, the rows are taken about 0).
+    pub(crate) centre: Vec<f64>,
+    /// `max_abs_mean_over_sd ≤ centred_tolerance`: only then are covariance and second
+    /// moment about the centre close.
+    pub(crate) centred: bool,
+    /// `max_j |mean_j − centre_j| / sd_j`.
+    pub(crate) max_abs_mean_over_sd: f64,
+    pub(crate) centred_tolerance: f64,
+    /// Fraction of the file's rows farther than the clip radius from the centre
+    /// (clipped on the device).
+    pub(crate) clipped_fraction: f64,
+}
+
+impl DataPlacement {
+    /// The rows of `users` against `collection`'s centre and clip radius.
+    pub(crate) fn of(users: &DataUsers, collection: &Collection) -> Self {
+        let centre = collection.centre();
+        DataPlacement {
+            centre: centre.to_vec(),
+            centred: users.is_centred(centre),
+            max_abs_mean_over_sd: users.max_abs_mean_over_sd(centre),
+            centred_tolerance: CENTRED_TOLERANCE,
+            clipped_fraction: users.clipped_fraction(collection.clip_radius(), centre),
+        }
+    }
 }
 
 /// The load test's result (`--json` prints it as one object).
@@ -216,13 +246,19 @@ pub(crate) fn print_human(s: &Summary) {
                 "  its correlation matrix (the estimate's `correlation`) vs the file's: spectral {spectral:.4}, Frobenius {frobenius:.4}"
             );
         }
+        let p = &d.placement;
+        let (about, minus) = if p.centre.is_empty() {
+            ("0 (no public centre)", "")
+        } else {
+            ("the public centre c", " − c")
+        };
         println!(
-            "  data: {} rows, {}centred (max |mean|/sd = {:.3}, tolerance {}), {:.2}% of rows clipped",
+            "  data: {} rows, {}centred about {about} (max |mean{minus}|/sd = {:.3}, tolerance {}), {:.2}% of rows clipped",
             d.rows,
-            if d.centred { "" } else { "NOT " },
-            d.max_abs_mean_over_sd,
-            d.centred_tolerance,
-            100.0 * d.clipped_fraction
+            if p.centred { "" } else { "NOT " },
+            p.max_abs_mean_over_sd,
+            p.centred_tolerance,
+            100.0 * p.clipped_fraction
         );
     }
 }

@@ -17,6 +17,7 @@ use rand::Rng;
 
 use crate::args::Args;
 use crate::relay::EmbeddedRelay;
+use crate::report::DataPlacement;
 
 /// Where the users' vectors come from.
 pub(crate) enum Source {
@@ -205,17 +206,10 @@ impl Setup {
                 collection.dim()
             );
         }
-        // Only a second-moment collection mis-estimates non-centred data; the default
-        // (mean and covariance) does not.
-        if let Source::Data { users, .. } = &source
-            && !users.is_centred()
-            && collection.mean_entries() == 0
-        {
-            tracing::warn!(
-                max_abs_mean_over_sd = users.max_abs_mean_over_sd(),
-                tolerance = ldpcov_lab::data_users::CENTRED_TOLERANCE,
-                "the data are not centred and collection {id} estimates the second moment (1/n)Σxxᵀ, not the covariance (see the summary's errors against both)"
-            );
+        if let Source::Data { users, .. } = &source {
+            for warning in data_warnings(users, &collection, &id) {
+                tracing::warn!("{warning}");
+            }
         }
         let reports_before = admin.status(&id).await?.reports;
         if reports_before > 0 {
@@ -246,5 +240,102 @@ impl Setup {
             users,
             truth,
         })
+    }
+}
+
+/// What the run must say about a data file's rows against `collection` (named `id`),
+/// taken about its public centre as its devices take them:
+///
+/// * rows not centred about 0, some beyond R, and no centre: each device clips its row
+///   toward the mean's direction, so the released covariance shrinks toward 0 (is ≈ 0
+///   when nearly every row is clipped) and the second moment is the mean's; the cure
+///   is a public centre (`--centre`);
+/// * rows not centred about the centre and a second-moment collection: the estimate
+///   is the second moment about the centre, not the covariance (the default
+///   mean-and-covariance collection is unaffected).
+pub(crate) fn data_warnings(users: &DataUsers, collection: &Collection, id: &str) -> Vec<String> {
+    let placement = DataPlacement::of(users, collection);
+    let mut warnings = Vec::new();
+    if placement.centre.is_empty() && !placement.centred && placement.clipped_fraction > 0.0 {
+        warnings.push(format!(
+            "the data are not centred about 0 (max |mean|/sd = {:.3}) and collection {id} has no public centre: each device clips its row to the radius R = {} around 0, which clips {:.2}% of the rows toward the direction of the mean, so the released covariance shrinks toward 0 (about 0 when nearly every row is clipped) and is dominated by the mean; give the collection a public centre near the data's typical values, chosen from public knowledge and not from the data (--centre c1,...,cp here, or `ldpcov-aggregator create --centre`), or use --standardize",
+            placement.max_abs_mean_over_sd,
+            collection.clip_radius(),
+            100.0 * placement.clipped_fraction
+        ));
+    }
+    if !placement.centred && collection.mean_entries() == 0 {
+        warnings.push(format!(
+            "the data are not centred about {} (max |mean|/sd = {:.3}, tolerance {}) and collection {id} estimates the second moment about it, not the covariance (see the summary's errors against both)",
+            if placement.centre.is_empty() { "0" } else { "the collection's centre" },
+            placement.max_abs_mean_over_sd,
+            placement.centred_tolerance
+        ));
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpcov::proto::v1::{CollectionSpec, Moments};
+    use ldpcov_lab::data::DataSet;
+
+    /// Rows (100 ± 1, 200 ± 1) far from 0, and a collection of radius 3 with `centre`.
+    fn placed(centre: Vec<f64>, moments: Moments) -> (DataUsers, Collection) {
+        let data = DataSet::from_csv_str("a,b\n99,199\n101,201\n99,201\n101,199\n").unwrap();
+        let users = DataUsers::new(data, false).unwrap();
+        let collection = Collection::create(&CollectionSpec {
+            collection_id: "c".into(),
+            dim: 2,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 3.0,
+            min_reports: 1,
+            centre,
+            moments: moments as i32,
+            ..Default::default()
+        })
+        .unwrap();
+        (users, collection)
+    }
+
+    #[test]
+    fn the_summary_clips_and_centres_about_the_public_centre() {
+        let (users, collection) = placed(vec![100.0, 200.0], Moments::Unspecified);
+        let p = DataPlacement::of(&users, &collection);
+        // Every row is √2 from the centre: none is clipped at R = 3, and the rows are
+        // centred about it (about 0 every row would be clipped, none centred).
+        assert_eq!((p.clipped_fraction, p.centred), (0.0, true));
+        assert_eq!(p.centre, [100.0, 200.0]);
+        assert!(data_warnings(&users, &collection, "c").is_empty());
+        let (users, collection) = placed(vec![], Moments::Unspecified);
+        let p = DataPlacement::of(&users, &collection);
+        assert_eq!((p.clipped_fraction, p.centred), (1.0, false));
+    }
+
+    #[test]
+    fn uncentred_data_without_a_centre_warn_and_name_the_centre_flag() {
+        let (users, collection) = placed(vec![], Moments::Unspecified);
+        let warnings = data_warnings(&users, &collection, "c");
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let w = &warnings[0];
+        for part in [
+            "no public centre",
+            "100.00% of the rows",
+            "--centre",
+            "toward 0",
+        ] {
+            assert!(w.contains(part), "{part:?} in {w}");
+        }
+        // A second-moment collection adds its own warning.
+        let (users, collection) = placed(vec![], Moments::SecondMoment);
+        let warnings = data_warnings(&users, &collection, "c");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[1].contains("second moment about it"),
+            "{}",
+            warnings[1]
+        );
     }
 }

@@ -1,13 +1,15 @@
 //! Reading a data matrix (one row per observation, one column per variable) from a CSV
 //! or `.npy` file, and the moments simulations and the load generator need from it.
 //!
-//! * CSV: comma-separated; a file whose first non-blank line contains no comma but a `;`
-//!   or a tab uses that delimiter instead. The first non-blank row is a header when any
-//!   of its cells is non-empty and not a number; otherwise it is data and the columns
-//!   have no names. Cells are trimmed and may be wrapped in double quotes (no escaped
-//!   quotes or embedded delimiters). Blank lines are skipped. The dialect (delimiter,
-//!   cell splitting, header detection) is `ldpcov_csv::CsvDialect`, shared with
-//!   the aggregator CLI's `--names-from`.
+//! * CSV: RFC 4180 as spreadsheets and pandas write it, read record by record (a file
+//!   is never held whole in memory, only its values): `,`, or `;` or a tab when the
+//!   first non-blank record holds no comma outside double quotes; quoted cells may hold
+//!   the delimiter, line breaks and doubled quotes (a column named `income, annual`
+//!   is written `"income, annual"`); `\n` or `\r\n` line endings; a leading UTF-8
+//!   byte order mark dropped; blank lines skipped; cells trimmed. The first non-blank
+//!   record is a header when any of its cells is non-empty and not a number; otherwise
+//!   it is data and the columns have no names. The dialect is `ldpcov_csv`'s
+//!   ([`CsvRows`]), shared with the aggregator CLI's `--names-from`.
 //! * NPY: a 2-D array (rows × columns) of `f64`, `f32`, `i64` or `i32` in either byte
 //!   order, C or Fortran order. Integers above 2⁵³ in magnitude are rounded to the
 //!   nearest `f64`.
@@ -31,8 +33,9 @@
 //! # Ok::<(), ldpcov_lab::data::DataError>(())
 //! ```
 
-use ldpcov_csv::{CsvDialect, is_csv_header};
+use ldpcov_csv::{CsvError, CsvRows, is_csv_header};
 use nalgebra::{DMatrix, DVector};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use thiserror::Error;
 
@@ -57,13 +60,11 @@ pub enum DataError {
         /// The header's line (1-based).
         line: usize,
     },
-    /// A CSV line is not valid UTF-8.
-    #[error("line {line}: not valid UTF-8 text")]
-    NotUtf8 {
-        /// The line (1-based).
-        line: usize,
-    },
-    /// A CSV row has a different number of cells than the first row.
+    /// A CSV record could not be read or is not valid UTF-8 (the message names the
+    /// line).
+    #[error(transparent)]
+    Csv(#[from] CsvError),
+    /// A CSV record has a different number of cells than the first one.
     #[error("line {line}: {found} columns, expected {expected} as on line {first_line}")]
     Ragged {
         /// The offending line (1-based).
@@ -157,42 +158,39 @@ const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 const CELL_QUOTE_CHARS: usize = 40;
 
 impl DataSet {
-    /// Reads a file: `.npy` when it starts with numpy's magic bytes, CSV otherwise.
+    /// Reads a file: `.npy` when it starts with numpy's magic bytes, CSV otherwise
+    /// (streamed record by record).
     pub fn read(path: &Path) -> Result<Self, DataError> {
-        let bytes = std::fs::read(path).map_err(|e| DataError::Io {
+        let io = |e: std::io::Error| DataError::Io {
             path: path.display().to_string(),
             message: e.to_string(),
-        })?;
-        if bytes.starts_with(NPY_MAGIC) {
+        };
+        let mut file = BufReader::new(std::fs::File::open(path).map_err(io)?);
+        if file.fill_buf().map_err(io)?.starts_with(NPY_MAGIC) {
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(io)?;
             Self::from_npy_bytes(&bytes)
         } else {
-            Self::from_csv_bytes(&bytes)
+            Self::from_csv_reader(file)
         }
     }
 
     /// Parses CSV bytes (UTF-8; see the module documentation for the dialect).
     pub fn from_csv_bytes(bytes: &[u8]) -> Result<Self, DataError> {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Self::from_csv_str(text),
-            Err(e) => {
-                let before = &bytes[..e.valid_up_to()];
-                let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
-                Err(DataError::NotUtf8 { line })
-            }
-        }
+        Self::from_csv_reader(bytes)
     }
 
     /// Parses CSV text (see the module documentation for the dialect).
     pub fn from_csv_str(text: &str) -> Result<Self, DataError> {
-        let mut lines = text
-            .lines()
-            .enumerate()
-            .map(|(i, l)| (i + 1, l))
-            .filter(|(_, l)| !l.trim().is_empty());
-        let (first_line, first) = lines.next().ok_or(DataError::Empty)?;
-        let dialect = CsvDialect::detect(first);
-        let split = |line: &str| dialect.split(line);
-        let first_cells = split(first);
+        Self::from_csv_reader(text.as_bytes())
+    }
+
+    /// Parses CSV from `source`, record by record (see the module documentation for
+    /// the dialect).
+    pub fn from_csv_reader<R: Read>(source: R) -> Result<Self, DataError> {
+        let mut records = CsvRows::new(source)?;
+        let first = records.next().transpose()?.ok_or(DataError::Empty)?;
+        let (first_line, first_cells) = (first.line, first.cells);
         let cols = first_cells.len();
         let is_header = is_csv_header(&first_cells);
         let mut values = Vec::new();
@@ -231,8 +229,9 @@ impl DataSet {
             push_row(first_line, &first_cells)?;
             None
         };
-        for (line, text) in lines {
-            push_row(line, &split(text))?;
+        for record in records {
+            let record = record?;
+            push_row(record.line, &record.cells)?;
         }
         if rows == 0 {
             return Err(DataError::NoDataRows { line: first_line });
@@ -517,6 +516,63 @@ mod tests {
         for msg in [err("a,b\n1,2\n3\n"), err("a\n\"\n")] {
             assert!(!msg.contains('\n'), "{msg}");
         }
+    }
+
+    /// Writes `bytes` to a fresh file and reads it as the load generator does
+    /// (`DataUsers::from_file`, on `DataSet::read`), and its header as `estimate
+    /// --names-from` does (`read_csv_header`); checks that both name `names` and that
+    /// the rows are `rows`.
+    fn read_as_users(file: &str, bytes: &[u8], names: &[&str], rows: &[&[f64]]) {
+        let dir = std::env::temp_dir().join(format!("ldpcov-data-{}-{file}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(file);
+        std::fs::write(&path, bytes).unwrap();
+        let users = crate::data_users::DataUsers::from_file(&path, false).unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        assert_eq!(users.names(), Some(names.as_slice()));
+        assert_eq!(users.rows(), rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            assert_eq!(users.row(i), *row, "row {i}");
+        }
+        assert_eq!(ldpcov_csv::read_csv_header(&path).unwrap(), names);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_csv_as_pandas_writes_it_names_its_columns() {
+        // pd.DataFrame({"income, annual": [52000.5, 61000.0], 'height "cm"': [170, 182],
+        // "age": [34, 51]}).to_csv(index=False) on Linux: a name holding the delimiter
+        // or a quote is quoted (QUOTE_MINIMAL), a quote doubled; `\n` endings.
+        let pandas =
+            b"\"income, annual\",\"height \"\"cm\"\"\",age\n52000.5,170,34\n61000.0,182,51\n";
+        let names = ["income, annual", "height \"cm\"", "age"];
+        read_as_users(
+            "pandas.csv",
+            pandas,
+            &names,
+            &[&[52000.5, 170.0, 34.0], &[61000.0, 182.0, 51.0]],
+        );
+        // quoting=csv.QUOTE_NONNUMERIC: every name quoted, and a value too.
+        let all_quoted = b"\"income, annual\",\"height \"\"cm\"\"\",\"age\"\n52000.5,170,\"34\"\n";
+        read_as_users("quoted.csv", all_quoted, &names, &[&[52000.5, 170.0, 34.0]]);
+    }
+
+    #[test]
+    fn a_csv_with_a_bom_and_crlf_names_its_first_column() {
+        // df.to_csv(index=False, encoding="utf-8-sig", lineterminator="\r\n"), as
+        // Excel-bound exports and pandas on Windows write it.
+        let bom_crlf = b"\xef\xbb\xbfincome;age\r\n52000.5;34\r\n\r\n61000;51\r\n";
+        read_as_users(
+            "bom.csv",
+            bom_crlf,
+            &["income", "age"],
+            &[&[52000.5, 34.0], &[61000.0, 51.0]],
+        );
+        // Line numbers count the BOM's line and the blank one.
+        assert_eq!(
+            err("\u{feff}a,b\r\n1,2\r\n\r\n3,x\r\n"),
+            "line 4, column 2: not a number: \"x\""
+        );
     }
 
     #[test]

@@ -18,17 +18,22 @@
 //!   explicit R (the error names the file's largest row norm for reference and says
 //!   that using it is not private); standardized data default to `R = √(2p)` (each
 //!   standardized row has mean squared norm p, so R² is twice that).
+//! * **The centre.** A collection may carry a public centre `c` (none: `c = 0`); its
+//!   devices report `clip((x − c)/R)`. Everything that depends on where the rows sit
+//!   — the clipped fraction, the second moment, whether the data are centred — is
+//!   taken about the centre given, never silently about 0.
 //! * **The truth.** The file's population covariance (its correlation matrix when
-//!   standardized), and its second moment `(1/n) Σ xxᵀ`, which is what the aggregator
-//!   estimates today (the average of `R²·triu(uuᵀ)`). The two differ by `μ̂μ̂ᵀ`; the
-//!   data count as *centred* when `max_j |μ̂_j| / sd_j ≤` [`CENTRED_TOLERANCE`].
+//!   standardized), and its second moment about the centre `(1/n) Σ (x − c)(x − c)ᵀ`,
+//!   which is what a second-moment collection estimates (the average of
+//!   `R²·triu(uuᵀ)`). The two differ by `(μ̂ − c)(μ̂ − c)ᵀ`; the data count as
+//!   *centred* when `max_j |μ̂_j − c_j| / sd_j ≤` [`CENTRED_TOLERANCE`].
 //!
 //! Invariants: the rows held are exactly the values sent (standardized when asked);
 //! every moment is computed from them, with the population `1/n`.
 
 use std::path::Path;
 
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVector};
 use rand::{Rng, SeedableRng};
 use thiserror::Error;
 
@@ -95,10 +100,8 @@ pub struct DataUsers {
     standardized: bool,
     /// Population covariance of the values sent.
     covariance: DMatrix<f64>,
-    /// `(1/n) Σ xxᵀ` of the values sent.
-    second_moment: DMatrix<f64>,
-    /// `max_j |μ̂_j| / sd_j` of the values sent.
-    max_abs_mean_over_sd: f64,
+    /// Column means μ̂ of the values sent.
+    mean: DVector<f64>,
 }
 
 impl DataUsers {
@@ -121,27 +124,11 @@ impl DataUsers {
         } else {
             data
         };
-        let covariance = data.covariance();
-        let m = data.matrix();
-        let second_moment = m.tr_mul(&m) / data.rows as f64;
-        let mean = data.mean();
-        let max_abs_mean_over_sd = (0..data.cols)
-            .map(|j| {
-                let sd = covariance[(j, j)].max(0.0).sqrt();
-                match (mean[j] == 0.0, sd > 0.0) {
-                    (true, _) => 0.0,
-                    (false, true) => mean[j].abs() / sd,
-                    // A constant non-zero column: all mean, no spread.
-                    (false, false) => f64::INFINITY,
-                }
-            })
-            .fold(0.0, f64::max);
         Ok(DataUsers {
+            covariance: data.covariance(),
+            mean: data.mean(),
             data,
             standardized: standardize,
-            covariance,
-            second_moment,
-            max_abs_mean_over_sd,
         })
     }
 
@@ -181,20 +168,42 @@ impl DataUsers {
         &self.covariance
     }
 
-    /// `(1/n) Σ xxᵀ` of the rows sent: what the aggregator's average estimates (up to
-    /// clipping and noise). Equals [`truth`](Self::truth) plus `μ̂μ̂ᵀ`.
-    pub fn second_moment(&self) -> &DMatrix<f64> {
-        &self.second_moment
+    /// `(1/n) Σ (x − c)(x − c)ᵀ` of the rows sent, about `centre` (empty: about 0):
+    /// what a second-moment collection with that centre estimates (up to clipping and
+    /// noise). Equals [`truth`](Self::truth) plus `(μ̂ − c)(μ̂ − c)ᵀ`.
+    pub fn second_moment(&self, centre: &[f64]) -> DMatrix<f64> {
+        let offset = self.mean_offset(centre);
+        &self.covariance + &offset * offset.transpose()
     }
 
-    /// `max_j |μ̂_j| / sd_j` of the rows sent (∞ for a constant non-zero column).
-    pub fn max_abs_mean_over_sd(&self) -> f64 {
-        self.max_abs_mean_over_sd
+    /// `max_j |μ̂_j − c_j| / sd_j` of the rows sent, about `centre` (empty: about 0;
+    /// ∞ for a constant column off the centre).
+    pub fn max_abs_mean_over_sd(&self, centre: &[f64]) -> f64 {
+        let offset = self.mean_offset(centre);
+        (0..self.dim())
+            .map(|j| {
+                let sd = self.covariance[(j, j)].max(0.0).sqrt();
+                match (offset[j] == 0.0, sd > 0.0) {
+                    (true, _) => 0.0,
+                    (false, true) => offset[j].abs() / sd,
+                    // A constant column off the centre: all offset, no spread.
+                    (false, false) => f64::INFINITY,
+                }
+            })
+            .fold(0.0, f64::max)
     }
 
-    /// Whether the rows sent are centred: `max_j |μ̂_j| / sd_j ≤` [`CENTRED_TOLERANCE`].
-    pub fn is_centred(&self) -> bool {
-        self.max_abs_mean_over_sd <= CENTRED_TOLERANCE
+    /// Whether the rows sent are centred about `centre` (empty: about 0):
+    /// `max_j |μ̂_j − c_j| / sd_j ≤` [`CENTRED_TOLERANCE`].
+    pub fn is_centred(&self, centre: &[f64]) -> bool {
+        self.max_abs_mean_over_sd(centre) <= CENTRED_TOLERANCE
+    }
+
+    /// `μ̂ − c` (`μ̂` for an empty centre).
+    fn mean_offset(&self, centre: &[f64]) -> DVector<f64> {
+        DVector::from_fn(self.dim(), |j, _| {
+            self.mean[j] - centre.get(j).copied().unwrap_or(0.0)
+        })
     }
 
     /// The collection's dimension: the file's, refusing an explicit `given` that
@@ -220,10 +229,23 @@ impl DataUsers {
         }
     }
 
-    /// The fraction of rows longer than `radius` (those the devices clip, which biases
-    /// the estimate toward zero).
-    pub fn clipped_fraction(&self, radius: f64) -> f64 {
-        let clipped = self.data.iter_rows().filter(|r| norm(r) > radius).count();
+    /// The fraction of rows farther than `radius` from `centre` (empty: from 0): those
+    /// the devices of a collection with that centre clip, which biases the estimate
+    /// toward zero.
+    pub fn clipped_fraction(&self, radius: f64, centre: &[f64]) -> f64 {
+        let distance = |row: &[f64]| {
+            let c = |j: usize| centre.get(j).copied().unwrap_or(0.0);
+            row.iter()
+                .enumerate()
+                .map(|(j, v)| (v - c(j)).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        };
+        let clipped = self
+            .data
+            .iter_rows()
+            .filter(|r| distance(r) > radius)
+            .count();
         clipped as f64 / self.data.rows as f64
     }
 
@@ -261,13 +283,13 @@ mod tests {
         // x = (1, 3), (3, 5): μ = (2, 4), Cov = [[1, 1], [1, 1]],
         // (1/n) Σ xxᵀ = [[(1 + 9)/2, (3 + 15)/2], [·, (9 + 25)/2]] = [[5, 9], [9, 17]].
         let u = users("a,b\n1,3\n3,5\n", false);
-        assert_eq!(u.second_moment()[(0, 0)], 5.0);
-        assert_eq!(u.second_moment()[(0, 1)], 9.0);
-        assert_eq!(u.second_moment()[(1, 1)], 17.0);
+        assert_eq!(u.second_moment(&[])[(0, 0)], 5.0);
+        assert_eq!(u.second_moment(&[])[(0, 1)], 9.0);
+        assert_eq!(u.second_moment(&[])[(1, 1)], 17.0);
         assert_eq!(u.truth()[(0, 1)], 1.0);
         // max(|2|/1, |4|/1) = 4: far from centred.
-        assert_eq!(u.max_abs_mean_over_sd(), 4.0);
-        assert!(!u.is_centred());
+        assert_eq!(u.max_abs_mean_over_sd(&[]), 4.0);
+        assert!(!u.is_centred(&[]));
         assert_eq!(u.names().map(<[String]>::len), Some(2));
     }
 
@@ -281,10 +303,10 @@ mod tests {
             for k in 0..3 {
                 assert!((u.truth()[(j, k)] - cor[(j, k)]).abs() < 1e-14);
                 // Mean 0: the second moment is the correlation too.
-                assert!((u.second_moment()[(j, k)] - cor[(j, k)]).abs() < 1e-14);
+                assert!((u.second_moment(&[])[(j, k)] - cor[(j, k)]).abs() < 1e-14);
             }
         }
-        assert!(u.is_centred(), "{}", u.max_abs_mean_over_sd());
+        assert!(u.is_centred(&[]), "{}", u.max_abs_mean_over_sd(&[]));
         assert!(u.standardized());
         // Default radius √(2p) = √6.
         assert_eq!(u.clip_radius(None).unwrap(), 6f64.sqrt());
@@ -306,8 +328,28 @@ mod tests {
             "--dim 3 conflicts with the data file, which has 2 columns"
         );
         // Rows of norm 5 and 1: half exceed R = 4.
-        assert_eq!(u.clipped_fraction(4.0), 0.5);
-        assert_eq!(u.clipped_fraction(5.0), 0.0);
+        assert_eq!(u.clipped_fraction(4.0, &[]), 0.5);
+        assert_eq!(u.clipped_fraction(5.0, &[]), 0.0);
+    }
+
+    #[test]
+    fn clipping_centring_and_the_second_moment_are_about_the_public_centre() {
+        // Rows (100 ± 1, 200 ± 1): μ̂ = (100, 200), Cov = I, far from 0.
+        let u = users("a,b\n99,199\n101,201\n99,201\n101,199\n", false);
+        let centre = [100.0, 200.0];
+        // About 0 every row is ≈ 224 long: a radius of 3 clips them all.
+        assert_eq!(u.clipped_fraction(3.0, &[]), 1.0);
+        assert!(!u.is_centred(&[]));
+        // About the centre every row is √2 away: none is clipped.
+        assert_eq!(u.clipped_fraction(3.0, &centre), 0.0);
+        assert_eq!(u.clipped_fraction(1.0, &centre), 1.0);
+        assert_eq!(u.max_abs_mean_over_sd(&centre), 0.0);
+        assert!(u.is_centred(&centre));
+        assert_eq!(u.second_moment(&centre), *u.truth());
+        // A centre off by (1, 0): (μ̂ − c)(μ̂ − c)ᵀ adds 1 to entry (0, 0).
+        let off = u.second_moment(&[99.0, 200.0]);
+        assert_eq!((off[(0, 0)], off[(0, 1)], off[(1, 1)]), (2.0, 0.0, 1.0));
+        assert_eq!(u.max_abs_mean_over_sd(&[99.0, 200.0]), 1.0);
     }
 
     #[test]

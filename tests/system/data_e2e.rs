@@ -44,11 +44,15 @@ async fn a_csv_files_rows_estimate_its_second_moment_through_the_server() {
     let p = users.check_dim(None).expect("dimension");
     assert_eq!(p, 3);
     // Not centred: the mean of column 0 is ≈ 2 with sd ≈ s/√3 ≈ 0.29.
-    assert!(!users.is_centred(), "{}", users.max_abs_mean_over_sd());
+    assert!(
+        !users.is_centred(&[]),
+        "{}",
+        users.max_abs_mean_over_sd(&[])
+    );
     // Every row has norm ≤ ‖μ‖ + s·√3 = 2.29 + 0.87 < 3.5: nothing is clipped, so the
     // average of R²·uuᵀ is the file's second moment up to grid rounding and noise.
     let r = users.clip_radius(Some(3.5)).expect("explicit radius");
-    assert_eq!(users.clipped_fraction(r), 0.0);
+    assert_eq!(users.clipped_fraction(r, &[]), 0.0);
 
     let server = EmbeddedServer::start(Limits::default())
         .await
@@ -117,7 +121,7 @@ async fn a_csv_files_rows_estimate_its_second_moment_through_the_server() {
         "server's noise sd {} vs R²σ/√(2n) = {off_diagonal_sd}",
         est.entry_noise_sd
     );
-    let second = users.second_moment();
+    let second = users.second_moment(&[]);
     for i in 0..3 {
         for j in i..3 {
             let err = (m[(i, j)] - second[(i, j)]).abs();

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
+use ldpcov_csv::strip_bom;
 use ldpcov_proto::v1::{
     CentralWeighting, CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments,
     PrivacyModel, ShuffleSpec,
@@ -132,7 +133,8 @@ pub(crate) enum MomentsArg {
 fn read_centre(path: &Path) -> Result<Vec<f64>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading --centre-file {}", path.display()))?;
-    text.split(|c: char| c == ',' || c.is_whitespace())
+    strip_bom(&text)
+        .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
         .enumerate()
         .map(|(i, t)| {
@@ -147,11 +149,12 @@ fn read_centre(path: &Path) -> Result<Vec<f64>> {
         .collect()
 }
 
-/// Reads a names file: one name per line (a final newline is not an empty name).
+/// Reads a names file: one name per line (a final newline is not an empty name, a
+/// leading UTF-8 byte order mark is not part of the first name).
 fn read_names(path: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading --names-file {}", path.display()))?;
-    let names: Vec<String> = text
+    let names: Vec<String> = strip_bom(&text)
         .lines()
         .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
         .collect();
@@ -244,7 +247,12 @@ impl Options {
         };
         let variable_names = match &self.names_file {
             Some(path) => read_names(path)?,
-            None => self.names,
+            // A name pasted from a file's first line may carry its byte order mark.
+            None => self
+                .names
+                .iter()
+                .map(|n| strip_bom(n).to_string())
+                .collect(),
         };
         let moments = self
             .moments

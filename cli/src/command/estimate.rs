@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 use crate::{
     Format, Part, component_loadings, mean_vector, part_matrix, plot_title, read_csv_header,
-    write_components, write_estimate, write_heatmap, write_heatmaps, write_part, write_vector,
+    strip_bom, write_components, write_estimate, write_heatmap, write_heatmaps, write_part,
+    write_vector,
 };
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -397,7 +398,8 @@ impl Options {
         }
         // The names file is read before anything is fetched: a bad one stops here.
         let names = match (&self.names, &self.names_from) {
-            (Some(names), _) => Some(names.clone()),
+            // A name pasted from a file's first line may carry its byte order mark.
+            (Some(names), _) => Some(names.iter().map(|n| strip_bom(n).to_string()).collect()),
             (None, Some(path)) => Some(read_csv_header(path)?),
             (None, None) => None,
         };
