@@ -27,8 +27,9 @@ use std::time::Duration;
 use ldpcov_proto::v1::{HpkeKeyState, HpkePublicKey};
 use tonic::Status;
 
+use crate::batch_rule::CloseRule;
 use crate::pin::PinnedSettings;
-use crate::store::{CloseRule, RelayStore, RetireReason, Retired, StoreError};
+use crate::store::{RelayStore, RetireReason, Retired, StoreError};
 use crate::upstream::{CollectionInfo, Upstream};
 
 /// The relay's default floor on a batch: no batch of fewer reports is formed, and a

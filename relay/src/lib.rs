@@ -47,6 +47,8 @@
 //! * [`token`](DeviceTokenIssuer) — device tokens `v2.<device id>.<expires>.<hex HMAC-SHA256>`,
 //!   the revocation list ([`Revocations`])
 //!   and the relay's own secrets ([`Secret`]).
+//! * [`CloseRule`] — the batch rule (`batch_rule.rs`): when a window becomes a batch,
+//!   a pure function the store applies.
 //! * [`RelayStore`] — the redb store: windows, dedupe records, pinned settings,
 //!   batches, counters.
 //! * [`Upstream`] — the aggregator: collection parameters (cached) and the batch call.
@@ -101,6 +103,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod batch_rule;
 pub mod command;
 mod device_limits;
 mod forward;
@@ -134,6 +137,7 @@ pub mod constants {
     };
 }
 
+pub use batch_rule::CloseRule;
 pub use device_limits::{DeviceLimiter, DeviceLimits, InFlight};
 pub use forward::Forwarder;
 pub use gate::{Admitted, Gate};
@@ -145,8 +149,8 @@ pub use pin::PinnedSettings;
 pub use server::{RelayLimits, RelayOptions, ServeError, serve, serve_with_clock};
 pub use service::{Clock, RelayService, system_clock};
 pub use store::{
-    CloseRule, FormedBatch, PendingBatch, RelayStore, RetireReason, Retired, StoreError,
-    StoreOptions, Submission, SubmitOutcome,
+    FormedBatch, PendingBatch, RelayStore, RetireReason, Retired, StoreError, StoreOptions,
+    Submission, SubmitOutcome,
 };
 pub use token::{DeviceId, DeviceTokenIssuer, Revocations, Secret, TokenError};
 pub use upstream::{CollectionInfo, Reach, Upstream, UpstreamError, chunk};

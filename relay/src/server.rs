@@ -53,12 +53,13 @@ use tonic::server::NamedService;
 use tonic::service::LayerExt;
 use tower::{Layer, Service};
 
+use crate::batch_rule::CloseRule;
 use crate::device_limits::DeviceLimits;
 use crate::forward::Forwarder;
 use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
 use crate::monitor::Monitor;
 use crate::service::{Clock, RelayService, system_clock};
-use crate::store::{CloseRule, RelayStore};
+use crate::store::RelayStore;
 use crate::token::{DeviceTokenIssuer, Secret};
 use crate::upstream::{Reach, Upstream};
 

@@ -28,8 +28,9 @@ use ldpcov_proto::v1::{
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
 
+use crate::batch_rule::CloseRule;
 use crate::pin::PinnedSettings;
-use crate::store::{CloseRule, PendingBatch};
+use crate::store::PendingBatch;
 use crate::token::Secret;
 
 /// How long a collection's parameters are used before they are fetched again.
