@@ -644,8 +644,8 @@ mod tests {
     /// correlations, error bars, three components, and `verdict`.
     fn sample(p: usize, names: bool, verdict: Option<SignalVerdict>) -> Estimate {
         let cov = nalgebra::DMatrix::from_fn(p, p, |i, j| {
-            let s = 1350.0 - 100.0 * i as f64;
-            let t = 1350.0 - 100.0 * j as f64;
+            let s = 1350.0 / (1.0 + 0.1 * i as f64);
+            let t = 1350.0 / (1.0 + 0.1 * j as f64);
             let r = if i == j {
                 1.0
             } else {
@@ -722,12 +722,14 @@ mod tests {
         let mut nan = sample(6, false, None);
         let packed = ldpcov_privacy::layout::triangle_index(6, 1, 4);
         nan.correlation[packed] = f64::NAN;
+        let wide = sample(30, false, None);
         let cases = [
             ("covariance", &named, Part::Covariance, true),
             ("components", &named, Part::Components, false),
             ("standard-errors", &named, Part::StandardErrors, false),
             ("hopeless", &zero, Part::Covariance, true),
             ("nan-correlation", &nan, Part::Correlation, false),
+            ("unnamed-30", &wide, Part::Covariance, false),
         ];
         for (name, e, what, beside) in cases {
             let path = dir.join(format!("{name}.png"));
