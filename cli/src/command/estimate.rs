@@ -157,8 +157,10 @@ pub(crate) struct Options {
     #[arg(long, env = "LDPCOV_WHAT", value_enum)]
     what: Option<What>,
     /// The top K principal components of the released matrix (eigenvalues,
-    /// explained-variance ratios, loadings, and whether each stands above the noise):
-    /// in the JSON output, or with --what components. Post-processing: no budget.
+    /// explained-variance ratios, loadings, and whether each stands above the noise,
+    /// beside the raw eigenvalue that flag tests): in the JSON output, or with --what
+    /// components. Fetches the error bars for the raw eigenvalues (written only with
+    /// --error-bars). Post-processing: no budget.
     #[arg(long, env = "LDPCOV_PCA", value_name = "K")]
     pca: Option<u32>,
     /// With --pca: the components of the correlation rather than of the covariance
