@@ -24,11 +24,12 @@ mod heatmap;
 mod output;
 
 pub use heatmap::{
-    FONT_ENV, Layout, PlotError, diverging_color, font_available, write_components, write_heatmap,
-    write_heatmaps, write_vector,
+    Banner, FONT_ENV, HeatmapPanel, Layout, PlotError, Scale, ScreeBar, UNDEFINED_COLOR,
+    UNDEFINED_NOTE, diverging_color, font_available, sequential_color, tick_label,
+    write_components, write_heatmap, write_heatmaps, write_vector,
 };
 pub use ldpcov_csv::{CsvDialect, CsvHeaderError, is_csv_header, read_csv_header, strip_bom};
 pub use output::{
-    Format, Part, component_loadings, mean_vector, part_matrix, plot_title, short_rule,
-    write_estimate, write_part,
+    Format, Part, component_loadings, mean_vector, part_matrix, plot_title, raw_eigenvalues,
+    short_rule, variable_names, write_estimate, write_part,
 };

@@ -1,12 +1,17 @@
-//! Writing a released [`Estimate`] as JSON (matrix plus metadata), CSV (the matrix) or
-//! NPY (the matrix as a `p × p` float64 array, loadable with `numpy.load`), and
-//! choosing the matrix a PNG heatmap shows ([`part_matrix`]; the picture itself is
-//! [`write_heatmap`](crate::write_heatmap)'s).
+//! Writing a released [`Estimate`] as JSON (matrix plus metadata), CSV (the matrix
+//! under a header of the variables' names) or NPY (the matrix as a `p × p` float64
+//! array, loadable with `numpy.load`), and choosing the matrix a PNG heatmap shows
+//! ([`part_matrix`]; the picture itself is [`write_heatmap`](crate::write_heatmap)'s).
 //!
 //! "The matrix" is the requested target: the covariance, or for the precision targets
 //! the precision matrix Θ (JSON then also carries the covariance it came from, λ and,
 //! for the graphical lasso, the graph's edges). For a mean-and-covariance collection
-//! JSON adds the mean and its noise sd; with variable names, the names.
+//! JSON adds the mean and its noise sd. docs/USAGE.md lists the JSON's keys.
+//!
+//! One vocabulary everywhere: variables are named by the collection's names, else
+//! `x1 … xp` ([`variable_names`]); an undefined entry (NaN: a correlation whose
+//! variance is not clearly above zero, or its standard error) is `null` in JSON and
+//! an empty cell in CSV.
 
 use std::io::Write;
 
@@ -20,13 +25,14 @@ use serde::Serialize;
 pub enum Format {
     /// Matrix and metadata as one JSON object.
     Json,
-    /// The matrix, one row per line.
+    /// The matrix, one row per line under a header of the variables' names.
     Csv,
     /// The matrix as a NumPy `.npy` float64 array.
     Npy,
-    /// A PNG heatmap of the matrix (drawn to a file by
-    /// [`write_heatmap`](crate::write_heatmap) from [`part_matrix`], not by
-    /// [`write_estimate`]).
+    /// A PNG heatmap of the matrix (to a file).
+    //
+    // Drawn by `write_heatmap` from `part_matrix`, not by `write_estimate` (a plain
+    // comment: clap shows doc comments as help).
     Png,
 }
 
@@ -93,6 +99,8 @@ struct JsonEstimate<'a> {
     threshold_kind: &'a str,
     target: &'static str,
     matrix: Vec<&'a [f64]>,
+    /// The correlation of the released covariance (`null` entries: undefined).
+    correlation: Option<Vec<Vec<f64>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     precision: Option<JsonPrecision<'a>>,
     moments: &'static str,
@@ -100,8 +108,7 @@ struct JsonEstimate<'a> {
     mean: &'a [f64],
     #[serde(skip_serializing_if = "Option::is_none")]
     mean_noise_sd: Option<f64>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    variable_names: &'a [String],
+    variable_names: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     release: Option<JsonRelease>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,6 +178,9 @@ struct JsonComponents<'a> {
 struct JsonComponent<'a> {
     eigenvalue: f64,
     explained_variance_ratio: f64,
+    /// The raw matrix's eigenvalue of the same rank: what `above_noise_edge` compares
+    /// with `noise_edge` (`null` when the estimate carries no raw matrix).
+    raw_eigenvalue: Option<f64>,
     above_noise_edge: bool,
     loadings: &'a [f64],
 }
@@ -354,6 +364,26 @@ pub fn component_loadings(estimate: &Estimate) -> std::io::Result<DMatrix<f64>> 
     Ok(DMatrix::from_fn(k, p, |c, i| pcs.components[c].loadings[i]))
 }
 
+/// The variables' names: the collection's, when it has one per variable, else
+/// `x1 … xp` (1-based, the names every output of the CLI and the Python client use).
+pub fn variable_names(estimate: &Estimate) -> Vec<String> {
+    let p = estimate.dim as usize;
+    if estimate.variable_names.len() == p {
+        estimate.variable_names.clone()
+    } else {
+        (1..=p).map(|i| format!("x{i}")).collect()
+    }
+}
+
+/// The raw matrix's eigenvalues that the principal components' `above_noise_edge`
+/// flags test, largest first, one per component, as the server computed them
+/// (`PrincipalComponent.raw_eigenvalue`: of the raw matrix, or of its correlation for
+/// components of the correlation). `None` when the estimate carries no components.
+pub fn raw_eigenvalues(estimate: &Estimate) -> Option<Vec<f64>> {
+    let pcs = estimate.principal_components.as_ref()?;
+    Some(pcs.components.iter().map(|c| c.raw_eigenvalue).collect())
+}
+
 /// The title of a picture of `what` of `estimate`: the matrix, the collection, the
 /// number of reports n and the estimator's rule in short ([`short_rule`]; the JSON
 /// output has it in full).
@@ -390,9 +420,12 @@ pub fn short_rule(rule: &str) -> String {
 
 /// Writes `estimate` to `out` in `format` (JSON, CSV or NPY; [`Format::Png`] is an
 /// error here, since a picture is drawn to a file by
-/// [`write_heatmap`](crate::write_heatmap)).
+/// [`write_heatmap`](crate::write_heatmap)). `raw_eigenvalues` are the principal
+/// components' raw eigenvalues ([`raw_eigenvalues`]), shown beside their
+/// `above_noise_edge` flags.
 pub fn write_estimate(
     estimate: &Estimate,
+    raw_eigenvalues: Option<&[f64]>,
     format: Format,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
@@ -422,13 +455,16 @@ pub fn write_estimate(
                 threshold_kind: &estimate.threshold_kind,
                 target: target_name(target),
                 matrix: full.chunks(p.max(1)).collect(),
+                correlation: (!estimate.correlation.is_empty())
+                    .then(|| part_matrix(estimate, Part::Correlation).map(|m| rows_of(&m)))
+                    .transpose()?,
                 moments: match Moments::try_from(estimate.moments) {
                     Ok(Moments::MeanAndCovariance) => "mean-and-covariance",
                     _ => "second-moment",
                 },
                 mean: &estimate.mean,
                 mean_noise_sd: (!estimate.mean.is_empty()).then_some(estimate.mean_noise_sd),
-                variable_names: &estimate.variable_names,
+                variable_names: variable_names(estimate),
                 release: estimate.release.as_ref().map(|r| JsonRelease {
                     mechanism: match CentralMechanism::try_from(r.mechanism) {
                         Ok(CentralMechanism::GaussCov) => "gauss-cov",
@@ -513,9 +549,11 @@ pub fn write_estimate(
                         components: pc
                             .components
                             .iter()
-                            .map(|c| JsonComponent {
+                            .enumerate()
+                            .map(|(k, c)| JsonComponent {
                                 eigenvalue: c.eigenvalue,
                                 explained_variance_ratio: c.explained_variance_ratio,
+                                raw_eigenvalue: raw_eigenvalues.and_then(|r| r.get(k).copied()),
                                 above_noise_edge: c.above_noise_edge,
                                 loadings: &c.loadings,
                             })
@@ -534,7 +572,7 @@ pub fn write_estimate(
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)
         }
-        Format::Csv => write_csv_rows(&full, p, out),
+        Format::Csv => write_csv(&variable_names(estimate), &full, out),
         Format::Npy => write_npy(&[p as u64, p as u64], &full, out),
         Format::Png => Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -546,10 +584,12 @@ pub fn write_estimate(
 /// Writes one part of `estimate` to `out` as CSV or NPY: a `p × p` matrix, the mean
 /// (a vector: one line, or a 1-D array), or the principal components (NPY: the
 /// `K × p` loadings; CSV: one row per component under a header, `component,
-/// eigenvalue, explained_variance_ratio, above_noise_edge` and one column of loadings
-/// per variable, named by the variable names when the collection has them).
+/// eigenvalue, explained_variance_ratio, raw_eigenvalue, above_noise_edge` and one
+/// column of loadings per variable). Every CSV starts with a header row of the
+/// variables' names ([`variable_names`]); `raw_eigenvalues` as for [`write_estimate`].
 pub fn write_part(
     estimate: &Estimate,
+    raw_eigenvalues: Option<&[f64]>,
     part: Part,
     format: Format,
     out: &mut dyn Write,
@@ -561,78 +601,103 @@ pub fn write_part(
         ));
     }
     let p = estimate.dim as usize;
+    let names = variable_names(estimate);
     match part {
         Part::Mean => {
             let mean = mean_vector(estimate)?;
             match format {
                 Format::Npy => write_npy(&[p as u64], &mean, out),
-                _ => write_csv_rows(&mean, p, out),
+                _ => write_csv(&names, &mean, out),
             }
         }
         Part::Components => {
             let loadings = component_loadings(estimate)?;
-            let k = loadings.nrows();
-            // Row-major K × p.
-            let rows: Vec<f64> = (0..k)
-                .flat_map(|c| (0..p).map(move |i| (c, i)))
-                .map(|(c, i)| loadings[(c, i)])
-                .collect();
             if format == Format::Npy {
-                return write_npy(&[k as u64, p as u64], &rows, out);
+                let k = loadings.nrows();
+                return write_npy(&[k as u64, p as u64], &row_major(&loadings), out);
             }
-            let names: Vec<String> = if estimate.variable_names.len() == p {
-                estimate.variable_names.clone()
-            } else {
-                (1..=p).map(|i| format!("x{i}")).collect()
-            };
-            writeln!(
-                out,
-                "component,eigenvalue,explained_variance_ratio,above_noise_edge,{}",
-                names.join(",")
-            )?;
+            let mut csv = csv::Writer::from_writer(out);
+            let columns = [
+                "component",
+                "eigenvalue",
+                "explained_variance_ratio",
+                "raw_eigenvalue",
+                "above_noise_edge",
+            ];
+            csv.write_record(columns.into_iter().chain(names.iter().map(String::as_str)))
+                .map_err(csv_io)?;
             let pcs = estimate
                 .principal_components
                 .as_ref()
                 .map(|pc| &pc.components);
             for (c, component) in pcs.into_iter().flatten().enumerate() {
-                let loadings: Vec<String> = rows[c * p..(c + 1) * p]
-                    .iter()
-                    .map(|v| format!("{v:e}"))
-                    .collect();
-                writeln!(
-                    out,
-                    "PC{},{:e},{:e},{},{}",
-                    c + 1,
-                    component.eigenvalue,
-                    component.explained_variance_ratio,
-                    component.above_noise_edge,
-                    loadings.join(",")
-                )?;
+                let raw = raw_eigenvalues
+                    .and_then(|r| r.get(c))
+                    .map_or(String::new(), |v| cell(*v));
+                let fields = [
+                    format!("PC{}", c + 1),
+                    cell(component.eigenvalue),
+                    cell(component.explained_variance_ratio),
+                    raw,
+                    component.above_noise_edge.to_string(),
+                ];
+                csv.write_record(
+                    fields
+                        .into_iter()
+                        .chain(loadings.row(c).iter().map(|v| cell(*v))),
+                )
+                .map_err(csv_io)?;
             }
-            Ok(())
+            csv.flush()
         }
         _ => {
             let m = part_matrix(estimate, part)?;
-            // DMatrix is column-major; the matrices here are symmetric, but write rows.
-            let rows: Vec<f64> = (0..p)
-                .flat_map(|i| (0..p).map(move |j| (i, j)))
-                .map(|(i, j)| m[(i, j)])
-                .collect();
             match format {
-                Format::Npy => write_npy(&[p as u64, p as u64], &rows, out),
-                _ => write_csv_rows(&rows, p, out),
+                Format::Npy => write_npy(&[p as u64, p as u64], &row_major(&m), out),
+                _ => write_csv(&names, &row_major(&m), out),
             }
         }
     }
 }
 
-/// Writes row-major `values` as CSV lines of `width` numbers.
-fn write_csv_rows(values: &[f64], width: usize, out: &mut dyn Write) -> std::io::Result<()> {
-    for row in values.chunks(width.max(1)) {
-        let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
-        writeln!(out, "{}", line.join(","))?;
+/// The entries of `m` row by row (a `DMatrix` is column-major).
+fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
+    m.transpose().as_slice().to_vec()
+}
+
+/// The rows of `m`, for JSON.
+fn rows_of(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
+    m.row_iter().map(|r| r.iter().copied().collect()).collect()
+}
+
+/// One CSV number: `{:e}`, or an empty cell for an undefined (NaN) entry.
+fn cell(v: f64) -> String {
+    if v.is_nan() {
+        String::new()
+    } else {
+        format!("{v:e}")
     }
-    Ok(())
+}
+
+/// Writes a header row of `names`, then row-major `values` in rows of `names.len()`
+/// numbers, as RFC 4180 CSV (names holding commas or quotes are quoted).
+fn write_csv(names: &[String], values: &[f64], out: &mut dyn Write) -> std::io::Result<()> {
+    let mut csv = csv::Writer::from_writer(out);
+    csv.write_record(names).map_err(csv_io)?;
+    for row in values.chunks(names.len().max(1)) {
+        csv.write_record(row.iter().map(|v| cell(*v)))
+            .map_err(csv_io)?;
+    }
+    csv.flush()
+}
+
+/// A CSV writer's error as the `io::Error` it wraps, when it is one (so that a closed
+/// standard output stays a `BrokenPipe`).
+fn csv_io(e: csv::Error) -> std::io::Error {
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => io,
+        other => std::io::Error::other(format!("{other:?}")),
+    }
 }
 
 /// Writes row-major `values` as a float64 NPY array of `shape`.
@@ -664,14 +729,17 @@ mod tests {
     #[test]
     fn csv_is_the_full_symmetric_matrix() {
         let mut out = Vec::new();
-        write_estimate(&estimate(), Format::Csv, &mut out).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "1e0,5e-1\n5e-1,2e0\n");
+        write_estimate(&estimate(), None, Format::Csv, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "x1,x2\n1e0,5e-1\n5e-1,2e0\n"
+        );
     }
 
     #[test]
     fn json_has_matrix_and_metadata() {
         let mut out = Vec::new();
-        write_estimate(&estimate(), Format::Json, &mut out).unwrap();
+        write_estimate(&estimate(), None, Format::Json, &mut out).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["reports"], 10);
         assert_eq!(v["matrix"][1][0], 0.5);
@@ -680,7 +748,7 @@ mod tests {
     #[test]
     fn npy_header_and_data() {
         let mut out = Vec::new();
-        write_estimate(&estimate(), Format::Npy, &mut out).unwrap();
+        write_estimate(&estimate(), None, Format::Npy, &mut out).unwrap();
         assert_eq!(&out[..6], b"\x93NUMPY");
         let header = String::from_utf8_lossy(&out[10..out.len() - 32]);
         assert!(
@@ -702,10 +770,13 @@ mod tests {
         e.precision_lambda = 0.1;
         e.graph = vec![ldpcov_proto::v1::Edge { i: 0, j: 1 }];
         let mut csv = Vec::new();
-        write_estimate(&e, Format::Csv, &mut csv).unwrap();
-        assert_eq!(String::from_utf8(csv).unwrap(), "2e0,-5e-1\n-5e-1,1e0\n");
+        write_estimate(&e, None, Format::Csv, &mut csv).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "x1,x2\n2e0,-5e-1\n-5e-1,1e0\n"
+        );
         let mut json = Vec::new();
-        write_estimate(&e, Format::Json, &mut json).unwrap();
+        write_estimate(&e, None, Format::Json, &mut json).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
         assert_eq!(v["target"], "precision-glasso");
         assert_eq!(v["matrix"][0][1], -0.5);
@@ -713,7 +784,7 @@ mod tests {
         assert_eq!(v["precision"]["graph"][0][1], 1);
         // Missing Θ for a precision target is an error, not a silent covariance.
         e.precision_upper_triangle.clear();
-        assert!(write_estimate(&e, Format::Npy, &mut Vec::new()).is_err());
+        assert!(write_estimate(&e, None, Format::Npy, &mut Vec::new()).is_err());
     }
 
     #[test]
@@ -729,13 +800,192 @@ mod tests {
         assert_eq!(Part::released(&e), Part::Precision);
         let m = part_matrix(&e, Part::released(&e)).unwrap();
         assert_eq!(m[(1, 0)], -0.5);
-        assert!(write_estimate(&e, Format::Png, &mut Vec::new()).is_err());
+        assert!(write_estimate(&e, None, Format::Png, &mut Vec::new()).is_err());
+    }
+
+    /// A 3-variable estimate carrying every part: names (one with a comma, one with a
+    /// quote), the correlation with an undefined entry (NaN), error bars, components
+    /// (the second one's raw eigenvalue below the noise edge), a verdict.
+    fn full_estimate() -> Estimate {
+        use ldpcov_proto::v1::{ErrorBars, PrincipalComponent, PrincipalComponents, SignalVerdict};
+        let nan = f64::NAN;
+        Estimate {
+            collection_id: "c".into(),
+            dim: 3,
+            upper_triangle: vec![4.0, 1.0, 0.0, 1.0, 0.0, 1e-9],
+            correlation: vec![1.0, 0.5, nan, 1.0, nan, 1.0],
+            reports: 10,
+            variable_names: vec!["height, cm".into(), "say \"hi\"".into(), "z".into()],
+            mean: vec![0.0, 1.0, 2.0],
+            moments: Moments::MeanAndCovariance as i32,
+            verdict: Some(SignalVerdict {
+                sufficient: false,
+                summary: "insufficient: the noise is 37× the signal".into(),
+                ..Default::default()
+            }),
+            error_bars: Some(ErrorBars {
+                raw_upper_triangle: vec![5.0, 0.0, 0.0, 1.0, 0.0, 0.5],
+                standard_errors: vec![0.1, 0.2, 0.3, 0.1, 0.2, 0.1],
+                raw_correlation: vec![1.0, 0.0, nan, 1.0, nan, 1.0],
+                correlation_standard_errors: vec![0.0, 0.1, nan, 0.0, nan, 0.0],
+                ..Default::default()
+            }),
+            principal_components: Some(PrincipalComponents {
+                noise_edge: 2.0,
+                total_variance: 5.0,
+                components: vec![
+                    PrincipalComponent {
+                        eigenvalue: 4.3,
+                        explained_variance_ratio: 0.86,
+                        loadings: vec![0.96, 0.29, 0.0],
+                        above_noise_edge: true,
+                        raw_eigenvalue: 5.0,
+                    },
+                    PrincipalComponent {
+                        eigenvalue: 0.7,
+                        explained_variance_ratio: 0.14,
+                        loadings: vec![-0.29, 0.96, 0.0],
+                        above_noise_edge: false,
+                        raw_eigenvalue: 1.0,
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_csv_has_a_header_of_quoted_names() {
+        let e = full_estimate();
+        let header = "\"height, cm\",\"say \"\"hi\"\"\",z\n";
+        let mut out = Vec::new();
+        write_estimate(&e, None, Format::Csv, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(header), "{text}");
+        assert_eq!(text.lines().count(), 4, "{text}");
+        for part in [
+            Part::Correlation,
+            Part::StandardErrors,
+            Part::Raw,
+            Part::Mean,
+        ] {
+            let mut out = Vec::new();
+            write_part(&e, None, part, Format::Csv, &mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.starts_with(header), "{part:?}: {text}");
+        }
+        let mut out = Vec::new();
+        write_part(&e, None, Part::Components, Format::Csv, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(
+                "component,eigenvalue,explained_variance_ratio,raw_eigenvalue,\
+                 above_noise_edge,\"height, cm\",\"say \"\"hi\"\"\",z\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unnamed_variables_are_x1_to_xp_everywhere() {
+        let mut e = full_estimate();
+        e.variable_names.clear();
+        assert_eq!(variable_names(&e), ["x1", "x2", "x3"]);
+        let mut json = Vec::new();
+        write_estimate(&e, None, Format::Json, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["variable_names"], serde_json::json!(["x1", "x2", "x3"]));
+        let mut csv = Vec::new();
+        write_part(&e, None, Part::Mean, Format::Csv, &mut csv).unwrap();
+        assert_eq!(String::from_utf8(csv).unwrap(), "x1,x2,x3\n0e0,1e0,2e0\n");
+    }
+
+    #[test]
+    fn undefined_correlations_are_null_in_json_and_empty_in_csv() {
+        let e = full_estimate();
+        let mut json = Vec::new();
+        write_estimate(&e, None, Format::Json, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["correlation"][0], serde_json::json!([1.0, 0.5, null]));
+        assert_eq!(v["correlation"][2][1], serde_json::Value::Null);
+        let bars = &v["error_bars"];
+        assert_eq!(bars["raw_correlation"][0][2], serde_json::Value::Null);
+        assert_eq!(
+            bars["correlation_standard_errors"][2][0],
+            serde_json::Value::Null
+        );
+        let mut csv = Vec::new();
+        write_part(&e, None, Part::Correlation, Format::Csv, &mut csv).unwrap();
+        let text = String::from_utf8(csv).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(rows, ["1e0,5e-1,", "5e-1,1e0,", ",,1e0"], "{text}");
+    }
+
+    #[test]
+    fn the_noise_edge_flag_shows_the_raw_eigenvalue_it_tests() {
+        let e = full_estimate();
+        // The server's raw eigenvalues 5 and 1, the edge 2.
+        let raw = raw_eigenvalues(&e).unwrap();
+        assert_eq!(raw.len(), 2);
+        assert!(
+            (raw[0] - 5.0).abs() < 1e-12 && (raw[1] - 1.0).abs() < 1e-12,
+            "{raw:?}"
+        );
+        let mut json = Vec::new();
+        write_estimate(&e, Some(&raw), Format::Json, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let pcs = &v["principal_components"]["components"];
+        assert_eq!(pcs[0]["above_noise_edge"], true);
+        assert!((pcs[0]["raw_eigenvalue"].as_f64().unwrap() - 5.0).abs() < 1e-12);
+        assert_eq!(pcs[1]["above_noise_edge"], false);
+        assert!((pcs[1]["raw_eigenvalue"].as_f64().unwrap() - 1.0).abs() < 1e-12);
+        let mut csv = Vec::new();
+        write_part(&e, Some(&raw), Part::Components, Format::Csv, &mut csv).unwrap();
+        let text = String::from_utf8(csv).unwrap();
+        let second: Vec<&str> = text.lines().nth(2).unwrap().split(',').collect();
+        assert_eq!(
+            &second[..5],
+            ["PC2", "7e-1", "1.4e-1", "1e0", "false"],
+            "{text}"
+        );
+        // Without components there is nothing to show.
+        let mut e = e;
+        e.principal_components = None;
+        assert!(raw_eigenvalues(&e).is_none());
+    }
+
+    /// The JSON's keys are exactly the ones docs/USAGE.md lists (between its
+    /// `json-keys` markers), for an estimate carrying every optional part.
+    #[test]
+    fn json_keys_are_the_documented_ones() {
+        let usage = include_str!("../../docs/USAGE.md");
+        let (_, rest) = usage.split_once("<!-- json-keys -->").unwrap();
+        let (table, _) = rest.split_once("<!-- /json-keys -->").unwrap();
+        let mut documented: Vec<&str> = table
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once('`').map(|(key, _)| key))
+            .collect();
+        documented.sort_unstable();
+        let mut e = full_estimate();
+        e.target = EstimateTarget::PrecisionGlasso as i32;
+        e.precision_upper_triangle = vec![1.0; 6];
+        e.release = Some(Default::default());
+        e.shuffle = Some(Default::default());
+        e.shuffle_delivered = Some(Default::default());
+        let mut json = Vec::new();
+        write_estimate(&e, None, Format::Json, &mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, documented);
     }
 
     #[test]
     fn inconsistent_estimate_is_an_error() {
         let mut e = estimate();
         e.upper_triangle.pop();
-        assert!(write_estimate(&e, Format::Csv, &mut Vec::new()).is_err());
+        assert!(write_estimate(&e, None, Format::Csv, &mut Vec::new()).is_err());
     }
 }

@@ -423,6 +423,7 @@ pub(super) fn estimate_response(
                 explained_variance_ratio: c.explained_variance_ratio,
                 loadings: c.loadings,
                 above_noise_edge: c.above_noise_edge,
+                raw_eigenvalue: c.raw_eigenvalue,
             })
             .collect(),
     });

@@ -3,6 +3,7 @@
 //! collection-status call of `status` and `close`, and the JSON they print.
 
 use std::future::Future;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -137,9 +138,14 @@ pub(crate) fn status_error(s: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", s.code(), s.message())
 }
 
-/// Prints a JSON value, pretty, on standard output.
+/// Prints a JSON value, pretty, on standard output (through the locked handle: an
+/// error, never a panic, when the reader has gone; `main` ends quietly on it).
 pub(crate) fn print_json(value: &serde_json::Value) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    // Serialised first, so that a write error stays an `io::Error` (BrokenPipe).
+    let text = serde_json::to_string_pretty(value)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()?;
     Ok(())
 }
 

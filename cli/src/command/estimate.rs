@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::{
-    Format, Part, component_loadings, mean_vector, part_matrix, plot_title, read_csv_header,
-    strip_bom, write_components, write_estimate, write_heatmap, write_heatmaps, write_part,
-    write_vector,
+    Banner, Format, HeatmapPanel, Part, Scale, ScreeBar, component_loadings, mean_vector,
+    part_matrix, plot_title, raw_eigenvalues, read_csv_header, strip_bom, variable_names,
+    write_components, write_estimate, write_heatmaps, write_part, write_vector,
 };
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -142,7 +142,7 @@ pub(crate) struct Options {
     /// CSV to --synthetic-out.
     #[arg(long, env = "LDPCOV_SYNTHETIC_ROWS", requires = "synthetic_out")]
     synthetic_rows: Option<usize>,
-    /// CSV file of the synthetic rows (header: the variable names, or x0, x1, …).
+    /// CSV file of the synthetic rows (header: the variable names, or x1, x2, …).
     #[arg(long, env = "LDPCOV_SYNTHETIC_OUT", requires = "synthetic_rows")]
     synthetic_out: Option<PathBuf>,
     /// Seed of the synthetic rows' generator (default: from the operating system).
@@ -157,8 +157,9 @@ pub(crate) struct Options {
     #[arg(long, env = "LDPCOV_WHAT", value_enum)]
     what: Option<What>,
     /// The top K principal components of the released matrix (eigenvalues,
-    /// explained-variance ratios, loadings, and whether each stands above the noise):
-    /// in the JSON output, or with --what components. Post-processing: no budget.
+    /// explained-variance ratios, loadings, and whether each stands above the noise,
+    /// beside the raw eigenvalue that flag tests): in the JSON output, or with --what
+    /// components. Post-processing: no budget.
     #[arg(long, env = "LDPCOV_PCA", value_name = "K")]
     pca: Option<u32>,
     /// With --pca: the components of the correlation rather than of the covariance
@@ -369,6 +370,8 @@ impl Options {
             release,
             principal_components: self.pca.unwrap_or(0),
             principal_components_of_correlation: self.pca_correlation,
+            // With --pca too: the raw matrix holds the eigenvalues the components'
+            // noise-edge flags test, which the outputs show beside the flags.
             error_bars: self.error_bars,
         }
     }
@@ -409,6 +412,8 @@ impl Options {
             .await
             .map_err(status_error)?
             .into_inner();
+        let raw = raw_eigenvalues(&estimate);
+        let raw = raw.as_deref();
         if let (Some(rows), Some(path)) = (self.synthetic_rows, &self.synthetic_out) {
             // A second-moment collection's rows are drawn about its centre.
             let mean = if estimate.mean.is_empty() {
@@ -434,12 +439,23 @@ impl Options {
                     .map_or_else(|| Part::released(&estimate), What::part);
                 // Without --what, a covariance is drawn beside its correlation.
                 let beside_correlation = self.what.is_none() && what == Part::Covariance;
-                let layout = draw_png(&estimate, what, beside_correlation, path, names.as_deref())?;
+                let layout = draw_png(
+                    &estimate,
+                    raw,
+                    what,
+                    beside_correlation,
+                    path,
+                    names.as_deref(),
+                )?;
+                // What is shown: p × p, a mean's p, or the loadings' p × k.
+                let shape = match what {
+                    Part::Mean => estimate.dim.to_string(),
+                    Part::Components => format!("{} × {}", estimate.dim, layout.cols),
+                    _ => format!("{} × {}", estimate.dim, estimate.dim),
+                };
                 eprintln!(
-                    "wrote png ({}, {}×{}, {} reports, {}×{} pixels) to {}",
+                    "wrote png ({}, {shape}, {} reports, {}×{} pixels) to {}",
                     what.name(),
-                    estimate.dim,
-                    estimate.dim,
                     estimate.reports,
                     layout.width,
                     layout.height,
@@ -452,8 +468,8 @@ impl Options {
                         .with_context(|| format!("cannot create {}", path.display()))?,
                 );
                 match self.what {
-                    Some(what) => write_part(&estimate, what.part(), self.format, &mut file)?,
-                    None => write_estimate(&estimate, self.format, &mut file)?,
+                    Some(what) => write_part(&estimate, raw, what.part(), self.format, &mut file)?,
+                    None => write_estimate(&estimate, raw, self.format, &mut file)?,
                 }
                 file.flush()?;
                 eprintln!(
@@ -469,8 +485,8 @@ impl Options {
                 let stdout = std::io::stdout();
                 let mut lock = stdout.lock();
                 match self.what {
-                    Some(what) => write_part(&estimate, what.part(), self.format, &mut lock)?,
-                    None => write_estimate(&estimate, self.format, &mut lock)?,
+                    Some(what) => write_part(&estimate, raw, what.part(), self.format, &mut lock)?,
+                    None => write_estimate(&estimate, raw, self.format, &mut lock)?,
                 }
             }
         }
@@ -486,11 +502,14 @@ impl Options {
 }
 
 /// Draws `what` of `estimate` as a heatmap titled with the collection, n and the
-/// rule (the covariance beside its correlation when `beside_correlation`; the
-/// components as a scree plot beside the loadings), to the PNG file `path`; refuses
-/// a number of names other than p before drawing anything.
+/// rule, under a banner of the estimate's verdict (the covariance beside its
+/// correlation when `beside_correlation`; the components as a scree plot, with the
+/// raw eigenvalues `raw` their flags test, beside the loadings; standard errors on a
+/// sequential scale from 0), to the PNG file `path`; refuses a number of names other
+/// than p before drawing anything.
 fn draw_png(
     estimate: &Estimate,
+    raw: Option<&[f64]>,
     what: Part,
     beside_correlation: bool,
     path: &std::path::Path,
@@ -506,25 +525,41 @@ fn draw_png(
             p
         );
     }
-    // Without --names, the names the collection carries (if any).
-    let names = names.or_else(|| {
-        (estimate.variable_names.len() == p).then_some(estimate.variable_names.as_slice())
+    // Without --names, the collection's names, else x1 … xp.
+    let names = names.map_or_else(|| variable_names(estimate), <[String]>::to_vec);
+    let names = Some(names.as_slice());
+    let banner = estimate.verdict.as_ref().map(|v| Banner {
+        text: &v.summary,
+        warning: !v.sufficient,
     });
     let title = plot_title(estimate, what);
+    let panel = |matrix, title, scale| HeatmapPanel {
+        matrix,
+        title,
+        scale,
+    };
     match what {
         Part::Mean => {
             let mean = mean_vector(estimate)?;
-            Ok(write_vector(path, &mean, &title, names)?)
+            Ok(write_vector(path, &mean, &title, names, banner)?)
         }
         Part::Components => {
             let loadings = component_loadings(estimate)?.transpose();
-            let ratios: Vec<(f64, bool)> = estimate
-                .principal_components
+            let pcs = estimate.principal_components.as_ref();
+            let bars: Vec<ScreeBar> = pcs
                 .iter()
                 .flat_map(|pc| &pc.components)
-                .map(|c| (c.explained_variance_ratio, c.above_noise_edge))
+                .enumerate()
+                .map(|(k, c)| ScreeBar {
+                    ratio: c.explained_variance_ratio,
+                    above_noise_edge: c.above_noise_edge,
+                    raw_eigenvalue: raw.and_then(|r| r.get(k).copied()),
+                })
                 .collect();
-            Ok(write_components(path, &ratios, &loadings, &title, names)?)
+            let edge = pcs.map_or(f64::NAN, |pc| pc.noise_edge);
+            Ok(write_components(
+                path, &bars, edge, &loadings, &title, names, banner,
+            )?)
         }
         // The covariance beside its correlation: the scales of the variables and how
         // they move together, in one picture.
@@ -532,16 +567,23 @@ fn draw_png(
             let covariance = part_matrix(estimate, Part::Covariance)?;
             let correlation = part_matrix(estimate, Part::Correlation)?;
             let correlation_title = plot_title(estimate, Part::Correlation);
-            let layouts = write_heatmaps(
-                path,
-                &[(&covariance, &title), (&correlation, &correlation_title)],
-                names,
-            )?;
+            let panels = [
+                panel(&covariance, &title, Scale::Diverging),
+                panel(&correlation, &correlation_title, Scale::Diverging),
+            ];
+            let layouts = write_heatmaps(path, &panels, names, banner)?;
             Ok(layouts[0])
         }
         _ => {
             let matrix = part_matrix(estimate, what)?;
-            Ok(write_heatmap(path, &matrix, &title, names)?)
+            // Standard errors are never negative: one-sided from 0.
+            let scale = if what == Part::StandardErrors {
+                Scale::Sequential
+            } else {
+                Scale::Diverging
+            };
+            let layouts = write_heatmaps(path, &[panel(&matrix, &title, scale)], names, banner)?;
+            Ok(layouts[0])
         }
     }
 }
@@ -565,27 +607,15 @@ fn write_synthetic(
     };
     let drawn = ldpcov_estimate::synthetic_rows(mean, &sigma, rows, &mut rng)
         .context("cannot draw synthetic rows from the estimate")?;
-    let mut file = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-    );
-    let quote = |name: &String| {
-        if name.contains([',', '"', '\n', '\r']) {
-            format!("\"{}\"", name.replace('"', "\"\""))
-        } else {
-            name.clone()
-        }
-    };
-    let header: Vec<String> = if estimate.variable_names.len() == p {
-        estimate.variable_names.iter().map(quote).collect()
-    } else {
-        (0..p).map(|i| format!("x{i}")).collect()
-    };
-    writeln!(file, "{}", header.join(","))?;
+    // The csv writer buffers.
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut csv = csv::Writer::from_writer(file);
+    csv.write_record(variable_names(estimate))?;
     for row in &drawn {
-        let line: Vec<String> = row.iter().map(|v| format!("{v:e}")).collect();
-        writeln!(file, "{}", line.join(","))?;
+        csv.write_record(row.iter().map(|v| format!("{v:e}")))?;
     }
-    file.flush()?;
+    csv.flush()?;
     eprintln!(
         "wrote {rows} synthetic rows ({p} columns, drawn from the released estimate) to {}",
         path.display()
@@ -600,5 +630,113 @@ fn format_name(f: Format) -> &'static str {
         Format::Csv => "csv",
         Format::Npy => "npy",
         Format::Png => "png",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldpcov_proto::v1::{ErrorBars, PrincipalComponent, PrincipalComponents, SignalVerdict};
+
+    /// A hand-made estimate of `p` variables: variances about 1350, a few
+    /// correlations, error bars, three components, and `verdict`.
+    fn sample(p: usize, names: bool, verdict: Option<SignalVerdict>) -> Estimate {
+        let cov = nalgebra::DMatrix::from_fn(p, p, |i, j| {
+            let s = 1350.0 / (1.0 + 0.1 * i as f64);
+            let t = 1350.0 / (1.0 + 0.1 * j as f64);
+            let r = if i == j {
+                1.0
+            } else {
+                0.6f64.powi((i as i32 - j as i32).abs())
+            };
+            r * (s * t).sqrt()
+        });
+        let corr = ldpcov_estimate::correlation(&cov);
+        let pack = |m: &nalgebra::DMatrix<f64>| ldpcov_estimate::matrix_to_packed(m);
+        let se = cov.map(|v| 0.05 * v.abs() + 1.0);
+        let (values, vectors) = ldpcov_estimate::symmetric_eigen(&cov).unwrap();
+        let components = (0..3)
+            .map(|r| PrincipalComponent {
+                eigenvalue: values[p - 1 - r],
+                explained_variance_ratio: values[p - 1 - r] / cov.trace(),
+                loadings: (0..p).map(|i| vectors[(i, p - 1 - r)]).collect(),
+                above_noise_edge: r == 0,
+                raw_eigenvalue: values[p - 1 - r],
+            })
+            .collect();
+        Estimate {
+            collection_id: "survey".into(),
+            dim: p as u32,
+            reports: 2000,
+            threshold_rule: "cv(diagonal=exempt): noise(c=2, hard)".into(),
+            upper_triangle: pack(&cov),
+            correlation: pack(&corr),
+            variable_names: if names {
+                (0..p)
+                    .map(|i| match i {
+                        0 => "systolic_blood_pressure_morning_mmhg".to_string(),
+                        1 => "weight, kg".to_string(),
+                        _ => format!("v{i}"),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            verdict,
+            error_bars: Some(ErrorBars {
+                raw_upper_triangle: pack(&cov),
+                standard_errors: pack(&se),
+                raw_correlation: pack(&corr),
+                correlation_standard_errors: pack(&corr.map(|v| 0.1 * (1.0 - v * v))),
+                method: "empirical".into(),
+            }),
+            principal_components: Some(PrincipalComponents {
+                of_correlation: false,
+                total_variance: cov.trace(),
+                noise_edge: values[p - 2] * 1.2,
+                components,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Renders the sample pictures into `$LDPCOV_PICTURES_DIR` (for looking at them:
+    /// `LDPCOV_PICTURES_DIR=/tmp/pics cargo test -p ldpcov-cli --lib render -- --ignored`).
+    #[test]
+    #[ignore]
+    fn render_sample_pictures() {
+        let dir = PathBuf::from(std::env::var("LDPCOV_PICTURES_DIR").unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        let hopeless = SignalVerdict {
+            sufficient: false,
+            summary: "insufficient: the noise is 37× the signal and no correlation stands out \
+                      of it; about 5 400 000 reports (have 2000) would bring it to half the signal"
+                .into(),
+            ..Default::default()
+        };
+        let named = sample(10, true, None);
+        let mut zero = sample(6, false, Some(hopeless));
+        zero.upper_triangle.iter_mut().for_each(|v| *v = 0.0);
+        zero.correlation = vec![f64::NAN; zero.correlation.len()];
+        let mut nan = sample(6, false, None);
+        let packed = ldpcov_privacy::layout::triangle_index(6, 1, 4);
+        nan.correlation[packed] = f64::NAN;
+        let wide = sample(30, false, None);
+        let cases = [
+            ("covariance", &named, Part::Covariance, true),
+            ("components", &named, Part::Components, false),
+            ("standard-errors", &named, Part::StandardErrors, false),
+            ("hopeless", &zero, Part::Covariance, true),
+            ("nan-correlation", &nan, Part::Correlation, false),
+            ("unnamed-30", &wide, Part::Covariance, false),
+        ];
+        for (name, e, what, beside) in cases {
+            let path = dir.join(format!("{name}.png"));
+            let raw = raw_eigenvalues(e);
+            match draw_png(e, raw.as_deref(), what, beside, &path, None) {
+                Ok(layout) => eprintln!("{name}: {layout:?}"),
+                Err(err) => eprintln!("{name}: {err:#}"),
+            }
+        }
     }
 }

@@ -91,6 +91,70 @@ impl ldpcov_serve::DaemonCli for Cli {
 /// Runs the `ldpcov-aggregator` command line on the process's arguments and
 /// environment: parses them (exit 2 with clap's message when they do not parse), sets
 /// up logging, runs the subcommand, and returns exit 1 with a one-line reason on error.
+/// A closed standard output (`status | head`) ends a command quietly, with success:
+/// output is written with `write!` (never `println!`, which panics), and its
+/// `BrokenPipe` error stops here.
 pub fn main() -> ExitCode {
-    ldpcov_serve::process::main(|cli: Cli| ldpcov_serve::process::block_on(cli.command.run()))
+    ldpcov_serve::process::main(|cli: Cli| {
+        quiet_broken_pipe(ldpcov_serve::process::block_on(cli.command.run()))
+    })
+}
+
+/// `result`, with an error caused by a closed standard output (`BrokenPipe`) turned
+/// into success: the reader has all it wanted.
+fn quiet_broken_pipe(result: Result<()>) -> Result<()> {
+    match result {
+        Err(e)
+            if e.chain().any(|cause| {
+                cause
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command's help, long and short, with its subcommands' (depth first).
+    fn helps(command: &mut clap::Command, out: &mut Vec<(String, String)>) {
+        let name = command.get_name().to_string();
+        out.push((name.clone(), command.render_long_help().to_string()));
+        out.push((name, command.render_help().to_string()));
+        for sub in command.get_subcommands_mut() {
+            helps(sub, out);
+        }
+    }
+
+    /// clap shows doc comments as help: rustdoc link markup (`[a](b)`) must not reach
+    /// it.
+    #[test]
+    fn no_help_shows_rustdoc_links() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut all = Vec::new();
+        helps(&mut cli, &mut all);
+        assert!(all.len() > 8, "{} helps", all.len());
+        for (name, help) in all {
+            assert!(
+                !help.contains("]("),
+                "`{name} --help` shows link markup:\n{help}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_is_a_quiet_success() {
+        let pipe = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let wrapped = anyhow::Error::from(pipe).context("writing the estimate");
+        assert!(quiet_broken_pipe(Err(wrapped)).is_ok());
+        let other = anyhow::anyhow!("Unavailable: connection refused");
+        assert!(quiet_broken_pipe(Err(other)).is_err());
+    }
 }

@@ -271,7 +271,7 @@ def test_a_second_moment_collection(client, fixture):
     assert est.moments == "MOMENTS_SECOND_MOMENT"
     assert est.assume_centered
     np.testing.assert_array_equal(est.location_, np.zeros(p))
-    assert list(est.feature_names_in_) == [f"x{i}" for i in range(p)]
+    assert list(est.feature_names_in_) == [f"x{i}" for i in range(1, p + 1)]
     assert not est.has_variable_names_
     assert est.location_series().name == "centre"
     assert est.covariance_frame().shape == (p, p)

@@ -41,7 +41,7 @@ def test_an_estimate_built_from_a_message():
     np.testing.assert_array_equal(est.covariance_, [[4, 1], [1, 1]])
     np.testing.assert_array_equal(est.location_, [1.0, 2.0])
     assert est.assume_centered
-    assert list(est.feature_names_in_) == ["x0", "x1"]
+    assert list(est.feature_names_in_) == ["x1", "x2"]
     assert not est.has_variable_names_
     assert est.raw_covariance_ is None and est.components_ is None and est.verdict_ is None
     with pytest.raises(ValueError, match="pca=K"):

@@ -19,8 +19,12 @@ pub struct PrincipalComponent {
     pub explained_variance_ratio: f64,
     /// The unit eigenvector, its entry of largest magnitude positive.
     pub loadings: Vec<f64>,
-    /// Whether the raw matrix's eigenvalue of the same rank is above the noise edge.
+    /// Whether the raw matrix's eigenvalue of the same rank ([`raw_eigenvalue`](Self::raw_eigenvalue))
+    /// is above the noise edge.
     pub above_noise_edge: bool,
+    /// The raw matrix's eigenvalue of the same rank (of its correlation for the
+    /// components of the correlation): the value `above_noise_edge` tests.
+    pub raw_eigenvalue: f64,
 }
 
 /// The top principal components of a released matrix.
@@ -101,6 +105,7 @@ pub fn principal_components(
                 },
                 loadings,
                 above_noise_edge: raw_values[index] > noise_edge,
+                raw_eigenvalue: raw_values[index],
             }
         })
         .collect();

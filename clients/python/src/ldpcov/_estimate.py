@@ -203,8 +203,8 @@ class CovarianceEstimate:
         Whether there are enough reports (see :class:`Verdict`).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
-        The collection's variable names, or scikit-learn's default names ``x0``, …
-        when it has none (``has_variable_names_`` is then False).
+        The collection's variable names, or ``x1`` … ``xp`` (1-based, the names the
+        CLI's outputs use) when it has none (``has_variable_names_`` is then False).
     has_variable_names_ : bool
     n_reports_ : int
         Reports averaged.
@@ -233,7 +233,7 @@ class CovarianceEstimate:
         names = list(message.variable_names)
         self.has_variable_names_: bool = bool(names)
         if not names:
-            names = [f"x{i}" for i in range(p)]
+            names = [f"x{i}" for i in range(1, p + 1)]
         self.feature_names_in_: np.ndarray = np.asarray(names, dtype=object)
         self.n_reports_: int = int(message.reports)
         self.moments: str = pb.Moments.Name(message.moments)

@@ -309,7 +309,7 @@ fn central_collection_releases_spend_a_durable_budget() {
     let lines: Vec<&str> = a.lines().collect();
     assert_eq!(lines.len(), 501);
     assert_eq!(lines[0].split(',').count(), CP);
-    assert_eq!(lines[0].split(',').next(), Some("x0"));
+    assert_eq!(lines[0].split(',').next(), Some("x1"));
     assert!(
         lines[1..]
             .iter()

@@ -274,9 +274,20 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
         title.contains(id) && title.contains(&format!("n = {REPORTS}")),
         "{title}"
     );
+    // The CLI's picture carries the estimate's verdict as a banner.
+    let summary = doc["verdict"]["summary"].as_str().expect("verdict summary");
+    let banner = ldpcov_cli::Banner {
+        text: summary,
+        warning: doc["verdict"]["sufficient"] != true,
+    };
     let reference = dir.path().join("reference.png");
-    let layout = ldpcov_cli::write_heatmap(&reference, &matrix, &title, Some(&names))
-        .expect("reference heatmap");
+    let panel = ldpcov_cli::HeatmapPanel {
+        matrix: &matrix,
+        title: &title,
+        scale: ldpcov_cli::Scale::Diverging,
+    };
+    let layout = ldpcov_cli::write_heatmaps(&reference, &[panel], Some(&names), Some(banner))
+        .expect("reference heatmap")[0];
     let img = decode_png(&png_path);
     assert_eq!((img.0, img.1), (layout.width, layout.height), "{layout:?}");
     let both = decode_png(&both_path);

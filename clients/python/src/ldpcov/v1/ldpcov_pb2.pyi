@@ -778,16 +778,18 @@ class SignalVerdict(_message.Message):
     def __init__(self, sufficient: _Optional[bool] = ..., noise_to_signal: _Optional[float] = ..., off_diagonal_signal_z: _Optional[float] = ..., top_eigenvalue_z: _Optional[float] = ..., reports_needed: _Optional[int] = ..., target_noise_to_signal: _Optional[float] = ..., summary: _Optional[str] = ..., state: _Optional[_Union[VerdictState, str]] = ..., noise_to_signal_low: _Optional[float] = ..., noise_to_signal_high: _Optional[float] = ..., reports_needed_low: _Optional[int] = ..., reports_needed_high: _Optional[int] = ..., release_is_zero: _Optional[bool] = ...) -> None: ...
 
 class PrincipalComponent(_message.Message):
-    __slots__ = ("eigenvalue", "explained_variance_ratio", "loadings", "above_noise_edge")
+    __slots__ = ("eigenvalue", "explained_variance_ratio", "loadings", "above_noise_edge", "raw_eigenvalue")
     EIGENVALUE_FIELD_NUMBER: _ClassVar[int]
     EXPLAINED_VARIANCE_RATIO_FIELD_NUMBER: _ClassVar[int]
     LOADINGS_FIELD_NUMBER: _ClassVar[int]
     ABOVE_NOISE_EDGE_FIELD_NUMBER: _ClassVar[int]
+    RAW_EIGENVALUE_FIELD_NUMBER: _ClassVar[int]
     eigenvalue: float
     explained_variance_ratio: float
     loadings: _containers.RepeatedScalarFieldContainer[float]
     above_noise_edge: bool
-    def __init__(self, eigenvalue: _Optional[float] = ..., explained_variance_ratio: _Optional[float] = ..., loadings: _Optional[_Iterable[float]] = ..., above_noise_edge: _Optional[bool] = ...) -> None: ...
+    raw_eigenvalue: float
+    def __init__(self, eigenvalue: _Optional[float] = ..., explained_variance_ratio: _Optional[float] = ..., loadings: _Optional[_Iterable[float]] = ..., above_noise_edge: _Optional[bool] = ..., raw_eigenvalue: _Optional[float] = ...) -> None: ...
 
 class PrincipalComponents(_message.Message):
     __slots__ = ("of_correlation", "total_variance", "noise_edge", "components")

@@ -120,9 +120,12 @@ pub(crate) fn read_npy(path: &Path) -> Vec<f64> {
 pub(crate) fn read_csv(path: &Path) -> Vec<f64> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    // A header row of the variables' names, then P rows.
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), P, "csv:\n{text}");
-    lines
+    assert_eq!(lines.len(), P + 1, "csv:\n{text}");
+    let header: Vec<String> = (1..=P).map(|i| format!("x{i}")).collect();
+    assert_eq!(lines[0], header.join(","), "csv header:\n{text}");
+    lines[1..]
         .iter()
         .flat_map(|line| {
             let fields: Vec<f64> = line
