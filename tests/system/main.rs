@@ -7,6 +7,7 @@ mod support;
 mod bad_input;
 mod central;
 mod data_e2e;
+mod docs;
 mod end_to_end;
 mod estimators_e2e;
 mod joint_moments;

@@ -36,12 +36,7 @@ pub(super) fn prepare_file(path: &Path, init_empty: bool) -> Result<bool, StoreE
     };
     let what = match read {
         None => {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(path)
-                .map_err(io)?;
+            create_private(path).map_err(io)?;
             return Ok(false);
         }
         Some(n) if n == head.len() && head == REDB_MAGIC => return Ok(true),
@@ -65,12 +60,7 @@ pub(super) fn prepare_file(path: &Path, init_empty: bool) -> Result<bool, StoreE
             moved_to = %aside.display(),
             "--init-empty: the store file was not a relay store; moved it aside and starting a new store"
         );
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(io)?;
+        create_private(path).map_err(io)?;
     } else {
         tracing::warn!(file = %path.display(), "--init-empty: the store file was empty; starting a new store");
     }
@@ -137,4 +127,15 @@ pub(super) fn init_tables(
     }
     txn.commit()?;
     Ok(())
+}
+
+/// Creates the store file at `path`, empty and 0600 (redb then initialises it); fails
+/// if it exists.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
 }

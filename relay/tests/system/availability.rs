@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, ServeOptions};
+use ldpcov_aggregator::{Limits, MemoryStore, ServeOptions};
 use ldpcov_client::AggregatorClient;
 use ldpcov_relay::{DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream};
 use tonic::transport::Channel;
@@ -172,21 +172,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_and_deleted_collections_are_retired_and_the_relay_stays_serving() {
     let _turn = SERIAL.lock().await;
-    let aggregator = EmbeddedServer::start_with_options(
-        Arc::new(MemoryStore::new()),
-        ServeOptions {
-            limits: Limits::default(),
-            auth: Arc::new(support::aggregator_auth(ADMIN)),
-            ..ServeOptions::default()
-        },
-    )
-    .await
-    .expect("aggregator");
-    let mut admin = AggregatorClient::connect(aggregator.url())
-        .await
-        .expect("connect")
-        .with_token(ADMIN.into())
-        .expect("token");
+    let (aggregator, mut admin) = support::embedded_aggregator(ADMIN).await;
     // Batches of 3: two reports stay pending in each window.
     for id in ["kept", "closed", "deleted"] {
         admin

@@ -349,7 +349,6 @@ async fn real_device_pool(
 /// acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once() {
-    use ldpcov_aggregator::{EmbeddedServer, MemoryStore, ServeOptions};
     let tmp = tempfile::tempdir().expect("tempdir");
     let files = Files {
         relay_token: tmp.path().join("relay-token"),
@@ -362,21 +361,7 @@ async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once(
     write(&files.secret, &hex::encode(SECRET));
     write(&files.admin, ADMIN);
     support::write_layer_key(&files.relay_token.with_file_name("layer-key"));
-    let auth = support::aggregator_auth("agg-admin");
-    let aggregator = EmbeddedServer::start_with_options(
-        Arc::new(MemoryStore::new()),
-        ServeOptions {
-            auth: Arc::new(auth),
-            ..ServeOptions::default()
-        },
-    )
-    .await
-    .expect("aggregator");
-    let mut admin = ldpcov_client::AggregatorClient::connect(aggregator.url())
-        .await
-        .expect("connect")
-        .with_token("agg-admin".into())
-        .expect("token");
+    let (aggregator, mut admin) = support::embedded_aggregator("agg-admin").await;
     admin
         .create_collection(shuffled_spec("real", MIN, 1))
         .await

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, ServeOptions};
 use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_proto::v1::RelayStatusRequest;
 use ldpcov_proto::v1::relay_client::RelayClient;
@@ -26,22 +25,7 @@ const DEVICES: u64 = 70;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aggregator_counts_exactly_what_the_relay_acknowledged() {
     // The aggregator: admin token, the relay's token; its HPKE secret is generated.
-    let auth = support::aggregator_auth(ADMIN);
-    let aggregator = EmbeddedServer::start_with_options(
-        Arc::new(MemoryStore::new()),
-        ServeOptions {
-            limits: Limits::default(),
-            auth: Arc::new(auth),
-            ..ServeOptions::default()
-        },
-    )
-    .await
-    .expect("aggregator");
-    let mut admin = AggregatorClient::connect(aggregator.url())
-        .await
-        .expect("connect")
-        .with_token(ADMIN.into())
-        .expect("token");
+    let (aggregator, mut admin) = support::embedded_aggregator(ADMIN).await;
     admin
         .create_collection(shuffled_spec("e2e", MIN, 1))
         .await

@@ -31,6 +31,33 @@ pub(crate) fn aggregator_auth(admin: &str) -> ldpcov_aggregator::AuthConfig {
         .expect("relay tokens")
 }
 
+/// The real aggregator in process over a memory store, with the admin token `admin`
+/// and [`RELAY_TOKEN`] for relays ([`aggregator_auth`]), and a client of it holding
+/// the admin token.
+pub(crate) async fn embedded_aggregator(
+    admin: &str,
+) -> (
+    ldpcov_aggregator::EmbeddedServer,
+    ldpcov_client::AggregatorClient,
+) {
+    let aggregator = ldpcov_aggregator::EmbeddedServer::start_with_options(
+        Arc::new(ldpcov_aggregator::MemoryStore::new()),
+        ldpcov_aggregator::ServeOptions {
+            limits: ldpcov_aggregator::Limits::default(),
+            auth: Arc::new(aggregator_auth(admin)),
+            ..ldpcov_aggregator::ServeOptions::default()
+        },
+    )
+    .await
+    .expect("aggregator");
+    let client = ldpcov_client::AggregatorClient::connect(aggregator.url())
+        .await
+        .expect("connect")
+        .with_token(admin.into())
+        .expect("token");
+    (aggregator, client)
+}
+
 /// The relay at `url`'s status of `collection`, asked with the admin token `admin`;
 /// `None` when the relay cannot be reached or refuses (a crash test polls through
 /// restarts).
