@@ -26,10 +26,13 @@ import {
   ReportSchema,
 } from "./gen/ldpcov/v1/ldpcov_pb.js";
 import type { BudgetLedger } from "./ledger.js";
-import { DiscreteGaussianSampler, type NoiseSampler } from "./noise.js";
-import { clip, InputError, randomReportId, REPORT_ID_LEN, reportOfClipped, trustedCuratorReport } from "./perturb.js";
-import { checkPolicy, DEFAULT_PRIVACY_POLICY, type PrivacyPolicy } from "./policy.js";
-import { type ActiveKey, activeKey, relayKey, SealingError, sealReport, SUBMISSION_ID_LEN } from "./seal.js";
+import type { NoiseSampler } from "./noise.js";
+import { InputError, randomReportId, REPORT_ID_LEN, trustedCuratorReport } from "./perturb.js";
+import { checkPolicy, type PrivacyPolicy } from "./policy.js";
+import { CentralCollectionError, type PreparedRelayReport, ReportBuilder, requireShuffled } from "./report_builder.js";
+import { type ActiveKey, activeKey, relayKey, SealingError, SUBMISSION_ID_LEN } from "./seal.js";
+
+export { CentralCollectionError, type PreparedRelayReport } from "./report_builder.js";
 
 /**
  * How failed calls are retried: exponential backoff with jitter. The n-th retry waits
@@ -124,16 +127,6 @@ export class InvalidTokenError extends Error {
   }
 }
 
-/** A local-model operation on a central collection (its reports are raw vectors the operator sees). */
-export class CentralCollectionError extends Error {
-  override name = "CentralCollectionError";
-  constructor(readonly collectionId: string) {
-    super(
-      `collection ${JSON.stringify(collectionId)} is central: the operator sees each raw vector, so a device perturbs nothing for it; use submitToTrustedCurator only if you trust the operator`,
-    );
-  }
-}
-
 /** The server answered with the parameters of another collection. */
 export class CollectionMismatchError extends Error {
   override name = "CollectionMismatchError";
@@ -177,17 +170,6 @@ export interface SubmitOutcome {
   attempts: number;
 }
 
-/** A shuffled collection's report, sealed for its relay and ready to send (and to resend as it is). */
-export interface PreparedRelayReport {
-  /** The id of the report inside the seal (the aggregator counts it once). */
-  reportId: Uint8Array;
-  /**
-   * What goes to the relay: the collection id, a random submission id and `outer`, the
-   * report sealed to the aggregator's key (a `SealedReport`, encoded) sealed once more
-   * to the relay's key.
-   */
-  request: RelayReport;
-}
 
 /**
  * The relay that shuffled collections' reports go through (`ldpcov-relay`, served with
@@ -268,9 +250,9 @@ export class AggregatorClient {
   /** The relay's own key, from its last answer (the layer every report to it gets). */
   #relayKey: ActiveKey | undefined;
   readonly #retry: RetryPolicy;
-  readonly #policy: PrivacyPolicy;
   readonly #timeoutMs: number | undefined;
-  readonly #noise: NoiseSampler;
+  /** Builds every report this client sends (policy, clip, id, ledger, noise, seal). */
+  readonly #device: ReportBuilder;
   readonly ledger: BudgetLedger | undefined;
 
   /**
@@ -306,13 +288,12 @@ export class AggregatorClient {
       this.#relay = createClient(Relay, relayTransport);
     }
     this.#retry = { ...(options.retry ?? DEFAULT_RETRY_POLICY) };
-    const policy = options.policy ?? DEFAULT_PRIVACY_POLICY;
-    this.#policy = Object.freeze({
-      ...policy,
-      ...(policy.shuffle === undefined ? {} : { shuffle: Object.freeze({ ...policy.shuffle }) }),
-    });
     this.#timeoutMs = options.timeoutMs;
-    this.#noise = options.noise ?? DiscreteGaussianSampler.fromOsRng();
+    this.#device = new ReportBuilder({
+      ...(options.policy === undefined ? {} : { policy: options.policy }),
+      ...(options.noise === undefined ? {} : { noise: options.noise }),
+      ...(options.ledger === undefined ? {} : { ledger: options.ledger }),
+    });
     this.ledger = options.ledger;
   }
 
@@ -341,7 +322,7 @@ export class AggregatorClient {
     // checked against the server's, so a server cannot lower the noise.
     const collection = Collection.fromParams(params);
     if (collection.id !== id) throw new CollectionMismatchError(id, collection.id);
-    checkPolicy(this.#policy, collection);
+    checkPolicy(this.#device.policy, collection);
     if (relay !== undefined) {
       // The relay's copy must be a shuffled collection's, with the relay's key.
       if (!collection.shuffled || params.shuffle === undefined) {
@@ -376,9 +357,7 @@ export class AggregatorClient {
    * {@link submitRelayReport}.
    */
   async prepareRelayReport(collection: Collection, x: readonly number[]): Promise<PreparedRelayReport> {
-    if (!collection.shuffled) {
-      throw new SealingError(`collection ${JSON.stringify(collection.id)} is not shuffled: send its reports to the aggregator`);
-    }
+    requireShuffled(collection);
     if (this.#relay === undefined) {
       throw new SealingError(`collection ${JSON.stringify(collection.id)} is shuffled: its reports go through a relay (the relay option)`);
     }
@@ -394,9 +373,7 @@ export class AggregatorClient {
     if (layer === undefined) {
       throw new SealingError("no relay key: the collection was not fetched from a relay (the relay option)");
     }
-    const report = await this.prepareReport(collection, x);
-    const request = await sealReport(collection.id, key, layer, report);
-    return { reportId: Uint8Array.from(report.reportId), request };
+    return this.#device.relayReport(collection, key, layer, x);
   }
 
   /**
@@ -423,14 +400,7 @@ export class AggregatorClient {
    * the same `x` spends the privacy budget again.
    */
   async prepareReport(collection: Collection, x: readonly number[]): Promise<Report> {
-    // Before the ledger: nothing is charged for a report that is not built.
-    if (collection.isCentral) throw new CentralCollectionError(collection.id);
-    checkPolicy(this.#policy, collection);
-    // Input errors surface before any randomness is used or any budget spent.
-    const u = clip(collection, x);
-    const reportId = randomReportId();
-    if (this.ledger !== undefined) await this.ledger.charge(collection);
-    return reportOfClipped(collection, u, this.#noise, reportId);
+    return this.#device.report(collection, x);
   }
 
   /**

@@ -50,6 +50,7 @@ export {
   pureDpRho,
   type RankOneParams,
 } from "./calibration.js";
+export { ReportBuilder, requireShuffled, type ReportBuilderOptions } from "./report_builder.js";
 export {
   checkPolicy,
   checkShufflePolicy,

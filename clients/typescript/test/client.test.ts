@@ -28,9 +28,11 @@ import {
   isRetryable,
   MemoryLedgerStorage,
   PolicyViolationError,
+  ReportBuilder,
   SpecError,
   StatusError,
 } from "../src/index.js";
+import { Collection } from "../src/collection.js";
 import { f64, hex, unhex, vectors } from "./helpers.js";
 
 const byName = (name: string) => {
@@ -80,6 +82,21 @@ test("submit sends the vector's exact payload, built before the call", async () 
     assert.equal(hex(sent.payload), r.payload);
     assert.deepEqual(sent.reportId, outcome.reportId);
   }
+});
+
+test("the report builder alone builds the vectors' payloads, with no transport; refusals come before the spend", async () => {
+  const c = byName("gaussian-svec-i16-mean-cov-centre-p3");
+  const collection = Collection.fromParams(paramsOf(c.name));
+  const ledger = await BudgetLedger.open(new MemoryLedgerStorage(), DEFAULT_BUDGET_LIMITS);
+  const device = new ReportBuilder({ noise: DiscreteGaussianSampler.fromSeedForSimulation(BigInt(c.seed)), ledger });
+  await assert.rejects(device.report(collection, [0.1]), InputError);
+  assert.equal(ledger.lifetimeEpsilon, 0);
+  for (const r of c.reports) {
+    const report = await device.report(collection, r.x.map(f64));
+    assert.equal(hex(report.payload), r.payload);
+    assert.equal(report.reportId.length, 16);
+  }
+  assert.ok(ledger.lifetimeEpsilon > 0);
 });
 
 test("retryable failures resend the same bytes under the same id; the outcome counts the attempts", async () => {
