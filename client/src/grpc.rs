@@ -156,7 +156,7 @@ pub struct SubmitOutcome {
 /// # }
 /// ```
 ///
-/// It holds one OS-seeded exact [`DiscreteGaussianSampler`] for its whole lifetime (replace it with
+/// It holds one OS-seeded exact [`DiscreteGaussianSampler`](crate::DiscreteGaussianSampler) for its whole lifetime (replace it with
 /// [`with_noise_sampler`](AggregatorClient::with_noise_sampler) in simulations). It
 /// never logs vectors, reports or payloads; retries are logged at `debug` level with
 /// the method name and status code only.
@@ -281,7 +281,7 @@ impl AggregatorClient {
     }
 
     /// Replaces the noise sampler, e.g. by
-    /// [`DiscreteGaussianSampler::from_seed_for_simulation`] in simulations. Anything but a
+    /// [`DiscreteGaussianSampler::from_seed_for_simulation`](crate::DiscreteGaussianSampler::from_seed_for_simulation) in simulations. Anything but a
     /// cryptographically seeded sampler makes the reports non-private. Takes any
     /// sampler, boxed (`Box<dyn NoiseSampler + Send>`) or not.
     pub fn with_noise_sampler(mut self, noise: impl NoiseSampler + Send + 'static) -> Self {

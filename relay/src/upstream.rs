@@ -307,7 +307,7 @@ impl Upstream {
     }
 
     /// Checks that the aggregator accepts the relay's token: a `SubmitShuffledBatch`
-    /// stream with no chunk (it counts nothing), within [`CHECK_TIMEOUT`]. Records the
+    /// stream with no chunk (it counts nothing), within 5 s. Records the
     /// verdict ([`reach`](Self::reach)) and returns the aggregator's status on failure.
     pub async fn check_token(&self) -> Result<(), Status> {
         let mut request = self.request(tokio_stream::iter(Vec::<ShuffledBatchChunk>::new()));

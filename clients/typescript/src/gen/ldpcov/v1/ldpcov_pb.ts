@@ -735,7 +735,7 @@ export type RelayStatus = Message<"ldpcov.v1.RelayStatus"> & {
 
   /**
    * The relay's view of the aggregator now: "accepted" (it answers and accepts the
-   * relay's token), "unreachable for N s", "refused: <reason>", or "unknown" (not
+   * relay's token), "unreachable for N s", "refused: " and the reason, or "unknown" (not
    * checked yet).
    *
    * @generated from field: string aggregator = 18;
