@@ -48,6 +48,32 @@ pub(crate) struct Summary {
     /// With `--relay`: the shuffled collection's guarantee and the local-only errors
     /// (null otherwise).
     pub(crate) shuffle: Option<ShuffleSummary>,
+    /// What clipping costs: the clipping bias and the error against what the devices'
+    /// clipped vectors make reachable.
+    pub(crate) clipping: ClippingSummary,
+}
+
+/// What clipping costs. `C` is the matrix the collection estimates once its devices
+/// clip: the covariance of the clipped vectors `c + R·u` (`u` the device's clip of
+/// `(x − c)/R`), or for a second-moment collection their second moment about the
+/// centre `c`; over the file's rows, or for a model over a seeded sample of
+/// [`CLIPPED_SAMPLE`](crate::accuracy::CLIPPED_SAMPLE) draws. No estimator reaches
+/// closer to the truth than `C` on average: the bias is clipping's, the rest the
+/// estimate's.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClippingSummary {
+    /// Rows (or draws) farther than the clip radius from the centre.
+    pub(crate) clipped_fraction: f64,
+    /// Rows (or draws) `C` was computed over.
+    pub(crate) rows: usize,
+    /// `‖C − truth‖₂ / ‖truth‖₂`: the clipping bias.
+    pub(crate) rel_spectral_bias: f64,
+    /// `‖C − truth‖_F / ‖truth‖_F`.
+    pub(crate) rel_frobenius_bias: f64,
+    /// `‖estimate − C‖₂ / ‖C‖₂`: the estimate's error against what clipping leaves.
+    pub(crate) rel_spectral_error_vs_clipped: f64,
+    /// `‖estimate − C‖_F / ‖C‖_F`.
+    pub(crate) rel_frobenius_error_vs_clipped: f64,
 }
 
 /// What a `--relay` run adds: ε0 of each report (what the relay and aggregator
@@ -229,6 +255,20 @@ pub(crate) fn print_human(s: &Summary) {
     println!(
         "  (no threshold + PSD: spectral {:.4}, Frobenius {:.4})",
         s.rel_spectral_error_no_threshold, s.rel_frobenius_error_no_threshold
+    );
+    let c = &s.clipping;
+    println!(
+        "  relative error vs the clipped covariance (what the clipped vectors make reachable): spectral {:.4}, Frobenius {:.4}",
+        c.rel_spectral_error_vs_clipped, c.rel_frobenius_error_vs_clipped
+    );
+    println!(
+        "  clipping bias (the clipped covariance vs {truth}): spectral {:.4}, Frobenius {:.4}; {:.2}% of {} {} clipped at R = {:.3}",
+        c.rel_spectral_bias,
+        c.rel_frobenius_bias,
+        100.0 * c.clipped_fraction,
+        c.rows,
+        if s.data.is_some() { "rows" } else { "draws" },
+        s.clip_radius
     );
     if let Some(d) = &s.data {
         println!(
