@@ -1,4 +1,4 @@
-//! The Prio3 validity circuit of a two-aggregator covariance collection (issue 54, stage 1).
+//! The Prio3 validity circuit of a two-aggregator covariance collection (their first stage).
 //!
 //! Two non-colluding aggregators each hold an additive secret share of every user's report and
 //! check, with Prio3's fully linear proof (FLP, the `prio` crate), that the shares add up to a
@@ -125,8 +125,7 @@ pub type PublicShare = Prio3PublicShare<32>;
 /// One aggregator's share of a report.
 pub type InputShare = Prio3InputShare<Field, 32>;
 
-/// Prio3 algorithm ID of this circuit: in the private range (`0xFFFF0000` and up), tagged with
-/// issue 54.
+/// Prio3 algorithm ID of this circuit: in the private range (`0xFFFF0000` and up).
 pub const ALGORITHM_ID: u32 = 0xFFFF_0054;
 
 /// Number of FLP proofs per report (one suffices with Field128; see the crate docs).
