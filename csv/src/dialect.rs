@@ -1,7 +1,5 @@
 //! The delimiter of a file, the cells of one record, and what makes a row a header.
 
-use crate::reader::CsvRows;
-
 /// The UTF-8 byte order mark some programs (Excel, pandas with `encoding="utf-8-sig"`,
 /// PowerShell) write at the start of a text file.
 pub const UTF8_BOM: char = '\u{feff}';
@@ -37,16 +35,6 @@ impl CsvDialect {
             .unwrap_or(',');
         CsvDialect { delimiter }
     }
-
-    /// The cells of the one record `text` (RFC 4180, see the crate documentation), or
-    /// no cell when `text` is blank.
-    pub fn split(&self, text: &str) -> Vec<String> {
-        CsvRows::with_dialect(text.as_bytes(), *self)
-            .next()
-            .and_then(Result::ok)
-            .map(|row| row.cells)
-            .unwrap_or_default()
-    }
 }
 
 /// Whether the first row's `cells` are a header: some cell is non-empty and not a
@@ -58,7 +46,7 @@ pub fn is_csv_header(cells: &[String]) -> bool {
 }
 
 /// `name` without a leading UTF-8 byte order mark, for names that reach a program
-/// other than through [`CsvRows`] (a command line built from a file's first line).
+/// other than through [`CsvRows`](crate::CsvRows) (a command line built from a file's first line).
 pub fn strip_bom(name: &str) -> &str {
     name.strip_prefix(UTF8_BOM).unwrap_or(name)
 }

@@ -238,6 +238,18 @@ pub fn read_csv_header(path: &Path) -> Result<Vec<String>, CsvHeaderError> {
     }
 }
 
+impl CsvDialect {
+    /// The cells of the one record `text` (RFC 4180, see the crate documentation), or
+    /// no cell when `text` is blank.
+    pub fn split(&self, text: &str) -> Vec<String> {
+        CsvRows::with_dialect(text.as_bytes(), *self)
+            .next()
+            .and_then(Result::ok)
+            .map(|row| row.cells)
+            .unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

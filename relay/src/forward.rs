@@ -42,8 +42,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::clock::Clock;
 use crate::gate::Gate;
-use crate::service::Clock;
 use crate::store::{PendingBatch, RelayStore};
 use crate::upstream::Upstream;
 

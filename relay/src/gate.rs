@@ -74,7 +74,7 @@ pub struct Gate {
     held: Arc<Mutex<HashMap<String, String>>>,
     /// The retired collections (all of them: read from the store at start).
     retired: Arc<Mutex<HashMap<String, Retired>>>,
-    clock: crate::service::Clock,
+    clock: crate::clock::Clock,
 }
 
 /// A pinned key: (collection, key id).
@@ -118,7 +118,7 @@ impl Gate {
             conflicts: Arc::default(),
             held: Arc::default(),
             retired: Arc::new(Mutex::new(retired)),
-            clock: crate::service::system_clock(),
+            clock: crate::clock::system_clock(),
         })
     }
 
@@ -174,7 +174,7 @@ impl Gate {
     }
 
     /// Replaces the clock that dates key conflicts (tests).
-    pub fn with_clock(mut self, clock: crate::service::Clock) -> Self {
+    pub fn with_clock(mut self, clock: crate::clock::Clock) -> Self {
         self.clock = clock;
         self
     }

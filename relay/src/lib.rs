@@ -104,6 +104,7 @@
 //! ```
 
 mod batch_rule;
+mod clock;
 pub mod command;
 mod device_limits;
 mod forward;
@@ -138,6 +139,7 @@ pub mod constants {
 }
 
 pub use batch_rule::CloseRule;
+pub use clock::{Clock, system_clock};
 pub use device_limits::{DeviceLimiter, DeviceLimits, InFlight};
 pub use forward::Forwarder;
 pub use gate::{Admitted, Gate};
@@ -147,7 +149,7 @@ pub use ldpcov_serve::{GrpcWebOptions, OriginError};
 pub use monitor::Monitor;
 pub use pin::PinnedSettings;
 pub use server::{RelayLimits, RelayOptions, ServeError, serve, serve_with_clock};
-pub use service::{Clock, RelayService, system_clock};
+pub use service::RelayService;
 pub use store::{
     FormedBatch, PendingBatch, RelayStore, RetireReason, Retired, StoreError, StoreOptions,
     Submission, SubmitOutcome,

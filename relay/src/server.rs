@@ -54,11 +54,12 @@ use tonic::service::LayerExt;
 use tower::{Layer, Service};
 
 use crate::batch_rule::CloseRule;
+use crate::clock::{Clock, system_clock};
 use crate::device_limits::DeviceLimits;
 use crate::forward::Forwarder;
 use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, Gate};
 use crate::monitor::Monitor;
-use crate::service::{Clock, RelayService, system_clock};
+use crate::service::RelayService;
 use crate::store::RelayStore;
 use crate::token::{DeviceTokenIssuer, Secret};
 use crate::upstream::{Reach, Upstream};

@@ -50,7 +50,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use ldpcov_proto::v1::relay_server::Relay;
 use ldpcov_proto::v1::{
@@ -63,6 +62,7 @@ use tonic::codegen::http;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use crate::clock::{Clock, system_clock};
 use crate::device_limits::{DeviceLimiter, DeviceLimits};
 use crate::gate::Gate;
 use crate::store::{RelayStore, StoreError, Submission, SubmitOutcome};
@@ -77,18 +77,6 @@ pub const TAG_LEN: usize = 16;
 /// Bytes the relay's layer may add to the inner report's ciphertext bound: the
 /// `SealedReport` framing (key id, `enc`, lengths) and the layer's AEAD tag.
 pub const OUTER_OVERHEAD: usize = 64;
-
-/// The source of "now" (unix seconds); tests move it.
-pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
-
-/// The system clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    })
-}
 
 /// The relay's gRPC service. Cloning shares everything.
 #[derive(Clone)]
