@@ -2,8 +2,10 @@
 //!
 //! Two non-colluding aggregators each hold an additive secret share of every user's report and
 //! check, with Prio3's fully linear proof (FLP, the `prio` crate), that the shares add up to a
-//! well-formed report without either of them learning it. This crate is the circuit and its
-//! encoding only: it is wired into no daemon or client.
+//! well-formed report without either of them learning it. This crate is the circuit, its
+//! encoding, the device's grid ([`Grid`]) and one report's round in bytes ([`exchange`]: the
+//! device's upload, the leader's and the helper's verification); it is not yet wired into a
+//! daemon or client.
 //!
 //! # The report
 //!
@@ -37,8 +39,11 @@
 //! Checks 1 and 2 are `T = p·b + m + p(p+1)/2` products, each `a_t·b_t - c_t = 0`. They are
 //! evaluated by one gadget, `ParallelSum<Mul>` of `c = ⌈√T⌉` multiplications, called
 //! `M = ⌈T/c⌉` times; call `j` sums `r_j^l·(a_t·b_t - c_t)` over its `c` constraints with a
-//! joint random `r_j` per call (as `prio`'s `SumVec` does). The circuit has two outputs (the
-//! products' sum and check 3), which Prio3 compresses with query randomness.
+//! joint random `r_j` per call (as `prio`'s `SumVec` does). The circuit has one output: that
+//! sum plus `r_N·(Σ_i y_ii + s - B)`, check 3 folded in with one more joint random element
+//! `r_N`. A single output keeps the circuit inside the FLP's analysed case: `prio`'s docs mark
+//! the compression of several outputs with query randomness as still needing security
+//! analysis.
 //!
 //! The aggregated output ([`Type::truncate`]) is `y`, followed by `x + 2^(b-1)` when
 //! [`CovarianceReport::new`] was asked for `x` (mean-and-covariance collections);
@@ -54,9 +59,13 @@
 //! `ε ≤ (d·(P - 1) + c + 1) / (q - P)`, where `d = 2` is `Mul`'s degree, `P` the wire polynomials'
 //! length (the power of two above `M`), `d·(P-1)` the degree of the gadget polynomial
 //! (the FLP's Schwartz–Zippel bound, BBCG+19 Theorem 4.3, ≈ degree·calls/|F|), `c` the degree in
-//! `r_j` of the random linear combination of a call's constraints and 1 for compressing the two
-//! outputs. At `p = 100`, `b = 16`, `B ≈ 2^28` (`T = 1 600 + 29 + 5 050 = 6 679`, `c = 82`,
-//! `M = 82`, `P = 128`): `ε ≤ (2·127 + 82 + 1)/q = 337/2^128 ≈ 2^-119.6`; at `p = 20` (`T = 559`,
+//! `r_j` of the random linear combination of a call's constraints and 1 for folding the norm
+//! check in with `r_N`. The joint randomness is derived from the shares (Fiat–Shamir), so a
+//! client that tries `A` sharings offline raises its chance to at most `A·ε` (random-oracle
+//! model): `2^64` attempts still leave `2^-55` at `p = 100`.
+//!
+//! At `p = 100`, `b = 16`, `B ≈ 2^30` (the [`Grid`]'s; `T = 1 600 + 31 + 5 050 = 6 681`,
+//! `c = 82`, `M = 82`, `P = 128`): `ε ≤ (2·127 + 82 + 1)/q = 337/2^128 ≈ 2^-119.6`; at `p = 20` (`T = 561`,
 //! `c = 24`, `M = 24`, `P = 32`): `ε ≤ 87/2^128 ≈ 2^-121.6`. [`CovarianceReport::soundness_error_log2`] gives the
 //! figure for any parameters. Field64 would give about `2^-55.6` per proof at `p = 100`, and
 //! would need two or three proofs (a longer upload and more verification) for the same margin;
@@ -67,9 +76,9 @@
 //! The client sends a public share (the joint randomness parts), the leader's input share (the
 //! measurement and proof shares in full, `16·(input_len + proof_len)` bytes, and a blind) and the
 //! helper's (seeds only). `cargo test -p ldpcov-prio -- --nocapture sizes` prints them at
-//! `p = 20` and `p = 100`; with `b = 16` and `x` in the output it measured 10 880 bytes per report
-//! at `p = 20` (leader 10 752, helper 64, public 64) and 113 728 at `p = 100` (leader 113 600):
-//! the upload grows as `16·p²/2` bytes, the triangle `y` dominating.
+//! `p = 20` and `p = 100`; with the [`Grid`] at `b = 16` and `x` in the output it measured 10 912
+//! bytes per report at `p = 20` (leader 10 784, helper 64, public 64) and 113 760 at `p = 100`
+//! (leader 113 632): the upload grows as `16·p²/2` bytes, the triangle `y` dominating.
 //!
 //! # Example: one report, shard → verify on two aggregators → aggregate → unshard
 //!
@@ -102,15 +111,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod exchange;
+mod grid;
+
+pub use exchange::{Upload, context};
+pub use grid::Grid;
+
 use prio::codec::CodecError;
 use prio::field::{Field128, FieldElement, FieldElementWithInteger};
 use prio::flp::gadgets::{Mul, ParallelSum, ParallelSumGadget};
 use prio::flp::{Flp, FlpError, Gadget, Type};
 use prio::vdaf::prio3::{Prio3, Prio3InputShare, Prio3PublicShare};
 use prio::vdaf::xof::XofTurboShake128;
-use prio::vdaf::{
-    Aggregatable, Aggregator, Client, Collector, OutputShare, VdafError, VerifyTransition,
-};
+use prio::vdaf::{Aggregatable, Aggregator, Client, Collector, OutputShare, VdafError};
 
 /// The field of the circuit: Field128 (see the crate docs for why).
 pub type Field = Field128;
@@ -516,7 +529,10 @@ impl Flp for CovarianceReport {
             diagonal + weighted(slack_bits)
                 - Field::from(u128::from(self.norm_bound)) * share_of_one
         };
-        Ok(vec![products, norm])
+        // The norm check folded into the one output with its own joint random element, the
+        // last (`valid_call_check` has checked the length).
+        let r_norm = joint_rand[self.gadget_calls];
+        Ok(vec![products + r_norm * norm])
     }
 
     fn input_len(&self) -> usize {
@@ -529,16 +545,17 @@ impl Flp for CovarianceReport {
     }
 
     fn verifier_len(&self) -> usize {
-        // The circuit's (compressed) output, the wires at the query point, the gadget's value.
+        // The circuit's output, the wires at the query point, the gadget's value.
         2 + 2 * self.chunk_length
     }
 
     fn joint_rand_len(&self) -> usize {
-        self.gadget_calls
+        // One element per gadget call, and `r_N` for the norm check.
+        self.gadget_calls + 1
     }
 
     fn eval_output_len(&self) -> usize {
-        2
+        1
     }
 
     fn prove_rand_len(&self) -> usize {
@@ -649,21 +666,10 @@ where
     let message = vdaf
         .verifier_shares_to_message(ctx, &(), verifier_shares)
         .map_err(Error::Rejected)?;
-    let mut out_shares = Vec::with_capacity(states.len());
-    for state in states {
-        match vdaf
-            .verify_next(ctx, state, message.clone())
-            .map_err(Error::Rejected)?
-        {
-            VerifyTransition::Finish(out_share) => out_shares.push(out_share),
-            VerifyTransition::Continue(..) => {
-                return Err(Error::Rejected(VdafError::Uncategorized(
-                    "Prio3 asked for a second round".into(),
-                )));
-            }
-        }
-    }
-    Ok(out_shares)
+    states
+        .into_iter()
+        .map(|state| exchange::finish(vdaf, ctx, state, message.clone()))
+        .collect()
 }
 
 /// A whole collection in one process: each report sharded with the nonce `[i; 16]` bytes of its

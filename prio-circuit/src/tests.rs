@@ -298,10 +298,11 @@ fn tampered_share_is_rejected() {
 
 #[test]
 fn sizes() {
-    // b = 16 bits, scale 2^14 (‖u‖ ≤ 1 gives ‖x‖ ≤ 2^14 + √p/2), x in the output.
+    // The device's grid at b = 16 bits (scale 2^15 - 1), x in the output.
     for p in [20usize, 100] {
-        let radius = (1u64 << 14) + (p as u64).isqrt() / 2 + 1;
-        let circuit = CovarianceReport::new(p, 16, radius * radius, true).expect("parameters");
+        let circuit = Grid::new(p, 16)
+            .and_then(|grid| grid.report_type(true))
+            .expect("parameters");
         let vdaf = new_prio3(circuit.clone()).expect("prio3");
         let x: Vec<i64> = (0..p)
             .map(|i| if i % 2 == 0 { 1000 } else { -1000 })
