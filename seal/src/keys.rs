@@ -238,7 +238,7 @@ impl CollectionKeys {
     }
 
     /// The state and length checks; the length of the ciphertext without its tag.
-    fn check(&self, sealed: &SealedReport, now: u64) -> Result<usize, OpenError> {
+    pub(crate) fn check(&self, sealed: &SealedReport, now: u64) -> Result<usize, OpenError> {
         let key_id = sealed.key_id;
         match self.schedule.state(key_id, now) {
             KeyState::Active | KeyState::Retired => {}
@@ -261,7 +261,7 @@ impl CollectionKeys {
     }
 
     /// The private key of `key_id`.
-    fn private_key(&self, key_id: u32) -> <Kem as hpke::Kem>::PrivateKey {
+    pub(crate) fn private_key(&self, key_id: u32) -> <Kem as hpke::Kem>::PrivateKey {
         self.keypair(key_id).0
     }
 }

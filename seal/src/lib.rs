@@ -37,6 +37,13 @@
 //! [`seal_with_seed_for_test_vectors_not_private`] is deterministic, for test vectors
 //! only.
 //!
+//! # The helper's share
+//!
+//! A two-aggregator collection's device seals the helper's Prio3 input share to the
+//! helper's key for the collection ([`seal_helper_share`], info [`HELPER_HPKE_INFO`],
+//! associated data [`helper_aad`], which also binds the report id); the leader carries it
+//! unread and the helper opens it ([`CollectionKeys::open_helper_share`]).
+//!
 //! # The relay's layer
 //!
 //! The device then seals the sealed report once more, to the relay's own key
@@ -69,6 +76,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod helper;
 mod keys;
 mod permissions;
 mod relay;
@@ -76,6 +84,9 @@ mod schedule;
 mod seal;
 mod secret;
 
+pub use helper::{
+    HELPER_AAD_LABEL, HELPER_HPKE_INFO, helper_aad, seal_helper_share, seal_helper_share_with_os_rng,
+};
 pub use hpke::rand_core;
 pub use keys::{CollectionKeys, OpenError, Opener, PublicKeyConfig};
 pub use permissions::{loose_permissions, warn_if_loose};
