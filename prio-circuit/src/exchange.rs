@@ -224,13 +224,20 @@ pub fn decode_aggregate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Grid, new_prio3};
+    use crate::{CovarianceReport, new_prio3};
     use prio::vdaf::{Aggregatable, Collector};
 
     const KEY: [u8; VERIFY_KEY_SIZE] = [9; VERIFY_KEY_SIZE];
 
+    /// p = 3 coordinates of 8 bits (in [-128, 128)), ‖x‖² ≤ 127², x in the output.
     fn vdaf() -> Prio3Covariance {
-        new_prio3(Grid::new(3, 8).unwrap().report_type(true).unwrap()).unwrap()
+        new_prio3(CovarianceReport::new(3, 8, 127 * 127, true).unwrap()).unwrap()
+    }
+
+    /// `round(127·u)`: inside the bound for ‖u‖ ≤ 1 up to rounding; the tests' vectors
+    /// are chosen inside it.
+    fn quantise(u: &[f64]) -> Vec<i64> {
+        u.iter().map(|v| (127.0 * v).round() as i64).collect()
     }
 
     /// One report, sharded under its own context, through the aggregators' byte-level round
@@ -265,14 +272,13 @@ mod tests {
     #[test]
     fn valid_reports_are_accepted_by_both_and_sum_exactly() {
         let vdaf = vdaf();
-        let grid = Grid::new(3, 8).unwrap();
         let ctx = context("c");
         let mut leader = vdaf.aggregate_init(&());
         let mut helper = vdaf.aggregate_init(&());
-        let vectors = [[0.6, -0.8, 0.0], [0.1, 0.2, -0.3]];
+        let vectors = [[0.6, -0.7, 0.0], [0.1, 0.2, -0.3]];
         let mut want_y = vec![0i128; 6];
         for (k, u) in vectors.iter().enumerate() {
-            let x = grid.quantise(u).unwrap();
+            let x = quantise(u);
             let mut t = 0;
             for i in 0..3 {
                 for j in i..3 {
@@ -299,7 +305,7 @@ mod tests {
     #[test]
     fn replays_and_tampering_are_rejected() {
         let vdaf = vdaf();
-        let x = Grid::new(3, 8).unwrap().quantise(&[0.5, 0.5, 0.5]).unwrap();
+        let x = quantise(&[0.5, 0.5, 0.5]);
         let nonce = [1u8; NONCE_SIZE];
         let upload = shard(&vdaf, &context("a"), &x, &nonce).unwrap();
         assert!(round(&vdaf, &context("a"), &upload, &nonce).is_ok());
@@ -332,7 +338,7 @@ mod tests {
     fn a_message_for_another_report_is_rejected_by_the_leader() {
         let vdaf = vdaf();
         let ctx = context("c");
-        let x = Grid::new(3, 8).unwrap().quantise(&[0.5, 0.5, 0.5]).unwrap();
+        let x = quantise(&[0.5, 0.5, 0.5]);
         let (n1, n2) = ([1u8; NONCE_SIZE], [2u8; NONCE_SIZE]);
         let (u1, u2) = (
             shard(&vdaf, &ctx, &x, &n1).unwrap(),
@@ -364,7 +370,7 @@ mod tests {
         let vdaf = vdaf();
         let ctx = context("c");
         let nonce = [1u8; NONCE_SIZE];
-        let x = Grid::new(3, 8).unwrap().quantise(&[0.5, 0.5, 0.5]).unwrap();
+        let x = quantise(&[0.5, 0.5, 0.5]);
         let upload = shard(&vdaf, &ctx, &x, &nonce).unwrap();
         let mut long = upload.leader_share.clone();
         long.push(0);

@@ -3,9 +3,8 @@
 //! Two non-colluding aggregators each hold an additive secret share of every user's report and
 //! check, with Prio3's fully linear proof (FLP, the `prio` crate), that the shares add up to a
 //! well-formed report without either of them learning it. This crate is the circuit, its
-//! encoding, the device's grid ([`Grid`]) and one report's round in bytes ([`exchange`]: the
-//! device's upload, the leader's and the helper's verification); it is not yet wired into a
-//! daemon or client.
+//! encoding and one report's round in bytes ([`exchange`]: the device's upload, the leader's
+//! and the helper's verification); it is not yet wired into a daemon or client.
 //!
 //! # The report
 //!
@@ -64,9 +63,10 @@
 //! client that tries `A` sharings offline raises its chance to at most `A·ε` (random-oracle
 //! model): `2^64` attempts still leave `2^-55` at `p = 100`.
 //!
-//! At `p = 100`, `b = 16`, `B ≈ 2^30` (the [`Grid`]'s; `T = 1 600 + 31 + 5 050 = 6 681`,
-//! `c = 82`, `M = 82`, `P = 128`): `ε ≤ (2·127 + 82 + 1)/q = 337/2^128 ≈ 2^-119.6`; at `p = 20` (`T = 561`,
-//! `c = 24`, `M = 24`, `P = 32`): `ε ≤ 87/2^128 ≈ 2^-121.6`. [`CovarianceReport::soundness_error_log2`] gives the
+//! At `p = 100`, `b = 17`, `B = 2^30` (a collection's grid: `x = u·2^15` inside the unit
+//! ball; `T = 1 700 + 31 + 5 050 = 6 781`, `c = 83`, `M = 82`, `P = 128`):
+//! `ε ≤ (2·127 + 83 + 1)/q = 338/2^128 ≈ 2^-119.6`; at `p = 20` (`T = 581`, `c = 25`, `M = 24`,
+//! `P = 32`): `ε ≤ 88/2^128 ≈ 2^-121.5`. [`CovarianceReport::soundness_error_log2`] gives the
 //! figure for any parameters. Field64 would give about `2^-55.6` per proof at `p = 100`, and
 //! would need two or three proofs (a longer upload and more verification) for the same margin;
 //! Field128 also leaves room for exact sums of many reports, hence Field128 with one proof.
@@ -76,9 +76,10 @@
 //! The client sends a public share (the joint randomness parts), the leader's input share (the
 //! measurement and proof shares in full, `16·(input_len + proof_len)` bytes, and a blind) and the
 //! helper's (seeds only). `cargo test -p ldpcov-prio -- --nocapture sizes` prints them at
-//! `p = 20` and `p = 100`; with the [`Grid`] at `b = 16` and `x` in the output it measured 10 912
-//! bytes per report at `p = 20` (leader 10 784, helper 64, public 64) and 113 760 at `p = 100`
-//! (leader 113 632): the upload grows as `16·p²/2` bytes, the triangle `y` dominating.
+//! `p = 20` and `p = 100`; on a collection's grid (`b = 17`, `B = 2^30`) with `x` in the
+//! output it measured 11 264 bytes per report at `p = 20` (leader 11 136, helper 64, public 64)
+//! and 115 392 at `p = 100` (leader 115 264): the upload grows as `16·p²/2` bytes, the triangle
+//! `y` dominating.
 //!
 //! # Example: one report, shard → verify on two aggregators → aggregate → unshard
 //!
@@ -112,10 +113,8 @@
 //! ```
 
 pub mod exchange;
-mod grid;
 
 pub use exchange::{Upload, context};
-pub use grid::Grid;
 
 use prio::codec::CodecError;
 use prio::field::{Field128, FieldElement, FieldElementWithInteger};

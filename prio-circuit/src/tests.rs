@@ -298,11 +298,10 @@ fn tampered_share_is_rejected() {
 
 #[test]
 fn sizes() {
-    // The device's grid at b = 16 bits (scale 2^15 - 1), x in the output.
+    // A collection's grid: x = u·2^15 inside the unit ball (b = 17 bits, B = 2^30), x in the
+    // output.
     for p in [20usize, 100] {
-        let circuit = Grid::new(p, 16)
-            .and_then(|grid| grid.report_type(true))
-            .expect("parameters");
+        let circuit = CovarianceReport::new(p, 17, 1 << 30, true).expect("parameters");
         let vdaf = new_prio3(circuit.clone()).expect("prio3");
         let x: Vec<i64> = (0..p)
             .map(|i| if i % 2 == 0 { 1000 } else { -1000 })
@@ -312,13 +311,13 @@ fn sizes() {
         let leader = input_shares[0].get_encoded().expect("encode").len();
         let helper = input_shares[1].get_encoded().expect("encode").len();
         println!(
-            "sizes p={p} b=16 B={}: input_len={} (x bits {}, y {}, slack bits {}), \
+            "sizes p={p} b=17 B={}: input_len={} (x bits {}, y {}, slack bits {}), \
              constraints T={}, chunk c={}, gadget calls M={}, degree {}, proof_len={}, \
              output_len={}, soundness 2^{:.1}; upload bytes: public share {public}, \
              leader input share {leader}, helper input share {helper}, total {}",
             circuit.norm_bound(),
             circuit.input_len(),
-            p * 16,
+            p * 17,
             circuit.triangle_len(),
             circuit.slack_bits(),
             circuit.num_constraints(),
