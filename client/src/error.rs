@@ -70,6 +70,24 @@ pub enum ClientError {
         /// The collection.
         id: String,
     },
+    /// A plain or trusted-curator report for a two-aggregator collection, whose
+    /// reports are only ever secret-shared.
+    #[error(
+        "collection {id:?} is a two-aggregator collection: its reports are secret-shared between the leader and the helper (ReportBuilder::two_aggregator_report), never sent whole"
+    )]
+    TwoAggregatorCollection {
+        /// The collection.
+        id: String,
+    },
+    /// A two-aggregator report for a collection of another model.
+    #[error("collection {id:?} is not a two-aggregator collection")]
+    NotTwoAggregator {
+        /// The collection.
+        id: String,
+    },
+    /// The Prio3 shares of a report could not be built (a vector the circuit refuses).
+    #[error("the report's Prio3 shares: {0}")]
+    Shares(String),
     /// A trusted-curator report for a local collection.
     #[error("collection {id:?} is local: its reports must be perturbed on the device")]
     LocalCollection {

@@ -4,7 +4,8 @@
 //! collection's key, then to the relay's), and the bindings through them:
 //!
 //! 1. **policy** — the collection checked against the device's [`PrivacyPolicy`]
-//!    (a central collection refused: its reports are not perturbed here);
+//!    (a central or two-aggregator collection refused: its reports are not perturbed
+//!    here);
 //! 2. **clip** — the public centre subtracted, then clipped to the radius
 //!    ([`Perturber::clip`](crate::Perturber::clip)); input errors stop here, before any
 //!    randomness is used or budget spent;
@@ -17,6 +18,13 @@
 //! 7. for a shuffled collection, **sealed** to the collection's active key
 //!    ([`seal_to_aggregator`](crate::seal_to_aggregator)), then to the relay's own key
 //!    under a fresh submission id ([`relay_report`](crate::relay_report)).
+//!
+//! A two-aggregator collection's report
+//! ([`two_aggregator_report`](ReportBuilder::two_aggregator_report)) takes steps 1–4, then
+//! puts the clipped vector on the central collections' grid (`x = u·2^15` inside the unit
+//! ball exactly), **shares** it with its Prio3 validity proof (`ldpcov-prio`, the report
+//! id as the nonce) and **seals** the helper's share to the helper's key: no noise is drawn
+//! on the device, and neither aggregator alone can read `x`.
 //!
 //! Transports only send what it built: a retry resends the same bytes under the same
 //! id, and no second noisy copy of a vector is ever made for one call.
@@ -48,8 +56,8 @@
 
 use crate::perturb::{clip, random_report_id, report_of_clipped};
 use crate::{BudgetLedger, ClientError, DiscreteGaussianSampler, NoiseSampler, PrivacyPolicy};
-use ldpcov_privacy::{Collection, ReportId};
-use ldpcov_proto::v1::{RelayReport, Report, SealedReport};
+use ldpcov_privacy::{Collection, ReportId, ReportMechanism};
+use ldpcov_proto::v1::{RelayReport, Report, SealedReport, TwoAggregatorReport};
 use ldpcov_seal::PublicKeyConfig;
 
 /// A noise sampler a builder can hold: `Send`, and `Any` so that its concrete type
@@ -138,9 +146,14 @@ impl ReportBuilder {
     /// the module docs. Keep it and resend it if sending fails; building a second one
     /// for the same `x` spends the budget again.
     pub fn report(&mut self, collection: &Collection, x: &[f64]) -> Result<Report, ClientError> {
+        // Before the ledger: nothing is charged for a report that is not built.
         if collection.is_central() {
-            // Before the ledger: nothing is charged for a report that is not built.
             return Err(ClientError::CentralCollection {
+                id: collection.id().to_string(),
+            });
+        }
+        if collection.is_two_aggregator() {
+            return Err(ClientError::TwoAggregatorCollection {
                 id: collection.id().to_string(),
             });
         }
@@ -154,6 +167,70 @@ impl ReportBuilder {
             ledger.charge(collection)?;
         }
         report_of_clipped(collection, &u, &mut *self.noise, report_id)
+    }
+
+    /// A two-aggregator collection's report for `x` (see the module docs): the leader's
+    /// share and the public share in the clear, the helper's share sealed to
+    /// `helper_key`, the helper's active key for the collection **as the helper itself
+    /// published it** (never as the leader relays it: the leader would then hold both
+    /// shares). Charged to the ledger like any report (the collection's release budget
+    /// ρ). Refuses a collection of another model before anything is built.
+    pub fn two_aggregator_report(
+        &mut self,
+        collection: &Collection,
+        helper_key: &PublicKeyConfig,
+        x: &[f64],
+    ) -> Result<TwoAggregatorReport, ClientError> {
+        let (Some(circuit), ReportMechanism::RawVector(raw)) =
+            (collection.two_aggregator(), collection.mechanism())
+        else {
+            return Err(ClientError::NotTwoAggregator {
+                id: collection.id().to_string(),
+            });
+        };
+        self.policy.check(collection)?;
+        let u = clip(collection, x)?;
+        let grid: Vec<i64> = raw.statistic(&u)?.into_iter().map(i64::from).collect();
+        let shares = |e: ldpcov_prio::Error| ClientError::Shares(e.to_string());
+        let vdaf = ldpcov_prio::new_prio3(
+            ldpcov_prio::CovarianceReport::new(
+                circuit.dim,
+                circuit.range_bits as usize,
+                circuit.norm_bound,
+                circuit.output_x,
+            )
+            .map_err(shares)?,
+        )
+        .map_err(shares)?;
+        let report_id = random_report_id()?;
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.charge(collection)?;
+        }
+        let upload = ldpcov_prio::exchange::shard(
+            &vdaf,
+            &ldpcov_prio::context(collection.id()),
+            &grid,
+            &report_id.0,
+        )
+        .map_err(shares)?;
+        let helper_share = ldpcov_seal::seal_helper_share_with_os_rng(
+            helper_key,
+            collection.id(),
+            &report_id.0,
+            &upload.helper_share,
+        )
+        .map_err(|e| ClientError::Sealing(format!("the helper's share: {e}")))?;
+        Ok(TwoAggregatorReport {
+            collection_id: collection.id().to_string(),
+            report_id: report_id.0.to_vec(),
+            public_share: upload.public_share,
+            leader_share: upload.leader_share,
+            helper_share: Some(SealedReport {
+                key_id: helper_share.key_id,
+                enc: helper_share.enc,
+                ciphertext: helper_share.ciphertext,
+            }),
+        })
     }
 
     /// A shuffled collection's report for `x` sealed to its active key `key` (steps
@@ -238,6 +315,123 @@ mod tests {
         assert_eq!(built, pinned);
         let again = device.report(&c, &x).unwrap();
         assert_ne!(again.report_id, built.report_id);
+    }
+
+    /// A two-aggregator report goes through the real two-party round: the helper opens
+    /// its share (only with the report's id), both aggregators accept, and the combined
+    /// sums are exactly the clipped vector's on the central grid — `triu(x·xᵀ)` and `x` —
+    /// what a central collection would have summed. Refusals come before the ledger.
+    #[test]
+    fn a_two_aggregator_report_verifies_and_sums_to_the_clipped_vector() {
+        use ldpcov_prio::exchange::{helper_verify, leader_finish, leader_start};
+        use ldpcov_privacy::ReportMechanism;
+        use prio::vdaf::{Aggregatable, Aggregator, Collector};
+
+        let spec = CollectionSpec {
+            privacy_model: ldpcov_proto::v1::PrivacyModel::TwoAggregator as i32,
+            // The device draws no noise: no local mechanism, the central grid's encoding.
+            local_mechanism: 0,
+            encoding: 0,
+            // The mean block too: the aggregators then sum x beside triu(x·xᵀ).
+            moments: ldpcov_proto::v1::Moments::MeanAndCovariance as i32,
+            ..collection(1.0).spec()
+        };
+        let c = Collection::create(&spec).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = BudgetLedger::open(dir.path(), crate::BudgetLimits::default()).unwrap();
+        let mut device = ReportBuilder::new().unwrap().with_ledger(ledger);
+        let master = ldpcov_seal::MasterSecret::from_bytes([4; 32]);
+        let schedule = ldpcov_seal::KeySchedule::new(3600, 2).unwrap();
+        let helper = ldpcov_seal::CollectionKeys::new(&master, c.id(), schedule).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let [_, helper_key] = helper.published(now).unwrap();
+
+        // Refused before anything is spent: a plain report, a trusted-curator report, a
+        // two-aggregator report for a local collection.
+        assert!(matches!(
+            device.report(&c, &[0.0; 4]),
+            Err(ClientError::TwoAggregatorCollection { .. })
+        ));
+        assert!(matches!(
+            crate::trusted_curator_report(&c, &[0.0; 4], ReportId([1; 16])),
+            Err(ClientError::TwoAggregatorCollection { .. })
+        ));
+        assert!(matches!(
+            device.two_aggregator_report(&collection(1.0), &helper_key, &[0.0; 4]),
+            Err(ClientError::NotTwoAggregator { .. })
+        ));
+        assert_eq!(device.ledger().unwrap().lifetime_epsilon(), 0.0);
+
+        let x = [1.5, -0.5, 2.0, 0.0];
+        let report = device.two_aggregator_report(&c, &helper_key, &x).unwrap();
+        assert_eq!(device.ledger().unwrap().spends().len(), 1);
+        assert_eq!(device.ledger().unwrap().spends()[0].rho, c.rho());
+
+        let circuit = c.two_aggregator().unwrap();
+        let vdaf = ldpcov_prio::new_prio3(
+            ldpcov_prio::CovarianceReport::new(
+                circuit.dim,
+                circuit.range_bits as usize,
+                circuit.norm_bound,
+                circuit.output_x,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let ctx = ldpcov_prio::context(c.id());
+        let nonce: [u8; 16] = report.report_id.as_slice().try_into().unwrap();
+        let sealed = report.helper_share.clone().unwrap();
+        let sealed = ldpcov_seal::SealedReport {
+            key_id: sealed.key_id,
+            enc: sealed.enc,
+            ciphertext: sealed.ciphertext,
+        };
+        assert!(helper.open_helper_share(&sealed, &[0; 16], now).is_err());
+        let helper_share = helper.open_helper_share(&sealed, &nonce, now).unwrap();
+        let key = [3u8; 32];
+        let (state, leader_verifier) = leader_start(
+            &vdaf,
+            &key,
+            &ctx,
+            &nonce,
+            &report.public_share,
+            &report.leader_share,
+        )
+        .unwrap();
+        let (helper_out, message) = helper_verify(
+            &vdaf,
+            &key,
+            &ctx,
+            &nonce,
+            &report.public_share,
+            &helper_share,
+            &leader_verifier,
+        )
+        .unwrap();
+        let leader_out = leader_finish(&vdaf, &ctx, state, &message).unwrap();
+        let (mut l, mut h) = (vdaf.aggregate_init(&()), vdaf.aggregate_init(&()));
+        l.accumulate(&leader_out).unwrap();
+        h.accumulate(&helper_out).unwrap();
+        let sum = vdaf.unshard(&(), [l, h], 1).unwrap();
+
+        let ReportMechanism::RawVector(raw) = c.mechanism() else {
+            panic!("a two-aggregator collection sums raw vectors");
+        };
+        let grid = raw
+            .statistic(&crate::Perturber::new(c.clone()).clip(&x).unwrap())
+            .unwrap();
+        let want_y: Vec<i128> = (0..4)
+            .flat_map(|i| (i..4).map(move |j| (i, j)))
+            .map(|(i, j)| i128::from(grid[i]) * i128::from(grid[j]))
+            .collect();
+        assert_eq!(sum.y, want_y);
+        assert_eq!(
+            sum.x.unwrap(),
+            grid.iter().map(|&v| i128::from(v)).collect::<Vec<_>>()
+        );
     }
 
     /// The order of the sequence: a policy refusal and bad input stop the builder

@@ -28,6 +28,7 @@ use crate::mechanism::{
     ReportMechanism, Unbiasing,
 };
 use crate::shuffle::{ShuffleSettings, ShuffledPrivacy};
+use crate::two_aggregator::TwoAggregatorCircuit;
 use ldpcov_accounting::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
 use ldpcov_proto::v1::{
     CentralWeighting, CollectionParams, CollectionSpec, Encoding, LocalMechanism, Moments,
@@ -263,9 +264,13 @@ impl Collection {
         let privacy_model = match PrivacyModel::try_from(spec.privacy_model) {
             Ok(PrivacyModel::Unspecified | PrivacyModel::Local) => PrivacyModel::Local,
             Ok(PrivacyModel::Central) => PrivacyModel::Central,
+            Ok(PrivacyModel::TwoAggregator) => PrivacyModel::TwoAggregator,
             Err(_) => return Err(SpecError::PrivacyModel(spec.privacy_model)),
         };
-        let central = privacy_model == PrivacyModel::Central;
+        // The server side adds the noise: a central collection's curator, or a
+        // two-aggregator collection's two aggregators, whose reports are the same raw
+        // vectors, secret-shared (crate::two_aggregator).
+        let central = privacy_model != PrivacyModel::Local;
         let local_mechanism = match LocalMechanism::try_from(spec.local_mechanism) {
             Ok(LocalMechanism::Unspecified) if !central => LocalMechanism::GaussianTriu,
             Ok(LocalMechanism::Unspecified) => LocalMechanism::Unspecified,
@@ -325,7 +330,7 @@ impl Collection {
         validate_names(&spec.variable_names, dim)?;
         let has_mean = moments == Moments::MeanAndCovariance;
         // Norm bins and the compressed release: central second-moment collections only.
-        let central_second_moment = central && !has_mean;
+        let central_second_moment = privacy_model == PrivacyModel::Central && !has_mean;
         if spec.allow_compressed_release && !central_second_moment {
             return Err(SpecError::CompressedModel);
         }
@@ -371,11 +376,15 @@ impl Collection {
         let shuffle = match &spec.shuffle {
             None => None,
             Some(_) if central || !rank_one => {
-                return Err(SpecError::ShuffleMechanism(if central {
-                    "a central collection"
-                } else {
-                    local_mechanism.as_str_name()
-                }));
+                return Err(SpecError::ShuffleMechanism(
+                    if privacy_model == PrivacyModel::TwoAggregator {
+                        "a two-aggregator collection"
+                    } else if central {
+                        "a central collection"
+                    } else {
+                        local_mechanism.as_str_name()
+                    },
+                ));
             }
             Some(s) => Some(ShuffleSettings::from_spec(s)?),
         };
@@ -418,7 +427,12 @@ impl Collection {
             && params.mean_weight == local.mean_weight()
             && params.mean_entries as usize == local.mean_entries()
             && same(params.base_sensitivity, local.base_sensitivity())
-            && params.rank_one == local.params().rank_one;
+            && params.rank_one == local.params().rank_one
+            && match (&params.two_aggregator, local.two_aggregator()) {
+                (None, None) => true,
+                (Some(params), Some(circuit)) => circuit.agrees_with(params),
+                _ => false,
+            };
         if agrees {
             Ok(local)
         } else {
@@ -663,7 +677,7 @@ impl Collection {
             sigma: self.sigma(),
             rho: self.rho,
             max_abs_grid_value: self.max_abs_grid_value(),
-            calibration: if self.is_central() {
+            calibration: if self.privacy_model != PrivacyModel::Local {
                 CENTRAL_CALIBRATION_NAME
             } else {
                 CALIBRATION_NAME
@@ -708,6 +722,7 @@ impl Collection {
                     relay_key: None,
                 }
             }),
+            two_aggregator: self.two_aggregator().map(|circuit| circuit.params()),
         }
     }
 
@@ -734,6 +749,18 @@ impl Collection {
     /// Whether this is a central (trusted-curator) collection.
     pub fn is_central(&self) -> bool {
         self.privacy_model == PrivacyModel::Central
+    }
+
+    /// Whether this is a two-aggregator collection (its reports are secret-shared
+    /// between a leader and a helper, never sent in the clear).
+    pub fn is_two_aggregator(&self) -> bool {
+        self.privacy_model == PrivacyModel::TwoAggregator
+    }
+
+    /// A two-aggregator collection's validity circuit, `None` for another model.
+    pub fn two_aggregator(&self) -> Option<TwoAggregatorCircuit> {
+        self.is_two_aggregator()
+            .then(|| TwoAggregatorCircuit::new(self.dim, self.has_mean()))
     }
 
     /// Bytes of one report's payload: `entries × bytes per entry`, or `4·p` for a

@@ -41,7 +41,7 @@ pub enum SpecError {
     PrivacyModel(i32),
     /// An encoding of the other privacy model.
     #[error(
-        "encoding {encoding:?} cannot be used by a {privacy_model:?} collection: raw vectors (ENCODING_RAW_I32_LE) go to central collections only, perturbed reports to local ones"
+        "encoding {encoding:?} cannot be used by a {privacy_model:?} collection: raw vectors (ENCODING_RAW_I32_LE) are for central and two-aggregator collections only, perturbed reports for local ones"
     )]
     EncodingForModel {
         /// The encoding asked for.

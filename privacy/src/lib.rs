@@ -48,6 +48,7 @@ pub mod limits;
 pub mod mechanism;
 pub mod plan;
 pub mod shuffle;
+pub mod two_aggregator;
 pub mod wire;
 
 pub use collection::Collection;

@@ -64,7 +64,13 @@ pub fn seal_helper_share_with_os_rng(
     report_id: &[u8],
     share: &[u8],
 ) -> Result<SealedReport, SealError> {
-    seal_helper_share(config, collection_id, report_id, share, &mut os_seeded_rng()?)
+    seal_helper_share(
+        config,
+        collection_id,
+        report_id,
+        share,
+        &mut os_seeded_rng()?,
+    )
 }
 
 impl CollectionKeys {

@@ -85,7 +85,8 @@ mod seal;
 mod secret;
 
 pub use helper::{
-    HELPER_AAD_LABEL, HELPER_HPKE_INFO, helper_aad, seal_helper_share, seal_helper_share_with_os_rng,
+    HELPER_AAD_LABEL, HELPER_HPKE_INFO, helper_aad, seal_helper_share,
+    seal_helper_share_with_os_rng,
 };
 pub use hpke::rand_core;
 pub use keys::{CollectionKeys, OpenError, Opener, PublicKeyConfig};

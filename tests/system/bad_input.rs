@@ -23,8 +23,9 @@ use ldpcov::client::{
 use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::{
-    CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
-    Moments, NoThreshold, Report, SubmitReportsResponse, get_estimate_request,
+    CloseCollectionRequest, CollectionSpec, CreateCollectionRequest, Encoding,
+    GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, Report,
+    SubmitReportsResponse, get_estimate_request,
 };
 use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -258,6 +259,36 @@ async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
         ),
     ];
     support::assert_specs_refused(&mut raw, cases).await;
+    server.shutdown().await.unwrap();
+}
+
+/// A two-aggregator collection is a valid spec that this aggregator cannot serve yet (it
+/// takes no leader or helper role): UNIMPLEMENTED, and nothing is created.
+#[tokio::test]
+async fn a_two_aggregator_collection_is_unimplemented_and_creates_nothing() {
+    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
+    let mut raw = RawClient::connect(server.url()).await.unwrap();
+    let mut two = spec("two", 3);
+    two.privacy_model = ldpcov::proto::v1::PrivacyModel::TwoAggregator as i32;
+    // Its vectors are on the central grid: no local encoding.
+    two.encoding = Encoding::Unspecified as i32;
+    let err = raw
+        .create_collection(CreateCollectionRequest { spec: Some(two) })
+        .await
+        .expect_err("a two-aggregator collection");
+    assert_eq!(err.code(), Code::Unimplemented, "{}", err.message());
+    assert!(
+        err.message().contains("two-aggregator"),
+        "{}",
+        err.message()
+    );
+    let e = raw
+        .get_status(GetStatusRequest {
+            collection_id: "two".into(),
+        })
+        .await
+        .expect_err("nothing created");
+    assert_eq!(e.code(), Code::NotFound);
     server.shutdown().await.unwrap();
 }
 

@@ -318,6 +318,11 @@ impl Aggregator for AggregatorService {
         // resolved value is what the store keeps and every answer shows.
         let collection =
             Collection::create(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if collection.is_two_aggregator() {
+            return Err(Status::unimplemented(
+                "two-aggregator collections are not served yet: this aggregator takes no leader or helper role",
+            ));
+        }
         if collection.dim() > self.limits.max_dim {
             return Err(Status::invalid_argument(format!(
                 "dimension {} exceeds this server's limit of {}",

@@ -17,12 +17,17 @@ use ldpcov_privacy::{Collection, ReportMechanism};
 /// The perturbed values of one report of `collection` for the clipped vector `u`: a
 /// Gaussian report's noisy entries in grid units (before the wire step), a rank-one
 /// report's wire values. Refuses a central collection, whose reports a device does not
-/// perturb.
+/// perturb, and a two-aggregator collection, whose reports are only secret-shared.
 pub(crate) fn perturb(
     collection: &Collection,
     u: &[f64],
     noise: &mut (impl NoiseSampler + ?Sized),
 ) -> Result<Vec<i32>, ClientError> {
+    if collection.is_two_aggregator() {
+        return Err(ClientError::TwoAggregatorCollection {
+            id: collection.id().to_string(),
+        });
+    }
     match collection.mechanism() {
         ReportMechanism::Gaussian(report) => Ok(gaussian::perturb(report, u, noise)),
         ReportMechanism::RankOne(report) => rank_one::perturb(report, u, noise),

@@ -264,13 +264,20 @@ pub(crate) fn report_of_clipped(
 /// local report is ([`Perturber::clip`]: centre, radius R), put on the grid `2^−15`
 /// inside the unit ball exactly, and sent **without noise** — the operator sees it.
 /// Privacy comes only from the noise the aggregator adds to each release. Refuses a
-/// local collection ([`ClientError::LocalCollection`]) and bad input (wrong length,
-/// NaN or infinite values).
+/// local collection ([`ClientError::LocalCollection`]), a two-aggregator collection
+/// ([`ClientError::TwoAggregatorCollection`]) and bad input (wrong length, NaN or
+/// infinite values).
 pub fn trusted_curator_report(
     collection: &Collection,
     x: &[f64],
     report_id: ReportId,
 ) -> Result<Report, ClientError> {
+    if collection.is_two_aggregator() {
+        // Its vectors are secret-shared, never sent whole (the same grid, another path).
+        return Err(ClientError::TwoAggregatorCollection {
+            id: collection.id().to_string(),
+        });
+    }
     let ReportMechanism::RawVector(raw) = collection.mechanism() else {
         return Err(ClientError::LocalCollection {
             id: collection.id().to_string(),

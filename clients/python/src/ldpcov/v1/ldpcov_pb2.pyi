@@ -20,6 +20,7 @@ class PrivacyModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PRIVACY_MODEL_UNSPECIFIED: _ClassVar[PrivacyModel]
     PRIVACY_MODEL_LOCAL: _ClassVar[PrivacyModel]
     PRIVACY_MODEL_CENTRAL: _ClassVar[PrivacyModel]
+    PRIVACY_MODEL_TWO_AGGREGATOR: _ClassVar[PrivacyModel]
 
 class Moments(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -94,6 +95,7 @@ ENCODING_RAW_I32_LE: Encoding
 PRIVACY_MODEL_UNSPECIFIED: PrivacyModel
 PRIVACY_MODEL_LOCAL: PrivacyModel
 PRIVACY_MODEL_CENTRAL: PrivacyModel
+PRIVACY_MODEL_TWO_AGGREGATOR: PrivacyModel
 MOMENTS_UNSPECIFIED: Moments
 MOMENTS_SECOND_MOMENT: Moments
 MOMENTS_MEAN_AND_COVARIANCE: Moments
@@ -187,7 +189,7 @@ class ShuffleSpec(_message.Message):
     def __init__(self, min_batch_size: _Optional[int] = ..., batch_window_seconds: _Optional[int] = ..., central_delta: _Optional[float] = ..., key_rotation_seconds: _Optional[int] = ..., key_grace_rotations: _Optional[int] = ...) -> None: ...
 
 class CollectionParams(_message.Message):
-    __slots__ = ("spec", "entries", "grid_bits", "sensitivity", "sigma", "rho", "max_abs_grid_value", "calibration", "wire_step", "wire_max", "mean_weight", "mean_entries", "base_sensitivity", "diagonal_noise_sd", "off_diagonal_noise_sd", "mean_noise_sd", "rank_one", "shuffle")
+    __slots__ = ("spec", "entries", "grid_bits", "sensitivity", "sigma", "rho", "max_abs_grid_value", "calibration", "wire_step", "wire_max", "mean_weight", "mean_entries", "base_sensitivity", "diagonal_noise_sd", "off_diagonal_noise_sd", "mean_noise_sd", "rank_one", "shuffle", "two_aggregator")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     GRID_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +208,7 @@ class CollectionParams(_message.Message):
     MEAN_NOISE_SD_FIELD_NUMBER: _ClassVar[int]
     RANK_ONE_FIELD_NUMBER: _ClassVar[int]
     SHUFFLE_FIELD_NUMBER: _ClassVar[int]
+    TWO_AGGREGATOR_FIELD_NUMBER: _ClassVar[int]
     spec: CollectionSpec
     entries: int
     grid_bits: int
@@ -224,7 +227,34 @@ class CollectionParams(_message.Message):
     mean_noise_sd: float
     rank_one: RankOneParams
     shuffle: ShuffleParams
-    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., entries: _Optional[int] = ..., grid_bits: _Optional[int] = ..., sensitivity: _Optional[float] = ..., sigma: _Optional[float] = ..., rho: _Optional[float] = ..., max_abs_grid_value: _Optional[int] = ..., calibration: _Optional[str] = ..., wire_step: _Optional[int] = ..., wire_max: _Optional[int] = ..., mean_weight: _Optional[float] = ..., mean_entries: _Optional[int] = ..., base_sensitivity: _Optional[float] = ..., diagonal_noise_sd: _Optional[float] = ..., off_diagonal_noise_sd: _Optional[float] = ..., mean_noise_sd: _Optional[float] = ..., rank_one: _Optional[_Union[RankOneParams, _Mapping]] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ...) -> None: ...
+    two_aggregator: TwoAggregatorParams
+    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., entries: _Optional[int] = ..., grid_bits: _Optional[int] = ..., sensitivity: _Optional[float] = ..., sigma: _Optional[float] = ..., rho: _Optional[float] = ..., max_abs_grid_value: _Optional[int] = ..., calibration: _Optional[str] = ..., wire_step: _Optional[int] = ..., wire_max: _Optional[int] = ..., mean_weight: _Optional[float] = ..., mean_entries: _Optional[int] = ..., base_sensitivity: _Optional[float] = ..., diagonal_noise_sd: _Optional[float] = ..., off_diagonal_noise_sd: _Optional[float] = ..., mean_noise_sd: _Optional[float] = ..., rank_one: _Optional[_Union[RankOneParams, _Mapping]] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ..., two_aggregator: _Optional[_Union[TwoAggregatorParams, _Mapping]] = ...) -> None: ...
+
+class TwoAggregatorParams(_message.Message):
+    __slots__ = ("coordinate_grid_bits", "range_bits", "norm_bound", "helper_keys")
+    COORDINATE_GRID_BITS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_BITS_FIELD_NUMBER: _ClassVar[int]
+    NORM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    HELPER_KEYS_FIELD_NUMBER: _ClassVar[int]
+    coordinate_grid_bits: int
+    range_bits: int
+    norm_bound: int
+    helper_keys: _containers.RepeatedCompositeFieldContainer[HpkePublicKey]
+    def __init__(self, coordinate_grid_bits: _Optional[int] = ..., range_bits: _Optional[int] = ..., norm_bound: _Optional[int] = ..., helper_keys: _Optional[_Iterable[_Union[HpkePublicKey, _Mapping]]] = ...) -> None: ...
+
+class TwoAggregatorReport(_message.Message):
+    __slots__ = ("collection_id", "report_id", "public_share", "leader_share", "helper_share")
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_SHARE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    HELPER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    collection_id: str
+    report_id: bytes
+    public_share: bytes
+    leader_share: bytes
+    helper_share: SealedReport
+    def __init__(self, collection_id: _Optional[str] = ..., report_id: _Optional[bytes] = ..., public_share: _Optional[bytes] = ..., leader_share: _Optional[bytes] = ..., helper_share: _Optional[_Union[SealedReport, _Mapping]] = ...) -> None: ...
 
 class ShuffleParams(_message.Message):
     __slots__ = ("local_epsilon", "central_epsilon", "central_delta", "min_batch_size", "keys", "relay_key")
