@@ -8,14 +8,18 @@
 //! `RankOneParams::expected_rounds`). Second moment, each mechanism's own encoding
 //! (i32 Gaussian, i16 rank-one).
 //!
+//! Group `report/two_aggregator`: a two-aggregator collection's whole report
+//! (`ReportBuilder::two_aggregator_report`: clip, the central grid, the Prio3 shares and
+//! proof, the helper's share sealed with HPKE) at p = 20 and 100, mean and covariance.
+//!
 //! `cargo bench -p ldpcov-client --bench report -- --warm-up-time 1 --measurement-time 3`
 //!
 //! The sampler is built once and reused, as a device's is; its tables for the
 //! collection's σ are built on the first report (criterion's warm-up).
 
 use criterion::{BenchmarkId, Criterion};
-use ldpcov_client::proto::v1::{CollectionSpec, LocalMechanism};
-use ldpcov_client::{Collection, DiscreteGaussianSampler, Perturber, ReportId};
+use ldpcov_client::proto::v1::{CollectionSpec, LocalMechanism, PrivacyModel};
+use ldpcov_client::{Collection, DiscreteGaussianSampler, Perturber, ReportBuilder, ReportId};
 use std::hint::black_box;
 
 /// The Gaussian report's dimensions.
@@ -78,5 +82,44 @@ fn main() {
         }
         group.finish();
     }
+    two_aggregator(&mut c);
     c.final_summary();
+}
+
+/// A two-aggregator report at p = 20 and 100 (no ledger: the bench measures the device's
+/// computation, not a disk write).
+fn two_aggregator(c: &mut Criterion) {
+    let mut group = c.benchmark_group("report/two_aggregator");
+    for dim in [20u32, 100] {
+        let collection = Collection::create(&CollectionSpec {
+            collection_id: "bench".into(),
+            dim,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            privacy_model: PrivacyModel::TwoAggregator as i32,
+            ..Default::default()
+        })
+        .expect("valid bench spec");
+        let master = ldpcov_seal::MasterSecret::from_bytes([2; 32]);
+        let schedule = ldpcov_seal::KeySchedule::new(86_400, 2).expect("a schedule");
+        let keys = ldpcov_seal::CollectionKeys::new(&master, "bench", schedule).expect("keys");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let [_, helper_key] = keys.published(now).expect("published keys");
+        let mut device = ReportBuilder::new().expect("OS randomness");
+        let x: Vec<f64> = (0..dim)
+            .map(|i| ((i as f64) * 0.37).sin() / (dim as f64).sqrt())
+            .collect();
+        group.bench_with_input(BenchmarkId::from_parameter(dim), &x, |b, x| {
+            b.iter(|| {
+                device
+                    .two_aggregator_report(&collection, &helper_key, black_box(x))
+                    .expect("a valid input")
+            })
+        });
+    }
+    group.finish();
 }
