@@ -3,8 +3,7 @@
 //! one module with `cargo test -p ldpcov-relay-cli --test system crash::`.
 
 // The relay library's test support (fake aggregator, sealed reports, layer keys),
-// shared rather than copied; not every helper is used by these tests.
-#[allow(dead_code)]
+// shared rather than copied.
 #[path = "../../../relay/tests/system/support/mod.rs"]
 mod support;
 
