@@ -5,7 +5,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
-use super::draw::{draw_banner, draw_panel};
+use super::draw::{blank_picture, draw_failed, draw_panel};
 use super::font::font_available;
 use super::layout::{Grid, LABEL_SIZE, PANEL_GAP, PanelSpec, TITLE_SIZE, banner_lines, measure};
 use super::{Banner, Layout, PlotError, Scale, tick_label};
@@ -103,13 +103,8 @@ pub fn write_components(
     let (lines, banner_h) = banner_lines(banner, width, text);
     let body_h = panel.layout.height.max(title_h + 160 + under);
     let height = banner_h + figure_title + body_h;
-    let fail = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| fail(&e))?;
-    draw_banner(&root, banner, &lines).map_err(|e| fail(&e))?;
+    let fail = draw_failed(path);
+    let root = blank_picture(path, (width, height), banner, &lines)?;
     // Everything moves down by the banner and the figure's title.
     let shift = banner_h + figure_title;
     let px = |v: u32| v as i32;

@@ -14,8 +14,31 @@ use super::layout::{
 };
 use super::{Banner, Layout, PlotError};
 
+/// The error of a picture at `path` that could not be drawn.
+pub(super) fn draw_failed(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> PlotError + '_ {
+    move |e| PlotError::Draw {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// A white picture of `size` pixels to be written to `path`, with the banner's
+/// `lines` drawn at its top.
+pub(super) fn blank_picture<'a>(
+    path: &'a Path,
+    size: (u32, u32),
+    banner: Option<Banner<'_>>,
+    lines: &[String],
+) -> Result<DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>, PlotError> {
+    let fail = draw_failed(path);
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    draw_banner(&root, banner, lines).map_err(|e| fail(&e))?;
+    Ok(root)
+}
+
 /// Draws the banner's `lines` at the top of `root`.
-pub(super) fn draw_banner<DB: DrawingBackend>(
+fn draw_banner<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     banner: Option<Banner<'_>>,
     lines: &[String],
@@ -52,13 +75,8 @@ pub(super) fn draw(
         + PANEL_GAP * (measured.len().saturating_sub(1)) as u32;
     let (lines, banner_h) = banner_lines(banner, width, text);
     let height = banner_h + measured.iter().map(|p| p.layout.height).max().unwrap_or(0);
-    let fail = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| fail(&e))?;
-    draw_banner(&root, banner, &lines).map_err(|e| fail(&e))?;
+    let fail = draw_failed(path);
+    let root = blank_picture(path, (width, height), banner, &lines)?;
     let body = root
         .clone()
         .shrink((0, banner_h), (width, height - banner_h));
