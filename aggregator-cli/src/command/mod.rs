@@ -8,9 +8,10 @@
 //!
 //! Each subcommand is a module owning its flags (`Options`) and its `run`; `admin`
 //! holds what the admin commands share (connection, TLS, token, JSON output); the
-//! flags both daemons declare are `ldpcov-serve`'s (`DaemonCommandLine`, `ServeFlags`) under
-//! the aggregator's environment variables ([`Aggregator`]). This module only parses
-//! the command line, sets up logging and the runtime, and dispatches.
+//! flags both daemons declare are `ldpcov-serve`'s (`DaemonCommandLine`,
+//! `ServeFlags`) under the aggregator's environment variables (`Aggregator`). This
+//! module only parses the command line, sets up logging and the runtime, and
+//! dispatches.
 
 mod admin;
 mod close;

@@ -6,8 +6,9 @@
 //!
 //! Each subcommand is a module owning its flags and its `run`; the flags both daemons
 //! declare are `ldpcov-serve`'s ([`DaemonCommandLine`],
-//! [`ServeFlags`](ldpcov_serve::ServeFlags)) under the relay's environment variables ([`Relay`]). This module only
-//! parses the command line, sets up logging and the runtime, and dispatches.
+//! [`ServeFlags`](ldpcov_serve::ServeFlags)) under the relay's environment variables
+//! (`Relay`). This module only parses the command line, sets up logging and the
+//! runtime, and dispatches.
 
 mod issue;
 mod serve;
