@@ -13,7 +13,7 @@
 //! * [`aggregator`] (`ldpcov-aggregator`) — the gRPC service and its stores.
 //!
 //! The exact noise samplers (`ldpcov-noise`) are reached through `client`, and the
-//! command line with its output formats is `ldpcov-cli`. The simulation models, data
+//! command line with its output formats is `ldpcov-aggregator-cli`. The simulation models, data
 //! files as users and error metrics the examples and tests use are the lab's
 //! (`ldpcov-lab`, a dev-dependency of this package only).
 //!

@@ -14,13 +14,13 @@
 //!   any number of aggregator replicas);
 //! * serving on a listener ([`serve`], [`serve_with`], [`ServeOptions`]) or embedded
 //!   in-process ([`EmbeddedServer`]);
-//! * metrics: [`install_prometheus_exporter`];
+//! * metrics: [`histogram_buckets`] and [`describe_metrics`] for `ldpcov-serve`'s exporter;
 //! * the fixed limits and tuning values (batch and list bounds, file names, folds,
 //!   back-offs): [`constants`].
 //!
 //! This library is the server. The daemon and admin CLI (the `ldpcov-aggregator`
 //! binary) and the presentation of estimates (JSON, CSV, NPY, PNG) are the
-//! `ldpcov-cli` crate.
+//! `ldpcov-aggregator-cli` crate.
 //!
 //! ```
 //! use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, Store};
@@ -80,5 +80,5 @@ pub use store::{
     Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, DeliveredBatches,
     MemoryStore, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
-pub use telemetry::{TelemetryError, install_prometheus_exporter};
+pub use telemetry::{describe_metrics, histogram_buckets};
 pub use tls::{ServerTls, TlsError, client_config, read_ca};

@@ -3,7 +3,8 @@
 //! Why the facade with `metrics-exporter-prometheus` rather than the `prometheus`
 //! crate: the code that counts (the service, the stores) calls only the facade's
 //! macros and knows nothing of the exporter, so the exporter is chosen in one place
-//! ([`install_prometheus_exporter`], called by `serve --metrics-listen`); the exporter
+//! (`ldpcov_serve::install_prometheus_exporter`, shared with the relay, called by
+//! `serve --metrics-listen` with [`histogram_buckets`], then [`describe_metrics`]); the exporter
 //! brings its own HTTP listener and histogram buckets; and without an installed
 //! recorder every call here is a cheap no-op, so library users and tests that do not
 //! ask for metrics pay nothing.
@@ -36,10 +37,9 @@
 //! collection, token) or whose batch the store failed; in a stream, the one report
 //! that ended the stream.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder};
+use ldpcov_serve::Matcher;
 use tonic::Code;
 
 /// Histogram buckets of the durations, in seconds (100 µs to 60 s).
@@ -52,40 +52,22 @@ const BATCH_BUCKETS: [f64; 12] = [
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
 ];
 
-/// Why the exporter could not start.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot serve metrics on {addr}: {source}")]
-pub struct TelemetryError {
-    /// The address asked for.
-    pub addr: SocketAddr,
-    /// The exporter's error.
-    #[source]
-    pub source: BuildError,
-}
-
-/// Installs the Prometheus exporter as the process's metrics recorder and serves
-/// `GET /metrics` (any path) in the Prometheus text format on `addr`. The listener is
-/// bound before this returns, so a bad or busy address is an error here. Call it
-/// inside the tokio runtime that should run the listener, once per process.
-pub fn install_prometheus_exporter(addr: SocketAddr) -> Result<(), TelemetryError> {
-    let err = |source| TelemetryError { addr, source };
-    PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS)
-        .map_err(err)?
-        .set_buckets_for_metric(
+/// The histogram buckets of the aggregator's metrics, for
+/// [`ldpcov_serve::install_prometheus_exporter`]: the durations (`*_seconds`) and the
+/// reports per group commit.
+pub fn histogram_buckets() -> [(Matcher, &'static [f64]); 2] {
+    [
+        (Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS),
+        (
             Matcher::Full("ldpcov_commit_batch_reports".into()),
             &BATCH_BUCKETS,
-        )
-        .map_err(err)?
-        .install()
-        .map_err(err)?;
-    describe();
-    Ok(())
+        ),
+    ]
 }
 
-/// The help lines of the exported metrics.
-fn describe() {
+/// Gives the exported metrics their help lines; call it once the exporter is installed
+/// (before, the descriptions go nowhere).
+pub fn describe_metrics() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         "ldpcov_reports_accepted_total",

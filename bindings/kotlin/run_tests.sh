@@ -28,7 +28,7 @@ root=$(cd "$here/../.." && pwd)
 mvn=${MVN:-mvn}
 
 if [[ -z "${LDPCOV_FFI_LIB:-}" ]]; then
-    cargo build -p ldpcov-ffi -p ldpcov-cli --manifest-path "$root/Cargo.toml"
+    cargo build -p ldpcov-ffi -p ldpcov-aggregator-cli --manifest-path "$root/Cargo.toml"
     target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
         sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
     case "$(uname -s)" in

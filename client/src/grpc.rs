@@ -5,6 +5,8 @@ use crate::perturb::random_report_id;
 use crate::report_builder::{PreparedRelayReport, ReportBuilder, require_shuffled};
 use crate::{BudgetLedger, ClientError, PrivacyPolicy};
 use ldpcov_privacy::{Collection, ReportId};
+use ldpcov_proto::retry::Backoff;
+pub use ldpcov_proto::retry::is_retryable;
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::relay_client::RelayClient as RawRelayClient;
 use ldpcov_proto::v1::{
@@ -13,7 +15,6 @@ use ldpcov_proto::v1::{
     GetEstimateRequest, GetStatusRequest, RelayReport, Report, SealedReport, SubmitReportsResponse,
 };
 use ldpcov_seal::PublicKeyConfig;
-use rand::Rng;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -86,31 +87,22 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The backoff between attempts: from `initial_backoff`, doubling, capped at
+    /// `max_backoff`, with jitter.
+    fn backoff(&self) -> Backoff {
+        Backoff {
+            first: self.initial_backoff,
+            max: self.max_backoff,
+            jitter: true,
+        }
+    }
+
     /// One attempt, no retries.
     pub fn no_retries() -> Self {
         RetryPolicy {
             max_attempts: 1,
             ..RetryPolicy::default()
         }
-    }
-}
-
-/// Whether a failed call may succeed if sent again: `UNAVAILABLE`,
-/// `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`, `ABORTED`, and `UNKNOWN` when it was
-/// raised locally by the transport (not sent by the server). Never `INVALID_ARGUMENT`,
-/// `NOT_FOUND`, `FAILED_PRECONDITION` and the like: resending cannot fix those.
-pub fn is_retryable(status: &Status) -> bool {
-    match status.code() {
-        Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted => {
-            true
-        }
-        // tonic attaches the underlying error to statuses it makes from transport
-        // failures; statuses decoded from a server's trailers carry none.
-        Code::Unknown => {
-            std::error::Error::source(status).is_some()
-                || status.message().starts_with("Service was not ready")
-        }
-        _ => false,
     }
 }
 
@@ -730,7 +722,8 @@ where
 {
     {
         let max_attempts = retry.max_attempts.max(1);
-        let mut backoff = retry.initial_backoff.min(retry.max_backoff);
+        let policy = retry.backoff();
+        let mut backoff = policy.next(None);
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -747,7 +740,7 @@ where
             match result {
                 Ok(response) => return Ok((response.into_inner(), attempts)),
                 Err(status) if attempts < max_attempts && is_retryable(&status) => {
-                    let wait = jitter(backoff);
+                    let wait = policy.wait(backoff);
                     tracing::debug!(
                         method,
                         attempt = attempts,
@@ -756,7 +749,7 @@ where
                         "retrying aggregator call"
                     );
                     tokio::time::sleep(wait).await;
-                    backoff = backoff.saturating_mul(2).min(retry.max_backoff);
+                    backoff = policy.next(Some(backoff));
                 }
                 Err(status) => {
                     tracing::debug!(method, attempts, code = ?status.code(), "aggregator call failed");
@@ -778,11 +771,6 @@ fn same_spec(existing: Option<&CollectionSpec>, ours: &CollectionSpec) -> bool {
         (Some(Ok(existing)), Ok(ours)) => existing.spec() == ours.spec(),
         _ => false,
     }
-}
-
-/// A uniformly random wait in `[b/2, b]`, so that many devices do not retry in step.
-fn jitter(backoff: Duration) -> Duration {
-    rand::rng().random_range(backoff / 2..=backoff)
 }
 
 #[cfg(test)]

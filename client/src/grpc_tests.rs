@@ -594,29 +594,6 @@ async fn unreachable_servers() {
     assert_eq!(err.status().map(Status::code), Some(Code::Unavailable));
 }
 
-#[test]
-fn retryable_statuses() {
-    assert!(is_retryable(&Status::unavailable("x")));
-    assert!(is_retryable(&Status::aborted("x")));
-    assert!(!is_retryable(&Status::invalid_argument("x")));
-    assert!(!is_retryable(&Status::not_found("x")));
-    assert!(!is_retryable(&Status::unknown("from the server")));
-    // What tonic makes of a local transport failure: UNKNOWN with the cause attached.
-    let local = Status::from_error(Box::new(std::io::Error::other("connection reset")));
-    assert_eq!(local.code(), Code::Unknown);
-    assert!(is_retryable(&local));
-}
-
-#[test]
-fn backoff_jitter_stays_in_range() {
-    let b = Duration::from_millis(80);
-    for _ in 0..100 {
-        let w = jitter(b);
-        assert!(w >= b / 2 && w <= b);
-    }
-    assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
-}
-
 #[tokio::test]
 async fn the_default_noise_is_the_exact_discrete_gaussian() {
     let client = AggregatorClient::connect_lazy("http://127.0.0.1:1").unwrap();

@@ -1,6 +1,8 @@
 //! The ldpcov wire format: the `ldpcov.v1` protobuf messages generated from
 //! `proto/ldpcov/v1/ldpcov.proto`, its file descriptor set for gRPC reflection, and,
-//! behind the `grpc` feature, the tonic client and server stubs of its services.
+//! behind the `grpc` feature, the tonic client and server stubs of its services and the
+//! retry policy of the callers that retry them ([`retry`]: the device client and the
+//! relay's forwarder, which must not depend on each other).
 //!
 //! Nothing here decides anything about privacy: what a spec means, how a payload is
 //! checked and what noise it carries live in `ldpcov-privacy`. Crates that only read or
@@ -23,6 +25,9 @@
 pub mod v1 {
     include!(concat!(env!("OUT_DIR"), "/ldpcov.v1.rs"));
 }
+
+#[cfg(feature = "grpc")]
+pub mod retry;
 
 /// The encoded `google.protobuf.FileDescriptorSet` of `ldpcov/v1/ldpcov.proto`
 /// (written by the build script from the same compilation as [`v1`]): what a gRPC

@@ -11,7 +11,8 @@
 //! A batch the aggregator acknowledges (OK, with accepted + duplicates + refused =
 //! batch size) is deleted durably; its refused reports are logged by code and counted.
 //! A batch that fails stays and is sent again — same id, same order — after an
-//! exponential backoff from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`], per batch, so that
+//! exponential backoff from [`FIRST_BACKOFF`] up to [`MAX_BACKOFF`] (without jitter:
+//! `ldpcov_proto::retry::Backoff`, the device client's policy too), per batch, so that
 //! one collection's failures delay no other. A report is never sent alone and a batch
 //! is never dropped before the aggregator acknowledged it; a batch sent again after a
 //! crash counts nothing twice, since the aggregator counts each report id once.
@@ -39,6 +40,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ldpcov_proto::retry::Backoff;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -280,10 +282,12 @@ impl Forwarder {
                 self.retries.remove(&batch.seq);
                 sent += 1;
             } else {
-                let backoff = self
-                    .retries
-                    .get(&batch.seq)
-                    .map_or(self.first_backoff, |r| (r.backoff * 2).min(MAX_BACKOFF));
+                let backoff = Backoff {
+                    first: self.first_backoff,
+                    max: MAX_BACKOFF,
+                    jitter: false,
+                }
+                .next(self.retries.get(&batch.seq).map(|r| r.backoff));
                 self.retries.insert(
                     batch.seq,
                     Retry {

@@ -61,7 +61,9 @@
 //!   limits, TLS and the [`Forwarder`], and, for browser devices, gRPC-Web behind a
 //!   CORS policy ([`RelayOptions::grpc_web`], `serve --grpc-web`, `--grpc-web-origin`:
 //!   the aggregator's [`GrpcWebOptions`], from `ldpcov-serve`).
-//! * [`command`] — the `ldpcov-relay` command line (`command::main` is the binary's).
+//!
+//! The `ldpcov-relay` binary (its command line, `serve` and `issue-device-token`) is
+//! the `ldpcov-relay-cli` crate.
 //!
 //! **The relay never holds the aggregator's master secret or any key that opens a
 //! report** (its own key opens only its own layer), never
@@ -70,6 +72,38 @@
 //! alone does not tell whether a device reported, see [`RelayStore`]), and never
 //! forwards a report but in a batch of at least the collection's minimum and its own
 //! floor.
+//!
+//! # Metrics
+//!
+//! Through the `metrics` facade; the `ldpcov-relay serve --metrics-listen` binary
+//! installs `ldpcov-serve`'s Prometheus exporter (its own HTTP listener, `GET /metrics`;
+//! the histograms exported as summaries).
+//!
+//! | name | type | labels | what |
+//! |---|---|---|---|
+//! | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
+//! | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
+//! | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `delta_too_large`, `key_conflict`, `retired`, `device_limit`, `relay_key`, `relay_layer`, `new_device_cap`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
+//! | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
+//! | `ldpcov_relay_last_batch_new_device_share` | gauge | collection | the share of the last batch's reports from devices first seen in its window (a Sybil signal) |
+//! | `ldpcov_relay_collection_held` | gauge | collection | 1 while the relay holds the collection (settings changed, other key bytes under a pinned key id, …) |
+//! | `ldpcov_relay_key_conflicts_total` | counter | collection | times the aggregator answered other key bytes for a pinned key id |
+//! | `ldpcov_relay_batches_forwarded_total` | counter | collection | batches the aggregator acknowledged |
+//! | `ldpcov_relay_reports_forwarded_total` | counter | collection | their reports |
+//! | `ldpcov_relay_reports_refused_by_aggregator_total` | counter | collection, code | reports of acknowledged batches the aggregator refused |
+//! | `ldpcov_relay_forward_failures_total` | counter | collection | failed batch calls (retried) |
+//! | `ldpcov_relay_upstream_failures_total` | counter | reason | failed calls to the aggregator (`unauthenticated`, `permission_denied`, `failed_precondition`, `unavailable`, `deadline_exceeded`, `other`) |
+//! | `ldpcov_relay_upstream_refused` | gauge | | 1 while the aggregator refuses the relay's token (health NOT_SERVING) |
+//! | `ldpcov_relay_upstream_accepted` | gauge | | 1 while the last check found the aggregator accepting the relay |
+//! | `ldpcov_relay_upstream_unreachable_seconds` | gauge | | since the aggregator last answered a check, while it cannot be reached (0 otherwise; health NOT_SERVING from the grace period, 10 s) |
+//! | `ldpcov_relay_collections_retired_total` | counter | reason | collections retired (`closed`, `deleted` at the aggregator) |
+//! | `ldpcov_relay_reports_retired_total` | counter | reason | reports they held, dropped (acknowledged, never to be counted) |
+//! | `ldpcov_relay_device_calls_limited_total` | counter | limit | device calls refused over a per-device limit (`in_flight`, `rate`) |
+//! | `ldpcov_relay_pending_batches` | gauge | | batches formed, not yet acknowledged |
+//! | `ldpcov_relay_pending_batch_reports` | gauge | | their reports |
+//! | `ldpcov_relay_oldest_pending_batch_age_seconds` | gauge | | since the oldest of them was formed, or the longest-due window not yet formed became due (0: none) |
+//! | `ldpcov_relay_commit_duration_seconds` | histogram | result | group commits |
+//! | `ldpcov_relay_commit_group_commands` | histogram | | commands per group commit |
 //!
 //! ```
 //! use ldpcov_relay::{CloseRule, DeviceTokenIssuer, RelayStore, Submission, SubmitOutcome};
@@ -105,7 +139,6 @@
 
 mod batch_rule;
 mod clock;
-pub mod command;
 mod device_limits;
 mod forward;
 mod gate;
@@ -123,10 +156,9 @@ pub use ldpcov_proto as proto;
 /// The relay's fixed limits and tuning values (back-offs, cache lifetimes, chunk sizes,
 /// token and file formats, the default floor), kept out of the crate's entry points.
 pub mod constants {
-    pub use crate::command::LAYER_KEY_FILE;
     pub use crate::forward::{BATCH_TIMEOUT, FIRST_BACKOFF, MAX_BACKOFF};
     pub use crate::gate::{DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS};
-    pub use crate::server::HEALTH_SERVICE_NAME;
+    pub use crate::server::{HEALTH_SERVICE_NAME, LAYER_KEY_FILE};
     pub use crate::service::{ENC_LEN, OUTER_OVERHEAD, TAG_LEN};
     pub use crate::store::{DB_FILE, FORMAT_VERSION, RECENT_BATCHES};
     pub use crate::token::{
@@ -156,38 +188,3 @@ pub use store::{
 };
 pub use token::{DeviceId, DeviceTokenIssuer, Revocations, Secret, TokenError};
 pub use upstream::{CollectionInfo, Reach, Upstream, UpstreamError, chunk};
-
-/// Installs the Prometheus exporter (its own HTTP listener on `addr`, `GET /metrics`).
-///
-/// | name | type | labels | what |
-/// |---|---|---|---|
-/// | `ldpcov_relay_reports_stored_total` | counter | collection | reports stored (acknowledged) |
-/// | `ldpcov_relay_reports_duplicate_total` | counter | collection | resends of a stored submission |
-/// | `ldpcov_relay_reports_refused_total` | counter | reason | reports refused (`unauthenticated`, `invalid_argument`, `undecodable`, `oversize`, `not_found`, `not_shuffled`, `below_floor`, `settings_changed`, `delta_too_large`, `key_conflict`, `retired`, `device_limit`, `relay_key`, `relay_layer`, `new_device_cap`, `key_id`, `already_reported`, `submission_id_reused`, `aggregator_unavailable`, `store`) |
-/// | `ldpcov_relay_batches_formed_total` | counter | collection | windows closed into batches |
-/// | `ldpcov_relay_last_batch_new_device_share` | gauge | collection | the share of the last batch's reports from devices first seen in its window (a Sybil signal) |
-/// | `ldpcov_relay_collection_held` | gauge | collection | 1 while the relay holds the collection (settings changed, other key bytes under a pinned key id, …) |
-/// | `ldpcov_relay_key_conflicts_total` | counter | collection | times the aggregator answered other key bytes for a pinned key id |
-/// | `ldpcov_relay_batches_forwarded_total` | counter | collection | batches the aggregator acknowledged |
-/// | `ldpcov_relay_reports_forwarded_total` | counter | collection | their reports |
-/// | `ldpcov_relay_reports_refused_by_aggregator_total` | counter | collection, code | reports of acknowledged batches the aggregator refused |
-/// | `ldpcov_relay_forward_failures_total` | counter | collection | failed batch calls (retried) |
-/// | `ldpcov_relay_upstream_failures_total` | counter | reason | failed calls to the aggregator (`unauthenticated`, `permission_denied`, `failed_precondition`, `unavailable`, `deadline_exceeded`, `other`) |
-/// | `ldpcov_relay_upstream_refused` | gauge | | 1 while the aggregator refuses the relay's token (health NOT_SERVING) |
-/// | `ldpcov_relay_upstream_accepted` | gauge | | 1 while the last check found the aggregator accepting the relay |
-/// | `ldpcov_relay_upstream_unreachable_seconds` | gauge | | since the aggregator last answered a check, while it cannot be reached (0 otherwise; health NOT_SERVING from the grace period, 10 s) |
-/// | `ldpcov_relay_collections_retired_total` | counter | reason | collections retired (`closed`, `deleted` at the aggregator) |
-/// | `ldpcov_relay_reports_retired_total` | counter | reason | reports they held, dropped (acknowledged, never to be counted) |
-/// | `ldpcov_relay_device_calls_limited_total` | counter | limit | device calls refused over a per-device limit (`in_flight`, `rate`) |
-/// | `ldpcov_relay_pending_batches` | gauge | | batches formed, not yet acknowledged |
-/// | `ldpcov_relay_pending_batch_reports` | gauge | | their reports |
-/// | `ldpcov_relay_oldest_pending_batch_age_seconds` | gauge | | since the oldest of them was formed, or the longest-due window not yet formed became due (0: none) |
-/// | `ldpcov_relay_commit_duration_seconds` | histogram | result | group commits |
-/// | `ldpcov_relay_commit_group_commands` | histogram | | commands per group commit |
-pub fn install_prometheus_exporter(
-    addr: std::net::SocketAddr,
-) -> Result<(), metrics_exporter_prometheus::BuildError> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(addr)
-        .install()
-}

@@ -67,6 +67,10 @@ use crate::upstream::{Reach, Upstream};
 /// The name the health service reports the relay under: `ldpcov.v1.Relay`.
 pub const HEALTH_SERVICE_NAME: &str = <RelayServer<RelayService> as NamedService>::NAME;
 
+/// The file of the relay's layer-key secret in its data directory (`serve
+/// --layer-key-file` overrides it).
+pub const LAYER_KEY_FILE: &str = "relay-layer.key";
+
 /// Transport limits of the relay's gRPC server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RelayLimits {

@@ -24,6 +24,12 @@
 //!   with the allowed origins ([`OriginError`] for one that is not an origin),
 //!   outside every layer of the daemon's own, so a browser's call meets the same token
 //!   check and limits as a native one.
+//! * [`ServeFlags`] and [`LogFlag`] — the flags both daemons declare (TLS, handshake,
+//!   idle and keepalive times, gRPC-Web and its origins, the metrics address, the log
+//!   filter), declared once; each daemon keeps its environment variables' prefix and
+//!   its own help texts through [`DaemonFlags`].
+//! * [`install_prometheus_exporter`] — the Prometheus exporter of `--metrics-listen`,
+//!   with the daemon's histogram buckets ([`Matcher`]).
 //! * [`process`] — the daemon binaries' `main`: command line parsing (exit code 2 on
 //!   usage errors), logging from the `--log` filter, the async runtime, one-line
 //!   errors, and the shutdown signals (SIGTERM, Ctrl-C).
@@ -81,7 +87,9 @@
 //! ```
 
 mod connection;
+mod flags;
 mod health;
+mod metrics;
 pub mod process;
 mod transport;
 mod web;
@@ -90,7 +98,9 @@ pub use connection::{
     ACCEPT_BACKOFF, AuthFirst, AuthFirstLayer, BoxFuture, ConnectionInfo, GuardedStream,
     HeaderCheck, HeldGuard, TrackCalls, TrackCallsLayer, accept_backoff, incoming,
 };
+pub use flags::{DaemonCommandLine, DaemonFlags, LogFlag, ServeFlags};
 pub use health::{Health, HealthFollower, router};
+pub use metrics::{Matcher, MetricsError, install_prometheus_exporter};
 pub use process::{DaemonCli, RuntimeError, ShutdownSignal, shutdown_signal};
 pub use transport::{
     ConnectionLimits, HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT,

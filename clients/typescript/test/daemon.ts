@@ -37,11 +37,11 @@ function binary(variable: string, crate: string, bin: string): string {
 }
 
 export function aggregatorBinary(): string {
-  return binary("LDPCOV_AGGREGATOR_BIN", "ldpcov-cli", "ldpcov-aggregator");
+  return binary("LDPCOV_AGGREGATOR_BIN", "ldpcov-aggregator-cli", "ldpcov-aggregator");
 }
 
 export function relayBinary(): string {
-  return binary("LDPCOV_RELAY_BIN", "ldpcov-relay", "ldpcov-relay");
+  return binary("LDPCOV_RELAY_BIN", "ldpcov-relay-cli", "ldpcov-relay");
 }
 
 /** The environment of a daemon: this one without any LDPCOV_* variable or RUST_LOG, so a daemon sees only the flags it is given. */

@@ -1,13 +1,13 @@
 //! Log–log line plots as PNG with `plotters`' bitmap backend.
 //!
 //! Text needs a font: plotters is built with `ab_glyph` (pure Rust, no system font
-//! lookup), and the CLI's `ldpcov_cli::font_available` registers the first TrueType
+//! lookup), and the CLI's `ldpcov_aggregator_cli::font_available` registers the first TrueType
 //! file found among `LDPCOV_PLOT_FONT` and a few common DejaVu / Liberation paths.
 //! Without one the plot is drawn without any text (axes, grid and lines only) and the
 //! caller describes it in the markdown.
 
 use anyhow::{Result, anyhow};
-use ldpcov_cli::font_available;
+use ldpcov_aggregator_cli::font_available;
 use plotters::prelude::*;
 use std::path::Path;
 

@@ -1,7 +1,7 @@
-//! Issue 55: a relay that one closed collection, one outage or one wrong token cannot
-//! take down — against the real aggregator (in-process, its gRPC server) and the
-//! relay's real gRPC server (in-process, `ldpcov_relay::serve`), or its binary where
-//! the exit is the point:
+//! A relay that one closed collection or one outage cannot take down — against the
+//! real aggregator (in-process, its gRPC server) and the relay's real gRPC server
+//! (in-process, `ldpcov_relay::serve`); a wrong token, where the binary's exit is the
+//! point, is relay-cli/tests/system/availability.rs:
 //!
 //! * a collection closed, and another deleted, at the aggregator with reports pending
 //!   at the relay: both retired with their counts in the relay's status, their
@@ -9,8 +9,7 @@
 //!   collection is forwarded and counted;
 //! * the aggregator down for 30 s: health NOT_SERVING within the grace period (10 s,
 //!   plus one check), SERVING within 1 s of its return, and the reports the relay
-//!   acknowledged meanwhile counted afterwards;
-//! * a relay token the aggregator refuses: the binary exits at start, one line.
+//!   acknowledged meanwhile counted afterwards.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -381,43 +380,4 @@ async fn an_aggregator_outage_shows_in_health_and_loses_no_report() {
     relay.stop().await;
     let _ = stop.send(());
     let _ = task.await;
-}
-
-/// Today's main took a relay token the aggregator refuses and found out at the first
-/// batch, possibly hours later. Now the binary exits at start with one line.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_relay_token_the_aggregator_refuses_stops_the_relay_at_start() {
-    let fake = support::FakeAggregator::default();
-    fake.state().relay_token = Some("the-token-the-aggregator-knows".into());
-    let aggregator = fake.serve().await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::daemon::write_secrets(dir.path());
-    let addr = crate::daemon::free_port();
-    let mut child = crate::daemon::spawn(
-        addr,
-        &format!("http://{aggregator}"),
-        dir.path(),
-        &dir.path().join("data"),
-        &[],
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the relay kept running with a refused token"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(!status.success());
-    let log = std::fs::read_to_string(dir.path().join("relay.log")).expect("log");
-    let last = log.lines().last().unwrap_or_default();
-    assert!(
-        last.contains("refuses this relay's token") && last.contains("Unauthenticated"),
-        "{log}"
-    );
-    // Nothing was served: the port is free.
-    assert!(std::net::TcpStream::connect(addr).is_err());
 }

@@ -467,3 +467,15 @@ pub(crate) fn outer_with(
 pub(crate) fn outer(collection: &str, sealed: &SealedReport) -> SealedReport {
     outer_with(&layer_key(), collection, sealed)
 }
+
+/// The relay's health (its `ldpcov.v1.Relay` service) as the server answers it.
+pub(crate) async fn relay_health(channel: tonic::transport::Channel) -> i32 {
+    tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "ldpcov.v1.Relay".into(),
+        })
+        .await
+        .expect("health check")
+        .into_inner()
+        .status
+}

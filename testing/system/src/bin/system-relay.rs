@@ -1,7 +1,7 @@
-//! The relay under test: exactly `ldpcov-relay`'s `main` (`ldpcov_relay::command::main`),
+//! The relay under test: exactly `ldpcov-relay`'s `main` (`ldpcov_relay_cli::command::main`),
 //! as this package's binary so that the system tests find it through
 //! `CARGO_BIN_EXE_system-relay`.
 
 fn main() -> std::process::ExitCode {
-    ldpcov_relay::command::main()
+    ldpcov_relay_cli::command::main()
 }

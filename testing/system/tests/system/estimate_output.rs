@@ -269,25 +269,27 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
         threshold_rule: doc["threshold_rule"].as_str().expect("rule").into(),
         ..Default::default()
     };
-    let title = ldpcov_cli::plot_title(&released, ldpcov_cli::Part::Covariance);
+    let title =
+        ldpcov_aggregator_cli::plot_title(&released, ldpcov_aggregator_cli::Part::Covariance);
     assert!(
         title.contains(id) && title.contains(&format!("n = {REPORTS}")),
         "{title}"
     );
     // The CLI's picture carries the estimate's verdict as a banner.
     let summary = doc["verdict"]["summary"].as_str().expect("verdict summary");
-    let banner = ldpcov_cli::Banner {
+    let banner = ldpcov_aggregator_cli::Banner {
         text: summary,
         warning: doc["verdict"]["sufficient"] != true,
     };
     let reference = dir.path().join("reference.png");
-    let panel = ldpcov_cli::HeatmapPanel {
+    let panel = ldpcov_aggregator_cli::HeatmapPanel {
         matrix: &matrix,
         title: &title,
-        scale: ldpcov_cli::Scale::Diverging,
+        scale: ldpcov_aggregator_cli::Scale::Diverging,
     };
-    let layout = ldpcov_cli::write_heatmaps(&reference, &[panel], Some(&names), Some(banner))
-        .expect("reference heatmap")[0];
+    let layout =
+        ldpcov_aggregator_cli::write_heatmaps(&reference, &[panel], Some(&names), Some(banner))
+            .expect("reference heatmap")[0];
     let img = decode_png(&png_path);
     assert_eq!((img.0, img.1), (layout.width, layout.height), "{layout:?}");
     let both = decode_png(&both_path);
@@ -303,7 +305,7 @@ fn estimate_draws_a_png_heatmap_and_refuses_bad_names() {
         for j in 0..P {
             let (x, y) = layout.cell_center(i, j);
             let k = (y as usize * img.0 as usize + x as usize) * img.3;
-            let want = ldpcov_cli::diverging_color(matrix[(i, j)], limit);
+            let want = ldpcov_aggregator_cli::diverging_color(matrix[(i, j)], limit);
             assert_eq!(
                 (img.2[k], img.2[k + 1], img.2[k + 2]),
                 (want.0, want.1, want.2),
@@ -403,9 +405,9 @@ fn estimate_png_draws_what_a_mean_and_covariance_collection_releases() {
         ..Default::default()
     };
     for (what, plotted) in [
-        ("correlation", ldpcov_cli::Part::Correlation),
-        ("second-moment", ldpcov_cli::Part::SecondMoment),
-        ("mean", ldpcov_cli::Part::Mean),
+        ("correlation", ldpcov_aggregator_cli::Part::Correlation),
+        ("second-moment", ldpcov_aggregator_cli::Part::SecondMoment),
+        ("mean", ldpcov_aggregator_cli::Part::Mean),
     ] {
         let path = dir.path().join(format!("{what}.png"));
         let out = path.to_str().expect("utf-8 path");
@@ -421,7 +423,7 @@ fn estimate_png_draws_what_a_mean_and_covariance_collection_releases() {
         if what == "mean" {
             assert!(width > height, "{what}: {width}×{height}");
         }
-        let title = ldpcov_cli::plot_title(&released, plotted);
+        let title = ldpcov_aggregator_cli::plot_title(&released, plotted);
         assert!(title.starts_with(&plotted.name().to_string()), "{title}");
     }
     // A second-moment collection has neither a mean nor a separate second moment

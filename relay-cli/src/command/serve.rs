@@ -1,68 +1,25 @@
-//! The `ldpcov-relay` command line: the anonymising relay daemon of shuffled
-//! collections (`serve`) and the device-token tool (`issue-device-token`). Every flag
-//! can also be set by an environment variable (shown in `--help`); errors are one line
-//! and a non-zero exit. The binary's `main` is [`main`]; the system tests' helper
-//! binary runs the same function, so the tests drive exactly this code.
+//! `serve`: run the relay until SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::constants::{
-    DEFAULT_DEVICE_TOKEN_LIFETIME, DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS,
-};
-use crate::{
-    CloseRule, DeviceTokenIssuer, GrpcWebOptions, RelayLimits, RelayOptions, RelayStore,
-    Revocations, Secret, StoreOptions, Upstream, serve,
-};
 use anyhow::{Context, Result, bail};
+use ldpcov_relay::constants::{
+    DEFAULT_MIN_BATCH_SIZE, DEFAULT_MIN_BATCH_WINDOW_SECONDS, LAYER_KEY_FILE,
+};
+use ldpcov_relay::{
+    CloseRule, DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore, Revocations, Secret,
+    StoreOptions, Upstream, serve,
+};
+use ldpcov_serve::ServeFlags;
 
-/// The file of the relay's layer-key secret in its data directory (`serve
-/// --layer-key-file` overrides it).
-pub const LAYER_KEY_FILE: &str = "relay-layer.key";
-use clap::{Parser, Subcommand};
+use super::Relay;
 
-/// The command line.
-#[derive(Parser)]
-#[command(
-    name = "ldpcov-relay",
-    version,
-    about = "ldpcov anonymising relay for shuffled collections"
-)]
-struct Cli {
-    /// Log filter (tracing-subscriber EnvFilter syntax).
-    #[arg(long, env = "LDPCOV_RELAY_LOG", default_value = "info", global = true)]
-    log: String,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the relay until SIGTERM or Ctrl-C.
-    Serve(Box<ServeArgs>),
-    /// Print the device token of a device id (the relay operator's token issuer's job
-    /// in production: never the aggregator's operator's, docs/PRIVACY.md §9.1).
-    IssueDeviceToken(IssueArgs),
-}
-
+/// The flags of `serve`.
 #[derive(clap::Args)]
-struct IssueArgs {
-    /// File holding the device-token secret (64 hex digits).
-    #[arg(long, env = "LDPCOV_RELAY_DEVICE_TOKEN_SECRET_FILE")]
-    device_token_secret_file: PathBuf,
-    /// The device id: 1 to 128 characters of [A-Za-z0-9._-].
-    #[arg(long, env = "LDPCOV_RELAY_DEVICE_ID")]
-    device_id: String,
-    /// How long the token is valid, seconds (the relay refuses it afterwards).
-    #[arg(long, env = "LDPCOV_RELAY_DEVICE_TOKEN_LIFETIME_SECS", default_value_t = DEFAULT_DEVICE_TOKEN_LIFETIME.as_secs())]
-    lifetime_secs: u64,
-}
-
-#[derive(clap::Args)]
-struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "LDPCOV_RELAY_LISTEN", default_value = "127.0.0.1:50061")]
     listen: SocketAddr,
@@ -97,14 +54,6 @@ struct ServeArgs {
     /// File holding the admin token for GetRelayStatus (without it, refused).
     #[arg(long, env = "LDPCOV_RELAY_ADMIN_TOKEN_FILE")]
     admin_token_file: Option<PathBuf>,
-    /// PEM certificate chain: serve TLS (needs --tls-key). Required unless
-    /// --insecure-plaintext: devices' reports must not cross the network linkable to
-    /// the bytes the relay forwards.
-    #[arg(long, env = "LDPCOV_RELAY_TLS_CERT", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert.
-    #[arg(long, env = "LDPCOV_RELAY_TLS_KEY", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
     /// For tests only: serve devices without TLS (anyone on the path can link a
     /// device to the sealed bytes the relay forwards). Logs a warning at start.
     #[arg(
@@ -135,30 +84,13 @@ struct ServeArgs {
     max_new_devices_per_window: u64,
     /// How long the aggregator may be unreachable before the relay's health turns
     /// NOT_SERVING, seconds (reports are still stored meanwhile; at least 1).
-    #[arg(long, env = "LDPCOV_RELAY_AGGREGATOR_OUTAGE_GRACE_SECS", default_value_t = crate::monitor::OUTAGE_GRACE.as_secs())]
+    #[arg(long, env = "LDPCOV_RELAY_AGGREGATOR_OUTAGE_GRACE_SECS", default_value_t = ldpcov_relay::monitor::OUTAGE_GRACE.as_secs())]
     aggregator_outage_grace_secs: u64,
     /// The file holding the secret of the relay's own HPKE key (the layer every
     /// device report carries): created (0600, 32 random bytes in hex) when absent.
     /// Default: `relay-layer.key` in --data-dir.
     #[arg(long, env = "LDPCOV_RELAY_LAYER_KEY_FILE")]
     layer_key_file: Option<PathBuf>,
-    /// Also answer gRPC-Web (for browser devices; HTTP/1.1 is accepted on the same
-    /// port), with the same device tokens and limits as native gRPC.
-    #[arg(long, env = "LDPCOV_RELAY_GRPC_WEB")]
-    grpc_web: bool,
-    /// An origin whose pages may call the relay over gRPC-Web
-    /// (`https://app.example.com`; repeat or comma-separate for several). Without
-    /// one, no cross-origin page may. Needs --grpc-web.
-    #[arg(
-        long = "grpc-web-origin",
-        env = "LDPCOV_RELAY_GRPC_WEB_ORIGINS",
-        value_name = "ORIGIN",
-        value_delimiter = ','
-    )]
-    grpc_web_origins: Vec<String>,
-    /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`).
-    #[arg(long, env = "LDPCOV_RELAY_METRICS_LISTEN", value_name = "ADDR")]
-    metrics_listen: Option<SocketAddr>,
     /// How often due windows become batches and stored batches are sent (ms).
     #[arg(
         long,
@@ -181,21 +113,6 @@ struct ServeArgs {
     /// Calls running longer than this many seconds are cancelled.
     #[arg(long, env = "LDPCOV_RELAY_REQUEST_TIMEOUT_SECS", default_value_t = RelayLimits::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
-    /// A new connection that has not sent the HTTP/2 preface (plaintext) or finished
-    /// its TLS handshake after this many seconds is closed.
-    #[arg(long, env = "LDPCOV_RELAY_HANDSHAKE_TIMEOUT_SECS", default_value_t = RelayLimits::default().handshake_timeout.as_secs())]
-    handshake_timeout_secs: u64,
-    /// A connection with no call in flight for this many seconds is closed (clients
-    /// reconnect on their next call).
-    #[arg(long, env = "LDPCOV_RELAY_IDLE_TIMEOUT_SECS", default_value_t = RelayLimits::default().idle_timeout.as_secs())]
-    idle_timeout_secs: u64,
-    /// Send an HTTP/2 keepalive PING on every connection this often (seconds).
-    #[arg(long, env = "LDPCOV_RELAY_KEEPALIVE_INTERVAL_SECS", default_value_t = RelayLimits::default().keepalive_interval.as_secs())]
-    keepalive_interval_secs: u64,
-    /// Close a connection whose peer has not answered a keepalive PING after this
-    /// many seconds.
-    #[arg(long, env = "LDPCOV_RELAY_KEEPALIVE_TIMEOUT_SECS", default_value_t = RelayLimits::default().keepalive_timeout.as_secs())]
-    keepalive_timeout_secs: u64,
     /// Calls of one device token handled at once; more are refused
     /// RESOURCE_EXHAUSTED (a device that stalls its calls holds at most this many
     /// slots of --max-concurrent-requests).
@@ -205,8 +122,11 @@ struct ServeArgs {
     /// pass); more are refused RESOURCE_EXHAUSTED.
     #[arg(long, env = "LDPCOV_RELAY_MAX_DEVICE_CALLS_PER_SECOND", default_value_t = RelayLimits::default().max_device_calls_per_second)]
     max_device_calls_per_second: u32,
+    #[command(flatten)]
+    shared: ServeFlags<Relay>,
 }
 
+/// The bytes of PEM file `path` (`what` names it in errors).
 fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
     let bytes =
         std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
@@ -217,8 +137,9 @@ fn read_pem(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
 }
 
 impl ServeArgs {
-    async fn run(self) -> Result<()> {
-        if self.tls_cert.is_none() && !self.insecure_plaintext {
+    /// Checks every flag, opens the store, listens and serves until a shutdown signal.
+    pub(crate) async fn run(self) -> Result<()> {
+        if self.shared.tls_cert.is_none() && !self.insecure_plaintext {
             bail!(
                 "the relay serves devices over TLS only: give --tls-cert and --tls-key (--insecure-plaintext is for tests)"
             );
@@ -229,7 +150,7 @@ impl ServeArgs {
                 self.min_batch_size
             );
         }
-        let grpc_web = GrpcWebOptions::from_flags(self.grpc_web, &self.grpc_web_origins)?;
+        let grpc_web = self.shared.grpc_web_options()?;
         let relay_token = Secret::from_file(&self.relay_token_file, "relay token")?;
         let mut issuer = DeviceTokenIssuer::from_file(&self.device_token_secret_file)?
             .accepting_unexpiring(self.accept_unexpiring_device_tokens);
@@ -252,12 +173,12 @@ impl ServeArgs {
             .map(|p| read_pem(p, "CA certificate"))
             .transpose()?;
         let upstream = Upstream::new(&self.aggregator, relay_token, ca)?;
-        let tls = match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some((
+        let tls = match self.shared.tls_files() {
+            Some((cert, key)) => Some((
                 read_pem(cert, "certificate")?,
                 read_pem(key, "private key")?,
             )),
-            _ => None,
+            None => None,
         };
         if self.batch_check_interval_ms == 0 {
             bail!("--batch-check-interval-ms must be at least 1");
@@ -268,10 +189,10 @@ impl ServeArgs {
             max_concurrent_streams: self.max_concurrent_streams,
             max_calls_per_connection: self.max_calls_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
-            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
-            keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
-            keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
+            handshake_timeout: Duration::from_secs(self.shared.handshake_timeout_secs),
+            idle_timeout: Duration::from_secs(self.shared.idle_timeout_secs),
+            keepalive_interval: Duration::from_secs(self.shared.keepalive_interval_secs),
+            keepalive_timeout: Duration::from_secs(self.shared.keepalive_timeout_secs),
             max_device_calls_in_flight: self.max_device_calls_in_flight,
             max_device_calls_per_second: self.max_device_calls_per_second,
         };
@@ -284,9 +205,8 @@ impl ServeArgs {
                 format!("cannot open the relay store in {}", self.data_dir.display())
             })?,
         );
-        if let Some(addr) = self.metrics_listen {
-            crate::install_prometheus_exporter(addr)
-                .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        if let Some(addr) = self.shared.metrics_listen {
+            ldpcov_serve::install_prometheus_exporter(addr, &[])?;
         }
         let layer_key_file = self
             .layer_key_file
@@ -340,36 +260,4 @@ impl ServeArgs {
         tracing::info!("ldpcov relay stopped");
         Ok(())
     }
-}
-
-impl ldpcov_serve::DaemonCli for Cli {
-    fn log_filter(&self) -> &str {
-        &self.log
-    }
-}
-
-/// Runs the `ldpcov-relay` command line on the process's arguments and environment:
-/// parses them, sets up logging, runs the subcommand, and returns exit 1 with a
-/// one-line reason on error.
-pub fn main() -> ExitCode {
-    // A panic (the store engine on a damaged file, caught and reported by the store)
-    // is one ERROR line, without a backtrace.
-    std::panic::set_hook(Box::new(|info| {
-        tracing::error!(panic = %info, "internal error");
-    }));
-    ldpcov_serve::process::main(|cli: Cli| match cli.command {
-        Command::IssueDeviceToken(args) => {
-            DeviceTokenIssuer::from_file(&args.device_token_secret_file)
-                .map_err(anyhow::Error::from)
-                .and_then(|issuer| {
-                    if args.lifetime_secs == 0 {
-                        bail!("--lifetime-secs must be at least 1");
-                    }
-                    Ok(issuer
-                        .issue_for(&args.device_id, Duration::from_secs(args.lifetime_secs))?)
-                })
-                .map(|token| println!("{token}"))
-        }
-        Command::Serve(args) => ldpcov_serve::process::block_on(args.run()),
-    })
 }

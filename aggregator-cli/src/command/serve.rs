@@ -11,7 +11,10 @@ use ldpcov_aggregator::Limits;
 use ldpcov_aggregator::ServerTls;
 use ldpcov_aggregator::{AuthConfig, SubmitToken, Token};
 use ldpcov_aggregator::{DurableConfig, DurableStore};
-use ldpcov_aggregator::{GrpcWebOptions, ServeOptions, TransportLimits, serve_with};
+use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
+use ldpcov_serve::ServeFlags;
+
+use super::Aggregator;
 use ldpcov_aggregator::{MemoryStore, Store};
 use ldpcov_aggregator::{PostgresConfig, PostgresStore};
 
@@ -77,27 +80,10 @@ pub(crate) struct Options {
     /// empty file where the database should be usually means the data is gone).
     #[arg(long, env = "LDPCOV_INIT_EMPTY")]
     init_empty: bool,
-    /// Serve Prometheus metrics over HTTP on this address (`GET /metrics`): reports
-    /// accepted, duplicate and rejected per collection, bytes received, submit,
-    /// commit and estimate durations, collections. Off by default.
-    #[arg(long, env = "LDPCOV_METRICS_LISTEN", value_name = "ADDR")]
-    metrics_listen: Option<SocketAddr>,
-    /// Also answer gRPC-Web (for browsers; HTTP/1.1 is accepted on the same port), with
-    /// the same tokens and limits as native gRPC.
-    #[arg(long, env = "LDPCOV_GRPC_WEB")]
-    grpc_web: bool,
-    /// An origin whose pages may call the daemon over gRPC-Web
-    /// (`https://app.example.com`; repeat or comma-separate for several). Without
-    /// one, no cross-origin page may.
-    #[arg(
-        long = "grpc-web-origin",
-        env = "LDPCOV_GRPC_WEB_ORIGINS",
-        value_name = "ORIGIN",
-        value_delimiter = ','
-    )]
-    grpc_web_origins: Vec<String>,
     #[command(flatten)]
     access: AccessArgs,
+    #[command(flatten)]
+    shared: ServeFlags<Aggregator>,
 }
 
 /// The daemon's access control, TLS and transport limits.
@@ -137,12 +123,6 @@ struct AccessArgs {
     /// (give every replica the same file).
     #[arg(long, env = "LDPCOV_HPKE_SECRET_FILE")]
     hpke_secret_file: Option<PathBuf>,
-    /// PEM certificate chain: serve TLS (needs --tls-key).
-    #[arg(long, env = "LDPCOV_TLS_CERT", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert.
-    #[arg(long, env = "LDPCOV_TLS_KEY", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
     /// HTTP/2 streams (concurrent calls) one connection may open.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_STREAMS", default_value_t = TransportLimits::default().max_concurrent_streams)]
     max_concurrent_streams: u32,
@@ -156,25 +136,10 @@ struct AccessArgs {
     /// Calls running longer than this are cancelled (also bounds one report stream).
     #[arg(long, env = "LDPCOV_REQUEST_TIMEOUT_SECS", default_value_t = TransportLimits::default().request_timeout.as_secs())]
     request_timeout_secs: u64,
-    /// A new connection that has not sent the HTTP/2 preface (plaintext) or finished
-    /// its TLS handshake after this many seconds is closed.
-    #[arg(long, env = "LDPCOV_HANDSHAKE_TIMEOUT_SECS", default_value_t = TransportLimits::default().handshake_timeout.as_secs())]
-    handshake_timeout_secs: u64,
-    /// A connection with no call in flight for this many seconds is closed (clients
-    /// reconnect on their next call).
-    #[arg(long, env = "LDPCOV_IDLE_TIMEOUT_SECS", default_value_t = TransportLimits::default().idle_timeout.as_secs())]
-    idle_timeout_secs: u64,
     /// GetEstimate calls computing at once (default: twice the cores); one more is
     /// refused RESOURCE_EXHAUSTED at once.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_ESTIMATES", default_value_t = TransportLimits::default().max_concurrent_estimates)]
     max_concurrent_estimates: usize,
-    /// Send an HTTP/2 keepalive PING on every connection this often (seconds).
-    #[arg(long, env = "LDPCOV_KEEPALIVE_INTERVAL_SECS", default_value_t = TransportLimits::default().keepalive_interval.as_secs())]
-    keepalive_interval_secs: u64,
-    /// Close a connection whose peer has not answered a keepalive PING after this
-    /// many seconds.
-    #[arg(long, env = "LDPCOV_KEEPALIVE_TIMEOUT_SECS", default_value_t = TransportLimits::default().keepalive_timeout.as_secs())]
-    keepalive_timeout_secs: u64,
 }
 
 impl AccessArgs {
@@ -225,16 +190,8 @@ impl AccessArgs {
         Ok(AuthConfig::new(admin, submit)?.with_relay_tokens(relay)?)
     }
 
-    /// The server's TLS identity, when `--tls-cert` and `--tls-key` are set.
-    fn tls(&self) -> Result<Option<ServerTls>> {
-        match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Ok(Some(ServerTls::from_files(cert, key)?)),
-            _ => Ok(None),
-        }
-    }
-
-    /// The transport limits, each at least 1.
-    fn transport(&self) -> Result<TransportLimits> {
+    /// The transport limits (with the shared flags' times), each at least 1.
+    fn transport(&self, shared: &ServeFlags<Aggregator>) -> Result<TransportLimits> {
         let checks: [(&str, bool); 9] = [
             (
                 "--max-concurrent-estimates",
@@ -250,13 +207,19 @@ impl AccessArgs {
                 self.max_calls_per_connection == 0,
             ),
             ("--request-timeout-secs", self.request_timeout_secs == 0),
-            ("--handshake-timeout-secs", self.handshake_timeout_secs == 0),
-            ("--idle-timeout-secs", self.idle_timeout_secs == 0),
+            (
+                "--handshake-timeout-secs",
+                shared.handshake_timeout_secs == 0,
+            ),
+            ("--idle-timeout-secs", shared.idle_timeout_secs == 0),
             (
                 "--keepalive-interval-secs",
-                self.keepalive_interval_secs == 0,
+                shared.keepalive_interval_secs == 0,
             ),
-            ("--keepalive-timeout-secs", self.keepalive_timeout_secs == 0),
+            (
+                "--keepalive-timeout-secs",
+                shared.keepalive_timeout_secs == 0,
+            ),
         ];
         if let Some((flag, _)) = checks.iter().find(|(_, zero)| *zero) {
             anyhow::bail!("{flag} must be at least 1");
@@ -266,11 +229,11 @@ impl AccessArgs {
             max_concurrent_requests: self.max_concurrent_requests,
             max_calls_per_connection: self.max_calls_per_connection,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
-            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
-            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            handshake_timeout: Duration::from_secs(shared.handshake_timeout_secs),
+            idle_timeout: Duration::from_secs(shared.idle_timeout_secs),
             max_concurrent_estimates: self.max_concurrent_estimates,
-            keepalive_interval: Duration::from_secs(self.keepalive_interval_secs),
-            keepalive_timeout: Duration::from_secs(self.keepalive_timeout_secs),
+            keepalive_interval: Duration::from_secs(shared.keepalive_interval_secs),
+            keepalive_timeout: Duration::from_secs(shared.keepalive_timeout_secs),
         })
     }
 }
@@ -292,10 +255,8 @@ impl Options {
             fold_interval_ms,
             fold_mib,
             init_empty,
-            metrics_listen,
-            grpc_web,
-            grpc_web_origins,
             access,
+            shared,
         } = self;
         if max_dim == 0 || max_dim > ldpcov_privacy::limits::MAX_DIM {
             anyhow::bail!(
@@ -306,7 +267,7 @@ impl Options {
         if batch_size == 0 {
             anyhow::bail!("--batch-size must be at least 1");
         }
-        let grpc_web = GrpcWebOptions::from_flags(grpc_web, &grpc_web_origins)?;
+        let grpc_web = shared.grpc_web_options()?;
         if let Some(url) = &store_url {
             if memory || data_dir.is_some() {
                 anyhow::bail!("--store cannot be combined with --memory or --data-dir");
@@ -323,8 +284,11 @@ impl Options {
         }
         // Check every option before anything is opened or created.
         let auth = access.auth()?;
-        let tls = access.tls()?;
-        let transport = access.transport()?;
+        let tls = match shared.tls_files() {
+            Some((cert, key)) => Some(ServerTls::from_files(cert, key)?),
+            None => None,
+        };
+        let transport = access.transport(&shared)?;
         // The HPKE master secret of shuffled collections: the flag's file, else one
         // beside the durable store, else (memory, PostgreSQL) drawn for this run.
         let secret_file = access.hpke_secret_file.clone().or_else(|| {
@@ -336,8 +300,13 @@ impl Options {
             })
         });
         // Bound before the store is opened: a busy or bad address fails fast.
+        let metrics_listen = shared.metrics_listen;
         if let Some(addr) = metrics_listen {
-            ldpcov_aggregator::install_prometheus_exporter(addr)?;
+            ldpcov_serve::install_prometheus_exporter(
+                addr,
+                &ldpcov_aggregator::histogram_buckets(),
+            )?;
+            ldpcov_aggregator::describe_metrics();
             tracing::info!(%addr, "serving Prometheus metrics");
         }
         // Resolves (durable store only) once the commit thread stopped for good.

@@ -7,7 +7,9 @@
 //! Every flag can also be set by an environment variable (shown in `--help`).
 //!
 //! Each subcommand is a module owning its flags (`Options`) and its `run`; `admin`
-//! holds what the admin commands share (connection, TLS, token, JSON output). This
+//! holds what the admin commands share (connection, TLS, token, JSON output); the
+//! flags both daemons declare are `ldpcov-serve`'s (`DaemonCommandLine`,
+//! `ServeFlags`) under the aggregator's environment variables (`Aggregator`). This
 //! module only parses the command line, sets up logging and the runtime, and
 //! dispatches.
 
@@ -24,22 +26,25 @@ mod status;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
+use ldpcov_serve::{DaemonCommandLine, DaemonFlags};
+
+/// The aggregator's environment variables (`LDPCOV_…`) and help texts of the flags it
+/// shares with the relay.
+pub(crate) struct Aggregator;
+
+impl DaemonFlags for Aggregator {
+    const BINARY: &'static str = "ldpcov-aggregator";
+    const ABOUT: &'static str = "ldpcov aggregator daemon and admin CLI";
+    const ENV_PREFIX: &'static str = "LDPCOV";
+    const TLS_CERT_HELP: &'static str = "PEM certificate chain: serve TLS (needs --tls-key)";
+    const GRPC_WEB_HELP: &'static str = "Also answer gRPC-Web (for browsers; HTTP/1.1 is accepted on the same port), with the same tokens and limits as native gRPC";
+    const GRPC_WEB_ORIGIN_HELP: &'static str = "An origin whose pages may call the daemon over gRPC-Web (`https://app.example.com`; repeat or comma-separate for several). Without one, no cross-origin page may";
+    const METRICS_LISTEN_HELP: &'static str = "Serve Prometheus metrics over HTTP on this address (`GET /metrics`): reports accepted, duplicate and rejected per collection, bytes received, submit, commit and estimate durations, collections. Off by default";
+}
 
 /// The command line.
-#[derive(Parser)]
-#[command(
-    name = "ldpcov-aggregator",
-    version,
-    about = "ldpcov aggregator daemon and admin CLI"
-)]
-struct Cli {
-    /// Log filter (tracing-subscriber EnvFilter syntax).
-    #[arg(long, env = "LDPCOV_LOG", default_value = "info", global = true)]
-    log: String,
-    #[command(subcommand)]
-    command: Command,
-}
+type Cli = DaemonCommandLine<Aggregator, Command>;
 
 /// The subcommands.
 #[derive(Subcommand)]
@@ -79,12 +84,6 @@ impl Command {
             Command::Compact(o) => o.run(),
             Command::Plan(o) => o.run(),
         }
-    }
-}
-
-impl ldpcov_serve::DaemonCli for Cli {
-    fn log_filter(&self) -> &str {
-        &self.log
     }
 }
 

@@ -701,7 +701,7 @@ mod tests {
     }
 
     /// Renders the sample pictures into `$LDPCOV_PICTURES_DIR` (for looking at them:
-    /// `LDPCOV_PICTURES_DIR=/tmp/pics cargo test -p ldpcov-cli --lib render -- --ignored`).
+    /// `LDPCOV_PICTURES_DIR=/tmp/pics cargo test -p ldpcov-aggregator-cli --lib render -- --ignored`).
     #[test]
     #[ignore]
     fn render_sample_pictures() {

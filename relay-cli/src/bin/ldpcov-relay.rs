@@ -1,6 +1,6 @@
 //! `ldpcov-relay`: the anonymising relay daemon and its device-token tool
-//! (`ldpcov_relay::command`).
+//! (`ldpcov_relay_cli::command`, where the subcommands live).
 
 fn main() -> std::process::ExitCode {
-    ldpcov_relay::command::main()
+    ldpcov_relay_cli::command::main()
 }

@@ -1,6 +1,6 @@
 //! `ldpcov-aggregator`: the aggregator daemon and its admin command line
-//! (`ldpcov_cli::command`, where the subcommands live).
+//! (`ldpcov_aggregator_cli::command`, where the subcommands live).
 
 fn main() -> std::process::ExitCode {
-    ldpcov_cli::command::main()
+    ldpcov_aggregator_cli::command::main()
 }

@@ -12,7 +12,7 @@
 //! The server itself is the `ldpcov-aggregator` library; this crate only talks to it.
 //!
 //! ```
-//! use ldpcov_cli::{CsvDialect, is_csv_header};
+//! use ldpcov_aggregator_cli::{CsvDialect, is_csv_header};
 //!
 //! let dialect = CsvDialect::detect("a;b;c");
 //! let cells = dialect.split("height;weight;age");
