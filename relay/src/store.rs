@@ -48,12 +48,15 @@
 //!
 //! # Writes
 //!
-//! Every write is a [`Command`] to the commit thread, which takes every command
-//! waiting, applies them in order in one redb write transaction, commits it with
-//! [`Durability::Immediate`] (the commit returns once the file is fsynced) and only
-//! then answers each caller: an acknowledged submission is on disk. A failed commit
-//! fails every command of the group and changes nothing; the store's write health
-//! ([`RelayStore::write_health`]) turns false until a commit succeeds again.
+//! Every write is a [`Command`] to the commit thread (`ldpcov-durable`'s writer, applying
+//! them with `RelayWriter`), which takes every command waiting, applies them in order
+//! in one redb write transaction, commits it with
+//! [`Durability::Immediate`](redb::Durability::Immediate) (the commit returns once the
+//! file is fsynced) and only then answers each caller: an acknowledged submission is on
+//! disk. A failed commit fails every command of the group and changes nothing; the
+//! store's write health ([`RelayStore::write_health`]) turns false until a commit
+//! succeeds again. A panic of the database engine (a damaged file) fails the group as
+//! [`StoreError::Damaged`] and the thread goes on.
 //!
 //! # Windows and batches
 //!

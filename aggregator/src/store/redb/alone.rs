@@ -19,6 +19,18 @@ use crate::store::codec::{decode_accumulators, decode_collection};
 use crate::store::{Cause, DeliveredBatches, RecordedRelease, Snapshot, StoreError};
 
 impl Committer {
+    /// The database for a write of its own, reopened if need be; `Unavailable` (and
+    /// the write health false) if it cannot be.
+    fn db_to_write(&mut self) -> Result<&redb::Database, StoreError> {
+        if let Err(e) = self.db() {
+            self.set_write_health(false);
+            return Err(StoreError::unavailable(e));
+        }
+        self.db.as_ref().ok_or_else(|| {
+            StoreError::unavailable(Cause::Mirror("the database closed while opening".into()))
+        })
+    }
+
     /// Runs a command outside any batch and answers it.
     pub(super) fn run_alone(&mut self, command: Command) {
         match command {
@@ -106,13 +118,7 @@ impl Committer {
         body: Vec<u8>,
     ) -> Result<RecordedRelease, StoreError> {
         self.shared.entry(id)?;
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                self.set_write_health(false);
-                return Err(StoreError::unavailable(e));
-            }
-        };
+        let db = self.db_to_write()?;
         let txn = begin_durable(db).map_err(|e| StoreError::unavailable(Cause::from(e)))?;
         let (spent, found) = {
             let table = txn.open_table(RELEASES).map_err(StoreError::internal)?;
@@ -169,13 +175,7 @@ impl Committer {
     /// in a transaction of its own, or reads the record from committed state (`None`).
     fn delivered(&mut self, id: &str, valid: Option<u64>) -> Result<DeliveredBatches, StoreError> {
         self.shared.entry(id)?;
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                self.set_write_health(false);
-                return Err(StoreError::unavailable(e));
-            }
-        };
+        let db = self.db_to_write()?;
         let Some(valid) = valid else {
             let txn = db.begin_read().map_err(StoreError::internal)?;
             let table = txn.open_table(DELIVERED).map_err(StoreError::internal)?;
@@ -222,13 +222,7 @@ impl Committer {
             acc.count
         };
         let commit = self.commits + 1;
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                self.set_write_health(false);
-                return Err(StoreError::unavailable(e));
-            }
-        };
+        let db = self.db_to_write()?;
         let written = (|| -> Result<redb::WriteTransaction, Cause> {
             let txn = begin_durable(db)?;
             {

@@ -205,8 +205,9 @@ enum Command {
 ///
 /// # Design
 ///
-/// One commit thread owns the database. Submissions and collection creations are sent
-/// to it over a channel; it opens a write transaction for the first command, folds every
+/// One commit thread owns the database (`ldpcov-durable`'s writer thread, applying
+/// commands with the store's `Committer`). Submissions and collection creations are
+/// sent to it over a channel; it opens a write transaction for the first command, folds every
 /// command that arrives within `batch_delay` (or until `batch_size` reports) into the
 /// same transaction, and commits once. Every write transaction is set to
 /// [`Durability::Immediate`](redb::Durability), so its commit returns only once the
