@@ -48,12 +48,15 @@
 //!
 //! # Writes
 //!
-//! Every write is a [`Command`] to the commit thread, which takes every command
-//! waiting, applies them in order in one redb write transaction, commits it with
-//! [`Durability::Immediate`] (the commit returns once the file is fsynced) and only
-//! then answers each caller: an acknowledged submission is on disk. A failed commit
-//! fails every command of the group and changes nothing; the store's write health
-//! ([`RelayStore::write_health`]) turns false until a commit succeeds again.
+//! Every write is a [`Command`] to the commit thread (`ldpcov-durable`'s writer, applying
+//! them with `RelayWriter`), which takes every command waiting, applies them in order
+//! in one redb write transaction, commits it with
+//! [`Durability::Immediate`](redb::Durability::Immediate) (the commit returns once the
+//! file is fsynced) and only then answers each caller: an acknowledged submission is on
+//! disk. A failed commit fails every command of the group and changes nothing; the
+//! store's write health ([`RelayStore::write_health`]) turns false until a commit
+//! succeeds again. A panic of the database engine (a damaged file) fails the group as
+//! [`StoreError::Damaged`] and the thread goes on.
 //!
 //! # Windows and batches
 //!
@@ -96,19 +99,20 @@
 use std::collections::HashMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Instant;
 
 use hmac::{Hmac, KeyInit, Mac};
+use ldpcov_durable::{
+    AfterPanic, Apply, FileState, Group, GroupLimits, GroupStats, Linger, Panicked, Writer,
+    begin_durable, catch_panic, inspect,
+};
 use ldpcov_proto::v1::{RelayBatchRecord, RelayStatus, SealedReport};
 use prost::Message;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
-use redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
-};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use sha2::{Digest, Sha256};
 use tokio::sync::{oneshot, watch};
 
@@ -151,9 +155,6 @@ const BATCH_HISTORY: TableDefinition<(&str, u64), (u64, u64, u64)> =
 
 /// Most batches of a collection [`RelayStore::status`] lists (`recent_batches`).
 pub const RECENT_BATCHES: usize = 20;
-
-/// The first bytes of every redb file.
-const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 
 /// How the store is opened.
 #[derive(Clone)]
@@ -237,24 +238,17 @@ pub enum StoreError {
     },
 }
 
-/// The message of a caught panic.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "an internal error".to_string())
+/// A panic of the database engine on the store at `path`, as [`StoreError::Damaged`].
+fn damaged(path: &Path, panic: &Panicked) -> StoreError {
+    StoreError::Damaged {
+        path: path.to_path_buf(),
+        message: panic.message_or("an internal error"),
+    }
 }
 
 /// Runs `f`, turning a panic of the database engine into [`StoreError::Damaged`].
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(result) => result,
-        Err(panic) => Err(StoreError::Damaged {
-            path: path.to_path_buf(),
-            message: panic_message(panic.as_ref()),
-        }),
-    }
+    catch_panic(f).unwrap_or_else(|panic| Err(damaged(path, &panic)))
 }
 
 macro_rules! db_errors {
@@ -393,7 +387,7 @@ type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 type KeyBytes = (u32, [u8; 32]);
 
 /// A write, applied by the commit thread.
-enum Command {
+pub(super) enum Command {
     Submit(Box<Submission>, Reply<SubmitOutcome>),
     FormDue(FormRequest, Reply<Vec<FormedBatch>>),
     Forwarded(u64, Reply<bool>),
@@ -404,21 +398,10 @@ enum Command {
 }
 
 /// Which windows [`apply_form_due`] may close.
-struct FormRequest {
+pub(super) struct FormRequest {
     now: u64,
     floor: CloseRule,
     only: Option<Vec<String>>,
-}
-
-/// What a command produced, sent once its group committed.
-enum Done {
-    Submit(Reply<SubmitOutcome>, SubmitOutcome),
-    FormDue(Reply<Vec<FormedBatch>>, Vec<FormedBatch>),
-    Forwarded(Reply<bool>, bool),
-    Pin(Reply<PinnedSettings>, PinnedSettings),
-    PinKeys(Reply<Vec<KeyBytes>>, Vec<KeyBytes>),
-    KeyConflict(Reply<()>),
-    Retire(Reply<Retired>, Retired),
 }
 
 impl Command {
@@ -436,27 +419,12 @@ impl Command {
     }
 }
 
-impl Done {
-    fn send(self) {
-        match self {
-            Done::Submit(r, v) => drop(r.send(Ok(v))),
-            Done::FormDue(r, v) => drop(r.send(Ok(v))),
-            Done::Forwarded(r, v) => drop(r.send(Ok(v))),
-            Done::Pin(r, v) => drop(r.send(Ok(v))),
-            Done::PinKeys(r, v) => drop(r.send(Ok(v))),
-            Done::KeyConflict(r) => drop(r.send(Ok(()))),
-            Done::Retire(r, v) => drop(r.send(Ok(v))),
-        }
-    }
-}
-
 /// The relay's durable store (see the module docs). Dropping it stops the commit
 /// thread after the commands already sent.
 pub struct RelayStore {
     db: Arc<Database>,
     path: PathBuf,
-    tx: Option<mpsc::Sender<Command>>,
-    thread: Option<JoinHandle<()>>,
+    writer: Writer<Command>,
     health: watch::Receiver<bool>,
 }
 
@@ -496,27 +464,26 @@ impl RelayStore {
             Ok(db)
         })?;
         let db = Arc::new(db);
-        let (tx, rx) = mpsc::channel();
         let (health_tx, health) = watch::channel(true);
-        let thread = {
-            let db = Arc::clone(&db);
-            std::thread::Builder::new()
-                .name("relay-commit".into())
-                .spawn({
-                    let path = path.clone();
-                    let key = options.device_tag_key;
-                    move || commit_loop(&db, &path, &key, &rx, &health_tx)
-                })
-                .map_err(|source| StoreError::Io {
-                    path: dir.to_path_buf(),
-                    source,
-                })?
+        let limits = GroupLimits {
+            max_weight: MAX_GROUP,
+            linger: Linger::Waiting,
         };
+        let apply = RelayWriter {
+            db: Arc::clone(&db),
+            path: path.clone(),
+            key: options.device_tag_key,
+            health: health_tx,
+        };
+        let writer =
+            Writer::start("relay-commit", limits, apply).map_err(|source| StoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         Ok(RelayStore {
             db,
             path,
-            tx: Some(tx),
-            thread: Some(thread),
+            writer,
             health,
         })
     }
@@ -528,8 +495,9 @@ impl RelayStore {
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
-        let tx = self.tx.as_ref().ok_or(StoreError::Stopped)?;
-        tx.send(make(reply)).map_err(|_| StoreError::Stopped)?;
+        self.writer
+            .send(make(reply))
+            .map_err(|_| StoreError::Stopped)?;
         rx.await.map_err(|_| StoreError::Stopped)?
     }
 
@@ -754,15 +722,6 @@ impl RelayStore {
             }
             Ok(out)
         })
-    }
-}
-
-impl Drop for RelayStore {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

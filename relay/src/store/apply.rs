@@ -1,90 +1,116 @@
-//! The commit thread and what it applies: every waiting command in one durable
-//! transaction ([`commit_loop`], [`apply_group`]), one function per command.
+//! The commit thread's apply ([`RelayWriter`]: every waiting command in one durable
+//! transaction, run by `ldpcov-durable`'s writer) and what it applies, one function
+//! per command.
 
 use super::*;
 
-/// The commit thread: every waiting command in one durable transaction.
-pub(super) fn commit_loop(
-    db: &Database,
-    path: &Path,
-    key: &[u8; 32],
-    rx: &mpsc::Receiver<Command>,
-    health: &watch::Sender<bool>,
-) {
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(c) => group.push(c),
-                Err(_) => break,
-            }
-        }
-        let started = Instant::now();
-        let size = group.len();
-        match guarded(path, || apply_group(db, key, &mut group)) {
-            Ok(done) => {
-                health.send_if_modified(|h| !std::mem::replace(h, true));
-                metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "ok")
-                    .record(started.elapsed().as_secs_f64());
-                metrics::histogram!("ldpcov_relay_commit_group_commands").record(size as f64);
-                for d in done {
-                    d.send();
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, commands = size, "relay store commit failed");
-                health.send_if_modified(|h| std::mem::replace(h, false));
-                metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "failed")
-                    .record(started.elapsed().as_secs_f64());
-                for c in group {
-                    c.fail(&e);
-                }
-            }
-        }
+/// The relay's apply on the commit thread: the database, the device tag key, and the
+/// write health it keeps.
+pub(super) struct RelayWriter {
+    pub(super) db: Arc<Database>,
+    pub(super) path: PathBuf,
+    pub(super) key: [u8; 32],
+    pub(super) health: watch::Sender<bool>,
+}
+
+impl RelayWriter {
+    /// A group that did not commit: logged, the health turned false.
+    fn failed(&self, e: &StoreError, commands: usize, started: Instant) {
+        tracing::error!(error = %e, commands, "relay store commit failed");
+        self.health
+            .send_if_modified(|h| std::mem::replace(h, false));
+        metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "failed")
+            .record(started.elapsed().as_secs_f64());
     }
 }
 
-/// Applies `group` in one transaction and commits it; on success the commands are
-/// consumed into their answers, on failure they stay in `group` to be failed.
-pub(super) fn apply_group(
-    db: &Database,
-    key: &[u8; 32],
-    group: &mut Vec<Command>,
-) -> Result<Vec<Done>, StoreError> {
-    let txn = begin_durable(db)?;
-    let mut answers = Vec::with_capacity(group.len());
-    for command in group.iter() {
-        answers.push(match command {
-            Command::Submit(s, _) => Answer::Submit(apply_submit(&txn, key, s)?),
-            Command::FormDue(request, _) => Answer::FormDue(apply_form_due(&txn, request)?),
-            Command::Forwarded(seq, _) => Answer::Forwarded(apply_forwarded(&txn, *seq)?),
-            Command::Pin(pin, _) => Answer::Pin(apply_pin(&txn, &pin.0, &pin.1)?),
-            Command::PinKeys(keys, _) => Answer::PinKeys(apply_pin_keys(&txn, &keys.0, &keys.1)?),
-            Command::KeyConflict(id, now, _) => {
-                apply_key_conflict(&txn, id, *now)?;
-                Answer::KeyConflict
-            }
-            Command::Retire(r, _) => Answer::Retire(apply_retire(&txn, &r.0, r.1, r.2)?),
-        });
+impl Apply for RelayWriter {
+    type Command = Command;
+    type State = ();
+    /// A command and what applying it produced (`None` once its group failed).
+    type Answer = (Command, Option<Answer>);
+    type Error = StoreError;
+
+    fn database(&mut self) -> Result<&Database, StoreError> {
+        Ok(&self.db)
     }
-    txn.commit()?;
-    Ok(group
-        .drain(..)
-        .zip(answers)
-        .map(|(command, answer)| match (command, answer) {
-            (Command::Submit(_, r), Answer::Submit(v)) => Done::Submit(r, v),
-            (Command::FormDue(_, r), Answer::FormDue(v)) => Done::FormDue(r, v),
-            (Command::Forwarded(_, r), Answer::Forwarded(v)) => Done::Forwarded(r, v),
-            (Command::Pin(_, r), Answer::Pin(v)) => Done::Pin(r, v),
-            (Command::PinKeys(_, r), Answer::PinKeys(v)) => Done::PinKeys(r, v),
-            (Command::KeyConflict(_, _, r), Answer::KeyConflict) => Done::KeyConflict(r),
-            (Command::Retire(_, r), Answer::Retire(v)) => Done::Retire(r, v),
-            _ => unreachable!("answers follow their commands"),
-        })
-        .collect())
+
+    fn cannot_begin(&mut self, command: Command, error: StoreError) {
+        self.failed(&error, 1, Instant::now());
+        command.fail(&error);
+    }
+
+    fn add(&mut self, group: &mut Group<'_, Self>, command: Command) {
+        group.add_weight(1);
+        let answer = group.write(|txn, ()| apply_one(txn, &self.key, &command));
+        group.wait((command, answer));
+    }
+
+    fn committed(&mut self, (): (), stats: &GroupStats) {
+        self.health
+            .send_if_modified(|h| !std::mem::replace(h, true));
+        metrics::histogram!("ldpcov_relay_commit_duration_seconds", "result" => "ok")
+            .record(stats.opened.elapsed().as_secs_f64());
+        metrics::histogram!("ldpcov_relay_commit_group_commands").record(stats.commands as f64);
+    }
+
+    fn not_committed(&mut self, error: StoreError, stats: &GroupStats) -> StoreError {
+        self.failed(&error, stats.commands, stats.opened);
+        error
+    }
+
+    fn answer(&mut self, (command, answer): Self::Answer, result: Result<(), &StoreError>) {
+        let Err(e) = result else {
+            return answer_committed(command, answer);
+        };
+        command.fail(e);
+    }
+
+    /// The database engine failed inside (a damaged file): the group fails as
+    /// [`StoreError::Damaged`] and the next command begins a new transaction.
+    fn panicked(&mut self, panic: Panicked) -> AfterPanic<StoreError> {
+        let e = damaged(&self.path, &panic);
+        self.failed(&e, 0, Instant::now());
+        AfterPanic::Continue(e)
+    }
 }
 
-enum Answer {
+/// Applies one command in the group's transaction.
+fn apply_one(
+    txn: &redb::WriteTransaction,
+    key: &[u8; 32],
+    command: &Command,
+) -> Result<Answer, StoreError> {
+    Ok(match command {
+        Command::Submit(s, _) => Answer::Submit(apply_submit(txn, key, s)?),
+        Command::FormDue(request, _) => Answer::FormDue(apply_form_due(txn, request)?),
+        Command::Forwarded(seq, _) => Answer::Forwarded(apply_forwarded(txn, *seq)?),
+        Command::Pin(pin, _) => Answer::Pin(apply_pin(txn, &pin.0, &pin.1)?),
+        Command::PinKeys(keys, _) => Answer::PinKeys(apply_pin_keys(txn, &keys.0, &keys.1)?),
+        Command::KeyConflict(id, now, _) => {
+            apply_key_conflict(txn, id, *now)?;
+            Answer::KeyConflict
+        }
+        Command::Retire(r, _) => Answer::Retire(apply_retire(txn, &r.0, r.1, r.2)?),
+    })
+}
+
+/// Sends a command of a committed group what applying it produced.
+fn answer_committed(command: Command, answer: Option<Answer>) {
+    match (command, answer) {
+        (Command::Submit(_, r), Some(Answer::Submit(v))) => drop(r.send(Ok(v))),
+        (Command::FormDue(_, r), Some(Answer::FormDue(v))) => drop(r.send(Ok(v))),
+        (Command::Forwarded(_, r), Some(Answer::Forwarded(v))) => drop(r.send(Ok(v))),
+        (Command::Pin(_, r), Some(Answer::Pin(v))) => drop(r.send(Ok(v))),
+        (Command::PinKeys(_, r), Some(Answer::PinKeys(v))) => drop(r.send(Ok(v))),
+        (Command::KeyConflict(_, _, r), Some(Answer::KeyConflict)) => drop(r.send(Ok(()))),
+        (Command::Retire(_, r), Some(Answer::Retire(v))) => drop(r.send(Ok(v))),
+        _ => unreachable!("a committed group's answers follow their commands"),
+    }
+}
+
+/// What applying a command produced, sent once its group committed.
+pub(super) enum Answer {
     Submit(SubmitOutcome),
     FormDue(Vec<FormedBatch>),
     Forwarded(bool),

@@ -1,14 +1,8 @@
 //! The store's file: created private, refused when empty or foreign (unless told to
-//! start anew), its format and key check verified, its tables created; and the one
-//! way a write transaction is begun (durable).
+//! start anew: `ldpcov-durable`'s file guard says which), its format and key check
+//! verified, its tables created.
 
 use super::*;
-
-pub(super) fn begin_durable(db: &Database) -> Result<redb::WriteTransaction, StoreError> {
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    Ok(txn)
-}
 
 /// Makes sure `path` is a relay store file or absent: creates it (0600) when absent,
 /// and refuses an empty or foreign file unless `init_empty` (then an empty file is
@@ -18,30 +12,15 @@ pub(super) fn prepare_file(path: &Path, init_empty: bool) -> Result<bool, StoreE
         path: path.to_path_buf(),
         source,
     };
-    let mut head = [0u8; REDB_MAGIC.len()];
-    let read = match std::fs::File::open(path) {
-        Ok(mut file) => {
-            use std::io::Read;
-            let mut n = 0;
-            while n < head.len() {
-                match file.read(&mut head[n..]).map_err(io)? {
-                    0 => break,
-                    k => n += k,
-                }
-            }
-            Some(n)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io(e)),
-    };
-    let what = match read {
-        None => {
+    let state = inspect(path).map_err(io)?;
+    let what = match state {
+        FileState::Missing => {
             create_private(path).map_err(io)?;
             return Ok(false);
         }
-        Some(n) if n == head.len() && head == REDB_MAGIC => return Ok(true),
-        Some(0) => "empty (0 bytes)",
-        Some(_) => "another kind of file",
+        FileState::Redb => return Ok(true),
+        FileState::Empty => "empty (0 bytes)",
+        FileState::NotRedb => "another kind of file",
     };
     if !init_empty {
         return Err(StoreError::NotAStore {
@@ -49,7 +28,7 @@ pub(super) fn prepare_file(path: &Path, init_empty: bool) -> Result<bool, StoreE
             what,
         });
     }
-    if read != Some(0) {
+    if state == FileState::NotRedb {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

@@ -1,31 +1,26 @@
-//! The commit thread: group commit of submissions, creations and closes.
+//! The commit thread's batches: [`Committer`], the store's apply on `ldpcov-durable`'s
+//! writer thread (group commit of submissions, creations and closes), the fold of
+//! appended reports, and the mirror written after each commit.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, mpsc};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use ldpcov_durable::{AfterPanic, Apply, Group, GroupStats, Panicked, Route, begin_durable};
 use ldpcov_privacy::Collection;
 use ldpcov_privacy::mechanism::ReportEntries;
 use prost::Message;
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableTable};
 
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES,
-    ReleaseKey, ReleaseValue, SEEN, appended_range, batch_range, begin_durable, fold_appended,
-    open_db,
+    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, META, SEEN, appended_range, open_db,
 };
-use super::{Command, DurableConfig, Entry, LedgerRead, Reply, Shared, reopen_failed};
-use crate::store::codec::{
-    decode_accumulators, decode_collection, encode_accumulator, encode_report_log, log_is_smaller,
-    report_log_len,
-};
-use crate::store::{
-    BatchOutcome, Cause, DeliveredBatches, RecordedRelease, Snapshot, StoreError, ValidReport,
-    check_lengths,
-};
+use super::{Command, DurableConfig, Entry, Reply, Shared, reopen_failed};
+use crate::store::codec::{encode_accumulator, encode_report_log, log_is_smaller, report_log_len};
+use crate::store::{BatchOutcome, Cause, StoreError, ValidReport, check_lengths};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
 /// A collection touched by the open batch: the reports it counts.
@@ -46,7 +41,8 @@ enum Written {
     Folded(Accumulator),
 }
 
-enum Waiting {
+/// A caller of the open batch, answered once it is committed.
+pub(super) enum Waiting {
     Submit(Reply<BatchOutcome>, BatchOutcome),
     Create(Reply<Arc<Collection>>, Arc<Collection>),
     Close(Reply<()>),
@@ -55,140 +51,252 @@ enum Waiting {
     Refused(Reply<BatchOutcome>, String),
 }
 
-struct Batch {
-    txn: redb::WriteTransaction,
-    pending: HashMap<String, Pending>,
-    waiting: Vec<Waiting>,
-    /// Collections closed by this batch (in the transaction, not yet in the mirror).
-    closing: HashSet<String>,
-    reports: usize,
-    /// The first storage error: the batch is failed as a whole.
-    error: Option<Cause>,
+impl Waiting {
+    /// Answers the caller of a committed batch.
+    fn committed(self) {
+        match self {
+            Waiting::Submit(reply, outcome) => drop(reply.send(Ok(outcome))),
+            Waiting::Create(reply, c) => drop(reply.send(Ok(c))),
+            Waiting::Close(reply) => drop(reply.send(Ok(()))),
+            Waiting::Refused(reply, id) => drop(reply.send(Err(StoreError::Closed(id)))),
+        }
+    }
+
+    /// Answers the caller of a failed batch.
+    fn failed(self, error: StoreError) {
+        match self {
+            Waiting::Submit(reply, _) | Waiting::Refused(reply, _) => drop(reply.send(Err(error))),
+            Waiting::Create(reply, _) => drop(reply.send(Err(error))),
+            Waiting::Close(reply) => drop(reply.send(Err(error))),
+        }
+    }
 }
 
-/// The owner of the database: runs on its own thread until every sender is dropped.
+/// What the open batch gathers besides its transaction.
+#[derive(Default)]
+pub(super) struct Batch {
+    pending: HashMap<String, Pending>,
+    /// Collections closed by this batch (in the transaction, not yet in the mirror).
+    closing: HashSet<String>,
+    /// What its transaction wrote per collection (`Committer::write_batch`).
+    written: HashMap<String, Written>,
+}
+
+/// Why a batch failed on the commit thread.
+pub(super) enum Failure {
+    /// Its writes or its commit failed: the database is reopened before the next
+    /// write, unless `reopen` is false (an injected failure, which leaves redb able to
+    /// write).
+    Batch { cause: Cause, reopen: bool },
+    /// What the batch's callers are answered with.
+    Answer(StoreError),
+}
+
+impl Failure {
+    /// The error a caller is answered with.
+    fn answer(&self) -> StoreError {
+        match self {
+            Failure::Answer(e) => e.clone(),
+            Failure::Batch { cause, .. } => {
+                StoreError::unavailable(Cause::Mirror(cause.to_string()))
+            }
+        }
+    }
+}
+
+impl From<Cause> for Failure {
+    fn from(cause: Cause) -> Self {
+        Failure::Batch {
+            cause,
+            reopen: true,
+        }
+    }
+}
+
+/// redb's errors as batch failures (through their [`Cause`]).
+macro_rules! redb_failures {
+    ($($error:ty),* $(,)?) => {$(
+        impl From<$error> for Failure {
+            fn from(e: $error) -> Self {
+                Failure::from(Cause::from(e))
+            }
+        }
+    )*};
+}
+
+redb_failures!(
+    redb::Error,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// The owner of the database, applying the store's commands on the writer thread
+/// until every sender is dropped.
 pub(super) struct Committer {
     pub(super) db: Option<Database>,
     pub(super) path: PathBuf,
     pub(super) shared: Arc<Shared>,
     pub(super) config: DurableConfig,
-    pub(super) rx: mpsc::Receiver<Command>,
     pub(super) commits: u64,
     /// When the appended reports are due to be folded ([`DurableConfig::fold_interval`]
     /// after the first append since the last fold); `None` while nothing is appended.
     pub(super) fold_due: Option<Instant>,
 }
 
-impl Committer {
-    pub(super) fn run(mut self) {
-        let mut next: Option<Command> = None;
-        while let Some(first) = next.take().or_else(|| self.next_command()) {
-            if let Command::ReadCommitted { id, reply } = first {
-                let _ = reply.send(self.read_committed(&id));
-                continue;
-            }
-            if let Command::ReadBatch { id, batch, reply } = first {
-                let _ = reply.send(self.read_batch(&id, batch));
-                continue;
-            }
-            let first = match first {
-                Command::Delete { id, reply } => {
-                    let _ = reply.send(self.delete(&id));
-                    continue;
-                }
-                Command::ReadRelease { id, key, reply } => {
-                    let _ = reply.send(self.read_release(&id, key.as_deref()));
-                    continue;
-                }
-                Command::Release {
-                    id,
-                    key,
-                    rho,
-                    budget,
-                    body,
-                    reply,
-                } => {
-                    let _ = reply.send(self.release(&id, &key, rho, budget, body));
-                    continue;
-                }
-                Command::Delivered { id, valid, reply } => {
-                    let _ = reply.send(self.delivered(&id, valid));
-                    continue;
-                }
-                other => other,
-            };
-            let txn = match self.db() {
-                Ok(db) => begin_durable(db).map_err(Cause::from),
-                Err(e) => Err(e),
-            };
-            let txn = match txn {
-                Ok(txn) => txn,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot begin a write transaction");
-                    self.set_write_health(false);
-                    fail_command(first, StoreError::unavailable(e));
-                    continue;
-                }
-            };
-            let mut batch = Batch {
-                txn,
-                pending: HashMap::new(),
-                waiting: Vec::new(),
-                closing: HashSet::new(),
-                reports: 0,
-                error: None,
-            };
-            self.add(&mut batch, first);
-            let deadline = Instant::now() + self.config.batch_delay;
-            while batch.reports < self.config.batch_size.max(1) {
-                let now = Instant::now();
-                if now >= deadline {
-                    break;
-                }
-                match self.rx.recv_timeout(deadline - now) {
-                    // A delete, a release or a batch record never shares a
-                    // transaction: commit this batch first.
-                    Ok(
-                        command @ (Command::Delete { .. }
-                        | Command::Release { .. }
-                        | Command::ReadRelease { .. }
-                        | Command::Delivered { .. }),
-                    ) => {
-                        next = Some(command);
-                        break;
-                    }
-                    Ok(command) => self.add(&mut batch, command),
-                    Err(_) => break,
-                }
-            }
-            self.finish(batch);
-            if self.fold_due.is_some_and(|due| due <= Instant::now()) {
-                self.fold_all();
-            }
+impl Apply for Committer {
+    type Command = Command;
+    type State = Batch;
+    type Answer = Waiting;
+    type Error = Failure;
+
+    fn route(&self, command: &Command) -> Route {
+        match command {
+            Command::Submit { .. } | Command::Create { .. } | Command::Close { .. } => Route::Group,
+            // Committed state: a chunk in the open batch is not answered yet, so its
+            // caller cannot be asking.
+            Command::ReadCommitted { .. } | Command::ReadBatch { .. } => Route::Now,
+            // A delete, a release or a batch record never shares a transaction: the
+            // open batch is committed first.
+            Command::Delete { .. }
+            | Command::Release { .. }
+            | Command::ReadRelease { .. }
+            | Command::Delivered { .. } => Route::Alone,
         }
-        // Stopping: fold what is appended, so that the next start replays nothing.
+    }
+
+    fn run(&mut self, command: Command) {
+        self.run_alone(command);
+    }
+
+    fn database(&mut self) -> Result<&Database, Failure> {
+        self.db().map_err(Failure::from)
+    }
+
+    fn cannot_begin(&mut self, command: Command, error: Failure) {
+        let error = match error {
+            Failure::Batch { cause, .. } => {
+                tracing::error!(error = %cause, "cannot begin a write transaction");
+                StoreError::unavailable(cause)
+            }
+            Failure::Answer(e) => e,
+        };
+        self.set_write_health(false);
+        command.fail(error);
+    }
+
+    fn add(&mut self, group: &mut Group<'_, Self>, command: Command) {
+        self.shared.hooks.record(Event::Added);
+        match command {
+            Command::Create { collection, reply } => self.add_create(group, *collection, reply),
+            Command::Submit {
+                id,
+                batch: shuffled,
+                reports,
+                reply,
+            } => self.add_submit(group, id, shuffled, reports, reply),
+            Command::Close { id, reply } => self.add_close(group, id, reply),
+            // `route` never adds another command to a batch; should one get here, it
+            // runs alone (the batch's transaction is not touched).
+            other => self.run_alone(other),
+        }
+    }
+
+    fn prepare(&mut self, txn: &redb::WriteTransaction, batch: &mut Batch) -> Result<(), Failure> {
+        batch.written = self.write_batch(txn, &batch.pending, self.commits + 1)?;
+        if let Some(cause) = self.shared.hooks.injected_failure() {
+            // Not a storage error: redb can still write, no reopen.
+            return Err(Failure::Batch {
+                cause,
+                reopen: false,
+            });
+        }
+        // Durability::Immediate (begin_durable): the data is fsynced once the commit
+        // returns.
+        self.shared.hooks.before_commit();
+        Ok(())
+    }
+
+    fn committed(&mut self, batch: Batch, stats: &GroupStats) {
+        crate::telemetry::commit("redb", stats.weight, stats.committing.elapsed(), true);
+        self.shared.hooks.record(Event::Committed);
+        self.commits += 1;
+        self.set_write_health(true);
+        if let Err(e) = self.apply(batch.pending, batch.written, batch.closing) {
+            tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
+            self.db = None;
+        }
+        tracing::debug!(
+            reports = stats.weight,
+            commands = stats.answers,
+            commit = self.commits,
+            commit_ms = stats.committing.elapsed().as_secs_f64() * 1e3,
+            "batch committed"
+        );
+    }
+
+    fn not_committed(&mut self, error: Failure, stats: &GroupStats) -> Failure {
+        crate::telemetry::commit("redb", stats.weight, stats.committing.elapsed(), false);
+        let Failure::Batch { cause, reopen } = error else {
+            return error;
+        };
+        tracing::error!(error = %cause, reports = stats.weight, "batch not committed; its callers are told to retry");
+        self.set_write_health(false);
+        if reopen {
+            // After a failed commit redb cannot tell whether the batch became
+            // durable and refuses further writes: reopen, reload the mirror.
+            self.db = None;
+        }
+        Failure::Answer(StoreError::unavailable(Cause::NotCommitted(Box::new(
+            cause,
+        ))))
+    }
+
+    fn answer(&mut self, waiting: Waiting, result: Result<(), &Failure>) {
+        match result {
+            Ok(()) => {
+                self.shared.hooks.record(Event::Answered);
+                waiting.committed();
+            }
+            Err(failure) => waiting.failed(failure.answer()),
+        }
+    }
+
+    /// A panic on the commit thread (inside redb, which panics on some damaged files,
+    /// or ours): the store stops taking writes for good, says so through its write
+    /// health and `failed`, and the daemon exits (see `DurableStore::failed`).
+    fn panicked(&mut self, panic: Panicked) -> AfterPanic<Failure> {
+        let reason = format!(
+            "the commit thread panicked while writing {} ({}): the database file may be corrupt; stop the daemon and restore the file from a backup",
+            self.path.display(),
+            panic.message_or("a panic without a message"),
+        );
+        tracing::error!("{reason}");
+        self.shared.write_healthy.send_replace(false);
+        self.shared.failure.send_replace(Some(reason.clone()));
+        AfterPanic::Stop(Failure::Answer(StoreError::unavailable(
+            Cause::StoppedForGood(reason),
+        )))
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.fold_due
+    }
+
+    fn due(&mut self) {
+        self.fold_all();
+    }
+
+    fn stopping(&mut self) {
+        // Fold what is appended, so that the next start replays nothing.
         if self.shared.hooks.fold_at_stop() {
             self.fold_all();
         }
         tracing::debug!(commits = self.commits, "commit thread done");
     }
+}
 
-    /// The next command; while appended reports wait, folds them when they fall due.
-    /// `None` once every sender is gone.
-    fn next_command(&mut self) -> Option<Command> {
-        loop {
-            let Some(due) = self.fold_due else {
-                return self.rx.recv().ok();
-            };
-            let wait = due.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(wait) {
-                Ok(command) => return Some(command),
-                Err(mpsc::RecvTimeoutError::Timeout) => self.fold_all(),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-            }
-        }
-    }
-
+impl Committer {
     /// Folds every collection's appended reports into its accumulator blob and removes
     /// them, in one transaction of its own. The mirror already holds these sums (it is
     /// the blob plus the appended reports), so this writes it and changes no sum; after
@@ -337,7 +445,7 @@ impl Committer {
     }
 
     /// The database, reopened (and the mirror reloaded) if a failed commit closed it.
-    fn db(&mut self) -> Result<&Database, Cause> {
+    pub(super) fn db(&mut self) -> Result<&Database, Cause> {
         let db = match self.db.take() {
             Some(db) => db,
             None => {
@@ -357,85 +465,13 @@ impl Committer {
         Ok(self.db.insert(db))
     }
 
-    fn read_committed(&mut self, id: &str) -> Result<Snapshot, StoreError> {
-        let db = self.db().map_err(StoreError::unavailable)?;
-        let txn = db.begin_read().map_err(StoreError::internal)?;
-        let collections = txn.open_table(COLLECTIONS).map_err(StoreError::internal)?;
-        let spec = collections
-            .get(id)
-            .map_err(StoreError::internal)?
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        let collection = decode_collection(id, spec.value()).map_err(StoreError::internal)?;
-        let accumulators = txn.open_table(ACCUMULATORS).map_err(StoreError::internal)?;
-        let blob = accumulators.get(id).map_err(StoreError::internal)?;
-        let mut acc = decode_accumulators(id, &collection, blob.as_ref().map(|b| b.value()))
-            .map_err(StoreError::internal)?;
-        // The committed batches not yet folded: the sums are the blob's plus theirs.
-        let appended = txn.open_table(APPENDED).map_err(StoreError::internal)?;
-        fold_appended(&appended, id, &mut acc)
-            .map_err(|e| StoreError::internal(Cause::backend("appended reports", e)))?;
-        Ok(Snapshot {
-            collection: Arc::new(collection),
-            acc,
-        })
-    }
-
-    fn add(&mut self, batch: &mut Batch, command: Command) {
-        if !matches!(
-            command,
-            Command::ReadCommitted { .. } | Command::ReadBatch { .. }
-        ) {
-            self.shared.hooks.record(Event::Added);
-        }
-        match command {
-            Command::ReadCommitted { id, reply } => {
-                let _ = reply.send(self.read_committed(&id));
-            }
-            // Committed state: a chunk in the open batch is not answered yet, so its
-            // caller cannot be asking.
-            Command::ReadBatch { id, batch, reply } => {
-                let _ = reply.send(self.read_batch(&id, batch));
-            }
-            Command::Create { collection, reply } => self.add_create(batch, *collection, reply),
-            Command::Submit {
-                id,
-                batch: shuffled,
-                reports,
-                reply,
-            } => self.add_submit(batch, id, shuffled, reports, reply),
-            Command::Close { id, reply } => self.add_close(batch, id, reply),
-            // `run` never adds a delete to a batch; should one get here, it still runs
-            // alone, after the open batch (the batch's transaction is not touched).
-            Command::Delete { id, reply } => {
-                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
-                    "delete of {id:?} reached an open batch"
-                )))));
-            }
-            Command::Release { id, reply, .. } => {
-                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
-                    "release of {id:?} reached an open batch"
-                )))));
-            }
-            Command::ReadRelease { id, reply, .. } => {
-                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
-                    "release read of {id:?} reached an open batch"
-                )))));
-            }
-            Command::Delivered { id, reply, .. } => {
-                let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
-                    "batch record of {id:?} reached an open batch"
-                )))));
-            }
-        }
-    }
-
-    fn add_close(&self, batch: &mut Batch, id: String, reply: Reply<()>) {
-        if batch.closing.contains(&id) {
+    fn add_close(&self, group: &mut Group<'_, Self>, id: String, reply: Reply<()>) {
+        if group.state().closing.contains(&id) {
             // Closed earlier in this very batch: answer after the commit.
-            batch.waiting.push(Waiting::Close(reply));
+            group.wait(Waiting::Close(reply));
             return;
         }
-        if !batch.pending.get(&id).is_some_and(|p| p.created) {
+        if !group.state().pending.get(&id).is_some_and(|p| p.created) {
             match self.shared.entry(&id) {
                 Ok(e) if e.closed.load(Ordering::SeqCst) => {
                     let _ = reply.send(Ok(()));
@@ -448,21 +484,21 @@ impl Committer {
                 }
             }
         }
-        if batch.error.is_none() {
-            let inserted = (|| -> Result<(), Cause> {
-                batch.txn.open_table(CLOSED)?.insert(id.as_str(), ())?;
-                Ok(())
-            })();
-            if let Err(e) = inserted {
-                batch.error = Some(e);
-            }
-        }
-        batch.closing.insert(id);
-        batch.waiting.push(Waiting::Close(reply));
+        group.write(|txn, _| {
+            txn.open_table(CLOSED)?.insert(id.as_str(), ())?;
+            Ok(())
+        });
+        group.state().closing.insert(id);
+        group.wait(Waiting::Close(reply));
     }
 
-    fn add_create(&self, batch: &mut Batch, collection: Collection, reply: Reply<Arc<Collection>>) {
-        let existing = match batch.pending.get(collection.id()) {
+    fn add_create(
+        &self,
+        group: &mut Group<'_, Self>,
+        collection: Collection,
+        reply: Reply<Arc<Collection>>,
+    ) {
+        let existing = match group.state().pending.get(collection.id()) {
             Some(p) => Some((p.collection.clone(), p.created)),
             None => match self.shared.entry(collection.id()) {
                 Ok(e) => Some((e.collection.clone(), false)),
@@ -478,26 +514,19 @@ impl Committer {
                 let _ = reply.send(Err(StoreError::AlreadyExists(collection.id().to_string())));
             }
             // Created in this very batch: answer after the commit.
-            Some((c, true)) => batch.waiting.push(Waiting::Create(reply, c)),
+            Some((c, true)) => group.wait(Waiting::Create(reply, c)),
             Some((c, false)) => {
                 let _ = reply.send(Ok(c));
             }
             None => {
-                if batch.error.is_none() {
+                group.write(|txn, _| {
                     let spec = collection.spec().encode_to_vec();
-                    let inserted = (|| -> Result<(), Cause> {
-                        batch
-                            .txn
-                            .open_table(COLLECTIONS)?
-                            .insert(collection.id(), spec.as_slice())?;
-                        Ok(())
-                    })();
-                    if let Err(e) = inserted {
-                        batch.error = Some(e);
-                    }
-                }
+                    txn.open_table(COLLECTIONS)?
+                        .insert(collection.id(), spec.as_slice())?;
+                    Ok(())
+                });
                 let collection = Arc::new(collection);
-                batch.pending.insert(
+                group.state().pending.insert(
                     collection.id().to_string(),
                     Pending {
                         collection: collection.clone(),
@@ -505,24 +534,24 @@ impl Committer {
                         created: true,
                     },
                 );
-                batch.waiting.push(Waiting::Create(reply, collection));
+                group.wait(Waiting::Create(reply, collection));
             }
         }
     }
 
     fn add_submit(
         &self,
-        batch: &mut Batch,
+        group: &mut Group<'_, Self>,
         id: String,
         shuffled: Option<[u8; 16]>,
         reports: Vec<ValidReport>,
         reply: Reply<BatchOutcome>,
     ) {
-        if batch.closing.contains(&id) {
-            batch.waiting.push(Waiting::Refused(reply, id));
+        if group.state().closing.contains(&id) {
+            group.wait(Waiting::Refused(reply, id));
             return;
         }
-        if !batch.pending.contains_key(&id) {
+        if !group.state().pending.contains_key(&id) {
             let entry = match self.shared.entry(&id) {
                 Ok(e) => e,
                 Err(e) => {
@@ -534,7 +563,7 @@ impl Committer {
                 let _ = reply.send(Err(StoreError::Closed(id)));
                 return;
             }
-            batch.pending.insert(
+            group.state().pending.insert(
                 id.clone(),
                 Pending {
                     collection: entry.collection.clone(),
@@ -543,379 +572,62 @@ impl Committer {
                 },
             );
         }
-        let Some(pending) = batch.pending.get_mut(&id) else {
+        let Some(collection) = group.state().pending.get(&id).map(|p| p.collection.clone()) else {
             let _ = reply.send(Err(StoreError::internal(Cause::Mirror(format!(
                 "collection {id:?} missing from the open batch"
             )))));
             return;
         };
-        if let Err(e) = check_lengths(&pending.collection, &reports) {
+        if let Err(e) = check_lengths(&collection, &reports) {
             let _ = reply.send(Err(e));
             return;
         }
         let mut outcome = BatchOutcome::default();
-        batch.reports += reports.len();
+        group.add_weight(reports.len());
         // Counted reports join `pending.counted`; should the batch fail half-way (a
         // storage error), the whole batch is failed and nothing of it is applied.
-        if batch.error.is_none() {
-            let counted = (|| -> Result<(), Cause> {
-                let mut seen = batch.txn.open_table(SEEN)?;
-                for report in reports {
-                    if seen
-                        .insert((id.as_str(), report.report_id.0), ())?
-                        .is_some()
-                    {
-                        outcome.duplicates += 1;
-                    } else {
-                        pending
-                            .counted
-                            .push((report.report_id.fold(FOLDS), report.entries));
-                        outcome.accepted += 1;
-                    }
-                }
-                // A shuffled chunk: the reports it counted join its batch's tally in
-                // this transaction (the table also sees the open batch's earlier
-                // chunks of the same batch).
-                if let Some(shuffled) = shuffled
-                    && outcome.accepted > 0
+        group.write(|txn, batch| {
+            let pending = batch.pending.get_mut(&id).ok_or_else(|| {
+                Cause::Mirror(format!("collection {id:?} missing from the open batch"))
+            })?;
+            let mut seen = txn.open_table(SEEN)?;
+            for report in reports {
+                if seen
+                    .insert((id.as_str(), report.report_id.0), ())?
+                    .is_some()
                 {
-                    let mut tallies = batch.txn.open_table(BATCH_COUNTS)?;
-                    let key = (id.as_str(), shuffled);
-                    let before = tallies.get(key)?.map_or(0, |v| v.value());
-                    tallies.insert(key, before.saturating_add(outcome.accepted))?;
-                }
-                Ok(())
-            })();
-            if let Err(e) = counted {
-                batch.error = Some(e);
-            }
-        }
-        batch.waiting.push(Waiting::Submit(reply, outcome));
-    }
-
-    fn finish(&mut self, batch: Batch) {
-        let Batch {
-            txn,
-            pending,
-            waiting,
-            closing,
-            reports,
-            error,
-        } = batch;
-        if waiting.is_empty() {
-            // Nothing to commit (e.g. only refused commands).
-            if let Err(e) = txn.abort() {
-                tracing::warn!(error = %e, "aborting an empty transaction failed");
-            }
-            return;
-        }
-        let started = Instant::now();
-        let prepared = match error {
-            Some(e) => Err(e),
-            None => self.write_batch(&txn, &pending, self.commits + 1),
-        };
-        let injected = self.shared.hooks.injected_failure();
-        // The flag says whether the database must be reopened: after any real storage
-        // error (redb may refuse further writes), not after an injected failure.
-        // A transaction that is not committed is aborted when dropped.
-        let result = match (prepared, injected) {
-            (Err(e), _) => Err((e, true)),
-            (Ok(_), Some(e)) => Err((e, false)),
-            // Durability::Immediate (begin_durable): the data is fsynced once this returns.
-            (Ok(written), None) => {
-                self.shared.hooks.before_commit();
-                txn.commit()
-                    .map(|()| written)
-                    .map_err(|e| (Cause::from(e), true))
-            }
-        };
-        crate::telemetry::commit("redb", reports, started.elapsed(), result.is_ok());
-        match result {
-            Ok(written) => {
-                self.shared.hooks.record(Event::Committed);
-                self.commits += 1;
-                self.set_write_health(true);
-                if let Err(e) = self.apply(pending, written, closing) {
-                    tracing::error!(error = %e, "cannot update the mirror; reloading from disk");
-                    self.db = None;
-                }
-                tracing::debug!(
-                    reports,
-                    commands = waiting.len(),
-                    commit = self.commits,
-                    commit_ms = started.elapsed().as_secs_f64() * 1e3,
-                    "batch committed"
-                );
-                // Only now, after the commit, are the callers answered.
-                for w in waiting {
-                    self.shared.hooks.record(Event::Answered);
-                    match w {
-                        Waiting::Submit(reply, outcome) => {
-                            let _ = reply.send(Ok(outcome));
-                        }
-                        Waiting::Create(reply, c) => {
-                            let _ = reply.send(Ok(c));
-                        }
-                        Waiting::Close(reply) => {
-                            let _ = reply.send(Ok(()));
-                        }
-                        Waiting::Refused(reply, id) => {
-                            let _ = reply.send(Err(StoreError::Closed(id)));
-                        }
-                    }
+                    outcome.duplicates += 1;
+                } else {
+                    pending
+                        .counted
+                        .push((report.report_id.fold(FOLDS), report.entries));
+                    outcome.accepted += 1;
                 }
             }
-            Err((e, reopen)) => {
-                tracing::error!(error = %e, reports, "batch not committed; its callers are told to retry");
-                self.set_write_health(false);
-                if reopen {
-                    // After a failed commit redb cannot tell whether the batch became
-                    // durable and refuses further writes: reopen, reload the mirror.
-                    self.db = None;
-                }
-                let error = StoreError::unavailable(Cause::NotCommitted(Box::new(e)));
-                for w in waiting {
-                    match w {
-                        Waiting::Submit(reply, _) => {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                        Waiting::Create(reply, _) => {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                        Waiting::Close(reply) => {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                        Waiting::Refused(reply, _) => {
-                            let _ = reply.send(Err(error.clone()));
-                        }
-                    }
-                }
+            // A shuffled chunk: the reports it counted join its batch's tally in this
+            // transaction (the table also sees the open batch's earlier chunks of the
+            // same batch).
+            if let Some(shuffled) = shuffled
+                && outcome.accepted > 0
+            {
+                let mut tallies = txn.open_table(BATCH_COUNTS)?;
+                let key = (id.as_str(), shuffled);
+                let before = tallies.get(key)?.map_or(0, |v| v.value());
+                tallies.insert(key, before.saturating_add(outcome.accepted))?;
             }
-        }
+            Ok(())
+        });
+        group.wait(Waiting::Submit(reply, outcome));
     }
 
     /// Records whether the last write transaction committed (see
     /// `Store::write_health`); watchers are woken only on a change.
-    fn set_write_health(&self, healthy: bool) {
+    pub(super) fn set_write_health(&self, healthy: bool) {
         self.shared.write_healthy.send_if_modified(|h| {
             let changed = *h != healthy;
             *h = healthy;
             changed
         });
-    }
-
-    /// The reports counted under shuffled batch `shuffled` of `id` (0 for a batch never
-    /// seen), from a read transaction of committed state.
-    fn read_batch(&mut self, id: &str, shuffled: [u8; 16]) -> Result<u64, StoreError> {
-        self.shared.entry(id)?;
-        let db = self.db().map_err(StoreError::unavailable)?;
-        let txn = db.begin_read().map_err(StoreError::internal)?;
-        let table = txn.open_table(BATCH_COUNTS).map_err(StoreError::internal)?;
-        Ok(table
-            .get((id, shuffled))
-            .map_err(StoreError::internal)?
-            .map_or(0, |v| v.value()))
-    }
-
-    /// The ρ spent by `id`'s releases and the release under `key`, from a read
-    /// transaction of committed state.
-    fn read_release(&mut self, id: &str, key: Option<&[u8]>) -> Result<LedgerRead, StoreError> {
-        let db = self.db().map_err(StoreError::unavailable)?;
-        let txn = db.begin_read().map_err(StoreError::internal)?;
-        let table = txn.open_table(RELEASES).map_err(StoreError::internal)?;
-        read_ledger(&table, id, key).map_err(StoreError::internal)
-    }
-
-    /// Records a release in a transaction of its own (see `Store::record_release`):
-    /// one write transaction reads the spent ρ and the key, then inserts, so nothing
-    /// can overspend between the check and the write (this thread is the only writer).
-    fn release(
-        &mut self,
-        id: &str,
-        key: &[u8],
-        rho: f64,
-        budget: f64,
-        body: Vec<u8>,
-    ) -> Result<RecordedRelease, StoreError> {
-        self.shared.entry(id)?;
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                self.set_write_health(false);
-                return Err(StoreError::unavailable(e));
-            }
-        };
-        let txn = begin_durable(db).map_err(|e| StoreError::unavailable(Cause::from(e)))?;
-        let (spent, found) = {
-            let table = txn.open_table(RELEASES).map_err(StoreError::internal)?;
-            read_ledger(&table, id, Some(key)).map_err(StoreError::internal)?
-        };
-        if let Some((old_rho, old_body)) = found {
-            let _ = txn.abort();
-            return Ok(RecordedRelease {
-                body: old_body,
-                rho: old_rho,
-                spent,
-                fresh: false,
-            });
-        }
-        if spent + rho > budget {
-            let _ = txn.abort();
-            return Err(StoreError::BudgetExhausted {
-                id: id.to_string(),
-                spent,
-                requested: rho,
-                budget,
-            });
-        }
-        let written = (|| -> Result<(), Cause> {
-            txn.open_table(RELEASES)?
-                .insert((id, key), (rho, body.as_slice()))?;
-            Ok(())
-        })();
-        let result = match written {
-            Err(e) => Err(e),
-            Ok(()) => txn.commit().map_err(Cause::from),
-        };
-        match result {
-            Ok(()) => {
-                self.set_write_health(true);
-                Ok(RecordedRelease {
-                    body,
-                    rho,
-                    spent: spent + rho,
-                    fresh: true,
-                })
-            }
-            Err(e) => {
-                tracing::error!(error = %e, collection = %id, "release not recorded");
-                self.set_write_health(false);
-                // As after a failed batch: reopen before the next write.
-                self.db = None;
-                Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
-            }
-        }
-    }
-
-    /// Records a completed shuffled batch of `valid` valid reports of `id` (`Some`)
-    /// in a transaction of its own, or reads the record from committed state (`None`).
-    fn delivered(&mut self, id: &str, valid: Option<u64>) -> Result<DeliveredBatches, StoreError> {
-        self.shared.entry(id)?;
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                self.set_write_health(false);
-                return Err(StoreError::unavailable(e));
-            }
-        };
-        let Some(valid) = valid else {
-            let txn = db.begin_read().map_err(StoreError::internal)?;
-            let table = txn.open_table(DELIVERED).map_err(StoreError::internal)?;
-            return read_delivered(&table, id).map_err(StoreError::internal);
-        };
-        let written = (|| -> Result<(redb::WriteTransaction, DeliveredBatches), Cause> {
-            let txn = begin_durable(db)?;
-            let record = {
-                let mut table = txn.open_table(DELIVERED)?;
-                let record = read_delivered(&table, id)?.with_batch(valid);
-                table.insert(id, (record.batches, record.smallest.unwrap_or(valid)))?;
-                record
-            };
-            Ok((txn, record))
-        })();
-        let result = written.and_then(|(txn, record)| {
-            txn.commit().map_err(Cause::from)?;
-            Ok(record)
-        });
-        match result {
-            Ok(record) => {
-                self.set_write_health(true);
-                Ok(record)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, collection = %id, "shuffled batch not recorded");
-                self.set_write_health(false);
-                // As after a failed batch: reopen before the next write.
-                self.db = None;
-                Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
-            }
-        }
-    }
-
-    /// Deletes collection `id` in a transaction of its own and, once that is
-    /// committed, from the mirror. Returns the reports it had counted.
-    fn delete(&mut self, id: &str) -> Result<u64, StoreError> {
-        let count = {
-            let entry = self.shared.entry(id)?;
-            let acc = entry
-                .acc
-                .read()
-                .map_err(|_| StoreError::internal(Cause::Poisoned("accumulator")))?;
-            acc.count
-        };
-        let commit = self.commits + 1;
-        let db = match self.db() {
-            Ok(db) => db,
-            Err(e) => {
-                self.set_write_health(false);
-                return Err(StoreError::unavailable(e));
-            }
-        };
-        let written = (|| -> Result<redb::WriteTransaction, Cause> {
-            let txn = begin_durable(db)?;
-            {
-                txn.open_table(COLLECTIONS)?.remove(id)?;
-                txn.open_table(ACCUMULATORS)?.remove(id)?;
-                txn.open_table(APPENDED)?
-                    .retain_in(appended_range(id), |_, _| false)?;
-                txn.open_table(CLOSED)?.remove(id)?;
-                txn.open_table(DELIVERED)?.remove(id)?;
-                txn.open_table(BATCH_COUNTS)?
-                    .retain_in(batch_range(id), |_, _| false)?;
-                // Every release of this collection: keys (id, *) sort together.
-                txn.open_table(RELEASES)?.retain_in::<(&str, &[u8]), _>(
-                    (id, &[][..])..(next_id(id).as_str(), &[][..]),
-                    |_, _| false,
-                )?;
-                // Every report id of this collection: keys (id, *) sort together.
-                txn.open_table(SEEN)?
-                    .retain_in((id, [0u8; 16])..=(id, [0xffu8; 16]), |_, _| false)?;
-                txn.open_table(META)?.insert("commits", commit)?;
-            }
-            Ok(txn)
-        })();
-        let injected = self.shared.hooks.injected_failure();
-        let result = match (written, injected) {
-            (Err(e), _) => Err((e, true)),
-            (Ok(_), Some(e)) => Err((e, false)),
-            (Ok(txn), None) => txn.commit().map_err(|e| (Cause::from(e), true)),
-        };
-        match result {
-            Ok(()) => {
-                self.shared.hooks.record(Event::Committed);
-                self.commits = commit;
-                self.set_write_health(true);
-                match self.shared.mirror.write() {
-                    Ok(mut map) => {
-                        map.remove(id);
-                    }
-                    Err(_) => {
-                        tracing::error!("mirror lock poisoned after a delete; reloading from disk");
-                        self.db = None;
-                    }
-                }
-                tracing::info!(collection = %id, reports = count, "collection deleted");
-                Ok(count)
-            }
-            Err((e, reopen)) => {
-                tracing::error!(error = %e, collection = %id, "delete not committed; nothing was deleted");
-                self.set_write_health(false);
-                if reopen {
-                    self.db = None;
-                }
-                Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
-            }
-        }
     }
 
     /// Writes what a batch committed into the mirror: appended reports added to the
@@ -995,83 +707,4 @@ pub(super) fn unfolded_fold_due(mirror: &super::Mirror, config: &DurableConfig) 
         .values()
         .any(|e| e.unfolded_bytes.load(Ordering::SeqCst) > 0)
         .then(|| Instant::now() + config.fold_interval)
-}
-
-fn fail_command(command: Command, e: StoreError) {
-    match command {
-        Command::Submit { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::Create { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::ReadCommitted { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::Close { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::Delete { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::Release { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::ReadRelease { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::Delivered { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-        Command::ReadBatch { reply, .. } => {
-            let _ = reply.send(Err(e));
-        }
-    }
-}
-
-/// `id`'s record of completed shuffled batches (the default when none was recorded).
-fn read_delivered(
-    table: &impl redb::ReadableTable<&'static str, (u64, u64)>,
-    id: &str,
-) -> Result<DeliveredBatches, Cause> {
-    Ok(match table.get(id)? {
-        Some(row) => {
-            let (batches, smallest) = row.value();
-            DeliveredBatches {
-                batches,
-                smallest: Some(smallest),
-            }
-        }
-        None => DeliveredBatches::default(),
-    })
-}
-
-/// The smallest string above every string that starts with `id` followed by anything
-/// in key order (`id` plus U+10FFFF would do only for ASCII-free tails; a NUL-terminated
-/// upper bound is exact for tuple keys, which compare `id` first): used as the end of
-/// the range of `id`'s ledger rows.
-fn next_id(id: &str) -> String {
-    let mut next = id.to_string();
-    next.push('\0');
-    next
-}
-
-/// The ρ spent by `id`'s releases and the release under `key`.
-fn read_ledger(
-    table: &impl redb::ReadableTable<ReleaseKey, ReleaseValue>,
-    id: &str,
-    key: Option<&[u8]>,
-) -> Result<LedgerRead, Cause> {
-    let mut spent = 0.0;
-    let mut found = None;
-    for row in table.range::<(&str, &[u8])>((id, &[][..])..(next_id(id).as_str(), &[][..]))? {
-        let (k, v) = row?;
-        let (_, row_key) = k.value();
-        let (rho, body) = v.value();
-        spent += rho;
-        if key == Some(row_key) {
-            found = Some((rho, body.to_vec()));
-        }
-    }
-    Ok((spent, found))
 }

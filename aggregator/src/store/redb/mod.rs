@@ -1,7 +1,9 @@
 //! The redb backend, the durable store: [`DurableStore`] (its docs hold the design:
 //! tables, one transaction per batch, failure handling, write amplification, memory).
 
+mod alone;
 mod commit;
+mod error;
 mod hooks;
 mod private;
 mod tables;
@@ -11,15 +13,13 @@ mod tests;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, mpsc};
-use std::thread::JoinHandle;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use ldpcov_durable::{GroupLimits, Linger, Writer, catch_panic};
 use ldpcov_privacy::Collection;
-use thiserror::Error;
 use tokio::sync::oneshot;
 
-use super::codec::Corruption;
 use super::{
     BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DEFAULT_FOLD_BYTES,
     DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
@@ -28,6 +28,8 @@ use super::{
 use ldpcov_estimate::Accumulator;
 
 use commit::Committer;
+pub use error::DurableError;
+use error::reopen_failed;
 use hooks::TestHooks;
 use tables::open_db;
 
@@ -84,104 +86,6 @@ impl Default for DurableConfig {
             fold_bytes: DEFAULT_FOLD_BYTES,
         }
     }
-}
-
-/// Why the durable store could not be opened.
-#[derive(Debug, Error)]
-pub enum DurableError {
-    /// The data directory or the database file could not be created, read or made
-    /// private.
-    #[error("store file system error on {path}: {source}")]
-    Io {
-        /// The directory or file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The database reported an error (in the message, not a source: the daemon prints
-    /// an error's sources after it, and the cause would appear twice).
-    #[error("database: {0}")]
-    Db(redb::Error),
-    /// The database holds something this version cannot read (in the message, as
-    /// above).
-    #[error("corrupt or incompatible store: {0}")]
-    Corrupt(Corruption),
-    /// The commit thread could not be started.
-    #[error("cannot start the commit thread: {0}")]
-    Thread(std::io::Error),
-    /// The database file is empty or not a redb database of ours.
-    #[error("{path} {why}: it is not an ldpcov database; move it away{hint}")]
-    NotLdpcov {
-        /// The database file.
-        path: PathBuf,
-        /// What is wrong with it ("is empty (0 bytes)", ...).
-        why: &'static str,
-        /// What else the operator can do (`" or pass --init-empty"` for an empty file).
-        hint: &'static str,
-    },
-    /// redb's integrity check found damage it could not repair.
-    #[error(
-        "{path} failed redb's integrity check and cannot be repaired ({verdict}); {readable}; restore it from a backup"
-    )]
-    Damaged {
-        /// The database file.
-        path: PathBuf,
-        /// redb's verdict (in the message, not a source: the daemon prints an error's
-        /// sources after it, and the verdict would appear twice).
-        verdict: redb::DatabaseError,
-        /// What could still be read from the file, in words ("2 collections with 60
-        /// reports were still readable", or that nothing was).
-        readable: String,
-    },
-    /// The storage engine panicked while opening the file (redb panics on some damaged
-    /// files).
-    #[error(
-        "the storage engine panicked while opening {path} ({message}): the file is probably corrupt; restore it from a backup"
-    )]
-    Panicked {
-        /// The database file.
-        path: PathBuf,
-        /// The panic's message.
-        message: String,
-    },
-}
-
-impl From<redb::Error> for DurableError {
-    fn from(e: redb::Error) -> Self {
-        DurableError::Db(e)
-    }
-}
-
-impl From<Corruption> for DurableError {
-    fn from(e: Corruption) -> Self {
-        DurableError::Corrupt(e)
-    }
-}
-
-/// redb's errors as store causes, each with the prefix that says what failed.
-macro_rules! redb_causes {
-    ($($error:ty => $what:literal),* $(,)?) => {$(
-        impl From<$error> for Cause {
-            fn from(e: $error) -> Self {
-                Cause::backend($what, e)
-            }
-        }
-    )*};
-}
-
-redb_causes! {
-    redb::Error => "database",
-    redb::TransactionError => "transaction",
-    redb::SetDurabilityError => "durability",
-    redb::TableError => "table",
-    redb::StorageError => "storage",
-    redb::CommitError => "commit",
-}
-
-/// The cause of a database that was closed after a failed commit and could not be
-/// reopened.
-fn reopen_failed(e: DurableError) -> Cause {
-    Cause::backend("cannot reopen the database", e)
 }
 
 /// One collection in the in-memory mirror.
@@ -301,8 +205,9 @@ enum Command {
 ///
 /// # Design
 ///
-/// One commit thread owns the database. Submissions and collection creations are sent
-/// to it over a channel; it opens a write transaction for the first command, folds every
+/// One commit thread owns the database (`ldpcov-durable`'s writer thread, applying
+/// commands with the store's `Committer`). Submissions and collection creations are
+/// sent to it over a channel; it opens a write transaction for the first command, folds every
 /// command that arrives within `batch_delay` (or until `batch_size` reports) into the
 /// same transaction, and commits once. Every write transaction is set to
 /// [`Durability::Immediate`](redb::Durability), so its commit returns only once the
@@ -449,8 +354,7 @@ enum Command {
 /// `entries × u128` sums of squares.
 pub struct DurableStore {
     shared: Arc<Shared>,
-    tx: Option<mpsc::Sender<Command>>,
-    committer: Option<JoinHandle<()>>,
+    writer: Writer<Command>,
     path: PathBuf,
 }
 
@@ -477,13 +381,13 @@ impl DurableStore {
             failure: tokio::sync::watch::channel(None).0,
             hooks: Arc::new(TestHooks::from_env()),
         };
-        let (db, mirror) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            open_db(&path, &config, &shared, true)
-        }))
-        .map_err(|panic| DurableError::Panicked {
-            path: path.clone(),
-            message: panic_message(panic.as_ref()),
-        })??;
+        let (db, mirror) =
+            catch_panic(|| open_db(&path, &config, &shared, true)).map_err(|panic| {
+                DurableError::Panicked {
+                    path: path.clone(),
+                    message: panic.message_or("a panic without a message"),
+                }
+            })??;
         let reports: u64 = mirror
             .values()
             .map(|e| e.acc.read().map(|a| a.count).unwrap_or(0))
@@ -499,13 +403,11 @@ impl DurableStore {
         );
         *shared.mirror.get_mut().unwrap_or_else(|e| e.into_inner()) = mirror;
         let shared = Arc::new(shared);
-        let (tx, rx) = mpsc::channel();
         let committer = Committer {
             db: Some(db),
             path: path.clone(),
             shared: shared.clone(),
             config,
-            rx,
             commits: 0,
             // Reports appended before a crash are folded one interval after the start.
             fold_due: commit::unfolded_fold_due(
@@ -513,32 +415,17 @@ impl DurableStore {
                 &config,
             ),
         };
-        let thread_shared = shared.clone();
-        let thread_path = path.clone();
-        let handle = std::thread::Builder::new()
-            .name("ldpcov-commit".into())
-            .spawn(move || {
-                // A panic on the commit thread (inside redb, which panics on some
-                // damaged files, or ours) is caught here: the store stops taking
-                // writes for good, says so through its write health and `failed`, and
-                // the daemon exits (see `DurableStore::failed`).
-                let run = std::panic::AssertUnwindSafe(move || committer.run());
-                if let Err(panic) = std::panic::catch_unwind(run) {
-                    let reason = format!(
-                        "the commit thread panicked while writing {} ({}): the database file may be corrupt; stop the daemon and restore the file from a backup",
-                        thread_path.display(),
-                        panic_message(panic.as_ref()),
-                    );
-                    tracing::error!("{reason}");
-                    thread_shared.write_healthy.send_replace(false);
-                    thread_shared.failure.send_replace(Some(reason));
-                }
-            })
-            .map_err(DurableError::Thread)?;
+        let limits = GroupLimits {
+            max_weight: config.batch_size,
+            linger: Linger::For(config.batch_delay),
+        };
+        // A panic on the commit thread is caught by the writer: see
+        // `Committer::panicked` and `DurableStore::failed`.
+        let writer =
+            Writer::start("ldpcov-commit", limits, committer).map_err(DurableError::Thread)?;
         Ok(DurableStore {
             shared,
-            tx: Some(tx),
-            committer: Some(handle),
+            writer,
             path,
         })
     }
@@ -631,10 +518,9 @@ impl DurableStore {
     }
 
     fn send(&self, command: Command) -> Result<(), StoreError> {
-        self.tx
-            .as_ref()
-            .and_then(|tx| tx.send(command).ok())
-            .ok_or_else(|| self.stopped(Cause::ShuttingDown))
+        self.writer
+            .send(command)
+            .map_err(|_| self.stopped(Cause::ShuttingDown))
     }
 
     /// The answer of the commit thread, or, if it stopped without one, why.
@@ -667,24 +553,10 @@ impl DurableStore {
     }
 }
 
-/// The message of a caught panic (a `&str` or `String` payload), or a placeholder.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
-    }
-}
-
 impl Drop for DurableStore {
     /// Commits what is pending and waits for the commit thread.
     fn drop(&mut self) {
-        self.tx.take();
-        if let Some(handle) = self.committer.take()
-            && handle.join().is_err()
-        {
+        if self.writer.stop().is_err() {
             tracing::error!("the commit thread panicked");
         }
     }

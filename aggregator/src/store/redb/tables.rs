@@ -1,11 +1,11 @@
 //! The database's tables: opening (and creating) them, and loading the mirror.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use ldpcov_durable::{FileState, begin_durable, catch_panic, inspect};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{DurableConfig, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
 use crate::store::codec::{
@@ -61,54 +61,32 @@ fn db_err<E: Into<redb::Error>>(e: E) -> DurableError {
     DurableError::Db(e.into())
 }
 
-/// Begins a write transaction whose commit returns only once the database file is
-/// fsynced ([`Durability::Immediate`], also redb's default: set explicitly so that the
-/// acknowledgement of a report keeps meaning "on disk").
-pub(super) fn begin_durable(db: &Database) -> Result<redb::WriteTransaction, redb::Error> {
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate)?;
-    Ok(txn)
-}
-
-/// The first bytes of every redb file.
-const REDB_MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
-
 /// Refuses, before redb touches it, a file that cannot be our database: 0 bytes
 /// (unless `init_empty`), or not starting with redb's magic number. A missing file is
 /// fine (a new store). Returns whether the file existed with content.
 fn check_file(path: &Path, init_empty: bool) -> Result<bool, DurableError> {
-    let io = |source| DurableError::Io {
+    let state = inspect(path).map_err(|source| DurableError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io(e)),
-    };
-    let mut head = Vec::with_capacity(REDB_MAGIC.len());
-    file.take(REDB_MAGIC.len() as u64)
-        .read_to_end(&mut head)
-        .map_err(io)?;
-    if head.is_empty() {
-        if init_empty {
+    })?;
+    match state {
+        FileState::Missing => Ok(false),
+        FileState::Redb => Ok(true),
+        FileState::Empty if init_empty => {
             tracing::warn!(path = %path.display(), "the database file is empty: starting an empty store in it (--init-empty)");
-            return Ok(false);
+            Ok(false)
         }
-        return Err(DurableError::NotLdpcov {
+        FileState::Empty => Err(DurableError::NotLdpcov {
             path: path.to_path_buf(),
             why: "is empty (0 bytes)",
             hint: " or pass --init-empty to start an empty store in it",
-        });
-    }
-    if head != REDB_MAGIC {
-        return Err(DurableError::NotLdpcov {
+        }),
+        FileState::NotRedb => Err(DurableError::NotLdpcov {
             path: path.to_path_buf(),
             why: "does not start with a redb header",
             hint: "",
-        });
+        }),
     }
-    Ok(true)
 }
 
 /// Opens the database with the page cache of `config`, creates missing tables,
@@ -224,7 +202,7 @@ fn readable(db: &Database) -> String {
         }
         Ok((found, reports, unreadable))
     };
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
+    match catch_panic(read) {
         Ok(Ok((collections, reports, 0))) => {
             format!("{collections} collections with {reports} reports were still readable")
         }
