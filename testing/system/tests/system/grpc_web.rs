@@ -6,49 +6,26 @@
 //! refused with one line.
 
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_client::proto::v1::{CreateCollectionRequest, GetStatusRequest, Report};
 use ldpcov_client::{Collection, DiscreteGaussianSampler, Perturber, ReportId};
+use tonic::Code;
 use tonic::body::Body;
 use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode};
-use tonic::metadata::MetadataValue;
-use tonic::{Code, Request};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService};
-use tower::Layer;
 
 use support::admin::run;
 use support::daemon::*;
+use support::grpc::{web, with_token};
 
 use crate::support;
 
 const ADMIN: &str = "web-admin-secret";
 const SUBMIT: &str = "web-submit-secret";
 const ORIGIN: &str = "http://localhost:8080";
-
-type WebService = GrpcWebClientService<Client<HttpConnector, GrpcWebCall<Body>>>;
-
-/// A gRPC-Web service over HTTP/1.1 to `url`.
-fn web(url: &str) -> (WebService, tonic::codegen::http::Uri) {
-    let http1 = Client::builder(TokioExecutor::new()).build_http::<GrpcWebCall<Body>>();
-    (
-        GrpcWebClientLayer::new().layer(http1),
-        url.parse().expect("daemon url"),
-    )
-}
-
-fn with_token<T>(message: T, token: Option<&str>) -> Request<T> {
-    let mut request = Request::new(message);
-    if let Some(token) = token {
-        let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
-        request.metadata_mut().insert("authorization", value);
-    }
-    request
-}
 
 /// A real report for `collection` (exact sampler, fixed seed), tagged `id`.
 fn report(collection: &Collection, id: u8) -> Report {

@@ -30,10 +30,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ldpcov_aggregator::{DurableConfig, DurableStore, Store};
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov_client::proto::v1::relay_client::RelayClient;
 use ldpcov_client::proto::v1::{
-    CollectionSpec, GetCollectionRequest, GetEstimateRequest, LocalMechanism, RelayStatus,
-    RelayStatusRequest, ShuffleSpec,
+    CollectionSpec, GetCollectionRequest, GetEstimateRequest, LocalMechanism, ShuffleSpec,
 };
 use ldpcov_client::{
     AggregatorClient, Collection, DiscreteGaussianSampler, PreparedRelayReport, ReportId,
@@ -49,7 +47,8 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::support;
 use support::crash::{free_port, kill, spawn_serve, transient, wait_ready};
-use support::relay::{RelayFiles, spawn_relay};
+use support::embedded::RELAY_TOKEN;
+use support::relay::{RelayFiles, relay_status, spawn_relay};
 
 /// Kills of the aggregator alone, then of both daemons at once.
 const AGGREGATOR_KILLS: usize = 15;
@@ -60,7 +59,6 @@ const MIN_BATCH: u64 = 10;
 const COLLECTIONS: [&str; 2] = ["shuffled-a", "shuffled-b"];
 const DIM: u32 = 4;
 const ADMIN: &str = "aggregator-admin-token-0123";
-const RELAY_TOKEN: &str = "relay-token-0123456789";
 const RELAY_ADMIN: &str = "relay-admin-token-0123";
 const DEVICE_SECRET: [u8; 32] = [0x42; 32];
 
@@ -162,23 +160,6 @@ async fn device_pool(
     acked
 }
 
-async fn relay_status(url: &str, collection: &str) -> Option<RelayStatus> {
-    let mut client = RelayClient::connect(url.to_string()).await.ok()?;
-    let mut request = tonic::Request::new(RelayStatusRequest {
-        collection_id: collection.into(),
-    });
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {RELAY_ADMIN}").parse().expect("ascii"),
-    );
-    request.set_timeout(Duration::from_secs(5));
-    client
-        .get_relay_status(request)
-        .await
-        .ok()
-        .map(|r| r.into_inner())
-}
-
 /// How long from now, `skip` later, until the next whole unix second.
 fn until_next_second(skip: Duration) -> Duration {
     let now = SystemTime::now()
@@ -222,6 +203,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
         admin_token: dir.join("relay-admin-token"),
         data: dir.join("relay"),
         log: dir.join("relay.log"),
+        layer_key: None,
     };
     let aggregator_addr = free_port();
     let aggregator_url = format!("http://{aggregator_addr}");
@@ -362,7 +344,9 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
         assert!(Instant::now() < deadline, "the relay did not drain");
         let mut drained = true;
         for (i, id) in COLLECTIONS.iter().enumerate() {
-            let status = relay_status(&relay_url, id).await.expect("relay status");
+            let status = relay_status(&relay_url, id, RELAY_ADMIN)
+                .await
+                .expect("relay status");
             if status.window_reports > 0 || status.pending_batches > 0 {
                 drained = false;
             }
@@ -408,7 +392,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
             estimate.upper_triangle.len(),
             (DIM * (DIM + 1) / 2) as usize
         );
-        forwarded_reports += relay_status(&relay_url, id)
+        forwarded_reports += relay_status(&relay_url, id, RELAY_ADMIN)
             .await
             .expect("relay status")
             .forwarded_reports;

@@ -8,16 +8,15 @@ use futures::StreamExt;
 use ldpcov_proto::v1::{CollectionStatus, GetStatusRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use support::admin::run;
 use support::daemon::*;
+use support::grpc::{channel, closed_within, unary_with_body};
 
 use crate::support;
 
@@ -25,38 +24,14 @@ const ADMIN: &str = "transport-admin-secret";
 const SUBMIT: &str = "transport-submit-secret";
 const GET_STATUS: &str = "/ldpcov.v1.Aggregator/GetStatus";
 
-async fn channel(url: &str) -> Channel {
-    Channel::from_shared(url.to_string())
-        .expect("url")
-        .connect()
-        .await
-        .expect("connect")
-}
-
 /// A `GetStatus` call (unary on the server) whose request message is `body`, sent as
-/// a client stream: with `futures::stream::pending()` the headers go out and the body
-/// never comes, which is how a slow or hostile client holds a call open.
+/// a client stream.
 async fn get_status_with_body(
     channel: Channel,
     token: Option<&str>,
     body: impl futures::Stream<Item = GetStatusRequest> + Send + 'static,
 ) -> Result<CollectionStatus, Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready()
-        .await
-        .map_err(|e| Status::unavailable(e.to_string()))?;
-    let mut request = Request::new(body);
-    if let Some(token) = token {
-        let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
-        request.metadata_mut().insert("authorization", value);
-    }
-    grpc.client_streaming(
-        request,
-        PathAndQuery::from_static(GET_STATUS),
-        tonic_prost::ProstCodec::<GetStatusRequest, CollectionStatus>::default(),
-    )
-    .await
-    .map(|r| r.into_inner())
+    unary_with_body(channel, GET_STATUS, token, body).await
 }
 
 /// Issue 31, item 1: 1 100 calls without a token that send their headers and never
@@ -122,22 +97,6 @@ async fn token_less_calls_that_hang_do_not_stall_a_normal_client_or_the_health_c
         refused += 1;
     }
     assert_eq!(refused, 1100);
-}
-
-/// Reads until the server closes the connection (EOF or an error); `None` if it is
-/// still open after `limit`.
-async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<()> {
-    let mut buf = [0u8; 4096];
-    timeout(limit, async {
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .ok()
 }
 
 /// Issue 31, item 2: silent TCP connections and connections that sent the HTTP/2

@@ -5,17 +5,16 @@
 //! counted.
 
 use crate::support;
-
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::privacy::Collection;
-use ldpcov::privacy::layout::{triangle_pairs, unpack_symmetric};
-use ldpcov::privacy::mechanism::ReportMechanism;
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
+use ldpcov_fixtures as fixtures;
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::layout::{triangle_pairs, unpack_symmetric};
+use ldpcov_privacy::mechanism::ReportMechanism;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
     CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest, GetStatusRequest,
     LocalMechanism, Moments, NoThreshold, PrivacyModel, Report, get_estimate_request,
 };
-use ldpcov_fixtures as fixtures;
 use nalgebra::{DMatrix, DVector};
 use tonic::Code;
 
@@ -39,7 +38,7 @@ fn raw_average(id: &str) -> GetEstimateRequest {
 /// tells them apart. σ itself is the same (the svec rounding term moves it by < 10⁻⁸).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_svec_weighting_halves_the_off_diagonal_noise_variance() {
-    let (server, url, mut admin) = support::seeded_server(3).await;
+    let (server, url, mut admin) = support::embedded::seeded_server(3).await;
     const P: usize = 60;
     let base = fixtures::spec("triu", P as u32)
         .epsilon(1.0)
@@ -76,7 +75,7 @@ async fn the_svec_weighting_halves_the_off_diagonal_noise_variance() {
             9,
         )));
     let mut raw = RawClient::connect(url).await.unwrap();
-    let (lo, hi) = support::chi2_ratio_bounds(P * (P - 1) / 2);
+    let (lo, hi) = support::checks::chi2_ratio_bounds(P * (P - 1) / 2);
     assert!(hi * 0.5 < lo, "the bands of σ²/2 and σ² overlap");
     for (id, params) in [("triu", &triu), ("svec", &svec)] {
         let c = device.collection(id).await.unwrap();
@@ -133,7 +132,7 @@ const USERS: [[f64; 4]; 4] = [
 /// than 0.5: the unbiasing is what the test sees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rank_one_moments_are_unbiased_through_the_server() {
-    let (server, url, mut admin) = support::seeded_server(5).await;
+    let (server, url, mut admin) = support::embedded::seeded_server(5).await;
     const P: usize = 4;
     let spec = |id: &str, moments: Moments| CollectionSpec {
         local_mechanism: LocalMechanism::RankOne as i32,
@@ -271,7 +270,7 @@ async fn rank_one_moments_are_unbiased_through_the_server() {
 /// shows the mechanism and its parameters.
 #[tokio::test]
 async fn bad_rank_one_specs_and_reports_are_refused() {
-    let (server, url, mut admin) = support::seeded_server(7).await;
+    let (server, url, mut admin) = support::embedded::seeded_server(7).await;
     let good = CollectionSpec {
         local_mechanism: LocalMechanism::RankOne as i32,
         delta: 0.0,
@@ -284,7 +283,7 @@ async fn bad_rank_one_specs_and_reports_are_refused() {
         f(&mut s);
         s
     };
-    support::assert_specs_refused(
+    support::checks::assert_specs_refused(
         &mut raw,
         vec![
             ("a delta", refused("d", &|s| s.delta = 1e-6)),
@@ -309,7 +308,7 @@ async fn bad_rank_one_specs_and_reports_are_refused() {
     )
     .await;
     let err = raw
-        .create_collection(ldpcov::proto::v1::CreateCollectionRequest {
+        .create_collection(ldpcov_proto::v1::CreateCollectionRequest {
             spec: Some(refused("d2", &|s| s.delta = 1e-6)),
         })
         .await
@@ -411,7 +410,7 @@ async fn bad_rank_one_specs_and_reports_are_refused() {
 /// products have finite moments of every order).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
-    let (server, _url, mut admin) = support::seeded_server(7).await;
+    let (server, _url, mut admin) = support::embedded::seeded_server(7).await;
     const P: usize = 5;
     const USERS_N: usize = 16;
     // Deterministic users spread over the coordinates, norms 0.3 … 0.95.
@@ -435,7 +434,7 @@ async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
             13,
         )));
     let (step, _) =
-        ldpcov::privacy::mechanism::rank_one::RankOneParams::wire_step_and_dither_variance();
+        ldpcov_privacy::mechanism::rank_one::RankOneParams::wire_step_and_dither_variance();
     let n = 40_000usize;
     for (k, (epsilon, moments)) in [
         (0.5, Moments::SecondMoment),
@@ -464,7 +463,7 @@ async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
             panic!("{id} is a rank-one collection");
         };
         let noise = report.noise();
-        let ldpcov::privacy::mechanism::NoiseModel::RankOne {
+        let ldpcov_privacy::mechanism::NoiseModel::RankOne {
             kappa,
             mean_scale,
             dither_variance,
@@ -473,7 +472,7 @@ async fn rank_one_off_diagonal_variance_matches_its_closed_form() {
         else {
             panic!("{id}: rank-one noise model");
         };
-        let without_e4 = ldpcov::privacy::mechanism::NoiseModel::RankOne {
+        let without_e4 = ldpcov_privacy::mechanism::NoiseModel::RankOne {
             kappa,
             mean_scale,
             excess_fourth_moment: 0.0,

@@ -17,12 +17,12 @@
 //! of a product of two Gaussians (2 for a Gaussian entry): ≤ 0.035 at p = 20, K = 32,
 //! so its square root has relative sd ≤ 0.018 and 10 % is more than 5 sd.
 
-use ldpcov::client::{DiscreteGaussianSampler, Perturber};
-use ldpcov::estimate::{Accumulator, EstimationInput, average};
-use ldpcov::privacy::Collection;
-use ldpcov::privacy::plan;
-use ldpcov::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments};
+use ldpcov_client::{DiscreteGaussianSampler, Perturber};
+use ldpcov_estimate::{Accumulator, EstimationInput, average};
 use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::plan;
+use ldpcov_proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 

@@ -5,14 +5,13 @@
 //! refused.
 
 use crate::support;
-
-use ldpcov::privacy::layout::triangle_pairs;
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
+use ldpcov_fixtures as fixtures;
+use ldpcov_privacy::layout::triangle_pairs;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
     CentralMechanism, CentralRelease, CentralWeighting, CollectionSpec, Encoding,
     GetEstimateRequest, Moments, NoThreshold, PrivacyModel, get_estimate_request,
 };
-use ldpcov_fixtures as fixtures;
 
 /// Two central second-moment collections on the same 40 users, all at x = 0 (so the
 /// exact sums are 0 and every released entry is pure noise): one created with the raw
@@ -30,7 +29,7 @@ use ldpcov_fixtures as fixtures;
 /// again, each is answered from the ledger, with the same numbers and noise level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn central_svec_releases_halve_the_off_diagonal_noise_variance() {
-    let (_server, url, mut admin) = support::seeded_server(5).await;
+    let (_server, url, mut admin) = support::embedded::seeded_server(5).await;
     const P: usize = 60;
     let n: u64 = 40;
     let rho = 0.01;
@@ -66,7 +65,7 @@ async fn central_svec_releases_halve_the_off_diagonal_noise_variance() {
     );
     assert!(rho <= svec.rho, "the release fits the budget");
     let mut raw = RawClient::connect(url).await.unwrap();
-    let (lo, hi) = support::chi2_ratio_bounds(P * (P - 1) / 2);
+    let (lo, hi) = support::checks::chi2_ratio_bounds(P * (P - 1) / 2);
     assert!(hi * 0.5 < lo, "the bands of σ²/2 and σ² overlap");
     let sd_avg = 1.0 / (n as f64 * f64::sqrt(rho));
     let request = |id: &str| GetEstimateRequest {
@@ -129,14 +128,14 @@ async fn central_svec_releases_halve_the_off_diagonal_noise_variance() {
 /// INVALID_ARGUMENT with nothing created; naming it for a central collection is kept.
 #[tokio::test]
 async fn bad_central_weightings_are_refused() {
-    let (_server, url, mut admin) = support::seeded_server(6).await;
+    let (_server, url, mut admin) = support::embedded::seeded_server(6).await;
     let central = CollectionSpec {
         privacy_model: PrivacyModel::Central as i32,
         encoding: Encoding::RawI32Le as i32,
         ..fixtures::spec("c", 3).build()
     };
     let mut raw = RawClient::connect(url).await.unwrap();
-    support::assert_specs_refused(
+    support::checks::assert_specs_refused(
         &mut raw,
         vec![
             (
@@ -158,7 +157,7 @@ async fn bad_central_weightings_are_refused() {
     )
     .await;
     let err = raw
-        .create_collection(ldpcov::proto::v1::CreateCollectionRequest {
+        .create_collection(ldpcov_proto::v1::CreateCollectionRequest {
             spec: Some(CollectionSpec {
                 central_weighting: 7,
                 ..central.clone()

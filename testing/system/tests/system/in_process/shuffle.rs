@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
+use ldpcov_aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
     CollectionSpec, GetEstimateRequest, GetStatusRequest, HpkeKeyState, LocalMechanism, Report,
     SealedReport, ShuffleSpec, ShuffledBatchChunk, ShuffledBatchResponse,
 };
@@ -27,7 +27,7 @@ async fn server(relay_tokens: &[&str]) -> EmbeddedServer {
 
 /// [`server`] on a given store.
 async fn server_on(
-    store: Arc<dyn ldpcov::aggregator::Store>,
+    store: Arc<dyn ldpcov_aggregator::Store>,
     relay_tokens: &[&str],
 ) -> EmbeddedServer {
     let auth = AuthConfig::new(Some(Token::new(ADMIN, "admin").unwrap()), Vec::new())
@@ -336,7 +336,7 @@ async fn a_batch_counts_its_good_reports_once_and_refuses_bad_ones_by_position()
         (delivered.batches, delivered.smallest_batch),
         (1, MIN_BATCH - 3)
     );
-    let collection = ldpcov::privacy::Collection::from_spec(params.spec.as_ref().unwrap()).unwrap();
+    let collection = ldpcov_privacy::Collection::from_spec(params.spec.as_ref().unwrap()).unwrap();
     let at_37 = collection.shuffled_privacy_at(MIN_BATCH - 3).unwrap();
     assert_eq!(delivered.central_epsilon, at_37.central_epsilon);
     assert!(
@@ -441,7 +441,7 @@ async fn a_batch_delivers_only_the_reports_first_counted_under_its_id() {
     assert_eq!((second.accepted, second.duplicates), (10, 30));
     assert_eq!(count(&url, "s").await, MIN_BATCH + 10);
     assert_eq!(delivered("s").await, (3, 10));
-    let collection = ldpcov::privacy::Collection::from_spec(params.spec.as_ref().unwrap()).unwrap();
+    let collection = ldpcov_privacy::Collection::from_spec(params.spec.as_ref().unwrap()).unwrap();
     let (_, shown) = guarantee(&url, "s").await;
     assert_eq!(
         shown.central_epsilon,
@@ -480,7 +480,7 @@ async fn a_batch_delivers_only_the_reports_first_counted_under_its_id() {
 
 /// A shuffled collection's announced central ε and what its batches delivered, from
 /// its status.
-async fn guarantee(url: &str, id: &str) -> (f64, ldpcov::proto::v1::ShuffleDelivered) {
+async fn guarantee(url: &str, id: &str) -> (f64, ldpcov_proto::v1::ShuffleDelivered) {
     let mut raw = RawClient::connect(url.to_string()).await.unwrap();
     let status = raw
         .get_status(GetStatusRequest {
@@ -545,13 +545,13 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
     // Both durable: the aggregator on redb in a temporary directory (the relay's store
     // is always durable).
     let data = tempfile::tempdir().unwrap();
-    let store = ldpcov::aggregator::DurableStore::open(data.path(), Default::default()).unwrap();
+    let store = ldpcov_aggregator::DurableStore::open(data.path(), Default::default()).unwrap();
     let server = server_on(Arc::new(store), &[RELAY]).await;
     let url = server.url();
     let spec = CollectionSpec {
         dim: P as u32,
         min_reports: 100,
-        moments: ldpcov::proto::v1::Moments::SecondMoment as i32,
+        moments: ldpcov_proto::v1::Moments::SecondMoment as i32,
         // Every report must land in the first window, so that one batch carries all
         // of them: sending 1 200 takes a few seconds, the window 30.
         shuffle: Some(ShuffleSpec {
@@ -588,7 +588,7 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
 
     // The others: prepared by one client, each sent under its own device token.
     let mut device = device(&url, &relay, 2).await;
-    let raw = ldpcov::proto::v1::relay_client::RelayClient::new(channel);
+    let raw = ldpcov_proto::v1::relay_client::RelayClient::new(channel);
     let mut acknowledged = 1u64;
     for user in 1..N {
         let prepared = device.prepare_relay_report(&collection, &u).await.unwrap();
@@ -621,8 +621,8 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
         .await
         .estimate(GetEstimateRequest {
             collection_id: "e2e".into(),
-            threshold: Some(ldpcov::proto::v1::get_estimate_request::Threshold::None(
-                ldpcov::proto::v1::NoThreshold {},
+            threshold: Some(ldpcov_proto::v1::get_estimate_request::Threshold::None(
+                ldpcov_proto::v1::NoThreshold {},
             )),
             skip_psd_projection: true,
             ..Default::default()
@@ -630,11 +630,11 @@ async fn reports_through_the_real_relay_are_counted_once_with_the_planned_error(
         .await
         .unwrap();
     let mut error2 = 0.0;
-    for ((i, j), v) in ldpcov::privacy::layout::triangle_pairs(P).zip(&estimate.upper_triangle) {
+    for ((i, j), v) in ldpcov_privacy::layout::triangle_pairs(P).zip(&estimate.upper_triangle) {
         let e = v - u[i] * u[j];
         error2 += if i == j { e * e } else { 2.0 * e * e };
     }
-    let planned = ldpcov::privacy::plan::raw_average_error(&collection, acknowledged, 1.0);
+    let planned = ldpcov_privacy::plan::raw_average_error(&collection, acknowledged, 1.0);
     let ratio = error2.sqrt() / planned;
     eprintln!("measured / planned Frobenius error of the raw average: {ratio:.4}");
     assert!((0.9..=1.1).contains(&ratio), "measured / planned = {ratio}");

@@ -1,10 +1,12 @@
-//! Helpers shared by the integration tests in `tests/` (each test crate includes this
-//! module with `mod support;`).
+//! Checks on what the aggregator releases and refuses: a packed estimate is a finite
+//! positive semi-definite matrix ([`assert_packed_psd`]), bad specs create nothing
+//! ([`assert_specs_refused`]), χ² bounds for noise-variance tests
+//! ([`chi2_ratio_bounds`]).
 
-use ldpcov::privacy::collection::validate_collection_id;
-use ldpcov::privacy::layout::{triangle_index, unpack_symmetric};
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{CollectionSpec, CreateCollectionRequest, GetStatusRequest};
+use ldpcov_privacy::collection::validate_collection_id;
+use ldpcov_privacy::layout::{triangle_index, unpack_symmetric};
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{CollectionSpec, CreateCollectionRequest, GetStatusRequest};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -17,7 +19,6 @@ use tonic::transport::Channel;
 /// floor)`) and through the eigenvalues of the unpacked matrix (`≥ floor`). Rounding:
 /// the projection is exact up to a few ulps of the largest entry times p, so `tol`
 /// is 1e-9 of `p·max|a|`.
-#[allow(dead_code)] // each test crate compiles this module; not all release estimates
 pub(crate) fn assert_packed_psd(packed: &[f64], p: usize, floor: f64) {
     assert_eq!(packed.len(), p * (p + 1) / 2, "packed length at p = {p}");
     assert!(
@@ -45,7 +46,6 @@ pub(crate) fn assert_packed_psd(packed: &[f64], p: usize, floor: f64) {
 
 /// Asserts that creating each named spec is INVALID_ARGUMENT and, when its id is a
 /// valid one, that no collection of that id exists afterwards.
-#[allow(dead_code)] // each test crate compiles this module; not all create collections
 pub(crate) async fn assert_specs_refused(
     raw: &mut RawClient<Channel>,
     cases: Vec<(&str, CollectionSpec)>,
@@ -72,34 +72,9 @@ pub(crate) async fn assert_specs_refused(
     }
 }
 
-/// An embedded server on 127.0.0.1:0, its URL, and a client connected to it whose
-/// device noise is drawn from a seeded sampler (`noise_seed`), so that a test's
-/// reports are reproducible.
-#[allow(dead_code)] // each test crate compiles this module; not all start a server
-pub(crate) async fn seeded_server(
-    noise_seed: u64,
-) -> (
-    ldpcov::aggregator::EmbeddedServer,
-    String,
-    ldpcov::client::AggregatorClient,
-) {
-    let server = ldpcov::aggregator::EmbeddedServer::start(ldpcov::aggregator::Limits::default())
-        .await
-        .unwrap();
-    let url = server.url();
-    let client = ldpcov::client::AggregatorClient::connect(url.clone())
-        .await
-        .unwrap()
-        .with_noise_sampler(Box::new(
-            ldpcov::client::DiscreteGaussianSampler::from_seed_for_simulation(noise_seed),
-        ));
-    (server, url, client)
-}
-
 /// Laurent & Massart (2000, Lemma 1): for `X ~ χ²_k`,
 /// `P(X ≥ k + 2√(kx) + 2x) ≤ e^{−x}` and `P(X ≤ k − 2√(kx)) ≤ e^{−x}`; at x = 21 each
 /// side is below 10⁻⁹. Returns the two quantiles divided by k.
-#[allow(dead_code)] // each test crate compiles this module; only the χ² tests use it
 pub(crate) fn chi2_ratio_bounds(k: usize) -> (f64, f64) {
     let (k, x) = (k as f64, 21.0);
     (

@@ -1,6 +1,6 @@
-//! What the relay's tests share: a fake aggregator that records every call
-//! ([`FakeAggregator`]), shuffled collection specs, device reports.
-#![allow(dead_code)]
+//! A fake aggregator that records every call ([`FakeAggregator`]), for the relay's
+//! tests: shuffled collection specs ([`shuffled_spec`]) and tagged sealed reports
+//! ([`sealed`], [`tag`]).
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -19,68 +19,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
-pub(crate) const RELAY_TOKEN: &str = "relay-token-0123456789";
+use super::embedded::RELAY_TOKEN;
 
-/// An embedded aggregator's auth: the admin token `admin` and [`RELAY_TOKEN`] as the
-/// relay's identity.
-pub(crate) fn aggregator_auth(admin: &str) -> ldpcov_aggregator::AuthConfig {
-    use ldpcov_aggregator::{AuthConfig, Token};
-    AuthConfig::new(Some(Token::new(admin, "admin").expect("admin")), Vec::new())
-        .expect("auth")
-        .with_relay_tokens(vec![Token::new(RELAY_TOKEN, "relay").expect("relay")])
-        .expect("relay tokens")
-}
-
-/// The real aggregator in process over a memory store, with the admin token `admin`
-/// and [`RELAY_TOKEN`] for relays ([`aggregator_auth`]), and a client of it holding
-/// the admin token.
-pub(crate) async fn embedded_aggregator(
-    admin: &str,
-) -> (
-    ldpcov_aggregator::EmbeddedServer,
-    ldpcov_client::AggregatorClient,
-) {
-    let aggregator = ldpcov_aggregator::EmbeddedServer::start_with_options(
-        Arc::new(ldpcov_aggregator::MemoryStore::new()),
-        ldpcov_aggregator::ServeOptions {
-            limits: ldpcov_aggregator::Limits::default(),
-            auth: Arc::new(aggregator_auth(admin)),
-            ..ldpcov_aggregator::ServeOptions::default()
-        },
-    )
-    .await
-    .expect("aggregator");
-    let client = ldpcov_client::AggregatorClient::connect(aggregator.url())
-        .await
-        .expect("connect")
-        .with_token(admin.into())
-        .expect("token");
-    (aggregator, client)
-}
-
-/// The relay at `url`'s status of `collection`, asked with the admin token `admin`;
-/// `None` when the relay cannot be reached or refuses (a crash test polls through
-/// restarts).
-pub(crate) async fn relay_status(
-    url: &str,
-    collection: &str,
-    admin: &str,
-) -> Option<ldpcov_proto::v1::RelayStatus> {
-    let mut client = ldpcov_proto::v1::relay_client::RelayClient::connect(url.to_string())
-        .await
-        .ok()?;
-    let mut request = Request::new(ldpcov_proto::v1::RelayStatusRequest {
-        collection_id: collection.into(),
-    });
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {admin}").parse().ok()?);
-    client
-        .get_relay_status(request)
-        .await
-        .ok()
-        .map(|r| r.into_inner())
-}
 pub(crate) const ACTIVE_KEY: u32 = 100;
 
 /// A rank-one shuffled collection spec.
@@ -423,47 +363,4 @@ impl Aggregator for FakeAggregator {
         state.duplicates += response.duplicates;
         Ok(Response::new(response))
     }
-}
-
-/// The secret of the in-process test relays' layer key ([`layer_key`]).
-pub(crate) const LAYER_SECRET: [u8; 32] = [0x4c; 32];
-
-/// Writes [`LAYER_SECRET`] as a relay binary's `--layer-key-file` (the file format of
-/// `ldpcov_seal::MasterSecret`), so that [`outer`] seals to that relay too.
-pub(crate) fn write_layer_key(path: &std::path::Path) {
-    std::fs::write(path, format!("{}\n", hex::encode(LAYER_SECRET))).expect("write the layer key");
-}
-
-/// The in-process test relays' own key (`RelayOptions::layer_key`): fixed, so that a
-/// restarted relay opens what its devices sealed before.
-pub(crate) fn layer_key() -> Arc<ldpcov_seal::RelayKey> {
-    Arc::new(ldpcov_seal::RelayKey::from_secret(
-        &ldpcov_seal::MasterSecret::from_bytes(LAYER_SECRET),
-    ))
-}
-
-/// The key of the relay binary whose data directory is `data_dir` (its default
-/// `relay-layer.key` there, created now if the relay has not created it yet: the
-/// relay then reads this one).
-pub(crate) fn layer_key_in(data_dir: &std::path::Path) -> Arc<ldpcov_seal::RelayKey> {
-    std::fs::create_dir_all(data_dir).expect("data dir");
-    let secret = ldpcov_seal::MasterSecret::load_or_create(
-        data_dir.join(ldpcov_relay::constants::LAYER_KEY_FILE),
-    )
-    .expect("the relay's layer key file");
-    Arc::new(ldpcov_seal::RelayKey::from_secret(&secret))
-}
-
-/// `sealed` as a device sends it to a relay with `key`: under the relay's layer.
-pub(crate) fn outer_with(
-    key: &ldpcov_seal::RelayKey,
-    collection: &str,
-    sealed: &SealedReport,
-) -> SealedReport {
-    ldpcov_client::seal_for_relay(collection, &key.public_config(), sealed).expect("the layer")
-}
-
-/// `sealed` under the in-process test relays' layer ([`layer_key`]).
-pub(crate) fn outer(collection: &str, sealed: &SealedReport) -> SealedReport {
-    outer_with(&layer_key(), collection, sealed)
 }

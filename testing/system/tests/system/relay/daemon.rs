@@ -11,9 +11,9 @@
 //!   duplicate and refused reports, of batches formed and forwarded, of forwarded
 //!   reports and of failed batch calls move by exactly what the test did.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,9 +26,11 @@ use ldpcov_relay::{CloseRule, DeviceId, DeviceTokenIssuer, RelayStore, StoreOpti
 use tonic::Request;
 
 use crate::support;
-use support::{FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec};
+use crate::support::crash::{free_port, kill as stop, wait_ready};
+use crate::support::embedded::RELAY_TOKEN;
+use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
+use crate::support::relay::{RelayFiles, spawn_relay, write_relay_secrets};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
 pub(crate) const ADMIN: &str = "daemon-test-relay-admin";
 const AGGREGATOR_ADMIN: &str = "daemon-test-aggregator-admin";
 pub(crate) const SECRET: [u8; 32] = [0x77; 32];
@@ -38,21 +40,13 @@ const MIN: u64 = 10;
 /// generous for a loaded 2-core machine.
 pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
-pub(crate) fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
 /// The relay's secrets and directories in `dir`.
 pub(crate) fn write_secrets(dir: &Path) {
-    std::fs::write(dir.join("relay-token"), RELAY_TOKEN).expect("write");
-    std::fs::write(dir.join("device-secret"), hex::encode(SECRET)).expect("write");
-    std::fs::write(dir.join("admin-token"), ADMIN).expect("write");
-    support::write_layer_key(&dir.join("layer-key"));
+    write_relay_secrets(dir, SECRET, ADMIN);
 }
 
-/// `ldpcov-relay serve` on `addr` (clean environment), forwarding to `aggregator`,
-/// store in `data`, stderr appended to `dir/relay.log`, with `extra` flags.
+/// `serve` on `addr` with the files [`write_secrets`] wrote in `dir`, forwarding to
+/// `aggregator`, store in `data`, with `extra` flags.
 pub(crate) fn spawn(
     addr: SocketAddr,
     aggregator: &str,
@@ -60,53 +54,7 @@ pub(crate) fn spawn(
     data: &Path,
     extra: &[&str],
 ) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("relay.log"))
-        .expect("log");
-    let mut cmd = Command::new(BIN);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("LDPCOV_RELAY_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .args(["--log", "info", "serve", "--listen"])
-        .arg(addr.to_string())
-        .args(["--aggregator", aggregator, "--relay-token-file"])
-        .arg(dir.join("relay-token"))
-        .arg("--device-token-secret-file")
-        .arg(dir.join("device-secret"))
-        .arg("--admin-token-file")
-        .arg(dir.join("admin-token"))
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--layer-key-file")
-        .arg(dir.join("layer-key"))
-        .args(["--batch-check-interval-ms", "20"])
-        // Tests: devices in plaintext, and the tests' small batches.
-        .args(["--insecure-plaintext", "--min-batch-size", "2"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn the relay")
-}
-
-pub(crate) fn stop(child: &mut Child) {
-    child.kill().expect("kill the relay");
-    child.wait().expect("reap the relay");
-}
-
-pub(crate) async fn wait_ready(url: &str) {
-    let deadline = Instant::now() + WAIT;
-    while RelayClient::connect(url.to_string()).await.is_err() {
-        assert!(Instant::now() < deadline, "relay {url} did not come up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    spawn_relay(addr, aggregator, &RelayFiles::in_dir(dir, data), extra)
 }
 
 /// Polls `check` every 20 ms until it returns true, failing with `what` after [`WAIT`].
@@ -123,7 +71,7 @@ where
 }
 
 async fn status(url: &str, collection: &str) -> RelayStatus {
-    support::relay_status(url, collection, ADMIN)
+    support::relay::relay_status(url, collection, ADMIN)
         .await
         .expect("the relay's status")
 }
@@ -192,7 +140,7 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
     let (cert, key) = self_signed();
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, &cert).expect("write");
-    let auth = support::aggregator_auth(AGGREGATOR_ADMIN);
+    let auth = support::embedded::aggregator_auth(AGGREGATOR_ADMIN);
     let aggregator = EmbeddedServer::start_with_options(
         Arc::new(MemoryStore::new()),
         ServeOptions {
@@ -233,7 +181,7 @@ async fn forwards_over_tls_with_the_ca_and_keeps_the_batch_without_it() {
         let request = RelayReport {
             collection_id: "tls".into(),
             submission_id: vec![i as u8; 16],
-            outer: Some(support::outer("tls", &sealed)),
+            outer: Some(support::relay::outer("tls", &sealed)),
         };
         let duplicate = send(&url, &format!("dev-{i}"), request)
             .await
@@ -319,7 +267,7 @@ fn fake_report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: "m".into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        outer: Some(support::outer("m", &sealed(tag))),
+        outer: Some(support::relay::outer("m", &sealed(tag))),
     }
 }
 

@@ -25,7 +25,8 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::support;
-use support::{RELAY_TOKEN, shuffled_spec};
+use crate::support::embedded::RELAY_TOKEN;
+use crate::support::fake_aggregator::shuffled_spec;
 
 const ADMIN: &str = "availability-aggregator-admin";
 const RELAY_ADMIN: &str = "availability-relay-admin";
@@ -146,7 +147,7 @@ async fn counted(url: &str, id: &str) -> u64 {
 }
 
 async fn relay_status(url: &str, id: &str) -> ldpcov_proto::v1::RelayStatus {
-    support::relay_status(url, id, RELAY_ADMIN)
+    support::relay::relay_status(url, id, RELAY_ADMIN)
         .await
         .expect("relay status")
 }
@@ -172,7 +173,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_and_deleted_collections_are_retired_and_the_relay_stays_serving() {
     let _turn = SERIAL.lock().await;
-    let (aggregator, mut admin) = support::embedded_aggregator(ADMIN).await;
+    let (aggregator, mut admin) = support::embedded::embedded_aggregator(ADMIN).await;
     // Batches of 3: two reports stay pending in each window.
     for id in ["kept", "closed", "deleted"] {
         admin
@@ -271,7 +272,7 @@ async fn aggregator_on(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let options = ServeOptions {
         limits: Limits::default(),
-        auth: Arc::new(support::aggregator_auth(ADMIN)),
+        auth: Arc::new(support::embedded::aggregator_auth(ADMIN)),
         shuffle_secret: Some(secret),
         ..ServeOptions::default()
     };
@@ -387,13 +388,13 @@ async fn an_aggregator_outage_shows_in_health_and_loses_no_report() {
 /// batch, possibly hours later. Now the binary exits at start with one line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_token_the_aggregator_refuses_stops_the_relay_at_start() {
-    let fake = support::FakeAggregator::default();
+    let fake = support::fake_aggregator::FakeAggregator::default();
     fake.state().relay_token = Some("the-token-the-aggregator-knows".into());
     let aggregator = fake.serve().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    crate::daemon::write_secrets(dir.path());
-    let addr = crate::daemon::free_port();
-    let mut child = crate::daemon::spawn(
+    super::daemon::write_secrets(dir.path());
+    let addr = support::crash::free_port();
+    let mut child = super::daemon::spawn(
         addr,
         &format!("http://{aggregator}"),
         dir.path(),

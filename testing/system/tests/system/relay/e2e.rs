@@ -15,7 +15,8 @@ use rand::{Rng, SeedableRng};
 use tonic::Request;
 
 use crate::support;
-use support::{RELAY_TOKEN, shuffled_spec};
+use crate::support::embedded::RELAY_TOKEN;
+use crate::support::fake_aggregator::shuffled_spec;
 
 const ADMIN: &str = "aggregator-admin";
 const RELAY_ADMIN: &str = "relay-admin";
@@ -25,7 +26,7 @@ const DEVICES: u64 = 70;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aggregator_counts_exactly_what_the_relay_acknowledged() {
     // The aggregator: admin token, the relay's token; its HPKE secret is generated.
-    let (aggregator, mut admin) = support::embedded_aggregator(ADMIN).await;
+    let (aggregator, mut admin) = support::embedded::embedded_aggregator(ADMIN).await;
     admin
         .create_collection(shuffled_spec("e2e", MIN, 1))
         .await

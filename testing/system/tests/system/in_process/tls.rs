@@ -4,14 +4,14 @@
 use ldpcov_fixtures as fixtures;
 use std::sync::Arc;
 
-use ldpcov::aggregator::Limits;
-use ldpcov::aggregator::MemoryStore;
-use ldpcov::aggregator::ServerTls;
-use ldpcov::aggregator::{AuthConfig, Token};
-use ldpcov::aggregator::{EmbeddedServer, ServeOptions};
-use ldpcov::client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{CollectionSpec, Encoding, GetStatusRequest};
+use ldpcov_aggregator::Limits;
+use ldpcov_aggregator::MemoryStore;
+use ldpcov_aggregator::ServerTls;
+use ldpcov_aggregator::{AuthConfig, Token};
+use ldpcov_aggregator::{EmbeddedServer, ServeOptions};
+use ldpcov_client::{AggregatorClient, ClientError, DiscreteGaussianSampler, RetryPolicy};
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{CollectionSpec, Encoding, GetStatusRequest};
 
 struct SelfSigned {
     cert_pem: String,

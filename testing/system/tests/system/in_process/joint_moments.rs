@@ -5,19 +5,18 @@
 //! and wrong-length reports refused with nothing changed.
 
 use crate::support;
-
-use ldpcov::aggregator::{EmbeddedServer, Limits};
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::privacy::Collection;
-use ldpcov::privacy::layout::triangle_pairs;
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
-    CollectionSpec, Encoding, GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, Report,
-    get_estimate_request,
-};
+use ldpcov_aggregator::{EmbeddedServer, Limits};
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_fixtures as fixtures;
 use ldpcov_lab::metrics::estimate_matrix;
 use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_privacy::Collection;
+use ldpcov_privacy::layout::triangle_pairs;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
+    CollectionSpec, Encoding, GetEstimateRequest, GetStatusRequest, Moments, NoThreshold, Report,
+    get_estimate_request,
+};
 use nalgebra::{DMatrix, DVector};
 use rand::SeedableRng;
 use tonic::Code;
@@ -127,7 +126,7 @@ fn frob(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mean_and_covariance_of_non_centred_data_through_the_server() {
-    let (server, url, mut cl) = support::seeded_server(41).await;
+    let (server, url, mut cl) = support::embedded::seeded_server(41).await;
     // x ~ N(3·1, Model 1): ‖x‖² ≈ p(3² + 1) = 60. R = 9 clips few users, and the exact
     // statistics below are of the clipped data anyway. The centred collection uses the
     // public centre c = 3·1 and R = 3 (‖x − c‖² ≈ p = 6). ε = 10 keeps the 10⁻⁹ bounds
@@ -205,7 +204,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     let est = get(no_threshold("joint")).await;
     assert_eq!(est.moments, Moments::MeanAndCovariance as i32);
     assert_eq!(est.reports, n as u64);
-    support::assert_packed_psd(&est.upper_triangle, P, 0.0);
+    support::checks::assert_packed_psd(&est.upper_triangle, P, 0.0);
     let sigma_hat = estimate_matrix(&est);
     let err = frob(&sigma_hat, &s_data);
     let bias = r2 * e.mean.norm_squared(); // ‖R²ūūᵀ‖_F
@@ -233,7 +232,7 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     let m_hat = DMatrix::from_row_slice(
         P,
         P,
-        &ldpcov::privacy::layout::unpack_symmetric(P, &est.second_moment),
+        &ldpcov_privacy::layout::unpack_symmetric(P, &est.second_moment),
     );
     let m_bound = r2 * (s * (2.0 * chi2_quantile(21)).sqrt() + 0.5 * P as f64 / c.grid_scale());
     assert!(frob(&m_hat, &(&e.second * r2)) <= m_bound);
@@ -253,10 +252,9 @@ async fn mean_and_covariance_of_non_centred_data_through_the_server() {
     }
     // Undefined exactly where the released variance is at most 3 noise sds of a
     // diagonal entry of the raw average.
-    let sd =
-        ldpcov::estimate::EstimationInput::from_collection(c).diagonal_entry_noise_sd(n as u64);
+    let sd = ldpcov_estimate::EstimationInput::from_collection(c).diagonal_entry_noise_sd(n as u64);
     for i in 0..P {
-        let below = !ldpcov::estimate::variance_above_noise(sigma_hat[(i, i)], sd);
+        let below = !ldpcov_estimate::variance_above_noise(sigma_hat[(i, i)], sd);
         assert_eq!(
             undefined.contains(&(i as u32)),
             below,
@@ -385,7 +383,7 @@ async fn bad_joint_specs_and_short_reports_are_refused() {
             },
         ),
     ];
-    support::assert_specs_refused(&mut raw, cases).await;
+    support::checks::assert_specs_refused(&mut raw, cases).await;
 
     let mut cl = AggregatorClient::connect(server.url()).await.unwrap();
     cl.create_collection(spec("ok", 1.0)).await.unwrap();

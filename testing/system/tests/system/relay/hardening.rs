@@ -24,17 +24,19 @@ use ldpcov_proto::v1::{RelayReport, RelayReportResponse, RelayStatusRequest, Sea
 use ldpcov_relay::{
     CloseRule, DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore, Secret, Upstream,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::time::timeout;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
+use tonic::{Code, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::support;
-use support::{FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec};
+use crate::support::embedded::RELAY_TOKEN;
+use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
+use crate::support::grpc::{channel, closed_within, unary_with_body, with_token};
 
 const ADMIN: &str = "hardening-admin-token";
 const SECRET: [u8; 32] = [42; 32];
@@ -83,7 +85,7 @@ impl Relay {
                 window_seconds: 0,
             },
             limits,
-            layer_key: Some(support::layer_key()),
+            layer_key: Some(support::relay::layer_key()),
             ..RelayOptions::new(upstream, issuer)
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -111,11 +113,7 @@ impl Relay {
     }
 
     async fn channel(&self) -> Channel {
-        Channel::from_shared(self.url())
-            .expect("url")
-            .connect()
-            .await
-            .expect("connect")
+        channel(&self.url()).await
     }
 
     async fn stop(mut self) {
@@ -134,22 +132,11 @@ fn token(device: &str) -> String {
         .expect("device id")
 }
 
-fn with_token<T>(message: T, token: Option<&str>) -> Request<T> {
-    let mut request = Request::new(message);
-    if let Some(token) = token {
-        request.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {token}").parse().expect("ascii"),
-        );
-    }
-    request
-}
-
 fn report(collection: &str, submission: u8, sealed: SealedReport) -> RelayReport {
     RelayReport {
         collection_id: collection.into(),
         submission_id: vec![submission; 16],
-        outer: Some(support::outer(collection, &sealed)),
+        outer: Some(support::relay::outer(collection, &sealed)),
     }
 }
 
@@ -185,17 +172,7 @@ async fn submit_with_body(
     token: Option<&str>,
     body: impl futures::Stream<Item = RelayReport> + Send + 'static,
 ) -> Result<RelayReportResponse, Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready()
-        .await
-        .map_err(|e| Status::unavailable(e.to_string()))?;
-    grpc.client_streaming(
-        with_token(body, token),
-        PathAndQuery::from_static(SUBMIT),
-        tonic_prost::ProstCodec::<RelayReport, RelayReportResponse>::default(),
-    )
-    .await
-    .map(tonic::Response::into_inner)
+    unary_with_body(channel, SUBMIT, token, body).await
 }
 
 /// Item 1: 1 100 calls without a token that send their headers and never their body
@@ -339,24 +316,6 @@ async fn one_device_stalling_its_calls_does_not_stall_another() {
         call.abort();
     }
     relay.stop().await;
-}
-
-/// Reads until the server closes the connection (EOF or an error); `None` if it is
-/// still open after `limit`.
-async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<Duration> {
-    let started = Instant::now();
-    let mut buf = [0u8; 4096];
-    timeout(limit, async {
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .ok()
-    .map(|()| started.elapsed())
 }
 
 /// Item 2: a silent TCP connection, one that sent 8 bytes of the HTTP/2 preface, and
@@ -623,8 +582,6 @@ async fn a_refused_relay_token_turns_health_not_serving_until_the_aggregator_ans
     relay.stop().await;
 }
 
-const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
-
 /// The CPU time (user + system) process `pid` has used, in clock ticks.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/PID/stat");
@@ -648,15 +605,7 @@ fn spawn_limited(
     std::fs::write(dir.join("relay-token"), RELAY_TOKEN).expect("write");
     std::fs::write(dir.join("device-secret"), hex::encode(SECRET)).expect("write");
     let log = std::fs::File::create(dir.join("relay.log")).expect("log");
-    let mut cmd = std::process::Command::new("sh");
-    for (name, _) in std::env::vars() {
-        if name.starts_with("LDPCOV_RELAY_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.arg("-c")
-        .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
-        .arg(BIN)
+    support::relay::relay_command_after(&format!("ulimit -n {nofile}"))
         .args(["--log", "info", "serve", "--listen"])
         .arg(addr.to_string())
         .arg("--aggregator")
@@ -669,8 +618,6 @@ fn spawn_limited(
         .arg(dir.join("data"))
         .args(["--insecure-plaintext", "--min-batch-size", "2"])
         .args(extra)
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log)

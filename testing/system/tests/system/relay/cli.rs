@@ -1,22 +1,9 @@
 //! The `ldpcov-relay` binary's command line: `issue-device-token`, environment
 //! variables, and one-line errors with a non-zero exit on bad input.
 
-use std::process::Command;
-
 use ldpcov_relay::DeviceTokenIssuer;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
-
-fn relay() -> Command {
-    let mut cmd = Command::new(BIN);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("LDPCOV_RELAY_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.env("NO_COLOR", "1");
-    cmd
-}
+use crate::support::relay::relay_command as relay;
 
 /// Writes a secret file as an operator should, mode 0600: a file other users may read
 /// is taken with a WARN, a second stderr line before a refusal's one line.

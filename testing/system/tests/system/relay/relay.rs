@@ -18,7 +18,8 @@ use ldpcov_relay::{
 use tonic::{Code, Request};
 
 use crate::support;
-use support::{ACTIVE_KEY, FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec, tag};
+use crate::support::embedded::RELAY_TOKEN;
+use crate::support::fake_aggregator::{ACTIVE_KEY, FakeAggregator, sealed, shuffled_spec, tag};
 
 const ADMIN: &str = "relay-admin-token";
 
@@ -78,7 +79,7 @@ impl Relay {
             admin: Some(Secret::new(ADMIN, "admin").expect("admin")),
             batch_check_interval: Duration::from_millis(50),
             floor: config.floor,
-            layer_key: Some(support::layer_key()),
+            layer_key: Some(support::relay::layer_key()),
             new_device_cap: config.new_device_cap,
             ..RelayOptions::new(upstream, issuer.clone())
         };
@@ -119,7 +120,7 @@ impl Relay {
         let mut request = Request::new(RelayReport {
             collection_id: collection.into(),
             submission_id: vec![submission; 16],
-            outer: Some(support::outer(collection, &report)),
+            outer: Some(support::relay::outer(collection, &report)),
         });
         if let Some(t) = token {
             request.metadata_mut().insert(
@@ -572,7 +573,7 @@ async fn submit_throughput() {
                     let mut request = Request::new(RelayReport {
                         collection_id: "s".into(),
                         submission_id: (d as u128).to_le_bytes().to_vec(),
-                        outer: Some(support::outer("s", &sealed(d as u64))),
+                        outer: Some(support::relay::outer("s", &sealed(d as u64))),
                     });
                     request.metadata_mut().insert(
                         "authorization",
@@ -1062,7 +1063,10 @@ async fn a_key_partition_holds_the_collection_and_devices_only_see_pinned_bytes(
         .expect("the relay's key");
     assert_eq!(
         relay_key.public_key,
-        support::layer_key().public_config().public_key.to_vec()
+        support::relay::layer_key()
+            .public_config()
+            .public_key
+            .to_vec()
     );
     // One report in the window (a batch needs 2): pinned-key reports waiting.
     assert!(
@@ -1158,7 +1162,7 @@ async fn the_bytes_a_device_sends_share_no_32_byte_window_with_what_the_aggregat
         let request = RelayReport {
             collection_id: "s".into(),
             submission_id: vec![d; 16],
-            outer: Some(support::outer("s", &sealed)),
+            outer: Some(support::relay::outer("s", &sealed)),
         };
         sent.push(request.encode_to_vec());
         inner.push(sealed);

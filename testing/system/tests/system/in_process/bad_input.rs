@@ -4,25 +4,24 @@
 //! limits (request timeout, concurrency limit). Each case checks the status code and
 //! that nothing changed.
 
-use crate::support;
-
 use ldpcov_fixtures as fixtures;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support;
 use bytes::{Buf, BufMut};
 use futures::StreamExt;
-use ldpcov::aggregator::Limits;
-use ldpcov::aggregator::constants::STREAM_BATCH;
-use ldpcov::aggregator::{AuthConfig, SubmitToken, Token};
-use ldpcov::aggregator::{BatchOutcome, MemoryStore, Snapshot, Store, StoreError, ValidReport};
-use ldpcov::aggregator::{EmbeddedServer, ServeOptions, TransportLimits};
-use ldpcov::client::{
+use ldpcov_aggregator::Limits;
+use ldpcov_aggregator::constants::STREAM_BATCH;
+use ldpcov_aggregator::{AuthConfig, SubmitToken, Token};
+use ldpcov_aggregator::{BatchOutcome, MemoryStore, Snapshot, Store, StoreError, ValidReport};
+use ldpcov_aggregator::{EmbeddedServer, ServeOptions, TransportLimits};
+use ldpcov_client::{
     AggregatorClient, ClientError, DiscreteGaussianSampler, NoiseSampler, Perturber, RetryPolicy,
 };
-use ldpcov::privacy::Collection;
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
+use ldpcov_privacy::Collection;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionSpec, Encoding, GetCollectionRequest, GetEstimateRequest,
     Moments, NoThreshold, Report, SubmitReportsResponse, get_estimate_request,
 };
@@ -207,7 +206,7 @@ async fn an_oversized_message_is_out_of_range() {
 
 #[tokio::test]
 async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
-    let max = ldpcov::privacy::limits::MAX_DIM;
+    let max = ldpcov_privacy::limits::MAX_DIM;
     let server = EmbeddedServer::start(Limits { max_dim: max })
         .await
         .unwrap();
@@ -257,7 +256,7 @@ async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
             }),
         ),
     ];
-    support::assert_specs_refused(&mut raw, cases).await;
+    support::checks::assert_specs_refused(&mut raw, cases).await;
     server.shutdown().await.unwrap();
 }
 
@@ -265,7 +264,7 @@ async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
 /// INVALID_ARGUMENT naming the field, before any work, and the collection unchanged.
 #[tokio::test]
 async fn absurd_estimate_options_are_invalid_argument() {
-    use ldpcov::proto::v1::{EstimateTarget, PrecisionParams};
+    use ldpcov_proto::v1::{EstimateTarget, PrecisionParams};
     let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
     let mut admin = client(&server.url(), 7).await;
     admin.create_collection(spec("e", 2)).await.unwrap();
@@ -919,7 +918,7 @@ impl NoiseSampler for Recording {
 /// a t of 4 about 63 times.
 #[test]
 fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
-    let c = ldpcov::privacy::Collection::from_spec(&CollectionSpec {
+    let c = ldpcov_privacy::Collection::from_spec(&CollectionSpec {
         epsilon: 20.0,
         ..spec("tail", 44)
     })
@@ -944,7 +943,7 @@ fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
     assert!(reports * c.entries() >= 1_000_000);
     assert_eq!(hits, 0, "honest entries clamped at ±{bound}");
     assert!(
-        noise.max_sigmas > 4.0 && noise.max_sigmas < ldpcov::privacy::collection::VALIDATION_SIGMAS,
+        noise.max_sigmas > 4.0 && noise.max_sigmas < ldpcov_privacy::collection::VALIDATION_SIGMAS,
         "largest draw {} σ",
         noise.max_sigmas
     );
@@ -959,8 +958,8 @@ fn honest_reports_at_small_sigma_never_reach_the_validation_bound() {
 #[tokio::test]
 async fn estimate_lists_beyond_their_bounds_are_invalid_argument_before_any_work() {
     use get_estimate_request::Threshold;
-    use ldpcov::aggregator::constants::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
-    use ldpcov::proto::v1::{BulkShrinkage, CrossValidatedThreshold};
+    use ldpcov_aggregator::constants::{MAX_ESTIMATE_CANDIDATES, MAX_ESTIMATE_LIST};
+    use ldpcov_proto::v1::{BulkShrinkage, CrossValidatedThreshold};
     let server = EmbeddedServer::start(Limits { max_dim: 16 }).await.unwrap();
     let mut admin = client(&server.url(), 7).await;
     admin.create_collection(spec("budget", 2)).await.unwrap();

@@ -4,18 +4,17 @@
 //! of bad estimator parameters.
 
 use crate::support;
-
-use ldpcov::aggregator::EmbeddedServer;
-use ldpcov::client::AggregatorClient;
-use ldpcov::privacy::layout::unpack_symmetric;
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
+use ldpcov_aggregator::EmbeddedServer;
+use ldpcov_client::AggregatorClient;
+use ldpcov_lab::metrics::estimate_matrix;
+use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_privacy::layout::unpack_symmetric;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
     AdaptiveThreshold, BulkShrinkage, CollectionSpec, CrossValidatedThreshold, Encoding, Estimate,
     EstimateTarget, FactorModel, GetEstimateRequest, LocalMechanism, Moments, PrecisionParams,
     SpectralLoss, SpectralShrinkage, ThresholdKind, VerdictState, get_estimate_request,
 };
-use ldpcov_lab::metrics::estimate_matrix;
-use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use tonic::Code;
@@ -44,7 +43,7 @@ async fn server_with_reports(
     noise_seed: u64,
     data_seed: u64,
 ) -> (EmbeddedServer, String) {
-    let (server, url, mut cl) = support::seeded_server(noise_seed).await;
+    let (server, url, mut cl) = support::embedded::seeded_server(noise_seed).await;
     let id = spec.collection_id.clone();
     cl.create_collection(spec).await.unwrap();
     let collection = cl.collection(&id).await.unwrap();
@@ -125,7 +124,7 @@ async fn default_rule_adaptive_and_precision_targets() {
     assert_eq!(cv.target, EstimateTarget::Covariance as i32);
     assert!(cv.precision_upper_triangle.is_empty());
     assert_eq!(cv.dim as usize, P);
-    support::assert_packed_psd(&cv.upper_triangle, P, 0.0);
+    support::checks::assert_packed_psd(&cv.upper_triangle, P, 0.0);
 
     // Cross-validation told the variables have no order and given one diagonal
     // shrinkage weight: no banding or Toeplitz candidate, β = 0.
@@ -573,7 +572,7 @@ async fn spectral_rules_are_named_and_bad_parameters_refused() {
         let e = raw.get_estimate(req).await.unwrap().into_inner();
         assert!(e.threshold_rule.starts_with(prefix), "{}", e.threshold_rule);
         assert_eq!(e.threshold, 0.0);
-        support::assert_packed_psd(&e.upper_triangle, P, 0.0);
+        support::checks::assert_packed_psd(&e.upper_triangle, P, 0.0);
     }
     server.shutdown().await.unwrap();
 }
@@ -602,7 +601,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
     // tries a structure. Observed through `threshold_rule`, which names the chosen
     // candidate.
     let p = 10usize;
-    let (server, url, mut cl) = support::seeded_server(61).await;
+    let (server, url, mut cl) = support::embedded::seeded_server(61).await;
     for (id, ordered) in [("plain", false), ("ordered", true)] {
         cl.create_collection(CollectionSpec {
             collection_id: id.into(),
@@ -629,7 +628,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
     // GetCollection echoes the declaration.
     for (id, ordered) in [("plain", false), ("ordered", true)] {
         let params = raw
-            .get_collection(ldpcov::proto::v1::GetCollectionRequest {
+            .get_collection(ldpcov_proto::v1::GetCollectionRequest {
                 collection_id: id.into(),
             })
             .await
@@ -674,7 +673,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
             .any(|s| rule.contains(s)),
         "{rule}"
     );
-    support::assert_packed_psd(&default.upper_triangle, p, 0.0);
+    support::checks::assert_packed_psd(&default.upper_triangle, p, 0.0);
     let err = |e: &Estimate| (estimate_matrix(e) - &sigma).norm();
     assert!(
         err(&default) <= 0.8 * err(&none),
@@ -726,7 +725,7 @@ async fn default_on_unordered_factor_data_and_structures_only_for_ordered_variab
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_validation_stacks_the_families_unless_asked_not_to() {
     let p = 20usize;
-    let (server, url, mut cl) = support::seeded_server(71).await;
+    let (server, url, mut cl) = support::embedded::seeded_server(71).await;
     cl.create_collection(CollectionSpec {
         collection_id: "blocks".into(),
         dim: p as u32,
@@ -810,7 +809,7 @@ async fn cross_validation_stacks_the_families_unless_asked_not_to() {
             .ends_with(chosen.split(" → ").nth(1).unwrap())
     );
     for e in [&stacked, &alone, &bulk] {
-        support::assert_packed_psd(&e.upper_triangle, p, 0.0);
+        support::checks::assert_packed_psd(&e.upper_triangle, p, 0.0);
     }
     let (s, a, b) = (
         estimate_matrix(&stacked),
@@ -869,7 +868,7 @@ async fn principal_components_recover_a_planted_factor() {
     let sampler = Sampler::gaussian(&sigma).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(29);
     let users: Vec<Vec<f64>> = (0..n).map(|_| sampler.sample(&mut rng)).collect();
-    let (_server, url, mut cl) = support::seeded_server(31).await;
+    let (_server, url, mut cl) = support::embedded::seeded_server(31).await;
     // ‖x‖² has mean tr Σ = 26 and sd √(2·tr Σ²) = 24: clipping at R = 10 (100) touches
     // a few users, radially, which shrinks θ a little and leaves v where it is.
     let spec = CollectionSpec {
@@ -969,7 +968,7 @@ async fn error_bars_cover_the_truth_for_95_percent_of_entries() {
     let mean = [3.0, -2.0, 1.0, 0.0, 0.5, -1.0];
     let sampler = Sampler::gaussian(&sigma).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(41);
-    let (_server, url, mut cl) = support::seeded_server(43).await;
+    let (_server, url, mut cl) = support::embedded::seeded_server(43).await;
     let mut raw = RawClient::connect(url).await.unwrap();
     let mut covered = [0usize; 2];
     let mut total = [0usize; 2];
@@ -1013,7 +1012,7 @@ async fn error_bars_cover_the_truth_for_95_percent_of_entries() {
                 bars.method,
                 if k == 0 { "empirical" } else { "closed-form" }
             );
-            let truth = ldpcov::privacy::layout::triangle_pairs(P).map(|(i, j)| sigma[(i, j)]);
+            let truth = ldpcov_privacy::layout::triangle_pairs(P).map(|(i, j)| sigma[(i, j)]);
             for ((t, r), se) in truth
                 .zip(&bars.raw_upper_triangle)
                 .zip(&bars.standard_errors)
@@ -1048,7 +1047,7 @@ async fn the_verdict_is_insufficient_when_the_noise_swamps_the_signal() {
     let sampler = Sampler::gaussian(&DMatrix::<f64>::identity(P, P)).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(47);
     let users: Vec<Vec<f64>> = (0..n).map(|_| sampler.sample(&mut rng)).collect();
-    let (_server, url, mut cl) = support::seeded_server(53).await;
+    let (_server, url, mut cl) = support::embedded::seeded_server(53).await;
     let spec = CollectionSpec {
         collection_id: "few".into(),
         dim: P as u32,
@@ -1097,7 +1096,7 @@ async fn the_verdict_is_insufficient_when_the_noise_swamps_the_signal() {
 async fn the_verdict_is_sufficient_at_the_canonical_cells() {
     const P: usize = 20;
     let n = 100_000usize;
-    let (_server, url, mut cl) = support::seeded_server(59).await;
+    let (_server, url, mut cl) = support::embedded::seeded_server(59).await;
     let mut raw = RawClient::connect(url).await.unwrap();
     for (k, model) in [Model::BandedGeometric, Model::Tridiagonal2]
         .into_iter()
@@ -1187,7 +1186,7 @@ async fn a_variable_without_variance_has_no_correlation() {
             x
         })
         .collect();
-    let (_server, url, mut cl) = support::seeded_server(52).await;
+    let (_server, url, mut cl) = support::embedded::seeded_server(52).await;
     let spec = CollectionSpec {
         collection_id: "constant".into(),
         dim: P as u32,

@@ -10,26 +10,23 @@ use std::path::Path;
 use std::process::Child;
 
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_proto::v1::{GetCollectionRequest, RelayReport, RelayReportResponse};
 use ldpcov_relay::DeviceTokenIssuer;
 use tonic::body::Body;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode, Uri};
-use tonic::metadata::MetadataValue;
+use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode};
 use tonic::{Code, Request};
-use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService};
-use tower::Layer;
 
-use crate::daemon::{SECRET, free_port, spawn, stop, wait_ready, wait_until, write_secrets};
-use crate::support::{FakeAggregator, sealed, shuffled_spec};
+use super::daemon::{SECRET, spawn, wait_until, write_secrets};
+use crate::support;
+use crate::support::crash::{free_port, kill as stop, wait_ready};
+use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
+use crate::support::grpc::{web, with_token};
 
 const ORIGIN: &str = "http://localhost:8080";
 const COLLECTION: &str = "web";
-
-type WebService = GrpcWebClientService<Client<HttpConnector, GrpcWebCall<Body>>>;
 
 /// The relay binary in `dir`, started with `flags` in front of a fake aggregator that
 /// holds [`COLLECTION`] (minimum batch 2), once it answers: the fake (alive while it
@@ -46,26 +43,14 @@ async fn start_relay(dir: &Path, flags: &[&str]) -> (FakeAggregator, String, Chi
     (fake, url, relay)
 }
 
-/// A gRPC-Web service over HTTP/1.1 to `url`.
-fn web(url: &str) -> (WebService, Uri) {
-    let http1 = Client::builder(TokioExecutor::new()).build_http::<GrpcWebCall<Body>>();
-    (
-        GrpcWebClientLayer::new().layer(http1),
-        url.parse().expect("relay url"),
-    )
-}
-
 /// `message` with device `device`'s token (none: without a token).
 fn as_device<T>(message: T, device: Option<&str>) -> Request<T> {
-    let mut request = Request::new(message);
-    if let Some(device) = device {
-        let token = DeviceTokenIssuer::from_bytes(SECRET)
+    let token = device.map(|device| {
+        DeviceTokenIssuer::from_bytes(SECRET)
             .issue(device)
-            .expect("device id");
-        let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
-        request.metadata_mut().insert("authorization", value);
-    }
-    request
+            .expect("device id")
+    });
+    with_token(message, token.as_deref())
 }
 
 /// A report of [`COLLECTION`] whose sealed bytes carry `tag`.
@@ -73,7 +58,7 @@ fn report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: COLLECTION.into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        outer: Some(crate::support::outer(COLLECTION, &sealed(tag))),
+        outer: Some(support::relay::outer(COLLECTION, &sealed(tag))),
     }
 }
 
@@ -173,7 +158,7 @@ async fn grpc_web_reads_submits_and_forwards_with_the_relays_checks_and_cors() {
         let mut tags: Vec<u64> = state.calls[0]
             .reports()
             .iter()
-            .map(crate::support::tag)
+            .map(support::fake_aggregator::tag)
             .collect();
         tags.sort_unstable();
         assert_eq!(tags, [1, 2]);

@@ -7,17 +7,16 @@
 use ldpcov_fixtures as fixtures;
 use std::time::Duration;
 
-use ldpcov::aggregator::{EmbeddedServer, Limits};
-use ldpcov::client::AggregatorClient;
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
+use ldpcov_aggregator::{EmbeddedServer, Limits};
+use ldpcov_client::AggregatorClient;
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionSpec, CreateCollectionRequest, DeleteCollectionRequest,
     GetCollectionRequest, GetEstimateRequest, GetStatusRequest, Moments, Report,
 };
 use prost::Message;
 use tokio_stream::StreamExt;
 use tonic::Code;
-use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
@@ -25,19 +24,13 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
 
+use crate::support::grpc::channel;
+
 fn spec(id: &str, dim: u32) -> CollectionSpec {
     // Reports below are d = p(p+1)/2 entries long: the second-moment layout.
     fixtures::spec(id, dim)
         .moments(Moments::SecondMoment)
         .build()
-}
-
-async fn channel(url: &str) -> Channel {
-    Channel::from_shared(url.to_string())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
 }
 
 /// One reflection request on its own stream, as grpcurl sends them.

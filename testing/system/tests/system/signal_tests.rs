@@ -15,15 +15,15 @@
 //! centred at 0 with sd about 1 (χ² standardisation), so the mean over 6 seeds has sd
 //! about 0.41: the bound 1.5 is 3.7 sd above 0 and 6 sd below the blind test's 3.9.
 
-use ldpcov::estimate::{EstimateOptions, EstimationInput, estimate};
-use ldpcov::privacy::Collection;
-use ldpcov::proto::v1::{CollectionSpec, LocalMechanism, Moments};
+use ldpcov_estimate::{EstimateOptions, EstimationInput, estimate};
 use ldpcov_lab::models::Sampler;
 use ldpcov_lab::sim;
+use ldpcov_privacy::Collection;
+use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, Moments};
 use nalgebra::DMatrix;
 
 /// The default estimate's rule name for the accumulators `acc` of `collection`.
-fn default_rule(collection: &Collection, acc: &ldpcov::estimate::Accumulator) -> String {
+fn default_rule(collection: &Collection, acc: &ldpcov_estimate::Accumulator) -> String {
     estimate(
         &EstimationInput::from_collection(collection),
         acc,

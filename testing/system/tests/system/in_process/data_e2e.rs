@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use ldpcov::aggregator::{EmbeddedServer, Limits};
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::proto::v1::{
-    CollectionSpec, Encoding, GetEstimateRequest, Moments, NoThreshold, get_estimate_request,
-};
+use ldpcov_aggregator::{EmbeddedServer, Limits};
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_lab::data_users::DataUsers;
 use ldpcov_lab::metrics::estimate_matrix;
+use ldpcov_proto::v1::{
+    CollectionSpec, Encoding, GetEstimateRequest, Moments, NoThreshold, get_estimate_request,
+};
 use rand::{Rng, SeedableRng};
 
 /// Writes `n` rows `x = μ + s·v`, `v` uniform on `[−1, 1]³` (seeded), under a header.

@@ -2,20 +2,19 @@
 //! the client library, the aggregator validates, sums and estimates.
 
 use crate::support;
-
-use ldpcov::aggregator::EmbeddedServer;
-use ldpcov::aggregator::Limits;
-use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
-use ldpcov::privacy::collection::SVEC_ROUNDING_MARGIN;
-use ldpcov::privacy::{Collection, layout::triangle_pairs};
-use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov::proto::v1::{
-    CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
-    Moments, NoThreshold, Report, UniversalThreshold, get_estimate_request,
-};
+use ldpcov_aggregator::EmbeddedServer;
+use ldpcov_aggregator::Limits;
+use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_fixtures as fixtures;
 use ldpcov_lab::metrics::{estimate_matrix, spectral_norm_symmetric};
 use ldpcov_lab::models::{Model, Sampler};
+use ldpcov_privacy::collection::SVEC_ROUNDING_MARGIN;
+use ldpcov_privacy::{Collection, layout::triangle_pairs};
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
+    CollectionSpec, CreateCollectionRequest, Encoding, GetEstimateRequest, GetStatusRequest,
+    Moments, NoThreshold, Report, UniversalThreshold, get_estimate_request,
+};
 use nalgebra::DMatrix;
 use rand::SeedableRng;
 use tonic::Code;
@@ -404,7 +403,7 @@ async fn every_bad_input_gets_its_code_and_changes_nothing() {
     let mut d0 = spec("s8", 3, 1.0, 1.0, 1);
     d0.delta = 0.0;
     bad_specs.push(("δ = 0", d0));
-    support::assert_specs_refused(&mut raw, bad_specs).await;
+    support::checks::assert_specs_refused(&mut raw, bad_specs).await;
     let err = raw
         .create_collection(CreateCollectionRequest { spec: None })
         .await
@@ -546,7 +545,7 @@ async fn estimates_are_symmetric_and_psd() {
         let est = cl.estimate(request("psd", threshold, false)).await.unwrap();
         assert!(est.psd_projected);
         assert_eq!(est.dim, p);
-        support::assert_packed_psd(&est.upper_triangle, p as usize, 0.0);
+        support::checks::assert_packed_psd(&est.upper_triangle, p as usize, 0.0);
         assert!(est.clamped_eigenvalues > 0 || est.surviving_entries < collection.entries() as u64);
     }
     server.shutdown().await.unwrap();
@@ -591,7 +590,7 @@ async fn p_1000_reports_go_through_the_real_server() {
 
 #[tokio::test]
 async fn the_device_ledger_stops_reports_beyond_the_budget() {
-    use ldpcov::client::{BudgetLedger, BudgetLimits, ClientError, LedgerError};
+    use ldpcov_client::{BudgetLedger, BudgetLimits, ClientError, LedgerError};
     let server = EmbeddedServer::start(Limits::default()).await.unwrap();
     let dir = std::env::temp_dir().join(format!("ldpcov-e2e-ledger-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -608,7 +607,7 @@ async fn the_device_ledger_stops_reports_beyond_the_budget() {
         .unwrap();
     let collection = cl.collection("budget").await.unwrap();
     // ρ budget of ε = 2 at δ = 1e-6 over ρ per report: how many reports fit.
-    let fit = (ldpcov::accounting::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho())
+    let fit = (ldpcov_accounting::calibration::zcdp_rho_for_epsilon(2.0, 1e-6) / collection.rho())
         .floor() as u64;
     assert!(fit >= 1);
     for _ in 0..fit {

@@ -7,9 +7,6 @@
 //! was below the minimum, and a batch sent again kept its id and order.
 
 use std::collections::{HashMap, HashSet};
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -21,68 +18,16 @@ use rand::{Rng, SeedableRng};
 use tonic::{Code, Request};
 
 use crate::support;
-use support::{FakeAggregator, RELAY_TOKEN, sealed, shuffled_spec, tag};
+use crate::support::crash::{free_port, wait_ready};
+use crate::support::embedded::RELAY_TOKEN;
+use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec, tag};
+use crate::support::relay::{RelayFiles, spawn_relay, write_relay_secrets};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ldpcov-relay");
 const KILLS: usize = 20;
 const DEVICES: u64 = 4;
 const MIN: u64 = 10;
 const ADMIN: &str = "crash-admin-token";
 const SECRET: [u8; 32] = [0x33; 32];
-
-fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
-}
-
-struct Files {
-    relay_token: std::path::PathBuf,
-    secret: std::path::PathBuf,
-    admin: std::path::PathBuf,
-    data: std::path::PathBuf,
-    log: std::path::PathBuf,
-}
-
-fn spawn(addr: SocketAddr, aggregator: SocketAddr, files: &Files) -> Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&files.log)
-        .expect("log");
-    Command::new(BIN)
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .args(["--log", "info", "serve", "--listen"])
-        .arg(addr.to_string())
-        .arg("--aggregator")
-        .arg(format!("http://{aggregator}"))
-        .arg("--relay-token-file")
-        .arg(&files.relay_token)
-        .arg("--device-token-secret-file")
-        .arg(&files.secret)
-        .arg("--admin-token-file")
-        .arg(&files.admin)
-        .arg("--data-dir")
-        .arg(&files.data)
-        .arg("--layer-key-file")
-        .arg(files.relay_token.with_file_name("layer-key"))
-        .args(["--batch-check-interval-ms", "20"])
-        // Tests: devices in plaintext, and the tests' small batches.
-        .args(["--insecure-plaintext", "--min-batch-size", "2"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("spawn the relay")
-}
-
-async fn wait_ready(url: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while RelayClient::connect(url.to_string()).await.is_err() {
-        assert!(Instant::now() < deadline, "relay {url} did not come up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 fn transient(code: Code) -> bool {
     matches!(
@@ -103,7 +48,7 @@ fn fake_report(tag: u64) -> RelayReport {
     RelayReport {
         collection_id: "s".into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        outer: Some(support::outer("s", &sealed(tag))),
+        outer: Some(support::relay::outer("s", &sealed(tag))),
     }
 }
 
@@ -164,33 +109,20 @@ async fn status(url: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
 }
 
 async fn status_of(url: &str, collection: &str) -> Option<ldpcov_proto::v1::RelayStatus> {
-    support::relay_status(url, collection, ADMIN).await
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::write(path, text).expect("write");
+    support::relay::relay_status(url, collection, ADMIN).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let files = Files {
-        relay_token: tmp.path().join("relay-token"),
-        secret: tmp.path().join("device-secret"),
-        admin: tmp.path().join("admin-token"),
-        data: tmp.path().join("data"),
-        log: tmp.path().join("relay.log"),
-    };
-    write(&files.relay_token, RELAY_TOKEN);
-    write(&files.secret, &hex::encode(SECRET));
-    write(&files.admin, ADMIN);
-    support::write_layer_key(&files.relay_token.with_file_name("layer-key"));
+    let files = RelayFiles::in_dir(tmp.path(), &tmp.path().join("data"));
+    write_relay_secrets(tmp.path(), SECRET, ADMIN);
     let fake = FakeAggregator::default();
     fake.add(shuffled_spec("s", MIN, 1), true);
     let aggregator = fake.serve().await;
     let addr = free_port();
     let url = format!("http://{addr}");
-    let mut relay = spawn(addr, aggregator, &files);
+    let mut relay = spawn_relay(addr, &format!("http://{aggregator}"), &files, &[]);
     wait_ready(&url).await;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -202,7 +134,7 @@ async fn sigkill_loses_no_acknowledged_report_and_counts_none_twice() {
         tokio::time::sleep(Duration::from_millis(rng.random_range(20..500))).await;
         relay.kill().expect("SIGKILL");
         relay.wait().expect("reap");
-        relay = spawn(addr, aggregator, &files);
+        relay = spawn_relay(addr, &format!("http://{aggregator}"), &files, &[]);
         if rng.random_bool(0.7) {
             wait_ready(&url).await;
         }
@@ -313,7 +245,7 @@ async fn real_report(
     RelayReport {
         collection_id: "real".into(),
         submission_id: tag.to_le_bytes().repeat(2),
-        outer: Some(support::outer("real", &sealed)),
+        outer: Some(support::relay::outer("real", &sealed)),
     }
 }
 
@@ -350,25 +282,16 @@ async fn real_device_pool(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let files = Files {
-        relay_token: tmp.path().join("relay-token"),
-        secret: tmp.path().join("device-secret"),
-        admin: tmp.path().join("admin-token"),
-        data: tmp.path().join("data"),
-        log: tmp.path().join("relay.log"),
-    };
-    write(&files.relay_token, RELAY_TOKEN);
-    write(&files.secret, &hex::encode(SECRET));
-    write(&files.admin, ADMIN);
-    support::write_layer_key(&files.relay_token.with_file_name("layer-key"));
-    let (aggregator, mut admin) = support::embedded_aggregator("agg-admin").await;
+    let files = RelayFiles::in_dir(tmp.path(), &tmp.path().join("data"));
+    write_relay_secrets(tmp.path(), SECRET, ADMIN);
+    let (aggregator, mut admin) = support::embedded::embedded_aggregator("agg-admin").await;
     admin
         .create_collection(shuffled_spec("real", MIN, 1))
         .await
         .expect("create");
     let addr = free_port();
     let url = format!("http://{addr}");
-    let mut relay = spawn(addr, aggregator.addr(), &files);
+    let mut relay = spawn_relay(addr, &format!("http://{}", aggregator.addr()), &files, &[]);
     wait_ready(&url).await;
     let stop = Arc::new(AtomicBool::new(false));
     let pools: Vec<_> = (0..DEVICES)
@@ -386,7 +309,7 @@ async fn sigkill_with_the_real_aggregator_counts_every_acknowledged_report_once(
         tokio::time::sleep(Duration::from_millis(rng.random_range(20..500))).await;
         relay.kill().expect("SIGKILL");
         relay.wait().expect("reap");
-        relay = spawn(addr, aggregator.addr(), &files);
+        relay = spawn_relay(addr, &format!("http://{}", aggregator.addr()), &files, &[]);
         if rng.random_bool(0.7) {
             wait_ready(&url).await;
         }

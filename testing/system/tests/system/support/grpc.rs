@@ -1,0 +1,99 @@
+//! Reaching either daemon over the wire: a call with a bearer token
+//! ([`with_token`]), a channel ([`channel`]), a unary call whose body comes as a
+//! client stream ([`unary_with_body`]: with `futures::stream::pending()` its headers
+//! go out and its body never comes, as a slow or hostile client holds a call open),
+//! a connection's close ([`closed_within`]), and a gRPC-Web client over HTTP/1.1
+//! ([`web`]: tonic-web's client layer over hyper's HTTP/1 client, as a browser's
+//! transport would).
+
+use std::time::{Duration, Instant};
+
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::AsyncReadExt;
+use tokio::time::timeout;
+use tonic::body::Body;
+use tonic::codegen::http::Uri;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService};
+use tower::Layer;
+
+/// `message` with `authorization: Bearer <token>` (none: without a token).
+pub(crate) fn with_token<T>(message: T, token: Option<&str>) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(token) = token {
+        let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+/// A channel to `url`, connected.
+pub(crate) async fn channel(url: &str) -> Channel {
+    Channel::from_shared(url.to_string())
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// The unary method `path` called as a client stream of `body`, with `token`.
+pub(crate) async fn unary_with_body<Req, Resp>(
+    channel: Channel,
+    path: &'static str,
+    token: Option<&str>,
+    body: impl futures::Stream<Item = Req> + Send + 'static,
+) -> Result<Resp, Status>
+where
+    Req: prost::Message + Send + 'static,
+    Resp: prost::Message + Default + Send + 'static,
+{
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+    grpc.client_streaming(
+        with_token(body, token),
+        PathAndQuery::from_static(path),
+        tonic_prost::ProstCodec::<Req, Resp>::default(),
+    )
+    .await
+    .map(tonic::Response::into_inner)
+}
+
+/// Reads until the server closes the connection (EOF or an error) and returns how
+/// long that took; `None` if it is still open after `limit`.
+pub(crate) async fn closed_within(
+    stream: &mut tokio::net::TcpStream,
+    limit: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    let mut buf = [0u8; 4096];
+    timeout(limit, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| started.elapsed())
+}
+
+/// A gRPC-Web client service over HTTP/1.1.
+pub(crate) type WebService = GrpcWebClientService<Client<HttpConnector, GrpcWebCall<Body>>>;
+
+/// A gRPC-Web service over HTTP/1.1 to `url`, and `url` as the clients' origin.
+pub(crate) fn web(url: &str) -> (WebService, Uri) {
+    let http1 = Client::builder(TokioExecutor::new()).build_http::<GrpcWebCall<Body>>();
+    (
+        GrpcWebClientLayer::new().layer(http1),
+        url.parse().expect("daemon url"),
+    )
+}
