@@ -30,9 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ldpcov_aggregator::{DurableConfig, DurableStore, Store};
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov_client::proto::v1::{
-    CollectionSpec, GetCollectionRequest, GetEstimateRequest, LocalMechanism, ShuffleSpec,
-};
+use ldpcov_client::proto::v1::{GetCollectionRequest, GetEstimateRequest};
 use ldpcov_client::{
     AggregatorClient, Collection, DiscreteGaussianSampler, PreparedRelayReport, ReportId,
     RetryPolicy, active_key, seal_report,
@@ -48,6 +46,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::support;
 use support::crash::{free_port, kill, spawn_serve, transient, wait_ready};
 use support::embedded::RELAY_TOKEN;
+use support::fake_aggregator::shuffled_spec;
 use support::relay::{RelayFiles, relay_status, spawn_relay};
 
 /// Kills of the aggregator alone, then of both daemons at once.
@@ -61,24 +60,6 @@ const DIM: u32 = 4;
 const ADMIN: &str = "aggregator-admin-token-0123";
 const RELAY_ADMIN: &str = "relay-admin-token-0123";
 const DEVICE_SECRET: [u8; 32] = [0x42; 32];
-
-fn shuffled_spec(id: &str) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim: DIM,
-        epsilon: 4.0,
-        delta: 0.0,
-        clip_radius: 1.0,
-        min_reports: 1,
-        local_mechanism: LocalMechanism::RankOne as i32,
-        shuffle: Some(ShuffleSpec {
-            min_batch_size: MIN_BATCH,
-            batch_window_seconds: 1,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 /// A shuffled collection as a device sees it: its parameters and active key.
 #[derive(Clone)]
@@ -233,7 +214,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
     let mut targets = Vec::new();
     for id in COLLECTIONS {
         admin
-            .create_collection(shuffled_spec(id))
+            .create_collection(shuffled_spec(id, MIN_BATCH, 1))
             .await
             .expect("create");
         let params = raw

@@ -8,8 +8,7 @@ use futures::StreamExt;
 use ldpcov_proto::v1::{CollectionStatus, GetStatusRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
-use tonic::transport::Channel;
-use tonic::{Code, Status};
+use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -23,16 +22,6 @@ use crate::support;
 const ADMIN: &str = "transport-admin-secret";
 const SUBMIT: &str = "transport-submit-secret";
 const GET_STATUS: &str = "/ldpcov.v1.Aggregator/GetStatus";
-
-/// A `GetStatus` call (unary on the server) whose request message is `body`, sent as
-/// a client stream.
-async fn get_status_with_body(
-    channel: Channel,
-    token: Option<&str>,
-    body: impl futures::Stream<Item = GetStatusRequest> + Send + 'static,
-) -> Result<CollectionStatus, Status> {
-    unary_with_body(channel, GET_STATUS, token, body).await
-}
 
 /// Issue 31, item 1: 1 100 calls without a token that send their headers and never
 /// their body (more than the 1 024 slots of `--max-concurrent-requests`, spread over
@@ -50,7 +39,13 @@ async fn token_less_calls_that_hang_do_not_stall_a_normal_client_or_the_health_c
         for _ in 0..100 {
             let channel = channel.clone();
             hanging.push(tokio::spawn(async move {
-                get_status_with_body(channel, None, futures::stream::pending()).await
+                unary_with_body::<GetStatusRequest, CollectionStatus>(
+                    channel,
+                    GET_STATUS,
+                    None,
+                    futures::stream::pending(),
+                )
+                .await
             }));
         }
     }
@@ -60,8 +55,9 @@ async fn token_less_calls_that_hang_do_not_stall_a_normal_client_or_the_health_c
     let normal = channel(&daemon.url).await;
     let answer = timeout(
         Duration::from_secs(10),
-        get_status_with_body(
+        unary_with_body::<GetStatusRequest, CollectionStatus>(
             normal.clone(),
+            GET_STATUS,
             Some(SUBMIT),
             futures::stream::iter([GetStatusRequest {
                 collection_id: "nothing-here".to_string(),
@@ -136,7 +132,13 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
                     collection_id: "nothing-here".to_string(),
                 }
             });
-            get_status_with_body(channel, None, body.boxed()).await
+            unary_with_body::<GetStatusRequest, CollectionStatus>(
+                channel,
+                GET_STATUS,
+                None,
+                body.boxed(),
+            )
+            .await
         }
     });
 

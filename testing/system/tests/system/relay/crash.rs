@@ -15,12 +15,13 @@ use ldpcov_proto::v1::RelayReport;
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_relay::DeviceTokenIssuer;
 use rand::{Rng, SeedableRng};
-use tonic::{Code, Request};
+use tonic::Code;
 
 use crate::support;
 use crate::support::crash::{free_port, wait_ready};
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec, tag};
+use crate::support::grpc::with_token;
 use crate::support::relay::{RelayFiles, spawn_relay, write_relay_secrets};
 
 const KILLS: usize = 20;
@@ -65,12 +66,8 @@ async fn send_report_until_acked(url: &str, token: &str, tag: u64, report: Relay
             let mut client = RelayClient::connect(url.to_string())
                 .await
                 .map_err(|_| Code::Unavailable)?;
-            let mut request = Request::new(report.clone());
+            let mut request = with_token(report.clone(), Some(token));
             request.set_timeout(Duration::from_secs(5));
-            request.metadata_mut().insert(
-                "authorization",
-                format!("Bearer {token}").parse().expect("ascii"),
-            );
             client
                 .submit_sealed_report(request)
                 .await

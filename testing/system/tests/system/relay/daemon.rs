@@ -23,12 +23,12 @@ use ldpcov_fixtures::metrics::{scrape, series};
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_proto::v1::{RelayReport, RelayStatus, SealedReport};
 use ldpcov_relay::{CloseRule, DeviceId, DeviceTokenIssuer, RelayStore, StoreOptions, Submission};
-use tonic::Request;
 
 use crate::support;
 use crate::support::crash::{free_port, kill as stop, wait_ready};
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
+use crate::support::grpc::with_token;
 use crate::support::relay::{RelayFiles, spawn_relay, write_relay_secrets};
 
 pub(crate) const ADMIN: &str = "daemon-test-relay-admin";
@@ -92,13 +92,8 @@ async fn send_with_token(
     let mut client = RelayClient::connect(url.to_string())
         .await
         .expect("connect to the relay");
-    let mut request = Request::new(report);
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("ascii"),
-    );
     client
-        .submit_sealed_report(request)
+        .submit_sealed_report(with_token(report, Some(token)))
         .await
         .map(|r| r.into_inner().duplicate)
 }

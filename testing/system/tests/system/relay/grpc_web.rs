@@ -9,21 +9,17 @@
 use std::path::Path;
 use std::process::Child;
 
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_proto::v1::{GetCollectionRequest, RelayReport, RelayReportResponse};
 use ldpcov_relay::DeviceTokenIssuer;
-use tonic::body::Body;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode};
 use tonic::{Code, Request};
 
 use super::daemon::{SECRET, spawn, wait_until, write_secrets};
 use crate::support;
 use crate::support::crash::{free_port, kill as stop, wait_ready};
 use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
-use crate::support::grpc::{web, with_token};
+use crate::support::grpc::{assert_cors_preflights, web, with_token};
 
 const ORIGIN: &str = "http://localhost:8080";
 const COLLECTION: &str = "web";
@@ -164,36 +160,7 @@ async fn grpc_web_reads_submits_and_forwards_with_the_relays_checks_and_cors() {
         assert_eq!(tags, [1, 2]);
     }
 
-    // CORS: a preflight from the allowed origin is answered with it; another origin
-    // gets no allow-origin header (the browser then withholds the answer).
-    let http1 = Client::builder(TokioExecutor::new()).build_http::<Body>();
-    for (from, allowed) in [(ORIGIN, true), ("http://evil.example", false)] {
-        let preflight = HttpRequest::builder()
-            .method(Method::OPTIONS)
-            .uri(format!("{url}/ldpcov.v1.Relay/SubmitSealedReport"))
-            .header("origin", from)
-            .header("access-control-request-method", "POST")
-            .header(
-                "access-control-request-headers",
-                "authorization,content-type,x-grpc-web",
-            )
-            .body(Body::empty())
-            .expect("request");
-        let response = http1.request(preflight).await.expect("preflight");
-        assert_eq!(response.status(), StatusCode::OK, "{from}");
-        let header = response.headers().get("access-control-allow-origin");
-        if allowed {
-            assert_eq!(header.map(|h| h.as_bytes()), Some(ORIGIN.as_bytes()));
-            let headers = response
-                .headers()
-                .get("access-control-allow-headers")
-                .map(|h| h.to_str().unwrap_or("").to_ascii_lowercase())
-                .unwrap_or_default();
-            assert!(headers.contains("authorization"), "{headers}");
-        } else {
-            assert!(header.is_none(), "{from}: {header:?}");
-        }
-    }
+    assert_cors_preflights(&format!("{url}/ldpcov.v1.Relay/SubmitSealedReport"), ORIGIN).await;
     stop(&mut relay);
     let log = std::fs::read_to_string(dir.join("relay.log")).unwrap_or_default();
     assert!(

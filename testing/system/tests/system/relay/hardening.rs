@@ -164,17 +164,6 @@ async fn window_reports(channel: Channel, collection: &str) -> Result<u64, Statu
         .map(|r| r.into_inner().window_reports)
 }
 
-/// A `SubmitSealedReport` call (unary on the server) sent as a client stream of
-/// `body`: with `futures::stream::pending()` its headers go out and its body never
-/// comes.
-async fn submit_with_body(
-    channel: Channel,
-    token: Option<&str>,
-    body: impl futures::Stream<Item = RelayReport> + Send + 'static,
-) -> Result<RelayReportResponse, Status> {
-    unary_with_body(channel, SUBMIT, token, body).await
-}
-
 /// Item 1: 1 100 calls without a token that send their headers and never their body
 /// (more than the 1 024 slots of the default `--max-concurrent-requests`, over 11
 /// connections) once held every slot until the 60 s request timeout. Now they are
@@ -199,7 +188,13 @@ async fn token_less_calls_that_hang_do_not_stall_devices_or_the_admin() {
         for _ in 0..100 {
             let channel = channel.clone();
             hanging.push(tokio::spawn(async move {
-                submit_with_body(channel, None, futures::stream::pending()).await
+                unary_with_body::<RelayReport, RelayReportResponse>(
+                    channel,
+                    SUBMIT,
+                    None,
+                    futures::stream::pending(),
+                )
+                .await
             }));
         }
     }
@@ -276,7 +271,13 @@ async fn one_device_stalling_its_calls_does_not_stall_another() {
             let channel = channel.clone();
             let attacker = attacker.clone();
             hanging.push(tokio::spawn(async move {
-                submit_with_body(channel, Some(&attacker), futures::stream::pending()).await
+                unary_with_body::<RelayReport, RelayReportResponse>(
+                    channel,
+                    SUBMIT,
+                    Some(&attacker),
+                    futures::stream::pending(),
+                )
+                .await
             }));
         }
     }
@@ -356,7 +357,13 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
                 tokio::time::sleep(Duration::from_secs(4)).await;
                 report("idle", 1, sealed(1))
             });
-            submit_with_body(channel, Some(&token("slow-phone")), Box::pin(body)).await
+            unary_with_body::<RelayReport, RelayReportResponse>(
+                channel,
+                SUBMIT,
+                Some(&token("slow-phone")),
+                Box::pin(body),
+            )
+            .await
         }
     });
 

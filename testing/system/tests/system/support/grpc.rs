@@ -4,7 +4,7 @@
 //! go out and its body never comes, as a slow or hostile client holds a call open),
 //! a connection's close ([`closed_within`]), and a gRPC-Web client over HTTP/1.1
 //! ([`web`]: tonic-web's client layer over hyper's HTTP/1 client, as a browser's
-//! transport would).
+//! transport would) with its CORS preflights ([`assert_cors_preflights`]).
 
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,8 @@ use hyper_util::rt::TokioExecutor;
 use tokio::io::AsyncReadExt;
 use tokio::time::timeout;
 use tonic::body::Body;
-use tonic::codegen::http::Uri;
 use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode, Uri};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Request, Status};
@@ -96,4 +96,41 @@ pub(crate) fn web(url: &str) -> (WebService, Uri) {
         GrpcWebClientLayer::new().layer(http1),
         url.parse().expect("daemon url"),
     )
+}
+
+/// CORS: a preflight for `method_url` (a method's whole URL) from `allowed_origin` is
+/// answered with that origin and allows the `authorization` header; one from another
+/// origin gets no allow-origin header (the browser then withholds the answer).
+pub(crate) async fn assert_cors_preflights(method_url: &str, allowed_origin: &str) {
+    let http1 = Client::builder(TokioExecutor::new()).build_http::<Body>();
+    for (from, allowed) in [(allowed_origin, true), ("http://evil.example", false)] {
+        let preflight = HttpRequest::builder()
+            .method(Method::OPTIONS)
+            .uri(method_url)
+            .header("origin", from)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization,content-type,x-grpc-web",
+            )
+            .body(Body::empty())
+            .expect("request");
+        let response = http1.request(preflight).await.expect("preflight");
+        assert_eq!(response.status(), StatusCode::OK, "{from}");
+        let header = response.headers().get("access-control-allow-origin");
+        if allowed {
+            assert_eq!(
+                header.map(|h| h.as_bytes()),
+                Some(allowed_origin.as_bytes())
+            );
+            let headers = response
+                .headers()
+                .get("access-control-allow-headers")
+                .map(|h| h.to_str().unwrap_or("").to_ascii_lowercase())
+                .unwrap_or_default();
+            assert!(headers.contains("authorization"), "{headers}");
+        } else {
+            assert!(header.is_none(), "{from}: {header:?}");
+        }
+    }
 }
