@@ -15,7 +15,7 @@ use tonic_health::pb::health_client::HealthClient;
 
 use support::admin::run;
 use support::daemon::*;
-use support::grpc::{channel, closed_within, unary_with_body};
+use support::grpc::{channel, closed_within, hanging_calls, unary_with_body};
 
 use crate::support;
 
@@ -33,22 +33,9 @@ const GET_STATUS: &str = "/ldpcov.v1.Aggregator/GetStatus";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_less_calls_that_hang_do_not_stall_a_normal_client_or_the_health_check() {
     let daemon = Daemon::start_with(&["--admin-token", ADMIN, "--submit-token", SUBMIT]);
-    let mut hanging = Vec::new();
-    for _ in 0..11 {
-        let channel = channel(&daemon.url).await;
-        for _ in 0..100 {
-            let channel = channel.clone();
-            hanging.push(tokio::spawn(async move {
-                unary_with_body::<GetStatusRequest, CollectionStatus>(
-                    channel,
-                    GET_STATUS,
-                    None,
-                    futures::stream::pending(),
-                )
-                .await
-            }));
-        }
-    }
+    let hanging =
+        hanging_calls::<GetStatusRequest, CollectionStatus>(&daemon.url, GET_STATUS, None, 11, 100)
+            .await;
     // Let the hanging calls reach the server first.
     tokio::time::sleep(Duration::from_secs(1)).await;
 

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use crate::support::relay::InProcessRelay;
 use ldpcov_aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
 use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
@@ -498,7 +499,8 @@ async fn guarantee(url: &str, id: &str) -> (f64, ldpcov_proto::v1::ShuffleDelive
 struct Relay {
     url: String,
     issuer: ldpcov_relay::DeviceTokenIssuer,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+    /// Served until dropped.
+    _relay: InProcessRelay,
     _dir: tempfile::TempDir,
 }
 
@@ -515,16 +517,11 @@ async fn relay(aggregator: &str) -> Relay {
     let mut options = ldpcov_relay::RelayOptions::new(upstream, issuer.clone());
     options.batch_check_interval = std::time::Duration::from_millis(100);
     options.floor.min_batch_size = MIN_BATCH;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(ldpcov_relay::serve(store, options, listener, async {
-        let _ = rx.await;
-    }));
+    let relay = InProcessRelay::serve(store, options).await;
     Relay {
-        url,
+        url: relay.url(),
         issuer,
-        _shutdown: tx,
+        _relay: relay,
         _dir: dir,
     }
 }

@@ -27,6 +27,7 @@ use tonic_health::pb::health_client::HealthClient;
 use crate::support;
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::shuffled_spec;
+use crate::support::relay::InProcessRelay;
 
 const ADMIN: &str = "availability-aggregator-admin";
 const RELAY_ADMIN: &str = "availability-relay-admin";
@@ -39,8 +40,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 struct Relay {
     url: String,
     _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), ldpcov_relay::ServeError>>,
+    relay: InProcessRelay,
 }
 
 impl Relay {
@@ -65,19 +65,11 @@ impl Relay {
             },
             ..RelayOptions::new(upstream, DeviceTokenIssuer::from_bytes(SECRET))
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(ldpcov_relay::serve(store, options, listener, async move {
-            let _ = stopped.await;
-        }));
+        let relay = InProcessRelay::serve(store, options).await;
         Relay {
-            url,
+            url: relay.url(),
             _dir: dir,
-            stop: Some(stop),
-            task,
+            relay,
         }
     }
 
@@ -96,11 +88,8 @@ impl Relay {
         }
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
+    async fn stop(self) {
+        let _ = self.relay.stop().await;
     }
 }
 

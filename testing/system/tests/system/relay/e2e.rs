@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov_proto::v1::RelayStatusRequest;
 use ldpcov_proto::v1::relay_client::RelayClient;
-use ldpcov_relay::{DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream, serve};
+use ldpcov_relay::{DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream};
 use rand::{Rng, SeedableRng};
 use tonic::Request;
 
 use crate::support;
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::shuffled_spec;
+use crate::support::relay::InProcessRelay;
 
 const ADMIN: &str = "aggregator-admin";
 const RELAY_ADMIN: &str = "relay-admin";
@@ -51,14 +52,8 @@ async fn the_aggregator_counts_exactly_what_the_relay_acknowledged() {
         },
         ..RelayOptions::new(upstream, issuer.clone())
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let relay_url = format!("http://{}", listener.local_addr().expect("addr"));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let relay = tokio::spawn(serve(store, options, listener, async move {
-        let _ = stopped.await;
-    }));
+    let relay = InProcessRelay::serve(store, options).await;
+    let relay_url = relay.url();
 
     // Devices: each its own token and sampler, reports built and sealed by the client.
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
@@ -142,7 +137,10 @@ async fn the_aggregator_counts_exactly_what_the_relay_acknowledged() {
     let count = admin.status("e2e").await.expect("status").reports;
     assert_eq!(count, stored);
 
-    let _ = stop.send(());
-    relay.await.expect("relay task").expect("relay served");
+    relay
+        .stop()
+        .await
+        .expect("the relay stopped")
+        .expect("relay served");
     aggregator.shutdown().await.expect("aggregator");
 }

@@ -36,7 +36,8 @@ use tonic_health::pb::health_client::HealthClient;
 use crate::support;
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
-use crate::support::grpc::{channel, closed_within, unary_with_body, with_token};
+use crate::support::grpc::{channel, closed_within, hanging_calls, unary_with_body, with_token};
+use crate::support::relay::InProcessRelay;
 
 const ADMIN: &str = "hardening-admin-token";
 const SECRET: [u8; 32] = [42; 32];
@@ -48,10 +49,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A relay served in-process on `127.0.0.1:0`.
 struct Relay {
-    addr: SocketAddr,
+    relay: InProcessRelay,
     _dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Relay {
@@ -88,41 +87,22 @@ impl Relay {
             layer_key: Some(support::relay::layer_key()),
             ..RelayOptions::new(upstream, issuer)
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            ldpcov_relay::serve(store, options, listener, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
-        });
         Relay {
-            addr,
+            relay: InProcessRelay::serve(store, options).await,
             _dir: dir,
-            stop: Some(stop),
-            task: Some(task),
         }
     }
 
     fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.relay.url()
     }
 
     async fn channel(&self) -> Channel {
         channel(&self.url()).await
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = timeout(Duration::from_secs(30), task).await;
-        }
+    async fn stop(self) {
+        let _ = self.relay.stop().await;
     }
 }
 
@@ -182,22 +162,9 @@ async fn token_less_calls_that_hang_do_not_stall_devices_or_the_admin() {
         .await
         .expect("warm-up submit");
 
-    let mut hanging = Vec::new();
-    for _ in 0..11 {
-        let channel = relay.channel().await;
-        for _ in 0..100 {
-            let channel = channel.clone();
-            hanging.push(tokio::spawn(async move {
-                unary_with_body::<RelayReport, RelayReportResponse>(
-                    channel,
-                    SUBMIT,
-                    None,
-                    futures::stream::pending(),
-                )
-                .await
-            }));
-        }
-    }
+    let hanging =
+        hanging_calls::<RelayReport, RelayReportResponse>(&relay.url(), SUBMIT, None, 11, 100)
+            .await;
     // Let the hanging calls reach the server first.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
@@ -264,23 +231,14 @@ async fn one_device_stalling_its_calls_does_not_stall_another() {
         .expect("warm-up submit");
 
     let attacker = token("attacker");
-    let mut hanging = Vec::new();
-    for _ in 0..5 {
-        let channel = relay.channel().await;
-        for _ in 0..210 {
-            let channel = channel.clone();
-            let attacker = attacker.clone();
-            hanging.push(tokio::spawn(async move {
-                unary_with_body::<RelayReport, RelayReportResponse>(
-                    channel,
-                    SUBMIT,
-                    Some(&attacker),
-                    futures::stream::pending(),
-                )
-                .await
-            }));
-        }
-    }
+    let hanging = hanging_calls::<RelayReport, RelayReportResponse>(
+        &relay.url(),
+        SUBMIT,
+        Some(&attacker),
+        5,
+        210,
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let started = Instant::now();
@@ -336,14 +294,14 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
     let relay = Relay::start(fake.serve().await, RELAY_TOKEN, limits).await;
     let limit = Duration::from_secs(15);
 
-    let mut silent = tokio::net::TcpStream::connect(relay.addr)
+    let mut silent = tokio::net::TcpStream::connect(relay.relay.addr)
         .await
         .expect("connect");
-    let mut dribbling = tokio::net::TcpStream::connect(relay.addr)
+    let mut dribbling = tokio::net::TcpStream::connect(relay.relay.addr)
         .await
         .expect("connect");
     dribbling.write_all(b"PRI * HT").await.expect("write");
-    let mut idle = tokio::net::TcpStream::connect(relay.addr)
+    let mut idle = tokio::net::TcpStream::connect(relay.relay.addr)
         .await
         .expect("connect");
     idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")

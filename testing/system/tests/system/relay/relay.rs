@@ -12,23 +12,21 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use ldpcov_proto::v1::relay_client::RelayClient;
 use ldpcov_proto::v1::{GetCollectionRequest, RelayReport, RelayStatusRequest, SealedReport};
-use ldpcov_relay::{
-    CloseRule, DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream, serve,
-};
+use ldpcov_relay::{CloseRule, DeviceTokenIssuer, RelayOptions, RelayStore, Secret, Upstream};
 use tonic::{Code, Request};
 
 use crate::support;
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::{ACTIVE_KEY, FakeAggregator, sealed, shuffled_spec, tag};
+use crate::support::relay::InProcessRelay;
 
 const ADMIN: &str = "relay-admin-token";
 
 struct Relay {
     addr: SocketAddr,
     issuer: DeviceTokenIssuer,
-    dir: Option<tempfile::TempDir>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    dir: tempfile::TempDir,
+    relay: InProcessRelay,
 }
 
 /// How a test relay runs: its floor (min batch, min window) and how long it caches a
@@ -83,24 +81,12 @@ impl Relay {
             new_device_cap: config.new_device_cap,
             ..RelayOptions::new(upstream, issuer.clone())
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            serve(store, options, listener, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
-        });
+        let relay = InProcessRelay::serve(store, options).await;
         Relay {
-            addr,
+            addr: relay.addr,
             issuer,
-            dir: Some(dir),
-            stop: Some(stop),
-            task: Some(task),
+            dir,
+            relay,
         }
     }
 
@@ -178,14 +164,13 @@ impl Relay {
     }
 
     /// Stops the relay; its data directory, for a restart.
-    async fn stop(mut self) -> tempfile::TempDir {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.expect("relay task");
-        }
-        self.dir.take().expect("the data directory")
+    async fn stop(self) -> tempfile::TempDir {
+        self.relay
+            .stop()
+            .await
+            .expect("the relay stopped")
+            .expect("serve");
+        self.dir
     }
 }
 

@@ -1,7 +1,8 @@
 //! Reaching either daemon over the wire: a call with a bearer token
 //! ([`with_token`]), a channel ([`channel`]), a unary call whose body comes as a
 //! client stream ([`unary_with_body`]: with `futures::stream::pending()` its headers
-//! go out and its body never comes, as a slow or hostile client holds a call open),
+//! go out and its body never comes, as a slow or hostile client holds a call open;
+//! [`hanging_calls`]: many of them),
 //! a connection's close ([`closed_within`]), and a gRPC-Web client over HTTP/1.1
 //! ([`web`]: tonic-web's client layer over hyper's HTTP/1 client, as a browser's
 //! transport would) with its CORS preflights ([`assert_cors_preflights`]).
@@ -12,6 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::io::AsyncReadExt;
+use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use tonic::body::Body;
 use tonic::codegen::http::uri::PathAndQuery;
@@ -63,6 +65,41 @@ where
     )
     .await
     .map(tonic::Response::into_inner)
+}
+
+/// `connections × per_connection` calls of the unary method `path` at `url` with
+/// `token`, each on its own stream of one of `connections` connections, whose body
+/// never comes (they hold the call open until the server ends it): the tasks, each
+/// ending with the call's answer.
+pub(crate) async fn hanging_calls<Req, Resp>(
+    url: &str,
+    path: &'static str,
+    token: Option<&str>,
+    connections: usize,
+    per_connection: usize,
+) -> Vec<JoinHandle<Result<Resp, Status>>>
+where
+    Req: prost::Message + Send + 'static,
+    Resp: prost::Message + Default + Send + 'static,
+{
+    let mut hanging = Vec::with_capacity(connections * per_connection);
+    for _ in 0..connections {
+        let channel = channel(url).await;
+        for _ in 0..per_connection {
+            let channel = channel.clone();
+            let token = token.map(str::to_string);
+            hanging.push(tokio::spawn(async move {
+                unary_with_body::<Req, Resp>(
+                    channel,
+                    path,
+                    token.as_deref(),
+                    futures::stream::pending(),
+                )
+                .await
+            }));
+        }
+    }
+    hanging
 }
 
 /// Reads until the server closes the connection (EOF or an error) and returns how

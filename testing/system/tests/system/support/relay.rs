@@ -3,7 +3,8 @@
 //! [`relay_command`] is the one way to run it (a clean environment);
 //! [`spawn_relay`] starts `serve` at a fixed address with its stderr appended to a log
 //! file (waited for with [`super::crash::wait_ready`], killed with
-//! [`super::crash::kill`]). Also what devices need of any relay, in process or not:
+//! [`super::crash::kill`]). [`InProcessRelay`] is the one way to serve a relay in
+//! process. Also what devices need of any relay, in process or not:
 //! its layer key ([`layer_key`], [`outer`]) and its status ([`relay_status`]).
 
 use std::net::SocketAddr;
@@ -199,4 +200,52 @@ pub(crate) fn outer_with(
 /// `sealed` under the in-process test relays' layer ([`layer_key`]).
 pub(crate) fn outer(collection: &str, sealed: &SealedReport) -> SealedReport {
     outer_with(&layer_key(), collection, sealed)
+}
+
+/// A relay served in process (`ldpcov_relay::serve`) on `127.0.0.1:0`, until
+/// [`stop`](InProcessRelay::stop) or until dropped.
+pub(crate) struct InProcessRelay {
+    /// Where it listens.
+    pub(crate) addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), ldpcov_relay::ServeError>>,
+}
+
+impl InProcessRelay {
+    /// Serves `store` with `options` on a free loopback port.
+    pub(crate) async fn serve(
+        store: Arc<ldpcov_relay::RelayStore>,
+        options: ldpcov_relay::RelayOptions,
+    ) -> InProcessRelay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(ldpcov_relay::serve(store, options, listener, async move {
+            let _ = stopped.await;
+        }));
+        InProcessRelay {
+            addr,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Asks the relay to stop and waits for it, 30 s at the most: what `serve`
+    /// returned, `None` if it was still running.
+    pub(crate) async fn stop(mut self) -> Option<Result<(), ldpcov_relay::ServeError>> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(30), self.task)
+            .await
+            .ok()
+            .map(|joined| joined.expect("the relay task"))
+    }
 }
