@@ -20,7 +20,7 @@ use tonic::codegen::http::uri::PathAndQuery;
 use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode, Uri};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
+use tonic::{Code, Request, Status};
 use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService};
 use tower::Layer;
 
@@ -100,6 +100,28 @@ where
         }
     }
     hanging
+}
+
+/// Asserts that every one of `hanging` ([`hanging_calls`] without a token) was
+/// refused UNAUTHENTICATED from its headers alone (its body never came), within 30 s,
+/// and that there were `expected` of them.
+pub(crate) async fn assert_refused_unauthenticated<Resp>(
+    hanging: Vec<JoinHandle<Result<Resp, Status>>>,
+    expected: usize,
+) {
+    let mut refused = 0;
+    for call in hanging {
+        let result = timeout(Duration::from_secs(30), call)
+            .await
+            .expect("a token-less call must be refused without its body")
+            .expect("task");
+        let Err(status) = result else {
+            panic!("a token-less call was answered");
+        };
+        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+        refused += 1;
+    }
+    assert_eq!(refused, expected);
 }
 
 /// Reads until the server closes the connection (EOF or an error) and returns how

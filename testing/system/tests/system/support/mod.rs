@@ -8,10 +8,11 @@
 //! * [`crash`]: daemons at fixed addresses killed with SIGKILL, and device pools that
 //!   resend until acknowledged;
 //! * [`relay`]: the `system-relay` binary with a clean environment, started at a fixed
-//!   address; the relays' layer key and their status;
+//!   address; a relay served in process; the relays' layer key and their status;
 //! * [`embedded`]: the real aggregator in process, with or without tokens;
 //! * [`fake_aggregator`]: an in-process aggregator that records what relays send it;
-//! * [`grpc`]: calls with a token, calls whose body never comes, gRPC-Web clients;
+//! * [`grpc`]: calls with a token, calls whose body never comes, gRPC-Web clients and
+//!   their CORS preflights;
 //! * [`checks`]: checks on released estimates and refused specs.
 
 // Each test module uses a part of the harness.
