@@ -16,7 +16,8 @@ use tonic_health::pb::health_client::HealthClient;
 use support::admin::run;
 use support::daemon::*;
 use support::grpc::{
-    assert_refused_unauthenticated, channel, closed_within, hanging_calls, unary_with_body,
+    assert_refused_unauthenticated, channel, closed_within, connections_without_calls,
+    hanging_calls, unary_with_body,
 };
 
 use crate::support;
@@ -86,20 +87,7 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
     let addr = daemon.url.trim_start_matches("http://").to_string();
     let limit = Duration::from_secs(20);
 
-    let mut silent = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    let mut dribbling = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    dribbling.write_all(b"PRI * HT").await.expect("write");
-    let mut idle = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    // The client preface and an empty SETTINGS frame: a complete HTTP/2 handshake.
-    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-        .await
-        .expect("write");
+    let (mut silent, mut dribbling, mut idle) = connections_without_calls(addr.as_str()).await;
 
     // A call whose body comes after 5 s: in flight for longer than the idle timeout.
     let slow = tokio::spawn({

@@ -24,7 +24,6 @@ use ldpcov_proto::v1::{RelayReport, RelayReportResponse, RelayStatusRequest, Sea
 use ldpcov_relay::{
     CloseRule, DeviceTokenIssuer, RelayLimits, RelayOptions, RelayStore, Secret, Upstream,
 };
-use tokio::io::AsyncWriteExt;
 use tokio::time::timeout;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
@@ -37,8 +36,8 @@ use crate::support;
 use crate::support::embedded::RELAY_TOKEN;
 use crate::support::fake_aggregator::{FakeAggregator, sealed, shuffled_spec};
 use crate::support::grpc::{
-    assert_refused_unauthenticated, channel, closed_within, hanging_calls, unary_with_body,
-    with_token,
+    assert_refused_unauthenticated, channel, closed_within, connections_without_calls,
+    hanging_calls, unary_with_body, with_token,
 };
 use crate::support::relay::InProcessRelay;
 
@@ -287,19 +286,7 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
     let relay = Relay::start(fake.serve().await, RELAY_TOKEN, limits).await;
     let limit = Duration::from_secs(15);
 
-    let mut silent = tokio::net::TcpStream::connect(relay.relay.addr)
-        .await
-        .expect("connect");
-    let mut dribbling = tokio::net::TcpStream::connect(relay.relay.addr)
-        .await
-        .expect("connect");
-    dribbling.write_all(b"PRI * HT").await.expect("write");
-    let mut idle = tokio::net::TcpStream::connect(relay.relay.addr)
-        .await
-        .expect("connect");
-    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-        .await
-        .expect("write");
+    let (mut silent, mut dribbling, mut idle) = connections_without_calls(relay.relay.addr).await;
     // A submit whose body comes after 4 s: in flight for longer than the idle timeout.
     let slow = tokio::spawn({
         let channel = relay.channel().await;

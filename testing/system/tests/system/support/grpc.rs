@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use tonic::body::Body;
@@ -124,12 +125,25 @@ pub(crate) async fn assert_refused_unauthenticated<Resp>(
     assert_eq!(refused, expected);
 }
 
+/// Three connections to `addr` that start no call: one silent (nothing sent), one
+/// dribbling (8 bytes of the HTTP/2 client preface), one idle (the whole preface and
+/// an empty SETTINGS frame: a complete HTTP/2 handshake).
+pub(crate) async fn connections_without_calls(
+    addr: impl tokio::net::ToSocketAddrs + Copy,
+) -> (TcpStream, TcpStream, TcpStream) {
+    let silent = TcpStream::connect(addr).await.expect("connect");
+    let mut dribbling = TcpStream::connect(addr).await.expect("connect");
+    dribbling.write_all(b"PRI * HT").await.expect("write");
+    let mut idle = TcpStream::connect(addr).await.expect("connect");
+    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .expect("write");
+    (silent, dribbling, idle)
+}
+
 /// Reads until the server closes the connection (EOF or an error) and returns how
 /// long that took; `None` if it is still open after `limit`.
-pub(crate) async fn closed_within(
-    stream: &mut tokio::net::TcpStream,
-    limit: Duration,
-) -> Option<Duration> {
+pub(crate) async fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
     let mut buf = [0u8; 4096];
     timeout(limit, async {
