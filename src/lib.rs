@@ -1,8 +1,8 @@
 //! ldpcov: covariance estimation under differential privacy.
 //!
-//! This root package holds the workspace's system tests (`tests/`) and its user-facing
-//! examples (`examples/loadgen`, the main job; `examples/quickstart.rs`;
-//! `examples/wire_encodings.rs`). The libraries they use are re-exported here:
+//! This root package holds the workspace's user-facing examples (`examples/loadgen`,
+//! the main job; `examples/quickstart.rs`; `examples/wire_encodings.rs`); the system
+//! tests are `ldpcov-system-tests` (`testing/system/`). The libraries they use are re-exported here:
 //! * [`proto`] (`ldpcov-proto`) — the `ldpcov.v1` wire format (gRPC stubs with the
 //!   feature `grpc`).
 //! * [`privacy`] (`ldpcov-privacy`) — collections, report mechanisms, the planner.
@@ -14,8 +14,8 @@
 //!
 //! The exact noise samplers (`ldpcov-noise`) are reached through `client`, and the
 //! command line with its output formats is `ldpcov-aggregator-cli`. The simulation models, data
-//! files as users and error metrics the examples and tests use are the lab's
-//! (`ldpcov-lab`, a dev-dependency of this package only).
+//! files as users and error metrics the examples use are the lab's
+//! (`ldpcov-lab`, a dev-dependency).
 //!
 //! ```
 //! use ldpcov::privacy::Collection;

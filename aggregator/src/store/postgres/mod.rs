@@ -2,134 +2,42 @@
 //! transaction per group of batches, folding, consistency, failure handling), shared by
 //! any number of stateless aggregator replicas.
 //!
-//! Files: `schema.rs` (the migrations in `aggregator/migrations/`), `commit.rs` (the
-//! group-commit task and the batch transaction), `fold.rs` (adding deltas into the base
-//! and reading a consistent snapshot), `tests.rs` (PostgreSQL-specific tests on a
+//! Files: `config.rs` (its settings and open errors), `schema.rs` (the migrations in
+//! `aggregator/migrations/`), `commit.rs` (the group-commit task and the batch
+//! transaction), `fold.rs` (adding deltas into the base and reading a consistent
+//! snapshot), `cache.rs` (what a replica caches), `errors.rs` (driver failures as store
+//! errors), `tests.rs` (PostgreSQL-specific tests on a
 //! throwaway cluster; the store contract is checked in `store/contract.rs`).
 
+mod cache;
 mod commit;
+mod config;
+mod errors;
 mod fold;
 mod schema;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::str::FromStr;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use ldpcov_privacy::Collection;
 use prost::Message;
-use thiserror::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 
-use super::codec::{Corruption, decode_collection};
 use super::{
-    BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DEFAULT_FOLD_BYTES,
-    DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
-    check_release,
+    BatchOutcome, Cause, DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError,
+    ValidReport, check_lengths, check_release,
 };
 
+use cache::Cache;
 use commit::{Committer, Submission};
-
-/// Connection pool, group commit and folding settings of a [`PostgresStore`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PostgresConfig {
-    /// Connections this replica keeps to PostgreSQL at most (the group-commit task
-    /// uses one at a time; reads, creates, closes and the folder share the rest).
-    pub pool_size: usize,
-    /// Longest wait for a connection: to connect, or for a free one from the pool.
-    /// Past it the operation fails with [`StoreError::Unavailable`].
-    pub connect_timeout: Duration,
-    /// A group of batches is committed as soon as it holds this many reports (0 is
-    /// treated as 1).
-    pub batch_size: usize,
-    /// A group is committed at most this long after its first batch arrived.
-    pub batch_delay: Duration,
-    /// How often this replica folds appended report logs and deltas into the bases
-    /// (zero: never in the background, nor on the size trigger; [`PostgresStore::fold`]
-    /// still does).
-    pub fold_interval: Duration,
-    /// Rows (report logs and deltas) one fold transaction adds at most (bounds its
-    /// duration and how many rows it holds locked).
-    pub fold_batch: usize,
-    /// Rows of folded sums (shards) each collection keeps: folders on different
-    /// replicas each lock one and fold at the same time. Shards are created when
-    /// missing (at open, with a collection), never removed: a replica configured
-    /// with fewer only leaves the others to replicas that use them.
-    pub fold_shards: usize,
-    /// The size trigger: this replica folds as soon as it has appended this many bytes
-    /// of report logs since it last did (besides every `fold_interval`).
-    pub fold_bytes: u64,
-    /// How long this replica trusts its cached spec and closed flag of a collection
-    /// before reading them again: bounds how long it serves a collection that another
-    /// replica deleted (and perhaps created anew) — see "Cache" in [`PostgresStore`].
-    pub cache_ttl: Duration,
-}
-
-impl Default for PostgresConfig {
-    /// 8 connections, 10 s to connect; the stores' group-commit defaults
-    /// (1024 reports or 5 ms); folds of at most 64 rows every second or per 64 MiB of
-    /// report logs appended, into 4 shards.
-    fn default() -> Self {
-        PostgresConfig {
-            pool_size: 8,
-            connect_timeout: Duration::from_secs(10),
-            batch_size: DEFAULT_BATCH_SIZE,
-            batch_delay: DEFAULT_BATCH_DELAY,
-            fold_interval: Duration::from_secs(1),
-            fold_batch: 64,
-            fold_shards: 4,
-            fold_bytes: DEFAULT_FOLD_BYTES,
-            cache_ttl: Duration::from_secs(5),
-        }
-    }
-}
-
-/// Why the PostgreSQL store could not be opened.
-#[derive(Debug, Error)]
-pub enum PostgresError {
-    /// The connection URL cannot be parsed.
-    #[error("invalid PostgreSQL URL: {0}")]
-    Url(#[source] tokio_postgres::Error),
-    /// The connection pool cannot be built.
-    #[error("cannot build the connection pool: {0}")]
-    Pool(#[from] deadpool_postgres::BuildError),
-    /// No connection could be made.
-    #[error("cannot connect to PostgreSQL: {0}")]
-    Connect(#[from] deadpool_postgres::PoolError),
-    /// A statement failed.
-    #[error("PostgreSQL: {0}")]
-    Db(#[from] tokio_postgres::Error),
-    /// A migration failed (nothing of it was applied).
-    #[error("schema migration {name} failed: {source}")]
-    Migration {
-        /// The migration.
-        name: &'static str,
-        /// The cause.
-        source: tokio_postgres::Error,
-    },
-    /// The database was migrated by a newer version of the aggregator.
-    #[error("the database schema is at version {found}, newer than this aggregator's {known}")]
-    Newer {
-        /// The newest applied version.
-        found: i64,
-        /// The newest version this aggregator knows.
-        known: i64,
-    },
-}
-
-/// What one replica caches: only what never changes for one incarnation of a
-/// collection (its spec; a close is final), each with the time it was read, trusted
-/// for [`PostgresConfig::cache_ttl`] (another replica may delete the collection).
-#[derive(Default)]
-struct Cache {
-    collections: RwLock<HashMap<String, (Arc<Collection>, Instant)>>,
-    closed: RwLock<HashMap<String, Instant>>,
-}
+pub use config::{PostgresConfig, PostgresError};
+use errors::{corrupt, db_error, pool_error, to_u64};
 
 /// A [`Store`] in a PostgreSQL database that any number of aggregator replicas
 /// (processes) share; each replica is stateless beyond a cache of immutable facts.
@@ -424,86 +332,6 @@ impl PostgresStore {
         }
         outcome
     }
-
-    /// The cached collection, if read less than the TTL ago.
-    fn cached(&self, id: &str) -> Result<Option<Arc<Collection>>, StoreError> {
-        let map = self
-            .cache
-            .collections
-            .read()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
-        Ok(map
-            .get(id)
-            .filter(|(_, at)| at.elapsed() < self.config.cache_ttl)
-            .map(|(c, _)| c.clone()))
-    }
-
-    /// Caches `collection` as read now; an equal cached one is kept (and refreshed).
-    fn remember(&self, collection: Arc<Collection>) -> Result<Arc<Collection>, StoreError> {
-        let mut map = self
-            .cache
-            .collections
-            .write()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?;
-        let now = Instant::now();
-        let entry = map
-            .entry(collection.id().to_string())
-            .or_insert((collection.clone(), now));
-        if entry.0 != collection {
-            *entry = (collection, now);
-        } else {
-            entry.1 = now;
-        }
-        Ok(entry.0.clone())
-    }
-
-    /// Drops everything cached about `id` (it was deleted, here or elsewhere).
-    fn forget(&self, id: &str) -> Result<(), StoreError> {
-        self.cache
-            .collections
-            .write()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("collection cache")))?
-            .remove(id);
-        self.cache
-            .closed
-            .write()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
-            .remove(id);
-        Ok(())
-    }
-
-    /// The collection whose spec is stored under `id`, checked and cached.
-    fn decoded(&self, id: &str, spec: &[u8]) -> Result<Arc<Collection>, StoreError> {
-        let collection = decode_collection(id, spec).map_err(corrupt)?;
-        if collection.id() != id {
-            return Err(corrupt(Corruption::IdMismatch {
-                id: id.to_string(),
-                found: collection.id().to_string(),
-            }));
-        }
-        self.remember(Arc::new(collection))
-    }
-
-    /// Whether `id` was seen closed less than the TTL ago.
-    fn known_closed(&self, id: &str) -> Result<bool, StoreError> {
-        let map = self
-            .cache
-            .closed
-            .read()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?;
-        Ok(map
-            .get(id)
-            .is_some_and(|at| at.elapsed() < self.config.cache_ttl))
-    }
-
-    fn remember_closed(&self, id: &str) -> Result<(), StoreError> {
-        self.cache
-            .closed
-            .write()
-            .map_err(|_| StoreError::internal(Cause::Poisoned("closed cache")))?
-            .insert(id.to_string(), Instant::now());
-        Ok(())
-    }
 }
 
 impl Drop for PostgresStore {
@@ -518,67 +346,6 @@ impl Drop for PostgresStore {
     }
 }
 
-/// The store error for a failed statement: [`StoreError::Unavailable`] when the
-/// database is unreachable or the failure is transient, [`StoreError::Internal`]
-/// otherwise.
-pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
-    if transient(&e) {
-        StoreError::unavailable(Cause::backend("PostgreSQL", e))
-    } else {
-        StoreError::internal(Cause::backend("PostgreSQL", e))
-    }
-}
-
-/// The store error when no connection can be had: the database is unreachable.
-pub(crate) fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
-    use deadpool_postgres::PoolError;
-    match &e {
-        PoolError::Backend(b) if !transient(b) => StoreError::internal(pool_cause(e)),
-        PoolError::Closed => StoreError::unavailable(Cause::ShuttingDown),
-        _ => StoreError::unavailable(pool_cause(e)),
-    }
-}
-
-/// The cause of a failure to get a connection from the pool.
-fn pool_cause(e: deadpool_postgres::PoolError) -> Cause {
-    Cause::backend("PostgreSQL connection pool", e)
-}
-
-/// Whether `e` may go away when retried: no connection (I/O, closed), or an error
-/// class PostgreSQL documents as transient.
-fn transient(e: &tokio_postgres::Error) -> bool {
-    use std::error::Error as _;
-    if e.is_closed()
-        || e.source()
-            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
-    {
-        return true;
-    }
-    match e.code() {
-        Some(code) => {
-            let code = code.code();
-            // 08: connection exception; 53: insufficient resources; 57P: operator
-            // intervention (shutdown, cannot connect now); 40001 serialization
-            // failure; 40P01 deadlock.
-            code.starts_with("08")
-                || code.starts_with("53")
-                || code.starts_with("57P")
-                || code == "40001"
-                || code == "40P01"
-        }
-        None => false,
-    }
-}
-
-/// A stored `bigint` count as `u64` (negative only if the database was altered).
-fn to_u64(v: i64) -> Result<u64, StoreError> {
-    u64::try_from(v).map_err(|_| {
-        StoreError::internal(Cause::Inconsistent(format!(
-            "negative count {v} in the database"
-        )))
-    })
-}
-
 /// Creates the missing base shards (`$2` per collection) of collection `$1`, or of
 /// every collection when `$1` is NULL.
 const ENSURE_SHARDS: &str = "INSERT INTO bases (collection, shard, count)
@@ -589,10 +356,6 @@ const ENSURE_SHARDS: &str = "INSERT INTO bases (collection, shard, count)
 /// [`PostgresConfig::fold_shards`] as the `integer` of [`ENSURE_SHARDS`] (at least 1).
 fn shards(config: &PostgresConfig) -> i32 {
     i32::try_from(config.fold_shards.max(1)).unwrap_or(i32::MAX)
-}
-
-fn corrupt(e: Corruption) -> StoreError {
-    StoreError::internal(Cause::Corrupt(e))
 }
 
 #[tonic::async_trait]

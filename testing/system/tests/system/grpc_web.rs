@@ -5,50 +5,23 @@
 //! allowed origin only; a daemon without the flag does not speak it; bad flags are
 //! refused with one line.
 
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_client::proto::v1::{CreateCollectionRequest, GetStatusRequest, Report};
 use ldpcov_client::{Collection, DiscreteGaussianSampler, Perturber, ReportId};
-use tonic::body::Body;
-use tonic::codegen::http::{Method, Request as HttpRequest, StatusCode};
-use tonic::metadata::MetadataValue;
-use tonic::{Code, Request};
+use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService};
-use tower::Layer;
 
 use support::admin::run;
 use support::daemon::*;
+use support::grpc::{assert_cors_preflights, web, with_token};
 
 use crate::support;
 
 const ADMIN: &str = "web-admin-secret";
 const SUBMIT: &str = "web-submit-secret";
 const ORIGIN: &str = "http://localhost:8080";
-
-type WebService = GrpcWebClientService<Client<HttpConnector, GrpcWebCall<Body>>>;
-
-/// A gRPC-Web service over HTTP/1.1 to `url`.
-fn web(url: &str) -> (WebService, tonic::codegen::http::Uri) {
-    let http1 = Client::builder(TokioExecutor::new()).build_http::<GrpcWebCall<Body>>();
-    (
-        GrpcWebClientLayer::new().layer(http1),
-        url.parse().expect("daemon url"),
-    )
-}
-
-fn with_token<T>(message: T, token: Option<&str>) -> Request<T> {
-    let mut request = Request::new(message);
-    if let Some(token) = token {
-        let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
-        request.metadata_mut().insert("authorization", value);
-    }
-    request
-}
 
 /// A real report for `collection` (exact sampler, fixed seed), tagged `id`.
 fn report(collection: &Collection, id: u8) -> Report {
@@ -157,36 +130,11 @@ async fn grpc_web_calls_count_and_keep_tokens_health_and_cors() {
         .into_inner();
     assert_eq!(serving.status, ServingStatus::Serving as i32);
 
-    // CORS: a preflight from the allowed origin is answered with it; another origin
-    // gets no allow-origin header (the browser then withholds the answer).
-    let http1 = Client::builder(TokioExecutor::new()).build_http::<Body>();
-    for (from, allowed) in [(ORIGIN, true), ("http://evil.example", false)] {
-        let preflight = HttpRequest::builder()
-            .method(Method::OPTIONS)
-            .uri(format!("{}/ldpcov.v1.Aggregator/SubmitReport", daemon.url))
-            .header("origin", from)
-            .header("access-control-request-method", "POST")
-            .header(
-                "access-control-request-headers",
-                "authorization,content-type,x-grpc-web",
-            )
-            .body(Body::empty())
-            .expect("request");
-        let response = http1.request(preflight).await.expect("preflight");
-        assert_eq!(response.status(), StatusCode::OK, "{from}");
-        let header = response.headers().get("access-control-allow-origin");
-        if allowed {
-            assert_eq!(header.map(|h| h.as_bytes()), Some(ORIGIN.as_bytes()));
-            let headers = response
-                .headers()
-                .get("access-control-allow-headers")
-                .map(|h| h.to_str().unwrap_or("").to_ascii_lowercase())
-                .unwrap_or_default();
-            assert!(headers.contains("authorization"), "{headers}");
-        } else {
-            assert!(header.is_none(), "{from}: {header:?}");
-        }
-    }
+    assert_cors_preflights(
+        &format!("{}/ldpcov.v1.Aggregator/SubmitReport", daemon.url),
+        ORIGIN,
+    )
+    .await;
 }
 
 #[tokio::test]

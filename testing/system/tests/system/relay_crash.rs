@@ -30,11 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ldpcov_aggregator::{DurableConfig, DurableStore, Store};
 use ldpcov_client::proto::v1::aggregator_client::AggregatorClient as RawClient;
-use ldpcov_client::proto::v1::relay_client::RelayClient;
-use ldpcov_client::proto::v1::{
-    CollectionSpec, GetCollectionRequest, GetEstimateRequest, LocalMechanism, RelayStatus,
-    RelayStatusRequest, ShuffleSpec,
-};
+use ldpcov_client::proto::v1::{GetCollectionRequest, GetEstimateRequest};
 use ldpcov_client::{
     AggregatorClient, Collection, DiscreteGaussianSampler, PreparedRelayReport, ReportId,
     RetryPolicy, active_key, seal_report,
@@ -49,7 +45,9 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::support;
 use support::crash::{free_port, kill, spawn_serve, transient, wait_ready};
-use support::relay::{RelayFiles, spawn_relay};
+use support::embedded::RELAY_TOKEN;
+use support::fake_aggregator::shuffled_spec;
+use support::relay::{RelayFiles, relay_status, spawn_relay};
 
 /// Kills of the aggregator alone, then of both daemons at once.
 const AGGREGATOR_KILLS: usize = 15;
@@ -60,27 +58,8 @@ const MIN_BATCH: u64 = 10;
 const COLLECTIONS: [&str; 2] = ["shuffled-a", "shuffled-b"];
 const DIM: u32 = 4;
 const ADMIN: &str = "aggregator-admin-token-0123";
-const RELAY_TOKEN: &str = "relay-token-0123456789";
 const RELAY_ADMIN: &str = "relay-admin-token-0123";
 const DEVICE_SECRET: [u8; 32] = [0x42; 32];
-
-fn shuffled_spec(id: &str) -> CollectionSpec {
-    CollectionSpec {
-        collection_id: id.into(),
-        dim: DIM,
-        epsilon: 4.0,
-        delta: 0.0,
-        clip_radius: 1.0,
-        min_reports: 1,
-        local_mechanism: LocalMechanism::RankOne as i32,
-        shuffle: Some(ShuffleSpec {
-            min_batch_size: MIN_BATCH,
-            batch_window_seconds: 1,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 /// A shuffled collection as a device sees it: its parameters and active key.
 #[derive(Clone)]
@@ -162,23 +141,6 @@ async fn device_pool(
     acked
 }
 
-async fn relay_status(url: &str, collection: &str) -> Option<RelayStatus> {
-    let mut client = RelayClient::connect(url.to_string()).await.ok()?;
-    let mut request = tonic::Request::new(RelayStatusRequest {
-        collection_id: collection.into(),
-    });
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {RELAY_ADMIN}").parse().expect("ascii"),
-    );
-    request.set_timeout(Duration::from_secs(5));
-    client
-        .get_relay_status(request)
-        .await
-        .ok()
-        .map(|r| r.into_inner())
-}
-
 /// How long from now, `skip` later, until the next whole unix second.
 fn until_next_second(skip: Duration) -> Duration {
     let now = SystemTime::now()
@@ -222,6 +184,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
         admin_token: dir.join("relay-admin-token"),
         data: dir.join("relay"),
         log: dir.join("relay.log"),
+        layer_key: None,
     };
     let aggregator_addr = free_port();
     let aggregator_url = format!("http://{aggregator_addr}");
@@ -251,7 +214,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
     let mut targets = Vec::new();
     for id in COLLECTIONS {
         admin
-            .create_collection(shuffled_spec(id))
+            .create_collection(shuffled_spec(id, MIN_BATCH, 1))
             .await
             .expect("create");
         let params = raw
@@ -362,7 +325,9 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
         assert!(Instant::now() < deadline, "the relay did not drain");
         let mut drained = true;
         for (i, id) in COLLECTIONS.iter().enumerate() {
-            let status = relay_status(&relay_url, id).await.expect("relay status");
+            let status = relay_status(&relay_url, id, RELAY_ADMIN)
+                .await
+                .expect("relay status");
             if status.window_reports > 0 || status.pending_batches > 0 {
                 drained = false;
             }
@@ -408,7 +373,7 @@ async fn sigkill_of_the_aggregator_under_the_relay_loses_and_double_counts_nothi
             estimate.upper_triangle.len(),
             (DIM * (DIM + 1) / 2) as usize
         );
-        forwarded_reports += relay_status(&relay_url, id)
+        forwarded_reports += relay_status(&relay_url, id, RELAY_ADMIN)
             .await
             .expect("relay status")
             .forwarded_reports;

@@ -8,56 +8,23 @@ use futures::StreamExt;
 use ldpcov_proto::v1::{CollectionStatus, GetStatusRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::metadata::MetadataValue;
-use tonic::transport::Channel;
-use tonic::{Code, Request, Status};
+use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use support::admin::run;
 use support::daemon::*;
+use support::grpc::{
+    assert_refused_unauthenticated, channel, closed_within, connections_without_calls,
+    hanging_calls, unary_with_body,
+};
 
 use crate::support;
 
 const ADMIN: &str = "transport-admin-secret";
 const SUBMIT: &str = "transport-submit-secret";
 const GET_STATUS: &str = "/ldpcov.v1.Aggregator/GetStatus";
-
-async fn channel(url: &str) -> Channel {
-    Channel::from_shared(url.to_string())
-        .expect("url")
-        .connect()
-        .await
-        .expect("connect")
-}
-
-/// A `GetStatus` call (unary on the server) whose request message is `body`, sent as
-/// a client stream: with `futures::stream::pending()` the headers go out and the body
-/// never comes, which is how a slow or hostile client holds a call open.
-async fn get_status_with_body(
-    channel: Channel,
-    token: Option<&str>,
-    body: impl futures::Stream<Item = GetStatusRequest> + Send + 'static,
-) -> Result<CollectionStatus, Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready()
-        .await
-        .map_err(|e| Status::unavailable(e.to_string()))?;
-    let mut request = Request::new(body);
-    if let Some(token) = token {
-        let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
-        request.metadata_mut().insert("authorization", value);
-    }
-    grpc.client_streaming(
-        request,
-        PathAndQuery::from_static(GET_STATUS),
-        tonic_prost::ProstCodec::<GetStatusRequest, CollectionStatus>::default(),
-    )
-    .await
-    .map(|r| r.into_inner())
-}
 
 /// Issue 31, item 1: 1 100 calls without a token that send their headers and never
 /// their body (more than the 1 024 slots of `--max-concurrent-requests`, spread over
@@ -69,24 +36,18 @@ async fn get_status_with_body(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_less_calls_that_hang_do_not_stall_a_normal_client_or_the_health_check() {
     let daemon = Daemon::start_with(&["--admin-token", ADMIN, "--submit-token", SUBMIT]);
-    let mut hanging = Vec::new();
-    for _ in 0..11 {
-        let channel = channel(&daemon.url).await;
-        for _ in 0..100 {
-            let channel = channel.clone();
-            hanging.push(tokio::spawn(async move {
-                get_status_with_body(channel, None, futures::stream::pending()).await
-            }));
-        }
-    }
+    let hanging =
+        hanging_calls::<GetStatusRequest, CollectionStatus>(&daemon.url, GET_STATUS, None, 11, 100)
+            .await;
     // Let the hanging calls reach the server first.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let normal = channel(&daemon.url).await;
     let answer = timeout(
         Duration::from_secs(10),
-        get_status_with_body(
+        unary_with_body::<GetStatusRequest, CollectionStatus>(
             normal.clone(),
+            GET_STATUS,
             Some(SUBMIT),
             futures::stream::iter([GetStatusRequest {
                 collection_id: "nothing-here".to_string(),
@@ -111,33 +72,7 @@ async fn token_less_calls_that_hang_do_not_stall_a_normal_client_or_the_health_c
     assert_eq!(health.into_inner().status, ServingStatus::Serving as i32);
 
     // Every token-less call was refused from its headers alone: its body never came.
-    let mut refused = 0;
-    for call in hanging {
-        let result = timeout(Duration::from_secs(30), call)
-            .await
-            .expect("a token-less call must be refused without its body")
-            .expect("task");
-        let status = result.expect_err("no token");
-        assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
-        refused += 1;
-    }
-    assert_eq!(refused, 1100);
-}
-
-/// Reads until the server closes the connection (EOF or an error); `None` if it is
-/// still open after `limit`.
-async fn closed_within(stream: &mut tokio::net::TcpStream, limit: Duration) -> Option<()> {
-    let mut buf = [0u8; 4096];
-    timeout(limit, async {
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    })
-    .await
-    .ok()
+    assert_refused_unauthenticated(hanging, 1100).await;
 }
 
 /// Issue 31, item 2: silent TCP connections and connections that sent the HTTP/2
@@ -152,20 +87,7 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
     let addr = daemon.url.trim_start_matches("http://").to_string();
     let limit = Duration::from_secs(20);
 
-    let mut silent = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    let mut dribbling = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    dribbling.write_all(b"PRI * HT").await.expect("write");
-    let mut idle = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    // The client preface and an empty SETTINGS frame: a complete HTTP/2 handshake.
-    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-        .await
-        .expect("write");
+    let (mut silent, mut dribbling, mut idle) = connections_without_calls(addr.as_str()).await;
 
     // A call whose body comes after 5 s: in flight for longer than the idle timeout.
     let slow = tokio::spawn({
@@ -177,7 +99,13 @@ async fn silent_and_idle_connections_are_closed_but_a_slow_call_is_not() {
                     collection_id: "nothing-here".to_string(),
                 }
             });
-            get_status_with_body(channel, None, body.boxed()).await
+            unary_with_body::<GetStatusRequest, CollectionStatus>(
+                channel,
+                GET_STATUS,
+                None,
+                body.boxed(),
+            )
+            .await
         }
     });
 
