@@ -83,7 +83,10 @@ pub use perturb::{
     CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
 };
 pub use policy::{PrivacyPolicy, ShufflePolicy};
-pub use report_builder::{PreparedRelayReport, ReportBuilder};
+pub use report_builder::{
+    PreparedRelayReport, ReportBuilder, two_aggregator_measurement, two_aggregator_prio3,
+    two_aggregator_report_type,
+};
 pub use shuffle::{
     SUBMISSION_ID_LEN, active_key, relay_key, relay_report, seal_for_relay, seal_report,
     seal_to_aggregator,

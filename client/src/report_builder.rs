@@ -181,27 +181,10 @@ impl ReportBuilder {
         helper_key: &PublicKeyConfig,
         x: &[f64],
     ) -> Result<TwoAggregatorReport, ClientError> {
-        let (Some(circuit), ReportMechanism::RawVector(raw)) =
-            (collection.two_aggregator(), collection.mechanism())
-        else {
-            return Err(ClientError::NotTwoAggregator {
-                id: collection.id().to_string(),
-            });
-        };
+        let vdaf = two_aggregator_prio3(collection)?;
         self.policy.check(collection)?;
-        let u = clip(collection, x)?;
-        let grid: Vec<i64> = raw.statistic(&u)?.into_iter().map(i64::from).collect();
+        let grid = two_aggregator_measurement(collection, x)?;
         let shares = |e: ldpcov_prio::Error| ClientError::Shares(e.to_string());
-        let vdaf = ldpcov_prio::new_prio3(
-            ldpcov_prio::CovarianceReport::new(
-                circuit.dim,
-                circuit.range_bits as usize,
-                circuit.norm_bound,
-                circuit.output_x,
-            )
-            .map_err(shares)?,
-        )
-        .map_err(shares)?;
         let report_id = random_report_id()?;
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.charge(collection)?;
@@ -262,6 +245,55 @@ impl ReportBuilder {
         let request = crate::shuffle::relay_report(collection, relay_key, &sealed)?;
         Ok(PreparedRelayReport { report_id, request })
     }
+}
+
+/// A two-aggregator collection's measurement for `x`: `x` clipped as for any collection
+/// ([`Perturber::clip`](crate::Perturber::clip)), then on the central grid (`x = u·2^15`,
+/// inside the unit ball exactly): the vector a device shares. The shared test vectors
+/// pin it.
+pub fn two_aggregator_measurement(
+    collection: &Collection,
+    x: &[f64],
+) -> Result<Vec<i64>, ClientError> {
+    let raw = match collection.mechanism() {
+        ReportMechanism::RawVector(raw) if collection.is_two_aggregator() => raw,
+        _ => {
+            return Err(ClientError::NotTwoAggregator {
+                id: collection.id().to_string(),
+            });
+        }
+    };
+    let u = clip(collection, x)?;
+    Ok(raw.statistic(&u)?.into_iter().map(i64::from).collect())
+}
+
+/// The Prio3 type of a two-aggregator collection's reports: `ldpcov-prio`'s circuit with
+/// the collection's [`TwoAggregatorCircuit`](ldpcov_privacy::two_aggregator::TwoAggregatorCircuit)
+/// (its `encode` gives the measurement the device shares).
+pub fn two_aggregator_report_type(
+    collection: &Collection,
+) -> Result<ldpcov_prio::CovarianceReport, ClientError> {
+    let circuit = collection
+        .two_aggregator()
+        .ok_or_else(|| ClientError::NotTwoAggregator {
+            id: collection.id().to_string(),
+        })?;
+    ldpcov_prio::CovarianceReport::new(
+        circuit.dim,
+        circuit.range_bits as usize,
+        circuit.norm_bound,
+        circuit.output_x,
+    )
+    .map_err(|e| ClientError::Shares(e.to_string()))
+}
+
+/// The Prio3 instance of a two-aggregator collection's reports
+/// ([`two_aggregator_report_type`] with `ldpcov-prio`'s instance parameters).
+pub fn two_aggregator_prio3(
+    collection: &Collection,
+) -> Result<ldpcov_prio::Prio3Covariance, ClientError> {
+    ldpcov_prio::new_prio3(two_aggregator_report_type(collection)?)
+        .map_err(|e| ClientError::Shares(e.to_string()))
 }
 
 /// Refuses a collection that is not shuffled (its reports go to the aggregator, not
@@ -370,17 +402,7 @@ mod tests {
         assert_eq!(device.ledger().unwrap().spends().len(), 1);
         assert_eq!(device.ledger().unwrap().spends()[0].rho, c.rho());
 
-        let circuit = c.two_aggregator().unwrap();
-        let vdaf = ldpcov_prio::new_prio3(
-            ldpcov_prio::CovarianceReport::new(
-                circuit.dim,
-                circuit.range_bits as usize,
-                circuit.norm_bound,
-                circuit.output_x,
-            )
-            .unwrap(),
-        )
-        .unwrap();
+        let vdaf = two_aggregator_prio3(&c).unwrap();
         let ctx = ldpcov_prio::context(c.id());
         let nonce: [u8; 16] = report.report_id.as_slice().try_into().unwrap();
         let sealed = report.helper_share.clone().unwrap();
@@ -423,6 +445,10 @@ mod tests {
         let grid = raw
             .statistic(&crate::Perturber::new(c.clone()).clip(&x).unwrap())
             .unwrap();
+        assert_eq!(
+            two_aggregator_measurement(&c, &x).unwrap(),
+            grid.iter().map(|&v| i64::from(v)).collect::<Vec<_>>()
+        );
         let want_y: Vec<i128> = (0..4)
             .flat_map(|i| (i..4).map(move |j| (i, j)))
             .map(|(i, j)| i128::from(grid[i]) * i128::from(grid[j]))

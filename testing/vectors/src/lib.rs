@@ -30,12 +30,19 @@
 //! `testing/vectors/sealed-v1.json` (see [`sealed_vectors`]), written by the same binary
 //! (`--write-sealed <path>`); the relay's layer over the first of them is
 //! `testing/vectors/relay-layer-v1.json` ([`layered_vectors`], `--write-layered <path>`).
+//! Two-aggregator collections' device-side values are `testing/vectors/two-aggregator-v1.json`
+//! ([`two_aggregator_vectors`], `--write-two-aggregator <path>`).
 
 mod layered;
 mod sealed;
+mod two_aggregator;
 
 pub use layered::{LAYERED_FILE, LAYERED_VERSION, layered_vectors, render_layered};
 pub use sealed::{SEALED_FILE, SEALED_VERSION, render_sealed, sealed_vectors};
+pub use two_aggregator::{
+    HELPER_KEY_ID, TWO_AGGREGATOR_FILE, TWO_AGGREGATOR_VERSION, TwoAggregatorCase, expected_output,
+    render_two_aggregator, two_aggregator_cases, two_aggregator_vectors,
+};
 
 use ldpcov_client::proto::v1::{CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel};
 use ldpcov_client::{
@@ -297,11 +304,11 @@ fn cases() -> Vec<Case> {
 }
 
 /// An f64 as its bits (authoritative) and its shortest decimal (for reading).
-fn f(v: f64) -> Value {
+pub(crate) fn f(v: f64) -> Value {
     json!({ "bits": format!("{:016x}", v.to_bits()), "value": v })
 }
 
-fn fs(v: &[f64]) -> Value {
+pub(crate) fn fs(v: &[f64]) -> Value {
     Value::Array(v.iter().map(|&x| f(x)).collect())
 }
 
@@ -322,7 +329,7 @@ fn spec_of(c: &Case) -> CollectionSpec {
     }
 }
 
-fn derived(collection: &Collection) -> Value {
+pub(crate) fn derived(collection: &Collection) -> Value {
     let p = collection.params();
     let mut out = json!({
         "entries": p.entries,

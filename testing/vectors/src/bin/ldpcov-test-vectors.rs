@@ -1,8 +1,8 @@
 //! Writes the shared test vectors: `ldpcov-test-vectors --write <path>` (the committed
 //! file is `testing/vectors/reports-v1.json`) and `--write-sealed <path>` (the sealed
 //! reports, `testing/vectors/sealed-v1.json`) and `--write-layered <path>` (the relay's
-//! layer over them, `testing/vectors/relay-layer-v1.json`), or prints the report vectors without a
-//! flag.
+//! layer over them, `testing/vectors/relay-layer-v1.json`) and `--write-two-aggregator <path>`
+//! (`testing/vectors/two-aggregator-v1.json`), or prints the report vectors without a flag.
 
 use anyhow::{Context, bail};
 
@@ -20,11 +20,14 @@ fn main() -> anyhow::Result<()> {
         [flag, path] if flag == "--write-layered" => {
             write(path, &ldpcov_test_vectors::render_layered()?)?;
         }
+        [flag, path] if flag == "--write-two-aggregator" => {
+            write(path, &ldpcov_test_vectors::render_two_aggregator()?)?;
+        }
         [flag, path] if flag == "--write-sealed" => {
             write(path, &ldpcov_test_vectors::render_sealed()?)?;
         }
         _ => bail!(
-            "usage: ldpcov-test-vectors [--write <path> | --write-sealed <path> | --write-layered <path>]"
+            "usage: ldpcov-test-vectors [--write <path> | --write-sealed <path> | --write-layered <path> | --write-two-aggregator <path>]"
         ),
     }
     Ok(())
