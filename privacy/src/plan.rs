@@ -118,6 +118,130 @@ pub fn shuffled_privacy(
     )
 }
 
+/// One candidate radius of [`radius_tradeoff`], every figure in data units (the
+/// Frobenius norm over the `p × p` second moment).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RadiusCandidate {
+    /// The clip radius R.
+    pub radius: f64,
+    /// [`raw_average_error`] at R: the noise, which grows as `R²`.
+    pub noise: f64,
+    /// An upper bound on the clipping bias at R, `E[(‖x‖² − R²)₊]`: clipping moves a
+    /// user's `x·xᵀ` by at most `‖x‖² − R²` in Frobenius norm (exact when the clipped
+    /// users all point one way), and not at all inside the ball.
+    pub clipping_bias_bound: f64,
+    /// The users' mean squared norm after clipping, `E[min(‖x‖/R, 1)²]` (the rank-one
+    /// report's noise depends on it).
+    pub mean_square_norm: f64,
+}
+
+impl RadiusCandidate {
+    /// Noise plus the bias bound: what [`best_radius`] minimises.
+    pub fn total(&self) -> f64 {
+        self.noise + self.clipping_bias_bound
+    }
+}
+
+/// Why [`radius_tradeoff`] cannot plan.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RadiusPlanError {
+    /// No norms were given.
+    #[error("no norms: give the norms ‖x − c‖ of a public sample (one per user)")]
+    NoNorms,
+    /// A norm is negative, NaN or infinite.
+    #[error("norm {index} is {value}: every norm must be a finite number ≥ 0")]
+    BadNorm {
+        /// Its position among the norms.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// A candidate radius makes an invalid collection.
+    #[error("radius {radius}: {source}")]
+    Spec {
+        /// The radius.
+        radius: f64,
+        /// Why the collection is invalid.
+        source: crate::SpecError,
+    },
+}
+
+/// The noise and the clipping-bias bound of the raw average of `n` reports at each
+/// candidate radius, for users whose norms about the collection's centre, `‖x − c‖`, are
+/// distributed as `norms` — a **public** sample or a model of it, never the collection's
+/// own data (a radius read off the data it then protects would leak it). `spec` is the
+/// collection's spec; its `clip_radius` is replaced by each candidate.
+///
+/// The rule: choose the radius with the smallest noise + bias bound ([`best_radius`]).
+/// Too small a radius clips the tails (the bias bound grows); too large a one inflates
+/// the noise as `R²`. The bound is loose when the clipped users point many ways, so the
+/// rule leans to larger radii than the exact optimum.
+pub fn radius_tradeoff(
+    spec: &ldpcov_proto::v1::CollectionSpec,
+    n: u64,
+    norms: &[f64],
+    radii: &[f64],
+) -> Result<Vec<RadiusCandidate>, RadiusPlanError> {
+    if norms.is_empty() {
+        return Err(RadiusPlanError::NoNorms);
+    }
+    if let Some((index, &value)) = norms
+        .iter()
+        .enumerate()
+        .find(|(_, v)| !(v.is_finite() && **v >= 0.0))
+    {
+        return Err(RadiusPlanError::BadNorm { index, value });
+    }
+    let count = norms.len() as f64;
+    radii
+        .iter()
+        .map(|&radius| {
+            let collection = Collection::create(&ldpcov_proto::v1::CollectionSpec {
+                clip_radius: radius,
+                ..spec.clone()
+            })
+            .map_err(|source| RadiusPlanError::Spec { radius, source })?;
+            let r2 = radius * radius;
+            let mean_square_norm = norms.iter().map(|v| (v * v / r2).min(1.0)).sum::<f64>() / count;
+            let clipping_bias_bound =
+                norms.iter().map(|v| (v * v - r2).max(0.0)).sum::<f64>() / count;
+            Ok(RadiusCandidate {
+                radius,
+                noise: raw_average_error(&collection, n, mean_square_norm),
+                clipping_bias_bound,
+                mean_square_norm,
+            })
+        })
+        .collect()
+}
+
+/// The candidate with the smallest noise + bias bound (the first of equals), `None` for
+/// no candidates.
+pub fn best_radius(candidates: &[RadiusCandidate]) -> Option<RadiusCandidate> {
+    candidates
+        .iter()
+        .copied()
+        .min_by(|a, b| a.total().total_cmp(&b.total()))
+}
+
+/// Candidate radii from a public sample of norms: its quantiles at 50, 60, 70, 80, 90,
+/// 95 and 99 % and its largest value (positive ones, each once, ascending).
+pub fn quantile_radii(norms: &[f64]) -> Vec<f64> {
+    let mut sorted: Vec<f64> = norms.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let Some(&largest) = sorted.last() else {
+        return Vec::new();
+    };
+    let mut radii: Vec<f64> = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
+        .iter()
+        .map(|q| sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1])
+        .chain(std::iter::once(largest))
+        .filter(|r| *r > 0.0)
+        .collect();
+    radii.dedup();
+    radii
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +259,75 @@ mod tests {
             ..Default::default()
         })
         .unwrap()
+    }
+
+    fn radius_spec() -> CollectionSpec {
+        CollectionSpec {
+            collection_id: "radius".into(),
+            dim: 10,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 1,
+            ..Default::default()
+        }
+    }
+
+    /// The noise grows as R² (the same collection otherwise); the bias bound is
+    /// `E[(‖x‖² − R²)₊]` exactly, 0 once no user is clipped; with heavy tails the best
+    /// radius is inside the sample's range, and with more users it does not shrink.
+    #[test]
+    fn the_radius_tradeoff_balances_noise_and_clipping() {
+        // 90 users at norm 1, 9 at 3, 1 at 30: a heavy tail.
+        let mut norms = vec![1.0; 90];
+        norms.extend([3.0; 9]);
+        norms.push(30.0);
+        let radii = [1.0, 3.0, 30.0];
+        let plan = radius_tradeoff(&radius_spec(), 100_000, &norms, &radii).unwrap();
+        // Bias bounds: at 1, (9·8 + 899)/100; at 3, 891/100; at 30, 0.
+        assert!((plan[0].clipping_bias_bound - 9.71).abs() < 1e-9);
+        assert!((plan[1].clipping_bias_bound - 8.91).abs() < 1e-9);
+        assert_eq!(plan[2].clipping_bias_bound, 0.0);
+        // The Gaussian report's noise does not depend on the norms: exactly ∝ R².
+        assert!((plan[1].noise / plan[0].noise - 9.0).abs() < 1e-9);
+        assert!((plan[2].noise / plan[0].noise - 900.0).abs() < 1e-6);
+        // s(R) = E[min(‖x‖/R, 1)²].
+        assert!((plan[1].mean_square_norm - (90.0 / 9.0 + 9.0 + 1.0) / 100.0).abs() < 1e-12);
+        let quantiles = quantile_radii(&norms);
+        assert_eq!(quantiles, vec![1.0, 3.0, 30.0]);
+        let few = best_radius(&radius_tradeoff(&radius_spec(), 1_000, &norms, &quantiles).unwrap())
+            .unwrap();
+        let many =
+            best_radius(&radius_tradeoff(&radius_spec(), 100_000_000, &norms, &quantiles).unwrap())
+                .unwrap();
+        assert!(few.radius < 30.0, "{few:?}");
+        assert!(many.radius >= few.radius, "{few:?} {many:?}");
+        assert_eq!(
+            many.radius, 30.0,
+            "with 10^8 users the noise is cheap: clip nobody"
+        );
+    }
+
+    #[test]
+    fn bad_norms_and_radii_are_refused() {
+        let spec = radius_spec();
+        assert_eq!(
+            radius_tradeoff(&spec, 10, &[], &[1.0]),
+            Err(RadiusPlanError::NoNorms)
+        );
+        assert!(matches!(
+            radius_tradeoff(&spec, 10, &[1.0, -2.0], &[1.0]),
+            Err(RadiusPlanError::BadNorm { index: 1, .. })
+        ));
+        assert!(matches!(
+            radius_tradeoff(&spec, 10, &[1.0, f64::NAN], &[1.0]),
+            Err(RadiusPlanError::BadNorm { index: 1, .. })
+        ));
+        assert!(matches!(
+            radius_tradeoff(&spec, 10, &[1.0], &[-1.0]),
+            Err(RadiusPlanError::Spec { .. })
+        ));
+        assert!(quantile_radii(&[0.0, 0.0]).is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `plan`: before collecting anything, the predicted error of the raw average and the
 //! bytes per report of each local mechanism at (p, ε, δ, R, n), or the users a target
 //! error needs; with `--shuffle-batch`, the central (ε, δ) of a rank-one collection
-//! whose reports arrive shuffled. Computed here, from the same derivation a daemon and
+//! whose reports arrive shuffled; with `--norms-file`, the radius that balances noise and
+//! clipping bias for a public sample of norms. Computed here, from the same derivation a daemon and
 //! a device make (`ldpcov_privacy::plan`); no daemon is contacted.
 
 use anyhow::{Result, bail};
@@ -66,6 +67,37 @@ pub(crate) struct Options {
     /// most 10) whose batches meet it.
     #[arg(long, requires = "shuffle_batch")]
     central_epsilon: Option<f64>,
+    /// A file of users' norms ‖x − c‖ about the collection's centre, one number per
+    /// line, from a PUBLIC sample or a model (never the collection's own data): with
+    /// --users, print for --clip-radius and the sample's quantiles the noise, a bound
+    /// on the clipping bias and the radius whose sum is smallest.
+    #[arg(long, requires = "users")]
+    norms_file: Option<std::path::PathBuf>,
+}
+
+/// Reads one non-negative number per line (blank lines skipped).
+fn read_norms(path: &std::path::Path) -> Result<Vec<f64>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("--norms-file {}: {e}", path.display()))?;
+    let mut norms = Vec::new();
+    for (line, raw) in text.lines().enumerate() {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            continue;
+        }
+        match raw.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => norms.push(v),
+            _ => bail!(
+                "--norms-file {} line {}: {raw:?} is not a norm (a finite number >= 0)",
+                path.display(),
+                line + 1
+            ),
+        }
+    }
+    if norms.is_empty() {
+        bail!("--norms-file {} holds no norms", path.display());
+    }
+    Ok(norms)
 }
 
 impl Options {
@@ -111,6 +143,10 @@ impl Options {
             .map_err(|e| anyhow::anyhow!("--central-epsilon: {e}"))?,
             _ => bail!("give --epsilon, or --central-epsilon with --shuffle-batch"),
         };
+        let norms = match &self.norms_file {
+            Some(path) => Some(read_norms(path)?),
+            None => None,
+        };
         let mechanisms = match self.mechanism {
             Some(m) => vec![m],
             None => vec![
@@ -154,6 +190,27 @@ impl Options {
                 }
                 None => None,
             };
+            let radius_plan = match (&norms, self.users) {
+                (Some(norms), Some(n)) => {
+                    let mut radii = plan::quantile_radii(norms);
+                    radii.push(self.clip_radius);
+                    radii.sort_by(f64::total_cmp);
+                    radii.dedup();
+                    let candidates = plan::radius_tradeoff(&spec, n, norms, &radii)
+                        .map_err(|e| anyhow::anyhow!("--norms-file: {e}"))?;
+                    let best = plan::best_radius(&candidates).map(|b| b.radius);
+                    Some(serde_json::json!({
+                        "candidates": candidates.iter().map(|c| serde_json::json!({
+                            "radius": c.radius,
+                            "noise": c.noise,
+                            "clipping_bias_bound": c.clipping_bias_bound,
+                            "total": c.total(),
+                        })).collect::<Vec<_>>(),
+                        "best_radius": best,
+                    }))
+                }
+                _ => None,
+            };
             rows.push(serde_json::json!({
                 "mechanism": c.mechanism().local_mechanism().as_str_name(),
                 "epsilon": c.epsilon(),
@@ -164,6 +221,7 @@ impl Options {
                 "raw_average_frobenius_error": self.users.map(|n| plan::raw_average_error(&c, n, self.mean_square_norm)),
                 "users_for_target_error": self.target_error.map(|t| plan::users_for_error(&c, t, self.mean_square_norm)),
                 "shuffled": shuffled,
+                "radius_plan": radius_plan,
             }));
         }
         print_json(&serde_json::json!({

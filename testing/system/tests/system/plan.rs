@@ -143,3 +143,74 @@ fn plan_shuffle_batch_is_for_the_rank_one_mechanism() {
     ])
     .fails_with("--shuffle-batch: batch size 1 must be at least 2");
 }
+
+/// `--norms-file`: for --clip-radius and the sample's quantiles, the noise (∝ R², the
+/// Gaussian report's), the clipping-bias bound `E[(‖x‖² − R²)₊]` and the radius whose sum
+/// is smallest; a file that is not norms is a one-line error.
+#[test]
+fn plan_norms_file_chooses_the_radius() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let norms = dir.path().join("norms.txt");
+    // 8 users at norm 1, one at 3, one at 30.
+    std::fs::write(&norms, "1\n1\n1\n1\n1\n1\n1\n1\n3\n\n30\n").expect("write");
+    let norms_arg = norms.to_str().expect("a UTF-8 path");
+    let out = run(&[
+        "plan",
+        "--dim",
+        "10",
+        "--epsilon",
+        "1",
+        "--users",
+        "100000",
+        "--mechanism",
+        "gaussian",
+        "--norms-file",
+        norms_arg,
+    ])
+    .json();
+    let plan = &out["mechanisms"][0]["radius_plan"];
+    let candidates = plan["candidates"].as_array().expect("candidates");
+    let field = |c: &serde_json::Value, f: &str| c[f].as_f64().expect("a number");
+    let radii: Vec<f64> = candidates.iter().map(|c| field(c, "radius")).collect();
+    assert_eq!(radii, vec![1.0, 3.0, 30.0], "{out}");
+    // (8·0 + 8 + 899)/10 at R = 1, 891/10 at 3, none at 30.
+    let bias: Vec<f64> = candidates
+        .iter()
+        .map(|c| field(c, "clipping_bias_bound"))
+        .collect();
+    assert!((bias[0] - 90.7).abs() < 1e-9 && (bias[1] - 89.1).abs() < 1e-9 && bias[2] == 0.0);
+    let noise: Vec<f64> = candidates.iter().map(|c| field(c, "noise")).collect();
+    assert!((noise[1] / noise[0] - 9.0).abs() < 1e-9, "{out}");
+    let best = candidates
+        .iter()
+        .min_by(|a, b| field(a, "total").total_cmp(&field(b, "total")))
+        .expect("a candidate");
+    assert_eq!(plan["best_radius"], best["radius"], "{out}");
+
+    std::fs::write(&norms, "1\n-2\n").expect("write");
+    run(&[
+        "plan",
+        "--dim",
+        "10",
+        "--epsilon",
+        "1",
+        "--users",
+        "100",
+        "--norms-file",
+        norms_arg,
+    ])
+    .fails_with("line 2: \"-2\" is not a norm");
+    std::fs::write(&norms, "\n").expect("write");
+    run(&[
+        "plan",
+        "--dim",
+        "10",
+        "--epsilon",
+        "1",
+        "--users",
+        "100",
+        "--norms-file",
+        norms_arg,
+    ])
+    .fails_with("holds no norms");
+}
