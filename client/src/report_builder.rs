@@ -208,11 +208,7 @@ impl ReportBuilder {
             report_id: report_id.0.to_vec(),
             public_share: upload.public_share,
             leader_share: upload.leader_share,
-            helper_share: Some(SealedReport {
-                key_id: helper_share.key_id,
-                enc: helper_share.enc,
-                ciphertext: helper_share.ciphertext,
-            }),
+            helper_share: Some(crate::shuffle::sealed_message(helper_share)),
         })
     }
 
@@ -355,7 +351,7 @@ mod tests {
     /// what a central collection would have summed. Refusals come before the ledger.
     #[test]
     fn a_two_aggregator_report_verifies_and_sums_to_the_clipped_vector() {
-        use ldpcov_prio::exchange::{helper_verify, leader_finish, leader_start};
+        use ldpcov_prio::exchange::verify_both;
         use ldpcov_privacy::ReportMechanism;
         use prio::vdaf::{Aggregatable, Aggregator, Collector};
 
@@ -414,26 +410,16 @@ mod tests {
         assert!(helper.open_helper_share(&sealed, &[0; 16], now).is_err());
         let helper_share = helper.open_helper_share(&sealed, &nonce, now).unwrap();
         let key = [3u8; 32];
-        let (state, leader_verifier) = leader_start(
+        let (leader_out, helper_out) = verify_both(
             &vdaf,
             &key,
             &ctx,
             &nonce,
             &report.public_share,
             &report.leader_share,
-        )
-        .unwrap();
-        let (helper_out, message) = helper_verify(
-            &vdaf,
-            &key,
-            &ctx,
-            &nonce,
-            &report.public_share,
             &helper_share,
-            &leader_verifier,
         )
         .unwrap();
-        let leader_out = leader_finish(&vdaf, &ctx, state, &message).unwrap();
         let (mut l, mut h) = (vdaf.aggregate_init(&()), vdaf.aggregate_init(&()));
         l.accumulate(&leader_out).unwrap();
         h.accumulate(&helper_out).unwrap();

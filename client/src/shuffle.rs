@@ -83,11 +83,7 @@ pub fn seal_for_relay(
     let outer =
         ldpcov_seal::seal_for_relay_with_os_rng(relay_key, collection_id, &sealed.encode_to_vec())
             .map_err(|e| ClientError::Sealing(e.to_string()))?;
-    Ok(SealedReport {
-        key_id: outer.key_id,
-        enc: outer.enc,
-        ciphertext: outer.ciphertext,
-    })
+    Ok(sealed_message(outer))
 }
 
 /// Seals a prepared `report` of the shuffled `collection` to the aggregator's `key`:
@@ -113,11 +109,7 @@ pub fn seal_to_aggregator(
     }
     let sealed = ldpcov_seal::seal_with_os_rng(key, collection.id(), &report.encode_to_vec())
         .map_err(|e| ClientError::Sealing(e.to_string()))?;
-    Ok(SealedReport {
-        key_id: sealed.key_id,
-        enc: sealed.enc,
-        ciphertext: sealed.ciphertext,
-    })
+    Ok(sealed_message(sealed))
 }
 
 /// What a device sends the relay for a `sealed` report of `collection`: the relay's
@@ -152,4 +144,13 @@ pub fn seal_report(
         relay_key,
         &seal_to_aggregator(collection, key, report)?,
     )
+}
+
+/// A sealed report as its wire message (`ldpcov.v1.SealedReport`).
+pub(crate) fn sealed_message(sealed: ldpcov_seal::SealedReport) -> SealedReport {
+    SealedReport {
+        key_id: sealed.key_id,
+        enc: sealed.enc,
+        ciphertext: sealed.ciphertext,
+    }
 }

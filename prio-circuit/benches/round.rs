@@ -3,13 +3,13 @@
 //!
 //! * `round/shard` — the device's Prio3 sharding and proof (`exchange::shard`);
 //! * `round/verify` — both aggregators' verification of one report in one process
-//!   (`leader_start`, `helper_verify`, `leader_finish`), bytes in and out: its inverse is
+//!   (`exchange::verify_both`: `leader_start`, `helper_verify`, `leader_finish`), bytes in and out: its inverse is
 //!   the preparation throughput of a leader and a helper sharing this machine.
 //!
 //! `cargo bench -p ldpcov-prio --bench round -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{BenchmarkId, Criterion};
-use ldpcov_prio::exchange::{helper_verify, leader_finish, leader_start, shard};
+use ldpcov_prio::exchange::{shard, verify_both};
 use ldpcov_prio::{CovarianceReport, context, new_prio3};
 use std::hint::black_box;
 
@@ -36,21 +36,16 @@ fn main() {
             &upload,
             |b, u| {
                 b.iter(|| {
-                    let (state, share) =
-                        leader_start(&vdaf, &key, &ctx, &nonce, &u.public_share, &u.leader_share)
-                            .expect("leader");
-                    let (helper_out, message) = helper_verify(
+                    verify_both(
                         &vdaf,
                         &key,
                         &ctx,
                         &nonce,
                         &u.public_share,
+                        &u.leader_share,
                         &u.helper_share,
-                        &share,
                     )
-                    .expect("helper");
-                    let leader_out = leader_finish(&vdaf, &ctx, state, &message).expect("finish");
-                    (leader_out, helper_out)
+                    .expect("valid")
                 })
             },
         );

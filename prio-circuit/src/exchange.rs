@@ -200,6 +200,37 @@ where
     }
 }
 
+/// Both roles' round for one upload in one process — [`leader_start`], [`helper_verify`],
+/// [`leader_finish`] — for tests, benchmarks and simulations: the leader's and the helper's
+/// output shares.
+///
+/// # Errors
+///
+/// The first error of the three steps.
+pub fn verify_both(
+    vdaf: &Prio3Covariance,
+    verify_key: &[u8; VERIFY_KEY_SIZE],
+    ctx: &[u8],
+    nonce: &[u8; NONCE_SIZE],
+    public_share: &[u8],
+    leader_share: &[u8],
+    helper_share: &[u8],
+) -> Result<(OutputShare<Field>, OutputShare<Field>), Error> {
+    let (state, leader_verifier) =
+        leader_start(vdaf, verify_key, ctx, nonce, public_share, leader_share)?;
+    let (helper_out, message) = helper_verify(
+        vdaf,
+        verify_key,
+        ctx,
+        nonce,
+        public_share,
+        helper_share,
+        &leader_verifier,
+    )?;
+    let leader_out = leader_finish(vdaf, ctx, state, &message)?;
+    Ok((leader_out, helper_out))
+}
+
 /// An aggregate share in `prio`'s wire encoding (what an aggregator stores and releases).
 ///
 /// # Errors
@@ -240,33 +271,23 @@ mod tests {
         u.iter().map(|v| (127.0 * v).round() as i64).collect()
     }
 
-    /// One report, sharded under its own context, through the aggregators' byte-level round
-    /// under `ctx_aggregators`: both sides' output shares, or the first error.
+    /// One report, sharded under its own context, through both roles under
+    /// `ctx_aggregators`.
     fn round(
         vdaf: &Prio3Covariance,
         ctx_aggregators: &[u8],
         upload: &Upload,
         nonce: &[u8; NONCE_SIZE],
     ) -> Result<(OutputShare<Field>, OutputShare<Field>), Error> {
-        let (state, leader_share) = leader_start(
+        verify_both(
             vdaf,
             &KEY,
             ctx_aggregators,
             nonce,
             &upload.public_share,
             &upload.leader_share,
-        )?;
-        let (helper_out, message) = helper_verify(
-            vdaf,
-            &KEY,
-            ctx_aggregators,
-            nonce,
-            &upload.public_share,
             &upload.helper_share,
-            &leader_share,
-        )?;
-        let leader_out = leader_finish(vdaf, ctx_aggregators, state, &message)?;
-        Ok((leader_out, helper_out))
+        )
     }
 
     #[test]

@@ -143,8 +143,16 @@ impl Options {
             .map_err(|e| anyhow::anyhow!("--central-epsilon: {e}"))?,
             _ => bail!("give --epsilon, or --central-epsilon with --shuffle-batch"),
         };
+        // The candidate radii: --clip-radius and the public sample's quantiles.
         let norms = match &self.norms_file {
-            Some(path) => Some(read_norms(path)?),
+            Some(path) => {
+                let norms = read_norms(path)?;
+                let mut radii = plan::quantile_radii(&norms);
+                radii.push(self.clip_radius);
+                radii.sort_by(f64::total_cmp);
+                radii.dedup();
+                Some((norms, radii))
+            }
             None => None,
         };
         let mechanisms = match self.mechanism {
@@ -191,12 +199,8 @@ impl Options {
                 None => None,
             };
             let radius_plan = match (&norms, self.users) {
-                (Some(norms), Some(n)) => {
-                    let mut radii = plan::quantile_radii(norms);
-                    radii.push(self.clip_radius);
-                    radii.sort_by(f64::total_cmp);
-                    radii.dedup();
-                    let candidates = plan::radius_tradeoff(&spec, n, norms, &radii)
+                (Some((norms, radii)), Some(n)) => {
+                    let candidates = plan::radius_tradeoff(&spec, n, norms, radii)
                         .map_err(|e| anyhow::anyhow!("--norms-file: {e}"))?;
                     let best = plan::best_radius(&candidates).map(|b| b.radius);
                     Some(serde_json::json!({

@@ -329,6 +329,25 @@ fn spec_of(c: &Case) -> CollectionSpec {
     }
 }
 
+/// A case's spec: the fields every case writes, and `extra` (the one enum field that tells
+/// its model's cases apart).
+pub(crate) fn spec_json(spec: &CollectionSpec, extra: &str, extra_value: i32) -> Value {
+    let mut out = json!({
+        "collection_id": spec.collection_id,
+        "dim": spec.dim,
+        "epsilon": f(spec.epsilon),
+        "delta": f(spec.delta),
+        "clip_radius": f(spec.clip_radius),
+        "min_reports": spec.min_reports.to_string(),
+        "encoding": spec.encoding,
+        "moments": spec.moments,
+        "centre": fs(&spec.centre),
+        "privacy_model": spec.privacy_model,
+    });
+    out[extra] = json!(extra_value);
+    out
+}
+
 pub(crate) fn derived(collection: &Collection) -> Value {
     let p = collection.params();
     let mut out = json!({
@@ -430,19 +449,7 @@ fn case_json(c: &Case) -> Result<Value, VectorError> {
     }
     Ok(json!({
         "name": c.name,
-        "spec": {
-            "collection_id": spec.collection_id,
-            "dim": spec.dim,
-            "epsilon": f(spec.epsilon),
-            "delta": f(spec.delta),
-            "clip_radius": f(spec.clip_radius),
-            "min_reports": spec.min_reports.to_string(),
-            "encoding": spec.encoding,
-            "moments": spec.moments,
-            "centre": fs(&spec.centre),
-            "privacy_model": spec.privacy_model,
-            "local_mechanism": spec.local_mechanism,
-        },
+        "spec": spec_json(&spec, "local_mechanism", spec.local_mechanism),
         "params_hex": hex::encode(collection.params().encode_to_vec()),
         "derived": derived(&collection),
         "seed": c.seed.to_string(),

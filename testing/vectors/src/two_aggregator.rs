@@ -20,7 +20,7 @@ use prio::codec::Encode;
 use prost::Message;
 use serde_json::{Value, json};
 
-use crate::{derived, f, fs};
+use crate::{derived, fs, spec_json};
 
 /// The version of the two-aggregator vectors' format and case list.
 pub const TWO_AGGREGATOR_VERSION: u32 = 1;
@@ -127,19 +127,7 @@ fn case_json(c: &TwoAggregatorCase) -> anyhow::Result<Value> {
     let spec = collection.spec();
     Ok(json!({
         "name": c.name,
-        "spec": {
-            "collection_id": spec.collection_id,
-            "dim": spec.dim,
-            "epsilon": f(spec.epsilon),
-            "delta": f(spec.delta),
-            "clip_radius": f(spec.clip_radius),
-            "min_reports": spec.min_reports.to_string(),
-            "encoding": spec.encoding,
-            "moments": spec.moments,
-            "centre": fs(&spec.centre),
-            "privacy_model": spec.privacy_model,
-            "central_weighting": spec.central_weighting,
-        },
+        "spec": spec_json(&spec, "central_weighting", spec.central_weighting),
         "params_hex": hex::encode(collection.params().encode_to_vec()),
         "derived": derived(&collection),
         "circuit": {

@@ -66,7 +66,7 @@ fn committed_two_aggregator_vectors_match_the_rust_client() {
 #[test]
 fn a_real_round_aggregates_to_the_pinned_output() {
     use ldpcov_client::{Collection, ReportBuilder, two_aggregator_prio3};
-    use ldpcov_prio::exchange::{helper_verify, leader_finish, leader_start};
+    use ldpcov_prio::exchange::verify_both;
     use prio::vdaf::{Aggregatable, Aggregator, Collector};
 
     let vectors = ldpcov_test_vectors::two_aggregator_vectors().expect("the vectors build");
@@ -107,27 +107,16 @@ fn a_real_round_aggregates_to_the_pinned_output() {
             let helper_share = helper
                 .open_helper_share(&sealed, &nonce, now)
                 .expect("the helper opens its share");
-            let (state, leader_message) = leader_start(
+            let (leader_out, helper_out) = verify_both(
                 &vdaf,
                 &verify_key,
                 &ctx,
                 &nonce,
                 &report.public_share,
                 &report.leader_share,
-            )
-            .expect("the leader's share");
-            let (helper_out, message) = helper_verify(
-                &vdaf,
-                &verify_key,
-                &ctx,
-                &nonce,
-                &report.public_share,
                 &helper_share,
-                &leader_message,
             )
-            .expect("the helper accepts");
-            let leader_out =
-                leader_finish(&vdaf, &ctx, state, &message).expect("the leader accepts");
+            .expect("both roles accept");
             let (mut l, mut h) = (vdaf.aggregate_init(&()), vdaf.aggregate_init(&()));
             l.accumulate(&leader_out).expect("accumulate");
             h.accumulate(&helper_out).expect("accumulate");

@@ -187,30 +187,22 @@ fn plan_norms_file_chooses_the_radius() {
         .expect("a candidate");
     assert_eq!(plan["best_radius"], best["radius"], "{out}");
 
-    std::fs::write(&norms, "1\n-2\n").expect("write");
-    run(&[
-        "plan",
-        "--dim",
-        "10",
-        "--epsilon",
-        "1",
-        "--users",
-        "100",
-        "--norms-file",
-        norms_arg,
-    ])
-    .fails_with("line 2: \"-2\" is not a norm");
-    std::fs::write(&norms, "\n").expect("write");
-    run(&[
-        "plan",
-        "--dim",
-        "10",
-        "--epsilon",
-        "1",
-        "--users",
-        "100",
-        "--norms-file",
-        norms_arg,
-    ])
-    .fails_with("holds no norms");
+    for (contents, reason) in [
+        ("1\n-2\n", "line 2: \"-2\" is not a norm"),
+        ("\n", "holds no norms"),
+    ] {
+        std::fs::write(&norms, contents).expect("write");
+        run(&[
+            "plan",
+            "--dim",
+            "10",
+            "--epsilon",
+            "1",
+            "--users",
+            "100",
+            "--norms-file",
+            norms_arg,
+        ])
+        .fails_with(reason);
+    }
 }
