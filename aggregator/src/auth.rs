@@ -11,10 +11,15 @@
 //! | `GetCollection` (public parameters) | as a submit |
 //! | `GetStatus` (reveals the count) | as a submit |
 //! | `SubmitShuffledBatch` | a relay token, always (nothing else; refused outright when none is configured) |
+//! | `UploadTwoAggregatorReport` | as a submit |
+//! | `VerifyShares` | the leader's token, always (a helper's only; refused outright elsewhere) |
 //!
 //! A **relay token** ([`AuthConfig::with_relay_tokens`]) identifies a shuffled
 //! collection's relay (docs/PRIVACY.md §9): it may send batches and read any
 //! collection's parameters, nothing else. Batches are never open, whatever else is.
+//! A **leader token** ([`AuthConfig::with_leader_token`], on a two-aggregator helper,
+//! derived from the operators' shared secret) likewise may send `VerifyShares` and read
+//! parameters, nothing else.
 //!
 //! A right nobody configured a token for is open: with no token at all everything is
 //! open (the daemon warns at startup); with only an admin token, submits and the two
@@ -59,6 +64,9 @@ pub enum AuthError {
     /// hold rights it must not have, or a device could pose as the relay.
     #[error("a relay token equals the admin token or a submit token; give the relay its own token")]
     RelayTokenShared,
+    /// The leader's token (derived from the peer secret) equals another token.
+    #[error("the two-aggregator leader's token equals another token of this daemon")]
+    LeaderTokenShared,
     /// A token file could not be read (the OS error is the source, printed once by
     /// the error chain).
     #[error("cannot read token file {path}")]
@@ -102,8 +110,13 @@ impl Token {
 
     /// Constant-time comparison with a presented token (the time depends on the
     /// lengths only).
-    fn matches(&self, presented: &[u8]) -> bool {
+    pub(crate) fn matches(&self, presented: &[u8]) -> bool {
         bool::from(self.0.as_slice().ct_eq(presented))
+    }
+
+    /// The secret itself, for a caller that presents it (a leader to its helper).
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -163,6 +176,9 @@ pub enum Right<'a> {
     Read(&'a str),
     /// Sending a shuffled batch: a relay token only.
     Relay,
+    /// Asking a helper to verify a batch of two-aggregator reports: the leader's token
+    /// only.
+    Leader,
 }
 
 /// Who presented what.
@@ -178,6 +194,8 @@ enum Caller<'a> {
     Submit(Option<&'a str>),
     /// A relay token.
     Relay,
+    /// The two-aggregator leader's token.
+    Leader,
 }
 
 /// The daemon's tokens. `AuthConfig::default()` is open (no tokens).
@@ -186,6 +204,7 @@ pub struct AuthConfig {
     admin: Option<Token>,
     submit: Vec<SubmitToken>,
     relay: Vec<Token>,
+    leader: Option<Token>,
 }
 
 impl AuthConfig {
@@ -204,6 +223,7 @@ impl AuthConfig {
             admin,
             submit,
             relay: Vec::new(),
+            leader: None,
         })
     }
 
@@ -218,6 +238,19 @@ impl AuthConfig {
             return Err(AuthError::RelayTokenShared);
         }
         self.relay = relay;
+        Ok(self)
+    }
+
+    /// Adds the token of the two-aggregator leader this daemon is the helper of. It may
+    /// not equal the admin token, a submit token or a relay token.
+    pub fn with_leader_token(mut self, leader: Token) -> Result<Self, AuthError> {
+        let shared = self.admin.as_ref().is_some_and(|a| a.matches(&leader.0))
+            || self.submit.iter().any(|s| s.token.matches(&leader.0))
+            || self.relay.iter().any(|r| r.matches(&leader.0));
+        if shared {
+            return Err(AuthError::LeaderTokenShared);
+        }
+        self.leader = Some(leader);
         Ok(self)
     }
 
@@ -266,6 +299,12 @@ impl AuthConfig {
                 found = Caller::Relay;
             }
         }
+        if let Some(leader) = &self.leader
+            && leader.matches(presented)
+            && found == Caller::Unknown
+        {
+            found = Caller::Leader;
+        }
         found
     }
 
@@ -293,7 +332,7 @@ impl AuthConfig {
         match right {
             Right::Admin => self.admin.is_some(),
             Right::Submit(_) | Right::Read(_) | Right::AnySubmit => self.submit_guarded(),
-            Right::Relay => true,
+            Right::Relay | Right::Leader => true,
         }
     }
 
@@ -317,6 +356,11 @@ impl AuthConfig {
                 "this aggregator takes shuffled batches from no relay: start it with --relay-token-file",
             ));
         }
+        if right == Right::Leader && self.leader.is_none() {
+            return Err(Status::failed_precondition(
+                "this aggregator is no two-aggregator helper: start it with --two-aggregator-role helper and --peer-secret-file",
+            ));
+        }
         match (self.caller(authorization), right) {
             (Caller::Anonymous, _) => Err(Status::unauthenticated(
                 "this call needs an `authorization: Bearer <token>` header",
@@ -329,8 +373,15 @@ impl AuthConfig {
             (Caller::Relay, Right::Submit(_)) => Err(Status::permission_denied(
                 "a relay token reads parameters and sends batches; it submits no reports",
             )),
+            (Caller::Leader, Right::Leader | Right::Read(_) | Right::AnySubmit) => Ok(()),
+            (Caller::Leader, _) => Err(Status::permission_denied(
+                "the leader's token asks for verifications and reads parameters, nothing else",
+            )),
             (_, Right::Relay) => Err(Status::permission_denied(
                 "shuffled batches are taken from the relay's token only",
+            )),
+            (_, Right::Leader) => Err(Status::permission_denied(
+                "verifications are taken from the two-aggregator leader's token only",
             )),
             (Caller::Admin, _) => Ok(()),
             (Caller::Submit(_), Right::Admin) => {
@@ -357,8 +408,13 @@ pub fn right_before_body(path: &str) -> Option<Right<'static>> {
     match method {
         "CreateCollection" | "CloseCollection" | "DeleteCollection" | "GetEstimate"
         | "ListCollections" => Some(Right::Admin),
-        "SubmitReport" | "SubmitReports" | "GetCollection" | "GetStatus" => Some(Right::AnySubmit),
+        "SubmitReport"
+        | "SubmitReports"
+        | "GetCollection"
+        | "GetStatus"
+        | "UploadTwoAggregatorReport" => Some(Right::AnySubmit),
         "SubmitShuffledBatch" => Some(Right::Relay),
+        "VerifyShares" => Some(Right::Leader),
         _ => None,
     }
 }

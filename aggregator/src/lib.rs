@@ -52,6 +52,7 @@ mod service;
 mod store;
 mod telemetry;
 mod tls;
+pub mod two_aggregator;
 
 /// The aggregator's fixed limits and tuning values: what a test, an operator's tool or
 /// another daemon may need to agree with, kept out of the crate's entry points.
@@ -78,7 +79,7 @@ pub use store::postgres::{PostgresConfig, PostgresError, PostgresStore};
 pub use store::redb::{DurableConfig, DurableError, DurableStore};
 pub use store::{
     Accumulator, BackendError, BatchOutcome, Cause, CodecError, Corruption, DeliveredBatches,
-    MemoryStore, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
+    MemoryStore, QueuedUpload, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
 };
 pub use telemetry::{describe_metrics, histogram_buckets};
 pub use tls::{ServerTls, TlsError, client_config, read_ca};

@@ -55,6 +55,7 @@ use crate::auth::AuthConfig;
 use crate::service::{AggregatorService, Limits};
 use crate::store::{MemoryStore, Store};
 use crate::tls::ServerTls;
+use crate::two_aggregator::{LeaderVerifier, TwoAggregatorRole};
 
 /// How long the accept loop waits after an accept error (EMFILE, ENFILE, ENOBUFS, ...)
 /// before it accepts again, instead of spinning on the error (`ldpcov-serve`'s, which
@@ -159,6 +160,10 @@ pub struct ServeOptions {
     /// ([`AggregatorService::with_shuffle_secret`]); `None`: one drawn for this server
     /// alone.
     pub shuffle_secret: Option<Arc<MasterSecret>>,
+    /// The daemon's two-aggregator role (`None`: two-aggregator collections are
+    /// refused). A helper takes `VerifyShares` from the leader's token, derived from
+    /// the peer secret; a leader runs its verifier task while it serves.
+    pub two_aggregator: Option<TwoAggregatorRole>,
 }
 
 /// How often the collections gauge is refreshed when [`ServeOptions::metrics`] is set.
@@ -185,6 +190,9 @@ pub enum ServeError {
     /// A limit is zero.
     #[error("{0} must be at least 1")]
     Limit(&'static str),
+    /// The helper's leader token clashes with another token.
+    #[error("tokens: {0}")]
+    Auth(#[from] crate::auth::AuthError),
     /// The reflection service could not read a file descriptor set.
     #[error("gRPC reflection: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
@@ -219,10 +227,26 @@ pub async fn serve_with(
         metrics,
         grpc_web,
         shuffle_secret,
+        two_aggregator,
     } = options;
     if let Some(name) = transport.zero() {
         return Err(ServeError::Limit(name));
     }
+    let auth = match &two_aggregator {
+        Some(TwoAggregatorRole::Helper { peer }) => Arc::new(
+            (*auth)
+                .clone()
+                .with_leader_token(peer.leader_token())
+                .map_err(ServeError::Auth)?,
+        ),
+        _ => auth,
+    };
+    let verifier = match &two_aggregator {
+        Some(TwoAggregatorRole::Leader(config)) => {
+            Some(LeaderVerifier::new(Arc::clone(&store), config.clone())?)
+        }
+        _ => None,
+    };
     // Follows the store's write health until the shutdown signal.
     let health = Health::new(HEALTH_SERVICE_NAME);
     let follower = health
@@ -239,6 +263,11 @@ pub async fn serve_with(
     if let Some(secret) = shuffle_secret {
         service = service.with_shuffle_secret(secret);
     }
+    if let Some(role) = two_aggregator {
+        tracing::info!(role = role.name(), "serving two-aggregator collections");
+        service = service.with_two_aggregator(role, verifier.clone());
+    }
+    let verifier_task = verifier.map(|v| tokio::spawn(v.run()));
     let service = service
         .with_auth(Arc::clone(&auth))
         .with_max_concurrent_estimates(transport.max_concurrent_estimates)
@@ -296,6 +325,9 @@ pub async fn serve_with(
         .await;
     if let Some(gauge) = gauge {
         gauge.abort();
+    }
+    if let Some(task) = verifier_task {
+        task.abort();
     }
     served?;
     Ok(())

@@ -236,6 +236,24 @@ impl Aggregator for Fake {
         ))
     }
 
+    async fn upload_two_aggregator_report(
+        &self,
+        _request: Request<ldpcov_proto::v1::TwoAggregatorReport>,
+    ) -> Result<Response<ldpcov_proto::v1::UploadTwoAggregatorReportResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake is no two-aggregator leader",
+        ))
+    }
+
+    async fn verify_shares(
+        &self,
+        _request: Request<ldpcov_proto::v1::VerifySharesRequest>,
+    ) -> Result<Response<ldpcov_proto::v1::VerifySharesResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake is no two-aggregator helper",
+        ))
+    }
+
     async fn submit_shuffled_batch(
         &self,
         _request: Request<tonic::Streaming<ldpcov_proto::v1::ShuffledBatchChunk>>,

@@ -274,17 +274,13 @@ pub fn two_aggregator_report_type(
         .ok_or_else(|| ClientError::NotTwoAggregator {
             id: collection.id().to_string(),
         })?;
-    ldpcov_prio::CovarianceReport::new(
-        circuit.dim,
-        circuit.range_bits as usize,
-        circuit.norm_bound,
-        circuit.output_x,
-    )
-    .map_err(|e| ClientError::Shares(e.to_string()))
+    ldpcov_prio::CovarianceReport::of_circuit(&circuit)
+        .map_err(|e| ClientError::Shares(e.to_string()))
 }
 
 /// The Prio3 instance of a two-aggregator collection's reports
-/// ([`two_aggregator_report_type`] with `ldpcov-prio`'s instance parameters).
+/// ([`two_aggregator_report_type`] with `ldpcov-prio`'s instance parameters, as both
+/// aggregators build it: [`ldpcov_prio::collection_prio3`]).
 pub fn two_aggregator_prio3(
     collection: &Collection,
 ) -> Result<ldpcov_prio::Prio3Covariance, ClientError> {

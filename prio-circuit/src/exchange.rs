@@ -74,6 +74,22 @@ pub fn shard(
     })
 }
 
+/// Whether an upload's public share and leader share decode for `vdaf` (what a leader checks
+/// before it stores an upload: the proof itself is checked with the helper later).
+///
+/// # Errors
+///
+/// [`Error::Codec`] for malformed bytes (short, long, or not field elements).
+pub fn check_upload(
+    vdaf: &Prio3Covariance,
+    public_share: &[u8],
+    leader_share: &[u8],
+) -> Result<(), Error> {
+    PublicShare::get_decoded_with_param(vdaf, public_share)?;
+    InputShare::get_decoded_with_param(&(vdaf, LEADER), leader_share)?;
+    Ok(())
+}
+
 /// The leader's state for one report between [`leader_start`] and [`leader_finish`].
 #[derive(Clone, Debug)]
 pub struct LeaderVerifying {

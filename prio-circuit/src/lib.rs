@@ -240,6 +240,22 @@ pub struct CovarianceSum {
 }
 
 impl CovarianceReport {
+    /// The type of a two-aggregator collection's circuit parameters.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn of_circuit(
+        circuit: &ldpcov_privacy::two_aggregator::TwoAggregatorCircuit,
+    ) -> Result<Self, Error> {
+        Self::new(
+            circuit.dim,
+            circuit.range_bits as usize,
+            circuit.norm_bound,
+            circuit.output_x,
+        )
+    }
+
     /// The type for `dim` coordinates of `bits` bits each (in `[-2^(bits-1), 2^(bits-1))`),
     /// squared-norm bound `norm_bound` (`B = R²` on the grid) and, if `output_x`, `x` aggregated
     /// after `y`.
@@ -625,6 +641,19 @@ pub fn new_prio3(report: CovarianceReport) -> Result<Prio3Covariance, Error> {
         ALGORITHM_ID,
         report,
     )?)
+}
+
+/// The Prio3 instance of a two-aggregator collection's reports, from its circuit's
+/// parameters (`ldpcov_privacy::Collection::two_aggregator`): what the device shards with
+/// and both aggregators verify with.
+///
+/// # Errors
+///
+/// [`Error::InvalidParameter`] or [`Error::Vdaf`] for parameters the circuit cannot take.
+pub fn collection_prio3(
+    circuit: &ldpcov_privacy::two_aggregator::TwoAggregatorCircuit,
+) -> Result<Prio3Covariance, Error> {
+    new_prio3(CovarianceReport::of_circuit(circuit)?)
 }
 
 /// Both aggregators' verification of one report, run in one process: each aggregator's

@@ -320,7 +320,7 @@ impl Collection {
         let spec = params.spec.as_ref().ok_or(SpecError::MissingSpec)?;
         let local = Self::from_spec(spec)?;
         let same = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
-        let agrees = params.entries as usize == local.entries()
+        let agrees = params.entries as usize == local.mechanism.entries()
             && params.grid_bits == local.grid_bits()
             && same(params.sigma, local.sigma())
             && same(params.sensitivity, local.sensitivity())
@@ -505,9 +505,14 @@ impl Collection {
 
     /// Entries the aggregator sums per report: `d = p(p+1)/2` for the second moment,
     /// `p + d` for the joint report (the mean block first), plus a central
-    /// collection's norm bins.
+    /// collection's norm bins; for a two-aggregator collection, the limbs of each
+    /// aggregator's share of those (`TwoAggregatorCircuit::share_entries`: its combined
+    /// sums are the mechanism's entries).
     pub fn entries(&self) -> usize {
-        self.mechanism.entries()
+        match self.two_aggregator() {
+            Some(circuit) => circuit.share_entries(),
+            None => self.mechanism.entries(),
+        }
     }
 
     /// Weight `w` of the mean block ([`MEAN_WEIGHT`]; 0 for the second moment).
@@ -574,7 +579,9 @@ impl Collection {
     pub fn params(&self) -> CollectionParams {
         CollectionParams {
             spec: Some(self.spec()),
-            entries: self.entries() as u32,
+            // The mechanism's entries: for a two-aggregator collection, those of the
+            // combined sums, not of each aggregator's share limbs.
+            entries: self.mechanism.entries() as u32,
             grid_bits: self.grid_bits(),
             sensitivity: self.sensitivity(),
             sigma: self.sigma(),

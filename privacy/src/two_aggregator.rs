@@ -42,6 +42,17 @@ pub const RANGE_BITS: u32 = CENTRAL_COORDINATE_BITS + 2;
 /// The squared-norm bound a report proves: `‖x‖² ≤ 2^30`, the unit ball on the grid.
 pub const NORM_BOUND: u64 = 1 << (2 * CENTRAL_COORDINATE_BITS);
 
+/// Bits of one limb of an aggregate-share element ([`SHARE_LIMBS`]).
+pub const SHARE_LIMB_BITS: u32 = 16;
+
+/// Limbs an aggregate-share element is kept in: a share is an element of Prio3's
+/// 128-bit field, which no integer accumulator holds, so each aggregator sums every
+/// report's output-share element as 8 limbs of 16 bits, each in an ordinary exact
+/// integer sum (below `2^16·n`, exact in an `i64` for `n < 2^47`), and reduces the
+/// limbs' sums modulo the field's prime only when it releases its share. Addition
+/// commutes with the split, so the limbs' sums give exactly the field sum of the shares.
+pub const SHARE_LIMBS: usize = 128 / SHARE_LIMB_BITS as usize;
+
 /// The parameters of a two-aggregator collection's validity circuit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TwoAggregatorCircuit {
@@ -68,6 +79,18 @@ impl TwoAggregatorCircuit {
             norm_bound: NORM_BOUND,
             output_x: has_mean,
         }
+    }
+
+    /// Elements of the circuit's output, the aggregated vector: `x` (with the mean block)
+    /// then `triu(x·xᵀ)`.
+    pub fn output_len(&self) -> usize {
+        crate::layout::triangle_len(self.dim) + if self.output_x { self.dim } else { 0 }
+    }
+
+    /// Entries each aggregator's accumulator sums per report: [`SHARE_LIMBS`] per
+    /// output element.
+    pub fn share_entries(&self) -> usize {
+        SHARE_LIMBS * self.output_len()
     }
 
     /// The public parameters (without the helper's keys, which only the helper adds).
@@ -124,6 +147,12 @@ mod tests {
         assert_eq!(two.sensitivity(), central.sensitivity());
         assert_eq!(two.central_weighting(), central.central_weighting());
         assert!(two.two_aggregator().unwrap().output_x);
+        // Each aggregator sums its shares' limbs: 8 per element of (x, triu(x·xᵀ)).
+        assert_eq!(two.entries(), 8 * central.entries());
+        assert_eq!(
+            two.two_aggregator().unwrap().output_len(),
+            central.entries()
+        );
         assert!(central.two_aggregator().is_none());
         let second = Collection::create(&CollectionSpec {
             moments: Moments::SecondMoment as i32,

@@ -1,18 +1,15 @@
 //! The aggregator side: key pairs derived from the master secret, the public
 //! configurations it publishes, and opening sealed reports.
 
-use hkdf::Hkdf;
 use hpke::aead::AeadTag;
 use hpke::inout::InOutBuf;
 use hpke::{Deserializable, Kem as _, OpModeR, Serializable};
-use sha2::Sha256;
-use zeroize::Zeroizing;
 
 use crate::schedule::{KeySchedule, KeyState, ScheduleError};
 use crate::seal::{CollectionIdTooLong, SealedReport, aad, length_prefixed};
 use crate::{
-    AEAD_ID, Aead, DERIVATION_SALT, ENC_LEN, HPKE_INFO, KDF_ID, KEM_ID, Kdf, Kem, MasterSecret,
-    PUBLIC_KEY_LEN, TAG_LEN,
+    AEAD_ID, Aead, ENC_LEN, HPKE_INFO, KDF_ID, KEM_ID, Kdf, Kem, MasterSecret, PUBLIC_KEY_LEN,
+    TAG_LEN,
 };
 
 /// What a device needs to seal to one key: the key id, the suite, the raw 32-byte
@@ -167,11 +164,7 @@ impl CollectionKeys {
     ) {
         let mut info = self.prefixed_id.clone();
         info.extend_from_slice(&key_id.to_be_bytes());
-        let hkdf = Hkdf::<Sha256>::new(Some(DERIVATION_SALT), self.master.as_bytes());
-        let mut ikm = Zeroizing::new([0u8; 32]);
-        // 32 bytes is far below HKDF-SHA256's limit of 255·32.
-        let _ = hkdf.expand(&info, ikm.as_mut_slice());
-        Kem::derive_keypair(ikm.as_slice())
+        Kem::derive_keypair(self.master.derive(&info).as_slice())
     }
 
     /// The public configuration of `key_id`, with its state at unix time `now`. Any key

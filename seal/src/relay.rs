@@ -11,11 +11,9 @@
 //! pair is derived from a 32-byte secret of the relay's ([`RelayKey::from_secret`]),
 //! which the relay keeps in a file of its own, never the aggregator's.
 
-use hkdf::Hkdf;
 use hpke::rand_core::{CryptoRng, SeedableRng};
 use hpke::{Kem as _, Serializable};
 use sha2::{Digest, Sha256};
-use zeroize::Zeroizing;
 
 use crate::keys::decrypt;
 use crate::seal::{CollectionIdTooLong, check_config, labelled_aad, os_seeded_rng, seal_layer};
@@ -106,11 +104,8 @@ impl RelayKey {
     /// The key pair of `secret`: RFC 9180 `DeriveKeyPair(ikm)` with `ikm =
     /// HKDF-SHA256(salt = "ldpcov-seal v1", ikm = secret, info = "ldpcov-relay layer key v1")`.
     pub fn from_secret(secret: &MasterSecret) -> Self {
-        let hkdf = Hkdf::<Sha256>::new(Some(crate::DERIVATION_SALT), secret.as_bytes());
-        let mut ikm = Zeroizing::new([0u8; 32]);
-        // 32 bytes is far below HKDF-SHA256's limit of 255·32.
-        let _ = hkdf.expand(RELAY_DERIVATION_INFO, ikm.as_mut_slice());
-        let (private, public) = Kem::derive_keypair(ikm.as_slice());
+        let (private, public) =
+            Kem::derive_keypair(secret.derive(RELAY_DERIVATION_INFO).as_slice());
         let mut public_key = [0u8; PUBLIC_KEY_LEN];
         public.write_exact(&mut public_key);
         let digest = Sha256::digest(public_key);

@@ -63,6 +63,18 @@ impl MasterSecret {
         &self.0
     }
 
+    /// 32 bytes derived from the secret for the purpose `info`:
+    /// `HKDF-SHA256(salt = "ldpcov-seal v1", ikm = secret, info)`, zeroized on drop. Every
+    /// key this crate derives from a secret is one of these; distinct `info`s give
+    /// independent values.
+    pub fn derive(&self, info: &[u8]) -> Zeroizing<[u8; 32]> {
+        let hkdf = hkdf::Hkdf::<sha2::Sha256>::new(Some(crate::DERIVATION_SALT), self.as_bytes());
+        let mut out = Zeroizing::new([0u8; 32]);
+        // 32 bytes is far below HKDF-SHA256's limit of 255·32.
+        let _ = hkdf.expand(info, out.as_mut_slice());
+        out
+    }
+
     /// A copy for another owner inside the crate (zeroized on its own drop).
     pub(crate) fn duplicate(&self) -> Self {
         Self(self.0)

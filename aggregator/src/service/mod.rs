@@ -16,6 +16,8 @@ use ldpcov_proto::v1::{
     DeleteCollectionRequest, DeleteCollectionResponse, Estimate, GetCollectionRequest,
     GetEstimateRequest, GetStatusRequest, ListCollectionsRequest, ListCollectionsResponse, Report,
     ShuffledBatchChunk, ShuffledBatchResponse, SubmitReportResponse, SubmitReportsResponse,
+    TwoAggregatorReport, UploadTwoAggregatorReportResponse, VerifySharesRequest,
+    VerifySharesResponse,
 };
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -23,6 +25,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::auth::{AuthConfig, Right};
 use crate::store::{Store, StoreError, ValidReport};
 use crate::telemetry;
+use crate::two_aggregator::{LeaderVerifier, TwoAggregatorRole};
 use ldpcov_estimate::{self as estimate, EstimationInput, estimate_precision};
 use ldpcov_seal::MasterSecret;
 
@@ -30,6 +33,7 @@ mod central;
 mod convert;
 mod shuffle;
 mod status;
+mod two_aggregator;
 
 pub use shuffle::{BATCH_ID_LEN, MAX_BATCH_SIZE};
 
@@ -90,9 +94,20 @@ pub struct AggregatorService {
     /// One permit per estimate allowed to run at once.
     estimates: Arc<tokio::sync::Semaphore>,
     max_estimates: usize,
-    /// The secret every shuffled collection's HPKE keys are derived from.
+    /// The secret every shuffled collection's HPKE keys are derived from (and, on a
+    /// two-aggregator helper, the helper's keys).
     shuffle_secret: Arc<MasterSecret>,
+    /// This daemon's two-aggregator role, if any.
+    two_aggregator: Option<Arc<TwoAggregatorRole>>,
+    /// A leader's verifier (woken by uploads; asks the helper).
+    verifier: Option<LeaderVerifier>,
+    /// A helper's per-collection verification locks.
+    verify_locks: VerifyLocks,
 }
+
+/// A helper's per-collection verification locks.
+type VerifyLocks =
+    Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
 
 /// Default of [`AggregatorService::with_max_concurrent_estimates`]: twice the cores.
 pub fn default_max_concurrent_estimates() -> usize {
@@ -116,7 +131,22 @@ impl AggregatorService {
             shuffle_secret: Arc::new(
                 MasterSecret::generate().expect("the OS random generator is available"),
             ),
+            two_aggregator: None,
+            verifier: None,
+            verify_locks: VerifyLocks::default(),
         }
+    }
+
+    /// Serves two-aggregator collections in `role`; a leader counts through `verifier`
+    /// (whose task the caller runs: [`LeaderVerifier::run`]).
+    pub fn with_two_aggregator(
+        mut self,
+        role: TwoAggregatorRole,
+        verifier: Option<LeaderVerifier>,
+    ) -> Self {
+        self.two_aggregator = Some(Arc::new(role));
+        self.verifier = verifier;
+        self
     }
 
     /// Derives shuffled collections' HPKE keys from `secret` (default: a secret drawn
@@ -319,9 +349,7 @@ impl Aggregator for AggregatorService {
         let collection =
             Collection::create(&spec).map_err(|e| Status::invalid_argument(e.to_string()))?;
         if collection.is_two_aggregator() {
-            return Err(Status::unimplemented(
-                "two-aggregator collections are not served yet: this aggregator takes no leader or helper role",
-            ));
+            self.check_two_aggregator_create(&collection).await?;
         }
         if collection.dim() > self.limits.max_dim {
             return Err(Status::invalid_argument(format!(
@@ -409,6 +437,20 @@ impl Aggregator for AggregatorService {
         result.map(Response::new)
     }
 
+    async fn upload_two_aggregator_report(
+        &self,
+        request: Request<TwoAggregatorReport>,
+    ) -> Result<Response<UploadTwoAggregatorReportResponse>, Status> {
+        self.upload(request).await.map(Response::new)
+    }
+
+    async fn verify_shares(
+        &self,
+        request: Request<VerifySharesRequest>,
+    ) -> Result<Response<VerifySharesResponse>, Status> {
+        self.verify_shares_batch(request).await.map(Response::new)
+    }
+
     async fn get_status(
         &self,
         request: Request<GetStatusRequest>,
@@ -477,6 +519,14 @@ impl Aggregator for AggregatorService {
         let started = Instant::now();
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
+        if c.is_two_aggregator() {
+            // Each aggregator holds a share that alone is uniformly random: an estimate
+            // needs both aggregators' noisy shares combined.
+            return Err(Status::failed_precondition(format!(
+                "collection {} is a two-aggregator collection: its release combines both aggregators' noisy shares, which this version does not serve yet",
+                c.id()
+            )));
+        }
         let (mut options, target) = options_from_request(&req)?;
         check_principal_components(&req, c.dim())?;
         // Validated: now the budget of estimates at once, before any work.

@@ -94,6 +94,7 @@ impl AggregatorService {
     /// (pending and active) at this moment.
     pub(super) fn params_of(&self, c: &Collection) -> Result<CollectionParams, Status> {
         let mut params = c.params();
+        super::two_aggregator::with_helper_keys(&mut params, self.helper_keys(c)?, unix_now())?;
         if let (Some(keys), Some(shuffle)) = (self.collection_keys(c)?, params.shuffle.as_mut()) {
             let published = keys
                 .published(unix_now())
@@ -105,6 +106,12 @@ impl AggregatorService {
 
     /// Refuses a report sent directly to a shuffled collection: `FAILED_PRECONDITION`.
     pub(super) fn ensure_direct(c: &Collection) -> Result<(), Status> {
+        if c.is_two_aggregator() {
+            return Err(Status::failed_precondition(format!(
+                "collection {} is a two-aggregator collection: its reports are uploaded to the leader as Prio3 shares (UploadTwoAggregatorReport), never as a payload",
+                c.id()
+            )));
+        }
         if c.shuffle().is_some() {
             return Err(Status::failed_precondition(format!(
                 "collection {} is shuffled: its reports come sealed through its relay, in batches (docs/PRIVACY.md §9)",
@@ -425,7 +432,7 @@ fn open_status(e: OpenError) -> Status {
 }
 
 /// A published key as the wire shows it.
-fn public_key_message(config: &PublicKeyConfig) -> HpkePublicKey {
+pub(super) fn public_key_message(config: &PublicKeyConfig) -> HpkePublicKey {
     HpkePublicKey {
         key_id: config.key_id,
         kem_id: u32::from(config.kem_id),

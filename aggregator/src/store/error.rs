@@ -139,6 +139,11 @@ pub enum Cause {
     /// [`Store::submit_to_batch`](super::Store::submit_to_batch)).
     #[error("this store records no shuffled batches (asked about {0:?})")]
     DeliveredUnsupported(String),
+    /// The store keeps no two-aggregator state (a leader's upload queue, a helper's
+    /// verdicts: [`Store::queue_upload`](super::Store::queue_upload),
+    /// [`Store::submit_with_verdicts`](super::Store::submit_with_verdicts)).
+    #[error("this store keeps no two-aggregator uploads or verdicts (asked about {0:?})")]
+    TwoAggregatorUnsupported(String),
     /// A release with a ρ or budget that is not a finite number > 0.
     #[error("a release needs a finite rho > 0 and budget > 0 (got rho = {rho}, budget = {budget})")]
     BadRelease {

@@ -1,13 +1,13 @@
 //! [`MemoryStore`]: every collection, accumulator and seen report id in memory.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
 use ldpcov_privacy::{Collection, ReportId};
 
 use super::{
-    Accumulator, BatchOutcome, Cause, DeliveredBatches, FOLDS, RecordedRelease, Snapshot, Store,
-    StoreError, ValidReport, check_lengths, check_release,
+    Accumulator, BatchOutcome, Cause, DeliveredBatches, FOLDS, QueuedUpload, RecordedRelease,
+    Snapshot, Store, StoreError, ValidReport, check_lengths, check_release,
 };
 
 struct CollectionState {
@@ -30,6 +30,14 @@ struct Counted {
     /// Reports counted under each shuffled batch id (`Store::submit_to_batch`),
     /// changed under the same lock as the sums they were counted into.
     batches: HashMap<[u8; 16], u64>,
+    /// A two-aggregator leader's queued uploads, by arrival number (oldest first).
+    queue: BTreeMap<u64, QueuedUpload>,
+    /// The arrival number of each queued report id.
+    queued: HashMap<ReportId, u64>,
+    /// The next arrival number.
+    next_upload: u64,
+    /// A two-aggregator helper's verdicts, by report id.
+    verdicts: HashMap<ReportId, Vec<u8>>,
 }
 
 impl Counted {
@@ -67,9 +75,18 @@ impl MemoryStore {
         if counted.closed {
             return Err(StoreError::Closed(id.to_string()));
         }
+        Ok(Self::count_locked(&mut counted, batch, &reports))
+    }
+
+    /// Counts `reports` into `counted` (held locked by the caller), skipping counted ids.
+    fn count_locked(
+        counted: &mut Counted,
+        batch: Option<[u8; 16]>,
+        reports: &[ValidReport],
+    ) -> BatchOutcome {
         let mut outcome = BatchOutcome::default();
         let mut fresh = Vec::with_capacity(reports.len());
-        for report in &reports {
+        for report in reports {
             if counted.seen.insert(report.report_id) {
                 fresh.push((report.report_id.fold(FOLDS), &report.entries));
                 outcome.accepted += 1;
@@ -84,7 +101,7 @@ impl MemoryStore {
             let tally = counted.batches.entry(batch).or_insert(0);
             *tally = tally.saturating_add(outcome.accepted);
         }
-        Ok(outcome)
+        outcome
     }
 
     fn state(&self, id: &str) -> Result<Arc<CollectionState>, StoreError> {
@@ -135,6 +152,10 @@ impl Store for MemoryStore {
                     releases: HashMap::new(),
                     delivered: DeliveredBatches::default(),
                     batches: HashMap::new(),
+                    queue: BTreeMap::new(),
+                    queued: HashMap::new(),
+                    next_upload: 0,
+                    verdicts: HashMap::new(),
                 }),
             }),
         );
@@ -301,6 +322,99 @@ impl Store for MemoryStore {
         let state = self.state(id)?;
         let counted = Self::lock(&state)?;
         Ok(counted.delivered)
+    }
+
+    async fn queue_upload(&self, id: &str, upload: QueuedUpload) -> Result<bool, StoreError> {
+        let state = self.state(id)?;
+        let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        if counted.closed {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        if counted.queued.contains_key(&upload.report_id) {
+            return Ok(false);
+        }
+        let n = counted.next_upload;
+        counted.next_upload += 1;
+        counted.queued.insert(upload.report_id, n);
+        counted.queue.insert(n, upload);
+        Ok(true)
+    }
+
+    async fn queued_uploads(
+        &self,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<QueuedUpload>, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(counted.queue.values().take(limit).cloned().collect())
+    }
+
+    async fn queued_count(&self, id: &str) -> Result<u64, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        Ok(counted.queue.len() as u64)
+    }
+
+    async fn submit_from_queue(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        done: Vec<ReportId>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let state = self.state(id)?;
+        check_lengths(&state.collection, &reports)?;
+        let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        let outcome = Self::count_locked(&mut counted, None, &reports);
+        for report_id in done {
+            if let Some(n) = counted.queued.remove(&report_id) {
+                counted.queue.remove(&n);
+            }
+        }
+        Ok(outcome)
+    }
+
+    async fn verdicts(
+        &self,
+        id: &str,
+        report_ids: &[ReportId],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let state = self.state(id)?;
+        let counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        Ok(report_ids
+            .iter()
+            .map(|r| counted.verdicts.get(r).cloned())
+            .collect())
+    }
+
+    async fn submit_with_verdicts(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        verdicts: Vec<(ReportId, Vec<u8>)>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let state = self.state(id)?;
+        check_lengths(&state.collection, &reports)?;
+        let mut counted = Self::lock(&state)?;
+        if counted.deleted {
+            return Err(StoreError::NotFound(id.to_string()));
+        }
+        for (report_id, verdict) in verdicts {
+            counted.verdicts.entry(report_id).or_insert(verdict);
+        }
+        Ok(Self::count_locked(&mut counted, None, &reports))
     }
 
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {

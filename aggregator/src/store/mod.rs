@@ -19,6 +19,13 @@
 //! reports that batch's sends counted, in the transaction that counts them, so that a
 //! batch's delivered users ([`Store::record_delivered_batch`]) count a report id once
 //! per collection.
+//!
+//! A two-aggregator collection's leader keeps each device's upload in a durable queue
+//! until the helper has answered it ([`Store::queue_upload`],
+//! [`Store::submit_from_queue`]); its helper keeps its verdict on every report id it
+//! verified ([`Store::submit_with_verdicts`]), so that it verifies a report id once and
+//! answers a retried request with the same verdict. Both count their output shares
+//! through the ordinary accumulators (as limbs, `ldpcov_privacy::two_aggregator`).
 
 mod codec;
 #[cfg(test)]
@@ -63,6 +70,16 @@ pub struct ValidReport {
     /// The d entries it adds, in grid units (a rank-one report as its outer product,
     /// which [`Accumulator::add_reports`] adds a batch at a time).
     pub entries: ReportEntries,
+}
+
+/// A device's upload that a two-aggregator collection's leader holds until the helper has
+/// answered it ([`Store::queue_upload`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedUpload {
+    /// The device's report id (the Prio3 nonce).
+    pub report_id: ReportId,
+    /// The device's `TwoAggregatorReport`, encoded (opaque to the store).
+    pub body: Vec<u8>,
 }
 
 /// What a batch did.
@@ -277,6 +294,98 @@ pub trait Store: Send + Sync + 'static {
     /// The default refuses, like [`record_delivered_batch`](Store::record_delivered_batch).
     async fn delivered_batches(&self, id: &str) -> Result<DeliveredBatches, StoreError> {
         Err(StoreError::internal(Cause::DeliveredUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// A two-aggregator collection's leader: queues `upload` for verification with the
+    /// helper, durably, unless an upload with its report id is queued already
+    /// (`Ok(false)`: nothing changes, the first upload stays). Refused with
+    /// [`StoreError::Closed`] once the collection is closed, checked atomically with the
+    /// insert. Whether the id was counted before is not checked here: the verification
+    /// then counts it at most once (the helper answers its first verdict, the
+    /// accumulators skip a counted id). A deleted collection's queue goes with it.
+    ///
+    /// The default refuses, so a store that predates it still compiles.
+    async fn queue_upload(&self, id: &str, upload: QueuedUpload) -> Result<bool, StoreError> {
+        let _ = upload;
+        Err(StoreError::internal(Cause::TwoAggregatorUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// The oldest `limit` uploads queued for collection `id`, oldest first.
+    ///
+    /// The default refuses, like [`queue_upload`](Store::queue_upload).
+    async fn queued_uploads(
+        &self,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<QueuedUpload>, StoreError> {
+        let _ = limit;
+        Err(StoreError::internal(Cause::TwoAggregatorUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// How many uploads of collection `id` are queued.
+    ///
+    /// The default refuses, like [`queue_upload`](Store::queue_upload).
+    async fn queued_count(&self, id: &str) -> Result<u64, StoreError> {
+        Err(StoreError::internal(Cause::TwoAggregatorUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// The leader, once the helper has answered: counts `reports` exactly as
+    /// [`submit`](Store::submit) does (skipping counted ids), but also on a closed
+    /// collection (they were uploaded before it closed), and removes the uploads of
+    /// the `done` report ids (counted or refused) from the queue, atomically with the
+    /// count. A `done` id that is not queued is ignored.
+    ///
+    /// The default refuses, like [`queue_upload`](Store::queue_upload).
+    async fn submit_from_queue(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        done: Vec<ReportId>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let _ = (reports, done);
+        Err(StoreError::internal(Cause::TwoAggregatorUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// The helper: the verdict recorded for each of `report_ids` (same order), `None`
+    /// for an id never verified.
+    ///
+    /// The default refuses, like [`queue_upload`](Store::queue_upload).
+    async fn verdicts(
+        &self,
+        id: &str,
+        report_ids: &[ReportId],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let _ = report_ids;
+        Err(StoreError::internal(Cause::TwoAggregatorUnsupported(
+            id.to_string(),
+        )))
+    }
+
+    /// The helper: records each of `verdicts` (opaque bytes) under its report id
+    /// unless one is recorded already (the first stays), and counts `reports` as
+    /// [`submit`](Store::submit) does, also on a closed collection, atomically: a
+    /// report is never counted without its verdict, nor the other way round. A
+    /// deleted collection's verdicts go with it.
+    ///
+    /// The default refuses, like [`queue_upload`](Store::queue_upload).
+    async fn submit_with_verdicts(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        verdicts: Vec<(ReportId, Vec<u8>)>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let _ = (reports, verdicts);
+        Err(StoreError::internal(Cause::TwoAggregatorUnsupported(
             id.to_string(),
         )))
     }

@@ -7,7 +7,10 @@
 //! idempotent and a conflicting create is refused; a closed collection refuses batches
 //! and keeps its sums; a batch with a report of the wrong length changes nothing; a
 //! snapshot is the exact sum of the accepted reports; a shuffled batch's tally holds
-//! exactly the reports its chunks newly counted, so a report id is in one tally at most.
+//! exactly the reports its chunks newly counted, so a report id is in one tally at most;
+//! a two-aggregator leader's queue and helper's verdicts (`two_aggregator.rs`).
+
+mod two_aggregator;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -60,6 +63,12 @@ where
     delivered_batches_keep_the_fewest_valid_reports(fresh("delivered").await).await;
     a_shuffled_batch_tallies_only_the_reports_it_counted(fresh("batch-tally").await).await;
     concurrent_chunks_tally_each_report_in_one_batch(fresh("batch-concurrent").await).await;
+    two_aggregator::the_leader_queue_holds_each_upload_until_it_is_done(
+        fresh("leader-queue").await,
+    )
+    .await;
+    two_aggregator::the_helper_keeps_its_first_verdict_per_report(fresh("helper-verdicts").await)
+        .await;
 }
 
 /// Two relay batch ids.
