@@ -85,6 +85,22 @@ pub enum ClientError {
         /// The collection.
         id: String,
     },
+    /// A two-aggregator collection asked for on a client without its helper.
+    #[error(
+        "collection {id:?} is a two-aggregator collection: the device needs the helper's own keys (AggregatorClient::with_helper)"
+    )]
+    NoHelper {
+        /// The collection.
+        id: String,
+    },
+    /// The helper's answer cannot be used for the leader's collection.
+    #[error("collection {id:?}: {reason}")]
+    HelperMismatch {
+        /// The collection.
+        id: String,
+        /// Why.
+        reason: String,
+    },
     /// The Prio3 shares of a report could not be built (a vector the circuit refuses).
     #[error("the report's Prio3 shares: {0}")]
     Shares(String),

@@ -13,6 +13,7 @@ use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionSpec, CollectionStatus,
     CreateCollectionRequest, DeleteCollectionRequest, Estimate, GetCollectionRequest,
     GetEstimateRequest, GetStatusRequest, RelayReport, Report, SealedReport, SubmitReportsResponse,
+    TwoAggregatorReport,
 };
 use ldpcov_seal::PublicKeyConfig;
 use std::collections::HashMap;
@@ -165,6 +166,11 @@ pub struct AggregatorClient {
     active_keys: HashMap<String, PublicKeyConfig>,
     /// The relay's own key, from its last answer (the layer every report to it gets).
     relay_key: Option<PublicKeyConfig>,
+    /// The helper of two-aggregator collections, asked for its keys directly.
+    helper: Option<Stub>,
+    /// The helper's active key of each two-aggregator collection fetched, as the helper
+    /// itself published it.
+    helper_keys: HashMap<String, PublicKeyConfig>,
 }
 
 impl std::fmt::Debug for AggregatorClient {
@@ -223,7 +229,19 @@ impl AggregatorClient {
             relay: None,
             active_keys: HashMap::new(),
             relay_key: None,
+            helper: None,
+            helper_keys: HashMap::new(),
         })
+    }
+
+    /// Asks the helper on `channel` for two-aggregator collections' keys: a device seals
+    /// the helper's share to the key the helper itself publishes, never to one the leader
+    /// (this client's aggregator) relays, which would hand the leader both shares
+    /// (docs/PRIVACY.md §10). Without a helper, [`collection`](Self::collection) refuses a
+    /// two-aggregator collection.
+    pub fn with_helper(mut self, channel: Channel) -> Self {
+        self.helper = Some(Self::stub(channel, BearerToken::default()));
+        self
     }
 
     /// Sends shuffled collections' reports through the relay on `channel`, with the
@@ -369,6 +387,9 @@ impl AggregatorClient {
                     reason: e.to_string(),
                 })?;
             self.relay_key = Some(relay_key);
+        }
+        if collection.is_two_aggregator() {
+            self.fetch_helper_key(&collection).await?;
         }
         // A shuffled collection's active key, kept for sealing (refetched when its
         // period ends); a collection without a usable one fails when a report is sealed.
@@ -521,8 +542,95 @@ impl AggregatorClient {
             let prepared = self.prepare_relay_report(collection, x).await?;
             return self.submit_relay_report(&prepared).await;
         }
+        if collection.is_two_aggregator() {
+            let report = self.prepare_two_aggregator_report(collection, x)?;
+            return self.upload_two_aggregator_report(report).await;
+        }
         let report = self.prepare_report(collection, x)?;
         self.submit_report(report).await
+    }
+
+    /// A two-aggregator collection's report for `x`: the Prio3 shares with the helper's
+    /// sealed to the helper's own key (fetched by [`collection`](Self::collection)),
+    /// charged to the ledger. Nothing is sent.
+    pub fn prepare_two_aggregator_report(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<TwoAggregatorReport, ClientError> {
+        let key = self
+            .helper_keys
+            .get(collection.id())
+            .cloned()
+            .ok_or_else(|| ClientError::NoHelper {
+                id: collection.id().to_string(),
+            })?;
+        self.device.two_aggregator_report(collection, &key, x)
+    }
+
+    /// Uploads a prebuilt two-aggregator report to the leader (this client's
+    /// aggregator), retrying transient failures with the same bytes: the leader stores it
+    /// and verifies it with the helper later; a report id is counted once.
+    pub async fn upload_two_aggregator_report(
+        &mut self,
+        report: TwoAggregatorReport,
+    ) -> Result<SubmitOutcome, ClientError> {
+        let report_id = ReportId::try_from(report.report_id.as_slice())?;
+        let report = Arc::new(report);
+        let (response, attempts) = self
+            .call("UploadTwoAggregatorReport", |mut c| {
+                let report = TwoAggregatorReport::clone(&report);
+                async move { c.upload_two_aggregator_report(report).await }
+            })
+            .await
+            .map_err(|(status, _)| status)?;
+        Ok(SubmitOutcome {
+            report_id,
+            duplicate: response.duplicate,
+            attempts,
+        })
+    }
+
+    /// The helper's active key of two-aggregator `collection`, from the helper's own
+    /// answer, which must describe the same collection as the leader's.
+    async fn fetch_helper_key(&mut self, collection: &Collection) -> Result<(), ClientError> {
+        let id = collection.id().to_string();
+        let helper = self
+            .helper
+            .clone()
+            .ok_or_else(|| ClientError::NoHelper { id: id.clone() })?;
+        let request = GetCollectionRequest {
+            collection_id: id.clone(),
+        };
+        let (params, _) = retrying(
+            self.retry,
+            self.timeout,
+            "helper GetCollection",
+            helper,
+            |mut c| {
+                let request = request.clone();
+                async move { c.get_collection(request).await }
+            },
+        )
+        .await
+        .map_err(|(status, _)| status)?;
+        let theirs = Collection::from_params(&params)?;
+        if &theirs != collection {
+            return Err(ClientError::HelperMismatch {
+                id,
+                reason: "the helper's collection has another spec than the leader's".into(),
+            });
+        }
+        let keys = params
+            .two_aggregator
+            .map(|t| t.helper_keys)
+            .unwrap_or_default();
+        let key = crate::shuffle::active_key(&keys).map_err(|e| ClientError::HelperMismatch {
+            id: id.clone(),
+            reason: format!("the helper publishes no usable key: {e}"),
+        })?;
+        self.helper_keys.insert(id, key);
+        Ok(())
     }
 
     /// **Trusted curator only**: sends `x`, clipped and on the grid but WITHOUT noise,

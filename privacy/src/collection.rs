@@ -673,6 +673,15 @@ impl Collection {
             .then(|| TwoAggregatorCircuit::new(self.dim, self.has_mean()))
     }
 
+    /// The central (trusted-curator) collection of the same spec: a two-aggregator
+    /// collection's combined shares are its sums, and its sensitivity, noise and release
+    /// budget are theirs.
+    pub fn central_twin(&self) -> Result<Collection, SpecError> {
+        let mut spec = self.spec();
+        spec.privacy_model = PrivacyModel::Central as i32;
+        Collection::from_spec(&spec)
+    }
+
     /// Bytes of one report's payload: `entries × bytes per entry`, or `4·p` for a
     /// central collection's raw vector.
     pub fn payload_bytes(&self) -> usize {

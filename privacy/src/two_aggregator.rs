@@ -87,6 +87,12 @@ impl TwoAggregatorCircuit {
         crate::layout::triangle_len(self.dim) + if self.output_x { self.dim } else { 0 }
     }
 
+    /// The shift that puts the output's `x` on a central collection's mean block: its
+    /// entries are `w·u_i` (`w = 1/2`) on the grid `2^−30`, i.e. `x_i·2^14`.
+    pub fn mean_block_shift(&self) -> u32 {
+        self.coordinate_grid_bits - 1
+    }
+
     /// Entries each aggregator's accumulator sums per report: [`SHARE_LIMBS`] per
     /// output element.
     pub fn share_entries(&self) -> usize {

@@ -15,6 +15,7 @@ use ldpcov_aggregator::{ServeOptions, TransportLimits, serve_with};
 use ldpcov_serve::ServeFlags;
 
 use super::Aggregator;
+use ldpcov_aggregator::two_aggregator::{LeaderConfig, PeerSecret, TwoAggregatorRole};
 use ldpcov_aggregator::{MemoryStore, Store};
 use ldpcov_aggregator::{PostgresConfig, PostgresStore};
 
@@ -123,6 +124,25 @@ struct AccessArgs {
     /// (give every replica the same file).
     #[arg(long, env = "LDPCOV_HPKE_SECRET_FILE")]
     hpke_secret_file: Option<PathBuf>,
+    /// This daemon's half of two-aggregator collections (`leader`: takes devices'
+    /// uploads and verifies them with its helper; `helper`: verifies the leader's
+    /// batches). Without it, two-aggregator collections are refused. Needs
+    /// --peer-secret-file; a leader also --helper-url.
+    #[arg(long, env = "LDPCOV_TWO_AGGREGATOR_ROLE", value_enum)]
+    two_aggregator_role: Option<RoleArg>,
+    /// The helper's gRPC URL (a leader only), `http://…` or `https://…`.
+    #[arg(long, env = "LDPCOV_HELPER_URL")]
+    helper_url: Option<String>,
+    /// CA certificate (PEM) the helper's TLS certificate is checked against (default:
+    /// the web PKI roots).
+    #[arg(long, env = "LDPCOV_HELPER_CA")]
+    helper_ca: Option<PathBuf>,
+    /// File of the 32-byte secret (hex) the leader and its helper share: the leader's
+    /// token at the helper and each collection's Prio3 verify key are derived from it.
+    /// The helper creates it (mode 0600) if missing; its operator gives the leader's a
+    /// copy, which a leader requires.
+    #[arg(long, env = "LDPCOV_PEER_SECRET_FILE")]
+    peer_secret_file: Option<PathBuf>,
     /// HTTP/2 streams (concurrent calls) one connection may open.
     #[arg(long, env = "LDPCOV_MAX_CONCURRENT_STREAMS", default_value_t = TransportLimits::default().max_concurrent_streams)]
     max_concurrent_streams: u32,
@@ -142,7 +162,69 @@ struct AccessArgs {
     max_concurrent_estimates: usize,
 }
 
+/// `--two-aggregator-role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RoleArg {
+    /// Takes devices' uploads; verifies them with the helper.
+    Leader,
+    /// Verifies the leader's batches.
+    Helper,
+}
+
 impl AccessArgs {
+    /// The two-aggregator role from its flags (checked before anything is opened).
+    fn two_aggregator(&self) -> Result<Option<TwoAggregatorRole>> {
+        let Some(role) = self.two_aggregator_role else {
+            if self.helper_url.is_some() || self.peer_secret_file.is_some() {
+                anyhow::bail!("--helper-url and --peer-secret-file need --two-aggregator-role");
+            }
+            return Ok(None);
+        };
+        let path = self
+            .peer_secret_file
+            .as_ref()
+            .context("--two-aggregator-role needs --peer-secret-file")?;
+        match role {
+            RoleArg::Helper => {
+                if self.helper_url.is_some() || self.helper_ca.is_some() {
+                    anyhow::bail!(
+                        "--helper-url and --helper-ca are a leader's flags, not a helper's"
+                    );
+                }
+                let secret = MasterSecret::load_or_create(path)
+                    .with_context(|| format!("cannot load the peer secret {}", path.display()))?;
+                Ok(Some(TwoAggregatorRole::Helper {
+                    peer: Arc::new(PeerSecret::new(secret)),
+                }))
+            }
+            RoleArg::Leader => {
+                let helper_url = self
+                    .helper_url
+                    .clone()
+                    .context("--two-aggregator-role leader needs --helper-url")?;
+                if !path.exists() {
+                    anyhow::bail!(
+                        "the peer secret {} does not exist: a leader uses a copy of its helper's",
+                        path.display()
+                    );
+                }
+                let secret = MasterSecret::load_or_create(path)
+                    .with_context(|| format!("cannot load the peer secret {}", path.display()))?;
+                let helper_tls = match &self.helper_ca {
+                    Some(ca) => Some(ldpcov_aggregator::client_config(Some(
+                        &ldpcov_aggregator::read_ca(ca)?,
+                    ))),
+                    None => None,
+                };
+                Ok(Some(TwoAggregatorRole::Leader(LeaderConfig {
+                    helper_url,
+                    helper_tls,
+                    peer: Arc::new(PeerSecret::new(secret)),
+                })))
+            }
+        }
+    }
+
     /// The admin and submit tokens, from the flags and the token files.
     fn auth(&self) -> Result<AuthConfig> {
         let admin = match (&self.admin_token, &self.admin_token_file) {
@@ -284,6 +366,7 @@ impl Options {
         }
         // Check every option before anything is opened or created.
         let auth = access.auth()?;
+        let two_aggregator = access.two_aggregator()?;
         let tls = match shared.tls_files() {
             Some((cert, key)) => Some(ServerTls::from_files(cert, key)?),
             None => None,
@@ -446,6 +529,7 @@ impl Options {
                 metrics: metrics_listen.is_some(),
                 grpc_web,
                 shuffle_secret,
+                two_aggregator,
             },
             listener,
             shutdown,

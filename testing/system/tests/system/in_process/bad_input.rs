@@ -261,10 +261,10 @@ async fn nonsense_specs_are_invalid_argument_and_create_nothing() {
     server.shutdown().await.unwrap();
 }
 
-/// A two-aggregator collection is a valid spec that this aggregator cannot serve yet (it
-/// takes no leader or helper role): UNIMPLEMENTED, and nothing is created.
+/// A two-aggregator collection is a valid spec that an aggregator in no two-aggregator
+/// role cannot serve: FAILED_PRECONDITION naming the flag, and nothing is created.
 #[tokio::test]
-async fn a_two_aggregator_collection_is_unimplemented_and_creates_nothing() {
+async fn a_two_aggregator_collection_needs_a_role_and_creates_nothing() {
     let server = EmbeddedServer::start(Limits::default()).await.unwrap();
     let mut raw = RawClient::connect(server.url()).await.unwrap();
     let mut two = spec("two", 3);
@@ -275,9 +275,9 @@ async fn a_two_aggregator_collection_is_unimplemented_and_creates_nothing() {
         .create_collection(CreateCollectionRequest { spec: Some(two) })
         .await
         .expect_err("a two-aggregator collection");
-    assert_eq!(err.code(), Code::Unimplemented, "{}", err.message());
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
     assert!(
-        err.message().contains("two-aggregator"),
+        err.message().contains("--two-aggregator-role"),
         "{}",
         err.message()
     );

@@ -13,3 +13,4 @@ mod mechanisms;
 mod operations;
 mod shuffle;
 mod tls;
+mod two_aggregator;

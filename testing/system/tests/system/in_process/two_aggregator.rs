@@ -1,0 +1,318 @@
+//! Two-aggregator collections through two real aggregators in process, a leader and a
+//! helper, each with its own store: the collection created on both (the helper first),
+//! the helper's keys published by the helper alone, devices' uploads verified by both
+//! over gRPC, invalid reports refused by both, a report id counted once by each however
+//! often it is sent, and the two stores' shares combining exactly to the sums of the
+//! valid reports' vectors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ldpcov_aggregator::two_aggregator::{
+    LeaderConfig, PeerSecret, TwoAggregatorRole, aggregate_share,
+};
+use ldpcov_aggregator::{EmbeddedServer, Limits, MemoryStore, ServeOptions, Store};
+use ldpcov_client::{Collection, ReportBuilder, active_key, two_aggregator_measurement};
+use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
+use ldpcov_proto::v1::{
+    CollectionSpec, CreateCollectionRequest, GetCollectionRequest, GetEstimateRequest,
+    PrivacyModel, Report, TwoAggregatorReport, VerifySharesRequest,
+};
+use ldpcov_seal::MasterSecret;
+use prio::vdaf::Collector;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const DIM: u32 = 4;
+
+fn spec(id: &str) -> CollectionSpec {
+    CollectionSpec {
+        collection_id: id.into(),
+        dim: DIM,
+        epsilon: 1.0,
+        delta: 1e-6,
+        clip_radius: 2.0,
+        min_reports: 10,
+        privacy_model: PrivacyModel::TwoAggregator as i32,
+        ..Default::default()
+    }
+}
+
+fn peer() -> Arc<PeerSecret> {
+    Arc::new(PeerSecret::new(MasterSecret::from_bytes([42; 32])))
+}
+
+/// A helper and a leader, each on its own memory store.
+struct Pair {
+    helper: EmbeddedServer,
+    leader: EmbeddedServer,
+    helper_store: Arc<MemoryStore>,
+    leader_store: Arc<MemoryStore>,
+}
+
+async fn pair() -> Pair {
+    let helper_store = Arc::new(MemoryStore::new());
+    let leader_store = Arc::new(MemoryStore::new());
+    let helper = EmbeddedServer::start_with_options(
+        helper_store.clone(),
+        ServeOptions {
+            two_aggregator: Some(TwoAggregatorRole::Helper { peer: peer() }),
+            ..Limits::default().into()
+        },
+    )
+    .await
+    .unwrap();
+    let leader = EmbeddedServer::start_with_options(
+        leader_store.clone(),
+        ServeOptions {
+            two_aggregator: Some(TwoAggregatorRole::Leader(LeaderConfig {
+                helper_url: helper.url(),
+                helper_tls: None,
+                peer: peer(),
+            })),
+            ..Limits::default().into()
+        },
+    )
+    .await
+    .unwrap();
+    Pair {
+        helper,
+        leader,
+        helper_store,
+        leader_store,
+    }
+}
+
+async fn create(raw: &mut RawClient<Channel>, spec: CollectionSpec) -> Result<(), tonic::Status> {
+    raw.create_collection(CreateCollectionRequest { spec: Some(spec) })
+        .await
+        .map(|_| ())
+}
+
+/// Polls until both stores have counted `n` reports and the leader's queue is empty.
+async fn wait_counted(p: &Pair, id: &str, n: u64) {
+    for _ in 0..400 {
+        let (l, h, q) = (
+            p.leader_store.count(id).await.unwrap(),
+            p.helper_store.count(id).await.unwrap(),
+            p.leader_store.queued_count(id).await.unwrap(),
+        );
+        if l == n && h == n && q == 0 {
+            return;
+        }
+        assert!(
+            l <= n && h <= n,
+            "counted more than sent: leader {l}, helper {h}, expected {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "not counted in time: leader {}, helper {}, queued {} (expected {n})",
+        p.leader_store.count(id).await.unwrap(),
+        p.helper_store.count(id).await.unwrap(),
+        p.leader_store.queued_count(id).await.unwrap()
+    );
+}
+
+#[tokio::test]
+async fn leader_and_helper_count_the_valid_reports_once_and_their_shares_sum_exactly() {
+    let p = pair().await;
+    let mut leader = RawClient::connect(p.leader.url()).await.unwrap();
+    let mut helper = RawClient::connect(p.helper.url()).await.unwrap();
+
+    // The leader refuses a collection its helper does not hold, and creates nothing.
+    let err = create(&mut leader, spec("two")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    assert!(
+        err.message().contains("creates it there first"),
+        "{}",
+        err.message()
+    );
+    // Created on the helper, then on the leader; another spec at the leader is refused.
+    create(&mut helper, spec("two")).await.unwrap();
+    let err = create(
+        &mut leader,
+        CollectionSpec {
+            epsilon: 2.0,
+            ..spec("two")
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    create(&mut leader, spec("two")).await.unwrap();
+
+    // The helper publishes its keys; the leader never serves any (a device takes the
+    // helper's key from the helper).
+    let get = |id: &str| GetCollectionRequest {
+        collection_id: id.into(),
+    };
+    let helper_params = helper
+        .get_collection(get("two"))
+        .await
+        .unwrap()
+        .into_inner();
+    let leader_params = leader
+        .get_collection(get("two"))
+        .await
+        .unwrap()
+        .into_inner();
+    let keys = &helper_params.two_aggregator.as_ref().unwrap().helper_keys;
+    assert_eq!(keys.len(), 2, "the active and the pending key");
+    assert!(
+        leader_params
+            .two_aggregator
+            .as_ref()
+            .unwrap()
+            .helper_keys
+            .is_empty()
+    );
+    let key = active_key(keys).unwrap();
+    let collection = Collection::from_params(&leader_params).unwrap();
+
+    // 30 devices' reports, each sent twice (a retry): counted once by each.
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut builder = ReportBuilder::new().unwrap();
+    let mut want_y = vec![0i128; 10];
+    let mut want_x = vec![0i128; DIM as usize];
+    let mut uploads: Vec<TwoAggregatorReport> = Vec::new();
+    for _ in 0..30 {
+        let x: Vec<f64> = (0..DIM).map(|_| rng.random_range(-1.5..1.5)).collect();
+        let grid = two_aggregator_measurement(&collection, &x).unwrap();
+        let mut t = 0;
+        for i in 0..DIM as usize {
+            want_x[i] += i128::from(grid[i]);
+            for j in i..DIM as usize {
+                want_y[t] += i128::from(grid[i] * grid[j]);
+                t += 1;
+            }
+        }
+        uploads.push(
+            builder
+                .two_aggregator_report(&collection, &key, &x)
+                .unwrap(),
+        );
+    }
+    for u in &uploads {
+        let first = leader
+            .upload_two_aggregator_report(u.clone())
+            .await
+            .unwrap()
+            .into_inner();
+        let _retry = leader
+            .upload_two_aggregator_report(u.clone())
+            .await
+            .unwrap();
+        assert!(!first.duplicate);
+    }
+
+    // Invalid reports, refused by both: a tampered leader share (the proof fails), and a
+    // helper share sealed for another report (it does not open for this one).
+    let x = [0.3, -0.2, 0.1, 0.4];
+    let mut tampered = builder
+        .two_aggregator_report(&collection, &key, &x)
+        .unwrap();
+    let last = tampered.leader_share.len() - 1;
+    tampered.leader_share[last - 20] ^= 1;
+    let mut swapped = builder
+        .two_aggregator_report(&collection, &key, &x)
+        .unwrap();
+    swapped.helper_share = uploads[0].helper_share.clone();
+    for bad in [tampered, swapped] {
+        leader.upload_two_aggregator_report(bad).await.unwrap();
+    }
+    wait_counted(&p, "two", 30).await;
+
+    // A counted report sent again later: both still count it once.
+    leader
+        .upload_two_aggregator_report(uploads[3].clone())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_counted(&p, "two", 30).await;
+
+    // The two shares combine to exactly the sums of the 30 valid vectors.
+    let vdaf = ldpcov_prio::collection_prio3(&collection.two_aggregator().unwrap()).unwrap();
+    let l = aggregate_share(&p.leader_store.snapshot("two").await.unwrap().acc);
+    let h = aggregate_share(&p.helper_store.snapshot("two").await.unwrap().acc);
+    let sum = vdaf.unshard(&(), [l.clone(), h.clone()], 30).unwrap();
+    assert_eq!(sum.y, want_y);
+    assert_eq!(sum.x.as_ref(), Some(&want_x));
+    // Either share alone is not the sum.
+    assert_ne!(
+        vdaf.unshard(&(), [l.clone(), l], 30).map(|s| s.y).ok(),
+        Some(want_y)
+    );
+
+    p.leader.shutdown().await.unwrap();
+    p.helper.shutdown().await.unwrap();
+}
+
+/// What neither daemon takes: a payload report or an estimate of a two-aggregator
+/// collection, an upload to the helper, a verification from anyone but the leader, a
+/// malformed upload (nothing queued).
+#[tokio::test]
+async fn the_wrong_calls_are_refused_and_change_nothing() {
+    let p = pair().await;
+    let mut leader = RawClient::connect(p.leader.url()).await.unwrap();
+    let mut helper = RawClient::connect(p.helper.url()).await.unwrap();
+    create(&mut helper, spec("w")).await.unwrap();
+    create(&mut leader, spec("w")).await.unwrap();
+    let report = Report {
+        collection_id: "w".into(),
+        report_id: vec![1; 16],
+        payload: vec![0; 16],
+        ..Default::default()
+    };
+    for raw in [&mut leader, &mut helper] {
+        let err = raw.submit_report(report.clone()).await.unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+        let err = raw
+            .get_estimate(GetEstimateRequest {
+                collection_id: "w".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    }
+    let upload = TwoAggregatorReport {
+        collection_id: "w".into(),
+        report_id: vec![2; 16],
+        public_share: vec![1, 2, 3],
+        leader_share: vec![4, 5, 6],
+        helper_share: Some(Default::default()),
+    };
+    let err = helper
+        .upload_two_aggregator_report(upload.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    let err = leader
+        .upload_two_aggregator_report(upload.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    let err = leader
+        .upload_two_aggregator_report(TwoAggregatorReport {
+            report_id: vec![2; 15],
+            ..upload
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    assert_eq!(p.leader_store.queued_count("w").await, Ok(0));
+    // VerifyShares: without the leader's token, and on the leader (no helper role).
+    let verify = VerifySharesRequest {
+        collection_id: "w".into(),
+        reports: Vec::new(),
+    };
+    let err = helper.verify_shares(verify.clone()).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{}", err.message());
+    let err = leader.verify_shares(verify).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    p.leader.shutdown().await.unwrap();
+    p.helper.shutdown().await.unwrap();
+}
