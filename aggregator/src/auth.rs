@@ -12,7 +12,7 @@
 //! | `GetStatus` (reveals the count) | as a submit |
 //! | `SubmitShuffledBatch` | a relay token, always (nothing else; refused outright when none is configured) |
 //! | `UploadTwoAggregatorReport` | as a submit |
-//! | `VerifyShares` | the leader's token, always (a helper's only; refused outright elsewhere) |
+//! | `VerifyShares`, `ReleaseShare` | the leader's token, always (a helper's only; refused outright elsewhere) |
 //!
 //! A **relay token** ([`AuthConfig::with_relay_tokens`]) identifies a shuffled
 //! collection's relay (docs/PRIVACY.md §9): it may send batches and read any
@@ -114,7 +114,8 @@ impl Token {
         bool::from(self.0.as_slice().ct_eq(presented))
     }
 
-    /// The secret itself, for a caller that presents it (a leader to its helper).
+    /// The secret itself (tests).
+    #[cfg(test)]
     pub(crate) fn secret(&self) -> &[u8] {
         &self.0
     }
@@ -414,7 +415,7 @@ pub fn right_before_body(path: &str) -> Option<Right<'static>> {
         | "GetStatus"
         | "UploadTwoAggregatorReport" => Some(Right::AnySubmit),
         "SubmitShuffledBatch" => Some(Right::Relay),
-        "VerifyShares" => Some(Right::Leader),
+        "VerifyShares" | "ReleaseShare" => Some(Right::Leader),
         _ => None,
     }
 }

@@ -254,6 +254,15 @@ impl Aggregator for Fake {
         ))
     }
 
+    async fn release_share(
+        &self,
+        _request: Request<ldpcov_proto::v1::ReleaseShareRequest>,
+    ) -> Result<Response<ldpcov_proto::v1::ReleaseShareResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake is no two-aggregator helper",
+        ))
+    }
+
     async fn submit_shuffled_batch(
         &self,
         _request: Request<tonic::Streaming<ldpcov_proto::v1::ShuffledBatchChunk>>,

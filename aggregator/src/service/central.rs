@@ -54,7 +54,9 @@ pub(super) struct CentralInput {
 }
 
 /// The mechanism and budget a request's `release` names (INVALID_ARGUMENT otherwise).
-fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget), Status> {
+pub(super) fn parse_release(
+    release: &CentralRelease,
+) -> Result<(Mechanism, ReleaseBudget), Status> {
     let positive = |name: &str, v: f64| {
         if v.is_finite() && v > 0.0 {
             Ok(v)
@@ -133,7 +135,7 @@ fn parse_release(release: &CentralRelease) -> Result<(Mechanism, ReleaseBudget),
 }
 
 /// The ledger key of a release: mechanism, its parameter's exact bits, report count.
-fn ledger_key(mechanism: Mechanism, budget: ReleaseBudget, reports: u64) -> Vec<u8> {
+pub(super) fn ledger_key(mechanism: Mechanism, budget: ReleaseBudget, reports: u64) -> Vec<u8> {
     let (kind, value) = match budget {
         ReleaseBudget::Rho(r) => ("rho", r),
         ReleaseBudget::Epsilon(e) => ("epsilon", e),
@@ -266,17 +268,25 @@ impl AggregatorService {
                         budget: c.rho(),
                     }));
                 }
-                let collection = Arc::clone(c);
-                let acc = snapshot.acc.clone();
-                let stored = tokio::task::spawn_blocking(move || {
-                    let mut sampler = DiscreteGaussianSampler::from_os_rng().map_err(|e| {
-                        Status::internal(format!("no randomness from the operating system: {e}"))
-                    })?;
-                    draw_release(&collection, &acc, mechanism, budget, &mut sampler)
-                        .map_err(|e| invalid(e.to_string()))
-                })
-                .await
-                .map_err(|e| Status::internal(format!("release task failed: {e}")))??;
+                let stored = if c.is_two_aggregator() {
+                    // Each aggregator's noisy share, added: the helper's first.
+                    self.draw_two_aggregator_release(c, snapshot.acc.clone(), &release)
+                        .await?
+                } else {
+                    let collection = Arc::clone(c);
+                    let acc = snapshot.acc.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let mut sampler = DiscreteGaussianSampler::from_os_rng().map_err(|e| {
+                            Status::internal(format!(
+                                "no randomness from the operating system: {e}"
+                            ))
+                        })?;
+                        draw_release(&collection, &acc, mechanism, budget, &mut sampler)
+                            .map_err(|e| invalid(e.to_string()))
+                    })
+                    .await
+                    .map_err(|e| Status::internal(format!("release task failed: {e}")))??
+                };
                 let stored = StoredCentralRelease {
                     mechanism: release.mechanism,
                     epsilon: release.epsilon,

@@ -14,10 +14,10 @@ use ldpcov_proto::v1::aggregator_server::Aggregator;
 use ldpcov_proto::v1::{
     CloseCollectionRequest, CollectionParams, CollectionStatus, CreateCollectionRequest,
     DeleteCollectionRequest, DeleteCollectionResponse, Estimate, GetCollectionRequest,
-    GetEstimateRequest, GetStatusRequest, ListCollectionsRequest, ListCollectionsResponse, Report,
-    ShuffledBatchChunk, ShuffledBatchResponse, SubmitReportResponse, SubmitReportsResponse,
-    TwoAggregatorReport, UploadTwoAggregatorReportResponse, VerifySharesRequest,
-    VerifySharesResponse,
+    GetEstimateRequest, GetStatusRequest, ListCollectionsRequest, ListCollectionsResponse,
+    ReleaseShareRequest, ReleaseShareResponse, Report, ShuffledBatchChunk, ShuffledBatchResponse,
+    SubmitReportResponse, SubmitReportsResponse, TwoAggregatorReport,
+    UploadTwoAggregatorReportResponse, VerifySharesRequest, VerifySharesResponse,
 };
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -204,7 +204,7 @@ impl AggregatorService {
     async fn status_of(&self, c: &Arc<Collection>) -> Result<CollectionStatus, Status> {
         let reports = self.store.count(c.id()).await.map_err(store_status)?;
         let closed = self.store.is_closed(c.id()).await.map_err(store_status)?;
-        let (rho_budget, rho_spent) = if c.is_central() {
+        let (rho_budget, rho_spent) = if c.is_central() || c.is_two_aggregator() {
             let spent = self
                 .store
                 .budget_spent(c.id())
@@ -451,6 +451,13 @@ impl Aggregator for AggregatorService {
         self.verify_shares_batch(request).await.map(Response::new)
     }
 
+    async fn release_share(
+        &self,
+        request: Request<ReleaseShareRequest>,
+    ) -> Result<Response<ReleaseShareResponse>, Status> {
+        self.release_share_of(request).await.map(Response::new)
+    }
+
     async fn get_status(
         &self,
         request: Request<GetStatusRequest>,
@@ -519,11 +526,10 @@ impl Aggregator for AggregatorService {
         let started = Instant::now();
         let req = request.into_inner();
         let c = self.collection(&req.collection_id).await?;
-        if c.is_two_aggregator() {
-            // Each aggregator holds a share that alone is uniformly random: an estimate
-            // needs both aggregators' noisy shares combined.
+        if c.is_two_aggregator() && self.verifier.is_none() {
+            // A helper's share alone is uniformly random: only the leader combines.
             return Err(Status::failed_precondition(format!(
-                "collection {} is a two-aggregator collection: its release combines both aggregators' noisy shares, which this version does not serve yet",
+                "collection {} is a two-aggregator collection: its estimate is released by its leader, which combines both aggregators' noisy shares",
                 c.id()
             )));
         }
@@ -541,7 +547,7 @@ impl Aggregator for AggregatorService {
         let snapshot = self.store.snapshot(c.id()).await.map_err(store_status)?;
         // A central collection's estimators act on a recorded noisy release; a local
         // one's on its sums, whose noise the devices added.
-        let (input, acc, release) = if c.is_central() {
+        let (input, acc, release) = if c.is_central() || c.is_two_aggregator() {
             let r = self
                 .central_input(&c, &req, &mut options, &target, snapshot)
                 .await?;

@@ -4,19 +4,26 @@
 
 use std::sync::Arc;
 
+use ldpcov_central::{Mechanism, ReleaseBudget};
+use ldpcov_estimate::Accumulator;
+use ldpcov_noise::DiscreteGaussianSampler;
 use ldpcov_privacy::{Collection, ReportId};
 use ldpcov_proto::v1::{
-    CollectionParams, GetCollectionRequest, TwoAggregatorReport, UploadTwoAggregatorReportResponse,
-    VerifySharesRequest, VerifySharesResponse,
+    CentralRelease, CollectionParams, GetCollectionRequest, ReleaseShareRequest,
+    ReleaseShareResponse, StoredCentralRelease, TwoAggregatorReport,
+    UploadTwoAggregatorReportResponse, VerifySharesRequest, VerifySharesResponse,
 };
 use ldpcov_seal::{CollectionKeys, KeySchedule};
 use prost::Message;
+use tonic::Code;
 use tonic::{Request, Status};
 
-use super::{AggregatorService, invalid, store_status};
+use super::{AggregatorService, estimate_status, invalid, store_status};
 use crate::auth::Right;
 use crate::store::QueuedUpload;
-use crate::two_aggregator::{RoundContext, TwoAggregatorRole, helper_verdicts};
+use crate::two_aggregator::{
+    NoisyShare, RoundContext, TwoAggregatorRole, combine, helper_verdicts, noisy_share,
+};
 
 /// The helper's HPKE keys rotate daily and stay usable for a week (the shuffled
 /// collections' defaults).
@@ -217,6 +224,164 @@ impl AggregatorService {
         })
     }
 
+    /// The body of `ReleaseShare` (the helper): its noisy share of a GaussCov release
+    /// over exactly the leader's count, at least the collection's minimum, recorded in
+    /// the helper's own ledger against its own budget (the same release asked again is
+    /// answered from the ledger, with the same noise, at no cost).
+    pub(super) async fn release_share_of(
+        &self,
+        request: Request<ReleaseShareRequest>,
+    ) -> Result<ReleaseShareResponse, Status> {
+        self.auth.check(request.metadata(), Right::Leader)?;
+        if !matches!(
+            self.two_aggregator.as_deref(),
+            Some(TwoAggregatorRole::Helper { .. })
+        ) {
+            return Err(Status::failed_precondition(
+                "this aggregator is not a two-aggregator helper",
+            ));
+        }
+        let request = request.into_inner();
+        let c = self.collection(&request.collection_id).await?;
+        let release = request
+            .release
+            .ok_or_else(|| invalid("the request names no release"))?;
+        let (rho, key) = two_aggregator_release(&c, &release, request.reports)?;
+        let snapshot = self.store.snapshot(c.id()).await.map_err(store_status)?;
+        let n = snapshot.acc.count;
+        if n != request.reports {
+            return Err(Status::failed_precondition(format!(
+                "the helper counted {n} reports of {}, the leader asks for a release over {}: retry once the leader's uploads are all verified",
+                c.id(),
+                request.reports
+            )));
+        }
+        if n < c.min_reports() {
+            return Err(estimate_status(
+                ldpcov_estimate::EstimateError::BelowMinimum {
+                    have: n,
+                    need: c.min_reports(),
+                },
+            ));
+        }
+        let recorded = match self
+            .store
+            .recorded_release(c.id(), &key)
+            .await
+            .map_err(store_status)?
+        {
+            Some(r) => r,
+            None => {
+                let spent = self
+                    .store
+                    .budget_spent(c.id())
+                    .await
+                    .map_err(store_status)?;
+                if spent + rho > c.rho() {
+                    return Err(store_status(crate::store::StoreError::BudgetExhausted {
+                        id: c.id().to_string(),
+                        requested: rho,
+                        spent,
+                        budget: c.rho(),
+                    }));
+                }
+                let drawn = draw_noisy_share(&c, snapshot.acc, rho).await?;
+                let body = ReleaseShareResponse {
+                    noisy_share: drawn.share,
+                    reports: n,
+                    noise_sd_grid: drawn.noise_sd_grid,
+                    off_diagonal_noise_sd_grid: drawn.off_diagonal_noise_sd_grid,
+                    rho_spent: 0.0,
+                };
+                let r = self
+                    .store
+                    .record_release(c.id(), &key, rho, c.rho(), body.encode_to_vec())
+                    .await
+                    .map_err(store_status)?;
+                tracing::info!(
+                    collection = %c.id(), rho, reports = n, spent = r.spent, budget = c.rho(),
+                    fresh = r.fresh, "two-aggregator helper share released"
+                );
+                r
+            }
+        };
+        let mut answer = ReleaseShareResponse::decode(recorded.body.as_slice()).map_err(|e| {
+            Status::internal(format!("the ledger holds an unreadable share release: {e}"))
+        })?;
+        answer.rho_spent = recorded.spent;
+        Ok(answer)
+    }
+
+    /// The leader's draw of a two-aggregator release: the helper's noisy share first (its
+    /// count must be the leader's: no upload may be waiting), then the leader's own, and
+    /// their sum: the central sums with two independent noises, each of the release's σ.
+    pub(super) async fn draw_two_aggregator_release(
+        &self,
+        c: &Arc<Collection>,
+        acc: Accumulator,
+        release: &CentralRelease,
+    ) -> Result<StoredCentralRelease, Status> {
+        let n = acc.count;
+        let (rho, _) = two_aggregator_release(c, release, n)?;
+        let verifier = self.verifier.as_ref().ok_or_else(|| {
+            Status::failed_precondition(
+                "only the collection's leader releases a two-aggregator estimate",
+            )
+        })?;
+        let queued = self
+            .store
+            .queued_count(c.id())
+            .await
+            .map_err(store_status)?;
+        if queued > 0 {
+            return Err(Status::failed_precondition(format!(
+                "{queued} uploads of {} are still being verified with the helper: retry once they are counted",
+                c.id()
+            )));
+        }
+        let helper = verifier
+            .helper()
+            .release_share(ReleaseShareRequest {
+                collection_id: c.id().to_string(),
+                release: Some(release.clone()),
+                reports: n,
+            })
+            .await
+            .map_err(|s| {
+                Status::new(
+                    if s.code() == Code::ResourceExhausted {
+                        Code::ResourceExhausted
+                    } else {
+                        Code::FailedPrecondition
+                    },
+                    format!("the helper did not release its share: {}", s.message()),
+                )
+            })?
+            .into_inner();
+        if helper.reports != n {
+            return Err(Status::failed_precondition(format!(
+                "the helper released a share over {} reports, not {n}",
+                helper.reports
+            )));
+        }
+        let own = draw_noisy_share(c, acc, rho).await?;
+        let sums = combine(c, n, &own.share, &helper.noisy_share)
+            .map_err(|e| Status::internal(format!("the two shares do not combine: {e}")))?;
+        let sd = |a: f64, b: f64| (a * a + b * b).sqrt();
+        Ok(StoredCentralRelease {
+            rho,
+            reports: n,
+            noise_sd_grid: sd(own.noise_sd_grid, helper.noise_sd_grid),
+            off_diagonal_noise_sd_grid: sd(
+                own.off_diagonal_noise_sd_grid,
+                helper.off_diagonal_noise_sd_grid,
+            ),
+            sums,
+            radius: 1.0,
+            ..Default::default()
+        })
+    }
+
     /// The lock serializing one collection's verifications at the helper.
     fn collection_lock(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.verify_locks.lock().unwrap_or_else(|e| e.into_inner());
@@ -240,4 +405,47 @@ pub(super) fn with_helper_keys(
             .collect();
     }
     Ok(())
+}
+
+/// The ρ and ledger key of a two-aggregator release: GaussCov only (its noise does not
+/// depend on the data, so each side draws its own).
+fn two_aggregator_release(
+    c: &Collection,
+    release: &CentralRelease,
+    reports: u64,
+) -> Result<(f64, Vec<u8>), Status> {
+    if !c.is_two_aggregator() {
+        return Err(Status::failed_precondition(format!(
+            "collection {} is not a two-aggregator collection",
+            c.id()
+        )));
+    }
+    match super::central::parse_release(release)? {
+        (Mechanism::GaussCov, budget @ ReleaseBudget::Rho(rho)) => Ok((
+            rho,
+            super::central::ledger_key(Mechanism::GaussCov, budget, reports),
+        )),
+        (other, _) => Err(invalid(format!(
+            "a two-aggregator collection releases gauss_cov only (each aggregator adds its own noise, independent of the data), not {}",
+            other.name()
+        ))),
+    }
+}
+
+/// This aggregator's noisy share of a release of `rho`, drawn off the async runtime with
+/// the operating system's randomness.
+async fn draw_noisy_share(
+    c: &Arc<Collection>,
+    acc: Accumulator,
+    rho: f64,
+) -> Result<NoisyShare, Status> {
+    let c = Arc::clone(c);
+    tokio::task::spawn_blocking(move || {
+        let mut sampler = DiscreteGaussianSampler::from_os_rng().map_err(|e| {
+            Status::internal(format!("no randomness from the operating system: {e}"))
+        })?;
+        noisy_share(&c, &acc, rho, &mut sampler).map_err(|e| Status::internal(e.to_string()))
+    })
+    .await
+    .map_err(|e| Status::internal(format!("release task failed: {e}")))?
 }

@@ -22,18 +22,24 @@
 //!   its record.
 //! * Neither side sees a vector: each holds one additive share in Prio3's field,
 //!   summed as limbs ([`share_limbs`]; [`aggregate_share`] gives the field share back).
-//! * The helper takes `VerifyShares` from the leader's token only, derived from the
+//! * A release is each aggregator's share plus its own noise of the whole release's σ
+//!   (`release.rs`), each side charging its own ledger and refusing fewer than the
+//!   collection's minimum reports: the release stays differentially private against
+//!   either aggregator, even one that removes its own noise.
+//! * The helper takes `VerifyShares` and `ReleaseShare` from the leader's token only, derived from the
 //!   two operators' shared [`PeerSecret`], from which both also derive each
 //!   collection's Prio3 verify key: a device never knows it, and neither aggregator
 //!   can choose it alone.
 
 mod limbs;
 mod peer;
+mod release;
 mod round;
 pub(crate) mod verifier;
 
 pub use limbs::{aggregate_share, share_limbs};
 pub use peer::PeerSecret;
+pub use release::{NoisyShare, ReleaseError, combine, noisy_share};
 pub(crate) use round::{RoundContext, helper_verdicts};
 pub use verifier::{LeaderVerifier, VERIFY_POLL, VerifyError};
 

@@ -30,15 +30,19 @@ impl PeerSecret {
         PeerSecret(secret)
     }
 
-    /// The leader's bearer token: 64 hexadecimal digits.
-    pub fn leader_token(&self) -> Token {
-        let hex: String = self
-            .0
+    /// The leader's bearer token as the leader sends it: 64 hexadecimal digits.
+    pub fn leader_token_text(&self) -> String {
+        self.0
             .derive(LEADER_TOKEN_INFO)
             .iter()
             .map(|b| format!("{b:02x}"))
-            .collect();
-        Token::new(&hex, "leader").expect("64 hexadecimal digits are a valid token")
+            .collect()
+    }
+
+    /// The leader's bearer token, as the helper checks it.
+    pub fn leader_token(&self) -> Token {
+        Token::new(&self.leader_token_text(), "leader")
+            .expect("64 hexadecimal digits are a valid token")
     }
 
     /// Collection `collection_id`'s Prio3 verify key.

@@ -15,7 +15,7 @@ use ldpcov_noise::DiscreteGaussianSampler;
 use ldpcov_prio::{Field, Prio3Covariance};
 use ldpcov_privacy::Collection;
 use prio::codec::Encode;
-use prio::field::FieldElementWithInteger;
+use prio::field::{FieldElement, FieldElementWithInteger};
 use prio::vdaf::AggregateShare;
 
 use super::aggregate_share;
@@ -110,19 +110,43 @@ pub fn noisy_share(
     })
 }
 
-/// The leader's combination of the two noisy shares: the central layout's sums plus both
-/// noises, as integers (grid units).
-pub fn combine(collection: &Collection, leader: &[u8], helper: &[u8]) -> Result<Vec<i64>, ReleaseError> {
+/// The leader's combination of the two noisy shares over `reports` reports: the central
+/// layout's sums plus both noises, as integers (grid units). The circuit aggregates each
+/// coordinate offset by `2^(b−1)` (its range check's), so the mean block loses
+/// `reports·2^(b−1)·2^14` here, once.
+pub fn combine(
+    collection: &Collection,
+    reports: u64,
+    leader: &[u8],
+    helper: &[u8],
+) -> Result<Vec<i64>, ReleaseError> {
     let (_, twin) = instance(collection)?;
+    let circuit = collection
+        .two_aggregator()
+        .ok_or_else(|| ReleaseError::Collection("not a two-aggregator collection".into()))?;
     let entries = twin.release_entries();
-    let (l, h) = (decode_elements(leader, entries)?, decode_elements(helper, entries)?);
+    let mean_offset = if circuit.output_x {
+        i128::from(reports) << (circuit.range_bits - 1 + circuit.mean_block_shift())
+    } else {
+        0
+    };
+    let (l, h) = (
+        decode_elements(leader, entries)?,
+        decode_elements(helper, entries)?,
+    );
     let q = Field::modulus();
     l.iter()
         .zip(&h)
-        .map(|(&a, &b)| {
+        .enumerate()
+        .map(|(k, (&a, &b))| {
             let v = u128::from(a + b);
-            let centred = if v > q / 2 { -((q - v) as i128) } else { v as i128 };
-            i64::try_from(centred).map_err(|_| ReleaseError::OutOfRange)
+            let centred = if v > q / 2 {
+                -((q - v) as i128)
+            } else {
+                v as i128
+            };
+            let offset = if k < circuit.dim { mean_offset } else { 0 };
+            i64::try_from(centred - offset).map_err(|_| ReleaseError::OutOfRange)
         })
         .collect()
 }
@@ -160,11 +184,105 @@ fn central_layout(
     }
     let (y, x) = share.split_at(d);
     let scale = Field::from(1u128 << shift);
-    Ok(x.iter().map(|&v| v * scale).chain(y.iter().copied()).collect())
+    Ok(x.iter()
+        .map(|&v| v * scale)
+        .chain(y.iter().copied())
+        .collect())
 }
 
 /// An integer as a field element (negative: `q − |v|`).
 fn field_of(v: i64) -> Field {
     let magnitude = Field::from(u128::from(v.unsigned_abs()));
     if v < 0 { -magnitude } else { magnitude }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::two_aggregator::share_limbs;
+    use ldpcov_estimate::FOLDS;
+    use ldpcov_privacy::ReportId;
+    use ldpcov_proto::v1::{CollectionSpec, PrivacyModel};
+
+    fn collection() -> Collection {
+        Collection::create(&CollectionSpec {
+            collection_id: "r".into(),
+            dim: 3,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 1.0,
+            min_reports: 2,
+            privacy_model: PrivacyModel::TwoAggregator as i32,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    /// Each aggregator's noise is the whole release's: σ = Δ₂·2^30/√(2ρ) on the mean and
+    /// diagonal entries and σ/√2 off the diagonal (the svec weighting), Δ₂ the central
+    /// twin's sensitivity; and the two noisy shares add up to the central layout's sums
+    /// (mean block x·2^14 first, then the triangle) within their noise. The bound: each of
+    /// the 9 combined entries is off by a discrete Gaussian of sd at most √2·σ, and
+    /// P(|Z| > 6) < 2·10⁻⁹ per entry, so the test fails for a mislaid block or a forgotten
+    /// offset (errors of at least 2^28 grid units, ≫ 6·√2·σ ≈ 2^26.6 at ρ = 10^4), not by
+    /// chance.
+    #[test]
+    fn each_share_carries_the_whole_noise_and_the_shares_add_to_the_central_sums() {
+        let c = collection();
+        let circuit = c.two_aggregator().unwrap();
+        let vdaf = ldpcov_prio::collection_prio3(&circuit).unwrap();
+        let ctx = ldpcov_prio::context(c.id());
+        let key = [3u8; 32];
+        let vectors: [[i64; 3]; 3] = [[1 << 14, -(1 << 14), 0], [1 << 15, 0, 0], [5, 7, -9]];
+        let mut leader = Accumulator::new(c.entries(), FOLDS);
+        let mut helper = Accumulator::new(c.entries(), FOLDS);
+        let mut want = vec![0i64; 9];
+        for (k, x) in vectors.iter().enumerate() {
+            let nonce = [k as u8; 16];
+            let upload = ldpcov_prio::exchange::shard(&vdaf, &ctx, x, &nonce).unwrap();
+            let (l, h) = ldpcov_prio::exchange::verify_both(
+                &vdaf,
+                &key,
+                &ctx,
+                &nonce,
+                &upload.public_share,
+                &upload.leader_share,
+                &upload.helper_share,
+            )
+            .unwrap();
+            let fold = ReportId(nonce).fold(FOLDS);
+            leader.add(fold, &share_limbs(&l));
+            helper.add(fold, &share_limbs(&h));
+            for i in 0..3 {
+                want[i] += x[i] << 14;
+            }
+            let mut t = 3;
+            for i in 0..3 {
+                for j in i..3 {
+                    want[t] += x[i] * x[j];
+                    t += 1;
+                }
+            }
+        }
+        let rho = 1e4;
+        let mut sampler = DiscreteGaussianSampler::from_seed_for_simulation(11);
+        let l = noisy_share(&c, &leader, rho, &mut sampler).unwrap();
+        let h = noisy_share(&c, &helper, rho, &mut sampler).unwrap();
+        let twin = c.central_twin().unwrap();
+        let sigma = twin.sensitivity() * 2f64.powi(30) / (2.0 * rho).sqrt();
+        for share in [&l, &h] {
+            assert!((share.noise_sd_grid / sigma - 1.0).abs() < 1e-9);
+            assert!((share.off_diagonal_noise_sd_grid * 2f64.sqrt() / sigma - 1.0).abs() < 1e-9);
+        }
+        let sums = combine(&c, 3, &l.share, &h.share).unwrap();
+        for (got, want) in sums.iter().zip(&want) {
+            let off = (got - want).abs() as f64;
+            assert!(
+                off < 6.0 * 2f64.sqrt() * sigma,
+                "{got} vs {want}: off by {off}, σ = {sigma}"
+            );
+        }
+        // Shares that do not belong together are refused, not read as sums.
+        assert!(combine(&c, 3, &l.share, &l.share[16..]).is_err());
+    }
 }

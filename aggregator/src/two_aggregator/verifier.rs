@@ -86,8 +86,7 @@ impl LeaderVerifier {
         } else if config.helper_url.starts_with("https://") {
             endpoint = endpoint.tls_config(crate::tls::client_config(None))?;
         }
-        let token = config.peer.leader_token();
-        let value = format!("Bearer {}", String::from_utf8_lossy(token.secret()));
+        let value = format!("Bearer {}", config.peer.leader_token_text());
         let bearer = Bearer(
             value
                 .parse()

@@ -250,8 +250,8 @@ async fn leader_and_helper_count_the_valid_reports_once_and_their_shares_sum_exa
     p.helper.shutdown().await.unwrap();
 }
 
-/// What neither daemon takes: a payload report or an estimate of a two-aggregator
-/// collection, an upload to the helper, a verification from anyone but the leader, a
+/// What neither daemon takes: a payload report of a two-aggregator collection, an
+/// estimate without a release, an upload to the helper, a verification from anyone but the leader, a
 /// malformed upload (nothing queued).
 #[tokio::test]
 async fn the_wrong_calls_are_refused_and_change_nothing() {
@@ -269,15 +269,16 @@ async fn the_wrong_calls_are_refused_and_change_nothing() {
     for raw in [&mut leader, &mut helper] {
         let err = raw.submit_report(report.clone()).await.unwrap_err();
         assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
-        let err = raw
-            .get_estimate(GetEstimateRequest {
-                collection_id: "w".into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
     }
+    // An estimate names its release, as a central collection's does.
+    let err = leader
+        .get_estimate(GetEstimateRequest {
+            collection_id: "w".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
     let upload = TwoAggregatorReport {
         collection_id: "w".into(),
         report_id: vec![2; 16],
@@ -312,6 +313,164 @@ async fn the_wrong_calls_are_refused_and_change_nothing() {
     let err = helper.verify_shares(verify.clone()).await.unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated, "{}", err.message());
     let err = leader.verify_shares(verify).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    p.leader.shutdown().await.unwrap();
+    p.helper.shutdown().await.unwrap();
+}
+
+/// A release through both daemons: the leader's estimate combines the two noisy shares,
+/// each aggregator charges its own ledger; the helper alone refuses a release below the
+/// minimum, over another count than its own, of another mechanism, or beyond its budget,
+/// whatever the leader asks (the leader's token, sent directly).
+#[tokio::test]
+async fn a_release_charges_both_ledgers_and_the_helper_enforces_its_own_limits() {
+    use ldpcov_proto::v1::{
+        CentralMechanism, CentralRelease, GetStatusRequest, ReleaseShareRequest,
+    };
+    let p = pair().await;
+    let mut leader = RawClient::connect(p.leader.url()).await.unwrap();
+    let mut helper = RawClient::connect(p.helper.url()).await.unwrap();
+    let spec = CollectionSpec {
+        min_reports: 12,
+        ..spec("rel")
+    };
+    create(&mut helper, spec.clone()).await.unwrap();
+    create(&mut leader, spec).await.unwrap();
+    let params = leader
+        .get_collection(GetCollectionRequest {
+            collection_id: "rel".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let collection = Collection::from_params(&params).unwrap();
+    let helper_params = helper
+        .get_collection(GetCollectionRequest {
+            collection_id: "rel".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let key = active_key(&helper_params.two_aggregator.unwrap().helper_keys).unwrap();
+    let mut builder = ReportBuilder::new().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let send = |n: usize, builder: &mut ReportBuilder, rng: &mut ChaCha8Rng| {
+        (0..n)
+            .map(|_| {
+                let x: Vec<f64> = (0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect();
+                builder
+                    .two_aggregator_report(&collection, &key, &x)
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    for u in send(10, &mut builder, &mut rng) {
+        leader.upload_two_aggregator_report(u).await.unwrap();
+    }
+    wait_counted(&p, "rel", 10).await;
+
+    let rho = collection.rho();
+    let release = |rho: f64| CentralRelease {
+        mechanism: CentralMechanism::GaussCov as i32,
+        rho,
+        ..Default::default()
+    };
+    let estimate = |rho: f64| GetEstimateRequest {
+        collection_id: "rel".into(),
+        release: Some(release(rho)),
+        ..Default::default()
+    };
+    // Below the minimum: refused by the leader, and by the helper asked directly.
+    let err = leader.get_estimate(estimate(rho / 2.0)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    let token: tonic::metadata::MetadataValue<_> = format!("Bearer {}", peer().leader_token_text())
+        .parse()
+        .unwrap();
+    let ask = |reports: u64, release: CentralRelease| {
+        let mut request = tonic::Request::new(ReleaseShareRequest {
+            collection_id: "rel".into(),
+            release: Some(release),
+            reports,
+        });
+        request
+            .metadata_mut()
+            .insert("authorization", token.clone());
+        request
+    };
+    let err = helper
+        .release_share(ask(10, release(rho / 2.0)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+
+    for u in send(4, &mut builder, &mut rng) {
+        leader.upload_two_aggregator_report(u).await.unwrap();
+    }
+    wait_counted(&p, "rel", 14).await;
+    // Another count than the helper's, another mechanism: refused by the helper.
+    let err = helper
+        .release_share(ask(13, release(rho / 2.0)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    let laplace = CentralRelease {
+        mechanism: CentralMechanism::LaplaceCov as i32,
+        epsilon: 0.5,
+        ..Default::default()
+    };
+    let err = helper.release_share(ask(14, laplace)).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+
+    // The leader's release spends half of each side's budget and answers an estimate.
+    let e = leader
+        .get_estimate(estimate(rho / 2.0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(e.reports, 14);
+    assert!(e.upper_triangle.iter().all(|v| v.is_finite()) && !e.upper_triangle.is_empty());
+    // The same release again: from both ledgers, at no cost (the same numbers).
+    let again = leader
+        .get_estimate(estimate(rho / 2.0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.upper_triangle, e.upper_triangle);
+    for raw in [&mut leader, &mut helper] {
+        let status = raw
+            .get_status(GetStatusRequest {
+                collection_id: "rel".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            (status.rho_spent - rho / 2.0).abs() < 1e-12,
+            "{}",
+            status.rho_spent
+        );
+        assert_eq!(status.rho_budget, rho);
+    }
+    // The helper's share of that release, asked again directly: the same bytes.
+    let first = helper
+        .release_share(ask(14, release(rho / 2.0)))
+        .await
+        .unwrap()
+        .into_inner();
+    let second = helper
+        .release_share(ask(14, release(rho / 2.0)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.noisy_share, second.noisy_share);
+    // Beyond the helper's budget: refused by the helper, whatever the leader's ledger.
+    let err = helper
+        .release_share(ask(14, release(rho * 0.75)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{}", err.message());
+    // The helper releases no estimate itself.
+    let err = helper.get_estimate(estimate(rho / 2.0)).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
     p.leader.shutdown().await.unwrap();
     p.helper.shutdown().await.unwrap();

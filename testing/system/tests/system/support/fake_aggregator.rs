@@ -278,6 +278,15 @@ impl Aggregator for FakeAggregator {
         ))
     }
 
+    async fn release_share(
+        &self,
+        _request: Request<ldpcov_proto::v1::ReleaseShareRequest>,
+    ) -> Result<Response<ldpcov_proto::v1::ReleaseShareResponse>, Status> {
+        Err(Status::unimplemented(
+            "the fake is no two-aggregator helper",
+        ))
+    }
+
     async fn submit_shuffled_batch(
         &self,
         request: Request<Streaming<ShuffledBatchChunk>>,
