@@ -63,8 +63,13 @@ pub(super) fn id_range(id: &str) -> std::ops::RangeInclusive<(&str, [u8; 16])> {
 /// A two-aggregator leader's queued uploads (`Store::queue_upload`): (collection id,
 /// arrival number) → (report id, upload body). Arrival numbers grow per collection, so
 /// the key order is the arrival order.
-pub(super) const UPLOADS: TableDefinition<(&str, u64), ([u8; 16], &[u8])> =
+pub(super) const UPLOADS: TableDefinition<SeqKey, QueuedValue> =
     TableDefinition::new("queued_uploads");
+
+/// A key of a table keyed by (collection id, sequence number).
+pub(super) type SeqKey = (&'static str, u64);
+/// A queued upload's row: (report id, upload body).
+pub(super) type QueuedValue = ([u8; 16], &'static [u8]);
 
 /// The arrival number of each queued upload: (collection id, report id) → its key in
 /// `queued_uploads`; written and removed with that row.
