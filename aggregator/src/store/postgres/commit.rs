@@ -1,19 +1,19 @@
 //! The group-commit task of one replica and the transaction of one group of batches
 //! (design in the docs of `PostgresStore`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
-use ldpcov_privacy::Collection;
+use ldpcov_privacy::{Collection, ReportId};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{db_error, pool_error};
+use super::{PostgresStore, db_error, pool_error};
 use crate::store::codec::{encode_accumulator, encode_report_log, log_is_smaller};
-use crate::store::{BatchOutcome, Cause, StoreError, ValidReport};
+use crate::store::{BatchOutcome, Cause, Store, StoreError, ValidReport, check_lengths};
 use ldpcov_estimate::{Accumulator, FOLDS};
 
 /// One `submit` call waiting to be committed.
@@ -22,11 +22,95 @@ pub(super) struct Submission {
     pub(super) collection: Arc<Collection>,
     /// The batch, already checked against the collection's length.
     pub(super) reports: Vec<ValidReport>,
-    /// The shuffled batch these reports are a chunk of (`Store::submit_to_batch`): the
-    /// reports counted join its tally in the group's transaction.
-    pub(super) batch: Option<[u8; 16]>,
+    /// What the group's transaction writes along with the reports counted.
+    pub(super) along: Along,
     /// Answered after the group's transaction committed (or failed).
     pub(super) reply: oneshot::Sender<Result<BatchOutcome, StoreError>>,
+}
+
+/// What a submission writes along with the reports it counts, in the transaction that
+/// counts them.
+#[derive(Debug)]
+pub(super) enum Along {
+    /// Nothing (`Store::submit`).
+    Nothing,
+    /// The shuffled batch the reports are a chunk of (`Store::submit_to_batch`): the
+    /// reports counted join its tally.
+    Tally([u8; 16]),
+    /// A two-aggregator leader's done report ids (`Store::submit_from_queue`): their
+    /// queued uploads are removed.
+    Dequeue(Vec<ReportId>),
+    /// A two-aggregator helper's verdicts (`Store::submit_with_verdicts`): each
+    /// recorded unless its report id has one already.
+    Verdicts(Vec<(ReportId, Vec<u8>)>),
+}
+
+impl Along {
+    /// Whether the submission counts on a closed collection: a two-aggregator
+    /// collection's queue drains, and its helper verifies, after the close (the uploads
+    /// arrived before it).
+    pub(super) fn counts_when_closed(&self) -> bool {
+        matches!(self, Along::Dequeue(_) | Along::Verdicts(_))
+    }
+
+    /// Whether it writes nothing beyond the reports it counts.
+    fn is_empty(&self) -> bool {
+        match self {
+            Along::Nothing | Along::Tally(_) => true,
+            Along::Dequeue(done) => done.is_empty(),
+            Along::Verdicts(verdicts) => verdicts.is_empty(),
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Counts `reports` for collection `id` through the group-commit task (see
+    /// [`Store::submit`]), and writes what comes `along` with them (a shuffled batch's
+    /// tally, a leader's dequeued uploads, a helper's verdicts) in the same transaction.
+    pub(super) async fn count_reports(
+        &self,
+        id: &str,
+        along: Along,
+        reports: Vec<ValidReport>,
+    ) -> Result<BatchOutcome, StoreError> {
+        let collection = self.collection(id).await?;
+        check_lengths(&collection, &reports)?;
+        let refuse_closed = !along.counts_when_closed();
+        // A close is final: refuse early. Otherwise the batch's transaction checks it.
+        if refuse_closed && self.known_closed(id)? {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        if reports.is_empty() && along.is_empty() {
+            return if refuse_closed && self.is_closed(id).await? {
+                Err(StoreError::Closed(id.to_string()))
+            } else {
+                Ok(BatchOutcome::default())
+            };
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .as_ref()
+            .and_then(|tx| {
+                tx.send(Submission {
+                    collection,
+                    reports,
+                    along,
+                    reply,
+                })
+                .ok()
+            })
+            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))?;
+        let outcome = rx
+            .await
+            .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?;
+        match &outcome {
+            Err(StoreError::Closed(_)) => self.remember_closed(id)?,
+            // Gone, or created anew by another replica: read it again next time.
+            Err(StoreError::NotFound(_)) => self.forget(id)?,
+            _ => {}
+        }
+        outcome
+    }
 }
 
 /// Collects submissions into groups and commits each group in one transaction.
@@ -118,18 +202,10 @@ async fn commit_group(pool: &Pool, group: &[Submission]) -> Result<GroupAnswers,
         vec![Ok(BatchOutcome::default()); group.len()];
     let mut appended = 0;
     for (id, members) in by_collection {
-        match add_batches(&txn, id, group, &members).await? {
-            Ok((outcomes, bytes)) => {
-                appended += bytes;
-                for (k, outcome) in members.into_iter().zip(outcomes) {
-                    answers[k] = Ok(outcome);
-                }
-            }
-            Err(refusal) => {
-                for k in members {
-                    answers[k] = Err(refusal.clone());
-                }
-            }
+        let (answered, bytes) = add_batches(&txn, id, group, &members).await?;
+        appended += bytes;
+        for (k, answer) in answered {
+            answers[k] = answer;
         }
     }
     txn.commit().await.map_err(|e| {
@@ -141,18 +217,25 @@ async fn commit_group(pool: &Pool, group: &[Submission]) -> Result<GroupAnswers,
     Ok((answers, appended))
 }
 
+/// What one collection's batches come to: each member's answer (by its index in the
+/// group), and the bytes of report log appended.
+type Added = (Vec<(usize, Result<BatchOutcome, StoreError>)>, u64);
+
 /// Adds the batches `members` of `group`, all for collection `id`, in `txn`: the
-/// collection's closed check, the seen ids, the tallies of the shuffled batches they
-/// are chunks of, and one row of the counted reports, a
-/// report log or a dense delta, whichever is smaller. Returns the outcomes and the
-/// bytes of report log appended. The outer error fails the group; the inner one refuses
-/// these batches only (missing or closed collection).
+/// collection's closed check, the seen ids, what comes along with them (the tallies of
+/// the shuffled batches they are chunks of, the uploads they dequeue, the verdicts they
+/// record), and one row of the counted reports, a report log or a dense delta,
+/// whichever is smaller. Returns each member's answer (a missing collection refuses
+/// them all, a closed one those that do not count when closed) and the bytes
+/// appended. The error fails the group.
 async fn add_batches(
     txn: &Transaction<'_>,
     id: &str,
     group: &[Submission],
     members: &[usize],
-) -> Result<Result<(Vec<BatchOutcome>, u64), StoreError>, StoreError> {
+) -> Result<Added, StoreError> {
+    let refuse_all =
+        |e: StoreError| -> Added { (members.iter().map(|&k| (k, Err(e.clone()))).collect(), 0) };
     // FOR SHARE: a concurrent close (an UPDATE of this row) waits for this transaction,
     // and this lock waits for a close in flight, then reads its result.
     let row = txn
@@ -163,18 +246,29 @@ async fn add_batches(
         .await
         .map_err(db_error)?;
     let Some(row) = row else {
-        return Ok(Err(StoreError::NotFound(id.to_string())));
+        return Ok(refuse_all(StoreError::NotFound(id.to_string())));
     };
     // The reports were validated against this replica's cached spec: if the row now
     // holds another one (the collection was removed and created anew), that
     // collection is gone.
     let cached = group[members[0]].collection.spec().encode_to_vec();
     if row.get::<_, &[u8]>(1) != cached.as_slice() {
-        return Ok(Err(StoreError::NotFound(id.to_string())));
+        return Ok(refuse_all(StoreError::NotFound(id.to_string())));
     }
-    if row.get::<_, bool>(0) {
-        return Ok(Err(StoreError::Closed(id.to_string())));
+    // Closed: only the two-aggregator submissions count.
+    let closed: bool = row.get(0);
+    let (members, refused): (Vec<usize>, Vec<usize>) = members
+        .iter()
+        .copied()
+        .partition(|&k| !closed || group[k].along.counts_when_closed());
+    let mut answers: Vec<(usize, Result<BatchOutcome, StoreError>)> = refused
+        .into_iter()
+        .map(|k| (k, Err(StoreError::Closed(id.to_string()))))
+        .collect();
+    if members.is_empty() {
+        return Ok((answers, 0));
     }
+    let members = members.as_slice();
     // The group's own repeats: only an id's first occurrence may count.
     let mut candidates: Vec<[u8; 16]> = Vec::new();
     let mut firsts: HashSet<[u8; 16]> = HashSet::new();
@@ -225,8 +319,11 @@ async fn add_batches(
         outcomes.push(outcome);
     }
     add_to_batch_tallies(txn, id, group, members, &outcomes).await?;
+    dequeue(txn, id, group, members).await?;
+    record_verdicts(txn, id, group, members).await?;
+    answers.extend(members.iter().copied().zip(outcomes.into_iter().map(Ok)));
     if counted.is_empty() {
-        return Ok(Ok((outcomes, 0)));
+        return Ok((answers, 0));
     }
     let count = i64::try_from(counted.len()).map_err(|_| {
         StoreError::internal(Cause::Inconsistent("batch count exceeds i64".to_string()))
@@ -239,7 +336,7 @@ async fn add_batches(
         )
         .await
         .map_err(db_error)?;
-        return Ok(Ok((outcomes, log.len() as u64)));
+        return Ok((answers, log.len() as u64));
     }
     let mut delta = Accumulator::new(entries, FOLDS);
     delta.add_reports(&counted);
@@ -249,7 +346,7 @@ async fn add_batches(
     )
     .await
     .map_err(db_error)?;
-    Ok(Ok((outcomes, 0)))
+    Ok((answers, 0))
 }
 
 /// Adds what each of `members` (submissions of collection `id`) counted to the tally of
@@ -265,7 +362,7 @@ async fn add_to_batch_tallies(
 ) -> Result<(), StoreError> {
     let mut tallies: BTreeMap<[u8; 16], u64> = BTreeMap::new();
     for (&k, outcome) in members.iter().zip(outcomes) {
-        if let Some(batch) = group[k].batch
+        if let Along::Tally(batch) = group[k].along
             && outcome.accepted > 0
         {
             let tally = tallies.entry(batch).or_insert(0);
@@ -289,6 +386,73 @@ async fn add_to_batch_tallies(
          ON CONFLICT (collection, batch_id)
          DO UPDATE SET accepted = shuffled_batch_counts.accepted + EXCLUDED.accepted",
         &[&id, &batches, &accepted],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Removes the queued uploads of the report ids that `members` (submissions of
+/// collection `id`) are done with, in `txn`: the uploads leave the queue in the
+/// transaction that counts their reports. An id not queued is ignored.
+async fn dequeue(
+    txn: &Transaction<'_>,
+    id: &str,
+    group: &[Submission],
+    members: &[usize],
+) -> Result<(), StoreError> {
+    let mut done: Vec<&[u8]> = members
+        .iter()
+        .filter_map(|&k| match &group[k].along {
+            Along::Dequeue(done) => Some(done),
+            _ => None,
+        })
+        .flatten()
+        .map(|r| r.0.as_slice())
+        .collect();
+    if done.is_empty() {
+        return Ok(());
+    }
+    done.sort_unstable();
+    done.dedup();
+    txn.execute(
+        "DELETE FROM queued_uploads WHERE collection = $1 AND report_id = ANY($2::bytea[])",
+        &[&id, &done],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Records the verdicts `members` (submissions of collection `id`) carry, in `txn`,
+/// with the reports they count: a report id's first verdict stays, the group's (in
+/// arrival order) or one recorded before (`ON CONFLICT DO NOTHING`). Rows in report
+/// id order, so that replicas inserting the same ids take their locks in one order.
+async fn record_verdicts(
+    txn: &Transaction<'_>,
+    id: &str,
+    group: &[Submission],
+    members: &[usize],
+) -> Result<(), StoreError> {
+    let mut firsts: HashMap<&[u8], &[u8]> = HashMap::new();
+    for &k in members {
+        if let Along::Verdicts(verdicts) = &group[k].along {
+            for (report_id, verdict) in verdicts {
+                firsts.entry(report_id.0.as_slice()).or_insert(verdict);
+            }
+        }
+    }
+    if firsts.is_empty() {
+        return Ok(());
+    }
+    let sorted: BTreeMap<&[u8], &[u8]> = firsts.into_iter().collect();
+    let report_ids: Vec<&[u8]> = sorted.keys().copied().collect();
+    let verdicts: Vec<&[u8]> = sorted.values().copied().collect();
+    txn.execute(
+        "INSERT INTO verdicts (collection, report_id, verdict)
+         SELECT $1, r, v FROM unnest($2::bytea[], $3::bytea[]) AS t(r, v) ORDER BY r
+         ON CONFLICT (collection, report_id) DO NOTHING",
+        &[&id, &report_ids, &verdicts],
     )
     .await
     .map_err(db_error)?;

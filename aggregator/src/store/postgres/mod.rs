@@ -6,7 +6,8 @@
 //! `aggregator/migrations/`), `commit.rs` (the group-commit task and the batch
 //! transaction), `fold.rs` (adding deltas into the base and reading a consistent
 //! snapshot), `cache.rs` (what a replica caches), `errors.rs` (driver failures as store
-//! errors), `tests.rs` (PostgreSQL-specific tests on a
+//! errors), `two_aggregator.rs` (a two-aggregator leader's queue and helper's
+//! verdicts, outside the batches), `tests.rs` (PostgreSQL-specific tests on a
 //! throwaway cluster; the store contract is checked in `store/contract.rs`).
 
 mod cache;
@@ -17,25 +18,26 @@ mod fold;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod two_aggregator;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use ldpcov_privacy::Collection;
+use ldpcov_privacy::{Collection, ReportId};
 use prost::Message;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_postgres::NoTls;
 
 use super::{
-    BatchOutcome, Cause, DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError,
-    ValidReport, check_lengths, check_release,
+    BatchOutcome, Cause, DeliveredBatches, QueuedUpload, RecordedRelease, Snapshot, Store,
+    StoreError, ValidReport, check_release,
 };
 
 use cache::Cache;
-use commit::{Committer, Submission};
+use commit::{Along, Committer, Submission};
 pub use config::{PostgresConfig, PostgresError};
 use errors::{corrupt, db_error, pool_error, to_u64};
 
@@ -65,6 +67,8 @@ use errors::{corrupt, db_error, pool_error, to_u64};
 /// | `deltas`      | (`collection`, `seq`)    | `count`, `acc`: one committed batch's partial accumulators |
 /// | `seen`        | (`collection`, `report_id`) | — (every counted report id)             |
 /// | `shuffled_batch_counts` | (`collection`, `batch_id`) | `accepted`: reports counted under that shuffled batch |
+/// | `queued_uploads` | (`collection`, `seq`), unique (`collection`, `report_id`) | `body`: a two-aggregator leader's queued upload |
+/// | `verdicts`    | (`collection`, `report_id`) | `verdict`: a two-aggregator helper's verdict |
 ///
 /// Accumulators (`acc`) are blobs in the durable store's format (see `DurableStore`,
 /// "Accumulator blob"): exact per-fold `i64` sums and `u128` sums of squares, added
@@ -95,7 +99,11 @@ use errors::{corrupt, db_error, pool_error, to_u64};
 ///    group's multi-row insert is already made inside the log;
 /// 4. for chunks of shuffled batches ([`Store::submit_to_batch`]), adds what each
 ///    counted to its batch's `shuffled_batch_counts` row (one upsert, rows in batch
-///    id order), so a tally commits or rolls back with its reports.
+///    id order), so a tally commits or rolls back with its reports; likewise a
+///    two-aggregator leader's batches ([`Store::submit_from_queue`]) delete their
+///    `queued_uploads` rows and a helper's ([`Store::submit_with_verdicts`]) insert
+///    their `verdicts` (`ON CONFLICT DO NOTHING`: the first stays). These two count
+///    on a closed collection too.
 ///
 /// If any statement or the commit fails, the transaction is rolled back and every
 /// caller of the group gets the same error, counting nothing: [`StoreError::Unavailable`]
@@ -169,8 +177,9 @@ use errors::{corrupt, db_error, pool_error, to_u64};
 ///
 /// One transaction: lock the `bases` rows `FOR UPDATE` (waits for the folds) and the
 /// `collections` row `FOR UPDATE` (waits for the batches holding it), delete the
-/// collection's `seen`, `shuffled_batch_counts`, `deltas`, `appended`, `bases`,
-/// `releases`, `delivered_batches` and `collections` rows, commit, then drop the
+/// collection's `seen`, `shuffled_batch_counts`, `queued_uploads`, `verdicts`,
+/// `deltas`, `appended`, `bases`, `releases`, `delivered_batches` and `collections`
+/// rows, commit, then drop the
 /// collection from this replica's cache; other replicas' batches then find no row.
 pub struct PostgresStore {
     pool: Pool,
@@ -285,53 +294,6 @@ impl PostgresStore {
             .map_err(db_error)?;
         to_u64(row.get::<_, i64>(0))
     }
-
-    /// Counts `reports` for collection `id` through the group-commit task (see
-    /// [`Store::submit`]), and, for a chunk of shuffled batch `batch`, adds the reports
-    /// counted to that batch's tally in the same transaction.
-    async fn count_reports(
-        &self,
-        id: &str,
-        batch: Option<[u8; 16]>,
-        reports: Vec<ValidReport>,
-    ) -> Result<BatchOutcome, StoreError> {
-        let collection = self.collection(id).await?;
-        check_lengths(&collection, &reports)?;
-        // A close is final: refuse early. Otherwise the batch's transaction checks it.
-        if self.known_closed(id)? {
-            return Err(StoreError::Closed(id.to_string()));
-        }
-        if reports.is_empty() {
-            return if self.is_closed(id).await? {
-                Err(StoreError::Closed(id.to_string()))
-            } else {
-                Ok(BatchOutcome::default())
-            };
-        }
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .as_ref()
-            .and_then(|tx| {
-                tx.send(Submission {
-                    collection,
-                    reports,
-                    batch,
-                    reply,
-                })
-                .ok()
-            })
-            .ok_or_else(|| StoreError::unavailable(Cause::ShuttingDown))?;
-        let outcome = rx
-            .await
-            .map_err(|_| StoreError::unavailable(Cause::CommitThreadStopped))?;
-        match &outcome {
-            Err(StoreError::Closed(_)) => self.remember_closed(id)?,
-            // Gone, or created anew by another replica: read it again next time.
-            Err(StoreError::NotFound(_)) => self.forget(id)?,
-            _ => {}
-        }
-        outcome
-    }
 }
 
 impl Drop for PostgresStore {
@@ -428,7 +390,7 @@ impl Store for PostgresStore {
         id: &str,
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
-        self.count_reports(id, None, reports).await
+        self.count_reports(id, Along::Nothing, reports).await
     }
 
     async fn submit_to_batch(
@@ -437,7 +399,7 @@ impl Store for PostgresStore {
         batch: [u8; 16],
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
-        self.count_reports(id, Some(batch), reports).await
+        self.count_reports(id, Along::Tally(batch), reports).await
     }
 
     async fn counted_in_batch(&self, id: &str, batch: [u8; 16]) -> Result<u64, StoreError> {
@@ -699,6 +661,49 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(|row| row.get(0)).collect())
     }
 
+    async fn queue_upload(&self, id: &str, upload: QueuedUpload) -> Result<bool, StoreError> {
+        self.enqueue(id, upload).await
+    }
+
+    async fn queued_uploads(
+        &self,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<QueuedUpload>, StoreError> {
+        self.read_queue(id, limit).await
+    }
+
+    async fn queued_count(&self, id: &str) -> Result<u64, StoreError> {
+        self.count_queue(id).await
+    }
+
+    async fn submit_from_queue(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        done: Vec<ReportId>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Along::Dequeue(done), reports).await
+    }
+
+    async fn verdicts(
+        &self,
+        id: &str,
+        report_ids: &[ReportId],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.read_verdicts(id, report_ids).await
+    }
+
+    async fn submit_with_verdicts(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        verdicts: Vec<(ReportId, Vec<u8>)>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Along::Verdicts(verdicts), reports)
+            .await
+    }
+
     /// False after a group of batches failed to commit (e.g. the database is down),
     /// true again after the next group commits.
     fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {
@@ -737,6 +742,8 @@ impl Store for PostgresStore {
         for table in [
             "seen",
             "shuffled_batch_counts",
+            "queued_uploads",
+            "verdicts",
             "deltas",
             "appended",
             "bases",

@@ -48,6 +48,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0005_shuffled_batch_counts",
         sql: include_str!("../../../migrations/0005_shuffled_batch_counts.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_two_aggregator",
+        sql: include_str!("../../../migrations/0006_two_aggregator.sql"),
+    },
 ];
 
 /// Key of the advisory lock migrations run under (`"ldpcov"` in ASCII, then 1).

@@ -664,6 +664,110 @@ async fn a_database_of_schema_4_opens_with_its_reports_and_empty_tallies() {
     assert_eq!(s.counted_in_batch("c", [1; 16]).await, Ok(5));
 }
 
+/// A database of schema 5 takes migration 6 at open, its collections kept; a leader's
+/// queue (in arrival order) and a helper's verdicts are then in the database with the
+/// counts they went with: a new store on it (another replica, or a restart) has all of
+/// them, the queue's dedupe included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_and_the_verdicts_survive_a_reopen_with_their_counts() {
+    let pg = PgCluster::start_or_panic();
+    let url = pg.database_or_panic("two_aggregator");
+    let entries = collection("leader", 2).entries();
+    let upload = |k: u32, body: &[u8]| crate::store::QueuedUpload {
+        report_id: report(k, 0).report_id,
+        body: body.to_vec(),
+    };
+    let rid = |k: u32| report(k, 0).report_id;
+    {
+        let s = open(&url, config()).await;
+        s.create_collection(collection("leader", 2)).await.unwrap();
+        s.create_collection(collection("helper", 2)).await.unwrap();
+        // Back to schema 5, as an older aggregator left it.
+        let client = s.pool.get().await.unwrap();
+        client
+            .batch_execute(
+                "DROP TABLE queued_uploads, verdicts;
+                 DELETE FROM schema_migrations WHERE version = 6",
+            )
+            .await
+            .unwrap();
+    }
+    {
+        let s = open(&url, config()).await;
+        for k in [5, 2, 9, 7] {
+            assert_eq!(
+                s.queue_upload("leader", upload(k, &[k as u8; 4])).await,
+                Ok(true)
+            );
+        }
+        assert_eq!(
+            s.submit_from_queue("leader", vec![report(9, entries)], vec![rid(9)])
+                .await
+                .map(|o| o.accepted),
+            Ok(1)
+        );
+        assert_eq!(
+            s.submit_with_verdicts(
+                "helper",
+                vec![report(1, entries)],
+                vec![(rid(1), b"yes".to_vec()), (rid(2), b"no".to_vec())]
+            )
+            .await
+            .map(|o| o.accepted),
+            Ok(1)
+        );
+        s.close_collection("helper").await.unwrap();
+    }
+    let s = open(&url, config()).await;
+    assert_eq!(
+        s.queued_uploads("leader", 10).await,
+        Ok(vec![
+            upload(5, &[5; 4]),
+            upload(2, &[2; 4]),
+            upload(7, &[7; 4])
+        ])
+    );
+    assert_eq!(s.queued_count("leader").await, Ok(3));
+    assert_eq!(
+        s.snapshot("leader").await.unwrap().acc,
+        expected(entries, [9])
+    );
+    assert_eq!(
+        s.verdicts("helper", &[rid(1), rid(2), rid(3)]).await,
+        Ok(vec![Some(b"yes".to_vec()), Some(b"no".to_vec()), None])
+    );
+    assert_eq!(s.count("helper").await, Ok(1));
+    // Still deduped, still ordered: a queued id stays queued once, a new one goes last.
+    assert_eq!(
+        s.queue_upload("leader", upload(2, b"again")).await,
+        Ok(false)
+    );
+    assert_eq!(s.queue_upload("leader", upload(1, b"new")).await, Ok(true));
+    assert_eq!(
+        s.queued_uploads("leader", 10)
+            .await
+            .map(|q| q.iter().map(|u| u.report_id).collect::<Vec<_>>()),
+        Ok(vec![rid(5), rid(2), rid(7), rid(1)])
+    );
+    // The helper still verifies on its closed collection, keeping its first verdict.
+    assert_eq!(
+        s.submit_with_verdicts(
+            "helper",
+            vec![report(2, entries)],
+            vec![(rid(2), b"other".to_vec())]
+        )
+        .await
+        .map(|o| o.accepted),
+        Ok(1)
+    );
+    assert_eq!(
+        s.verdicts("helper", &[rid(2)]).await,
+        Ok(vec![Some(b"no".to_vec())])
+    );
+    assert_eq!(s.delete_collection("leader").await, Ok(1));
+    assert_eq!(rows(&s, "queued_uploads").await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_keeps_the_contract() {
     let pg = PgCluster::start_or_panic();

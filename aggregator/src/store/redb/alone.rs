@@ -1,20 +1,21 @@
 //! What the commit thread runs outside any batch: reads of committed state (answered
 //! at once, even while a batch is open), and the writes that never share a
 //! transaction (a delete, a release, a shuffled batch's record), each committed on its
-//! own after the open batch.
+//! own after the open batch. (The two-aggregator reads are in `two_aggregator.rs`.)
 
 use ldpcov_durable::begin_durable;
 use std::sync::Arc;
 
 use redb::ReadableDatabase;
 
+use super::command::{Command, LedgerRead};
 use super::commit::Committer;
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, DELIVERED, META, RELEASES,
-    ReleaseKey, ReleaseValue, SEEN, appended_range, batch_range, fold_appended,
+    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, DELIVERED, META, QUEUED_IDS,
+    RELEASES, ReleaseKey, ReleaseValue, SEEN, UPLOADS, VERDICTS, fold_appended, id_range,
+    seq_range,
 };
-use super::{Command, LedgerRead};
 use crate::store::codec::{decode_accumulators, decode_collection};
 use crate::store::{Cause, DeliveredBatches, RecordedRelease, Snapshot, StoreError};
 
@@ -51,8 +52,20 @@ impl Committer {
                 reply,
             } => drop(reply.send(self.release(&id, &key, rho, budget, body))),
             Command::Delivered { id, valid, reply } => drop(reply.send(self.delivered(&id, valid))),
+            Command::ReadQueue { id, limit, reply } => {
+                drop(reply.send(self.read_queue(&id, limit)));
+            }
+            Command::QueuedCount { id, reply } => drop(reply.send(self.queued_count(&id))),
+            Command::ReadVerdicts {
+                id,
+                report_ids,
+                reply,
+            } => drop(reply.send(self.read_verdicts(&id, &report_ids))),
             // Batched commands never get here; should one, it fails, unwritten.
-            batched @ (Command::Submit { .. } | Command::Create { .. } | Command::Close { .. }) => {
+            batched @ (Command::Submit { .. }
+            | Command::Create { .. }
+            | Command::Close { .. }
+            | Command::Queue { .. }) => {
                 batched.fail(StoreError::internal(Cause::Mirror(
                     "a batched command was run outside a batch".into(),
                 )));
@@ -229,11 +242,18 @@ impl Committer {
                 txn.open_table(COLLECTIONS)?.remove(id)?;
                 txn.open_table(ACCUMULATORS)?.remove(id)?;
                 txn.open_table(APPENDED)?
-                    .retain_in(appended_range(id), |_, _| false)?;
+                    .retain_in(seq_range(id), |_, _| false)?;
                 txn.open_table(CLOSED)?.remove(id)?;
                 txn.open_table(DELIVERED)?.remove(id)?;
                 txn.open_table(BATCH_COUNTS)?
-                    .retain_in(batch_range(id), |_, _| false)?;
+                    .retain_in(id_range(id), |_, _| false)?;
+                // A two-aggregator collection's queue and verdicts.
+                txn.open_table(UPLOADS)?
+                    .retain_in(seq_range(id), |_, _| false)?;
+                txn.open_table(QUEUED_IDS)?
+                    .retain_in(id_range(id), |_, _| false)?;
+                txn.open_table(VERDICTS)?
+                    .retain_in(id_range(id), |_, _| false)?;
                 // Every release of this collection: keys (id, *) sort together.
                 txn.open_table(RELEASES)?.retain_in::<(&str, &[u8]), _>(
                     (id, &[][..])..(next_id(id).as_str(), &[][..]),
@@ -241,7 +261,7 @@ impl Committer {
                 )?;
                 // Every report id of this collection: keys (id, *) sort together.
                 txn.open_table(SEEN)?
-                    .retain_in((id, [0u8; 16])..=(id, [0xffu8; 16]), |_, _| false)?;
+                    .retain_in(id_range(id), |_, _| false)?;
                 txn.open_table(META)?.insert("commits", commit)?;
             }
             Ok(txn)
@@ -277,23 +297,6 @@ impl Committer {
                 }
                 Err(StoreError::unavailable(Cause::NotCommitted(Box::new(e))))
             }
-        }
-    }
-}
-
-impl Command {
-    /// Answers the command with `e`.
-    pub(super) fn fail(self, e: StoreError) {
-        match self {
-            Command::Submit { reply, .. } => drop(reply.send(Err(e))),
-            Command::Create { reply, .. } => drop(reply.send(Err(e))),
-            Command::ReadCommitted { reply, .. } => drop(reply.send(Err(e))),
-            Command::Close { reply, .. } => drop(reply.send(Err(e))),
-            Command::Delete { reply, .. } => drop(reply.send(Err(e))),
-            Command::Release { reply, .. } => drop(reply.send(Err(e))),
-            Command::ReadRelease { reply, .. } => drop(reply.send(Err(e))),
-            Command::Delivered { reply, .. } => drop(reply.send(Err(e))),
-            Command::ReadBatch { reply, .. } => drop(reply.send(Err(e))),
         }
     }
 }

@@ -14,11 +14,13 @@ use ldpcov_privacy::mechanism::ReportEntries;
 use prost::Message;
 use redb::{Database, ReadableTable};
 
+use super::command::{Along, Command, Reply};
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, META, SEEN, appended_range, open_db,
+    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, META, SEEN, open_db, seq_range,
 };
-use super::{Command, DurableConfig, Entry, Reply, Shared, reopen_failed};
+use super::two_aggregator::{dequeue, record_verdicts};
+use super::{DurableConfig, Entry, Shared, reopen_failed};
 use crate::store::codec::{encode_accumulator, encode_report_log, log_is_smaller, report_log_len};
 use crate::store::{BatchOutcome, Cause, StoreError, ValidReport, check_lengths};
 use ldpcov_estimate::{Accumulator, FOLDS};
@@ -49,6 +51,10 @@ pub(super) enum Waiting {
     /// A submission refused because of a close in this batch: answered with `Closed`
     /// once the close is committed (`Unavailable` if the batch fails).
     Refused(Reply<BatchOutcome>, String),
+    /// A queued upload: `true` if it was queued, `false` if its report id was already.
+    Queued(Reply<bool>, bool),
+    /// An upload refused because of a close in this batch (as `Refused`).
+    QueueRefused(Reply<bool>, String),
 }
 
 impl Waiting {
@@ -59,6 +65,8 @@ impl Waiting {
             Waiting::Create(reply, c) => drop(reply.send(Ok(c))),
             Waiting::Close(reply) => drop(reply.send(Ok(()))),
             Waiting::Refused(reply, id) => drop(reply.send(Err(StoreError::Closed(id)))),
+            Waiting::Queued(reply, fresh) => drop(reply.send(Ok(fresh))),
+            Waiting::QueueRefused(reply, id) => drop(reply.send(Err(StoreError::Closed(id)))),
         }
     }
 
@@ -68,6 +76,9 @@ impl Waiting {
             Waiting::Submit(reply, _) | Waiting::Refused(reply, _) => drop(reply.send(Err(error))),
             Waiting::Create(reply, _) => drop(reply.send(Err(error))),
             Waiting::Close(reply) => drop(reply.send(Err(error))),
+            Waiting::Queued(reply, _) | Waiting::QueueRefused(reply, _) => {
+                drop(reply.send(Err(error)));
+            }
         }
     }
 }
@@ -77,9 +88,16 @@ impl Waiting {
 pub(super) struct Batch {
     pending: HashMap<String, Pending>,
     /// Collections closed by this batch (in the transaction, not yet in the mirror).
-    closing: HashSet<String>,
+    pub(super) closing: HashSet<String>,
     /// What its transaction wrote per collection (`Committer::write_batch`).
     written: HashMap<String, Written>,
+}
+
+impl Batch {
+    /// Whether collection `id` is created by this batch (not yet in the mirror).
+    pub(super) fn created(&self, id: &str) -> bool {
+        self.pending.get(id).is_some_and(|p| p.created)
+    }
 }
 
 /// Why a batch failed on the commit thread.
@@ -152,10 +170,17 @@ impl Apply for Committer {
 
     fn route(&self, command: &Command) -> Route {
         match command {
-            Command::Submit { .. } | Command::Create { .. } | Command::Close { .. } => Route::Group,
-            // Committed state: a chunk in the open batch is not answered yet, so its
-            // caller cannot be asking.
-            Command::ReadCommitted { .. } | Command::ReadBatch { .. } => Route::Now,
+            Command::Submit { .. }
+            | Command::Create { .. }
+            | Command::Close { .. }
+            | Command::Queue { .. } => Route::Group,
+            // Committed state: a chunk (or an upload) in the open batch is not answered
+            // yet, so its caller cannot be asking.
+            Command::ReadCommitted { .. }
+            | Command::ReadBatch { .. }
+            | Command::ReadQueue { .. }
+            | Command::QueuedCount { .. }
+            | Command::ReadVerdicts { .. } => Route::Now,
             // A delete, a release or a batch record never shares a transaction: the
             // open batch is committed first.
             Command::Delete { .. }
@@ -191,11 +216,12 @@ impl Apply for Committer {
             Command::Create { collection, reply } => self.add_create(group, *collection, reply),
             Command::Submit {
                 id,
-                batch: shuffled,
+                along,
                 reports,
                 reply,
-            } => self.add_submit(group, id, shuffled, reports, reply),
+            } => self.add_submit(group, id, along, reports, reply),
             Command::Close { id, reply } => self.add_close(group, id, reply),
+            Command::Queue { id, upload, reply } => self.add_queue(group, id, upload, reply),
             // `route` never adds another command to a batch; should one get here, it
             // runs alone (the batch's transaction is not touched).
             other => self.run_alone(other),
@@ -340,7 +366,7 @@ impl Committer {
                         encode_accumulator(&acc)
                     };
                     accumulators.insert(id.as_str(), blob.as_slice())?;
-                    appended.retain_in(appended_range(id), |_, _| false)?;
+                    appended.retain_in(seq_range(id), |_, _| false)?;
                 }
             }
             Ok(txn)
@@ -414,7 +440,7 @@ impl Committer {
             {
                 // The next sequence number of the collection's appended rows.
                 let seq = appended
-                    .range(appended_range(id))?
+                    .range(seq_range(id))?
                     .next_back()
                     .transpose()?
                     .map_or(0, |(key, _)| key.value().1 + 1);
@@ -434,7 +460,7 @@ impl Committer {
                 acc.add_reports(&counted);
                 accumulators.insert(id.as_str(), encode_accumulator(&acc).as_slice())?;
                 if unfolded > 0 {
-                    appended.retain_in(appended_range(id), |_, _| false)?;
+                    appended.retain_in(seq_range(id), |_, _| false)?;
                     crate::telemetry::fold("redb", started.elapsed());
                 }
                 written.insert(id.clone(), Written::Folded(acc));
@@ -471,7 +497,7 @@ impl Committer {
             group.wait(Waiting::Close(reply));
             return;
         }
-        if !group.state().pending.get(&id).is_some_and(|p| p.created) {
+        if !group.state().created(&id) {
             match self.shared.entry(&id) {
                 Ok(e) if e.closed.load(Ordering::SeqCst) => {
                     let _ = reply.send(Ok(()));
@@ -543,11 +569,12 @@ impl Committer {
         &self,
         group: &mut Group<'_, Self>,
         id: String,
-        shuffled: Option<[u8; 16]>,
+        along: Along,
         reports: Vec<ValidReport>,
         reply: Reply<BatchOutcome>,
     ) {
-        if group.state().closing.contains(&id) {
+        let refuse_closed = !along.counts_when_closed();
+        if refuse_closed && group.state().closing.contains(&id) {
             group.wait(Waiting::Refused(reply, id));
             return;
         }
@@ -559,7 +586,7 @@ impl Committer {
                     return;
                 }
             };
-            if entry.closed.load(Ordering::SeqCst) {
+            if refuse_closed && entry.closed.load(Ordering::SeqCst) {
                 let _ = reply.send(Err(StoreError::Closed(id)));
                 return;
             }
@@ -604,20 +631,36 @@ impl Committer {
                     outcome.accepted += 1;
                 }
             }
-            // A shuffled chunk: the reports it counted join its batch's tally in this
-            // transaction (the table also sees the open batch's earlier chunks of the
-            // same batch).
-            if let Some(shuffled) = shuffled
-                && outcome.accepted > 0
-            {
-                let mut tallies = txn.open_table(BATCH_COUNTS)?;
-                let key = (id.as_str(), shuffled);
-                let before = tallies.get(key)?.map_or(0, |v| v.value());
-                tallies.insert(key, before.saturating_add(outcome.accepted))?;
-            }
+            Self::write_along(txn, &id, along, outcome.accepted)?;
             Ok(())
         });
         group.wait(Waiting::Submit(reply, outcome));
+    }
+
+    /// Writes what comes along with the reports a submission counted (`accepted` of
+    /// them), in the transaction that counts them.
+    fn write_along(
+        txn: &redb::WriteTransaction,
+        id: &str,
+        along: Along,
+        accepted: u64,
+    ) -> Result<(), Cause> {
+        match along {
+            Along::Nothing => Ok(()),
+            // A shuffled chunk: the reports it counted join its batch's tally (the table
+            // also sees the open batch's earlier chunks of the same batch).
+            Along::Tally(shuffled) => {
+                if accepted > 0 {
+                    let mut tallies = txn.open_table(BATCH_COUNTS)?;
+                    let key = (id, shuffled);
+                    let before = tallies.get(key)?.map_or(0, |v| v.value());
+                    tallies.insert(key, before.saturating_add(accepted))?;
+                }
+                Ok(())
+            }
+            Along::Dequeue(done) => dequeue(txn, id, &done),
+            Along::Verdicts(verdicts) => record_verdicts(txn, id, verdicts),
+        }
     }
 
     /// Records whether the last write transaction committed (see

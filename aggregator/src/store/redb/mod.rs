@@ -2,6 +2,7 @@
 //! tables, one transaction per batch, failure handling, write amplification, memory).
 
 mod alone;
+mod command;
 mod commit;
 mod error;
 mod hooks;
@@ -9,6 +10,7 @@ mod private;
 mod tables;
 #[cfg(test)]
 mod tests;
+mod two_aggregator;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,16 +19,17 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use ldpcov_durable::{GroupLimits, Linger, Writer, catch_panic};
-use ldpcov_privacy::Collection;
+use ldpcov_privacy::{Collection, ReportId};
 use tokio::sync::oneshot;
 
 use super::{
     BatchOutcome, Cause, DEFAULT_BATCH_DELAY, DEFAULT_BATCH_SIZE, DEFAULT_FOLD_BYTES,
-    DeliveredBatches, RecordedRelease, Snapshot, Store, StoreError, ValidReport, check_lengths,
-    check_release,
+    DeliveredBatches, QueuedUpload, RecordedRelease, Snapshot, Store, StoreError, ValidReport,
+    check_lengths, check_release,
 };
 use ldpcov_estimate::Accumulator;
 
+use command::{Along, Command, Reply};
 use commit::Committer;
 pub use error::DurableError;
 use error::reopen_failed;
@@ -138,69 +141,6 @@ impl Shared {
     }
 }
 
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// What a ledger read returns: the ρ spent, and the release under the key asked about
-/// (its ρ and body), if any.
-type LedgerRead = (f64, Option<(f64, Vec<u8>)>);
-
-enum Command {
-    Submit {
-        id: String,
-        /// The shuffled batch the reports belong to, whose tally the reports counted
-        /// join in the same transaction (`Store::submit_to_batch`).
-        batch: Option<[u8; 16]>,
-        reports: Vec<ValidReport>,
-        reply: Reply<BatchOutcome>,
-    },
-    Create {
-        collection: Box<Collection>,
-        reply: Reply<Arc<Collection>>,
-    },
-    ReadCommitted {
-        id: String,
-        reply: Reply<Snapshot>,
-    },
-    Close {
-        id: String,
-        reply: Reply<()>,
-    },
-    /// Committed in a transaction of its own (see `DurableStore`, "Deleting").
-    Delete {
-        id: String,
-        reply: Reply<u64>,
-    },
-    /// Committed in a transaction of its own: reads the spent ρ and the key, inserts.
-    Release {
-        id: String,
-        key: Vec<u8>,
-        rho: f64,
-        budget: f64,
-        body: Vec<u8>,
-        reply: Reply<RecordedRelease>,
-    },
-    /// The spent ρ and the release under `key` (if given), from committed state.
-    ReadRelease {
-        id: String,
-        key: Option<Vec<u8>>,
-        reply: Reply<LedgerRead>,
-    },
-    /// Committed in a transaction of its own: a completed shuffled batch of `valid`
-    /// valid reports recorded (`Some`), or the record read (`None`).
-    Delivered {
-        id: String,
-        valid: Option<u64>,
-        reply: Reply<DeliveredBatches>,
-    },
-    /// The reports counted under a shuffled batch, from committed state (answered at
-    /// once, like `ReadCommitted`, even while a batch is open).
-    ReadBatch {
-        id: String,
-        batch: [u8; 16],
-        reply: Reply<u64>,
-    },
-}
-
 /// A [`Store`] in a redb database with group commit.
 ///
 /// # Design
@@ -229,11 +169,15 @@ enum Command {
 /// | `delivered_batches` | collection id             | (batches, fewest valid reports in one) |
 /// | `appended_reports` | (collection id, sequence) | report log: a committed batch's counted reports (see "Appending and folding") |
 /// | `shuffled_batch_counts` | (collection id, relay batch id) | `u64`: reports counted under that shuffled batch |
+/// | `queued_uploads`   | (collection id, arrival number) | (report id, upload body): a two-aggregator leader's queue |
+/// | `queued_report_ids` | (collection id, report id) | `u64`: the arrival number of a queued upload |
+/// | `verdicts`         | (collection id, report id) | a two-aggregator helper's verdict bytes |
 ///
 /// `closed_collections` (added with collection closing), `releases` (added with the
 /// release ledger), `delivered_batches` (added with the delivered guarantee of
-/// shuffled collections) and `shuffled_batch_counts` (added when a batch's delivered
-/// users stopped counting report ids counted in another batch) are created on open
+/// shuffled collections), `shuffled_batch_counts` (added when a batch's delivered
+/// users stopped counting report ids counted in another batch) and the two-aggregator
+/// tables (`queued_uploads`, `queued_report_ids`, `verdicts`) are created on open
 /// when missing, so a store written before them opens unchanged, at the same format
 /// version (format 1: no collection closed, nothing released, no batch recorded; no
 /// batch tally: a batch sent before the upgrade and resent after it then counts only
@@ -252,7 +196,11 @@ enum Command {
 /// `seen_report_ids` row per newly counted report, for every collection the batch
 /// counted reports of either their report log (appended) or the complete new
 /// accumulator blob (see "Appending and folding"), the `shuffled_batch_counts` row of
-/// every shuffled batch a chunk in it counted reports of, and the commit counter. A
+/// every shuffled batch a chunk in it counted reports of, a two-aggregator
+/// collection's uploads queued in it ([`Store::queue_upload`]: a close is checked in
+/// order with them) and drained by its submissions ([`Store::submit_from_queue`]) or
+/// its verdicts recorded by them ([`Store::submit_with_verdicts`]), and the commit
+/// counter. A
 /// report id is deduped by inserting it into `seen_report_ids` inside the open
 /// transaction, which also sees the ids of the uncommitted batch; a duplicate is not
 /// added to the sums.
@@ -489,31 +437,44 @@ impl DurableStore {
     }
 
     /// Counts `reports` for collection `id` on the commit thread (see
-    /// [`Store::submit`]), and, for a chunk of shuffled batch `batch`, adds the
-    /// reports counted to that batch's tally in the same transaction.
+    /// [`Store::submit`]), and writes what comes `along` with them (a shuffled batch's
+    /// tally, a leader's dequeued uploads, a helper's verdicts) in the same transaction.
     async fn count_reports(
         &self,
         id: &str,
-        batch: Option<[u8; 16]>,
+        along: Along,
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
         let entry = self.shared.entry(id)?;
         check_lengths(&entry.collection, &reports)?;
         // A committed close is final: refuse early. A close still in flight is checked
         // by the commit thread, in order with this batch.
-        if entry.closed.load(Ordering::SeqCst) {
+        if !along.counts_when_closed() && entry.closed.load(Ordering::SeqCst) {
             return Err(StoreError::Closed(id.to_string()));
         }
-        if reports.is_empty() {
+        if reports.is_empty() && along.is_empty() {
             return Ok(BatchOutcome::default());
         }
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Submit {
+        self.ask(id, |reply| Command::Submit {
             id: id.to_string(),
-            batch,
+            along,
             reports,
             reply,
-        })?;
+        })
+        .await
+    }
+
+    /// Sends the commit thread the command `command` builds around its reply, about
+    /// collection `id` (refused at once with `NotFound` if the mirror has no such
+    /// collection), and waits for the answer.
+    async fn ask<T>(
+        &self,
+        id: &str,
+        command: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, StoreError> {
+        self.shared.entry(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(command(reply))?;
         self.receive(rx).await
     }
 
@@ -591,7 +552,7 @@ impl Store for DurableStore {
         id: &str,
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
-        self.count_reports(id, None, reports).await
+        self.count_reports(id, Along::Nothing, reports).await
     }
 
     async fn submit_to_batch(
@@ -600,18 +561,16 @@ impl Store for DurableStore {
         batch: [u8; 16],
         reports: Vec<ValidReport>,
     ) -> Result<BatchOutcome, StoreError> {
-        self.count_reports(id, Some(batch), reports).await
+        self.count_reports(id, Along::Tally(batch), reports).await
     }
 
     async fn counted_in_batch(&self, id: &str, batch: [u8; 16]) -> Result<u64, StoreError> {
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::ReadBatch {
+        self.ask(id, |reply| Command::ReadBatch {
             id: id.to_string(),
             batch,
             reply,
-        })?;
-        self.receive(rx).await
+        })
+        .await
     }
 
     async fn count(&self, id: &str) -> Result<u64, StoreError> {
@@ -653,25 +612,22 @@ impl Store for DurableStore {
     }
 
     async fn record_delivered_batch(&self, id: &str, valid: u64) -> Result<(), StoreError> {
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Delivered {
+        self.ask(id, |reply| Command::Delivered {
             id: id.to_string(),
             valid: Some(valid),
             reply,
-        })?;
-        self.receive(rx).await.map(|_| ())
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn delivered_batches(&self, id: &str) -> Result<DeliveredBatches, StoreError> {
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Delivered {
+        self.ask(id, |reply| Command::Delivered {
             id: id.to_string(),
             valid: None,
             reply,
-        })?;
-        self.receive(rx).await
+        })
+        .await
     }
 
     async fn recorded_release(
@@ -679,14 +635,13 @@ impl Store for DurableStore {
         id: &str,
         key: &[u8],
     ) -> Result<Option<RecordedRelease>, StoreError> {
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::ReadRelease {
-            id: id.to_string(),
-            key: Some(key.to_vec()),
-            reply,
-        })?;
-        let (spent, found) = self.receive(rx).await?;
+        let (spent, found) = self
+            .ask(id, |reply| Command::ReadRelease {
+                id: id.to_string(),
+                key: Some(key.to_vec()),
+                reply,
+            })
+            .await?;
         Ok(found.map(|(rho, body)| RecordedRelease {
             body,
             rho,
@@ -704,28 +659,26 @@ impl Store for DurableStore {
         body: Vec<u8>,
     ) -> Result<RecordedRelease, StoreError> {
         check_release(rho, budget)?;
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Release {
+        self.ask(id, |reply| Command::Release {
             id: id.to_string(),
             key: key.to_vec(),
             rho,
             budget,
             body,
             reply,
-        })?;
-        self.receive(rx).await
+        })
+        .await
     }
 
     async fn budget_spent(&self, id: &str) -> Result<f64, StoreError> {
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::ReadRelease {
-            id: id.to_string(),
-            key: None,
-            reply,
-        })?;
-        Ok(self.receive(rx).await?.0)
+        Ok(self
+            .ask(id, |reply| Command::ReadRelease {
+                id: id.to_string(),
+                key: None,
+                reply,
+            })
+            .await?
+            .0)
     }
 
     async fn collection_count(&self) -> Result<u64, StoreError> {
@@ -749,13 +702,77 @@ impl Store for DurableStore {
     }
 
     async fn delete_collection(&self, id: &str) -> Result<u64, StoreError> {
-        self.shared.entry(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(Command::Delete {
+        self.ask(id, |reply| Command::Delete {
             id: id.to_string(),
             reply,
-        })?;
-        self.receive(rx).await
+        })
+        .await
+    }
+
+    async fn queue_upload(&self, id: &str, upload: QueuedUpload) -> Result<bool, StoreError> {
+        // A committed close is final: refuse early (one in flight is checked in order).
+        if self.shared.entry(id)?.closed.load(Ordering::SeqCst) {
+            return Err(StoreError::Closed(id.to_string()));
+        }
+        self.ask(id, |reply| Command::Queue {
+            id: id.to_string(),
+            upload,
+            reply,
+        })
+        .await
+    }
+
+    async fn queued_uploads(
+        &self,
+        id: &str,
+        limit: usize,
+    ) -> Result<Vec<QueuedUpload>, StoreError> {
+        self.ask(id, |reply| Command::ReadQueue {
+            id: id.to_string(),
+            limit,
+            reply,
+        })
+        .await
+    }
+
+    async fn queued_count(&self, id: &str) -> Result<u64, StoreError> {
+        self.ask(id, |reply| Command::QueuedCount {
+            id: id.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    async fn submit_from_queue(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        done: Vec<ReportId>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Along::Dequeue(done), reports).await
+    }
+
+    async fn verdicts(
+        &self,
+        id: &str,
+        report_ids: &[ReportId],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.ask(id, |reply| Command::ReadVerdicts {
+            id: id.to_string(),
+            report_ids: report_ids.to_vec(),
+            reply,
+        })
+        .await
+    }
+
+    async fn submit_with_verdicts(
+        &self,
+        id: &str,
+        reports: Vec<ValidReport>,
+        verdicts: Vec<(ReportId, Vec<u8>)>,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.count_reports(id, Along::Verdicts(verdicts), reports)
+            .await
     }
 
     fn write_health(&self) -> tokio::sync::watch::Receiver<bool> {

@@ -32,8 +32,9 @@ pub(super) const RELEASES: TableDefinition<ReleaseKey, ReleaseValue> =
 pub(super) const APPENDED: TableDefinition<(&str, u64), &[u8]> =
     TableDefinition::new("appended_reports");
 
-/// The key range of every appended row of collection `id`.
-pub(super) fn appended_range(id: &str) -> std::ops::RangeInclusive<(&str, u64)> {
+/// The key range of every row of collection `id` in a table keyed by (collection id,
+/// sequence number): `appended_reports`, `queued_uploads`.
+pub(super) fn seq_range(id: &str) -> std::ops::RangeInclusive<(&str, u64)> {
     (id, 0)..=(id, u64::MAX)
 }
 
@@ -52,10 +53,33 @@ pub(super) const DELIVERED: TableDefinition<&str, (u64, u64)> =
 pub(super) const BATCH_COUNTS: TableDefinition<(&str, [u8; 16]), u64> =
     TableDefinition::new("shuffled_batch_counts");
 
-/// The key range of every batch tally of collection `id`.
-pub(super) fn batch_range(id: &str) -> std::ops::RangeInclusive<(&str, [u8; 16])> {
+/// The key range of every row of collection `id` in a table keyed by (collection id,
+/// 16-byte id): `seen_report_ids`, `shuffled_batch_counts`, `queued_report_ids`,
+/// `verdicts`.
+pub(super) fn id_range(id: &str) -> std::ops::RangeInclusive<(&str, [u8; 16])> {
     (id, [0u8; 16])..=(id, [0xffu8; 16])
 }
+
+/// A two-aggregator leader's queued uploads (`Store::queue_upload`): (collection id,
+/// arrival number) → (report id, upload body). Arrival numbers grow per collection, so
+/// the key order is the arrival order.
+pub(super) const UPLOADS: TableDefinition<SeqKey, QueuedValue> =
+    TableDefinition::new("queued_uploads");
+
+/// A key of a table keyed by (collection id, sequence number).
+pub(super) type SeqKey = (&'static str, u64);
+/// A queued upload's row: (report id, upload body).
+pub(super) type QueuedValue = ([u8; 16], &'static [u8]);
+
+/// The arrival number of each queued upload: (collection id, report id) → its key in
+/// `queued_uploads`; written and removed with that row.
+pub(super) const QUEUED_IDS: TableDefinition<(&str, [u8; 16]), u64> =
+    TableDefinition::new("queued_report_ids");
+
+/// A two-aggregator helper's verdicts (`Store::submit_with_verdicts`): (collection id,
+/// report id) → the verdict bytes, written in the transaction that counts the reports.
+pub(super) const VERDICTS: TableDefinition<(&str, [u8; 16]), &[u8]> =
+    TableDefinition::new("verdicts");
 
 fn db_err<E: Into<redb::Error>>(e: E) -> DurableError {
     DurableError::Db(e.into())
@@ -171,6 +195,9 @@ pub(super) fn open_db(
         txn.open_table(DELIVERED).map_err(db_err)?;
         txn.open_table(APPENDED).map_err(db_err)?;
         txn.open_table(BATCH_COUNTS).map_err(db_err)?;
+        txn.open_table(UPLOADS).map_err(db_err)?;
+        txn.open_table(QUEUED_IDS).map_err(db_err)?;
+        txn.open_table(VERDICTS).map_err(db_err)?;
     }
     txn.commit().map_err(db_err)?;
     let mirror = load_mirror(&db)?;
@@ -283,7 +310,7 @@ pub(super) fn fold_appended(
 ) -> Result<(u64, u64), DurableError> {
     let mut bytes = 0u64;
     let mut reports = 0u64;
-    for row in table.range(appended_range(id)).map_err(db_err)? {
+    for row in table.range(seq_range(id)).map_err(db_err)? {
         let (_, log) = row.map_err(db_err)?;
         let log = log.value();
         reports += fold_report_log(acc, log).map_err(|source| Corruption::Blob {

@@ -8,6 +8,8 @@ use ldpcov_privacy::ReportId;
 
 use crate::store::tests::collection;
 
+mod two_aggregator;
+
 /// The unit tests' handles on the commit thread's hooks.
 impl DurableStore {
     /// Makes the next `n` batch commits fail (the transaction is aborted just before
