@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ldpcov::client::{AggregatorClient, DiscreteGaussianSampler};
 use ldpcov::privacy::Collection;
+use ldpcov::proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov::proto::v1::relay_client::RelayClient;
 use ldpcov::proto::v1::{
     CollectionSpec, GetEstimateRequest, LocalMechanism, NoThreshold, get_estimate_request,
@@ -41,9 +42,10 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     let started = Instant::now();
     let (accepted, duplicates, bytes_per_report) = send(args, setup, &bar).await?;
     bar.finish_and_clear();
-    // Through a relay, the reports reach the aggregator once their window is due:
-    // wait until it counts every report the relay acknowledged.
-    if setup.relay.is_some() {
+    // Through a relay, the reports reach the aggregator once their window is due; a
+    // two-aggregator leader counts an upload once the helper has verified it: wait
+    // until it counts every report acknowledged.
+    if setup.relay.is_some() || setup.helper.is_some() {
         let expected = setup.reports_before + accepted;
         crate::relay::wait_for_count(
             &mut setup.admin,
@@ -296,6 +298,8 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
         );
         let (batch, seed, token) = (args.batch, args.seed, args.token.clone());
         let relay = relay.clone();
+        let helper_url = setup.helper.as_ref().map(|h| h.url());
+        let url_for_uploads = setup.url.clone();
         workers.push(tokio::spawn(async move {
             let mut client = AggregatorClient::connect(url)
                 .await?
@@ -318,6 +322,62 @@ async fn send(args: &Args, setup: &Setup, bar: &ProgressBar) -> Result<Sent> {
             let (mut accepted, mut duplicates, mut bytes) = (0u64, 0u64, 0usize);
             let mut left = share;
             let mut next = start as usize;
+            if let Some(helper_url) = helper_url {
+                // Each user secret-shares its vector (Prio3, on a blocking thread, up to
+                // two batches ahead) and uploads the shares to the leader; the helper's
+                // share is sealed to the key the helper itself publishes.
+                client = client.with_helper(
+                    tonic::transport::Endpoint::from_shared(helper_url)?.connect_lazy(),
+                );
+                let collection = client.collection(collection.id()).await?;
+                let leader = RawClient::connect(url_for_uploads).await?;
+                let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+                let builder = tokio::task::spawn_blocking(move || {
+                    let mut bytes = 0usize;
+                    while left > 0 {
+                        let n = left.min(batch as u64) as usize;
+                        let mut uploads = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let x = match source.as_ref() {
+                                Source::Model { sampler, .. } => sampler.sample(&mut rng),
+                                Source::Data { users, rows, .. } => users.row(rows[next]).to_vec(),
+                            };
+                            let upload = client.prepare_two_aggregator_report(&collection, &x)?;
+                            bytes = upload.public_share.len()
+                                + upload.leader_share.len()
+                                + upload
+                                    .helper_share
+                                    .as_ref()
+                                    .map_or(0, |s| s.enc.len() + s.ciphertext.len());
+                            uploads.push(upload);
+                            next += 1;
+                        }
+                        if tx.blocking_send(uploads).is_err() {
+                            break; // the sender stopped on an error, which it reports
+                        }
+                        left -= n as u64;
+                    }
+                    anyhow::Ok(bytes)
+                });
+                while let Some(uploads) = rx.recv().await {
+                    let n = uploads.len() as u64;
+                    let sent = futures::future::try_join_all(uploads.into_iter().map(|u| {
+                        let mut leader = leader.clone();
+                        async move { leader.upload_two_aggregator_report(u).await }
+                    }))
+                    .await?;
+                    for r in sent {
+                        if r.into_inner().duplicate {
+                            duplicates += 1;
+                        } else {
+                            accepted += 1;
+                        }
+                    }
+                    bar.inc(n);
+                }
+                let bytes = builder.await.context("report builder panicked")??;
+                return anyhow::Ok((accepted, duplicates, bytes));
+            }
             if let Some((relay_url, issuer)) = relay {
                 // Each user seals its report and sends it under its own device token.
                 // The reports are built on a blocking thread, up to two batches ahead of

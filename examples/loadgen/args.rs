@@ -61,6 +61,10 @@ pub(crate) enum PrivacyModelArg {
     /// Trusted curator: users send clipped vectors unperturbed; the estimate is a
     /// GaussCov release of `--release-rho`.
     Central,
+    /// No trusted party: users secret-share their clipped vectors between two embedded
+    /// aggregators, a leader and a helper, with a Prio3 validity proof; each adds its own
+    /// noise to its share of the GaussCov release of `--release-rho`.
+    TwoAggregator,
 }
 
 /// `--distribution`.
@@ -223,8 +227,15 @@ impl Args {
         if self.duration_secs == Some(0) {
             bail!("--duration-secs must be at least 1");
         }
-        if self.mechanism.is_some() && self.privacy_model == PrivacyModelArg::Central {
+        if self.mechanism.is_some() && self.privacy_model != PrivacyModelArg::Local {
             bail!("--mechanism is for local collections");
+        }
+        if self.privacy_model == PrivacyModelArg::TwoAggregator
+            && (self.relay || self.aggregator.is_some() || self.duration_secs.is_some())
+        {
+            bail!(
+                "--privacy-model two-aggregator runs its two aggregators embedded, in the accuracy run: leave out --relay, --aggregator and --duration-secs"
+            );
         }
         if self.mechanism == Some(MechanismArg::RankOne) && self.delta.is_some_and(|d| d != 0.0) {
             bail!("--mechanism rank-one is pure epsilon: leave --delta out");
@@ -321,7 +332,9 @@ impl Args {
             encoding: match (self.privacy_model, self.encoding) {
                 // A central collection's reports are raw vectors, a rank-one
                 // collection's are i16.
-                (PrivacyModelArg::Central, _) => Encoding::Unspecified,
+                (PrivacyModelArg::Central | PrivacyModelArg::TwoAggregator, _) => {
+                    Encoding::Unspecified
+                }
                 _ if self.mechanism == Some(MechanismArg::RankOne) || self.relay => {
                     Encoding::Unspecified
                 }
@@ -332,6 +345,7 @@ impl Args {
             privacy_model: match self.privacy_model {
                 PrivacyModelArg::Local => PrivacyModel::Local,
                 PrivacyModelArg::Central => PrivacyModel::Central,
+                PrivacyModelArg::TwoAggregator => PrivacyModel::TwoAggregator,
             } as i32,
             moments: match self.moments {
                 None => Moments::Unspecified,

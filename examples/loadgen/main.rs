@@ -76,6 +76,17 @@
 //! cargo run --release --example loadgen -- --relay --central-epsilon 1 --users 100000 --dim 20
 //! ```
 //!
+//! # Two aggregators (`--privacy-model two-aggregator`)
+//!
+//! Two embedded aggregators, a leader and a helper (docs/PRIVACY.md §10): each user
+//! secret-shares its clipped vector with a Prio3 validity proof, the helper's share
+//! sealed to the helper's own key, and uploads to the leader; both verify every report
+//! and each adds its own noise to its share of the GaussCov release of `--release-rho`.
+//!
+//! ```text
+//! cargo run --release --example loadgen -- --privacy-model two-aggregator --users 100000 --dim 20
+//! ```
+//!
 //! Modules: `args` (the command line), `setup` (the aggregator, the collection and
 //! the data — a model or a file —, shared by both modes), `accuracy` (the fixed number of users), `load`
 //! (the load test), `relay` (the embedded relay of `--relay`) and `report` (their
@@ -142,6 +153,9 @@ async fn run() -> Result<()> {
             }
             if let Some(server) = setup.embedded {
                 server.shutdown().await?;
+            }
+            if let Some(helper) = setup.helper {
+                helper.shutdown().await?;
             }
         }
     }

@@ -181,7 +181,7 @@ pub(crate) async fn wait_for_count(
         }
         if started.elapsed() > limit {
             bail!(
-                "the aggregator counts {reports} of the {expected} reports the relay acknowledged after {limit:?}"
+                "the aggregator counts {reports} of the {expected} reports acknowledged after {limit:?}"
             );
         }
         tokio::time::sleep(BATCH_CHECK_INTERVAL).await;

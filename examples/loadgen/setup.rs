@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use ldpcov::aggregator::two_aggregator::{LeaderConfig, PeerSecret, TwoAggregatorRole};
 use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
 use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
 use ldpcov::privacy::Collection;
@@ -15,7 +16,7 @@ use ldpcov_lab::models::{Model, Sampler};
 use nalgebra::DMatrix;
 use rand::Rng;
 
-use crate::args::Args;
+use crate::args::{Args, PrivacyModelArg};
 use crate::relay::EmbeddedRelay;
 use crate::report::DataPlacement;
 
@@ -84,6 +85,9 @@ pub(crate) struct Setup {
     pub(crate) truth: DMatrix<f64>,
     /// With `--relay`: the embedded relay the users send through.
     pub(crate) relay: Option<EmbeddedRelay>,
+    /// With `--privacy-model two-aggregator`: the embedded helper (`embedded` is the
+    /// leader).
+    pub(crate) helper: Option<EmbeddedServer>,
 }
 
 /// One user's report for `collection`: perturbed on the "device" for a local
@@ -104,11 +108,13 @@ impl Setup {
     /// The release the estimates of a central collection post-process: GaussCov at
     /// `--release-rho` (default: the whole budget); None for a local collection.
     pub(crate) fn release(&self, args: &Args) -> Option<CentralRelease> {
-        self.collection.is_central().then(|| CentralRelease {
-            mechanism: CentralMechanism::GaussCov as i32,
-            rho: args.release_rho.unwrap_or(self.collection.rho()),
-            epsilon: 0.0,
-            ..Default::default()
+        (self.collection.is_central() || self.collection.is_two_aggregator()).then(|| {
+            CentralRelease {
+                mechanism: CentralMechanism::GaussCov as i32,
+                rho: args.release_rho.unwrap_or(self.collection.rho()),
+                epsilon: 0.0,
+                ..Default::default()
+            }
         })
     }
 
@@ -153,13 +159,48 @@ impl Setup {
         let p = dim as usize;
 
         let shuffle = args.shuffle_plan(users)?;
+        // The secret a two-aggregator run's leader and helper share, drawn for this run.
+        let peer = Arc::new(PeerSecret::generate()?);
         // With --relay the aggregator takes batches from a relay token of this run.
         let relay_token = match shuffle {
             Some(_) => Some(crate::relay::random_secret_hex()?),
             None => None,
         };
+        // Two aggregators: the helper first, then the leader that verifies with it.
+        let helper = match args.privacy_model {
+            PrivacyModelArg::TwoAggregator => Some(
+                EmbeddedServer::start_with_options(
+                    Arc::new(MemoryStore::new()),
+                    ServeOptions {
+                        two_aggregator: Some(TwoAggregatorRole::Helper {
+                            peer: Arc::clone(&peer),
+                        }),
+                        ..ServeOptions::default()
+                    },
+                )
+                .await?,
+            ),
+            _ => None,
+        };
         let embedded = match (&args.aggregator, &relay_token) {
             (Some(_), _) => None,
+            (None, _) if helper.is_some() => Some(
+                EmbeddedServer::start_with_options(
+                    Arc::new(MemoryStore::new()),
+                    ServeOptions {
+                        two_aggregator: Some(TwoAggregatorRole::Leader(LeaderConfig {
+                            helper_url: helper
+                                .as_ref()
+                                .map(EmbeddedServer::url)
+                                .unwrap_or_default(),
+                            helper_tls: None,
+                            peer: Arc::clone(&peer),
+                        })),
+                        ..ServeOptions::default()
+                    },
+                )
+                .await?,
+            ),
             (None, Some(token)) => {
                 let auth =
                     AuthConfig::default().with_relay_tokens(vec![Token::new(token, "relay")?])?;
@@ -185,6 +226,10 @@ impl Setup {
         if let Some(token) = &args.token {
             admin = admin.with_token(token.clone())?;
         }
+        if let Some(helper) = &helper {
+            admin = admin
+                .with_helper(tonic::transport::Endpoint::from_shared(helper.url())?.connect_lazy());
+        }
         let id = args.collection_id(dim);
         // Reuse an existing collection of that id (say, created with the admin CLI).
         let collection = match admin.collection(&id).await {
@@ -193,9 +238,15 @@ impl Setup {
                 if e.status()
                     .is_some_and(|s| s.code() == tonic::Code::NotFound) =>
             {
-                admin
-                    .create_collection(args.spec(&id, dim, clip_radius, users, shuffle))
-                    .await?;
+                let spec = args.spec(&id, dim, clip_radius, users, shuffle);
+                if let Some(helper) = &helper {
+                    // The helper's operator creates it first; the leader checks it there.
+                    AggregatorClient::connect(helper.url())
+                        .await?
+                        .create_collection(spec.clone())
+                        .await?;
+                }
+                admin.create_collection(spec).await?;
                 admin.collection(&id).await?
             }
             Err(e) => return Err(e.into()),
@@ -229,6 +280,7 @@ impl Setup {
             None => None,
         };
         Ok(Setup {
+            helper,
             relay,
             embedded,
             url,

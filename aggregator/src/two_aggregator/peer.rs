@@ -30,6 +30,16 @@ impl PeerSecret {
         PeerSecret(secret)
     }
 
+    /// A secret drawn from the operating system (both daemons in one process: tests,
+    /// the load generator).
+    ///
+    /// # Errors
+    ///
+    /// The operating system's random generator fails.
+    pub fn generate() -> Result<Self, ldpcov_seal::SecretError> {
+        MasterSecret::generate().map(PeerSecret)
+    }
+
     /// The leader's bearer token as the leader sends it: 64 hexadecimal digits.
     pub fn leader_token_text(&self) -> String {
         self.0

@@ -256,6 +256,72 @@ class TwoAggregatorReport(_message.Message):
     helper_share: SealedReport
     def __init__(self, collection_id: _Optional[str] = ..., report_id: _Optional[bytes] = ..., public_share: _Optional[bytes] = ..., leader_share: _Optional[bytes] = ..., helper_share: _Optional[_Union[SealedReport, _Mapping]] = ...) -> None: ...
 
+class UploadTwoAggregatorReportResponse(_message.Message):
+    __slots__ = ("duplicate",)
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    duplicate: bool
+    def __init__(self, duplicate: _Optional[bool] = ...) -> None: ...
+
+class ReportToVerify(_message.Message):
+    __slots__ = ("report_id", "public_share", "helper_share", "leader_verifier_share")
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_SHARE_FIELD_NUMBER: _ClassVar[int]
+    HELPER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_VERIFIER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    report_id: bytes
+    public_share: bytes
+    helper_share: SealedReport
+    leader_verifier_share: bytes
+    def __init__(self, report_id: _Optional[bytes] = ..., public_share: _Optional[bytes] = ..., helper_share: _Optional[_Union[SealedReport, _Mapping]] = ..., leader_verifier_share: _Optional[bytes] = ...) -> None: ...
+
+class VerifySharesRequest(_message.Message):
+    __slots__ = ("collection_id", "reports")
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    collection_id: str
+    reports: _containers.RepeatedCompositeFieldContainer[ReportToVerify]
+    def __init__(self, collection_id: _Optional[str] = ..., reports: _Optional[_Iterable[_Union[ReportToVerify, _Mapping]]] = ...) -> None: ...
+
+class ShareVerdict(_message.Message):
+    __slots__ = ("report_id", "verifier_message", "rejected")
+    REPORT_ID_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    report_id: bytes
+    verifier_message: bytes
+    rejected: str
+    def __init__(self, report_id: _Optional[bytes] = ..., verifier_message: _Optional[bytes] = ..., rejected: _Optional[str] = ...) -> None: ...
+
+class VerifySharesResponse(_message.Message):
+    __slots__ = ("verdicts",)
+    VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    verdicts: _containers.RepeatedCompositeFieldContainer[ShareVerdict]
+    def __init__(self, verdicts: _Optional[_Iterable[_Union[ShareVerdict, _Mapping]]] = ...) -> None: ...
+
+class ReleaseShareRequest(_message.Message):
+    __slots__ = ("collection_id", "release", "reports")
+    COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    collection_id: str
+    release: CentralRelease
+    reports: int
+    def __init__(self, collection_id: _Optional[str] = ..., release: _Optional[_Union[CentralRelease, _Mapping]] = ..., reports: _Optional[int] = ...) -> None: ...
+
+class ReleaseShareResponse(_message.Message):
+    __slots__ = ("noisy_share", "reports", "noise_sd_grid", "off_diagonal_noise_sd_grid", "rho_spent")
+    NOISY_SHARE_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    NOISE_SD_GRID_FIELD_NUMBER: _ClassVar[int]
+    OFF_DIAGONAL_NOISE_SD_GRID_FIELD_NUMBER: _ClassVar[int]
+    RHO_SPENT_FIELD_NUMBER: _ClassVar[int]
+    noisy_share: bytes
+    reports: int
+    noise_sd_grid: float
+    off_diagonal_noise_sd_grid: float
+    rho_spent: float
+    def __init__(self, noisy_share: _Optional[bytes] = ..., reports: _Optional[int] = ..., noise_sd_grid: _Optional[float] = ..., off_diagonal_noise_sd_grid: _Optional[float] = ..., rho_spent: _Optional[float] = ...) -> None: ...
+
 class ShuffleParams(_message.Message):
     __slots__ = ("local_epsilon", "central_epsilon", "central_delta", "min_batch_size", "keys", "relay_key")
     LOCAL_EPSILON_FIELD_NUMBER: _ClassVar[int]

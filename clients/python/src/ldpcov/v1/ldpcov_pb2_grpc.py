@@ -84,6 +84,21 @@ class AggregatorStub:
                 request_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.ShuffledBatchChunk.SerializeToString,
                 response_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.ShuffledBatchResponse.FromString,
                 _registered_method=True)
+        self.UploadTwoAggregatorReport = channel.unary_unary(
+                '/ldpcov.v1.Aggregator/UploadTwoAggregatorReport',
+                request_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.TwoAggregatorReport.SerializeToString,
+                response_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.UploadTwoAggregatorReportResponse.FromString,
+                _registered_method=True)
+        self.VerifyShares = channel.unary_unary(
+                '/ldpcov.v1.Aggregator/VerifyShares',
+                request_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.VerifySharesRequest.SerializeToString,
+                response_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.VerifySharesResponse.FromString,
+                _registered_method=True)
+        self.ReleaseShare = channel.unary_unary(
+                '/ldpcov.v1.Aggregator/ReleaseShare',
+                request_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.ReleaseShareRequest.SerializeToString,
+                response_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.ReleaseShareResponse.FromString,
+                _registered_method=True)
 
 
 class AggregatorServicer:
@@ -168,6 +183,31 @@ class AggregatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadTwoAggregatorReport(self, request, context):
+        """Devices, to a two-aggregator collection's leader (a submit token): one report's
+        Prio3 shares. Stored durably before the answer; the leader then verifies it with
+        the helper, and both count it or neither does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyShares(self, request, context):
+        """The leader only (the token derived from the two aggregators' peer secret), to a
+        helper: verify a batch of reports and count the valid ones in the helper's share.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseShare(self, request, context):
+        """The leader only, to a helper: the helper's noisy share of a release, at least
+        min_reports reports, charged to the helper's own release budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AggregatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -220,6 +260,21 @@ def add_AggregatorServicer_to_server(servicer, server):
                     servicer.SubmitShuffledBatch,
                     request_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.ShuffledBatchChunk.FromString,
                     response_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.ShuffledBatchResponse.SerializeToString,
+            ),
+            'UploadTwoAggregatorReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.UploadTwoAggregatorReport,
+                    request_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.TwoAggregatorReport.FromString,
+                    response_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.UploadTwoAggregatorReportResponse.SerializeToString,
+            ),
+            'VerifyShares': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyShares,
+                    request_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.VerifySharesRequest.FromString,
+                    response_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.VerifySharesResponse.SerializeToString,
+            ),
+            'ReleaseShare': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseShare,
+                    request_deserializer=ldpcov_dot_v1_dot_ldpcov__pb2.ReleaseShareRequest.FromString,
+                    response_serializer=ldpcov_dot_v1_dot_ldpcov__pb2.ReleaseShareResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -492,6 +547,87 @@ class Aggregator:
             '/ldpcov.v1.Aggregator/SubmitShuffledBatch',
             ldpcov_dot_v1_dot_ldpcov__pb2.ShuffledBatchChunk.SerializeToString,
             ldpcov_dot_v1_dot_ldpcov__pb2.ShuffledBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadTwoAggregatorReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcov.v1.Aggregator/UploadTwoAggregatorReport',
+            ldpcov_dot_v1_dot_ldpcov__pb2.TwoAggregatorReport.SerializeToString,
+            ldpcov_dot_v1_dot_ldpcov__pb2.UploadTwoAggregatorReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyShares(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcov.v1.Aggregator/VerifyShares',
+            ldpcov_dot_v1_dot_ldpcov__pb2.VerifySharesRequest.SerializeToString,
+            ldpcov_dot_v1_dot_ldpcov__pb2.VerifySharesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseShare(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcov.v1.Aggregator/ReleaseShare',
+            ldpcov_dot_v1_dot_ldpcov__pb2.ReleaseShareRequest.SerializeToString,
+            ldpcov_dot_v1_dot_ldpcov__pb2.ReleaseShareResponse.FromString,
             options,
             channel_credentials,
             insecure,
