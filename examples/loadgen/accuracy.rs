@@ -89,9 +89,13 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     // the clip), relative to ‖Σ‖_F.
     let mean_square_norm =
         (truth.trace() / (collection.clip_radius() * collection.clip_radius())).min(1.0);
-    let planned_rel_frobenius_noise =
-        ldpcov::privacy::plan::raw_average_error(collection, setup.users, mean_square_norm)
-            / truth.norm();
+    // A central or two-aggregator collection's noise is its release's.
+    let planned = match setup.release(args) {
+        Some(release) => ldpcov::privacy::plan::release_error(collection, setup.users, release.rho)
+            .unwrap_or(0.0),
+        None => ldpcov::privacy::plan::raw_average_error(collection, setup.users, mean_square_norm),
+    };
+    let planned_rel_frobenius_noise = planned / truth.norm();
     let data = match setup.source.as_ref() {
         Source::Model { .. } => None,
         Source::Data { path, users, .. } => {

@@ -53,6 +53,33 @@ pub fn raw_average_error(collection: &Collection, n: u64, mean_square_norm: f64)
     (report_variance(collection, mean_square_norm) / n.max(1) as f64).sqrt()
 }
 
+/// `√(E‖M̂ − M_n‖²_F)` of the second moment a central or two-aggregator collection's
+/// GaussCov release of `rho` over `n` reports gives, data units, `None` for a collection
+/// of another model (its reports carry the noise: [`raw_average_error`]). Each released
+/// mean and diagonal sum carries discrete Gaussian noise of sd `Δ/√(2ρ)` (unit-ball
+/// units, Δ the collection's sensitivity), each off-diagonal one `1/√2` of that in the
+/// `svec` weighting; averaged and scaled, `R²·Δ/(n·√(2ρ))`. A two-aggregator release
+/// carries two such noises, one per aggregator (each alone makes it ρ-zCDP): `√2` times
+/// the error.
+pub fn release_error(collection: &Collection, n: u64, rho: f64) -> Option<f64> {
+    use crate::mechanism::OffDiagonalWeighting;
+    let copies = if collection.is_central() {
+        1.0
+    } else if collection.is_two_aggregator() {
+        2.0
+    } else {
+        return None;
+    };
+    let r2 = collection.clip_radius() * collection.clip_radius();
+    let sd = r2 * collection.sensitivity() / (n.max(1) as f64 * (2.0 * rho).sqrt());
+    let off = match collection.central_weighting() {
+        Some(OffDiagonalWeighting::Svec) => sd / 2f64.sqrt(),
+        _ => sd,
+    };
+    let p = collection.dim() as f64;
+    Some((copies * (p * sd * sd + p * (p - 1.0) * off * off)).sqrt())
+}
+
 /// The fewest users whose raw average has [`raw_average_error`] at most `target`
 /// (data units): `⌈R⁴·v/target²⌉`, at least 1. `u64::MAX` when `target` is not positive.
 pub fn users_for_error(collection: &Collection, target: f64, mean_square_norm: f64) -> u64 {
@@ -328,6 +355,41 @@ mod tests {
             Err(RadiusPlanError::Spec { .. })
         ));
         assert!(quantile_radii(&[0.0, 0.0]).is_empty());
+    }
+
+    #[test]
+    fn a_two_aggregator_release_has_twice_the_central_noise_variance() {
+        let spec = |model: PrivacyModel| CollectionSpec {
+            collection_id: "r".into(),
+            dim: 2,
+            epsilon: 1.0,
+            delta: 1e-6,
+            clip_radius: 2.0,
+            min_reports: 10,
+            privacy_model: model as i32,
+            ..Default::default()
+        };
+        let central = Collection::create(&spec(PrivacyModel::Central)).unwrap();
+        let two = Collection::create(&spec(PrivacyModel::TwoAggregator)).unwrap();
+        let rho = central.rho();
+        let c = release_error(&central, 1000, rho).unwrap();
+        // p = 2: two diagonal entries of sd s, two off-diagonal ones of s/√2 (svec),
+        // s = R²·Δ/(n·√(2ρ)), Δ = (2 + 1/4)/√2 with the mean block.
+        let s = 4.0 * (2.25 / 2f64.sqrt()) / (1000.0 * (2.0 * rho).sqrt());
+        assert!(
+            (c / (s * 3f64.sqrt()) - 1.0).abs() < 1e-12,
+            "{c} vs {}",
+            s * 3f64.sqrt()
+        );
+        let t = release_error(&two, 1000, rho).unwrap();
+        assert!((t / c - 2f64.sqrt()).abs() < 1e-12);
+        assert!((release_error(&central, 4000, rho).unwrap() * 4.0 / c - 1.0).abs() < 1e-12);
+        let local = Collection::create(&CollectionSpec {
+            privacy_model: PrivacyModel::Local as i32,
+            ..spec(PrivacyModel::Local)
+        })
+        .unwrap();
+        assert_eq!(release_error(&local, 1000, rho), None);
     }
 
     #[test]

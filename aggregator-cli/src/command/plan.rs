@@ -2,14 +2,16 @@
 //! bytes per report of each local mechanism at (p, ε, δ, R, n), or the users a target
 //! error needs; with `--shuffle-batch`, the central (ε, δ) of a rank-one collection
 //! whose reports arrive shuffled; with `--norms-file`, the radius that balances noise and
-//! clipping bias for a public sample of norms. Computed here, from the same derivation a daemon and
+//! clipping bias for a public sample of norms; with `--users`, the error of a central
+//! (trusted-curator) and a two-aggregator collection's release at the whole budget.
+//! Computed here, from the same derivation a daemon and
 //! a device make (`ldpcov_privacy::plan`); no daemon is contacted.
 
 use anyhow::{Result, bail};
 use ldpcov_privacy::Collection;
 use ldpcov_privacy::collection::Entry;
 use ldpcov_privacy::plan;
-use ldpcov_proto::v1::{CollectionSpec, Encoding};
+use ldpcov_proto::v1::{CollectionSpec, Encoding, PrivacyModel};
 
 use super::admin::print_json;
 use super::create::{MechanismArg, MomentsArg};
@@ -228,7 +230,33 @@ impl Options {
                 "radius_plan": radius_plan,
             }));
         }
+        // The models without noise on the device, at the whole release budget: a trusted
+        // curator, and two aggregators each adding its own noise.
+        let mut releases = Vec::new();
+        if let Some(n) = self.users {
+            for model in [PrivacyModel::Central, PrivacyModel::TwoAggregator] {
+                let c = Collection::create(&CollectionSpec {
+                    collection_id: "plan".into(),
+                    dim: self.dim,
+                    epsilon,
+                    delta: self.delta,
+                    clip_radius: self.clip_radius,
+                    min_reports: 1,
+                    moments: self.moments.to_proto() as i32,
+                    privacy_model: model as i32,
+                    ..Default::default()
+                })
+                .map_err(|e| anyhow::anyhow!("{}: {e}", model.as_str_name()))?;
+                releases.push(serde_json::json!({
+                    "privacy_model": model.as_str_name(),
+                    "release": "gauss_cov",
+                    "rho": c.rho(),
+                    "frobenius_error": plan::release_error(&c, n, c.rho()),
+                }));
+            }
+        }
         print_json(&serde_json::json!({
+            "releases": releases,
             "dim": self.dim,
             "clip_radius": self.clip_radius,
             "moments": self.moments.to_proto().as_str_name(),
