@@ -343,7 +343,7 @@ impl AggregatorService {
             .helper()
             .release_share(ReleaseShareRequest {
                 collection_id: c.id().to_string(),
-                release: Some(release.clone()),
+                release: Some(*release),
                 reports: n,
             })
             .await
