@@ -475,3 +475,79 @@ async fn a_release_charges_both_ledgers_and_the_helper_enforces_its_own_limits()
     p.leader.shutdown().await.unwrap();
     p.helper.shutdown().await.unwrap();
 }
+
+/// A report id the helper has verified is never verified again: the leader's token
+/// sending it once more (with the same shares, or another public share) gets the first
+/// verdict back, and the helper's count does not move.
+#[tokio::test]
+async fn the_helper_answers_a_replayed_report_with_its_first_verdict() {
+    use ldpcov_proto::v1::{ReportToVerify, share_verdict::Verdict};
+    let p = pair().await;
+    let mut leader = RawClient::connect(p.leader.url()).await.unwrap();
+    let mut helper = RawClient::connect(p.helper.url()).await.unwrap();
+    create(&mut helper, spec("rep")).await.unwrap();
+    create(&mut leader, spec("rep")).await.unwrap();
+    let get = GetCollectionRequest {
+        collection_id: "rep".into(),
+    };
+    let params = helper.get_collection(get).await.unwrap().into_inner();
+    let collection = Collection::from_params(&params).unwrap();
+    let key = active_key(&params.two_aggregator.unwrap().helper_keys).unwrap();
+    let upload = ReportBuilder::new()
+        .unwrap()
+        .two_aggregator_report(&collection, &key, &[0.5, 0.1, -0.2, 0.3])
+        .unwrap();
+    leader
+        .upload_two_aggregator_report(upload.clone())
+        .await
+        .unwrap();
+    wait_counted(&p, "rep", 1).await;
+
+    // The leader's half of the round, as its verifier computes it.
+    let vdaf = ldpcov_prio::collection_prio3(&collection.two_aggregator().unwrap()).unwrap();
+    let ctx = ldpcov_prio::context("rep");
+    let nonce: [u8; 16] = upload.report_id.clone().try_into().unwrap();
+    let (_, verifier_share) = ldpcov_prio::exchange::leader_start(
+        &vdaf,
+        &peer().verify_key("rep"),
+        &ctx,
+        &nonce,
+        &upload.public_share,
+        &upload.leader_share,
+    )
+    .unwrap();
+    let token: tonic::metadata::MetadataValue<_> =
+        format!("Bearer {}", peer().leader_token_text()).parse().unwrap();
+    let verify = |public_share: Vec<u8>| {
+        let mut request = tonic::Request::new(VerifySharesRequest {
+            collection_id: "rep".into(),
+            reports: vec![ReportToVerify {
+                report_id: upload.report_id.clone(),
+                public_share,
+                helper_share: upload.helper_share.clone(),
+                leader_verifier_share: verifier_share.clone(),
+            }],
+        });
+        request
+            .metadata_mut()
+            .insert("authorization", token.clone());
+        request
+    };
+    let first = helper
+        .verify_shares(verify(upload.public_share.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(matches!(
+        first.verdicts[0].verdict,
+        Some(Verdict::VerifierMessage(_))
+    ));
+    let mut other = upload.public_share.clone();
+    other[0] ^= 1;
+    let second = helper.verify_shares(verify(other)).await.unwrap().into_inner();
+    assert_eq!(second, first, "the recorded verdict, not a new verification");
+    assert_eq!(p.helper_store.count("rep").await, Ok(1));
+    assert_eq!(p.leader_store.count("rep").await, Ok(1));
+    p.leader.shutdown().await.unwrap();
+    p.helper.shutdown().await.unwrap();
+}
