@@ -41,4 +41,5 @@ mod replicas_crash;
 mod serve;
 mod signal_tests;
 mod transport;
+mod two_aggregator_crash;
 mod typescript_client;

@@ -72,6 +72,25 @@ pub(crate) async fn wait_ready(url: &str) {
     }
 }
 
+/// [`wait_ready`] for a daemon this test spawned: fails at once, showing the end of its
+/// `log`, if it exited before it listened (a daemon that cannot start fails the test).
+pub(crate) async fn wait_started(url: &str, child: &mut Child, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().expect("poll the daemon") {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            panic!("daemon {url} exited ({status}) before it listened; its log ends:\n{tail}");
+        }
+        if RawClient::connect(url.to_string()).await.is_ok() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "daemon {url} did not come up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// SIGKILLs a running daemon and reaps it.
 pub(crate) fn kill(child: &mut Child) {
     child.kill().expect("SIGKILL the daemon");
