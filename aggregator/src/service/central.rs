@@ -208,6 +208,26 @@ fn central_options(
 }
 
 impl AggregatorService {
+    /// Refuses a release of `rho` that the collection's ledger has no room for, before
+    /// anything is drawn (`RESOURCE_EXHAUSTED`): an early answer, the ledger's
+    /// transaction that records the release stays the authority.
+    pub(super) async fn ensure_budget_left(&self, c: &Collection, rho: f64) -> Result<(), Status> {
+        let spent = self
+            .store
+            .budget_spent(c.id())
+            .await
+            .map_err(store_status)?;
+        if spent + rho > c.rho() {
+            return Err(store_status(crate::store::StoreError::BudgetExhausted {
+                id: c.id().to_string(),
+                requested: rho,
+                spent,
+                budget: c.rho(),
+            }));
+        }
+        Ok(())
+    }
+
     /// The input of a central collection's estimate: the recorded release the request
     /// names, drawn and recorded first if it is new (module docs).
     pub(super) async fn central_input(
@@ -254,20 +274,7 @@ impl AggregatorService {
                         0.0
                     }
                 };
-                // Fail early, before drawing: the ledger below is the authority.
-                let spent = self
-                    .store
-                    .budget_spent(c.id())
-                    .await
-                    .map_err(store_status)?;
-                if spent + rho > c.rho() {
-                    return Err(store_status(crate::store::StoreError::BudgetExhausted {
-                        id: c.id().to_string(),
-                        requested: rho,
-                        spent,
-                        budget: c.rho(),
-                    }));
-                }
+                self.ensure_budget_left(c, rho).await?;
                 let stored = if c.is_two_aggregator() {
                     // Each aggregator's noisy share, added: the helper's first.
                     self.draw_two_aggregator_release(c, snapshot.acc.clone(), &release)

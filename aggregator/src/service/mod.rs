@@ -31,6 +31,7 @@ use ldpcov_seal::MasterSecret;
 
 mod central;
 mod convert;
+mod keys;
 mod shuffle;
 mod status;
 mod two_aggregator;

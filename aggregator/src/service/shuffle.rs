@@ -42,14 +42,16 @@
 //! Must not log or keep anything of a batch but counts: no batch order, no report.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
+
+use super::keys::{public_key_message, unix_now};
 
 use ldpcov_privacy::Collection;
 use ldpcov_proto::v1::{
-    CollectionParams, HpkeKeyState, HpkePublicKey, RefusedReport, Report, ShuffleDelivered,
-    ShuffledBatchChunk, ShuffledBatchResponse,
+    CollectionParams, RefusedReport, Report, ShuffleDelivered, ShuffledBatchChunk,
+    ShuffledBatchResponse,
 };
-use ldpcov_seal::{CollectionKeys, KeySchedule, KeyState, OpenError, Opener, PublicKeyConfig};
+use ldpcov_seal::{CollectionKeys, KeySchedule, OpenError, Opener};
 use prost::Message;
 use tokio_stream::StreamExt;
 use tonic::{Code, Request, Status, Streaming};
@@ -65,13 +67,6 @@ pub const BATCH_ID_LEN: usize = 16;
 /// Most reports one batch may announce: the aggregator holds no batch in memory (each
 /// chunk is counted as it arrives), so this only bounds what a stream may promise.
 pub const MAX_BATCH_SIZE: u64 = 1 << 40;
-
-/// Seconds since the Unix epoch (0 before it: the key schedule then refuses).
-pub(super) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 impl AggregatorService {
     /// The HPKE keys of a shuffled collection (`None` for another), derived from this
@@ -428,27 +423,6 @@ fn open_status(e: OpenError) -> Status {
     match e {
         OpenError::Expired { .. } => Status::failed_precondition(e.to_string()),
         _ => invalid(e.to_string()),
-    }
-}
-
-/// A published key as the wire shows it.
-pub(super) fn public_key_message(config: &PublicKeyConfig) -> HpkePublicKey {
-    HpkePublicKey {
-        key_id: config.key_id,
-        kem_id: u32::from(config.kem_id),
-        kdf_id: u32::from(config.kdf_id),
-        aead_id: u32::from(config.aead_id),
-        public_key: config.public_key.to_vec(),
-        state: match config.state {
-            KeyState::Pending => HpkeKeyState::Pending,
-            KeyState::Active => HpkeKeyState::Active,
-            KeyState::Retired => HpkeKeyState::Retired,
-            KeyState::Expired => HpkeKeyState::Expired,
-            KeyState::Unknown => HpkeKeyState::Unspecified,
-        } as i32,
-        not_before: config.not_before,
-        not_after: config.not_after,
-        active_until: config.active_until,
     }
 }
 

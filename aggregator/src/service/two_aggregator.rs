@@ -202,7 +202,7 @@ impl AggregatorService {
         let vdaf =
             ldpcov_prio::collection_prio3(&circuit).map_err(|e| Status::internal(e.to_string()))?;
         let ctx = ldpcov_prio::context(c.id());
-        let now = super::shuffle::unix_now();
+        let now = super::keys::unix_now();
         let decided = tokio::task::spawn_blocking(move || {
             let round = RoundContext {
                 vdaf: &vdaf,
@@ -272,19 +272,7 @@ impl AggregatorService {
         {
             Some(r) => r,
             None => {
-                let spent = self
-                    .store
-                    .budget_spent(c.id())
-                    .await
-                    .map_err(store_status)?;
-                if spent + rho > c.rho() {
-                    return Err(store_status(crate::store::StoreError::BudgetExhausted {
-                        id: c.id().to_string(),
-                        requested: rho,
-                        spent,
-                        budget: c.rho(),
-                    }));
-                }
+                self.ensure_budget_left(&c, rho).await?;
                 let drawn = draw_noisy_share(&c, snapshot.acc, rho).await?;
                 let body = ReleaseShareResponse {
                     noisy_share: drawn.share,
@@ -401,7 +389,7 @@ pub(super) fn with_helper_keys(
             .map_err(|e| Status::internal(format!("keys: {e}")))?;
         two.helper_keys = published
             .iter()
-            .map(super::shuffle::public_key_message)
+            .map(super::keys::public_key_message)
             .collect();
     }
     Ok(())

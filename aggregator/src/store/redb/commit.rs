@@ -17,9 +17,9 @@ use redb::{Database, ReadableTable};
 use super::command::{Along, Command, Reply};
 use super::hooks::Event;
 use super::tables::{
-    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, META, SEEN, open_db, seq_range,
+    ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, META, SEEN, dequeue, open_db,
+    record_verdicts, seq_range,
 };
-use super::two_aggregator::{dequeue, record_verdicts};
 use super::{DurableConfig, Entry, Shared, reopen_failed};
 use crate::store::codec::{encode_accumulator, encode_report_log, log_is_smaller, report_log_len};
 use crate::store::{BatchOutcome, Cause, StoreError, ValidReport, check_lengths};

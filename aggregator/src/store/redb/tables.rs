@@ -8,10 +8,12 @@ use ldpcov_durable::{FileState, begin_durable, catch_panic, inspect};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{DurableConfig, DurableError, Entry, FORMAT_VERSION, Mirror, Shared};
+use crate::store::Cause;
 use crate::store::codec::{
     Corruption, blob_report_count, decode_accumulators, decode_collection, fold_report_log,
 };
 use ldpcov_estimate::FOLDS;
+use ldpcov_privacy::ReportId;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(super) const COLLECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("collections");
@@ -320,4 +322,38 @@ pub(super) fn fold_appended(
         bytes += log.len() as u64;
     }
     Ok((bytes, reports))
+}
+
+/// Removes the queued uploads of the `done` report ids of `id` (an id not queued is
+/// ignored), in the transaction that counts their reports.
+pub(super) fn dequeue(
+    txn: &redb::WriteTransaction,
+    id: &str,
+    done: &[ReportId],
+) -> Result<(), Cause> {
+    let mut ids = txn.open_table(QUEUED_IDS)?;
+    let mut uploads = txn.open_table(UPLOADS)?;
+    for report_id in done {
+        if let Some(seq) = ids.remove((id, report_id.0))? {
+            uploads.remove((id, seq.value()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Records each of `verdicts` of `id` unless its report id has one already (the first
+/// stays), in the transaction that counts their reports.
+pub(super) fn record_verdicts(
+    txn: &redb::WriteTransaction,
+    id: &str,
+    verdicts: Vec<(ReportId, Vec<u8>)>,
+) -> Result<(), Cause> {
+    let mut table = txn.open_table(VERDICTS)?;
+    for (report_id, verdict) in verdicts {
+        let key = (id, report_id.0);
+        if table.get(key)?.is_none() {
+            table.insert(key, verdict.as_slice())?;
+        }
+    }
+    Ok(())
 }

@@ -5,7 +5,8 @@
 //! transaction and is answered once that committed. Its collection's close is checked
 //! in order with the batch, as a submission's is. The queue is drained, and verdicts
 //! are recorded, by submissions that carry them (`Along::Dequeue`,
-//! `Along::Verdicts`), in the transaction that counts their reports. Reads are of
+//! `Along::Verdicts`: `tables::dequeue`, `tables::record_verdicts`), in the transaction
+//! that counts their reports. Reads are of
 //! committed state, answered at once even while a batch is open.
 
 use std::sync::atomic::Ordering;
@@ -17,7 +18,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use super::command::Reply;
 use super::commit::{Committer, Waiting};
 use super::tables::{QUEUED_IDS, UPLOADS, VERDICTS, seq_range};
-use crate::store::{Cause, QueuedUpload, StoreError};
+use crate::store::{QueuedUpload, StoreError};
 
 impl Committer {
     /// Adds a leader's upload to the open batch (see `Store::queue_upload`): refused
@@ -135,38 +136,4 @@ impl Committer {
             })
             .collect()
     }
-}
-
-/// Removes the queued uploads of the `done` report ids of `id` (an id not queued is
-/// ignored), in the transaction that counts their reports.
-pub(super) fn dequeue(
-    txn: &redb::WriteTransaction,
-    id: &str,
-    done: &[ReportId],
-) -> Result<(), Cause> {
-    let mut ids = txn.open_table(QUEUED_IDS)?;
-    let mut uploads = txn.open_table(UPLOADS)?;
-    for report_id in done {
-        if let Some(seq) = ids.remove((id, report_id.0))? {
-            uploads.remove((id, seq.value()))?;
-        }
-    }
-    Ok(())
-}
-
-/// Records each of `verdicts` of `id` unless its report id has one already (the first
-/// stays), in the transaction that counts their reports.
-pub(super) fn record_verdicts(
-    txn: &redb::WriteTransaction,
-    id: &str,
-    verdicts: Vec<(ReportId, Vec<u8>)>,
-) -> Result<(), Cause> {
-    let mut table = txn.open_table(VERDICTS)?;
-    for (report_id, verdict) in verdicts {
-        let key = (id, report_id.0);
-        if table.get(key)?.is_none() {
-            table.insert(key, verdict.as_slice())?;
-        }
-    }
-    Ok(())
 }

@@ -516,8 +516,9 @@ async fn the_helper_answers_a_replayed_report_with_its_first_verdict() {
         &upload.leader_share,
     )
     .unwrap();
-    let token: tonic::metadata::MetadataValue<_> =
-        format!("Bearer {}", peer().leader_token_text()).parse().unwrap();
+    let token: tonic::metadata::MetadataValue<_> = format!("Bearer {}", peer().leader_token_text())
+        .parse()
+        .unwrap();
     let verify = |public_share: Vec<u8>| {
         let mut request = tonic::Request::new(VerifySharesRequest {
             collection_id: "rep".into(),
@@ -544,8 +545,15 @@ async fn the_helper_answers_a_replayed_report_with_its_first_verdict() {
     ));
     let mut other = upload.public_share.clone();
     other[0] ^= 1;
-    let second = helper.verify_shares(verify(other)).await.unwrap().into_inner();
-    assert_eq!(second, first, "the recorded verdict, not a new verification");
+    let second = helper
+        .verify_shares(verify(other))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        second, first,
+        "the recorded verdict, not a new verification"
+    );
     assert_eq!(p.helper_store.count("rep").await, Ok(1));
     assert_eq!(p.leader_store.count("rep").await, Ok(1));
     p.leader.shutdown().await.unwrap();
