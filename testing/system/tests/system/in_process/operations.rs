@@ -103,9 +103,12 @@ async fn reflection_lists_the_services_and_describes_the_aggregator() {
             "GetEstimate",
             "GetStatus",
             "ListCollections",
+            "ReleaseShare",
             "SubmitReport",
             "SubmitReports",
             "SubmitShuffledBatch",
+            "UploadTwoAggregatorReport",
+            "VerifyShares",
         ]
     );
     // A message type resolves too (what `describe ldpcov.v1.Report` needs).
