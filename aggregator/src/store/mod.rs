@@ -82,6 +82,41 @@ pub struct QueuedUpload {
     pub body: Vec<u8>,
 }
 
+/// What a submission writes along with the reports it counts, in the transaction that
+/// counts them (so that no crash separates the two).
+#[derive(Debug)]
+pub(crate) enum Along {
+    /// Nothing (`Store::submit`).
+    Nothing,
+    /// The shuffled batch the reports are a chunk of (`Store::submit_to_batch`): the
+    /// reports counted join its tally.
+    Tally([u8; 16]),
+    /// A two-aggregator leader's done report ids (`Store::submit_from_queue`): their
+    /// queued uploads are removed.
+    Dequeue(Vec<ReportId>),
+    /// A two-aggregator helper's verdicts (`Store::submit_with_verdicts`): each
+    /// recorded unless its report id has one already.
+    Verdicts(Vec<(ReportId, Vec<u8>)>),
+}
+
+impl Along {
+    /// Whether the submission counts on a closed collection: a two-aggregator
+    /// collection's queue drains, and its helper verifies, after the close (the uploads
+    /// arrived before it).
+    pub(crate) fn counts_when_closed(&self) -> bool {
+        matches!(self, Along::Dequeue(_) | Along::Verdicts(_))
+    }
+
+    /// Whether it writes nothing beyond the reports it counts.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Along::Nothing | Along::Tally(_) => true,
+            Along::Dequeue(done) => done.is_empty(),
+            Along::Verdicts(verdicts) => verdicts.is_empty(),
+        }
+    }
+}
+
 /// What a batch did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BatchOutcome {

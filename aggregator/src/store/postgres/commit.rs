@@ -1,12 +1,13 @@
 //! The group-commit task of one replica and the transaction of one group of batches
 //! (design in the docs of `PostgresStore`).
 
+use crate::store::Along;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
-use ldpcov_privacy::{Collection, ReportId};
+use ldpcov_privacy::Collection;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -26,41 +27,6 @@ pub(super) struct Submission {
     pub(super) along: Along,
     /// Answered after the group's transaction committed (or failed).
     pub(super) reply: oneshot::Sender<Result<BatchOutcome, StoreError>>,
-}
-
-/// What a submission writes along with the reports it counts, in the transaction that
-/// counts them.
-#[derive(Debug)]
-pub(super) enum Along {
-    /// Nothing (`Store::submit`).
-    Nothing,
-    /// The shuffled batch the reports are a chunk of (`Store::submit_to_batch`): the
-    /// reports counted join its tally.
-    Tally([u8; 16]),
-    /// A two-aggregator leader's done report ids (`Store::submit_from_queue`): their
-    /// queued uploads are removed.
-    Dequeue(Vec<ReportId>),
-    /// A two-aggregator helper's verdicts (`Store::submit_with_verdicts`): each
-    /// recorded unless its report id has one already.
-    Verdicts(Vec<(ReportId, Vec<u8>)>),
-}
-
-impl Along {
-    /// Whether the submission counts on a closed collection: a two-aggregator
-    /// collection's queue drains, and its helper verifies, after the close (the uploads
-    /// arrived before it).
-    pub(super) fn counts_when_closed(&self) -> bool {
-        matches!(self, Along::Dequeue(_) | Along::Verdicts(_))
-    }
-
-    /// Whether it writes nothing beyond the reports it counts.
-    fn is_empty(&self) -> bool {
-        match self {
-            Along::Nothing | Along::Tally(_) => true,
-            Along::Dequeue(done) => done.is_empty(),
-            Along::Verdicts(verdicts) => verdicts.is_empty(),
-        }
-    }
 }
 
 impl PostgresStore {

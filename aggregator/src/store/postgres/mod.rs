@@ -36,8 +36,9 @@ use super::{
     StoreError, ValidReport, check_release,
 };
 
+use super::Along;
 use cache::Cache;
-use commit::{Along, Committer, Submission};
+use commit::{Committer, Submission};
 pub use config::{PostgresConfig, PostgresError};
 use errors::{corrupt, db_error, pool_error, to_u64};
 

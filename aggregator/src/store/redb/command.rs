@@ -1,6 +1,7 @@
 //! What callers ask the commit thread ([`Command`]), and what a submission writes along
 //! with the reports it counts ([`Along`]).
 
+use crate::store::Along;
 use std::sync::Arc;
 
 use ldpcov_privacy::{Collection, ReportId};
@@ -17,41 +18,6 @@ pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 /// What a ledger read returns: the ρ spent, and the release under the key asked about
 /// (its ρ and body), if any.
 pub(super) type LedgerRead = (f64, Option<(f64, Vec<u8>)>);
-
-/// What a submission writes along with the reports it counts, in the transaction that
-/// counts them (so that no crash separates the two).
-#[derive(Debug)]
-pub(super) enum Along {
-    /// Nothing (`Store::submit`).
-    Nothing,
-    /// The shuffled batch the reports are a chunk of (`Store::submit_to_batch`): the
-    /// reports counted join its tally.
-    Tally([u8; 16]),
-    /// A two-aggregator leader's done report ids (`Store::submit_from_queue`): their
-    /// queued uploads are removed.
-    Dequeue(Vec<ReportId>),
-    /// A two-aggregator helper's verdicts (`Store::submit_with_verdicts`): each
-    /// recorded unless its report id has one already.
-    Verdicts(Vec<(ReportId, Vec<u8>)>),
-}
-
-impl Along {
-    /// Whether the submission counts on a closed collection: a two-aggregator
-    /// collection's queue drains, and its helper verifies, after the close (the uploads
-    /// arrived before it).
-    pub(super) fn counts_when_closed(&self) -> bool {
-        matches!(self, Along::Dequeue(_) | Along::Verdicts(_))
-    }
-
-    /// Whether it writes nothing beyond the reports it counts.
-    pub(super) fn is_empty(&self) -> bool {
-        match self {
-            Along::Nothing | Along::Tally(_) => true,
-            Along::Dequeue(done) => done.is_empty(),
-            Along::Verdicts(verdicts) => verdicts.is_empty(),
-        }
-    }
-}
 
 /// A request to the commit thread (see `Committer::route` for where each goes).
 pub(super) enum Command {

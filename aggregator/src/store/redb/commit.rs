@@ -14,13 +14,14 @@ use ldpcov_privacy::mechanism::ReportEntries;
 use prost::Message;
 use redb::{Database, ReadableTable};
 
-use super::command::{Along, Command, Reply};
+use super::command::{Command, Reply};
 use super::hooks::Event;
 use super::tables::{
     ACCUMULATORS, APPENDED, BATCH_COUNTS, CLOSED, COLLECTIONS, META, SEEN, dequeue, open_db,
     record_verdicts, seq_range,
 };
 use super::{DurableConfig, Entry, Shared, reopen_failed};
+use crate::store::Along;
 use crate::store::codec::{encode_accumulator, encode_report_log, log_is_smaller, report_log_len};
 use crate::store::{BatchOutcome, Cause, StoreError, ValidReport, check_lengths};
 use ldpcov_estimate::{Accumulator, FOLDS};

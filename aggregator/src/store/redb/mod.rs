@@ -29,7 +29,8 @@ use super::{
 };
 use ldpcov_estimate::Accumulator;
 
-use command::{Along, Command, Reply};
+use super::Along;
+use command::{Command, Reply};
 use commit::Committer;
 pub use error::DurableError;
 use error::reopen_failed;
