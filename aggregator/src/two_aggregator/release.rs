@@ -12,8 +12,9 @@
 use ldpcov_central::{Mechanism, ReleaseBudget, release_sums};
 use ldpcov_estimate::Accumulator;
 use ldpcov_noise::DiscreteGaussianSampler;
-use ldpcov_prio::{Field, Prio3Covariance};
+use ldpcov_prio::Field;
 use ldpcov_privacy::Collection;
+use ldpcov_privacy::two_aggregator::TwoAggregatorCircuit;
 use prio::codec::Encode;
 use prio::field::{FieldElement, FieldElementWithInteger};
 use prio::vdaf::AggregateShare;
@@ -49,20 +50,20 @@ pub struct NoisyShare {
     pub off_diagonal_noise_sd_grid: f64,
 }
 
-/// The Prio3 instance and the central twin of a two-aggregator collection.
-fn instance(collection: &Collection) -> Result<(Prio3Covariance, Collection), ReleaseError> {
+/// The circuit and the central twin of a two-aggregator collection.
+fn circuit_and_twin(
+    collection: &Collection,
+) -> Result<(TwoAggregatorCircuit, Collection), ReleaseError> {
     let circuit = collection.two_aggregator().ok_or_else(|| {
         ReleaseError::Collection(format!(
             "collection {} is not a two-aggregator collection",
             collection.id()
         ))
     })?;
-    let vdaf = ldpcov_prio::collection_prio3(&circuit)
-        .map_err(|e| ReleaseError::Collection(e.to_string()))?;
     let twin = collection
         .central_twin()
         .map_err(|e| ReleaseError::Collection(e.to_string()))?;
-    Ok((vdaf, twin))
+    Ok((circuit, twin))
 }
 
 /// This aggregator's noisy share of a GaussCov release of `rho` over its accumulator
@@ -73,10 +74,7 @@ pub fn noisy_share(
     rho: f64,
     sampler: &mut DiscreteGaussianSampler,
 ) -> Result<NoisyShare, ReleaseError> {
-    let (_, twin) = instance(collection)?;
-    let circuit = collection
-        .two_aggregator()
-        .ok_or_else(|| ReleaseError::Collection("not a two-aggregator collection".into()))?;
+    let (circuit, twin) = circuit_and_twin(collection)?;
     let entries = twin.release_entries();
     let noise = release_sums(
         &twin,
@@ -120,10 +118,7 @@ pub fn combine(
     leader: &[u8],
     helper: &[u8],
 ) -> Result<Vec<i64>, ReleaseError> {
-    let (_, twin) = instance(collection)?;
-    let circuit = collection
-        .two_aggregator()
-        .ok_or_else(|| ReleaseError::Collection("not a two-aggregator collection".into()))?;
+    let (circuit, twin) = circuit_and_twin(collection)?;
     let entries = twin.release_entries();
     let mean_offset = if circuit.output_x {
         i128::from(reports) << (circuit.range_bits - 1 + circuit.mean_block_shift())
