@@ -387,6 +387,82 @@ class BindingsTest(unittest.TestCase):
             file=sys.stderr,
         )
 
+    def test_two_aggregator_collection_through_leader_and_helper(self):
+        # cargo test's harness serves LDPCOV_URL as the leader of a second in-process
+        # aggregator, the helper at LDPCOV_HELPER_URL (bindings/tests/languages/common).
+        # Run by hand, there is no helper.
+        helper_url = os.environ.get("LDPCOV_HELPER_URL")
+        if not helper_url:
+            self.skipTest("no helper (LDPCOV_HELPER_URL): run through cargo test -p ldpcov-ffi")
+        n = 12
+        two = ldp.CollectionSpecInput(
+            collection_id="py-two",
+            dim=3,
+            epsilon=EPSILON,
+            delta=DELTA,
+            clip_radius=1.0,
+            min_reports=n,
+            two_aggregator=True,
+        )
+        helper = ldp.Admin.connect(helper_url)
+        # The leader refuses a collection its helper does not hold yet.
+        with self.assertRaises(ldp.LdpcovError.FailedPrecondition):
+            self.admin.create_collection(two)
+        helper.create_collection(two)
+        info = self.admin.create_collection(two)
+        self.assertTrue(info.two_aggregator)
+        self.assertFalse(info.shuffled)
+        self.assertFalse(self.info.two_aggregator)
+        rng = random.Random(54)
+        x = lambda: [rng.uniform(-0.5, 0.5) for _ in range(3)]  # noqa: E731
+        with tempfile.TemporaryDirectory() as ledger_dir:
+            ledger = ldp.LedgerConfig(
+                dir=ledger_dir, lifetime_epsilon=1000.0, period_days=0, delta=DELTA
+            )
+            # Without a helper the device refuses before charging anything: it seals
+            # the helper's share only to a key the helper itself publishes.
+            alone = ldp.Device.connect(self.url, ledger=ledger)
+            with self.assertRaises(ldp.LdpcovError.TwoAggregator) as refused:
+                alone.submit("py-two", x())
+            self.assertIn("helper", str(refused.exception))
+            self.assertEqual(alone.spent_epsilon(), 0.0)
+            del alone
+
+            device = ldp.Device.connect(
+                self.url, ledger=ledger, helper=ldp.HelperConfig(url=helper_url)
+            )
+            self.assertEqual(device.collection("py-two"), info)
+            for _ in range(n):
+                self.assertFalse(device.submit("py-two", x()).duplicate)
+            # Each report is charged the collection's rho once, as ε at the ledger's δ.
+            self.assertAlmostEqual(
+                device.spent_epsilon(),
+                n * info.rho + 2.0 * math.sqrt(n * info.rho * math.log(1.0 / DELTA)),
+            )
+            del device
+        # The leader verifies its queue with the helper in the background: both count
+        # every valid report once.
+        self.assertEqual(wait_for_count(self.admin, "py-two", n, RELAY_TIMEOUT_SECONDS), n)
+        self.assertEqual(helper.status("py-two").reports, n)
+        # The estimate is a release of a stated rho from each aggregator's budget.
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            self.admin.estimate("py-two")
+        estimate = self.admin.estimate("py-two", release_rho=info.rho / 2)
+        self.assertEqual((estimate.reports, estimate.dim), (n, 3))
+        self.assertEqual(len(estimate.matrix), 9)
+        self.assertTrue(all(math.isfinite(v) for v in estimate.matrix))
+        # The same release again: the same numbers, at no cost; the helper releases
+        # its share to the leader alone.
+        self.assertEqual(self.admin.estimate("py-two", release_rho=info.rho / 2), estimate)
+        with self.assertRaises(ldp.LdpcovError.FailedPrecondition) as refused:
+            helper.estimate("py-two", release_rho=info.rho / 2)
+        self.assertIn("leader", str(refused.exception))
+        print(
+            f"two-aggregator: {n} reports counted by the leader and the helper",
+            file=sys.stderr,
+        )
+
+
 
 class Canary:
     """A TCP listener that counts the connections made to it and answers none: the

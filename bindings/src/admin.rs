@@ -2,7 +2,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use ldpcov_client::proto::v1::{CollectionSpec, CollectionStatus, GetEstimateRequest, ShuffleSpec};
+use ldpcov_client::proto::v1::{
+    CentralMechanism, CentralRelease, CollectionSpec, CollectionStatus, GetEstimateRequest,
+    PrivacyModel, ShuffleSpec,
+};
 use ldpcov_client::{AggregatorClient, Collection};
 use ldpcov_privacy::layout::unpack_symmetric;
 use tokio::runtime::Runtime;
@@ -43,6 +46,13 @@ pub struct CollectionSpecInput {
     /// default, one hour).
     #[uniffi(default)]
     pub shuffle_batch_window_seconds: Option<u64>,
+    /// A two-aggregator collection: each device splits its clipped vector into two
+    /// secret shares with a validity proof, one for the leader and one sealed to the
+    /// helper, and each aggregator adds its own noise at release. Create it on the
+    /// helper first, then on the leader with the same spec. Not with a mechanism, an
+    /// encoding or shuffling, which are the local model's.
+    #[uniffi(default = false)]
+    pub two_aggregator: bool,
 }
 
 impl CollectionSpecInput {
@@ -73,6 +83,23 @@ impl CollectionSpecInput {
                 ..Default::default()
             }),
         };
+        if self.two_aggregator {
+            if self.encoding.is_some() || self.mechanism.is_some() || shuffle.is_some() {
+                return Err(LdpcovError::InvalidInput {
+                    reason: "a two-aggregator collection takes no mechanism, encoding or shuffling: each aggregator adds its noise at release".into(),
+                });
+            }
+            return Ok(CollectionSpec {
+                collection_id: self.collection_id.clone(),
+                dim: self.dim,
+                epsilon: self.epsilon,
+                delta: self.delta,
+                clip_radius: self.clip_radius,
+                min_reports: self.min_reports,
+                privacy_model: PrivacyModel::TwoAggregator as i32,
+                ..Default::default()
+            });
+        }
         Ok(CollectionSpec {
             collection_id: self.collection_id.clone(),
             dim: self.dim,
@@ -202,9 +229,24 @@ impl Admin {
 
     /// The released covariance estimate with the aggregator's default rule.
     /// `FailedPrecondition` below the collection's minimum number of reports.
-    pub fn estimate(&self, collection_id: String) -> Result<EstimateInfo, LdpcovError> {
+    ///
+    /// A two-aggregator collection's estimate (asked of the leader) is a release of
+    /// `release_rho`, the zCDP ρ it spends from each aggregator's budget (Gaussian noise
+    /// on each share); asking for the same release again answers the same numbers at no
+    /// cost. `None` for a local or shuffled collection, whose reports carry their noise.
+    #[uniffi::method(default(release_rho = None))]
+    pub fn estimate(
+        &self,
+        collection_id: String,
+        release_rho: Option<f64>,
+    ) -> Result<EstimateInfo, LdpcovError> {
         let request = GetEstimateRequest {
             collection_id,
+            release: release_rho.map(|rho| CentralRelease {
+                mechanism: CentralMechanism::GaussCov as i32,
+                rho,
+                ..CentralRelease::default()
+            }),
             ..GetEstimateRequest::default()
         };
         let mut client = lock(&self.client)?;
@@ -247,6 +289,7 @@ mod tests {
             mechanism: Some(Mechanism::RankOne),
             shuffle_min_batch_size: min_batch,
             shuffle_batch_window_seconds: window,
+            two_aggregator: false,
         }
     }
 
@@ -268,6 +311,38 @@ mod tests {
                 .shuffle,
             None
         );
+    }
+
+    #[test]
+    fn a_two_aggregator_spec_names_its_model_and_takes_no_local_options() {
+        let two = CollectionSpecInput {
+            mechanism: None,
+            two_aggregator: true,
+            ..shuffled(None, None)
+        };
+        let spec = two.to_proto().expect("a valid spec");
+        assert_eq!(spec.privacy_model, PrivacyModel::TwoAggregator as i32);
+        assert_eq!((spec.local_mechanism, spec.encoding), (0, 0));
+        assert_eq!(spec.shuffle, None);
+        for refused in [
+            shuffled(None, None),
+            shuffled(Some(5), None),
+            CollectionSpecInput {
+                mechanism: None,
+                encoding: Some(WireEncoding::I16),
+                ..shuffled(None, None)
+            },
+        ] {
+            let refused = CollectionSpecInput {
+                two_aggregator: true,
+                ..refused
+            }
+            .to_proto();
+            assert!(
+                matches!(refused, Err(LdpcovError::InvalidInput { .. })),
+                "{refused:?}"
+            );
+        }
     }
 
     #[test]

@@ -109,6 +109,19 @@ pub struct RelayConfig {
     pub ca_pem: Option<String>,
 }
 
+/// The helper of two-aggregator collections (the second `ldpcov-aggregator`, run by
+/// another operator than the leader, this device's aggregator): the device asks the
+/// helper itself for the key it seals the helper's share to, so the leader, which
+/// carries the sealed share, never holds both shares.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct HelperConfig {
+    /// The helper's URL: `http://host:port`, or `https://` for TLS.
+    pub url: String,
+    /// A PEM CA certificate to trust for an `https://` helper (else the public web PKI).
+    #[uniffi(default)]
+    pub ca_pem: Option<String>,
+}
+
 /// What happened to a submitted report.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct SubmitResult {
@@ -149,13 +162,16 @@ impl Device {
     /// report is charged to that persistent budget first; `policy` bounds the (ε, δ)
     /// this device accepts. `relay` is where shuffled collections' reports go (sealed);
     /// without it, `submit` refuses a shuffled collection with `LdpcovError.Sealing`.
-    /// The relay is connected on first use.
+    /// `helper` is the helper of two-aggregator collections; without it, `collection`
+    /// and `submit` refuse such a collection with `LdpcovError.TwoAggregator`. The
+    /// relay and the helper are connected on first use.
     #[uniffi::constructor(default(
         token = None,
         ca_pem = None,
         ledger = None,
         policy = None,
-        relay = None
+        relay = None,
+        helper = None
     ))]
     pub fn connect(
         url: String,
@@ -164,6 +180,7 @@ impl Device {
         ledger: Option<LedgerConfig>,
         policy: Option<PolicyConfig>,
         relay: Option<RelayConfig>,
+        helper: Option<HelperConfig>,
     ) -> Result<Arc<Self>, LdpcovError> {
         let runtime = new_runtime()?;
         let mut client = match relay {
@@ -180,6 +197,10 @@ impl Device {
             }
             None => connect(&runtime, url, token, ca_pem)?,
         };
+        if let Some(helper) = helper {
+            client =
+                client.with_helper(lazy_channel(&runtime, helper.url, helper.ca_pem, "helper")?);
+        }
         if let Some(config) = ledger {
             client = client.with_ledger(BudgetLedger::open(&config.dir, config.limits())?);
         }
@@ -252,8 +273,8 @@ impl Device {
     }
 }
 
-/// A channel to `what` (the relay, or a relay device's aggregator): plain HTTP/2 for `http://` URLs, TLS for `https://` ones
-/// (trusting `ca_pem` if given, else the bundled web PKI roots), connected on first use.
+/// A channel to `what` (the relay, a relay device's aggregator, or the helper): plain
+/// HTTP/2 for `http://` URLs, TLS for `https://` ones (trusting `ca_pem` if given, else the bundled web PKI roots), connected on first use.
 fn lazy_channel(
     runtime: &Runtime,
     url: String,

@@ -85,6 +85,14 @@ pub enum LdpcovError {
         /// Why.
         reason: String,
     },
+    /// A two-aggregator collection's report could not be built: the device has no
+    /// helper (`HelperConfig`), or the helper does not describe the leader's collection
+    /// or publishes no usable key. Nothing was sent.
+    #[error("two-aggregator collection: {reason}")]
+    TwoAggregator {
+        /// Why.
+        reason: String,
+    },
     /// Anything else: the operating system's random number generator failed, the
     /// runtime could not start, or the server answered with an unexpected status.
     #[error("internal error: {reason}")]
@@ -120,6 +128,9 @@ impl From<ClientError> for LdpcovError {
             | ClientError::RelayMismatch { .. } => LdpcovError::ServerMismatch { reason },
             ClientError::Budget(ledger) => ledger.into(),
             ClientError::Sealing(_) => LdpcovError::Sealing { reason },
+            ClientError::NoHelper { .. } | ClientError::HelperMismatch { .. } => {
+                LdpcovError::TwoAggregator { reason }
+            }
             ClientError::Transport(_) => LdpcovError::Unavailable { reason },
             ClientError::Status(status) => {
                 let reason = status.message().to_string();

@@ -8,6 +8,9 @@
 //!   default, OS-seeded; no other sampler can be chosen from the bindings), the
 //!   optional budget ledger charged on disk before any noise is drawn — and sent with
 //!   retries that resend the same bytes under the same report id.
+//!   A two-aggregator collection's report is instead split into two Prio3 shares on
+//!   the device, the helper's sealed to the key the helper itself publishes
+//!   ([`HelperConfig`]), and uploaded to the leader.
 //! * [`Admin`] — operator calls for scripts and quickstarts: create a collection, read
 //!   its status, close it, fetch the released estimate (computed by the aggregator
 //!   daemon, never on the device).
@@ -30,7 +33,7 @@ mod error;
 mod test_vectors;
 
 pub use admin::{Admin, CollectionSpecInput, CollectionStatusInfo, EstimateInfo};
-pub use device::{Device, LedgerConfig, PolicyConfig, RelayConfig, SubmitResult};
+pub use device::{Device, HelperConfig, LedgerConfig, PolicyConfig, RelayConfig, SubmitResult};
 
 pub use error::LdpcovError;
 pub use test_vectors::{
@@ -136,6 +139,10 @@ pub struct CollectionInfo {
     pub encoding: WireEncoding,
     /// Reports go through a relay, sealed, in shuffled batches (see `RelayConfig`).
     pub shuffled: bool,
+    /// A two-aggregator collection: each report is split into two secret shares, one
+    /// for the leader (this device's aggregator) and one sealed to the helper (see
+    /// `HelperConfig`); neither sees `x`.
+    pub two_aggregator: bool,
 }
 
 impl From<&Collection> for CollectionInfo {
@@ -153,6 +160,7 @@ impl From<&Collection> for CollectionInfo {
             min_reports: c.min_reports(),
             encoding: WireEncoding::from_proto(c.encoding()),
             shuffled: c.shuffle().is_some(),
+            two_aggregator: c.is_two_aggregator(),
         }
     }
 }

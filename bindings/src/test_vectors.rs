@@ -111,6 +111,7 @@ mod tests {
             mechanism,
             shuffle_min_batch_size: None,
             shuffle_batch_window_seconds: None,
+            two_aggregator: false,
         }
     }
 

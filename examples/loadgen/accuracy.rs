@@ -155,6 +155,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         duplicates,
         dim: p as u32,
         mechanism: collection.mechanism().local_mechanism().as_str_name(),
+        privacy_model: collection.privacy_model().as_str_name(),
         epsilon: collection.epsilon(),
         delta: collection.delta(),
         clip_radius: collection.clip_radius(),

@@ -153,6 +153,10 @@ pub(crate) struct Args {
     /// central (the aggregator, once per release; ε and δ are then the total budget).
     #[arg(long, value_enum, default_value_t = PrivacyModelArg::Local)]
     pub(crate) privacy_model: PrivacyModelArg,
+    /// The same as `--privacy-model two-aggregator`: a leader and a helper embedded, as
+    /// `--relay` embeds the relay.
+    #[arg(long, conflicts_with = "privacy_model")]
+    pub(crate) two_aggregators: bool,
     /// Central collections: ρ of the GaussCov release the estimates post-process
     /// (default: the collection's whole budget).
     #[arg(long)]
@@ -204,6 +208,19 @@ pub(crate) struct ShufflePlan {
 }
 
 impl Args {
+    /// The arguments as parsed, `--two-aggregators` resolved to its privacy model.
+    pub(crate) fn parse_resolved() -> Self {
+        Self::parse().resolved()
+    }
+
+    /// `--two-aggregators` resolved to its privacy model.
+    fn resolved(mut self) -> Self {
+        if self.two_aggregators {
+            self.privacy_model = PrivacyModelArg::TwoAggregator;
+        }
+        self
+    }
+
     /// Refuses the combinations clap cannot express.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.users == Some(0)
@@ -378,5 +395,22 @@ impl Args {
             (None, None) if self.relay => 0.0,
             (None, _) => 1e-6,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_aggregators_is_the_two_aggregator_privacy_model_and_conflicts_with_another() {
+        let args = Args::try_parse_from(["loadgen", "--two-aggregators"]).unwrap();
+        assert!(args.resolved().privacy_model == PrivacyModelArg::TwoAggregator);
+        let args = Args::try_parse_from(["loadgen"]).unwrap();
+        assert!(args.resolved().privacy_model == PrivacyModelArg::Local);
+        assert!(
+            Args::try_parse_from(["loadgen", "--two-aggregators", "--privacy-model", "central"])
+                .is_err()
+        );
     }
 }

@@ -100,7 +100,6 @@ mod report;
 mod setup;
 
 use anyhow::{Result, bail};
-use clap::Parser;
 
 use crate::args::Args;
 use crate::setup::Setup;
@@ -123,7 +122,7 @@ async fn run() -> Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let args = Args::parse();
+    let args = Args::parse_resolved();
     args.validate()?;
     let mut setup = Setup::prepare(&args).await?;
     match args.duration_secs {

@@ -16,6 +16,8 @@ pub(crate) struct Summary {
     pub(crate) dim: u32,
     /// The local mechanism (`LOCAL_MECHANISM_…`; unspecified for a central collection).
     pub(crate) mechanism: &'static str,
+    /// Who adds the noise (`PRIVACY_MODEL_…`).
+    pub(crate) privacy_model: &'static str,
     pub(crate) epsilon: f64,
     pub(crate) delta: f64,
     pub(crate) clip_radius: f64,
@@ -208,6 +210,10 @@ pub(crate) fn print_human(s: &Summary) {
     };
     println!("ldpcov loadgen: {} users, p = {}, {source}", s.users, s.dim);
     match s.central_release_rho {
+        Some(rho) if s.privacy_model == "PRIVACY_MODEL_TWO_AGGREGATOR" => println!(
+            "  two aggregators (no trusted party): budget ε = {}, δ = {:e} in all; this release ρ = {rho:.6} (GaussCov noise added by each aggregator to its share, Δ = {:.6}), R = {:.3}",
+            s.epsilon, s.delta, s.sensitivity, s.clip_radius
+        ),
         Some(rho) => println!(
             "  central (trusted curator): budget ε = {}, δ = {:e} in all; this release ρ = {rho:.6} (GaussCov on the exact sums, Δ = {:.6}), R = {:.3}",
             s.epsilon, s.delta, s.sensitivity, s.clip_radius

@@ -15,7 +15,9 @@
 //!   starts the real binary instead;
 //! * the relay: `ldpcov-relay`'s library, in process in front of that aggregator
 //!   (`common/relay.rs`), passed as `LDPCOV_RELAY_URL` with a device token per report
-//!   of the shuffled collection's test (run by hand, that test skips).
+//!   of the shuffled collection's test (run by hand, that test skips);
+//! * the helper of two-aggregator collections: a second in-process aggregator, passed
+//!   as `LDPCOV_HELPER_URL` (run by hand, that test skips too).
 
 use crate::common;
 
@@ -39,6 +41,14 @@ fn python_bindings_end_to_end() {
         out.stderr
             .contains("sealed reports counted through the relay"),
         "the shuffled-collection test did not run:\n{}",
+        out.stderr
+    );
+    // The two-aggregator collection's test ran (it skips only without the harness's
+    // helper) and both aggregators counted its reports.
+    assert!(
+        out.stderr
+            .contains("reports counted by the leader and the helper"),
+        "the two-aggregator test did not run:\n{}",
         out.stderr
     );
     eprintln!("{}(in {:.1?})", out.stderr, out.elapsed);

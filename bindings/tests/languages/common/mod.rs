@@ -1,6 +1,7 @@
 //! What the bindings' end-to-end tests share: the `cdylib` this test build produced and
 //! a language's `run_tests.sh` run against an in-process aggregator, with the real relay
-//! (`ldpcov-relay`'s library, [`relay`]) in front of it for shuffled collections.
+//! (`ldpcov-relay`'s library, [`relay`]) in front of it for shuffled collections and a
+//! second in-process aggregator as its helper for two-aggregator collections.
 
 mod relay;
 
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+use ldpcov_aggregator::two_aggregator::{LeaderConfig, PeerSecret, TwoAggregatorRole};
 use ldpcov_aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
 use relay::{EmbeddedRelay, RELAY_MIN_BATCH, RELAY_TOKEN};
 
@@ -44,8 +46,10 @@ pub(crate) struct ScriptOutput {
 /// `LDPCOV_RELAY_MIN_BATCH` (the relay's floor on a batch: the minimum the script's
 /// shuffled collection is created with), `LDPCOV_RELAY_DEVICE_TOKENS` (that many device
 /// tokens of distinct devices, comma-separated: the relay takes one report per device
-/// and collection) and `envs`; stops the relay and the aggregator afterwards; panics
-/// with both outputs unless the script succeeds.
+/// and collection), `LDPCOV_HELPER_URL` (a second in-process aggregator, the helper of
+/// two-aggregator collections, whose leader is `LDPCOV_URL`; they share a freshly
+/// generated peer secret) and `envs`; stops the relay and both aggregators afterwards;
+/// panics with both outputs unless the script succeeds.
 pub(crate) fn run_script_against_embedded_server(
     script: &str,
     envs: &[(&str, &std::ffi::OsStr)],
@@ -56,12 +60,27 @@ pub(crate) fn run_script_against_embedded_server(
             Token::new(RELAY_TOKEN, "relay").expect("a relay token"),
         ])
         .expect("the relay token");
+    let peer = Arc::new(PeerSecret::generate().expect("a peer secret"));
+    let helper = runtime
+        .block_on(EmbeddedServer::start_with_options(
+            Arc::new(MemoryStore::new()),
+            ServeOptions {
+                two_aggregator: Some(TwoAggregatorRole::Helper { peer: peer.clone() }),
+                ..ServeOptions::default()
+            },
+        ))
+        .expect("start the in-process helper");
     let server = runtime
         .block_on(EmbeddedServer::start_with_options(
             Arc::new(MemoryStore::new()),
             ServeOptions {
                 limits: Limits::default(),
                 auth: Arc::new(auth),
+                two_aggregator: Some(TwoAggregatorRole::Leader(LeaderConfig {
+                    helper_url: helper.url(),
+                    helper_tls: None,
+                    peer,
+                })),
                 ..ServeOptions::default()
             },
         ))
@@ -78,6 +97,7 @@ pub(crate) fn run_script_against_embedded_server(
         .env("LDPCOV_RELAY_URL", &relay.url)
         .env("LDPCOV_RELAY_MIN_BATCH", RELAY_MIN_BATCH.to_string())
         .env("LDPCOV_RELAY_DEVICE_TOKENS", device_tokens)
+        .env("LDPCOV_HELPER_URL", helper.url())
         .envs(envs.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
@@ -86,6 +106,9 @@ pub(crate) fn run_script_against_embedded_server(
     runtime
         .block_on(server.shutdown())
         .expect("stop the in-process aggregator");
+    runtime
+        .block_on(helper.shutdown())
+        .expect("stop the in-process helper");
 
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();

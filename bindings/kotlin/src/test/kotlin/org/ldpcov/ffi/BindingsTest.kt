@@ -24,6 +24,7 @@ import uniffi.ldpcov_ffi.Admin
 import uniffi.ldpcov_ffi.CollectionInfo
 import uniffi.ldpcov_ffi.CollectionSpecInput
 import uniffi.ldpcov_ffi.Device
+import uniffi.ldpcov_ffi.HelperConfig
 import uniffi.ldpcov_ffi.LdpcovException
 import uniffi.ldpcov_ffi.LedgerConfig
 import uniffi.ldpcov_ffi.Mechanism
@@ -335,5 +336,68 @@ class BindingsTest {
             assertThrows<LdpcovException.Unauthorized> { stranger.submit("kt-shuffled", x()) }
         }
         assertEquals(batch.toULong(), admin.status("kt-shuffled").reports)
+    }
+
+    @Test
+    fun twoAggregatorCollectionsGoThroughTheLeaderAndTheHelper() {
+        // cargo test's harness serves LDPCOV_URL as the leader of a second in-process
+        // aggregator, the helper at LDPCOV_HELPER_URL (bindings/tests/languages/common).
+        // Run by hand there is none (skipped, which bindings/tests/languages/kotlin.rs
+        // does not allow).
+        val helperUrl = System.getenv("LDPCOV_HELPER_URL")
+        assumeTrue(helperUrl != null, "no helper (LDPCOV_HELPER_URL): run through cargo test -p ldpcov-ffi")
+        checkNotNull(helperUrl)
+        val n = 12
+        val two = CollectionSpecInput(
+            collectionId = "kt-two",
+            dim = 3u,
+            epsilon = EPSILON,
+            delta = DELTA,
+            clipRadius = 1.0,
+            minReports = n.toULong(),
+            twoAggregator = true,
+        )
+        Admin.connect(helperUrl).use { helper ->
+            // The leader refuses a collection its helper does not hold yet.
+            assertThrows<LdpcovException.FailedPrecondition> { admin.createCollection(two) }
+            helper.createCollection(two)
+            val created = admin.createCollection(two)
+            assertTrue(created.twoAggregator)
+            assertFalse(created.shuffled)
+            val rng = Random(54)
+            val x = { List(3) { rng.nextDouble() - 0.5 } }
+            val dir = Files.createTempDirectory("kt-two-ledger")
+            val ledger = LedgerConfig(dir = dir.toString(), lifetimeEpsilon = 1000.0, periodDays = 0u, delta = DELTA)
+            // Without a helper the device refuses before charging anything: it seals the
+            // helper's share only to a key the helper itself publishes.
+            Device.connect(url, ledger = ledger).use { alone ->
+                val refused = assertThrows<LdpcovException.TwoAggregator> { alone.submit("kt-two", x()) }
+                assertTrue(refused.message!!.contains("helper"), refused.message)
+                assertEquals(0.0, alone.spentEpsilon()!!)
+            }
+            Device.connect(url, ledger = ledger, helper = HelperConfig(url = helperUrl)).use { device ->
+                assertEquals(created, device.collection("kt-two"))
+                repeat(n) { assertFalse(device.submit("kt-two", x()).duplicate) }
+                // Each report is charged the collection's rho once.
+                assertEquals(epsilonOfRho(n * created.rho, DELTA), device.spentEpsilon()!!, 1e-9)
+            }
+            // The leader verifies its queue with the helper in the background: both count
+            // every valid report once.
+            assertEquals(n.toULong(), waitForCount(admin, "kt-two", n.toULong(), RELAY_TIMEOUT_MS))
+            assertEquals(n.toULong(), helper.status("kt-two").reports)
+            // The estimate is a release of a stated rho from each aggregator's budget; the
+            // same release again answers the same numbers; the helper releases to the
+            // leader alone.
+            assertThrows<LdpcovException.InvalidInput> { admin.estimate("kt-two") }
+            val estimate = admin.estimate("kt-two", releaseRho = created.rho / 2)
+            assertEquals(n.toULong(), estimate.reports)
+            assertEquals(9, estimate.matrix.size)
+            assertTrue(estimate.matrix.all { it.isFinite() })
+            assertEquals(estimate, admin.estimate("kt-two", releaseRho = created.rho / 2))
+            val helperRefused = assertThrows<LdpcovException.FailedPrecondition> {
+                helper.estimate("kt-two", releaseRho = created.rho / 2)
+            }
+            assertTrue(helperRefused.message!!.contains("leader"), helperRefused.message)
+        }
     }
 }
