@@ -47,6 +47,7 @@ pub mod layout;
 pub mod limits;
 pub mod mechanism;
 pub mod plan;
+pub mod radius;
 pub mod shuffle;
 pub mod two_aggregator;
 pub mod wire;

@@ -219,7 +219,25 @@ pub fn radius_tradeoff(
     {
         return Err(RadiusPlanError::BadNorm { index, value });
     }
-    let count = norms.len() as f64;
+    let share = 1.0 / norms.len() as f64;
+    let distribution: Vec<(f64, f64)> = norms.iter().map(|&v| (v, share)).collect();
+    radius_tradeoff_of_distribution(spec, n, &distribution, radii)
+}
+
+/// [`radius_tradeoff`] for a distribution of norms given as `(norm, probability)`
+/// pairs: a public sample (each norm `1/len`) or a private histogram's estimated
+/// frequencies ([`crate::radius`]), which may be negative or not sum to one where noise
+/// made them so. The functionals are linear in the probabilities (unbiased for unbiased
+/// frequencies); the bias is then clamped at 0 and the mean squared norm to `[0, 1]`.
+pub fn radius_tradeoff_of_distribution(
+    spec: &ldpcov_proto::v1::CollectionSpec,
+    n: u64,
+    distribution: &[(f64, f64)],
+    radii: &[f64],
+) -> Result<Vec<RadiusCandidate>, RadiusPlanError> {
+    if distribution.is_empty() {
+        return Err(RadiusPlanError::NoNorms);
+    }
     radii
         .iter()
         .map(|&radius| {
@@ -229,9 +247,16 @@ pub fn radius_tradeoff(
             })
             .map_err(|source| RadiusPlanError::Spec { radius, source })?;
             let r2 = radius * radius;
-            let mean_square_norm = norms.iter().map(|v| (v * v / r2).min(1.0)).sum::<f64>() / count;
-            let clipping_bias_bound =
-                norms.iter().map(|v| (v * v - r2).max(0.0)).sum::<f64>() / count;
+            let mean_square_norm = distribution
+                .iter()
+                .map(|(v, w)| w * (v * v / r2).min(1.0))
+                .sum::<f64>()
+                .clamp(0.0, 1.0);
+            let clipping_bias_bound = distribution
+                .iter()
+                .map(|(v, w)| w * (v * v - r2).max(0.0))
+                .sum::<f64>()
+                .max(0.0);
             Ok(RadiusCandidate {
                 radius,
                 noise: raw_average_error(&collection, n, mean_square_norm),

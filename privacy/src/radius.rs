@@ -1,0 +1,278 @@
+//! The private radius phase: a collection's clip radius R chosen from its own users'
+//! norms, privately, instead of guessed.
+//!
+//! Each device first reports which of a few **geometric norm bins** its norm
+//! `‖x − c‖` falls in, as a one-hot vector with Gaussian noise; the sums of those
+//! reports, divided by the number of reports, are unbiased estimates of the bins'
+//! frequencies. The radius is then the bin edge with the smallest predicted error of
+//! the main collection's raw average — noise plus clipping-bias bound, the planner's
+//! rule ([`crate::plan::radius_tradeoff_of_distribution`]) on the estimated
+//! distribution. Only the noisy sums are read: no radius is ever computed from a raw
+//! norm.
+//!
+//! **Budget.** A stated share of the collection's per-report zCDP ρ goes to the phase
+//! ([`split_budget`]); the main report's ε is lowered so that the two phases' ρ add up
+//! to exactly what the collection's (ε, δ) alone would have spent, so a device's
+//! ledger is charged no more than without the phase.
+//!
+//! **Calibration.** Moving one user from one bin to another changes the one-hot vector
+//! in two entries by 1: L2 sensitivity √2. Gaussian noise of sd σ per entry is then
+//! ρ-zCDP with ρ = Δ²/(2σ²) = 1/σ² (Bun & Steinke 2016), so [`RadiusPhase::sigma`] is
+//! `1/√ρ`.
+//!
+//! ```
+//! use ldpcov_privacy::radius::{NormBins, RadiusPhase, split_budget};
+//! use ldpcov_proto::v1::CollectionSpec;
+//!
+//! let spec = CollectionSpec {
+//!     collection_id: "survey".into(),
+//!     dim: 4,
+//!     epsilon: 1.0,
+//!     delta: 1e-6,
+//!     clip_radius: 1.0, // replaced by the phase's choice
+//!     min_reports: 1,
+//!     ..Default::default()
+//! };
+//! let (phase_rho, main) = split_budget(&spec, 0.2)?;
+//! let phase = RadiusPhase::new(NormBins::geometric(0.5, 8.0, 9)?, phase_rho)?;
+//! // Every user's norm is 1.5: noise-free sums put all the mass in one bin.
+//! let n = 100_000u64;
+//! let mut sums = vec![0.0; phase.bins().len()];
+//! sums[phase.bins().bin_of(1.5)] = n as f64;
+//! let chosen = phase.choose_radius(&main, n, &sums, n)?;
+//! // The smallest edge at or above every norm: nothing clipped, least noise.
+//! assert_eq!(chosen.radius, phase.bins().upper_norm(phase.bins().bin_of(1.5)));
+//! assert_eq!(chosen.clipping_bias_bound, 0.0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use ldpcov_proto::v1::CollectionSpec;
+
+use crate::Collection;
+use crate::plan::{RadiusCandidate, RadiusPlanError, best_radius, radius_tradeoff_of_distribution};
+
+/// L2 sensitivity of a one-hot bin report: one user moved from one bin to another
+/// changes two entries by 1.
+pub const ONE_HOT_SENSITIVITY: f64 = std::f64::consts::SQRT_2;
+
+/// Why a radius phase cannot be set up or cannot choose.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RadiusPhaseError {
+    /// The bins' range or count is unusable.
+    #[error("norm bins: {0}")]
+    Bins(String),
+    /// The phase's share of the budget, or its ρ, is not in range.
+    #[error("radius phase budget: {0}")]
+    Budget(String),
+    /// The collection's spec is invalid (with the lowered ε, or as given).
+    #[error("collection: {0}")]
+    Spec(#[from] crate::SpecError),
+    /// The sums do not match the bins, or count no report.
+    #[error("radius phase sums: {0}")]
+    Sums(String),
+    /// The planner could not compare the radii.
+    #[error(transparent)]
+    Plan(#[from] RadiusPlanError),
+}
+
+/// Geometric bins of users' norms: edges `e_0 < … < e_{m−1}` with a constant ratio,
+/// bins `[0, e_0)`, `[e_0, e_1)`, …, `[e_{m−1}, ∞)`. The edges are the candidate radii.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NormBins {
+    edges: Vec<f64>,
+}
+
+impl NormBins {
+    /// `edges` edges from `smallest` to `largest` (both included), each the previous
+    /// times `(largest/smallest)^(1/(edges−1))`. Refused unless
+    /// `0 < smallest < largest` (finite) and `2 ≤ edges ≤ 64`.
+    pub fn geometric(smallest: f64, largest: f64, edges: usize) -> Result<Self, RadiusPhaseError> {
+        if !(smallest.is_finite() && largest.is_finite() && smallest > 0.0 && largest > smallest)
+        {
+            return Err(RadiusPhaseError::Bins(format!(
+                "need 0 < smallest < largest, finite: got {smallest} and {largest}"
+            )));
+        }
+        if !(2..=64).contains(&edges) {
+            return Err(RadiusPhaseError::Bins(format!(
+                "need 2 to 64 edges, got {edges}"
+            )));
+        }
+        let ratio = (largest / smallest).powf(1.0 / (edges - 1) as f64);
+        let mut edges: Vec<f64> = (0..edges).map(|k| smallest * ratio.powi(k as i32)).collect();
+        // The last edge exactly as given (no rounding drift).
+        if let Some(last) = edges.last_mut() {
+            *last = largest;
+        }
+        Ok(NormBins { edges })
+    }
+
+    /// The edges, ascending: the candidate radii.
+    pub fn edges(&self) -> &[f64] {
+        &self.edges
+    }
+
+    /// Number of bins (one more than the edges).
+    pub fn len(&self) -> usize {
+        self.edges.len() + 1
+    }
+
+    /// Always false: there are at least three bins.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The bin of `norm` (a NaN falls in the top bin, as an infinite norm would).
+    pub fn bin_of(&self, norm: f64) -> usize {
+        self.edges.partition_point(|&e| e <= norm)
+    }
+
+    /// The norm that stands for bin `bin` in the planner: its upper edge, and for the
+    /// top bin one ratio above the largest edge. Upper edges overstate the clipping
+    /// bias, so the rule leans to larger radii (as the planner's bound does).
+    pub fn upper_norm(&self, bin: usize) -> f64 {
+        match self.edges.get(bin) {
+            Some(&e) => e,
+            None => {
+                let m = self.edges.len();
+                self.edges[m - 1] * (self.edges[m - 1] / self.edges[m - 2])
+            }
+        }
+    }
+}
+
+/// A collection's radius phase: its bins and the zCDP ρ of one device's bin report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RadiusPhase {
+    bins: NormBins,
+    rho: f64,
+}
+
+impl RadiusPhase {
+    /// A phase over `bins` spending `rho` (> 0, finite) per report.
+    pub fn new(bins: NormBins, rho: f64) -> Result<Self, RadiusPhaseError> {
+        if !(rho.is_finite() && rho > 0.0) {
+            return Err(RadiusPhaseError::Budget(format!(
+                "ρ of the phase must be > 0 and finite, got {rho}"
+            )));
+        }
+        Ok(RadiusPhase { bins, rho })
+    }
+
+    /// The bins.
+    pub fn bins(&self) -> &NormBins {
+        &self.bins
+    }
+
+    /// zCDP ρ of one device's bin report.
+    pub fn rho(&self) -> f64 {
+        self.rho
+    }
+
+    /// Gaussian noise sd on each entry of the one-hot report: `Δ/√(2ρ) = 1/√ρ`.
+    pub fn sigma(&self) -> f64 {
+        ONE_HOT_SENSITIVITY / (2.0 * self.rho).sqrt()
+    }
+
+    /// The noise-free report of a user with norm `norm`: 1 in its bin, 0 elsewhere. A
+    /// device adds independent noise of sd [`sigma`](Self::sigma) to every entry.
+    pub fn one_hot(&self, norm: f64) -> Vec<f64> {
+        let mut report = vec![0.0; self.bins.len()];
+        report[self.bins.bin_of(norm)] = 1.0;
+        report
+    }
+
+    /// Unbiased estimates of the bins' frequencies from the sums of `reports` noisy
+    /// reports (noise has mean zero): `sums / reports`. Each has sd
+    /// `σ/√reports` from the noise.
+    pub fn frequencies(&self, sums: &[f64], reports: u64) -> Result<Vec<f64>, RadiusPhaseError> {
+        if sums.len() != self.bins.len() {
+            return Err(RadiusPhaseError::Sums(format!(
+                "{} sums for {} bins",
+                sums.len(),
+                self.bins.len()
+            )));
+        }
+        if reports == 0 {
+            return Err(RadiusPhaseError::Sums("no reports".into()));
+        }
+        if let Some(bad) = sums.iter().find(|s| !s.is_finite()) {
+            return Err(RadiusPhaseError::Sums(format!("a sum is {bad}")));
+        }
+        Ok(sums.iter().map(|s| s / reports as f64).collect())
+    }
+
+    /// The radius for the main collection `main` (its `clip_radius` ignored) at `n`
+    /// users: the edge with the smallest predicted noise + clipping-bias bound over the
+    /// distribution estimated from the phase's `sums` of `reports` reports — a
+    /// post-processing of the noisy sums alone.
+    pub fn choose_radius(
+        &self,
+        main: &CollectionSpec,
+        n: u64,
+        sums: &[f64],
+        reports: u64,
+    ) -> Result<RadiusCandidate, RadiusPhaseError> {
+        let frequencies = self.frequencies(sums, reports)?;
+        let distribution: Vec<(f64, f64)> = frequencies
+            .iter()
+            .enumerate()
+            .map(|(bin, &f)| (self.bins.upper_norm(bin), f))
+            .collect();
+        let candidates =
+            radius_tradeoff_of_distribution(main, n, &distribution, self.bins.edges())?;
+        best_radius(&candidates).ok_or(RadiusPhaseError::Plan(RadiusPlanError::NoNorms))
+    }
+}
+
+/// Splits the per-report budget of `spec` between a radius phase and the main report:
+/// the phase gets `share` (in (0, 1)) of the ρ the collection's (ε, δ) would spend
+/// alone, and the main report the ε at the same δ whose ρ is the rest (found by
+/// bisection, to a relative 10⁻¹² of ρ). Returns the phase's ρ and the main spec.
+pub fn split_budget(
+    spec: &CollectionSpec,
+    share: f64,
+) -> Result<(f64, CollectionSpec), RadiusPhaseError> {
+    if !(share > 0.0 && share < 1.0) {
+        return Err(RadiusPhaseError::Budget(format!(
+            "the phase's share must be in (0, 1), got {share}"
+        )));
+    }
+    let total = Collection::create(spec)?.rho();
+    let phase_rho = share * total;
+    let main_rho = total - phase_rho;
+    let rho_at = |epsilon: f64| -> Result<f64, RadiusPhaseError> {
+        Ok(Collection::create(&CollectionSpec {
+            epsilon,
+            ..spec.clone()
+        })?
+        .rho())
+    };
+    // ρ grows with ε: bisect on (0, ε].
+    let (mut low, mut high) = (0.0, spec.epsilon);
+    for _ in 0..200 {
+        let mid = 0.5 * (low + high);
+        if rho_at(mid)? > main_rho {
+            high = mid;
+        } else {
+            low = mid;
+        }
+        if (high - low) <= 1e-15 * spec.epsilon {
+            break;
+        }
+    }
+    let main = CollectionSpec {
+        epsilon: low,
+        ..spec.clone()
+    };
+    let spent = rho_at(low)?;
+    if spent > main_rho * (1.0 + 1e-12) {
+        return Err(RadiusPhaseError::Budget(format!(
+            "the main report's ρ {spent} exceeds its share {main_rho}"
+        )));
+    }
+    Ok((phase_rho, main))
+}
+
+#[cfg(test)]
+mod tests;
