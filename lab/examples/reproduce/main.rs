@@ -41,6 +41,7 @@ mod mean_cov;
 mod mechanisms;
 mod papers;
 mod plot;
+mod radius;
 mod su_guo_zhang;
 mod unordered;
 mod wang_xu;
@@ -96,6 +97,9 @@ enum Experiment {
     /// (zero, diagonal, scaled identity) in both norms, with the repetitions' spread:
     /// real data sets and Model 1 at low n.
     BothNorms(both_norms::Args),
+    /// The private radius phase against the fixed radius √(2p) on real data sets, at
+    /// the same total budget, against the data's own covariance.
+    Radius(radius::Args),
 }
 
 /// How results are printed.
@@ -140,6 +144,7 @@ fn main() -> Result<()> {
         Experiment::Mechanisms(a) => mechanisms::run(&a, out),
         Experiment::MeanCov(a) => mean_cov::run(&a, out),
         Experiment::BothNorms(a) => both_norms::run(&a, out),
+        Experiment::Radius(a) => radius::run(&a, out),
     }
 }
 

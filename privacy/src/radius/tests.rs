@@ -86,7 +86,10 @@ fn the_noise_is_calibrated_to_the_one_hot_sensitivity() {
     assert!((phase.sigma() - 10.0).abs() < 1e-12);
     assert!((zcdp_rho(ONE_HOT_SENSITIVITY, phase.sigma()) - phase.rho()).abs() < 1e-15);
     for rho in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        assert!(RadiusPhase::new(phase.bins().clone(), rho).is_err(), "{rho}");
+        assert!(
+            RadiusPhase::new(phase.bins().clone(), rho).is_err(),
+            "{rho}"
+        );
     }
 }
 
@@ -99,8 +102,14 @@ fn the_split_spends_exactly_the_collections_rho() {
             let main_rho = Collection::create(&main).unwrap().rho();
             assert!((phase_rho - share * total).abs() <= 1e-15 * total);
             // Never more than the collection alone, and short of it by at most 10⁻⁹.
-            assert!(phase_rho + main_rho <= total * (1.0 + 1e-12), "p {dim} share {share}");
-            assert!(phase_rho + main_rho >= total * (1.0 - 1e-9), "p {dim} share {share}");
+            assert!(
+                phase_rho + main_rho <= total * (1.0 + 1e-12),
+                "p {dim} share {share}"
+            );
+            assert!(
+                phase_rho + main_rho >= total * (1.0 - 1e-9),
+                "p {dim} share {share}"
+            );
             assert!(main.epsilon < 1.0 && main.epsilon > 0.0);
             assert_eq!(main.delta, 1e-6);
         }
@@ -159,11 +168,21 @@ fn frequencies_from_noisy_sums_are_unbiased_with_the_stated_sd() {
 
 #[test]
 fn the_choice_is_the_planners_on_the_binned_distribution() {
-    let phase = RadiusPhase::new(NormBins::geometric(1.0, 32.0, 11).unwrap(), 0.01).unwrap();
+    // Noise-free sums: no bin is read as empty.
+    let phase = RadiusPhase::new(NormBins::geometric(1.0, 32.0, 11).unwrap(), 0.01)
+        .unwrap()
+        .with_empty_bin_sds(0.0)
+        .unwrap();
     let (_, main) = split_budget(&spec(10), 0.2).unwrap();
     // Norms of a population with a heavy tail, binned without noise.
     let norms: Vec<f64> = (0..1000)
-        .map(|i| if i % 10 == 0 { 20.0 } else { 3.0 + (i % 7) as f64 * 0.2 })
+        .map(|i| {
+            if i % 10 == 0 {
+                20.0
+            } else {
+                3.0 + (i % 7) as f64 * 0.2
+            }
+        })
         .collect();
     let mut sums = vec![0.0; phase.bins().len()];
     for &v in &norms {
@@ -175,16 +194,49 @@ fn the_choice_is_the_planners_on_the_binned_distribution() {
         .collect();
     for n in [1_000u64, 1_000_000, 100_000_000] {
         let chosen = phase.choose_radius(&main, n, &sums, 1000).unwrap();
-        let planner = best_radius(
-            &radius_tradeoff(&main, n, &binned, phase.bins().edges()).unwrap(),
-        )
-        .unwrap();
+        let planner =
+            best_radius(&radius_tradeoff(&main, n, &binned, phase.bins().edges()).unwrap())
+                .unwrap();
         assert_eq!(chosen.radius, planner.radius, "n = {n}");
         assert!((chosen.total() - planner.total()).abs() <= 1e-9 * planner.total());
     }
     // More users, less noise: the radius grows to take in the tail.
     let small = phase.choose_radius(&main, 1_000, &sums, 1000).unwrap();
-    let large = phase.choose_radius(&main, 100_000_000, &sums, 1000).unwrap();
-    assert!(large.radius > small.radius, "{} vs {}", large.radius, small.radius);
+    let large = phase
+        .choose_radius(&main, 100_000_000, &sums, 1000)
+        .unwrap();
+    assert!(
+        large.radius > small.radius,
+        "{} vs {}",
+        large.radius,
+        small.radius
+    );
     assert!(large.radius >= 20.0);
+}
+
+/// A far bin whose estimate is within the empty-bin threshold is read as empty: noise
+/// there cannot pull the radius out to it; the same bin well above the threshold does.
+#[test]
+fn a_far_bin_at_noise_level_does_not_move_the_radius() {
+    let n = 1_000_000u64;
+    // σ/√n = 10/1000 = 0.01: the threshold is 0.035.
+    let phase = RadiusPhase::new(NormBins::geometric(1.0, 32.0, 11).unwrap(), 0.01).unwrap();
+    assert_eq!(DEFAULT_EMPTY_BIN_SDS, 3.5);
+    let (_, main) = split_budget(&spec(10), 0.2).unwrap();
+    let bulk = phase.bins().bin_of(3.0);
+    let far = phase.bins().len() - 1;
+    let with_far = |share: f64| {
+        let mut sums = vec![0.0; phase.bins().len()];
+        sums[bulk] = (1.0 - share) * n as f64;
+        sums[far] = share * n as f64;
+        phase.choose_radius(&main, n, &sums, n).unwrap()
+    };
+    let none = with_far(0.0);
+    // The upper edge of the bulk's bin: no one clipped, least noise.
+    assert!((none.radius - 4.0).abs() < 1e-9, "{}", none.radius);
+    // 3 sds of noise in the top bin: read as empty.
+    assert_eq!(with_far(0.03).radius, none.radius);
+    // 20 % of users out there: real, and the radius follows them.
+    assert!(with_far(0.2).radius > 16.0, "{}", with_far(0.2).radius);
+    assert!(phase.clone().with_empty_bin_sds(-1.0).is_err());
 }
