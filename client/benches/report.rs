@@ -23,7 +23,7 @@ use ldpcov_client::{Collection, DiscreteGaussianSampler, Perturber, ReportBuilde
 use std::hint::black_box;
 
 /// The Gaussian report's dimensions.
-const DIMS: [u32; 3] = [10, 100, 1000];
+const DIMS: [u32; 4] = [10, 20, 100, 1000];
 /// The rank-one report's dimensions.
 const RANK_ONE_DIMS: [u32; 2] = [20, 1000];
 
