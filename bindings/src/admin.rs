@@ -83,6 +83,15 @@ impl CollectionSpecInput {
                 ..Default::default()
             }),
         };
+        let common = CollectionSpec {
+            collection_id: self.collection_id.clone(),
+            dim: self.dim,
+            epsilon: self.epsilon,
+            delta: self.delta,
+            clip_radius: self.clip_radius,
+            min_reports: self.min_reports,
+            ..Default::default()
+        };
         if self.two_aggregator {
             if self.encoding.is_some() || self.mechanism.is_some() || shuffle.is_some() {
                 return Err(LdpcovError::InvalidInput {
@@ -90,23 +99,11 @@ impl CollectionSpecInput {
                 });
             }
             return Ok(CollectionSpec {
-                collection_id: self.collection_id.clone(),
-                dim: self.dim,
-                epsilon: self.epsilon,
-                delta: self.delta,
-                clip_radius: self.clip_radius,
-                min_reports: self.min_reports,
                 privacy_model: PrivacyModel::TwoAggregator as i32,
-                ..Default::default()
+                ..common
             });
         }
         Ok(CollectionSpec {
-            collection_id: self.collection_id.clone(),
-            dim: self.dim,
-            epsilon: self.epsilon,
-            delta: self.delta,
-            clip_radius: self.clip_radius,
-            min_reports: self.min_reports,
             encoding: match (self.encoding, self.mechanism) {
                 (Some(encoding), _) => encoding.to_proto().into(),
                 (None, Some(Mechanism::RankOne)) => WireEncoding::I16.to_proto().into(),
@@ -114,7 +111,7 @@ impl CollectionSpecInput {
             },
             local_mechanism: self.mechanism.map_or(0, |m| m.to_proto() as i32),
             shuffle,
-            ..Default::default()
+            ..common
         })
     }
 }

@@ -295,7 +295,7 @@ pub fn quantile_radii(norms: &[f64]) -> Vec<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ldpcov_proto::v1::{CollectionSpec, LocalMechanism, PrivacyModel};
 
@@ -313,7 +313,8 @@ mod tests {
         .unwrap()
     }
 
-    fn radius_spec() -> CollectionSpec {
+    /// A Gaussian collection at p = 10, ε = 1, δ = 10⁻⁶, R = 1 (radius tests).
+    pub(crate) fn radius_spec() -> CollectionSpec {
         CollectionSpec {
             collection_id: "radius".into(),
             dim: 10,

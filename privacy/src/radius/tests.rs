@@ -7,13 +7,8 @@ use rand_distr::{Distribution, StandardNormal};
 
 fn spec(dim: u32) -> CollectionSpec {
     CollectionSpec {
-        collection_id: "radius".into(),
         dim,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 1.0,
-        min_reports: 1,
-        ..Default::default()
+        ..crate::plan::tests::radius_spec()
     }
 }
 
