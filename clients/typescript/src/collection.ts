@@ -147,6 +147,11 @@ export class Collection {
     const { epsilon, delta, clipRadius } = s;
     if (!(Number.isFinite(epsilon) && epsilon > 0 && epsilon <= MAX_EPSILON)) throw new SpecError(`epsilon ${epsilon}`);
     const central = s.privacyModel === PrivacyModel.CENTRAL;
+    if (s.privacyModel === PrivacyModel.TWO_AGGREGATOR) {
+      throw new SpecError(
+        "a two-aggregator collection: this client builds no Prio3 shares; report with the Rust client or the Python and Kotlin bindings",
+      );
+    }
     if (![PrivacyModel.UNSPECIFIED, PrivacyModel.LOCAL, PrivacyModel.CENTRAL].includes(s.privacyModel)) {
       throw new SpecError(`privacy model ${s.privacyModel}`);
     }

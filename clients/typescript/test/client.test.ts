@@ -12,6 +12,7 @@ import {
   Aggregator,
   type CollectionParams,
   CollectionParamsSchema,
+  PrivacyModel,
   ReportSchema,
   SubmitReportResponseSchema,
 } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
@@ -182,7 +183,7 @@ test("the ledger is charged before the report leaves and refuses once the budget
   assert.equal(ledger.spends.length, sent);
 });
 
-test("refused collections send nothing: less noise, another id, weaker privacy than the policy, central", async () => {
+test("refused collections send nothing: less noise, another id, weaker privacy than the policy, central, two-aggregator", async () => {
   const params = paramsOf("gaussian-svec-i32-second-moment-p3");
   const id = params.spec!.collectionId;
   const lessNoise = clone(CollectionParamsSchema, params);
@@ -209,6 +210,19 @@ test("refused collections send nothing: less noise, another id, weaker privacy t
   const r = byName("central-raw-second-moment-p3").reports[0]!;
   await client.submitToTrustedCurator(c, r.x.map(f64));
   assert.equal(hex(fromBinary(ReportSchema, fake.received[0]!).payload), r.payload);
+
+  // A two-aggregator collection: refused when derived (this client builds no Prio3
+  // shares), so nothing can be sent to it.
+  const two = clone(CollectionParamsSchema, central);
+  two.spec!.privacyModel = PrivacyModel.TWO_AGGREGATOR;
+  const twoFake = fakeAggregator([two]);
+  client = new AggregatorClient("http://unused", { transport: twoFake.transport });
+  await assert.rejects(client.collection(two.spec!.collectionId), (e: unknown) => {
+    assert.ok(e instanceof SpecError, String(e));
+    assert.match(e.message, /two-aggregator/);
+    return true;
+  });
+  assert.equal(twoFake.received.length, 0);
 });
 
 /** A gRPC-Web body: the message frame then the trailer frame. */
