@@ -70,6 +70,9 @@ pub struct Gate {
     key_pins: Arc<Mutex<HashMap<KeyPin, [u8; 32]>>>,
     /// Key conflicts already logged and counted: (collection, key id, the new bytes).
     conflicts: Arc<Mutex<HashSet<KeyConflict>>>,
+    /// Held while a conflict is recorded, so that no caller answers "held" before the
+    /// conflict is in the store (the status counts it) and none counts it twice.
+    conflict_writes: Arc<tokio::sync::Mutex<()>>,
     /// Why each held collection is held, as last found.
     held: Arc<Mutex<HashMap<String, String>>>,
     /// The retired collections (all of them: read from the store at start).
@@ -116,6 +119,7 @@ impl Gate {
             logged: Arc::default(),
             key_pins: Arc::default(),
             conflicts: Arc::default(),
+            conflict_writes: Arc::default(),
             held: Arc::default(),
             retired: Arc::new(Mutex::new(retired)),
             clock: crate::clock::system_clock(),
@@ -376,23 +380,30 @@ impl Gate {
                 .map(|(_, b)| *b)
                 .unwrap_or(bytes);
             if first != bytes {
-                let new = self
+                let conflict = (id.to_string(), key_id, bytes);
+                let _writing = self.conflict_writes.lock().await;
+                let new = !self
                     .conflicts
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .insert((id.to_string(), key_id, bytes));
+                    .contains(&conflict);
                 if new {
                     tracing::error!(
                         collection = id,
                         key_id,
                         "the aggregator answered other public-key bytes for a key id the relay pinned: a key partition would split the batch; holding the collection (no report taken, no batch forwarded)"
                     );
-                    metrics::counter!("ldpcov_relay_key_conflicts_total", "collection" => id.to_string())
-                        .increment(1);
                     self.store
                         .record_key_conflict(id, (self.clock)())
                         .await
                         .map_err(store_status)?;
+                    metrics::counter!("ldpcov_relay_key_conflicts_total", "collection" => id.to_string())
+                        .increment(1);
+                    // Counted once recorded: a failed write is retried by the next call.
+                    self.conflicts
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(conflict);
                 }
                 return Err(Status::failed_precondition(format!(
                     "collection {id} is held: the aggregator now answers other public-key bytes for key id {key_id} than the relay pinned at first sight; the relay takes no report and forwards no batch of it while this lasts"
