@@ -558,17 +558,40 @@ impl AggregatorClient {
     /// Sends a prebuilt report, retrying transient failures with the same bytes.
     pub async fn submit_report(&mut self, report: Report) -> Result<SubmitOutcome, ClientError> {
         let report_id = ReportId::try_from(report.report_id.as_slice())?;
-        let report = Arc::new(report);
+        self.send_retried(
+            "SubmitReport",
+            report_id,
+            report,
+            |mut c, report| async move { c.submit_report(report).await },
+            |r| r.duplicate,
+        )
+        .await
+    }
+
+    /// Sends one report message `message` (carrying `report_id`) through `method`,
+    /// retrying transient failures with the same bytes; `duplicate` reads whether the
+    /// server had already counted the id.
+    async fn send_retried<M, R, F, Fut>(
+        &mut self,
+        method: &'static str,
+        report_id: ReportId,
+        message: M,
+        mut send: F,
+        duplicate: fn(&R) -> bool,
+    ) -> Result<SubmitOutcome, ClientError>
+    where
+        M: Clone,
+        F: FnMut(Stub, M) -> Fut,
+        Fut: Future<Output = Result<Response<R>, Status>>,
+    {
+        let message = Arc::new(message);
         let (response, attempts) = self
-            .call("SubmitReport", |mut c| {
-                let report = Report::clone(&report);
-                async move { c.submit_report(report).await }
-            })
+            .call(method, |c| send(c, M::clone(&message)))
             .await
             .map_err(|(status, _)| status)?;
         Ok(SubmitOutcome {
             report_id,
-            duplicate: response.duplicate,
+            duplicate: duplicate(&response),
             attempts,
         })
     }

@@ -1,8 +1,6 @@
 //! Two-aggregator collections on the device's client: the helper's own keys, the
 //! report's shares built, the upload to the leader (docs/PRIVACY.md §10).
 
-use std::sync::Arc;
-
 use ldpcov_proto::v1::{GetCollectionRequest, TwoAggregatorReport};
 use tonic::transport::Channel;
 
@@ -46,19 +44,14 @@ impl AggregatorClient {
         report: TwoAggregatorReport,
     ) -> Result<SubmitOutcome, ClientError> {
         let report_id = ReportId::try_from(report.report_id.as_slice())?;
-        let report = Arc::new(report);
-        let (response, attempts) = self
-            .call("UploadTwoAggregatorReport", |mut c| {
-                let report = TwoAggregatorReport::clone(&report);
-                async move { c.upload_two_aggregator_report(report).await }
-            })
-            .await
-            .map_err(|(status, _)| status)?;
-        Ok(SubmitOutcome {
+        self.send_retried(
+            "UploadTwoAggregatorReport",
             report_id,
-            duplicate: response.duplicate,
-            attempts,
-        })
+            report,
+            |mut c, report| async move { c.upload_two_aggregator_report(report).await },
+            |r| r.duplicate,
+        )
+        .await
     }
 
     /// The helper's active key of two-aggregator `collection`, from the helper's own

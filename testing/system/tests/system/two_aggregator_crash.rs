@@ -44,7 +44,7 @@ use ldpcov_client::{Collection, ReportBuilder, ReportId, active_key, two_aggrega
 use ldpcov_prio::Field;
 use ldpcov_proto::v1::aggregator_client::AggregatorClient as RawClient;
 use ldpcov_proto::v1::{
-    CollectionSpec, CreateCollectionRequest, GetCollectionRequest, GetStatusRequest, PrivacyModel,
+    CollectionSpec, CreateCollectionRequest, GetCollectionRequest, GetStatusRequest,
     TwoAggregatorReport,
 };
 use prio::vdaf::{AggregateShare, Collector};
@@ -161,14 +161,8 @@ async fn start_pair() -> Pair {
     };
     leader.start().await;
     let spec = CollectionSpec {
-        collection_id: ID.into(),
         dim: DIM,
-        epsilon: 1.0,
-        delta: 1e-6,
-        clip_radius: 2.0,
-        min_reports: 10,
-        privacy_model: PrivacyModel::TwoAggregator as i32,
-        ..Default::default()
+        ..crate::in_process::two_aggregator::spec(ID)
     };
     let mut params = None;
     for url in [helper.url(), leader.url()] {

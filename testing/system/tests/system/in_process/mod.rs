@@ -13,4 +13,4 @@ mod mechanisms;
 mod operations;
 mod shuffle;
 mod tls;
-mod two_aggregator;
+pub(crate) mod two_aggregator;

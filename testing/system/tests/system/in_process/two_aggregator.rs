@@ -27,7 +27,8 @@ use tonic::transport::Channel;
 
 const DIM: u32 = 4;
 
-fn spec(id: &str) -> CollectionSpec {
+/// A two-aggregator collection of p = 4 (ε = 1, δ = 10⁻⁶, R = 2, minimum 10).
+pub(crate) fn spec(id: &str) -> CollectionSpec {
     CollectionSpec {
         collection_id: id.into(),
         dim: DIM,
