@@ -104,6 +104,22 @@ pub enum ClientError {
     /// The Prio3 shares of a report could not be built (a vector the circuit refuses).
     #[error("the report's Prio3 shares: {0}")]
     Shares(String),
+    /// A main report for a collection whose clip radius is still being chosen.
+    #[error(
+        "collection {id:?}'s clip radius is still being chosen: report the norm to {phase:?} first (submit does), and the vector once the phase is closed"
+    )]
+    RadiusPending {
+        /// The collection.
+        id: String,
+        /// Its radius phase's collection.
+        phase: String,
+    },
+    /// A radius-phase report for a collection with no pending radius phase.
+    #[error("collection {id:?} has no radius phase waiting for reports")]
+    NoRadiusPhase {
+        /// The collection.
+        id: String,
+    },
     /// A trusted-curator report for a local collection.
     #[error("collection {id:?} is local: its reports must be perturbed on the device")]
     LocalCollection {

@@ -248,7 +248,7 @@ impl BudgetLedger {
         self.spends.push(Spend {
             collection_id: collection.id().to_string(),
             rho,
-            epsilon: collection.epsilon(),
+            epsilon: collection.report_epsilon(),
             delta: collection.delta(),
             unix_secs,
         });

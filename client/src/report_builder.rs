@@ -54,7 +54,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::perturb::{clip, random_report_id, report_of_clipped};
+use crate::perturb::{centred_norm, clip, random_report_id, report_of_clipped};
 use crate::{BudgetLedger, ClientError, DiscreteGaussianSampler, NoiseSampler, PrivacyPolicy};
 use ldpcov_privacy::{Collection, ReportId, ReportMechanism};
 use ldpcov_proto::v1::{RelayReport, Report, SealedReport, TwoAggregatorReport};
@@ -157,6 +157,15 @@ impl ReportBuilder {
                 id: collection.id().to_string(),
             });
         }
+        if let Some(phase) = collection
+            .radius_phase()
+            .filter(|_| collection.radius_pending())
+        {
+            return Err(ClientError::RadiusPending {
+                id: collection.id().to_string(),
+                phase: phase.phase_collection_id().to_string(),
+            });
+        }
         // A Collection holds what its spec derives (it cannot be edited), so it is used
         // as it is: derived once, when it was fetched or built, never per report.
         self.policy.check(collection)?;
@@ -167,6 +176,30 @@ impl ReportBuilder {
             ledger.charge(collection)?;
         }
         report_of_clipped(collection, &u, &mut *self.noise, report_id)
+    }
+
+    /// The radius-phase report for `x` of a collection whose clip radius is still being
+    /// chosen ([`Collection::radius_pending`]): the one-hot vector of the interval
+    /// `‖x − c‖` falls in, built by [`report`](Self::report) for the phase's own
+    /// collection — its policy check, its spend (the phase's ρ, under the phase's id)
+    /// and its Gaussian noise. The main collection is checked against the policy too
+    /// (its ε is the device's total over both reports). Refuses a collection with no
+    /// pending phase, and bad input, before anything is spent.
+    pub fn radius_phase_report(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<Report, ClientError> {
+        let settings = collection
+            .radius_phase()
+            .filter(|_| collection.radius_pending())
+            .ok_or_else(|| ClientError::NoRadiusPhase {
+                id: collection.id().to_string(),
+            })?;
+        self.policy.check(collection)?;
+        let norm = centred_norm(collection, x)?;
+        let phase = Collection::from_spec(settings.phase_spec())?;
+        self.report(&phase, &settings.one_hot(norm))
     }
 
     /// A two-aggregator collection's report for `x` (see the module docs): the leader's

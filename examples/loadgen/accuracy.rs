@@ -21,7 +21,9 @@ use ldpcov_lab::metrics::{
 use rand::SeedableRng;
 
 use crate::args::Args;
-use crate::report::{ClippingSummary, DataPlacement, DataSummary, ShuffleSummary, Summary};
+use crate::report::{
+    ClippingSummary, DataPlacement, DataSummary, RadiusPhaseSummary, ShuffleSummary, Summary,
+};
 use crate::setup::{Setup, Source, build_report};
 
 /// What the workers sent: reports accepted, duplicates, payload bytes per report.
@@ -40,6 +42,10 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
     );
 
     let started = Instant::now();
+    let radius_phase = match setup.collection.radius_phase() {
+        Some(_) if setup.collection.radius_pending() => Some(radius_phase(args, setup).await?),
+        _ => None,
+    };
     let (accepted, duplicates, bytes_per_report) = send(args, setup, &bar).await?;
     bar.finish_and_clear();
     // Through a relay, the reports reach the aggregator once their window is due; a
@@ -181,6 +187,7 @@ pub(crate) async fn run(args: &Args, setup: &mut Setup) -> Result<Summary> {
         data,
         shuffle: shuffle_summary(setup, mean_square_norm),
         clipping,
+        radius_phase,
     })
 }
 
@@ -280,6 +287,34 @@ fn shuffle_summary(setup: &Setup, mean_square_norm: f64) -> Option<ShuffleSummar
         min_batch_size: privacy.min_batch,
         planned_rel_frobenius_noise_local_rank_one: local_only(LocalMechanism::RankOne),
         planned_rel_frobenius_noise_local_gaussian: local_only(LocalMechanism::Gaussian),
+    })
+}
+
+/// The radius phase: every user reports its norm's interval to the phase's
+/// collection (the same users, drawn from the same seeds, as the main reports), then
+/// the phase is closed, which sets the collection's radius, read back into `setup`.
+async fn radius_phase(args: &Args, setup: &mut Setup) -> Result<RadiusPhaseSummary> {
+    let settings = setup
+        .collection
+        .radius_phase()
+        .context("the collection has no radius phase")?
+        .clone();
+    let phase_id = settings.phase_collection_id().to_string();
+    let (reports, _, _) = send(args, setup, &ProgressBar::hidden()).await?;
+    setup.admin.close_collection(&phase_id).await?;
+    setup.collection = setup.admin.collection(&setup.id).await?;
+    anyhow::ensure!(
+        !setup.collection.radius_pending(),
+        "closing {phase_id} set no radius"
+    );
+    Ok(RadiusPhaseSummary {
+        phase_collection_id: phase_id,
+        share: settings.share(),
+        phase_epsilon: settings.phase_epsilon(),
+        main_epsilon: settings.main_epsilon(),
+        candidates: settings.bins().edges().to_vec(),
+        chosen_radius: setup.collection.clip_radius(),
+        reports,
     })
 }
 

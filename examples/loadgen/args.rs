@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use clap::{Parser, ValueEnum};
 use ldpcov::proto::v1::{
-    CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel, ShuffleSpec,
+    CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel, RadiusPhaseSpec, ShuffleSpec,
 };
 use ldpcov_lab::models::{Model, Tails};
 use nalgebra::DMatrix;
@@ -189,6 +189,13 @@ pub(crate) struct Args {
     /// aggregator. The collection is a shuffled rank-one one.
     #[arg(long, conflicts_with_all = ["aggregator", "duration_secs", "token"])]
     pub(crate) relay: bool,
+    /// Choose the clip radius privately (docs/USAGE.md, "Choosing the clip radius"):
+    /// every user first spends this share of its budget (in (0, 1), e.g. 0.1)
+    /// reporting its norm's interval to the collection `<id>.radius`; the run closes
+    /// it, which sets R, then sends the main reports at the ε left. Local Gaussian
+    /// collections; the candidate radii are the default √p/4 to 16·√p.
+    #[arg(long, conflicts_with_all = ["clip_radius", "relay", "duration_secs"])]
+    pub(crate) radius_phase: Option<f64>,
     /// With --relay: the central ε wanted against the aggregator (at δ = 1e-6); each
     /// report's ε0 is then the largest whose batches of --shuffle-min-batch meet it,
     /// instead of --epsilon.
@@ -243,6 +250,12 @@ impl Args {
         }
         if self.duration_secs == Some(0) {
             bail!("--duration-secs must be at least 1");
+        }
+        if self.radius_phase.is_some()
+            && (self.privacy_model != PrivacyModelArg::Local
+                || self.mechanism == Some(MechanismArg::RankOne))
+        {
+            bail!("--radius-phase is for local Gaussian collections");
         }
         if self.mechanism.is_some() && self.privacy_model != PrivacyModelArg::Local {
             bail!("--mechanism is for local collections");
@@ -340,7 +353,12 @@ impl Args {
             dim,
             epsilon: shuffle.map_or(self.epsilon, |s| s.local_epsilon),
             delta: self.delta(),
-            clip_radius,
+            // With a radius phase R is 0 until the phase chooses it.
+            clip_radius: if self.radius_phase.is_some() {
+                0.0
+            } else {
+                clip_radius
+            },
             centre: self.centre.clone(),
             min_reports: match self.duration_secs {
                 Some(_) => 1000,
@@ -380,6 +398,10 @@ impl Args {
             shuffle: shuffle.map(|s| ShuffleSpec {
                 min_batch_size: s.min_batch,
                 batch_window_seconds: 1,
+                ..Default::default()
+            }),
+            radius_phase: self.radius_phase.map(|share| RadiusPhaseSpec {
+                share,
                 ..Default::default()
             }),
             ..Default::default()

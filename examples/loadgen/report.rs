@@ -53,6 +53,24 @@ pub(crate) struct Summary {
     /// What clipping costs: the clipping bias and the error against what the devices'
     /// clipped vectors make reachable.
     pub(crate) clipping: ClippingSummary,
+    /// With `--radius-phase`: the phase and the radius it chose (null otherwise).
+    pub(crate) radius_phase: Option<RadiusPhaseSummary>,
+}
+
+/// A radius phase's run: its budget, its candidates and the radius it chose.
+#[derive(Serialize)]
+pub(crate) struct RadiusPhaseSummary {
+    pub(crate) phase_collection_id: String,
+    /// The phase's share of each device's ρ.
+    pub(crate) share: f64,
+    /// ε of the norm report and of the main report (at the collection's δ); `epsilon`
+    /// is the device's total.
+    pub(crate) phase_epsilon: f64,
+    pub(crate) main_epsilon: f64,
+    pub(crate) candidates: Vec<f64>,
+    pub(crate) chosen_radius: f64,
+    /// Norm reports the phase's collection accepted.
+    pub(crate) reports: u64,
 }
 
 /// What clipping costs. `C` is the matrix the collection estimates once its devices
@@ -226,6 +244,22 @@ pub(crate) fn print_human(s: &Summary) {
             "  privacy per report: ε = {}, δ = {:e}, R = {:.3}, Δ = {:.6}, σ = {:.4} (analytic Gaussian, {})",
             s.epsilon, s.delta, s.clip_radius, s.sensitivity, s.sigma, s.mechanism
         ),
+    }
+    if let Some(r) = &s.radius_phase {
+        println!(
+            "  radius chosen privately: R = {:.4} of {} candidates ({:.3} to {:.3}) from {} norm reports to {} at ε = {:.4}; main reports at ε = {:.4} (ρ shares {} / {}: ε = {} in all)",
+            r.chosen_radius,
+            r.candidates.len(),
+            r.candidates.first().copied().unwrap_or(0.0),
+            r.candidates.last().copied().unwrap_or(0.0),
+            r.reports,
+            r.phase_collection_id,
+            r.phase_epsilon,
+            r.main_epsilon,
+            r.share,
+            1.0 - r.share,
+            s.epsilon
+        );
     }
     if let Some(sh) = &s.shuffle {
         println!(

@@ -91,7 +91,8 @@ pub(crate) struct Setup {
 }
 
 /// One user's report for `collection`: perturbed on the "device" for a local
-/// collection, the clipped vector itself for a central one (trusted curator).
+/// collection (its norm's interval while its radius is being chosen), the clipped
+/// vector itself for a central one (trusted curator).
 pub(crate) fn build_report(
     client: &mut AggregatorClient,
     collection: &Collection,
@@ -99,6 +100,8 @@ pub(crate) fn build_report(
 ) -> Result<Report> {
     Ok(if collection.is_central() {
         trusted_curator_report(collection, x, random_report_id()?)?
+    } else if collection.radius_pending() {
+        client.prepare_radius_phase_report(collection, x)?
     } else {
         client.prepare_report(collection, x)?
     })
@@ -125,7 +128,11 @@ impl Setup {
             Some(path) => {
                 let data = DataUsers::from_file(path, args.standardize)?;
                 let dim = data.check_dim(args.dim)?;
-                let radius = data.clip_radius(args.clip_radius)?;
+                // With a radius phase the collection's R is chosen by it.
+                let radius = match args.radius_phase {
+                    Some(_) => 0.0,
+                    None => data.clip_radius(args.clip_radius)?,
+                };
                 let rows = data.user_rows(args.users, args.seed);
                 let users = rows.len() as u64;
                 let source = Source::Data {

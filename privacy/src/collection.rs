@@ -24,6 +24,7 @@ use crate::mechanism::{
     GaussianReport, NoiseModel, OffDiagonalWeighting, RankOneReport, RawVectorReport,
     ReportMechanism, Unbiasing,
 };
+use crate::radius::settings::RadiusPhaseSettings;
 use crate::shuffle::{ShuffleSettings, ShuffledPrivacy};
 use crate::two_aggregator::TwoAggregatorCircuit;
 use ldpcov_accounting::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
@@ -41,7 +42,7 @@ pub use crate::mechanism::{Entry, MEAN_WEIGHT, joint_base_sensitivity};
 pub use validate::validate_collection_id;
 use validate::{validate_centre, validate_names, validate_new_spec};
 
-mod validate;
+pub(crate) mod validate;
 
 /// Name of the calibration recorded in [`CollectionParams::calibration`].
 pub const CALIBRATION_NAME: &str = "analytic-gaussian/balle-wang-2018";
@@ -84,6 +85,8 @@ pub struct Collection {
     rho: f64,
     mechanism: ReportMechanism,
     shuffle: Option<ShuffleSettings>,
+    /// The radius phase, when the spec sets one (boxed: most collections have none).
+    radius_phase: Option<Box<RadiusPhaseSettings>>,
     /// The central guarantee of a shuffled collection, computed once on demand.
     shuffled_privacy: LazyShuffledPrivacy,
 }
@@ -135,6 +138,15 @@ impl Collection {
         }
         if let Some(shuffle) = &spec.shuffle {
             resolved.shuffle = Some(ShuffleSettings::create(shuffle)?.spec());
+        }
+        if let Some(phase) = &spec.radius_phase {
+            if spec.clip_radius != 0.0 {
+                return Err(SpecError::RadiusPhase(format!(
+                    "clip_radius must be 0 at creation (the phase chooses it), got {}",
+                    spec.clip_radius
+                )));
+            }
+            resolved.radius_phase = Some(RadiusPhaseSettings::resolve(phase, spec.dim as usize));
         }
         let collection = Self::from_spec(&resolved)?;
         validate_new_spec(&resolved)?;
@@ -202,9 +214,20 @@ impl Collection {
         } else if !(delta > 0.0 && delta < 1.0) {
             return Err(SpecError::Delta(delta));
         }
-        if !(clip_radius.is_finite() && clip_radius > 0.0) {
-            return Err(SpecError::ClipRadius(clip_radius));
-        }
+        // With a radius phase, R is 0 until chosen, then one of the phase's candidates,
+        // and the main report spends the ε left by the phase's.
+        let radius_phase = match &spec.radius_phase {
+            Some(phase) => Some(Box::new(RadiusPhaseSettings::derive(spec, phase, &|s| {
+                Collection::from_spec(s).map(|c| c.rho)
+            })?)),
+            None if !(clip_radius.is_finite() && clip_radius > 0.0) => {
+                return Err(SpecError::ClipRadius(clip_radius));
+            }
+            None => None,
+        };
+        let report_epsilon = radius_phase
+            .as_ref()
+            .map_or(epsilon, |phase| phase.main_epsilon());
         if spec.min_reports == 0 {
             return Err(SpecError::MinReports);
         }
@@ -271,8 +294,14 @@ impl Collection {
             } else {
                 OffDiagonalWeighting::Raw
             };
-            let gaussian =
-                GaussianReport::calibrate(dim, has_mean, weighting, epsilon, delta, encoding)?;
+            let gaussian = GaussianReport::calibrate(
+                dim,
+                has_mean,
+                weighting,
+                report_epsilon,
+                delta,
+                encoding,
+            )?;
             let rho = zcdp_rho(gaussian.sensitivity(), gaussian.sigma());
             (ReportMechanism::Gaussian(gaussian), rho)
         };
@@ -308,6 +337,7 @@ impl Collection {
             rho,
             mechanism,
             shuffle,
+            radius_phase,
             shuffled_privacy: LazyShuffledPrivacy::default(),
         })
     }
@@ -331,6 +361,7 @@ impl Collection {
             && params.mean_entries as usize == local.mean_entries()
             && same(params.base_sensitivity, local.base_sensitivity())
             && params.rank_one == local.params().rank_one
+            && params.radius_phase == local.params().radius_phase
             && match (&params.two_aggregator, local.two_aggregator()) {
                 (None, None) => true,
                 (Some(params), Some(circuit)) => circuit.agrees_with(params),
@@ -365,12 +396,44 @@ impl Collection {
             allow_compressed_release: self.allow_compressed_release,
             local_mechanism: self.mechanism.local_mechanism() as i32,
             shuffle: self.shuffle.as_ref().map(ShuffleSettings::spec),
+            radius_phase: self.radius_phase.as_ref().map(|phase| phase.spec()),
             central_weighting: match self.central_weighting {
                 None => CentralWeighting::Unspecified,
                 Some(OffDiagonalWeighting::Svec) => CentralWeighting::Svec,
                 Some(OffDiagonalWeighting::Raw) => CentralWeighting::Triu,
             } as i32,
         }
+    }
+
+    /// The radius phase, if the spec sets one (R chosen from the users' noisy norms).
+    pub fn radius_phase(&self) -> Option<&RadiusPhaseSettings> {
+        self.radius_phase.as_deref()
+    }
+
+    /// True while a radius phase has not chosen R (it is 0): no main report is built.
+    pub fn radius_pending(&self) -> bool {
+        self.radius_phase.is_some() && self.clip_radius == 0.0
+    }
+
+    /// This collection with the radius its phase chose (a candidate, else refused).
+    pub fn with_chosen_radius(&self, radius: f64) -> Result<Collection, SpecError> {
+        if self.radius_phase.is_none() {
+            return Err(SpecError::RadiusPhase(format!(
+                "collection {} has no radius phase",
+                self.id
+            )));
+        }
+        Collection::from_spec(&CollectionSpec {
+            clip_radius: radius,
+            ..self.spec()
+        })
+    }
+
+    /// ε of one report: the spec's, or with a radius phase the main report's.
+    pub fn report_epsilon(&self) -> f64 {
+        self.radius_phase
+            .as_ref()
+            .map_or(self.epsilon, |phase| phase.main_epsilon())
     }
 
     /// The shuffle settings of a shuffled collection (its reports come only through a
@@ -633,6 +696,10 @@ impl Collection {
                 }
             }),
             two_aggregator: self.two_aggregator().map(|circuit| circuit.params()),
+            radius_phase: self
+                .radius_phase
+                .as_ref()
+                .map(|phase| phase.params(self.clip_radius > 0.0)),
         }
     }
 

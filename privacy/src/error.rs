@@ -185,6 +185,9 @@ pub enum SpecError {
         "a shuffled collection needs a pure epsilon-LDP mechanism (local_mechanism LOCAL_MECHANISM_RANK_ONE, delta 0): the amplification bound does not cover {0}"
     )]
     ShuffleMechanism(&'static str),
+    /// A radius phase the collection cannot have, or whose settings are unusable.
+    #[error("radius phase: {0}")]
+    RadiusPhase(String),
     /// Parameters without a spec.
     #[error("collection parameters carry no spec")]
     MissingSpec,

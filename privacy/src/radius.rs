@@ -55,6 +55,8 @@ use ldpcov_proto::v1::CollectionSpec;
 
 use crate::Collection;
 use crate::plan::{RadiusCandidate, RadiusPlanError, best_radius, radius_tradeoff_of_distribution};
+pub use bins::{NormBins, NormBinsError};
+pub use settings::{DEFAULT_RADII, DEFAULT_SHARE, PHASE_COLLECTION_SUFFIX, RadiusPhaseSettings};
 
 /// L2 sensitivity of a one-hot bin report: one user moved from one bin to another
 /// changes two entries by 1.
@@ -64,8 +66,8 @@ pub const ONE_HOT_SENSITIVITY: f64 = std::f64::consts::SQRT_2;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RadiusPhaseError {
     /// The bins' range or count is unusable.
-    #[error("norm bins: {0}")]
-    Bins(String),
+    #[error(transparent)]
+    Bins(#[from] NormBinsError),
     /// The phase's share of the budget, or its ρ, is not in range.
     #[error("radius phase budget: {0}")]
     Budget(String),
@@ -80,78 +82,12 @@ pub enum RadiusPhaseError {
     Plan(#[from] RadiusPlanError),
 }
 
-/// Geometric bins of users' norms: edges `e_0 < … < e_{m−1}` with a constant ratio,
-/// bins `[0, e_0)`, `[e_0, e_1)`, …, `[e_{m−1}, ∞)`. The edges are the candidate radii.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NormBins {
-    edges: Vec<f64>,
-}
-
-impl NormBins {
-    /// `edges` edges from `smallest` to `largest` (both included), each the previous
-    /// times `(largest/smallest)^(1/(edges−1))`. Refused unless
-    /// `0 < smallest < largest` (finite) and `2 ≤ edges ≤ 64`.
-    pub fn geometric(smallest: f64, largest: f64, edges: usize) -> Result<Self, RadiusPhaseError> {
-        if !(smallest.is_finite() && largest.is_finite() && smallest > 0.0 && largest > smallest) {
-            return Err(RadiusPhaseError::Bins(format!(
-                "need 0 < smallest < largest, finite: got {smallest} and {largest}"
-            )));
-        }
-        if !(2..=64).contains(&edges) {
-            return Err(RadiusPhaseError::Bins(format!(
-                "need 2 to 64 edges, got {edges}"
-            )));
-        }
-        let ratio = (largest / smallest).powf(1.0 / (edges - 1) as f64);
-        let mut edges: Vec<f64> = (0..edges)
-            .map(|k| smallest * ratio.powi(k as i32))
-            .collect();
-        // The last edge exactly as given (no rounding drift).
-        if let Some(last) = edges.last_mut() {
-            *last = largest;
-        }
-        Ok(NormBins { edges })
-    }
-
-    /// The edges, ascending: the candidate radii.
-    pub fn edges(&self) -> &[f64] {
-        &self.edges
-    }
-
-    /// Number of bins (one more than the edges).
-    pub fn len(&self) -> usize {
-        self.edges.len() + 1
-    }
-
-    /// Always false: there are at least three bins.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// The bin of `norm` (a NaN falls in the top bin, as an infinite norm would).
-    pub fn bin_of(&self, norm: f64) -> usize {
-        self.edges.partition_point(|&e| e <= norm)
-    }
-
-    /// The norm that stands for bin `bin` in the planner: its upper edge, and for the
-    /// top bin one ratio above the largest edge. Upper edges overstate the clipping
-    /// bias, so the rule leans to larger radii (as the planner's bound does).
-    pub fn upper_norm(&self, bin: usize) -> f64 {
-        match self.edges.get(bin) {
-            Some(&e) => e,
-            None => {
-                let m = self.edges.len();
-                self.edges[m - 1] * (self.edges[m - 1] / self.edges[m - 2])
-            }
-        }
-    }
-}
-
 /// A collection's radius phase: its bins and the zCDP ρ of one device's bin report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RadiusPhase {
     bins: NormBins,
     rho: f64,
+    noise_sd: f64,
     empty_bin_sds: f64,
 }
 
@@ -174,6 +110,7 @@ impl RadiusPhase {
         Ok(RadiusPhase {
             bins,
             rho,
+            noise_sd: ONE_HOT_SENSITIVITY / (2.0 * rho).sqrt(),
             empty_bin_sds: DEFAULT_EMPTY_BIN_SDS,
         })
     }
@@ -200,9 +137,43 @@ impl RadiusPhase {
         self.rho
     }
 
-    /// Gaussian noise sd on each entry of the one-hot report: `Δ/√(2ρ) = 1/√ρ`.
+    /// Gaussian noise sd on each entry of the one-hot report: `Δ/√(2ρ) = 1/√ρ`, or
+    /// the one a collection derived ([`for_collection`](Self::for_collection)).
     pub fn sigma(&self) -> f64 {
-        ONE_HOT_SENSITIVITY / (2.0 * self.rho).sqrt()
+        self.noise_sd
+    }
+
+    /// The phase of collection `main`, which has one: its bins, and the noise of its
+    /// phase collection's unbiased diagonal entries (`1/√ρ` plus the grid's rounding
+    /// term, which the calibration adds to the sensitivity).
+    pub fn for_collection(main: &Collection) -> Result<Self, RadiusPhaseError> {
+        let settings = main.radius_phase().ok_or_else(|| {
+            RadiusPhaseError::Budget(format!("collection {} has no radius phase", main.id()))
+        })?;
+        let phase = Collection::from_spec(settings.phase_spec())?;
+        let mut this = RadiusPhase::new(settings.bins().clone(), settings.phase_rho())?;
+        this.noise_sd = phase.unbiased_report_noise_sd(crate::collection::Entry::Diagonal);
+        Ok(this)
+    }
+
+    /// The radius collection `main`'s phase chooses from its phase collection's
+    /// unbiased diagonal averages `frequencies` (the intervals' estimated frequencies)
+    /// over `reports` reports: [`choose_radius`](Self::choose_radius) for the main
+    /// report's ε at `reports` users. A post-processing of the noisy sums alone.
+    pub fn choose_collection_radius(
+        main: &Collection,
+        frequencies: &[f64],
+        reports: u64,
+    ) -> Result<RadiusCandidate, RadiusPhaseError> {
+        let phase = Self::for_collection(main)?;
+        let planned = CollectionSpec {
+            epsilon: main.report_epsilon(),
+            radius_phase: None,
+            clip_radius: 1.0,
+            ..main.spec()
+        };
+        let sums: Vec<f64> = frequencies.iter().map(|f| f * reports as f64).collect();
+        phase.choose_radius(&planned, reports, &sums, reports)
     }
 
     /// The noise-free report of a user with norm `norm`: 1 in its bin, 0 elsewhere. A
@@ -262,10 +233,12 @@ impl RadiusPhase {
     }
 }
 
-/// Splits the per-report budget of `spec` between a radius phase and the main report:
-/// the phase gets `share` (in (0, 1)) of the ρ the collection's (ε, δ) would spend
-/// alone, and the main report the ε at the same δ whose ρ is the rest (found by
-/// bisection, to a relative 10⁻¹² of ρ). Returns the phase's ρ and the main spec.
+/// Splits the per-report budget of `spec` between a radius phase and the main report
+/// as a collection with a radius phase of this `share` (in (0, 1)) does
+/// ([`RadiusPhaseSettings`]): the phase's ρ, at most `share` of the ρ the collection's
+/// (ε, δ) would spend alone, and the main spec at the largest ε at the same δ whose ρ
+/// is at most the rest. Returns the phase's ρ and the main spec (its `clip_radius`
+/// kept).
 pub fn split_budget(
     spec: &CollectionSpec,
     share: f64,
@@ -275,41 +248,25 @@ pub fn split_budget(
             "the phase's share must be in (0, 1), got {share}"
         )));
     }
-    let total = Collection::create(spec)?.rho();
-    let phase_rho = share * total;
-    let main_rho = total - phase_rho;
-    let rho_at = |epsilon: f64| -> Result<f64, RadiusPhaseError> {
-        Ok(Collection::create(&CollectionSpec {
-            epsilon,
-            ..spec.clone()
-        })?
-        .rho())
-    };
-    // ρ grows with ε: bisect on (0, ε].
-    let (mut low, mut high) = (0.0, spec.epsilon);
-    for _ in 0..200 {
-        let mid = 0.5 * (low + high);
-        if rho_at(mid)? > main_rho {
-            high = mid;
-        } else {
-            low = mid;
-        }
-        if (high - low) <= 1e-15 * spec.epsilon {
-            break;
-        }
-    }
-    let main = CollectionSpec {
-        epsilon: low,
+    let with_phase = Collection::create(&CollectionSpec {
+        clip_radius: 0.0,
+        radius_phase: Some(ldpcov_proto::v1::RadiusPhaseSpec {
+            share,
+            ..Default::default()
+        }),
         ..spec.clone()
+    })?;
+    let settings = with_phase
+        .radius_phase()
+        .ok_or_else(|| RadiusPhaseError::Budget("the collection has no radius phase".into()))?;
+    let main = CollectionSpec {
+        epsilon: settings.main_epsilon(),
+        ..Collection::create(spec)?.spec()
     };
-    let spent = rho_at(low)?;
-    if spent > main_rho * (1.0 + 1e-12) {
-        return Err(RadiusPhaseError::Budget(format!(
-            "the main report's ρ {spent} exceeds its share {main_rho}"
-        )));
-    }
-    Ok((phase_rho, main))
+    Ok((settings.phase_rho(), main))
 }
 
+mod bins;
+pub(crate) mod settings;
 #[cfg(test)]
 mod tests;

@@ -219,6 +219,23 @@ pub(crate) fn params_json(p: &CollectionParams) -> serde_json::Value {
             "expected_rounds": r.expected_rounds,
         })),
         "shuffle": p.shuffle.as_ref().map(|s| shuffle_json(s, spec.shuffle.unwrap_or_default())),
+        "radius_phase": p.radius_phase.as_ref().map(|r| radius_phase_json(r, spec.radius_phase.unwrap_or_default())),
+    })
+}
+
+/// A radius phase's settings and derived parameters.
+fn radius_phase_json(
+    r: &ldpcov_proto::v1::RadiusPhaseParams,
+    settings: ldpcov_proto::v1::RadiusPhaseSpec,
+) -> serde_json::Value {
+    serde_json::json!({
+        "phase_collection_id": r.phase_collection_id,
+        "share": settings.share,
+        "radii": r.radii,
+        "phase_epsilon": r.phase_epsilon,
+        "phase_rho": r.phase_rho,
+        "main_epsilon": r.main_epsilon,
+        "radius_chosen": r.radius_chosen,
     })
 }
 

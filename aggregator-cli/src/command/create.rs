@@ -7,7 +7,7 @@ use clap::ValueEnum;
 use ldpcov_csv::strip_bom;
 use ldpcov_proto::v1::{
     CentralWeighting, CollectionSpec, CreateCollectionRequest, Encoding, LocalMechanism, Moments,
-    PrivacyModel, ShuffleSpec,
+    PrivacyModel, RadiusPhaseSpec, ShuffleSpec,
 };
 
 use super::admin::{ServerArgs, params_json, print_json, status_error};
@@ -34,9 +34,14 @@ pub(crate) struct Options {
     /// the README's table: `rank-one` needs far fewer users for the same error.
     #[arg(long, env = "LDPCOV_MECHANISM", value_enum)]
     mechanism: Option<MechanismArg>,
-    /// Clip radius R.
-    #[arg(long, env = "LDPCOV_CLIP_RADIUS")]
-    clip_radius: f64,
+    /// Clip radius R (or --radius-phase-share: chosen from the users' norms).
+    #[arg(
+        long,
+        env = "LDPCOV_CLIP_RADIUS",
+        required_unless_present = "radius_phase_share",
+        conflicts_with = "radius_phase_share"
+    )]
+    clip_radius: Option<f64>,
     /// Reports needed before an estimate is released.
     #[arg(long, env = "LDPCOV_MIN_REPORTS")]
     min_reports: u64,
@@ -118,6 +123,21 @@ pub(crate) struct Options {
         requires = "shuffle_min_batch"
     )]
     key_grace_rotations: Option<u32>,
+    /// Choose R privately (docs/USAGE.md, "Choosing the clip radius"): devices first
+    /// spend this share of their budget (in (0, 1), e.g. 0.1) reporting their norm's
+    /// interval to the collection `<id>.radius`; closing it sets R. Local Gaussian
+    /// collections only.
+    #[arg(long, env = "LDPCOV_RADIUS_PHASE_SHARE")]
+    radius_phase_share: Option<f64>,
+    /// The smallest candidate radius (default √p/4).
+    #[arg(long, requires = "radius_phase_share")]
+    radius_phase_smallest: Option<f64>,
+    /// The largest candidate radius (default 16·√p).
+    #[arg(long, requires = "radius_phase_share")]
+    radius_phase_largest: Option<f64>,
+    /// Candidate radii, geometric from the smallest to the largest (default 13).
+    #[arg(long, requires = "radius_phase_share")]
+    radius_phase_radii: Option<u32>,
 }
 
 /// `--moments`.
@@ -270,7 +290,7 @@ impl Options {
             dim: self.dim,
             epsilon: self.epsilon,
             delta,
-            clip_radius: self.clip_radius,
+            clip_radius: self.clip_radius.unwrap_or(0.0),
             min_reports: self.min_reports,
             encoding: self
                 .encoding
@@ -301,6 +321,12 @@ impl Options {
                 central_delta: self.shuffle_delta.unwrap_or(0.0),
                 key_rotation_seconds: self.key_rotation_secs.unwrap_or(0),
                 key_grace_rotations: self.key_grace_rotations.unwrap_or(0),
+            }),
+            radius_phase: self.radius_phase_share.map(|share| RadiusPhaseSpec {
+                share,
+                smallest_radius: self.radius_phase_smallest.unwrap_or(0.0),
+                largest_radius: self.radius_phase_largest.unwrap_or(0.0),
+                radii: self.radius_phase_radii.unwrap_or(0),
             }),
         };
         let params = self

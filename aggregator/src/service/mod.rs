@@ -32,6 +32,7 @@ use ldpcov_seal::MasterSecret;
 mod central;
 mod convert;
 mod keys;
+mod radius;
 mod shuffle;
 mod status;
 mod two_aggregator;
@@ -104,6 +105,8 @@ pub struct AggregatorService {
     verifier: Option<LeaderVerifier>,
     /// A helper's per-collection verification locks.
     verify_locks: VerifyLocks,
+    /// Main collections served with the radius their closed phase chose.
+    chosen_radii: radius::ChosenRadii,
 }
 
 /// A helper's per-collection verification locks.
@@ -135,6 +138,7 @@ impl AggregatorService {
             two_aggregator: None,
             verifier: None,
             verify_locks: VerifyLocks::default(),
+            chosen_radii: radius::ChosenRadii::default(),
         }
     }
 
@@ -228,7 +232,8 @@ impl AggregatorService {
 
     async fn collection(&self, id: &str) -> Result<Arc<Collection>, Status> {
         validate_collection_id(id).map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.store.collection(id).await.map_err(store_status)
+        let stored = self.store.collection(id).await.map_err(store_status)?;
+        self.with_chosen_radius(stored).await
     }
 
     /// The body of `SubmitReports`: validates and stores the stream's reports in
@@ -359,6 +364,7 @@ impl Aggregator for AggregatorService {
                 self.limits.max_dim
             )));
         }
+        self.create_radius_phase(&collection).await?;
         let created = self
             .store
             .create_collection(collection)
@@ -475,12 +481,18 @@ impl Aggregator for AggregatorService {
     ) -> Result<Response<CollectionStatus>, Status> {
         self.auth.check(request.metadata(), Right::Admin)?;
         let c = self.collection(&request.get_ref().collection_id).await?;
+        self.check_phase_closable(&c).await?;
         self.store
             .close_collection(c.id())
             .await
             .map_err(store_status)?;
         let status = self.status_of(&c).await?;
         tracing::info!(collection = %c.id(), reports = status.reports, "collection closed");
+        if let Some(main) = self.main_of_phase(c.id()).await? {
+            // The main collection's radius, chosen now (and logged) rather than by
+            // the first device that asks.
+            self.with_chosen_radius(main).await?;
+        }
         Ok(Response::new(status))
     }
 
@@ -491,11 +503,32 @@ impl Aggregator for AggregatorService {
         self.auth.check(request.metadata(), Right::Admin)?;
         let id = &request.get_ref().collection_id;
         validate_collection_id(id).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if let Some(main) = self.main_of_phase(id).await? {
+            return Err(Status::failed_precondition(format!(
+                "collection {id} is the radius phase of {}, whose radius it sets: delete {} (which deletes both)",
+                main.id(),
+                main.id()
+            )));
+        }
+        let phase = match self.store.collection(id).await {
+            Ok(c) => c
+                .radius_phase()
+                .map(|s| s.phase_collection_id().to_string()),
+            Err(_) => None,
+        };
         let reports = self
             .store
             .delete_collection(id)
             .await
             .map_err(store_status)?;
+        self.forget_radius(id)?;
+        if let Some(phase) = phase {
+            match self.store.delete_collection(&phase).await {
+                Ok(_) | Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(store_status(e)),
+            }
+            tracing::info!(collection = %phase, "radius phase deleted with its collection");
+        }
         tracing::info!(collection = %id, reports, "collection deleted");
         self.refresh_collections_gauge().await;
         Ok(Response::new(DeleteCollectionResponse { reports }))
@@ -510,7 +543,10 @@ impl Aggregator for AggregatorService {
         let mut collections = Vec::with_capacity(ids.len());
         for id in ids {
             match self.store.collection(&id).await {
-                Ok(c) => collections.push(self.status_of(&c).await?),
+                Ok(c) => {
+                    let c = self.with_chosen_radius(c).await?;
+                    collections.push(self.status_of(&c).await?)
+                }
                 // Deleted between the listing and now: not listed.
                 Err(StoreError::NotFound(_)) => {}
                 Err(e) => return Err(store_status(e)),

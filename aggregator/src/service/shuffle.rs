@@ -113,6 +113,13 @@ impl AggregatorService {
                 c.id()
             )));
         }
+        if let Some(phase) = c.radius_phase().filter(|_| c.radius_pending()) {
+            return Err(Status::failed_precondition(format!(
+                "collection {}'s clip radius is still being chosen: devices report their norm to {} until an operator closes it",
+                c.id(),
+                phase.phase_collection_id()
+            )));
+        }
         Ok(())
     }
 

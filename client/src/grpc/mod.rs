@@ -513,9 +513,27 @@ impl AggregatorClient {
         self.device.report(collection, x)
     }
 
+    /// Builds the radius-phase report of `x` for a collection whose clip radius is
+    /// still being chosen, without sending it
+    /// ([`ReportBuilder::radius_phase_report`](crate::ReportBuilder::radius_phase_report)):
+    /// send it with [`submit_report`](Self::submit_report) or in a stream.
+    pub fn prepare_radius_phase_report(
+        &mut self,
+        collection: &Collection,
+        x: &[f64],
+    ) -> Result<Report, ClientError> {
+        self.device.radius_phase_report(collection, x)
+    }
+
     /// Perturbs `x` and submits it: the report (noise, bytes, random id) is built
     /// completely before any network call, then sent with retries that reuse the same
     /// report and id.
+    ///
+    /// For a collection whose clip radius is still being chosen
+    /// ([`Collection::radius_pending`]), what is sent is the radius-phase report of `x`
+    /// ([`ReportBuilder::radius_phase_report`](crate::ReportBuilder::radius_phase_report):
+    /// the noisy interval of its norm, to the phase's collection). Fetch the collection
+    /// again once the phase is closed, and submit the vector itself.
     pub async fn submit(
         &mut self,
         collection: &Collection,
@@ -536,6 +554,11 @@ impl AggregatorClient {
         if collection.is_two_aggregator() {
             let report = self.prepare_two_aggregator_report(collection, x)?;
             return self.upload_two_aggregator_report(report).await;
+        }
+        if collection.radius_pending() {
+            // The radius is still being chosen: the norm's interval, to the phase.
+            let report = self.prepare_radius_phase_report(collection, x)?;
+            return self.submit_report(report).await;
         }
         let report = self.prepare_report(collection, x)?;
         self.submit_report(report).await

@@ -196,6 +196,35 @@ impl Perturber {
 /// [`Perturber::clip`] for `collection`.
 pub(crate) fn clip(collection: &Collection, x: &[f64]) -> Result<Vec<f64>, ClientError> {
     let dim = collection.dim();
+    let x = centred(collection, x)?;
+    let (max_abs, s) = norm_parts(&x);
+    if max_abs == 0.0 {
+        return Ok(vec![0.0; dim]);
+    }
+    let keep = 1.0 - CLIP_MARGIN;
+    let radius = collection.clip_radius();
+    // ‖x‖ = max_abs·s may overflow to +∞ only when it exceeds R: the test stays right.
+    if max_abs * s <= radius {
+        Ok(x.iter().map(|v| v / radius * keep).collect())
+    } else {
+        Ok(x.iter().map(|v| v / max_abs / s * keep).collect())
+    }
+}
+
+/// `‖x − c‖` for `collection`'s centre `c` (none: `‖x‖`), after the same input checks
+/// as [`clip`]: what a device's radius-phase report is of. `+∞` when it overflows.
+pub(crate) fn centred_norm(collection: &Collection, x: &[f64]) -> Result<f64, ClientError> {
+    let (max_abs, s) = norm_parts(&centred(collection, x)?);
+    Ok(if max_abs == 0.0 { 0.0 } else { max_abs * s })
+}
+
+/// `x − c` after the input checks: `x` has the collection's dimension and finite
+/// coordinates, and so does `x − c`.
+fn centred<'a>(
+    collection: &Collection,
+    x: &'a [f64],
+) -> Result<std::borrow::Cow<'a, [f64]>, ClientError> {
+    let dim = collection.dim();
     if x.len() != dim {
         return Err(ClientError::Dimension {
             expected: dim,
@@ -205,25 +234,27 @@ pub(crate) fn clip(collection: &Collection, x: &[f64]) -> Result<Vec<f64>, Clien
     if let Some(index) = x.iter().position(|v| !v.is_finite()) {
         return Err(ClientError::NonFinite { index });
     }
-    let centred: Vec<f64>;
-    let x = if collection.centre().is_empty() {
-        x
-    } else {
-        centred = x
-            .iter()
-            .zip(collection.centre())
-            .map(|(v, c)| v - c)
-            .collect();
-        if let Some(index) = centred.iter().position(|v| !v.is_finite()) {
-            return Err(ClientError::NonFinite { index });
-        }
-        &centred
-    };
+    if collection.centre().is_empty() {
+        return Ok(std::borrow::Cow::Borrowed(x));
+    }
+    let centred: Vec<f64> = x
+        .iter()
+        .zip(collection.centre())
+        .map(|(v, c)| v - c)
+        .collect();
+    if let Some(index) = centred.iter().position(|v| !v.is_finite()) {
+        return Err(ClientError::NonFinite { index });
+    }
+    Ok(std::borrow::Cow::Owned(centred))
+}
+
+/// `(max|xᵢ|, s)` with `‖x‖ = max|xᵢ|·s`: `s = ‖x‖ / max|xᵢ|` lies in `[1, √p]`, so
+/// neither overflows nor underflows (`s` is 0 for the zero vector).
+fn norm_parts(x: &[f64]) -> (f64, f64) {
     let max_abs = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     if max_abs == 0.0 {
-        return Ok(vec![0.0; dim]);
+        return (0.0, 0.0);
     }
-    // s = ‖x‖ / max|xᵢ| lies in [1, √p]: no overflow, no underflow.
     let s = x
         .iter()
         .map(|v| {
@@ -232,14 +263,7 @@ pub(crate) fn clip(collection: &Collection, x: &[f64]) -> Result<Vec<f64>, Clien
         })
         .sum::<f64>()
         .sqrt();
-    let keep = 1.0 - CLIP_MARGIN;
-    let radius = collection.clip_radius();
-    // ‖x‖ = max_abs·s may overflow to +∞ only when it exceeds R: the test stays right.
-    if max_abs * s <= radius {
-        Ok(x.iter().map(|v| v / radius * keep).collect())
-    } else {
-        Ok(x.iter().map(|v| v / max_abs / s * keep).collect())
-    }
+    (max_abs, s)
 }
 
 /// The complete perturbed [`Report`] of `collection` for the clipped vector `u`:

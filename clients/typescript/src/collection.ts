@@ -152,6 +152,11 @@ export class Collection {
         "a two-aggregator collection: this client builds no Prio3 shares; report with the Rust client or the Python and Kotlin bindings",
       );
     }
+    if (s.radiusPhase !== undefined) {
+      throw new SpecError(
+        "a collection with a radius phase: this client does not build its norm report; report with the Rust client or the Python and Kotlin bindings",
+      );
+    }
     if (![PrivacyModel.UNSPECIFIED, PrivacyModel.LOCAL, PrivacyModel.CENTRAL].includes(s.privacyModel)) {
       throw new SpecError(`privacy model ${s.privacyModel}`);
     }

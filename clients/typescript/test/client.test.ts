@@ -13,6 +13,7 @@ import {
   type CollectionParams,
   CollectionParamsSchema,
   PrivacyModel,
+  RadiusPhaseSpecSchema,
   ReportSchema,
   SubmitReportResponseSchema,
 } from "../src/gen/ldpcov/v1/ldpcov_pb.js";
@@ -183,7 +184,7 @@ test("the ledger is charged before the report leaves and refuses once the budget
   assert.equal(ledger.spends.length, sent);
 });
 
-test("refused collections send nothing: less noise, another id, weaker privacy than the policy, central, two-aggregator", async () => {
+test("refused collections send nothing: less noise, another id, weaker privacy than the policy, central, two-aggregator, radius phase", async () => {
   const params = paramsOf("gaussian-svec-i32-second-moment-p3");
   const id = params.spec!.collectionId;
   const lessNoise = clone(CollectionParamsSchema, params);
@@ -223,6 +224,19 @@ test("refused collections send nothing: less noise, another id, weaker privacy t
     return true;
   });
   assert.equal(twoFake.received.length, 0);
+
+  // A collection with a radius phase: refused when derived, so neither its norm report
+  // nor a main report at the wrong ε can be sent.
+  const phased = clone(CollectionParamsSchema, params);
+  phased.spec!.radiusPhase = create(RadiusPhaseSpecSchema, { share: 0.1, smallestRadius: 0.5, largestRadius: 8, radii: 5 });
+  const phasedFake = fakeAggregator([phased]);
+  client = new AggregatorClient("http://unused", { transport: phasedFake.transport });
+  await assert.rejects(client.collection(id), (e: unknown) => {
+    assert.ok(e instanceof SpecError, String(e));
+    assert.match(e.message, /radius phase/);
+    return true;
+  });
+  assert.equal(phasedFake.received.length, 0);
 });
 
 /** A gRPC-Web body: the message frame then the trailer frame. */

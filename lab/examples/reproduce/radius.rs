@@ -1,7 +1,10 @@
 //! `reproduce radius`: the private radius phase (`ldpcov_privacy::radius`) against the
 //! fixed radius `R = √(2p)` on real data sets, at the same total budget per device,
-//! scored against the data's own covariance (the correlation matrix of the
-//! standardized rows: every clipped estimate pays its clipping bias here).
+//! scored against the data's own covariance (every clipped estimate pays its clipping
+//! bias here): with `--units standardized` (the default) the correlation matrix of the
+//! standardized rows, where `√(2p)` already knows the scale (`E‖x‖² = p`); with
+//! `--units centred` the covariance of the rows in the data's own units, where it does
+//! not, and the phase's candidates span `--range`.
 //!
 //! Per data set, n and repetition, on the population fast path (`n` users whose rows
 //! are distributed as the data set's standardized rows):
@@ -58,6 +61,22 @@ pub(crate) struct Args {
     /// (the whole budget on the main report): where the best fixed radius lies.
     #[arg(long)]
     sweep: bool,
+    /// The rows' units: `standardized` (each column to mean 0, sd 1; the target is the
+    /// correlation matrix) or `centred` (each column to mean 0 in the data's own units;
+    /// the target is the covariance, divided by n).
+    #[arg(long, value_enum, default_value_t = Units::Standardized)]
+    units: Units,
+    /// The smallest and largest candidate radius (default `√p/4,16·√p`), in the rows'
+    /// units: a user who does not know the data's scale gives a wide range.
+    #[arg(long, value_delimiter = ',', num_args = 2)]
+    range: Vec<f64>,
+}
+
+/// `--units`.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum Units {
+    Standardized,
+    Centred,
 }
 
 /// δ of every collection.
@@ -71,16 +90,34 @@ struct Data {
 }
 
 impl Data {
-    fn read(spec: &str) -> Result<Self> {
+    fn read(spec: &str, units: Units) -> Result<Self> {
         let (name, path) = spec
             .split_once('=')
             .with_context(|| format!("--data {spec}: expected NAME=PATH"))?;
         let data = DataSet::read(&PathBuf::from(path)).with_context(|| format!("--data {spec}"))?;
-        let z = data.standardized()?;
+        if units == Units::Standardized {
+            let z = data.standardized()?;
+            return Ok(Data {
+                name: name.to_string(),
+                rows: z.iter_rows().map(DVector::from_column_slice).collect(),
+                target: data.correlation()?,
+            });
+        }
+        let mean = data.mean();
+        let rows: Vec<DVector<f64>> = data
+            .iter_rows()
+            .map(|r| DVector::from_column_slice(r) - &mean)
+            .collect();
+        let p = mean.len();
+        let mut target = DMatrix::<f64>::zeros(p, p);
+        for x in &rows {
+            target += x * x.transpose();
+        }
+        target /= rows.len() as f64;
         Ok(Data {
             name: name.to_string(),
-            rows: z.iter_rows().map(DVector::from_column_slice).collect(),
-            target: data.correlation()?,
+            rows,
+            target,
         })
     }
 
@@ -145,8 +182,12 @@ fn run_rep(
 
     let spec = sim::collection(p, epsilon, DELTA, fixed_r)?.spec();
     let (phase_rho, main) = split_budget(&spec, share)?;
+    let (smallest, largest) = match args.range.as_slice() {
+        [smallest, largest] => (*smallest, *largest),
+        _ => (root_p / 4.0, 16.0 * root_p),
+    };
     let phase = RadiusPhase::new(
-        NormBins::geometric(root_p / 4.0, 16.0 * root_p, args.edges)?,
+        NormBins::geometric(smallest, largest, args.edges)?,
         phase_rho,
     )?
     .with_empty_bin_sds(args.empty_bin_sds)?;
@@ -172,13 +213,17 @@ fn run_rep(
 pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
     anyhow::ensure!(!args.data.is_empty(), "give at least one --data NAME=PATH");
     out.text(format!(
-        "# radius: default estimate's relative spectral / Frobenius error against the data's covariance, mean over {} repetitions; the phase spends {} of ρ",
+        "# radius: default estimate's relative spectral / Frobenius error against the data's {}, mean over {} repetitions; the phase spends {} of ρ",
+        match args.units {
+            Units::Standardized => "correlation matrix (standardized rows)",
+            Units::Centred => "covariance (centred rows in the data's own units)",
+        },
         args.reps, args.share
     ));
     out.text("\n| data | p | n | ε | fixed R = √(2p) | private phase | R chosen (÷√p) | exact histogram (not private) | its R (÷√p) |");
     out.text("|---|---|---|---|---|---|---|---|---|");
     for spec in &args.data {
-        let data = Data::read(spec)?;
+        let data = Data::read(spec, args.units)?;
         let root_p = (data.dim() as f64).sqrt();
         for &n in &args.ns {
             for &epsilon in &args.epsilons {
@@ -236,7 +281,7 @@ pub(crate) fn run(args: &Args, out: Out) -> Result<()> {
                     }
                 }
                 out.row(json!({
-                    "experiment": "radius", "data": data.name, "p": data.dim(), "n": n,
+                    "experiment": "radius", "data": data.name, "units": if args.units == Units::Standardized { "standardized" } else { "centred" }, "p": data.dim(), "n": n,
                     "epsilon": epsilon, "share": args.share,
                     "fixed": [mean(0, 0), mean(0, 1)],
                     "private": [mean(1, 0), mean(1, 1)],

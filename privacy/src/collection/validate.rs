@@ -33,9 +33,18 @@ pub(super) fn validate_new_spec(spec: &CollectionSpec) -> Result<(), SpecError> 
         value,
         range,
     };
-    let r = spec.clip_radius;
-    if !(MIN_CLIP_RADIUS..=MAX_CLIP_RADIUS).contains(&r) {
-        return Err(out_of_range("clip_radius".into(), r, "[1e-100, 1e100]"));
+    // With a radius phase, its candidates stand for R (which is 0 until chosen).
+    let radii = match &spec.radius_phase {
+        Some(phase) => vec![
+            ("radius_phase.smallest_radius", phase.smallest_radius),
+            ("radius_phase.largest_radius", phase.largest_radius),
+        ],
+        None => vec![("clip_radius", spec.clip_radius)],
+    };
+    for (field, r) in radii {
+        if !(MIN_CLIP_RADIUS..=MAX_CLIP_RADIUS).contains(&r) {
+            return Err(out_of_range(field.into(), r, "[1e-100, 1e100]"));
+        }
     }
     // A rank-one collection's δ is 0 (checked by from_spec).
     if spec.local_mechanism != LocalMechanism::RankOne as i32 && spec.delta < MIN_DELTA {

@@ -95,7 +95,7 @@ fn the_split_spends_exactly_the_collections_rho() {
         for share in [0.05, 0.2, 0.5] {
             let (phase_rho, main) = split_budget(&spec(dim), share).unwrap();
             let main_rho = Collection::create(&main).unwrap().rho();
-            assert!((phase_rho - share * total).abs() <= 1e-15 * total);
+            assert!(phase_rho <= share * total && phase_rho >= share * total * (1.0 - 1e-9));
             // Never more than the collection alone, and short of it by at most 10⁻⁹.
             assert!(
                 phase_rho + main_rho <= total * (1.0 + 1e-12),
@@ -234,4 +234,143 @@ fn a_far_bin_at_noise_level_does_not_move_the_radius() {
     // 20 % of users out there: real, and the radius follows them.
     assert!(with_far(0.2).radius > 16.0, "{}", with_far(0.2).radius);
     assert!(phase.clone().with_empty_bin_sds(-1.0).is_err());
+}
+
+fn phase_spec(dim: u32) -> CollectionSpec {
+    CollectionSpec {
+        clip_radius: 0.0,
+        radius_phase: Some(ldpcov_proto::v1::RadiusPhaseSpec::default()),
+        ..spec(dim)
+    }
+}
+
+/// A collection with a radius phase: the defaults resolved, R pending, and the two
+/// reports' ρ adding to the collection's alone (never more, short of it by ≤ 10⁻⁹);
+/// the phase's collection is an ordinary Gaussian second-moment collection of the
+/// one-hot vector, whose sensitivity is √2 plus the grid's rounding term.
+#[test]
+fn a_collection_with_a_radius_phase_splits_its_budget_between_two_reports() {
+    for dim in [3u32, 20] {
+        let alone = Collection::create(&spec(dim)).unwrap();
+        let c = Collection::create(&phase_spec(dim)).unwrap();
+        assert!(c.radius_pending());
+        assert_eq!(c.clip_radius(), 0.0);
+        let phase = c.radius_phase().unwrap();
+        let root_p = (dim as f64).sqrt();
+        assert_eq!(phase.share(), DEFAULT_SHARE);
+        assert_eq!(phase.bins().edges().len(), DEFAULT_RADII as usize);
+        assert!((phase.bins().edges()[0] - root_p / 4.0).abs() < 1e-12);
+        assert!((phase.bins().edges()[12] - 16.0 * root_p).abs() < 1e-12);
+        let total = alone.rho();
+        let spent = phase.phase_rho() + c.rho();
+        assert!(spent <= total * (1.0 + 1e-12), "p {dim}: {spent} > {total}");
+        assert!(spent >= total * (1.0 - 1e-9), "p {dim}: {spent} < {total}");
+        assert!(phase.phase_rho() <= DEFAULT_SHARE * total);
+        // The main report is noisier than the collection's alone, at a lower ε.
+        assert!(c.sigma() > alone.sigma());
+        assert!(c.report_epsilon() < c.epsilon());
+        assert_eq!(c.epsilon(), 1.0);
+        let pc = Collection::from_spec(phase.phase_spec()).unwrap();
+        assert_eq!(pc.id(), format!("radius{PHASE_COLLECTION_SUFFIX}"));
+        assert_eq!(pc.dim(), DEFAULT_RADII as usize + 1);
+        assert_eq!(pc.clip_radius(), 1.0);
+        assert!(!pc.has_mean());
+        assert_eq!(pc.rho(), phase.phase_rho());
+        let rounding = pc.sensitivity() - std::f64::consts::SQRT_2;
+        assert!(rounding > 0.0 && rounding < 1e-3, "{}", pc.sensitivity());
+        assert!(
+            (pc.sigma() - pc.sensitivity() / (2.0 * pc.rho()).sqrt()).abs() < 1e-12 * pc.sigma()
+        );
+        // The one-hot vector of a norm: 1 in its interval.
+        let v = phase.one_hot(root_p);
+        assert_eq!(v.iter().sum::<f64>(), 1.0);
+        assert_eq!(v[phase.bins().bin_of(root_p)], 1.0);
+    }
+}
+
+/// A device re-derives the phase from the spec: parameters that claim a smaller
+/// phase ε, another main ε or other radii are refused; a chosen radius must be one
+/// of the candidates.
+#[test]
+fn a_radius_phase_is_re_derived_by_the_device_and_its_radius_is_a_candidate() {
+    let c = Collection::create(&phase_spec(5)).unwrap();
+    let params = c.params();
+    assert_eq!(Collection::from_params(&params).unwrap(), c);
+    let served = params.radius_phase.clone().unwrap();
+    assert!(!served.radius_chosen);
+    assert_eq!(served.phase_collection_id, "radius.radius");
+    for tamper in [
+        |p: &mut ldpcov_proto::v1::RadiusPhaseParams| p.phase_epsilon *= 0.5,
+        |p: &mut ldpcov_proto::v1::RadiusPhaseParams| p.main_epsilon *= 1.5,
+        |p: &mut ldpcov_proto::v1::RadiusPhaseParams| p.radii[3] *= 1.1,
+        |p: &mut ldpcov_proto::v1::RadiusPhaseParams| p.radius_chosen = true,
+    ] {
+        let mut bad = params.clone();
+        tamper(bad.radius_phase.as_mut().unwrap());
+        assert!(Collection::from_params(&bad).is_err(), "{bad:?}");
+    }
+    let mut lowered = params.clone();
+    lowered.sigma *= 0.5;
+    assert!(Collection::from_params(&lowered).is_err());
+    let edge = c.radius_phase().unwrap().bins().edges()[4];
+    let chosen = c.with_chosen_radius(edge).unwrap();
+    assert!(!chosen.radius_pending());
+    assert_eq!(chosen.clip_radius(), edge);
+    assert_eq!(chosen.sigma(), c.sigma());
+    assert!(chosen.params().radius_phase.unwrap().radius_chosen);
+    assert!(c.with_chosen_radius(edge * 1.01).is_err());
+    assert!(
+        Collection::create(&spec(5))
+            .unwrap()
+            .with_chosen_radius(edge)
+            .is_err()
+    );
+}
+
+/// What cannot have a radius phase is refused at creation, each with its reason.
+#[test]
+fn a_radius_phase_is_refused_where_it_cannot_run() {
+    let refused = |s: CollectionSpec| match Collection::create(&s) {
+        Err(crate::SpecError::RadiusPhase(why)) => why,
+        other => panic!("{other:?}"),
+    };
+    let why = refused(CollectionSpec {
+        clip_radius: 2.0,
+        ..phase_spec(4)
+    });
+    assert!(why.contains("clip_radius must be 0"), "{why}");
+    let why = refused(CollectionSpec {
+        privacy_model: ldpcov_proto::v1::PrivacyModel::Central as i32,
+        ..phase_spec(4)
+    });
+    assert!(why.contains("only local collections"), "{why}");
+    let why = refused(CollectionSpec {
+        local_mechanism: ldpcov_proto::v1::LocalMechanism::RankOne as i32,
+        delta: 0.0,
+        ..phase_spec(4)
+    });
+    assert!(why.contains("only local collections"), "{why}");
+    for (share, smallest, largest, radii) in [
+        (1.0, 0.0, 0.0, 0),
+        (-0.5, 0.0, 0.0, 0),
+        (0.1, 4.0, 2.0, 0),
+        (0.1, 0.0, 0.0, 65),
+        (0.1, 0.0, 0.0, 1),
+    ] {
+        let why = refused(CollectionSpec {
+            radius_phase: Some(ldpcov_proto::v1::RadiusPhaseSpec {
+                share,
+                smallest_radius: smallest,
+                largest_radius: largest,
+                radii,
+            }),
+            ..phase_spec(4)
+        });
+        assert!(!why.is_empty());
+    }
+    let why = refused(CollectionSpec {
+        collection_id: "x".repeat(125),
+        ..phase_spec(4)
+    });
+    assert!(why.contains("collection id"), "{why}");
 }

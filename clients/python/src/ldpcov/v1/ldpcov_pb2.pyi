@@ -137,7 +137,7 @@ VERDICT_STATE_AT_THE_EDGE: VerdictState
 VERDICT_STATE_INSUFFICIENT: VerdictState
 
 class CollectionSpec(_message.Message):
-    __slots__ = ("collection_id", "dim", "epsilon", "delta", "clip_radius", "min_reports", "encoding", "moments", "centre", "ordered_variables", "variable_names", "privacy_model", "norm_bins", "allow_compressed_release", "local_mechanism", "central_weighting", "shuffle")
+    __slots__ = ("collection_id", "dim", "epsilon", "delta", "clip_radius", "min_reports", "encoding", "moments", "centre", "ordered_variables", "variable_names", "privacy_model", "norm_bins", "allow_compressed_release", "local_mechanism", "central_weighting", "shuffle", "radius_phase")
     COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +155,7 @@ class CollectionSpec(_message.Message):
     LOCAL_MECHANISM_FIELD_NUMBER: _ClassVar[int]
     CENTRAL_WEIGHTING_FIELD_NUMBER: _ClassVar[int]
     SHUFFLE_FIELD_NUMBER: _ClassVar[int]
+    RADIUS_PHASE_FIELD_NUMBER: _ClassVar[int]
     collection_id: str
     dim: int
     epsilon: float
@@ -172,7 +173,20 @@ class CollectionSpec(_message.Message):
     local_mechanism: LocalMechanism
     central_weighting: CentralWeighting
     shuffle: ShuffleSpec
-    def __init__(self, collection_id: _Optional[str] = ..., dim: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., clip_radius: _Optional[float] = ..., min_reports: _Optional[int] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., moments: _Optional[_Union[Moments, str]] = ..., centre: _Optional[_Iterable[float]] = ..., ordered_variables: _Optional[bool] = ..., variable_names: _Optional[_Iterable[str]] = ..., privacy_model: _Optional[_Union[PrivacyModel, str]] = ..., norm_bins: _Optional[int] = ..., allow_compressed_release: _Optional[bool] = ..., local_mechanism: _Optional[_Union[LocalMechanism, str]] = ..., central_weighting: _Optional[_Union[CentralWeighting, str]] = ..., shuffle: _Optional[_Union[ShuffleSpec, _Mapping]] = ...) -> None: ...
+    radius_phase: RadiusPhaseSpec
+    def __init__(self, collection_id: _Optional[str] = ..., dim: _Optional[int] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., clip_radius: _Optional[float] = ..., min_reports: _Optional[int] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., moments: _Optional[_Union[Moments, str]] = ..., centre: _Optional[_Iterable[float]] = ..., ordered_variables: _Optional[bool] = ..., variable_names: _Optional[_Iterable[str]] = ..., privacy_model: _Optional[_Union[PrivacyModel, str]] = ..., norm_bins: _Optional[int] = ..., allow_compressed_release: _Optional[bool] = ..., local_mechanism: _Optional[_Union[LocalMechanism, str]] = ..., central_weighting: _Optional[_Union[CentralWeighting, str]] = ..., shuffle: _Optional[_Union[ShuffleSpec, _Mapping]] = ..., radius_phase: _Optional[_Union[RadiusPhaseSpec, _Mapping]] = ...) -> None: ...
+
+class RadiusPhaseSpec(_message.Message):
+    __slots__ = ("share", "smallest_radius", "largest_radius", "radii")
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    SMALLEST_RADIUS_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_RADIUS_FIELD_NUMBER: _ClassVar[int]
+    RADII_FIELD_NUMBER: _ClassVar[int]
+    share: float
+    smallest_radius: float
+    largest_radius: float
+    radii: int
+    def __init__(self, share: _Optional[float] = ..., smallest_radius: _Optional[float] = ..., largest_radius: _Optional[float] = ..., radii: _Optional[int] = ...) -> None: ...
 
 class ShuffleSpec(_message.Message):
     __slots__ = ("min_batch_size", "batch_window_seconds", "central_delta", "key_rotation_seconds", "key_grace_rotations")
@@ -189,7 +203,7 @@ class ShuffleSpec(_message.Message):
     def __init__(self, min_batch_size: _Optional[int] = ..., batch_window_seconds: _Optional[int] = ..., central_delta: _Optional[float] = ..., key_rotation_seconds: _Optional[int] = ..., key_grace_rotations: _Optional[int] = ...) -> None: ...
 
 class CollectionParams(_message.Message):
-    __slots__ = ("spec", "entries", "grid_bits", "sensitivity", "sigma", "rho", "max_abs_grid_value", "calibration", "wire_step", "wire_max", "mean_weight", "mean_entries", "base_sensitivity", "diagonal_noise_sd", "off_diagonal_noise_sd", "mean_noise_sd", "rank_one", "shuffle", "two_aggregator")
+    __slots__ = ("spec", "entries", "grid_bits", "sensitivity", "sigma", "rho", "max_abs_grid_value", "calibration", "wire_step", "wire_max", "mean_weight", "mean_entries", "base_sensitivity", "diagonal_noise_sd", "off_diagonal_noise_sd", "mean_noise_sd", "rank_one", "shuffle", "two_aggregator", "radius_phase")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     GRID_BITS_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +223,7 @@ class CollectionParams(_message.Message):
     RANK_ONE_FIELD_NUMBER: _ClassVar[int]
     SHUFFLE_FIELD_NUMBER: _ClassVar[int]
     TWO_AGGREGATOR_FIELD_NUMBER: _ClassVar[int]
+    RADIUS_PHASE_FIELD_NUMBER: _ClassVar[int]
     spec: CollectionSpec
     entries: int
     grid_bits: int
@@ -228,7 +243,24 @@ class CollectionParams(_message.Message):
     rank_one: RankOneParams
     shuffle: ShuffleParams
     two_aggregator: TwoAggregatorParams
-    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., entries: _Optional[int] = ..., grid_bits: _Optional[int] = ..., sensitivity: _Optional[float] = ..., sigma: _Optional[float] = ..., rho: _Optional[float] = ..., max_abs_grid_value: _Optional[int] = ..., calibration: _Optional[str] = ..., wire_step: _Optional[int] = ..., wire_max: _Optional[int] = ..., mean_weight: _Optional[float] = ..., mean_entries: _Optional[int] = ..., base_sensitivity: _Optional[float] = ..., diagonal_noise_sd: _Optional[float] = ..., off_diagonal_noise_sd: _Optional[float] = ..., mean_noise_sd: _Optional[float] = ..., rank_one: _Optional[_Union[RankOneParams, _Mapping]] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ..., two_aggregator: _Optional[_Union[TwoAggregatorParams, _Mapping]] = ...) -> None: ...
+    radius_phase: RadiusPhaseParams
+    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., entries: _Optional[int] = ..., grid_bits: _Optional[int] = ..., sensitivity: _Optional[float] = ..., sigma: _Optional[float] = ..., rho: _Optional[float] = ..., max_abs_grid_value: _Optional[int] = ..., calibration: _Optional[str] = ..., wire_step: _Optional[int] = ..., wire_max: _Optional[int] = ..., mean_weight: _Optional[float] = ..., mean_entries: _Optional[int] = ..., base_sensitivity: _Optional[float] = ..., diagonal_noise_sd: _Optional[float] = ..., off_diagonal_noise_sd: _Optional[float] = ..., mean_noise_sd: _Optional[float] = ..., rank_one: _Optional[_Union[RankOneParams, _Mapping]] = ..., shuffle: _Optional[_Union[ShuffleParams, _Mapping]] = ..., two_aggregator: _Optional[_Union[TwoAggregatorParams, _Mapping]] = ..., radius_phase: _Optional[_Union[RadiusPhaseParams, _Mapping]] = ...) -> None: ...
+
+class RadiusPhaseParams(_message.Message):
+    __slots__ = ("phase_collection_id", "radii", "phase_epsilon", "phase_rho", "main_epsilon", "radius_chosen")
+    PHASE_COLLECTION_ID_FIELD_NUMBER: _ClassVar[int]
+    RADII_FIELD_NUMBER: _ClassVar[int]
+    PHASE_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    PHASE_RHO_FIELD_NUMBER: _ClassVar[int]
+    MAIN_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    RADIUS_CHOSEN_FIELD_NUMBER: _ClassVar[int]
+    phase_collection_id: str
+    radii: _containers.RepeatedScalarFieldContainer[float]
+    phase_epsilon: float
+    phase_rho: float
+    main_epsilon: float
+    radius_chosen: bool
+    def __init__(self, phase_collection_id: _Optional[str] = ..., radii: _Optional[_Iterable[float]] = ..., phase_epsilon: _Optional[float] = ..., phase_rho: _Optional[float] = ..., main_epsilon: _Optional[float] = ..., radius_chosen: _Optional[bool] = ...) -> None: ...
 
 class TwoAggregatorParams(_message.Message):
     __slots__ = ("coordinate_grid_bits", "range_bits", "norm_bound", "helper_keys")

@@ -11,6 +11,7 @@ mod estimators_e2e;
 mod joint_moments;
 mod mechanisms;
 mod operations;
+mod radius_phase;
 mod shuffle;
 mod tls;
 pub(crate) mod two_aggregator;
