@@ -80,7 +80,8 @@ pub use ldpcov_privacy::{Collection, ReportId};
 pub use ldpcov_proto as proto;
 pub use ledger::{BudgetLedger, BudgetLimits, LEDGER_FILE, LedgerError, Spend};
 pub use perturb::{
-    CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id, trusted_curator_report,
+    CLIP_MARGIN, FloatGaussianNotPrivate, Perturber, random_report_id,
+    trusted_curator_radius_phase_report, trusted_curator_report,
 };
 pub use policy::{PrivacyPolicy, ShufflePolicy};
 pub use report_builder::{

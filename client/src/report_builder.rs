@@ -190,6 +190,13 @@ impl ReportBuilder {
         collection: &Collection,
         x: &[f64],
     ) -> Result<Report, ClientError> {
+        if collection.is_central() {
+            // Its phase's reports go unperturbed to the curator, knowingly:
+            // `trusted_curator_radius_phase_report`.
+            return Err(ClientError::CentralCollection {
+                id: collection.id().to_string(),
+            });
+        }
         let settings = collection
             .radius_phase()
             .filter(|_| collection.radius_pending())

@@ -193,7 +193,8 @@ pub(crate) struct Args {
     /// every user first spends this share of its budget (in (0, 1), e.g. 0.1)
     /// reporting its norm's interval to the collection `<id>.radius`; the run closes
     /// it, which sets R, then sends the main reports at the ε left. Local Gaussian
-    /// collections; the candidate radii are the default √p/4 to 16·√p.
+    /// collections and central ones; the candidate radii are the default √p/4 to
+    /// 16·√p.
     #[arg(long, conflicts_with_all = ["clip_radius", "relay", "duration_secs"])]
     pub(crate) radius_phase: Option<f64>,
     /// With --relay: the central ε wanted against the aggregator (at δ = 1e-6); each
@@ -252,10 +253,10 @@ impl Args {
             bail!("--duration-secs must be at least 1");
         }
         if self.radius_phase.is_some()
-            && (self.privacy_model != PrivacyModelArg::Local
+            && (self.privacy_model == PrivacyModelArg::TwoAggregator
                 || self.mechanism == Some(MechanismArg::RankOne))
         {
-            bail!("--radius-phase is for local Gaussian collections");
+            bail!("--radius-phase is for local Gaussian collections and central ones");
         }
         if self.mechanism.is_some() && self.privacy_model != PrivacyModelArg::Local {
             bail!("--mechanism is for local collections");
@@ -434,5 +435,40 @@ mod tests {
             Args::try_parse_from(["loadgen", "--two-aggregators", "--privacy-model", "central"])
                 .is_err()
         );
+    }
+
+    /// `--radius-phase` asks the collection for a phase with that share and no radius;
+    /// it cannot be given with a radius, and not for another model or mechanism.
+    #[test]
+    fn radius_phase_creates_a_collection_whose_radius_is_chosen() {
+        let args = Args::try_parse_from(["loadgen", "--radius-phase", "0.2"])
+            .unwrap()
+            .resolved();
+        args.validate().unwrap();
+        let spec = args.spec("c", 5, 3.0, 100, None);
+        assert_eq!(spec.clip_radius, 0.0);
+        assert_eq!(spec.radius_phase.unwrap().share, 0.2);
+        assert_eq!(
+            Args::try_parse_from(["loadgen"])
+                .unwrap()
+                .resolved()
+                .spec("c", 5, 3.0, 100, None)
+                .clip_radius,
+            3.0
+        );
+        assert!(
+            Args::try_parse_from(["loadgen", "--radius-phase", "0.2", "--clip-radius", "3"])
+                .is_err()
+        );
+        for other in [
+            ["--mechanism", "rank-one"],
+            ["--privacy-model", "two-aggregator"],
+        ] {
+            let args =
+                Args::try_parse_from(["loadgen", "--radius-phase", "0.2", other[0], other[1]])
+                    .unwrap()
+                    .resolved();
+            assert!(args.validate().is_err(), "{other:?}");
+        }
     }
 }

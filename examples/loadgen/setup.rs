@@ -8,7 +8,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use ldpcov::aggregator::two_aggregator::{LeaderConfig, PeerSecret, TwoAggregatorRole};
 use ldpcov::aggregator::{AuthConfig, EmbeddedServer, Limits, MemoryStore, ServeOptions, Token};
-use ldpcov::client::{AggregatorClient, random_report_id, trusted_curator_report};
+use ldpcov::client::{
+    AggregatorClient, random_report_id, trusted_curator_radius_phase_report, trusted_curator_report,
+};
 use ldpcov::privacy::Collection;
 use ldpcov::proto::v1::{CentralMechanism, CentralRelease, Report};
 use ldpcov_lab::data_users::DataUsers;
@@ -98,7 +100,9 @@ pub(crate) fn build_report(
     collection: &Collection,
     x: &[f64],
 ) -> Result<Report> {
-    Ok(if collection.is_central() {
+    Ok(if collection.is_central() && collection.radius_pending() {
+        trusted_curator_radius_phase_report(collection, x, random_report_id()?)?
+    } else if collection.is_central() {
         trusted_curator_report(collection, x, random_report_id()?)?
     } else if collection.radius_pending() {
         client.prepare_radius_phase_report(collection, x)?

@@ -281,7 +281,7 @@ impl Collection {
             }
             (
                 ReportMechanism::RawVector(raw),
-                zcdp_rho_for_epsilon(epsilon, delta),
+                zcdp_rho_for_epsilon(report_epsilon, delta),
             )
         } else if rank_one {
             // Pure ε-LDP implies ε²/2-zCDP (Bun & Steinke 2016, Proposition 1.4): the ρ a

@@ -193,8 +193,8 @@ pub enum RadiusPlanError {
     },
 }
 
-/// The noise and the clipping-bias bound of the raw average of `n` reports at each
-/// candidate radius, for users whose norms about the collection's centre, `‖x − c‖`, are
+/// The noise (of a central collection: of a GaussCov release of its whole budget) and
+/// the clipping-bias bound of the raw average of `n` reports at each candidate radius, for users whose norms about the collection's centre, `‖x − c‖`, are
 /// distributed as `norms` — a **public** sample or a model of it, never the collection's
 /// own data (a radius read off the data it then protects would leak it). `spec` is the
 /// collection's spec; its `clip_radius` is replaced by each candidate.
@@ -257,9 +257,12 @@ pub fn radius_tradeoff_of_distribution(
                 .map(|(v, w)| w * (v * v - r2).max(0.0))
                 .sum::<f64>()
                 .max(0.0);
+            // A central collection's noise is its release's, at its whole budget.
+            let noise = release_error(&collection, n, collection.rho())
+                .unwrap_or_else(|| raw_average_error(&collection, n, mean_square_norm));
             Ok(RadiusCandidate {
                 radius,
-                noise: raw_average_error(&collection, n, mean_square_norm),
+                noise,
                 clipping_bias_bound,
                 mean_square_norm,
             })

@@ -165,7 +165,18 @@ impl RadiusPhase {
         frequencies: &[f64],
         reports: u64,
     ) -> Result<RadiusCandidate, RadiusPhaseError> {
-        let phase = Self::for_collection(main)?;
+        let mut phase = Self::for_collection(main)?;
+        let settings = main.radius_phase().ok_or_else(|| {
+            RadiusPhaseError::Budget(format!("collection {} has no radius phase", main.id()))
+        })?;
+        let phase_collection = Collection::from_spec(settings.phase_spec())?;
+        if phase_collection.is_central() {
+            // One release of the phase's whole ρ: each averaged diagonal entry carries
+            // noise of sd Δ/(√(2ρ)·n), written here as a per-report sd over √n.
+            phase.noise_sd = phase_collection.sensitivity()
+                / (2.0 * phase_collection.rho()).sqrt()
+                / (reports.max(1) as f64).sqrt();
+        }
         let planned = CollectionSpec {
             epsilon: main.report_epsilon(),
             radius_phase: None,

@@ -126,7 +126,7 @@ pub(crate) struct Options {
     /// Choose R privately (docs/USAGE.md, "Choosing the clip radius"): devices first
     /// spend this share of their budget (in (0, 1), e.g. 0.1) reporting their norm's
     /// interval to the collection `<id>.radius`; closing it sets R. Local Gaussian
-    /// collections only.
+    /// collections and central ones.
     #[arg(long, env = "LDPCOV_RADIUS_PHASE_SHARE")]
     radius_phase_share: Option<f64>,
     /// The smallest candidate radius (default √p/4).

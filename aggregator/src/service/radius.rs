@@ -1,21 +1,25 @@
 //! Collections with a radius phase (`ldpcov_privacy::radius`). The phase's own
-//! collection, `<id>.radius`, is created before the main one and is an ordinary local
-//! collection: devices report their noisy one-hot norm interval to it. Once an
+//! collection, `<id>.radius`, is created before the main one and is an ordinary
+//! collection of the main one's trust model: devices report their one-hot norm
+//! interval to it (noisy, or to a curator who adds the noise once). Once an
 //! operator closes it, the main collection is served with the radius chosen from the
-//! phase's noisy sums — a post-processing of what devices sent, never of a raw norm.
+//! phase's noisy sums (a local phase's, or a central phase's one release) — never of a
+//! raw norm.
 //! The radius is not stored: a closed collection's sums never change, so every call
 //! and every replica of the store derives the same one (kept in memory once derived).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ldpcov_estimate::EstimationInput;
+use ldpcov_estimate::{EstimateOptions, EstimationInput};
 use ldpcov_privacy::Collection;
 use ldpcov_privacy::radius::{PHASE_COLLECTION_SUFFIX, RadiusPhase};
+use ldpcov_proto::v1::get_estimate_request::Threshold;
+use ldpcov_proto::v1::{CentralMechanism, CentralRelease, GetEstimateRequest, NoThreshold};
 use tonic::Status;
 
-use super::AggregatorService;
 use super::status::{estimate_status, store_status};
+use super::{AggregatorService, Target};
 use crate::store::{Snapshot, StoreError};
 
 /// Main collections already served with their chosen radius: the pending collection
@@ -66,13 +70,14 @@ impl AggregatorService {
             Err(e) => return Err(store_status(e)),
         }
         let snapshot = self.store.snapshot(&phase_id).await.map_err(store_status)?;
-        let radius = chosen_radius(&c, &snapshot)?;
+        let reports = snapshot.acc.count;
+        let radius = self.chosen_radius(&c, snapshot).await?;
         let chosen = Arc::new(
             c.with_chosen_radius(radius)
                 .map_err(|e| Status::internal(format!("radius phase of {}: {e}", c.id())))?,
         );
         tracing::info!(
-            collection = %c.id(), radius, phase_reports = snapshot.acc.count,
+            collection = %c.id(), radius, phase_reports = reports,
             "clip radius chosen by the radius phase"
         );
         self.lock_radii()?
@@ -126,22 +131,48 @@ impl AggregatorService {
     }
 }
 
-/// The radius `main`'s phase chooses from its closed collection's snapshot: the
-/// unbiased average's diagonal (the norm intervals' noisy frequencies), then the
-/// planner's rule ([`RadiusPhase::choose_collection_radius`]).
-fn chosen_radius(main: &Collection, phase: &Snapshot) -> Result<f64, Status> {
-    let n = phase.acc.count;
-    if n == 0 {
-        return Err(Status::failed_precondition(format!(
-            "the radius phase of {} closed with no report: no radius can be chosen",
-            main.id()
-        )));
+impl AggregatorService {
+    /// The radius `main`'s phase chooses from its closed collection's snapshot: the
+    /// unbiased average's diagonal (the norm intervals' noisy frequencies), then the
+    /// planner's rule ([`RadiusPhase::choose_collection_radius`]). A local phase's sums
+    /// carry the devices' noise; a central phase's are first released, once, with
+    /// GaussCov noise at its whole budget — recorded like any release, so every call
+    /// (and a GetEstimate naming that release) reads the same noise.
+    async fn chosen_radius(&self, main: &Collection, phase: Snapshot) -> Result<f64, Status> {
+        let n = phase.acc.count;
+        if n == 0 {
+            return Err(Status::failed_precondition(format!(
+                "the radius phase of {} closed with no report: no radius can be chosen",
+                main.id()
+            )));
+        }
+        let (input, sums) = if phase.collection.is_central() {
+            let c = Arc::clone(&phase.collection);
+            let request = GetEstimateRequest {
+                collection_id: c.id().to_string(),
+                threshold: Some(Threshold::None(NoThreshold {})),
+                release: Some(CentralRelease {
+                    mechanism: CentralMechanism::GaussCov as i32,
+                    rho: c.rho(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let mut options = EstimateOptions::default();
+            let released = self
+                .central_input(&c, &request, &mut options, &Target::Covariance, phase)
+                .await?;
+            (released.input, released.acc.sums())
+        } else {
+            (
+                EstimationInput::from_collection(&phase.collection),
+                phase.acc.sums(),
+            )
+        };
+        let average = ldpcov_estimate::average(&input, &sums, n).map_err(estimate_status)?;
+        let frequencies: Vec<f64> = (0..average.nrows()).map(|i| average[(i, i)]).collect();
+        RadiusPhase::choose_collection_radius(main, &frequencies, n)
+            .map(|chosen| chosen.radius)
+            .map_err(|e| Status::internal(format!("radius phase of {}: {e}", main.id())))
     }
-    let input = EstimationInput::from_collection(&phase.collection);
-    let average =
-        ldpcov_estimate::average(&input, &phase.acc.sums(), n).map_err(estimate_status)?;
-    let frequencies: Vec<f64> = (0..average.nrows()).map(|i| average[(i, i)]).collect();
-    RadiusPhase::choose_collection_radius(main, &frequencies, n)
-        .map(|chosen| chosen.radius)
-        .map_err(|e| Status::internal(format!("radius phase of {}: {e}", main.id())))
 }

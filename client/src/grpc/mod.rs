@@ -574,7 +574,12 @@ impl AggregatorClient {
         collection: &Collection,
         x: &[f64],
     ) -> Result<SubmitOutcome, ClientError> {
-        let report = crate::trusted_curator_report(collection, x, random_report_id()?)?;
+        let report = if collection.radius_pending() {
+            // The radius is still being chosen: the norm's interval, to the phase.
+            crate::trusted_curator_radius_phase_report(collection, x, random_report_id()?)?
+        } else {
+            crate::trusted_curator_report(collection, x, random_report_id()?)?
+        };
         self.submit_report(report).await
     }
 

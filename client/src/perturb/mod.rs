@@ -289,13 +289,24 @@ pub(crate) fn report_of_clipped(
 /// inside the unit ball exactly, and sent **without noise** — the operator sees it.
 /// Privacy comes only from the noise the aggregator adds to each release. Refuses a
 /// local collection ([`ClientError::LocalCollection`]), a two-aggregator collection
-/// ([`ClientError::TwoAggregatorCollection`]) and bad input (wrong length, NaN or
+/// ([`ClientError::TwoAggregatorCollection`]), a collection whose radius is still
+/// being chosen ([`ClientError::RadiusPending`]: see
+/// [`trusted_curator_radius_phase_report`]) and bad input (wrong length, NaN or
 /// infinite values).
 pub fn trusted_curator_report(
     collection: &Collection,
     x: &[f64],
     report_id: ReportId,
 ) -> Result<Report, ClientError> {
+    if let Some(phase) = collection
+        .radius_phase()
+        .filter(|_| collection.radius_pending())
+    {
+        return Err(ClientError::RadiusPending {
+            id: collection.id().to_string(),
+            phase: phase.phase_collection_id().to_string(),
+        });
+    }
     if collection.is_two_aggregator() {
         // Its vectors are secret-shared, never sent whole (the same grid, another path).
         return Err(ClientError::TwoAggregatorCollection {
@@ -318,3 +329,26 @@ pub fn trusted_curator_report(
 
 #[cfg(test)]
 mod tests;
+
+/// A **trusted-curator** radius-phase report for a central collection whose radius is
+/// still being chosen: the exact one-hot vector of the interval `‖x − c‖` falls in, to
+/// the phase's own central collection (its curator adds the noise once, to the release
+/// the radius is chosen from). Refuses a collection with no pending phase, a local one
+/// (its phase report is perturbed on the device:
+/// [`ReportBuilder::radius_phase_report`](crate::ReportBuilder::radius_phase_report))
+/// and bad input.
+pub fn trusted_curator_radius_phase_report(
+    collection: &Collection,
+    x: &[f64],
+    report_id: ReportId,
+) -> Result<Report, ClientError> {
+    let settings = collection
+        .radius_phase()
+        .filter(|_| collection.radius_pending())
+        .ok_or_else(|| ClientError::NoRadiusPhase {
+            id: collection.id().to_string(),
+        })?;
+    let norm = centred_norm(collection, x)?;
+    let phase = Collection::from_spec(settings.phase_spec())?;
+    trusted_curator_report(&phase, &settings.one_hot(norm), report_id)
+}

@@ -68,7 +68,7 @@ pub(crate) struct Args {
     units: Units,
     /// The smallest and largest candidate radius (default `√p/4,16·√p`), in the rows'
     /// units: a user who does not know the data's scale gives a wide range.
-    #[arg(long, value_delimiter = ',', num_args = 2)]
+    #[arg(long, value_delimiter = ',')]
     range: Vec<f64>,
 }
 
@@ -184,7 +184,8 @@ fn run_rep(
     let (phase_rho, main) = split_budget(&spec, share)?;
     let (smallest, largest) = match args.range.as_slice() {
         [smallest, largest] => (*smallest, *largest),
-        _ => (root_p / 4.0, 16.0 * root_p),
+        [] => (root_p / 4.0, 16.0 * root_p),
+        other => anyhow::bail!("--range takes two numbers, smallest,largest: got {other:?}"),
     };
     let phase = RadiusPhase::new(
         NormBins::geometric(smallest, largest, args.edges)?,

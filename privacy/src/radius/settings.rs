@@ -3,16 +3,18 @@
 //! collection. Device and aggregator derive all of it from the spec with this code,
 //! like every other parameter.
 //!
-//! The phase's collection is an ordinary local collection: the second moment of the
-//! one-hot vector of the device's norm interval, whose diagonal is the intervals'
-//! frequencies (`e_k e_kᵀ` has a single 1, on the diagonal), with Gaussian noise. The
-//! one-hot vector is in the unit ball, so the collection's L2 sensitivity is √2 —
-//! that of [`super::RadiusPhase`]'s one-hot report — and its calibration, grid and
-//! validation are those of every Gaussian collection.
+//! The phase's collection is an ordinary collection in the main collection's trust
+//! model: the second moment of the one-hot vector of the device's norm interval, whose
+//! diagonal is the intervals' frequencies (`e_k e_kᵀ` has a single 1, on the diagonal)
+//! — with Gaussian noise on each report (local), or the exact vectors summed by a
+//! curator who releases them once with Gaussian noise (central). The one-hot vector is
+//! in the unit ball, so the L2 sensitivity is √2 — that of [`super::RadiusPhase`]'s
+//! one-hot report — and the calibration, grid and validation are those of every
+//! collection of the model.
 
 use ldpcov_proto::v1::{
-    CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel, RadiusPhaseParams,
-    RadiusPhaseSpec,
+    CentralWeighting, CollectionSpec, Encoding, LocalMechanism, Moments, PrivacyModel,
+    RadiusPhaseParams, RadiusPhaseSpec,
 };
 
 use super::bins::NormBins;
@@ -70,19 +72,18 @@ impl RadiusPhaseSettings {
         rho_of: &dyn Fn(&CollectionSpec) -> Result<f64, SpecError>,
     ) -> Result<Self, SpecError> {
         let refuse = |why: String| SpecError::RadiusPhase(why);
-        let local = matches!(
-            PrivacyModel::try_from(main.privacy_model),
-            Ok(PrivacyModel::Unspecified | PrivacyModel::Local)
-        );
+        let model = PrivacyModel::try_from(main.privacy_model);
+        let central = model == Ok(PrivacyModel::Central);
+        let local = matches!(model, Ok(PrivacyModel::Unspecified | PrivacyModel::Local));
         let gaussian = matches!(
             LocalMechanism::try_from(main.local_mechanism),
             Ok(LocalMechanism::Unspecified
                 | LocalMechanism::Gaussian
                 | LocalMechanism::GaussianTriu)
         );
-        if !local || !gaussian || main.shuffle.is_some() {
+        if !(central || local && gaussian) || main.shuffle.is_some() {
             return Err(refuse(
-                "only local collections with the Gaussian mechanism have one (not shuffled, rank-one, central or two-aggregator collections, yet)"
+                "only local collections with the Gaussian mechanism and central collections have one (not shuffled, rank-one or two-aggregator collections, yet)"
                     .into(),
             ));
         }
@@ -119,6 +120,8 @@ impl RadiusPhaseSettings {
         };
         let total = rho_of(&alone)?;
         let main_epsilon = largest_epsilon(&alone, (1.0 - phase.share) * total, rho_of)?;
+        // In the main collection's trust model: a device's noisy one-hot report, or
+        // its exact one-hot vector to a curator who adds the noise once.
         let phase_alone = CollectionSpec {
             collection_id: phase_id,
             dim: bins.len() as u32,
@@ -126,11 +129,22 @@ impl RadiusPhaseSettings {
             delta: main.delta,
             clip_radius: 1.0,
             min_reports: main.min_reports,
-            encoding: Encoding::I32Le as i32,
             moments: Moments::SecondMoment as i32,
-            privacy_model: PrivacyModel::Local as i32,
-            local_mechanism: LocalMechanism::Gaussian as i32,
-            ..Default::default()
+            ..if central {
+                CollectionSpec {
+                    encoding: Encoding::RawI32Le as i32,
+                    privacy_model: PrivacyModel::Central as i32,
+                    central_weighting: CentralWeighting::Svec as i32,
+                    ..Default::default()
+                }
+            } else {
+                CollectionSpec {
+                    encoding: Encoding::I32Le as i32,
+                    privacy_model: PrivacyModel::Local as i32,
+                    local_mechanism: LocalMechanism::Gaussian as i32,
+                    ..Default::default()
+                }
+            }
         };
         let phase_epsilon = largest_epsilon(&phase_alone, phase.share * total, rho_of)?;
         let phase_spec = CollectionSpec {

@@ -340,7 +340,7 @@ fn a_radius_phase_is_refused_where_it_cannot_run() {
     });
     assert!(why.contains("clip_radius must be 0"), "{why}");
     let why = refused(CollectionSpec {
-        privacy_model: ldpcov_proto::v1::PrivacyModel::Central as i32,
+        privacy_model: ldpcov_proto::v1::PrivacyModel::TwoAggregator as i32,
         ..phase_spec(4)
     });
     assert!(why.contains("only local collections"), "{why}");
@@ -373,4 +373,24 @@ fn a_radius_phase_is_refused_where_it_cannot_run() {
         ..phase_spec(4)
     });
     assert!(why.contains("collection id"), "{why}");
+}
+
+/// A central collection's phase is central too (the curator sees the one-hot vectors
+/// and adds the noise once): its release budget and the main one add up to the
+/// collection's, exactly as zCDP budgets do (no grid term).
+#[test]
+fn a_central_collections_radius_phase_is_a_central_collection() {
+    let spec = CollectionSpec {
+        privacy_model: ldpcov_proto::v1::PrivacyModel::Central as i32,
+        ..phase_spec(6)
+    };
+    let c = Collection::create(&spec).unwrap();
+    let alone = ldpcov_accounting::calibration::zcdp_rho_for_epsilon(1.0, 1e-6);
+    let phase = c.radius_phase().unwrap();
+    let pc = Collection::from_spec(phase.phase_spec()).unwrap();
+    assert!(pc.is_central());
+    assert_eq!(pc.rho(), phase.phase_rho());
+    let spent = phase.phase_rho() + c.rho();
+    assert!(spent <= alone * (1.0 + 1e-12) && spent >= alone * (1.0 - 1e-9));
+    assert!((phase.phase_rho() / alone - DEFAULT_SHARE).abs() < 1e-9);
 }

@@ -293,3 +293,78 @@ async fn a_phase_with_too_few_reports_is_not_closed() {
     );
     server.shutdown().await.unwrap();
 }
+
+/// A central collection's phase is central: each device sends its exact one-hot
+/// interval to the curator (knowingly, `submit_to_trusted_curator`), closing the phase
+/// releases it once with GaussCov noise at the phase's whole budget — recorded, so
+/// asking for that release again costs nothing and shows the same noise — and the
+/// radius comes from that release; the main collection's budget is what is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_central_collections_radius_phase_is_released_once_by_the_curator() {
+    use ldpcov_proto::v1::{CentralMechanism, CentralRelease, PrivacyModel};
+    let server = EmbeddedServer::start(Limits::default()).await.unwrap();
+    let mut admin = client(&server.url(), 5).await;
+    let spec = CollectionSpec {
+        privacy_model: PrivacyModel::Central as i32,
+        encoding: 0,
+        ..spec("cp", 1)
+    };
+    let params = admin.create_collection(spec.clone()).await.unwrap();
+    let phase_rho = params.radius_phase.as_ref().unwrap().phase_rho;
+    let pending = admin.collection("cp").await.unwrap();
+    // The perturbing path refuses a central collection: its reports are raw.
+    let err = admin
+        .submit(&pending, &[1.5, 0.0, 0.0, 0.0])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::CentralCollection { .. }),
+        "{err}"
+    );
+    for k in 0..500u32 {
+        let angle = f64::from(k) * 0.01;
+        admin
+            .submit_to_trusted_curator(&pending, &[1.5 * angle.cos(), 1.5 * angle.sin(), 0.0, 0.0])
+            .await
+            .unwrap();
+    }
+    admin.close_collection("cp.radius").await.unwrap();
+    let phase = admin.status("cp.radius").await.unwrap();
+    assert_eq!(phase.rho_budget, phase_rho);
+    assert_eq!(phase.rho_spent, phase_rho);
+    // Every norm is 1.5, in [1, 2): at ε = 8 the release's noise on a frequency is
+    // about 0.01, and R = 2 clips no one at a quarter of 4's noise.
+    let chosen = admin.collection("cp").await.unwrap();
+    assert_eq!(chosen.clip_radius(), 2.0);
+    // The recorded release, asked for again: no new spend.
+    admin
+        .estimate(GetEstimateRequest {
+            collection_id: "cp.radius".into(),
+            threshold: Some(get_estimate_request::Threshold::None(NoThreshold {})),
+            release: Some(CentralRelease {
+                mechanism: CentralMechanism::GaussCov as i32,
+                rho: phase_rho,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.status("cp.radius").await.unwrap().rho_spent,
+        phase_rho
+    );
+    let main = admin.status("cp").await.unwrap();
+    let alone = ldpcov_accounting::calibration::zcdp_rho_for_epsilon(8.0, 1e-6);
+    let spent = main.rho_budget + phase_rho;
+    assert!(
+        spent <= alone * (1.0 + 1e-12) && spent >= alone * (1.0 - 1e-9),
+        "{spent} vs {alone}"
+    );
+    admin
+        .submit_to_trusted_curator(&chosen, &[1.5, 0.0, 0.0, 0.0])
+        .await
+        .unwrap();
+    assert_eq!(admin.status("cp").await.unwrap().reports, 1);
+    server.shutdown().await.unwrap();
+}
