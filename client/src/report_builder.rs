@@ -54,7 +54,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::perturb::{centred_norm, clip, random_report_id, report_of_clipped};
+use crate::perturb::{
+    centred_norm, clip, random_report_id, refuse_pending_radius, report_of_clipped,
+};
 use crate::{BudgetLedger, ClientError, DiscreteGaussianSampler, NoiseSampler, PrivacyPolicy};
 use ldpcov_privacy::{Collection, ReportId, ReportMechanism};
 use ldpcov_proto::v1::{RelayReport, Report, SealedReport, TwoAggregatorReport};
@@ -157,15 +159,7 @@ impl ReportBuilder {
                 id: collection.id().to_string(),
             });
         }
-        if let Some(phase) = collection
-            .radius_phase()
-            .filter(|_| collection.radius_pending())
-        {
-            return Err(ClientError::RadiusPending {
-                id: collection.id().to_string(),
-                phase: phase.phase_collection_id().to_string(),
-            });
-        }
+        refuse_pending_radius(collection)?;
         // A Collection holds what its spec derives (it cannot be edited), so it is used
         // as it is: derived once, when it was fetched or built, never per report.
         self.policy.check(collection)?;

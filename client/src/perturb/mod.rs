@@ -193,6 +193,18 @@ impl Perturber {
     }
 }
 
+/// Refuses a vector report to `collection` while its radius is being chosen
+/// ([`ClientError::RadiusPending`]): its R is 0 until then.
+pub(crate) fn refuse_pending_radius(collection: &Collection) -> Result<(), ClientError> {
+    match collection.radius_phase() {
+        Some(phase) if collection.radius_pending() => Err(ClientError::RadiusPending {
+            id: collection.id().to_string(),
+            phase: phase.phase_collection_id().to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// [`Perturber::clip`] for `collection`.
 pub(crate) fn clip(collection: &Collection, x: &[f64]) -> Result<Vec<f64>, ClientError> {
     let dim = collection.dim();
@@ -298,15 +310,7 @@ pub fn trusted_curator_report(
     x: &[f64],
     report_id: ReportId,
 ) -> Result<Report, ClientError> {
-    if let Some(phase) = collection
-        .radius_phase()
-        .filter(|_| collection.radius_pending())
-    {
-        return Err(ClientError::RadiusPending {
-            id: collection.id().to_string(),
-            phase: phase.phase_collection_id().to_string(),
-        });
-    }
+    refuse_pending_radius(collection)?;
     if collection.is_two_aggregator() {
         // Its vectors are secret-shared, never sent whole (the same grid, another path).
         return Err(ClientError::TwoAggregatorCollection {

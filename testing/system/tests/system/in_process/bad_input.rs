@@ -51,13 +51,9 @@ fn estimate_request(id: &str) -> GetEstimateRequest {
 }
 
 async fn client(url: &str, seed: u64) -> AggregatorClient {
-    AggregatorClient::connect(url.to_string())
+    crate::support::embedded::seeded_client(url, seed)
         .await
-        .expect("connect")
         .with_retry(RetryPolicy::no_retries())
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            seed,
-        )))
 }
 
 fn code(e: &ClientError) -> Code {

@@ -51,12 +51,7 @@ fn none() -> get_estimate_request::Threshold {
 
 /// Simulation clients: the noise is the real sampler seeded for reproducibility.
 async fn client(url: &str, seed: u64) -> AggregatorClient {
-    AggregatorClient::connect(url.to_string())
-        .await
-        .expect("connect")
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            seed,
-        )))
+    support::embedded::seeded_client(url, seed).await
 }
 
 async fn raw(url: &str) -> RawClient<tonic::transport::Channel> {

@@ -36,12 +36,7 @@ fn spec(id: &str, min_reports: u64) -> CollectionSpec {
 }
 
 async fn client(url: &str, seed: u64) -> AggregatorClient {
-    AggregatorClient::connect(url.to_string())
-        .await
-        .expect("connect")
-        .with_noise_sampler(Box::new(DiscreteGaussianSampler::from_seed_for_simulation(
-            seed,
-        )))
+    crate::support::embedded::seeded_client(url, seed).await
 }
 
 fn refused_with(err: &ClientError, code: Code, words: &str) {

@@ -59,11 +59,17 @@ pub(crate) async fn seeded_server(
         .await
         .unwrap();
     let url = server.url();
-    let client = ldpcov_client::AggregatorClient::connect(url.clone())
+    let client = seeded_client(&url, noise_seed).await;
+    (server, url, client)
+}
+
+/// A client of the aggregator at `url` whose noise is the real sampler seeded with
+/// `noise_seed` (simulation only: its reports are reproducible).
+pub(crate) async fn seeded_client(url: &str, noise_seed: u64) -> ldpcov_client::AggregatorClient {
+    ldpcov_client::AggregatorClient::connect(url.to_string())
         .await
-        .unwrap()
+        .expect("connect")
         .with_noise_sampler(Box::new(
             ldpcov_client::DiscreteGaussianSampler::from_seed_for_simulation(noise_seed),
-        ));
-    (server, url, client)
+        ))
 }
