@@ -15,10 +15,14 @@
 //! to exactly what the collection's (ε, δ) alone would have spent, so a device's
 //! ledger is charged no more than without the phase.
 //!
-//! **Status.** This is the phase's mechanism and rule, measured in the lab
-//! (`reproduce radius`, lab/docs/REPRODUCTION.md §6): on six real data sets the rule
-//! ties `R = √(2p)` on average, winning where the noise dominates and losing where the
-//! planner's bias bound overstates clipping. No collection runs the phase yet.
+//! **In a collection.** A spec's `radius_phase` ([`RadiusPhaseSettings`]) makes the
+//! phase a collection of its own, `<id>.radius`, in the main collection's trust model
+//! (local Gaussian or central); the aggregator sets R from it once it is closed
+//! ([`RadiusPhase::choose_collection_radius`]).
+//!
+//! **Measured** (`reproduce radius`, lab/docs/REPRODUCTION.md §6): on six real data
+//! sets, standardized, the rule ties `R = √(2p)` (which knows the scale there); in the
+//! data's own units it halves the error.
 //!
 //! **Calibration.** Moving one user from one bin to another changes the one-hot vector
 //! in two entries by 1: L2 sensitivity √2. Gaussian noise of sd σ per entry is then
