@@ -462,6 +462,66 @@ class BindingsTest(unittest.TestCase):
             file=sys.stderr,
         )
 
+    def test_radius_phase_chooses_the_radius_from_noisy_norms(self):
+        # p = 4: the default candidate radii run from sqrt(p)/4 = 0.5 to 16 sqrt(p) = 32
+        # by factors of sqrt(2); every norm here is 1.5, in [sqrt(2), 2), so once the
+        # phase is closed the radius is 2 (nothing clipped, least noise), or larger if
+        # noise made a far interval look inhabited (each empty one passes the rule's
+        # 3.5-sd floor with probability 2e-4): never smaller.
+        epsilon = 8.0
+        spec = ldp.CollectionSpecInput(
+            collection_id="py-radius",
+            dim=4,
+            epsilon=epsilon,
+            delta=DELTA,
+            clip_radius=0.0,
+            min_reports=1,
+            radius_phase_share=0.5,
+        )
+        info = self.admin.create_collection(spec)
+        self.assertTrue(info.radius_pending)
+        self.assertEqual(info.radius_phase_collection_id, "py-radius.radius")
+        with self.assertRaises(ldp.LdpcovError.InvalidInput):
+            self.admin.create_collection(
+                ldp.CollectionSpecInput(
+                    collection_id="py-radius-bad", dim=4, epsilon=1.0, delta=DELTA,
+                    clip_radius=3.0, min_reports=1, radius_phase_share=0.5,
+                )
+            )
+        with tempfile.TemporaryDirectory() as ledger_dir:
+            config = ldp.LedgerConfig(
+                dir=ledger_dir, lifetime_epsilon=100.0, period_days=0, delta=DELTA
+            )
+            device = ldp.Device.connect(self.url, ledger=config)
+            others = ldp.Device.connect(self.url)
+            x = [0.9, 0.0, 1.2, 0.0]
+            device.submit("py-radius", x)
+            for k in range(399):
+                a = 0.01 * k
+                others.submit("py-radius", [1.5 * math.cos(a), 0.0, 1.5 * math.sin(a), 0.0])
+            self.assertEqual(self.admin.status("py-radius.radius").reports, 400)
+            self.assertEqual(self.admin.status("py-radius").reports, 0)
+            self.admin.close_collection("py-radius.radius")
+            chosen = device.collection("py-radius")
+            self.assertFalse(chosen.radius_pending)
+            self.assertGreaterEqual(chosen.clip_radius, 2.0 * (1 - 1e-12))
+            # The same device object now sends its vector, to the collection itself.
+            device.submit("py-radius", x)
+            self.assertEqual(self.admin.status("py-radius").reports, 1)
+            # Both reports are on the ledger, their rho adding up to one report's of
+            # the collection without a phase (the ledger composes rho and states it as
+            # epsilon at its delta: rho + 2 sqrt(rho ln(1/delta))).
+            alone = self.admin.create_collection(
+                ldp.CollectionSpecInput(
+                    collection_id="py-radius-alone", dim=4, epsilon=epsilon, delta=DELTA,
+                    clip_radius=3.0, min_reports=1,
+                )
+            )
+            one = alone.rho + 2.0 * math.sqrt(alone.rho * math.log(1.0 / DELTA))
+            spent = device.spent_epsilon()
+            self.assertLessEqual(spent, one * (1 + 1e-9))
+            self.assertGreater(spent, one * (1 - 1e-6))
+
 
 
 class Canary:

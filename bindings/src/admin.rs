@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use ldpcov_client::proto::v1::{
     CentralMechanism, CentralRelease, CollectionSpec, CollectionStatus, GetEstimateRequest,
-    PrivacyModel, ShuffleSpec,
+    PrivacyModel, RadiusPhaseSpec, ShuffleSpec,
 };
 use ldpcov_client::{AggregatorClient, Collection};
 use ldpcov_privacy::layout::unpack_symmetric;
@@ -53,6 +53,13 @@ pub struct CollectionSpecInput {
     /// encoding or shuffling, which are the local model's.
     #[uniffi(default = false)]
     pub two_aggregator: bool,
+    /// Choose the clip radius privately (give `clip_radius` 0): every device first
+    /// spends this share of its budget (in (0, 1), e.g. 0.1) reporting its norm's
+    /// interval to the collection `<id>.radius`; closing that collection sets the
+    /// radius from its noisy sums, and `Device::submit` then sends vectors. Local
+    /// Gaussian collections only here. `None`: `clip_radius` is the radius.
+    #[uniffi(default)]
+    pub radius_phase_share: Option<f64>,
 }
 
 impl CollectionSpecInput {
@@ -83,6 +90,12 @@ impl CollectionSpecInput {
                 ..Default::default()
             }),
         };
+        if self.radius_phase_share.is_some() && self.clip_radius != 0.0 {
+            return Err(LdpcovError::InvalidInput {
+                reason: "clip_radius must be 0 with radius_phase_share: the phase chooses it"
+                    .into(),
+            });
+        }
         let common = CollectionSpec {
             collection_id: self.collection_id.clone(),
             dim: self.dim,
@@ -90,6 +103,10 @@ impl CollectionSpecInput {
             delta: self.delta,
             clip_radius: self.clip_radius,
             min_reports: self.min_reports,
+            radius_phase: self.radius_phase_share.map(|share| RadiusPhaseSpec {
+                share,
+                ..Default::default()
+            }),
             ..Default::default()
         };
         if self.two_aggregator {
@@ -287,7 +304,28 @@ mod tests {
             shuffle_min_batch_size: min_batch,
             shuffle_batch_window_seconds: window,
             two_aggregator: false,
+            radius_phase_share: None,
         }
+    }
+
+    /// A radius phase asks for its share and no radius; a radius with it is refused.
+    #[test]
+    fn a_radius_phase_share_goes_into_the_spec_without_a_radius() {
+        let mut input = CollectionSpecInput {
+            mechanism: None,
+            delta: 1e-6,
+            clip_radius: 0.0,
+            radius_phase_share: Some(0.2),
+            ..shuffled(None, None)
+        };
+        let spec = input.to_proto().expect("a valid spec");
+        assert_eq!(spec.clip_radius, 0.0);
+        assert_eq!(spec.radius_phase.map(|p| p.share), Some(0.2));
+        input.clip_radius = 1.0;
+        assert!(matches!(
+            input.to_proto(),
+            Err(LdpcovError::InvalidInput { reason }) if reason.contains("clip_radius must be 0")
+        ));
     }
 
     #[test]

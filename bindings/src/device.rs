@@ -234,12 +234,16 @@ impl Device {
     /// exact discrete Gaussian noise, a fresh random id — is complete before any
     /// network call; retries resend the same bytes under the same id, so a report is
     /// counted at most once. The collection's parameters are fetched on first use and
-    /// kept for the object's lifetime.
+    /// kept for the object's lifetime (fetched again while a radius phase is choosing
+    /// the radius: until it has, what is sent is the noisy interval of `x`'s norm, to
+    /// the phase's collection, charged to the ledger as its own report).
     pub fn submit(&self, collection_id: String, x: Vec<f64>) -> Result<SubmitResult, LdpcovError> {
         let mut state = lock(&self.state)?;
+        // Kept once fetched, but fetched again while its radius is being chosen: once
+        // the phase is closed, the vector goes instead of its norm's interval.
         let collection = match state.collections.get(&collection_id) {
-            Some(collection) => collection.clone(),
-            None => self.fetch(&mut state, &collection_id)?,
+            Some(collection) if !collection.radius_pending() => collection.clone(),
+            _ => self.fetch(&mut state, &collection_id)?,
         };
         let outcome = self
             .runtime

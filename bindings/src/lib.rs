@@ -143,6 +143,12 @@ pub struct CollectionInfo {
     /// for the leader (this device's aggregator) and one sealed to the helper (see
     /// `HelperConfig`); neither sees `x`.
     pub two_aggregator: bool,
+    /// With a radius phase: the collection devices report their norm's interval to
+    /// (`<id>.radius`); `None` without one.
+    pub radius_phase_collection_id: Option<String>,
+    /// The radius phase has not chosen the radius yet (`clip_radius` is 0):
+    /// `Device::submit` sends the norm's interval, not the vector.
+    pub radius_pending: bool,
 }
 
 impl From<&Collection> for CollectionInfo {
@@ -161,6 +167,10 @@ impl From<&Collection> for CollectionInfo {
             encoding: WireEncoding::from_proto(c.encoding()),
             shuffled: c.shuffle().is_some(),
             two_aggregator: c.is_two_aggregator(),
+            radius_phase_collection_id: c
+                .radius_phase()
+                .map(|phase| phase.phase_collection_id().to_string()),
+            radius_pending: c.radius_pending(),
         }
     }
 }

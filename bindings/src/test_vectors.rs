@@ -112,6 +112,7 @@ mod tests {
             shuffle_min_batch_size: None,
             shuffle_batch_window_seconds: None,
             two_aggregator: false,
+            radius_phase_share: None,
         }
     }
 

@@ -4,7 +4,7 @@
 use crate::support;
 use ldpcov_aggregator::EmbeddedServer;
 use ldpcov_aggregator::Limits;
-use ldpcov_client::{AggregatorClient, DiscreteGaussianSampler};
+use ldpcov_client::AggregatorClient;
 use ldpcov_fixtures as fixtures;
 use ldpcov_lab::metrics::{estimate_matrix, spectral_norm_symmetric};
 use ldpcov_lab::models::{Model, Sampler};

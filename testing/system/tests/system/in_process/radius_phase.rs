@@ -224,11 +224,11 @@ fn a_phase_report_is_the_one_hot_interval_plus_the_calibrated_noise() {
         };
         assert_eq!(entries.len(), 21);
         let mut index = 0;
-        for i in 0..6 {
+        for (i, &hot) in one_hot.iter().enumerate() {
             for j in i..6 {
                 // On the wire (svec): uᵢ² on the diagonal, √2·uᵢuⱼ = 0 off it, each
                 // with noise of sd σ.
-                let exact = if i == j { one_hot[i] } else { 0.0 };
+                let exact = if i == j { hot } else { 0.0 };
                 errors.push(f64::from(entries[index]) / scale - exact);
                 index += 1;
             }
