@@ -197,6 +197,14 @@ pub(crate) struct Args {
     /// 16·√p.
     #[arg(long, conflicts_with_all = ["clip_radius", "relay", "duration_secs"])]
     pub(crate) radius_phase: Option<f64>,
+    /// The radius phase's smallest and largest candidate radius, in the data's units
+    /// (default √p/4,16·√p, right for coordinates of order 1): give the range the
+    /// norms ‖x − c‖ may take when the data's scale is not known.
+    #[arg(long, value_delimiter = ',', requires = "radius_phase")]
+    pub(crate) radius_phase_range: Vec<f64>,
+    /// The radius phase's number of candidate radii (default 13).
+    #[arg(long, requires = "radius_phase")]
+    pub(crate) radius_phase_radii: Option<u32>,
     /// With --relay: the central ε wanted against the aggregator (at δ = 1e-6); each
     /// report's ε0 is then the largest whose batches of --shuffle-min-batch meet it,
     /// instead of --epsilon.
@@ -257,6 +265,9 @@ impl Args {
                 || self.mechanism == Some(MechanismArg::RankOne))
         {
             bail!("--radius-phase is for local Gaussian collections and central ones");
+        }
+        if !matches!(self.radius_phase_range.len(), 0 | 2) {
+            bail!("--radius-phase-range takes two numbers, smallest,largest");
         }
         if self.mechanism.is_some() && self.privacy_model != PrivacyModelArg::Local {
             bail!("--mechanism is for local collections");
@@ -403,7 +414,10 @@ impl Args {
             }),
             radius_phase: self.radius_phase.map(|share| RadiusPhaseSpec {
                 share,
-                ..Default::default()
+                // 0 takes the server's default.
+                smallest_radius: self.radius_phase_range.first().copied().unwrap_or(0.0),
+                largest_radius: self.radius_phase_range.get(1).copied().unwrap_or(0.0),
+                radii: self.radius_phase_radii.unwrap_or(0),
             }),
             ..Default::default()
         }
@@ -448,6 +462,23 @@ mod tests {
         let spec = args.spec("c", 5, 3.0, 100, None);
         assert_eq!(spec.clip_radius, 0.0);
         assert_eq!(spec.radius_phase.unwrap().share, 0.2);
+        let args = Args::try_parse_from([
+            "loadgen",
+            "--radius-phase",
+            "0.2",
+            "--radius-phase-range",
+            "0.01,1000",
+            "--radius-phase-radii",
+            "31",
+        ])
+        .unwrap()
+        .resolved();
+        let phase = args.spec("c", 5, 3.0, 100, None).radius_phase.unwrap();
+        assert_eq!(
+            (phase.smallest_radius, phase.largest_radius, phase.radii),
+            (0.01, 1000.0, 31)
+        );
+        assert!(Args::try_parse_from(["loadgen", "--radius-phase-range", "1,2"]).is_err());
         assert_eq!(
             Args::try_parse_from(["loadgen"])
                 .unwrap()
