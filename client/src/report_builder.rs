@@ -55,7 +55,7 @@
 //! ```
 
 use crate::perturb::{
-    centred_norm, clip, random_report_id, refuse_pending_radius, report_of_clipped,
+    clip, radius_phase_vector, random_report_id, refuse_pending_radius, report_of_clipped,
 };
 use crate::{BudgetLedger, ClientError, DiscreteGaussianSampler, NoiseSampler, PrivacyPolicy};
 use ldpcov_privacy::{Collection, ReportId, ReportMechanism};
@@ -191,16 +191,9 @@ impl ReportBuilder {
                 id: collection.id().to_string(),
             });
         }
-        let settings = collection
-            .radius_phase()
-            .filter(|_| collection.radius_pending())
-            .ok_or_else(|| ClientError::NoRadiusPhase {
-                id: collection.id().to_string(),
-            })?;
         self.policy.check(collection)?;
-        let norm = centred_norm(collection, x)?;
-        let phase = Collection::from_spec(settings.phase_spec())?;
-        self.report(&phase, &settings.one_hot(norm))
+        let (phase, one_hot) = radius_phase_vector(collection, x)?;
+        self.report(&phase, &one_hot)
     }
 
     /// A two-aggregator collection's report for `x` (see the module docs): the leader's

@@ -346,6 +346,17 @@ pub fn trusted_curator_radius_phase_report(
     x: &[f64],
     report_id: ReportId,
 ) -> Result<Report, ClientError> {
+    let (phase, one_hot) = radius_phase_vector(collection, x)?;
+    trusted_curator_report(&phase, &one_hot, report_id)
+}
+
+/// The phase's collection of `collection`, whose radius is still being chosen, and the
+/// vector a device reports to it for `x`: the one-hot interval of `‖x − c‖` (after the
+/// input checks). [`ClientError::NoRadiusPhase`] without a pending phase.
+pub(crate) fn radius_phase_vector(
+    collection: &Collection,
+    x: &[f64],
+) -> Result<(Collection, Vec<f64>), ClientError> {
     let settings = collection
         .radius_phase()
         .filter(|_| collection.radius_pending())
@@ -354,5 +365,5 @@ pub fn trusted_curator_radius_phase_report(
         })?;
     let norm = centred_norm(collection, x)?;
     let phase = Collection::from_spec(settings.phase_spec())?;
-    trusted_curator_report(&phase, &settings.one_hot(norm), report_id)
+    Ok((phase, settings.one_hot(norm)))
 }
