@@ -24,7 +24,7 @@ use crate::mechanism::{
     GaussianReport, NoiseModel, OffDiagonalWeighting, RankOneReport, RawVectorReport,
     ReportMechanism, Unbiasing,
 };
-use crate::radius::settings::RadiusPhaseSettings;
+use crate::radius::settings::{RadiusPhaseSettings, phase_params_agree};
 use crate::shuffle::{ShuffleSettings, ShuffledPrivacy};
 use crate::two_aggregator::TwoAggregatorCircuit;
 use ldpcov_accounting::calibration::{pure_dp_rho, zcdp_rho, zcdp_rho_for_epsilon};
@@ -214,8 +214,7 @@ impl Collection {
         } else if !(delta > 0.0 && delta < 1.0) {
             return Err(SpecError::Delta(delta));
         }
-        // With a radius phase, R is 0 until chosen, then one of the phase's candidates,
-        // and the main report spends the ε left by the phase's.
+        // A radius phase: R is 0 or a candidate; the main report spends the ε left.
         let radius_phase = match &spec.radius_phase {
             Some(phase) => Some(Box::new(RadiusPhaseSettings::derive(spec, phase, &|s| {
                 Collection::from_spec(s).map(|c| c.rho)
@@ -361,7 +360,10 @@ impl Collection {
             && params.mean_entries as usize == local.mean_entries()
             && same(params.base_sensitivity, local.base_sensitivity())
             && params.rank_one == local.params().rank_one
-            && params.radius_phase == local.params().radius_phase
+            && phase_params_agree(
+                params.radius_phase.as_ref(),
+                local.params().radius_phase.as_ref(),
+            )
             && match (&params.two_aggregator, local.two_aggregator()) {
                 (None, None) => true,
                 (Some(params), Some(circuit)) => circuit.agrees_with(params),
@@ -418,10 +420,8 @@ impl Collection {
     /// This collection with the radius its phase chose (a candidate, else refused).
     pub fn with_chosen_radius(&self, radius: f64) -> Result<Collection, SpecError> {
         if self.radius_phase.is_none() {
-            return Err(SpecError::RadiusPhase(format!(
-                "collection {} has no radius phase",
-                self.id
-            )));
+            let why = format!("collection {} has no radius phase", self.id);
+            return Err(SpecError::RadiusPhase(why));
         }
         Collection::from_spec(&CollectionSpec {
             clip_radius: radius,

@@ -223,6 +223,30 @@ impl RadiusPhaseSettings {
     }
 }
 
+/// Whether a server's radius-phase parameters `served` are the local ones, `derived`: the
+/// same phase collection and state, and every number within a relative 10⁻⁹ (the
+/// radii are powers, and the ε's bisections over the calibration, whose last digits may
+/// differ between platforms' maths libraries).
+pub(crate) fn phase_params_agree(
+    served: Option<&RadiusPhaseParams>,
+    derived: Option<&RadiusPhaseParams>,
+) -> bool {
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs());
+    match (served, derived) {
+        (None, None) => true,
+        (Some(s), Some(d)) => {
+            s.phase_collection_id == d.phase_collection_id
+                && s.radius_chosen == d.radius_chosen
+                && s.radii.len() == d.radii.len()
+                && s.radii.iter().zip(&d.radii).all(|(a, b)| close(*a, *b))
+                && close(s.phase_epsilon, d.phase_epsilon)
+                && close(s.phase_rho, d.phase_rho)
+                && close(s.main_epsilon, d.main_epsilon)
+        }
+        _ => false,
+    }
+}
+
 /// The largest ε in (0, `spec.epsilon`] whose ρ (`rho_of` at that ε) is at most
 /// `rho`, by bisection to a relative 10⁻¹². An ε whose derivation fails (a σ too large
 /// for any grid) counts as too small.

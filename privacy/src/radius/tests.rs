@@ -309,6 +309,15 @@ fn a_radius_phase_is_re_derived_by_the_device_and_its_radius_is_a_candidate() {
         tamper(bad.radius_phase.as_mut().unwrap());
         assert!(Collection::from_params(&bad).is_err(), "{bad:?}");
     }
+    // The last digits of a power or a bisection may differ between platforms: a
+    // relative 10⁻¹² is accepted, 10⁻⁶ is not.
+    let mut rounded = params.clone();
+    let phase = rounded.radius_phase.as_mut().unwrap();
+    phase.radii[3] *= 1.0 + 1e-12;
+    phase.main_epsilon *= 1.0 - 1e-12;
+    assert_eq!(Collection::from_params(&rounded).unwrap(), c);
+    rounded.radius_phase.as_mut().unwrap().phase_rho *= 1.0 + 1e-6;
+    assert!(Collection::from_params(&rounded).is_err());
     let mut lowered = params.clone();
     lowered.sigma *= 0.5;
     assert!(Collection::from_params(&lowered).is_err());
