@@ -92,7 +92,7 @@ fn kotlin_bindings_end_to_end() {
     );
     // Every JUnit test ran and passed; none was skipped: the bindings' own suite, then
     // the scratch project's test of the installed jar.
-    let tests = assert_all_passed("bindings", &reports, 15, &out);
+    let tests = assert_all_passed("bindings", &reports, 16, &out);
     let package_tests = assert_all_passed("packaged jar", &package_reports, 1, &out);
     eprintln!(
         "Kotlin (JVM): {tests} JUnit tests and {package_tests} of the installed jar passed in {:.1?}",

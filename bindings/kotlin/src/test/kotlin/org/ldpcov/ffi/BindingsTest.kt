@@ -196,6 +196,42 @@ class BindingsTest {
     }
 
     @Test
+    fun aRadiusPhaseChoosesTheRadiusFromNoisyNorms() {
+        // p = 4: the default candidates run from sqrt(p)/4 = 0.5 to 16 sqrt(p) = 32 by
+        // factors of sqrt(2); every norm is 1.5, in [sqrt(2), 2): the radius chosen is 2,
+        // or larger if noise made a far interval look inhabited, never smaller.
+        val epsilon = 8.0
+        val created = admin.createCollection(
+            CollectionSpecInput(
+                collectionId = "kt-radius",
+                dim = 4u,
+                epsilon = epsilon,
+                delta = DELTA,
+                clipRadius = 0.0,
+                minReports = 1uL,
+                radiusPhaseShare = 0.5,
+            ),
+        )
+        assertTrue(created.radiusPending)
+        assertEquals("kt-radius.radius", created.radiusPhaseCollectionId)
+        Device.connect(url).use { device ->
+            for (k in 0 until 300) {
+                val a = 0.01 * k
+                device.submit("kt-radius", listOf(1.5 * kotlin.math.cos(a), 0.0, 1.5 * kotlin.math.sin(a), 0.0))
+            }
+            assertEquals(300uL, admin.status("kt-radius.radius").reports)
+            assertEquals(0uL, admin.status("kt-radius").reports)
+            admin.closeCollection("kt-radius.radius")
+            val chosen = device.collection("kt-radius")
+            assertFalse(chosen.radiusPending)
+            assertTrue(chosen.clipRadius >= 2.0 * (1 - 1e-12), "radius ${chosen.clipRadius}")
+            // The same device object now sends the vector itself.
+            device.submit("kt-radius", listOf(0.9, 0.0, 1.2, 0.0))
+        }
+        assertEquals(1uL, admin.status("kt-radius").reports)
+    }
+
+    @Test
     fun ledgerRefusesPastTheBudget() {
         val created = admin.createCollection(spec("kt-ledger", 3, 1))
         // A lifetime budget of 2.5 reports' rho admits exactly 2 reports (2 rho <= 2.5 rho
