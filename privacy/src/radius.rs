@@ -142,21 +142,29 @@ impl RadiusPhase {
     }
 
     /// Gaussian noise sd on each entry of the one-hot report: `Δ/√(2ρ) = 1/√ρ`, or
-    /// the one a collection derived ([`for_collection`](Self::for_collection)).
+    /// the one a collection derived (for
+    /// [`choose_collection_radius`](Self::choose_collection_radius)).
     pub fn sigma(&self) -> f64 {
         self.noise_sd
     }
 
-    /// The phase of collection `main`, which has one: its bins, and the noise of its
-    /// phase collection's unbiased diagonal entries (`1/√ρ` plus the grid's rounding
-    /// term, which the calibration adds to the sensitivity).
-    pub fn for_collection(main: &Collection) -> Result<Self, RadiusPhaseError> {
+    /// The phase of collection `main`, which has one, over `reports` reports: its bins,
+    /// and the noise of its phase collection's unbiased diagonal entries as a
+    /// per-report sd — a local phase's (`1/√ρ` plus the grid's rounding term, which the
+    /// calibration adds to the sensitivity), or for a central phase its one release of
+    /// the whole ρ, whose averaged entries carry sd `Δ/(√(2ρ)·n)`, i.e. `Δ/√(2ρ)/√n` per
+    /// report.
+    fn for_collection(main: &Collection, reports: u64) -> Result<Self, RadiusPhaseError> {
         let settings = main.radius_phase().ok_or_else(|| {
             RadiusPhaseError::Budget(format!("collection {} has no radius phase", main.id()))
         })?;
         let phase = Collection::from_spec(settings.phase_spec())?;
         let mut this = RadiusPhase::new(settings.bins().clone(), settings.phase_rho())?;
-        this.noise_sd = phase.unbiased_report_noise_sd(crate::collection::Entry::Diagonal);
+        this.noise_sd = if phase.is_central() {
+            phase.sensitivity() / (2.0 * phase.rho()).sqrt() / (reports.max(1) as f64).sqrt()
+        } else {
+            phase.unbiased_report_noise_sd(crate::collection::Entry::Diagonal)
+        };
         Ok(this)
     }
 
@@ -169,18 +177,7 @@ impl RadiusPhase {
         frequencies: &[f64],
         reports: u64,
     ) -> Result<RadiusCandidate, RadiusPhaseError> {
-        let mut phase = Self::for_collection(main)?;
-        let settings = main.radius_phase().ok_or_else(|| {
-            RadiusPhaseError::Budget(format!("collection {} has no radius phase", main.id()))
-        })?;
-        let phase_collection = Collection::from_spec(settings.phase_spec())?;
-        if phase_collection.is_central() {
-            // One release of the phase's whole ρ: each averaged diagonal entry carries
-            // noise of sd Δ/(√(2ρ)·n), written here as a per-report sd over √n.
-            phase.noise_sd = phase_collection.sensitivity()
-                / (2.0 * phase_collection.rho()).sqrt()
-                / (reports.max(1) as f64).sqrt();
-        }
+        let phase = Self::for_collection(main, reports)?;
         let planned = CollectionSpec {
             epsilon: main.report_epsilon(),
             radius_phase: None,
@@ -194,9 +191,7 @@ impl RadiusPhase {
     /// The noise-free report of a user with norm `norm`: 1 in its bin, 0 elsewhere. A
     /// device adds independent noise of sd [`sigma`](Self::sigma) to every entry.
     pub fn one_hot(&self, norm: f64) -> Vec<f64> {
-        let mut report = vec![0.0; self.bins.len()];
-        report[self.bins.bin_of(norm)] = 1.0;
-        report
+        self.bins.one_hot(norm)
     }
 
     /// Unbiased estimates of the bins' frequencies from the sums of `reports` noisy

@@ -481,14 +481,14 @@ impl Aggregator for AggregatorService {
     ) -> Result<Response<CollectionStatus>, Status> {
         self.auth.check(request.metadata(), Right::Admin)?;
         let c = self.collection(&request.get_ref().collection_id).await?;
-        self.check_phase_closable(&c).await?;
+        let main = self.check_phase_closable(&c).await?;
         self.store
             .close_collection(c.id())
             .await
             .map_err(store_status)?;
         let status = self.status_of(&c).await?;
         tracing::info!(collection = %c.id(), reports = status.reports, "collection closed");
-        if let Some(main) = self.main_of_phase(c.id()).await? {
+        if let Some(main) = main {
             // The main collection's radius, chosen now (and logged) rather than by
             // the first device that asks.
             self.with_chosen_radius(main).await?;

@@ -60,8 +60,9 @@ impl AggregatorService {
         };
         let phase_id = settings.phase_collection_id().to_string();
         let cached = self.lock_radii()?.get(c.id()).cloned();
-        if let Some((pending, chosen)) = cached.filter(|(pending, _)| **pending == *c) {
-            drop(pending);
+        if let Some((_, chosen)) =
+            cached.filter(|(pending, _)| Arc::ptr_eq(pending, &c) || **pending == *c)
+        {
             return Ok(chosen);
         }
         match self.store.is_closed(&phase_id).await {
@@ -100,11 +101,15 @@ impl AggregatorService {
         }
     }
 
-    /// Refuses to close a radius phase's collection before it holds `min_reports`
-    /// reports: no radius could be chosen from it, and a closed phase cannot reopen.
-    pub(super) async fn check_phase_closable(&self, phase: &Collection) -> Result<(), Status> {
+    /// The main collection of `phase` if it is a radius phase's collection, refusing to
+    /// close it before it holds `min_reports` reports: no radius could be chosen from
+    /// it, and a closed phase cannot reopen.
+    pub(super) async fn check_phase_closable(
+        &self,
+        phase: &Collection,
+    ) -> Result<Option<Arc<Collection>>, Status> {
         let Some(main) = self.main_of_phase(phase.id()).await? else {
-            return Ok(());
+            return Ok(None);
         };
         let reports = self.store.count(phase.id()).await.map_err(store_status)?;
         if reports < phase.min_reports() {
@@ -115,7 +120,7 @@ impl AggregatorService {
                 phase.min_reports()
             )));
         }
-        Ok(())
+        Ok(Some(main))
     }
 
     /// Forgets the radius chosen for `main_id` (the collection was deleted).
@@ -129,9 +134,7 @@ impl AggregatorService {
             .lock()
             .map_err(|_| Status::internal("the chosen radii's lock is poisoned"))
     }
-}
 
-impl AggregatorService {
     /// The radius `main`'s phase chooses from its closed collection's snapshot: the
     /// unbiased average's diagonal (the norm intervals' noisy frequencies), then the
     /// planner's rule ([`RadiusPhase::choose_collection_radius`]). A local phase's sums

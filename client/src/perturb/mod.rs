@@ -227,7 +227,7 @@ pub(crate) fn clip(collection: &Collection, x: &[f64]) -> Result<Vec<f64>, Clien
 /// as [`clip`]: what a device's radius-phase report is of. `+∞` when it overflows.
 pub(crate) fn centred_norm(collection: &Collection, x: &[f64]) -> Result<f64, ClientError> {
     let (max_abs, s) = norm_parts(&centred(collection, x)?);
-    Ok(if max_abs == 0.0 { 0.0 } else { max_abs * s })
+    Ok(max_abs * s)
 }
 
 /// `x − c` after the input checks: `x` has the collection's dimension and finite

@@ -57,6 +57,13 @@ impl NormBins {
         self.edges.partition_point(|&e| e <= norm)
     }
 
+    /// The one-hot vector of `norm`'s bin: 1 there, 0 in every other bin.
+    pub fn one_hot(&self, norm: f64) -> Vec<f64> {
+        let mut v = vec![0.0; self.len()];
+        v[self.bin_of(norm)] = 1.0;
+        v
+    }
+
     /// The norm that stands for bin `bin` in the planner: its upper edge, and for the
     /// top bin one ratio above the largest edge. Upper edges overstate the clipping
     /// bias, so the rule leans to larger radii (as the planner's bound does).

@@ -205,9 +205,7 @@ impl RadiusPhaseSettings {
     /// The phase report's vector for a device whose `‖x − c‖` is `norm`: 1 at its
     /// interval, 0 elsewhere (the phase's collection then clips nothing: its norm is 1).
     pub fn one_hot(&self, norm: f64) -> Vec<f64> {
-        let mut report = vec![0.0; self.bins.len()];
-        report[self.bins.bin_of(norm)] = 1.0;
-        report
+        self.bins.one_hot(norm)
     }
 
     /// The parameters a device reads, `radius_chosen` as given.
